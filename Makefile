@@ -1,0 +1,58 @@
+# The one place commands live. `make run` and `make test` create or refresh .venv themselves.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+LINT_STAMP := $(VENV)/.lint-installed
+export SAM_CLI_TELEMETRY := 0
+export POWERTOOLS_TRACE_DISABLED := true
+export AWS_DEFAULT_REGION ?= us-east-1
+
+EXAMPLE ?= examples/chatbot.yaml
+
+.PHONY: run test test-all lint format serve build bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+$(LINT_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,lint]'
+	touch $(LINT_STAMP)
+
+run: $(STAMP)
+	$(BIN)/sizing estimate $(EXAMPLE)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow and not e2e"
+
+test-all: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(LINT_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/cfn-lint template.yaml
+	PATH=$(abspath $(BIN)):$$PATH PYENV_VERSION=3.11.7:3.12.1 $(BIN)/sam validate --lint --region us-east-1
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+serve: $(STAMP)
+	$(BIN)/sizing serve --port 3000
+
+build: $(LINT_STAMP)
+	PYENV_VERSION=3.11.7:3.12.1 $(BIN)/sam build
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/speed.py
+	$(BIN)/python benchmarks/accuracy.py
+
+clean:
+	rm -rf $(VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache

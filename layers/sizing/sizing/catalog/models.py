@@ -1,0 +1,387 @@
+"""Typed catalog entries and the loader."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+from datetime import date
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from sizing.errors import InvalidInput, NotFound, problems_from_pydantic
+
+DATA_DIR = Path(__file__).parent / "data"
+#: Extra catalog files (same layout as data/) merged over the shipped ones; models added with
+#: `sizing catalog add-model --catalog-dir` land there.
+OVERLAY_ENV = "SIZING_CATALOG_DIR"
+
+GB = 1e9
+MIB = 2**20
+
+Quantization = Literal["bf16", "fp8", "int8", "int4"]
+#: Bytes per weight by quantization. int4 carries group scales (AWQ/GPTQ g128: 16-bit scale + zero per 128
+#: weights = 0.03 bytes/weight), rounded to 0.53.
+BYTES_PER_PARAM: dict[str, float] = {"bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.53}
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Sourced(Strict):
+    source: str = Field(min_length=3)
+    as_of: date
+    notes: str | None = None
+
+
+class Interconnect(Strict):
+    kind: Literal["pcie", "nvlink", "neuronlink"]
+    #: Per device, per direction, GB/s: the ring all-reduce bus bandwidth bound.
+    bw_gbs_per_direction: float = Field(gt=0)
+    #: Small-message all-reduce latency (decode messages are tens to hundreds of KB): NCCL figures in
+    #: notes/serving-facts.md s2 (NVLink 3.5-6 us, 8x PCIe Ada ~40 us); NeuronLink assumed 10-15 us.
+    allreduce_latency_us: float = Field(gt=0)
+    description: str
+
+
+class Accelerator(Sourced):
+    """One accelerator chip. For Neuron chips a *device* (the unit of tensor parallelism) is a NeuronCore."""
+
+    id: str
+    name: str
+    vendor: Literal["nvidia", "aws"]
+    kind: Literal["gpu", "neuron"]
+    cores_per_chip: int = Field(ge=1)
+    memory_gb: float = Field(gt=0)
+    memory_bw_gbs: float = Field(gt=0)
+    bf16_tflops: float = Field(gt=0)
+    fp8_tflops: float | None = None
+    int8_tops: float | None = None
+    interconnect: Interconnect
+    usable_memory_mib: int | None = None
+    confidence: str = ""
+    assumed: list[str] = Field(default_factory=list)
+
+    @property
+    def device_memory_bytes(self) -> float:
+        """Memory one device (GPU or NeuronCore) can use: the driver-reported figure when known."""
+        total = self.usable_memory_mib * MIB if self.usable_memory_mib else self.memory_gb * GB
+        return total / self.cores_per_chip
+
+    @property
+    def device_bw_bytes(self) -> float:
+        return self.memory_bw_gbs * GB / self.cores_per_chip
+
+    def device_flops(self, quantization: str) -> float:
+        """Dense peak FLOP/s of one device for the math a quantization runs (weight-only int4 runs 16-bit math)."""
+        if quantization == "fp8" and self.fp8_tflops:
+            tflops = self.fp8_tflops
+        elif quantization == "int8" and self.int8_tops:
+            tflops = self.int8_tops
+        else:
+            tflops = self.bf16_tflops
+        return tflops * 1e12 / self.cores_per_chip
+
+    def supports(self, quantization: str) -> bool:
+        if quantization == "fp8":
+            return self.fp8_tflops is not None
+        return True
+
+
+class Price(Strict):
+    usd_per_hour: float | None = Field(default=None, gt=0)
+    source: str
+    as_of: date
+    assumed: bool = False
+    notes: str | None = None
+
+
+class SpotDiscount(Strict):
+    fraction: float = Field(ge=0, lt=1)
+    source: str
+    assumed: bool
+
+
+class InstanceType(Sourced):
+    instance_type: str
+    family: str
+    accelerator: str
+    accelerator_count: int = Field(ge=1)
+    vcpu: int = Field(ge=1)
+    memory_gib: float = Field(gt=0)
+    network_gbps: float = Field(gt=0)
+    prices: dict[str, Price]
+    spot_discount: SpotDiscount
+
+    def price(self, region: str) -> Price:
+        """On-demand price in a region; falls back to us-east-1 marked `assumed` when the region is missing."""
+        if region in self.prices and self.prices[region].usd_per_hour:
+            return self.prices[region]
+        base = self.prices.get("us-east-1")
+        if base is None or base.usd_per_hour is None:
+            raise NotFound(f"no on-demand price for {self.instance_type}", field_name="instance_type")
+        if region == "us-east-1":
+            return base
+        return base.model_copy(
+            update={
+                "assumed": True,
+                "notes": f"no {region} price in the catalog: us-east-1 price used (run `sizing catalog refresh-prices`)",
+            }
+        )
+
+
+class MoE(Strict):
+    num_experts: int = Field(ge=2)
+    experts_per_token: int = Field(ge=1)
+    expert_intermediate_size: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _k_le_n(self) -> MoE:
+        if self.experts_per_token > self.num_experts:
+            raise ValueError("experts_per_token exceeds num_experts")
+        return self
+
+
+class ModelSpec(Sourced):
+    """Architecture facts of one open model (from its Hugging Face config.json)."""
+
+    id: str
+    aliases: list[str] = Field(default_factory=list)
+    params_b: float = Field(gt=0)
+    active_params_b: float = Field(gt=0)
+    layers: int = Field(ge=1)
+    hidden_size: int = Field(ge=1)
+    num_attention_heads: int = Field(ge=1)
+    num_key_value_heads: int = Field(ge=1)
+    head_dim: int = Field(ge=1)
+    intermediate_size: int = Field(ge=1)
+    vocab_size: int = Field(ge=1)
+    max_position_embeddings: int = Field(ge=1)
+    tie_word_embeddings: bool = False
+    moe: MoE | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelSpec:
+        if self.active_params_b > self.params_b * 1.0001:
+            raise ValueError("active_params_b exceeds params_b")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
+        return self
+
+    def kv_bytes_per_token(self, kv_dtype_bytes: float = 2.0) -> float:
+        """K and V for every layer: 2 x layers x kv_heads x head_dim x bytes."""
+        return 2 * self.layers * self.num_key_value_heads * self.head_dim * kv_dtype_bytes
+
+    def weight_bytes(self, quantization: str) -> float:
+        return self.params_b * 1e9 * BYTES_PER_PARAM[quantization]
+
+
+class BedrockQuota(Strict):
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    source: str
+    as_of: date
+
+
+class BedrockLatency(Strict):
+    """Latency profile of a Bedrock model; `assumed` until this product has measured it."""
+
+    ttft_ms_p50: float = Field(gt=0)
+    ttft_ms_p95: float = Field(gt=0)
+    output_tokens_per_s: float = Field(gt=0)
+    source: str
+    assumed: bool = True
+
+
+class BedrockOffer(Sourced):
+    name: str
+    bedrock_model_id: str
+    model: str | None = None
+    input_usd_per_1m_tokens: float = Field(ge=0)
+    output_usd_per_1m_tokens: float = Field(ge=0)
+    quota: BedrockQuota
+    latency: BedrockLatency | None = None
+
+
+class BedrockProvisioned(Sourced):
+    name: str
+    bedrock_model_id: str
+    model: str | None = None
+    usd_per_hour_per_model_unit: float = Field(gt=0)
+
+
+class SageMakerPrice(Sourced):
+    instance_type: str
+    region: str
+    usd_per_hour: float = Field(gt=0)
+
+
+class _AcceleratorFile(Strict):
+    accelerators: list[Accelerator]
+
+
+class _InstanceFile(Strict):
+    instances: list[InstanceType]
+
+
+class _ModelFile(Strict):
+    models: list[ModelSpec]
+
+
+class _ManagedFile(Strict):
+    bedrock_on_demand: list[BedrockOffer] = Field(default_factory=list)
+    bedrock_provisioned: list[BedrockProvisioned] = Field(default_factory=list)
+    sagemaker: list[SageMakerPrice] = Field(default_factory=list)
+    #: SageMaker premium over EC2 when a ml.* price is missing: +25% on multi-GPU and +40% on 1-GPU sizes in
+    #: third-party tables (notes/serving-facts.md s5); applied as a derived, flagged value.
+    sagemaker_premium_small: float = 0.40
+    sagemaker_premium_large: float = 0.25
+
+
+class Catalog:
+    """All catalog entries, indexed. Build with `load_catalog()`."""
+
+    def __init__(
+        self,
+        accelerators: list[Accelerator],
+        instances: list[InstanceType],
+        models: list[ModelSpec],
+        managed: _ManagedFile,
+    ) -> None:
+        self.accelerators = {a.id: a for a in accelerators}
+        self.instances = {i.instance_type: i for i in instances}
+        self.models = {m.id: m for m in models}
+        self.managed = managed
+        self._alias: dict[str, str] = {}
+        for m in models:
+            for name in (m.id, *m.aliases):
+                self._alias[name.lower()] = m.id
+        for i in instances:
+            if i.accelerator not in self.accelerators:
+                raise InvalidInput(f"instance {i.instance_type} names unknown accelerator {i.accelerator}")
+
+    # --- look-ups -------------------------------------------------------------------------------------
+    def model(self, name: str, field_name: str = "model") -> ModelSpec:
+        key = name.strip().lower()
+        if key in self._alias:
+            return self.models[self._alias[key]]
+        short = key.split("/")[-1]
+        matches = [mid for alias, mid in self._alias.items() if alias.split("/")[-1] == short]
+        if len(set(matches)) == 1:
+            return self.models[matches[0]]
+        suggestions = self.suggest_models(name)
+        hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
+        raise NotFound(
+            f"unknown model '{name}'.{hint} To add it: `sizing catalog add-model config.json --id org/name` "
+            "with the model's Hugging Face config.json.",
+            field_name=field_name,
+            suggestions=suggestions,
+        )
+
+    def suggest_models(self, name: str, n: int = 3) -> list[str]:
+        names = list(self._alias)
+        close = difflib.get_close_matches(name.lower(), names, n=n * 3, cutoff=0.4)
+        close += difflib.get_close_matches(name.lower().split("/")[-1], [x.split("/")[-1] for x in names], n=n)
+        out: list[str] = []
+        for c in close:
+            mid = self._alias.get(c) or next((v for k, v in self._alias.items() if k.endswith("/" + c)), None)
+            if mid and mid not in out:
+                out.append(mid)
+        return out[:n]
+
+    def instance(self, name: str, field_name: str = "instance_type") -> InstanceType:
+        key = name.strip().lower().removeprefix("ml.")
+        if key in self.instances:
+            return self.instances[key]
+        suggestions = difflib.get_close_matches(key, list(self.instances), n=3, cutoff=0.5)
+        hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
+        raise NotFound(f"unknown instance type '{name}'.{hint}", field_name=field_name, suggestions=suggestions)
+
+    def accelerator_of(self, instance: InstanceType) -> Accelerator:
+        return self.accelerators[instance.accelerator]
+
+    def devices(self, instance: InstanceType) -> int:
+        """Tensor-parallel units on the instance: GPUs, or NeuronCores on inf2/trn."""
+        return instance.accelerator_count * self.accelerator_of(instance).cores_per_chip
+
+    def sagemaker_price(self, instance: InstanceType, region: str = "us-east-1") -> Price:
+        for p in self.managed.sagemaker:
+            if p.instance_type == f"ml.{instance.instance_type}" and p.region == region:
+                return Price(usd_per_hour=p.usd_per_hour, source=p.source, as_of=p.as_of)
+        ec2 = instance.price(region)
+        assert ec2.usd_per_hour is not None
+        premium = (
+            self.managed.sagemaker_premium_small
+            if instance.accelerator_count == 1
+            else self.managed.sagemaker_premium_large
+        )
+        return Price(
+            usd_per_hour=round(ec2.usd_per_hour * (1 + premium), 4),
+            source=f"derived: EC2 price x {1 + premium:.2f} (SageMaker premium in third-party tables)",
+            as_of=ec2.as_of,
+            assumed=True,
+        )
+
+    def bedrock_offers(self, model_id: str) -> list[BedrockOffer]:
+        out = []
+        for o in self.managed.bedrock_on_demand:
+            if o.model and self._alias.get(o.model.lower()) == model_id:
+                out.append(o)
+        return out
+
+    def bedrock_provisioned(self, model_id: str) -> list[BedrockProvisioned]:
+        return [
+            p
+            for p in self.managed.bedrock_provisioned
+            if p.model and self._alias.get(p.model.lower()) == model_id
+        ]
+
+
+def _read(path: Path) -> dict:
+    with path.open() as fh:
+        data = yaml.safe_load(fh) or {}
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def _merge_models(base: list[dict], extra: list[dict]) -> list[dict]:
+    by_id = {m["id"]: m for m in base}
+    for m in extra:
+        by_id[m["id"]] = m
+    return list(by_id.values())
+
+
+def build_catalog(data_dir: Path = DATA_DIR, overlay_dir: Path | None = None) -> Catalog:
+    raw = {name: _read(data_dir / f"{name}.yaml") for name in ("accelerators", "instances", "models", "managed")}
+    if overlay_dir and (overlay_dir / "models.yaml").exists():
+        raw["models"]["models"] = _merge_models(
+            raw["models"]["models"], _read(overlay_dir / "models.yaml").get("models", [])
+        )
+    try:
+        return Catalog(
+            _AcceleratorFile.model_validate(raw["accelerators"]).accelerators,
+            _InstanceFile.model_validate(raw["instances"]).instances,
+            _ModelFile.model_validate(raw["models"]).models,
+            _ManagedFile.model_validate(raw["managed"]),
+        )
+    except ValidationError as exc:
+        raise InvalidInput("the catalog data does not validate", problems_from_pydantic(exc)) from None
+
+
+@functools.cache
+def _cached(overlay: str | None) -> Catalog:
+    return build_catalog(DATA_DIR, Path(overlay) if overlay else None)
+
+
+def load_catalog() -> Catalog:
+    """The shipped catalog, merged with `$SIZING_CATALOG_DIR` when set; parsed once per process."""
+    return _cached(os.environ.get(OVERLAY_ENV) or None)
+
+
+def reset_cache() -> None:
+    _cached.cache_clear()

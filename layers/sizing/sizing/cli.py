@@ -1,0 +1,76 @@
+"""`sizing` command line. Each command group lives in `sizing.commands.<name>` and registers itself; this module
+only builds the parser, dispatches, and turns domain errors into exit code 2 with a readable message."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from sizing.errors import SizingError
+
+#: Command modules, imported lazily so `sizing predict` does not pay for boto3 or the HTTP server.
+#: Each module has `register(subparsers)` which adds its commands with `set_defaults(func=...)`.
+COMMAND_MODULES: dict[str, str] = {
+    "workload": "sizing.commands.workload",
+    "catalog": "sizing.commands.catalog",
+    "predict": "sizing.commands.predict",
+    "calibrate": "sizing.commands.calibrate",
+    "estimate": "sizing.commands.estimate",
+    "serve": "sizing.commands.serve",
+    "twin": "sizing.commands.twin",
+    "loadtest": "sizing.commands.loadtest",
+    "manifests": "sizing.commands.manifests",
+    "run": "sizing.commands.run",
+}
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
+def _available(argv: Sequence[str]) -> dict[str, str]:
+    """Only import the module of the command being run (fast start); all of them for --help."""
+    wanted = next((a for a in argv if not a.startswith("-")), None)
+    if wanted in COMMAND_MODULES:
+        return {wanted: COMMAND_MODULES[wanted]}
+    return COMMAND_MODULES
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    parser = _Parser(prog="sizing", description="LLM Sizing: what to run an LLM workload on, and what it costs.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, module in _available(argv).items():
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name == module:  # command not built yet
+                continue
+            raise
+        mod.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(args_list)
+    args = parser.parse_args(args_list)
+    try:
+        rc = args.func(args)
+    except SizingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return int(rc or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Command groups of the `sizing` CLI (see sizing.cli.COMMAND_MODULES)."""

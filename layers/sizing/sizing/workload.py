@@ -1,0 +1,568 @@
+"""Business spec → WorkloadModel.
+
+A team describes its workload in business terms (users, how often they ask, how long prompts and answers are,
+how fast answers must come). `WorkloadSpec` is that description, validated strictly; `WorkloadModel` is what the
+estimator needs: arrival rates by hour, concurrency, token-length distributions and the SLO set.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sizing.errors import InvalidInput, Problem, problems_from_pydantic
+
+#: z-scores of the standard normal at the percentiles we use.
+Z = {"p50": 0.0, "p90": 1.2815515655446004, "p95": 1.6448536269514722, "p99": 2.3263478740408408}
+PERCENTILES = ("p50", "p90", "p95", "p99")
+#: Largest token count a distribution may produce: the longest context of any catalog model (Llama-4-Scout).
+MAX_TOKENS = 10_485_760
+
+Deployment = Literal["eks", "sagemaker", "bedrock"]
+Capacity = Literal["on-demand", "spot"]
+Quant = Literal["bf16", "fp8", "int8", "int4"]
+Engine = Literal["vllm", "trtllm", "sglang", "tgi", "neuron"]
+PresetName = Literal["chat", "rag", "summarization", "code-completion", "batch"]
+
+
+class Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Users(Spec):
+    total: int = Field(gt=0, le=10**9, description="people who use the service")
+    peak_active_fraction: float = Field(
+        default=0.10, gt=0, le=1, description="share of users active in the busiest hour"
+    )
+    requests_per_active_hour: float = Field(
+        default=30, gt=0, le=36_000, description="requests one active user sends in an hour"
+    )
+
+
+class Rate(Spec):
+    peak_rps: float = Field(gt=0, le=1e6, description="requests per second in the busiest hour")
+
+
+class Traffic(Spec):
+    profile: Literal["flat", "business-hours"] | list[Annotated[float, Field(ge=0)]] = "business-hours"
+    timezone: str = "UTC"
+
+    @field_validator("profile")
+    @classmethod
+    def _weights(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            if len(v) != 24:
+                raise ValueError(f"a custom profile needs 24 hourly weights, got {len(v)}")
+            if max(v) <= 0:
+                raise ValueError("a custom profile needs at least one hour with a weight above 0")
+        return v
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown timezone '{v}' (use an IANA name such as Europe/Berlin)") from None
+        return v
+
+
+class TokenSpec(Spec):
+    """A token-length distribution: `fixed`, or `mean` + `p95` (fitted to a lognormal), or an explicit
+    `dist: lognormal` with `mean` and `sigma`."""
+
+    fixed: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
+    mean: float | None = Field(default=None, gt=0, le=MAX_TOKENS)
+    p95: float | None = Field(default=None, gt=0, le=MAX_TOKENS)
+    dist: Literal["lognormal"] | None = None
+    sigma: float | None = Field(default=None, gt=0, le=3)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> TokenSpec:
+        if self.fixed is not None:
+            if any(x is not None for x in (self.mean, self.p95, self.sigma, self.dist)):
+                raise ValueError("give either fixed, or mean with p95, or dist: lognormal with mean and sigma")
+            return self
+        if self.mean is None:
+            raise ValueError("give fixed, or mean with p95, or dist: lognormal with mean and sigma")
+        if self.dist == "lognormal" or self.sigma is not None:
+            if self.sigma is None:
+                raise ValueError("dist: lognormal needs sigma")
+            if self.p95 is not None:
+                raise ValueError("give p95 or sigma, not both")
+            return self
+        if self.p95 is None:
+            raise ValueError("mean needs p95 (or use fixed, or dist: lognormal with sigma)")
+        if self.p95 < self.mean:
+            raise ValueError(f"p95 ({self.p95:g}) is below the mean ({self.mean:g})")
+        ratio = math.log(self.p95 / self.mean)
+        if ratio > Z["p95"] ** 2 / 2:
+            raise ValueError(
+                f"p95 ({self.p95:g}) is more than {math.exp(Z['p95'] ** 2 / 2):.2f}x the mean ({self.mean:g}):"
+                " no lognormal has that shape; give dist: lognormal with sigma, or a samples_file"
+            )
+        return self
+
+
+class Tokens(Spec):
+    input: TokenSpec | None = None
+    output: TokenSpec | None = None
+    samples_file: str | None = Field(
+        default=None, description="CSV or JSONL with input_tokens and output_tokens per request"
+    )
+
+    @model_validator(mode="after")
+    def _complete(self) -> Tokens:
+        if self.samples_file is None and (self.input is None or self.output is None):
+            raise ValueError("give tokens.input and tokens.output, or tokens.samples_file")
+        return self
+
+
+class Percentiles(Spec):
+    p50: float | None = Field(default=None, gt=0)
+    p90: float | None = Field(default=None, gt=0)
+    p95: float | None = Field(default=None, gt=0)
+    p99: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Percentiles:
+        given = [(k, getattr(self, k)) for k in PERCENTILES if getattr(self, k) is not None]
+        if not given:
+            raise ValueError("give at least one percentile (p50, p90, p95 or p99)")
+        for (ka, va), (kb, vb) in zip(given, given[1:], strict=False):
+            if vb < va:
+                raise ValueError(f"{kb} ({vb:g}) is below {ka} ({va:g}); percentiles must not decrease")
+        return self
+
+    def items(self) -> list[tuple[str, float]]:
+        return [(k, v) for k in PERCENTILES if (v := getattr(self, k)) is not None]
+
+
+class SLO(Spec):
+    ttft_ms: Percentiles | None = None
+    tpot_ms: Percentiles | None = None
+    e2e_s: Percentiles | None = None
+
+    @model_validator(mode="after")
+    def _some(self) -> SLO:
+        if not (self.ttft_ms or self.tpot_ms or self.e2e_s):
+            raise ValueError("give at least one SLO: ttft_ms, tpot_ms or e2e_s")
+        return self
+
+    def targets(self) -> list[tuple[str, str, float]]:
+        """(metric, percentile, limit) with latencies in ms for ttft/tpot and seconds for e2e."""
+        out: list[tuple[str, str, float]] = []
+        for metric in ("ttft_ms", "tpot_ms", "e2e_s"):
+            p = getattr(self, metric)
+            if p is not None:
+                out += [(metric, k, v) for k, v in p.items()]
+        return out
+
+
+class Constraints(Spec):
+    region: str = "us-east-1"
+    deployments: list[Deployment] = Field(default_factory=lambda: ["eks", "sagemaker", "bedrock"], min_length=1)
+    instance_families: list[str] | None = None
+    instance_types: list[str] | None = None
+    capacity: list[Capacity] = Field(default_factory=lambda: ["on-demand", "spot"], min_length=1)
+    quantizations: list[Quant] = Field(default_factory=lambda: ["bf16", "fp8"], min_length=1)
+    engines: list[Engine] = Field(default_factory=lambda: ["vllm"], min_length=1)
+    #: Two replicas so one availability zone can fail (and a rollout can proceed) without an outage.
+    min_replicas: int = Field(default=2, ge=1, le=1000)
+    max_monthly_usd: float | None = Field(default=None, gt=0)
+    max_context_tokens: int | None = Field(default=None, gt=0)
+
+
+class WorkloadSpec(Spec):
+    """The workload spec of DESIGN.md: one model for CLI, API, Slack and events."""
+
+    name: str = Field(default="workload", min_length=1, max_length=128)
+    model: str = Field(min_length=1, max_length=256)
+    preset: PresetName | None = None
+    users: Users | None = None
+    rate: Rate | None = None
+    traffic: Traffic = Field(default_factory=Traffic)
+    tokens: Tokens
+    slo: SLO
+    constraints: Constraints = Field(default_factory=Constraints)
+
+    @model_validator(mode="after")
+    def _users_or_rate(self) -> WorkloadSpec:
+        if (self.users is None) == (self.rate is None):
+            raise ValueError("give either users (business terms) or rate (peak_rps), not both and not neither")
+        return self
+
+
+# --- presets -----------------------------------------------------------------------------------------------
+#: Defaults per use case; a spec's own values always win. Each says where its numbers come from.
+PRESETS: dict[str, dict[str, Any]] = {
+    "chat": {
+        "reason": "interactive assistant: short prompts with history, medium answers; first token within about a"
+        " second feels responsive, 50-60 ms/token is faster than reading speed (DESIGN.md example workload)",
+        "spec": {
+            "users": {"peak_active_fraction": 0.10, "requests_per_active_hour": 30},
+            "traffic": {"profile": "business-hours"},
+            "tokens": {"input": {"mean": 1200, "p95": 3500}, "output": {"mean": 250, "p95": 700}},
+            "slo": {"ttft_ms": {"p95": 1000}, "tpot_ms": {"p95": 60}, "e2e_s": {"p95": 15}},
+        },
+    },
+    "rag": {
+        "reason": "retrieval-augmented answers: several retrieved passages (~4-8 chunks of 512 tokens) make long"
+        " inputs and short answers; TTFT dominates",
+        "spec": {
+            "users": {"peak_active_fraction": 0.10, "requests_per_active_hour": 20},
+            "traffic": {"profile": "business-hours"},
+            "tokens": {"input": {"mean": 4000, "p95": 8000}, "output": {"mean": 300, "p95": 800}},
+            "slo": {"ttft_ms": {"p95": 2000}, "tpot_ms": {"p95": 60}},
+        },
+    },
+    "summarization": {
+        "reason": "documents in, a page out; users wait for the whole answer, so e2e matters more than TTFT",
+        "spec": {
+            "users": {"peak_active_fraction": 0.05, "requests_per_active_hour": 6},
+            "traffic": {"profile": "business-hours"},
+            "tokens": {"input": {"mean": 6000, "p95": 12000}, "output": {"mean": 500, "p95": 1000}},
+            "slo": {"e2e_s": {"p95": 60}},
+        },
+    },
+    "code-completion": {
+        "reason": "inline completions fire on every pause in typing: a few hundred ms to first token or the"
+        " suggestion arrives too late; outputs are short",
+        "spec": {
+            "users": {"peak_active_fraction": 0.30, "requests_per_active_hour": 120},
+            "traffic": {"profile": "business-hours"},
+            "tokens": {"input": {"mean": 1500, "p95": 4000}, "output": {"mean": 60, "p95": 200}},
+            "slo": {"ttft_ms": {"p95": 300}, "e2e_s": {"p95": 2.0}},
+        },
+    },
+    "batch": {
+        "reason": "offline jobs: throughput and cost matter, latency barely; a generous e2e bound keeps requests"
+        " from starving",
+        "spec": {
+            "traffic": {"profile": "flat"},
+            "tokens": {"input": {"mean": 2000, "p95": 6000}, "output": {"mean": 400, "p95": 1200}},
+            "slo": {"e2e_s": {"p99": 300}},
+            "constraints": {"min_replicas": 1},
+        },
+    },
+}
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict) and k not in ("input", "output"):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _apply_preset(raw: dict[str, Any]) -> dict[str, Any]:
+    name = raw.get("preset")
+    if not isinstance(name, str) or name not in PRESETS:
+        return raw
+    base = dict(PRESETS[name]["spec"])
+    if "rate" in raw:
+        base.pop("users", None)
+    elif isinstance(raw.get("users"), dict):
+        base["users"] = {**base.get("users", {}), **raw["users"]}
+    elif "users" not in raw:
+        base.pop("users", None)
+    tokens = raw.get("tokens")
+    if isinstance(tokens, dict) and "samples_file" in tokens:
+        base.pop("tokens", None)
+    if "slo" in raw:
+        base.pop("slo", None)
+    return _deep_merge(base, raw)
+
+
+def parse_spec(raw: Any, *, prefix: str = "") -> WorkloadSpec:
+    """Validate a spec given as a mapping. Raises InvalidInput with one problem per field."""
+    if not isinstance(raw, dict):
+        raise InvalidInput("a workload spec must be a mapping (YAML or JSON object)", [Problem(prefix, "not a mapping")])
+    try:
+        return WorkloadSpec.model_validate(_apply_preset(raw))
+    except ValidationError as exc:
+        raise InvalidInput("the workload spec is not valid", problems_from_pydantic(exc, prefix)) from None
+
+
+def load_spec(path: str | Path) -> WorkloadSpec:
+    """Read a spec from a YAML or JSON file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {p}: {exc.strerror}", [Problem("file", str(p))]) from None
+    try:
+        raw = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise InvalidInput(f"{p} is not valid YAML/JSON: {exc}", [Problem("file", "parse error")]) from None
+    spec = parse_spec(raw)
+    if spec.tokens.samples_file and not Path(spec.tokens.samples_file).is_absolute():
+        resolved = (p.parent / spec.tokens.samples_file).resolve()
+        spec = spec.model_copy(
+            update={"tokens": spec.tokens.model_copy(update={"samples_file": str(resolved)})}
+        )
+    return spec
+
+
+# --- distributions ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TokenDistribution:
+    """A token-length distribution: fixed, lognormal(mu, sigma) or empirical samples. Draws are integers >= 1."""
+
+    kind: Literal["fixed", "lognormal", "empirical"]
+    mean: float
+    mu: float = 0.0
+    sigma: float = 0.0
+    samples: tuple[int, ...] = ()
+
+    @classmethod
+    def fixed(cls, n: int) -> TokenDistribution:
+        return cls("fixed", float(n))
+
+    @classmethod
+    def from_mean_p95(cls, mean: float, p95: float) -> TokenDistribution:
+        """Fit a lognormal to a mean and a p95: mean = exp(mu + s^2/2), p95 = exp(mu + z95 s).
+        Subtracting logs gives s^2/2 - z95 s + ln(p95/mean) = 0; the smaller root is the right-skewed fit."""
+        if p95 <= mean:
+            return cls.fixed(round(mean))
+        d = math.log(p95 / mean)
+        z = Z["p95"]
+        sigma = z - math.sqrt(z * z - 2 * d)
+        mu = math.log(mean) - sigma * sigma / 2
+        return cls("lognormal", mean, mu, sigma)
+
+    @classmethod
+    def lognormal(cls, mean: float, sigma: float) -> TokenDistribution:
+        return cls("lognormal", mean, math.log(mean) - sigma * sigma / 2, sigma)
+
+    @classmethod
+    def empirical(cls, samples: list[int]) -> TokenDistribution:
+        return cls("empirical", float(np.mean(samples)), samples=tuple(samples))
+
+    def percentile(self, q: str) -> float:
+        if self.kind == "fixed":
+            return self.mean
+        if self.kind == "lognormal":
+            return math.exp(self.mu + Z[q] * self.sigma)
+        return float(np.percentile(self.samples, float(q[1:])))
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        if self.kind == "fixed":
+            return np.full(n, int(round(self.mean)), dtype=np.int64)
+        if self.kind == "lognormal":
+            x = rng.lognormal(self.mu, self.sigma, n)
+            return np.clip(np.rint(x), 1, MAX_TOKENS).astype(np.int64)
+        return rng.choice(np.asarray(self.samples, dtype=np.int64), n)
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "mean": round(self.mean, 1)}
+        out.update({q: round(self.percentile(q), 1) for q in ("p50", "p95", "p99")})
+        if self.kind == "lognormal":
+            out.update({"mu": round(self.mu, 4), "sigma": round(self.sigma, 4)})
+        return out
+
+
+def _dist(t: TokenSpec) -> TokenDistribution:
+    if t.fixed is not None:
+        return TokenDistribution.fixed(t.fixed)
+    assert t.mean is not None
+    if t.sigma is not None:
+        return TokenDistribution.lognormal(t.mean, t.sigma)
+    assert t.p95 is not None
+    return TokenDistribution.from_mean_p95(t.mean, t.p95)
+
+
+def read_token_samples(path: str | Path) -> tuple[list[int], list[int]]:
+    """Read (input, output) token counts from CSV (header input_tokens,output_tokens) or JSONL."""
+    p = Path(path)
+    ins: list[int] = []
+    outs: list[int] = []
+    try:
+        with p.open() as fh:
+            if p.suffix == ".jsonl":
+                rows: Any = (json.loads(line) for line in fh if line.strip())
+            else:
+                rows = csv.DictReader(fh)
+            for i, row in enumerate(rows, start=1):
+                try:
+                    a, b = int(row["input_tokens"]), int(row["output_tokens"])
+                except (KeyError, TypeError, ValueError):
+                    raise InvalidInput(
+                        f"{p}: row {i} needs integer input_tokens and output_tokens",
+                        [Problem("tokens.samples_file", f"row {i} is malformed")],
+                    ) from None
+                if a < 1 or b < 1:
+                    raise InvalidInput(
+                        f"{p}: row {i} has a token count below 1",
+                        [Problem("tokens.samples_file", f"row {i}: counts must be >= 1")],
+                    )
+                ins.append(a)
+                outs.append(b)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {p}: {exc.strerror}", [Problem("tokens.samples_file", str(p))]) from None
+    except json.JSONDecodeError:
+        raise InvalidInput(f"{p} is not JSONL", [Problem("tokens.samples_file", "not JSONL")]) from None
+    if not ins:
+        raise InvalidInput(f"{p} has no rows", [Problem("tokens.samples_file", "empty")])
+    return ins, outs
+
+
+# --- the derived model -----------------------------------------------------------------------------------
+#: Business hours: 09:00-18:00 local at full weight, shoulders at 09:00-1 and 18:00 at half, night at 5%.
+#: The night floor keeps background traffic (other timezones, batch jobs) and min_replicas meaningful.
+BUSINESS_HOURS = [0.05] * 7 + [0.3, 0.6] + [1.0] * 9 + [0.6, 0.3] + [0.1] * 2 + [0.05] * 2
+
+
+def _weights(traffic: Traffic) -> list[float]:
+    if traffic.profile == "flat":
+        return [1.0] * 24
+    if traffic.profile == "business-hours":
+        return list(BUSINESS_HOURS)
+    w = list(traffic.profile)
+    top = max(w)
+    return [x / top for x in w]
+
+
+@dataclass
+class WorkloadModel:
+    """What the estimator needs: rates by hour, concurrency, token distributions and SLOs."""
+
+    spec: WorkloadSpec
+    model_id: str
+    peak_rps: float
+    hourly_rps: list[float]  # 24 values, index = local hour of day
+    input_tokens: TokenDistribution
+    output_tokens: TokenDistribution
+    peak_active_users: int | None
+    think_time_s: float | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def avg_rps(self) -> float:
+        return sum(self.hourly_rps) / 24
+
+    @property
+    def slo(self) -> SLO:
+        return self.spec.slo
+
+    @property
+    def request_seconds_estimate(self) -> float:
+        """Time a request is in flight, for Little's law, from the SLO alone (the planner refines it with
+        predicted latencies): TTFT + TPOT x mean output tokens when both are bounded, else the e2e bound,
+        else a 1 s TTFT and 50 ms/token (typical interactive serving) -- the slowest the SLO allows."""
+        slo = self.spec.slo
+        if slo.ttft_ms and slo.tpot_ms:
+            ttft = max(v for _, v in slo.ttft_ms.items()) / 1000
+            tpot = max(v for _, v in slo.tpot_ms.items()) / 1000
+            basis = ttft + tpot * max(self.output_tokens.mean - 1, 0)
+            if slo.e2e_s:
+                basis = min(basis, max(v for _, v in slo.e2e_s.items()))
+            return basis
+        if slo.e2e_s:
+            return max(v for _, v in slo.e2e_s.items())
+        ttft = max(v for _, v in slo.ttft_ms.items()) / 1000 if slo.ttft_ms else 1.0
+        tpot = max(v for _, v in slo.tpot_ms.items()) / 1000 if slo.tpot_ms else 0.05
+        return ttft + tpot * max(self.output_tokens.mean - 1, 0)
+
+    @property
+    def peak_concurrency(self) -> float:
+        """Little's law: requests in flight = arrival rate x time in the system."""
+        return self.peak_rps * self.request_seconds_estimate
+
+    def derived(self) -> dict[str, Any]:
+        i, o = self.input_tokens, self.output_tokens
+        return {
+            "name": self.spec.name,
+            "model": self.model_id,
+            "peak_rps": round(self.peak_rps, 4),
+            "avg_rps": round(self.avg_rps, 4),
+            "peak_active_users": self.peak_active_users,
+            "peak_concurrency": round(self.peak_concurrency, 2),
+            "concurrency_basis_s": round(self.request_seconds_estimate, 3),
+            "think_time_s": None if self.think_time_s is None else round(self.think_time_s, 2),
+            "requests_per_day": round(self.avg_rps * 86400),
+            "requests_per_month": round(self.avg_rps * 86400 * 30.4375),
+            "input_tokens": i.describe(),
+            "output_tokens": o.describe(),
+            "input_tokens_per_s_peak": round(self.peak_rps * i.mean, 1),
+            "output_tokens_per_s_peak": round(self.peak_rps * o.mean, 1),
+            "hourly_rps": [round(x, 4) for x in self.hourly_rps],
+            "timezone": self.spec.traffic.timezone,
+            "slo": self.spec.slo.model_dump(exclude_none=True),
+            "notes": self.notes,
+        }
+
+
+def build_model(spec: WorkloadSpec, model_id: str | None = None) -> WorkloadModel:
+    """Derive the WorkloadModel. `model_id` is the catalog id the spec's model resolved to (if looked up)."""
+    notes: list[str] = []
+    if spec.users is not None:
+        u = spec.users
+        active = u.total * u.peak_active_fraction
+        peak = active * u.requests_per_active_hour / 3600.0
+        active_users: int | None = max(1, round(active))
+        think: float | None = 3600.0 / u.requests_per_active_hour
+        notes.append(
+            f"{u.total:,} users x {u.peak_active_fraction:.0%} active x {u.requests_per_active_hour:g} requests/hour"
+            f" = {peak:.2f} requests/s at peak"
+        )
+    else:
+        assert spec.rate is not None
+        peak = spec.rate.peak_rps
+        active_users = None
+        think = None
+    weights = _weights(spec.traffic)
+    hourly = [peak * w for w in weights]
+    if spec.tokens.samples_file:
+        ins, outs = read_token_samples(spec.tokens.samples_file)
+        i_dist, o_dist = TokenDistribution.empirical(ins), TokenDistribution.empirical(outs)
+        if spec.tokens.input or spec.tokens.output:
+            notes.append("tokens.samples_file given: its samples replace tokens.input/output")
+    else:
+        assert spec.tokens.input is not None and spec.tokens.output is not None
+        i_dist, o_dist = _dist(spec.tokens.input), _dist(spec.tokens.output)
+    if spec.preset:
+        notes.append(f"preset {spec.preset}: {PRESETS[spec.preset]['reason']}")
+    wm = WorkloadModel(
+        spec=spec,
+        model_id=model_id or spec.model,
+        peak_rps=peak,
+        hourly_rps=hourly,
+        input_tokens=i_dist,
+        output_tokens=o_dist,
+        peak_active_users=active_users,
+        think_time_s=think,
+        notes=notes,
+    )
+    if think is not None:
+        # a user's cycle is request time + think time; what is left of the cycle is thinking
+        wm.think_time_s = max(0.0, think - wm.request_seconds_estimate)
+    return wm
+
+
+def resolve(spec: WorkloadSpec, catalog: Any | None = None) -> WorkloadModel:
+    """Look the model up in the catalog (clear error with suggestions when unknown) and derive the model."""
+    from sizing.catalog import load_catalog
+
+    cat = catalog or load_catalog()
+    model = cat.model(spec.model)
+    wm = build_model(spec, model.id)
+    longest = wm.input_tokens.percentile("p99") + wm.output_tokens.percentile("p99")
+    if longest > model.max_position_embeddings:
+        wm.notes.append(
+            f"p99 input+output ({longest:,.0f} tokens) exceeds {model.id}'s context of"
+            f" {model.max_position_embeddings:,}: the longest requests will be truncated or refused"
+        )
+    return wm
