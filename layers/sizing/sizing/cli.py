@@ -44,9 +44,11 @@ def _available(argv: Sequence[str]) -> dict[str, str]:
 
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
-    parser = _Parser(prog="sizing", description="LLM Sizing: what to run an LLM workload on, and what it costs.")
+    parser = _Parser(
+        prog="sizing", description="LLM Sizing: what to run an LLM workload on, and what it costs."
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name, module in _available(argv).items():
+    for module in _available(argv).values():
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -8,6 +8,7 @@ estimator needs: arrival rates by hour, concurrency, token-length distributions 
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 from dataclasses import dataclass, field
@@ -90,7 +91,9 @@ class TokenSpec(Spec):
     def _one_form(self) -> TokenSpec:
         if self.fixed is not None:
             if any(x is not None for x in (self.mean, self.p95, self.sigma, self.dist)):
-                raise ValueError("give either fixed, or mean with p95, or dist: lognormal with mean and sigma")
+                raise ValueError(
+                    "give either fixed, or mean with p95, or dist: lognormal with mean and sigma"
+                )
             return self
         if self.mean is None:
             raise ValueError("give fixed, or mean with p95, or dist: lognormal with mean and sigma")
@@ -138,7 +141,7 @@ class Percentiles(Spec):
         given = [(k, getattr(self, k)) for k in PERCENTILES if getattr(self, k) is not None]
         if not given:
             raise ValueError("give at least one percentile (p50, p90, p95 or p99)")
-        for (ka, va), (kb, vb) in zip(given, given[1:], strict=False):
+        for (ka, va), (kb, vb) in itertools.pairwise(given):
             if vb < va:
                 raise ValueError(f"{kb} ({vb:g}) is below {ka} ({va:g}); percentiles must not decrease")
         return self
@@ -168,14 +171,30 @@ class SLO(Spec):
         return out
 
 
+def _default_deployments() -> list[Deployment]:
+    return ["eks", "sagemaker", "bedrock"]
+
+
+def _default_capacity() -> list[Capacity]:
+    return ["on-demand", "spot"]
+
+
+def _default_quants() -> list[Quant]:
+    return ["bf16", "fp8"]
+
+
+def _default_engines() -> list[Engine]:
+    return ["vllm"]
+
+
 class Constraints(Spec):
     region: str = "us-east-1"
-    deployments: list[Deployment] = Field(default_factory=lambda: ["eks", "sagemaker", "bedrock"], min_length=1)
+    deployments: list[Deployment] = Field(default_factory=_default_deployments, min_length=1)
     instance_families: list[str] | None = None
     instance_types: list[str] | None = None
-    capacity: list[Capacity] = Field(default_factory=lambda: ["on-demand", "spot"], min_length=1)
-    quantizations: list[Quant] = Field(default_factory=lambda: ["bf16", "fp8"], min_length=1)
-    engines: list[Engine] = Field(default_factory=lambda: ["vllm"], min_length=1)
+    capacity: list[Capacity] = Field(default_factory=_default_capacity, min_length=1)
+    quantizations: list[Quant] = Field(default_factory=_default_quants, min_length=1)
+    engines: list[Engine] = Field(default_factory=_default_engines, min_length=1)
     #: Two replicas so one availability zone can fail (and a rollout can proceed) without an outage.
     min_replicas: int = Field(default=2, ge=1, le=1000)
     max_monthly_usd: float | None = Field(default=None, gt=0)
@@ -198,7 +217,9 @@ class WorkloadSpec(Spec):
     @model_validator(mode="after")
     def _users_or_rate(self) -> WorkloadSpec:
         if (self.users is None) == (self.rate is None):
-            raise ValueError("give either users (business terms) or rate (peak_rps), not both and not neither")
+            raise ValueError(
+                "give either users (business terms) or rate (peak_rps), not both and not neither"
+            )
         return self
 
 
@@ -289,7 +310,9 @@ def _apply_preset(raw: dict[str, Any]) -> dict[str, Any]:
 def parse_spec(raw: Any, *, prefix: str = "") -> WorkloadSpec:
     """Validate a spec given as a mapping. Raises InvalidInput with one problem per field."""
     if not isinstance(raw, dict):
-        raise InvalidInput("a workload spec must be a mapping (YAML or JSON object)", [Problem(prefix, "not a mapping")])
+        raise InvalidInput(
+            "a workload spec must be a mapping (YAML or JSON object)", [Problem(prefix, "not a mapping")]
+        )
     try:
         return WorkloadSpec.model_validate(_apply_preset(raw))
     except ValidationError as exc:
@@ -360,7 +383,7 @@ class TokenDistribution:
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         if self.kind == "fixed":
-            return np.full(n, int(round(self.mean)), dtype=np.int64)
+            return np.full(n, round(self.mean), dtype=np.int64)
         if self.kind == "lognormal":
             x = rng.lognormal(self.mu, self.sigma, n)
             return np.clip(np.rint(x), 1, MAX_TOKENS).astype(np.int64)
@@ -411,7 +434,9 @@ def read_token_samples(path: str | Path) -> tuple[list[int], list[int]]:
                 ins.append(a)
                 outs.append(b)
     except OSError as exc:
-        raise InvalidInput(f"cannot read {p}: {exc.strerror}", [Problem("tokens.samples_file", str(p))]) from None
+        raise InvalidInput(
+            f"cannot read {p}: {exc.strerror}", [Problem("tokens.samples_file", str(p))]
+        ) from None
     except json.JSONDecodeError:
         raise InvalidInput(f"{p} is not JSONL", [Problem("tokens.samples_file", "not JSONL")]) from None
     if not ins:

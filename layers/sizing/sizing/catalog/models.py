@@ -285,7 +285,9 @@ class Catalog:
     def suggest_models(self, name: str, n: int = 3) -> list[str]:
         names = list(self._alias)
         close = difflib.get_close_matches(name.lower(), names, n=n * 3, cutoff=0.4)
-        close += difflib.get_close_matches(name.lower().split("/")[-1], [x.split("/")[-1] for x in names], n=n)
+        close += difflib.get_close_matches(
+            name.lower().split("/")[-1], [x.split("/")[-1] for x in names], n=n
+        )
         out: list[str] = []
         for c in close:
             mid = self._alias.get(c) or next((v for k, v in self._alias.items() if k.endswith("/" + c)), None)
@@ -299,7 +301,9 @@ class Catalog:
             return self.instances[key]
         suggestions = difflib.get_close_matches(key, list(self.instances), n=3, cutoff=0.5)
         hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
-        raise NotFound(f"unknown instance type '{name}'.{hint}", field_name=field_name, suggestions=suggestions)
+        raise NotFound(
+            f"unknown instance type '{name}'.{hint}", field_name=field_name, suggestions=suggestions
+        )
 
     def accelerator_of(self, instance: InstanceType) -> Accelerator:
         return self.accelerators[instance.accelerator]
@@ -357,7 +361,9 @@ def _merge_models(base: list[dict], extra: list[dict]) -> list[dict]:
 
 
 def build_catalog(data_dir: Path = DATA_DIR, overlay_dir: Path | None = None) -> Catalog:
-    raw = {name: _read(data_dir / f"{name}.yaml") for name in ("accelerators", "instances", "models", "managed")}
+    raw = {
+        name: _read(data_dir / f"{name}.yaml") for name in ("accelerators", "instances", "models", "managed")
+    }
     if overlay_dir and (overlay_dir / "models.yaml").exists():
         raw["models"]["models"] = _merge_models(
             raw["models"]["models"], _read(overlay_dir / "models.yaml").get("models", [])

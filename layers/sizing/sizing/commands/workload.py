@@ -25,13 +25,17 @@ def run(args: argparse.Namespace) -> int:
     print(f"{d['name']}: {d['model']}")
     for note in d["notes"]:
         print(f"  {note}")
-    print(f"  peak {d['peak_rps']:.2f} req/s, average {d['avg_rps']:.2f} req/s, {d['requests_per_month']:,} requests/month")
+    print(
+        f"  peak {d['peak_rps']:.2f} req/s, average {d['avg_rps']:.2f} req/s, {d['requests_per_month']:,} requests/month"
+    )
     print(
         f"  peak concurrency {d['peak_concurrency']:.1f} requests in flight (Little's law:"
         f" {d['peak_rps']:.2f} req/s x {d['concurrency_basis_s']:.2f} s)"
     )
     print(f"  input tokens  mean {i['mean']:.0f}  p50 {i['p50']:.0f}  p95 {i['p95']:.0f}  ({i['kind']})")
     print(f"  output tokens mean {o['mean']:.0f}  p50 {o['p50']:.0f}  p95 {o['p95']:.0f}  ({o['kind']})")
-    print(f"  tokens/s at peak: {d['input_tokens_per_s_peak']:,.0f} in, {d['output_tokens_per_s_peak']:,.0f} out")
+    print(
+        f"  tokens/s at peak: {d['input_tokens_per_s_peak']:,.0f} in, {d['output_tokens_per_s_peak']:,.0f} out"
+    )
     print(f"  SLO: {d['slo']}")
     return 0

@@ -1,0 +1,76 @@
+"""The `sizing` command line: workload and catalog commands, exit code 2 on bad input, nothing written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sizing.catalog.models import OVERLAY_ENV, reset_cache
+from sizing.cli import main
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def test_workload_json_prints_the_derived_figures(capsys, examples_dir):
+    assert main(["workload", str(examples_dir / "chatbot.yaml"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["peak_rps"] == pytest.approx(8.3333, rel=1e-4)
+    assert out["model"] == "meta-llama/Llama-3.1-70B"
+
+
+def test_bad_spec_exits_2_naming_the_field(tmp_path, capsys):
+    f = tmp_path / "bad.yaml"
+    f.write_text(yaml.safe_dump({"model": "llama-3.1-8b", "users": {"total": -1}, "tokens": {}, "slo": {}}))
+    assert main(["workload", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "users.total" in err and "Traceback" not in err
+
+
+def test_unknown_model_exits_2_with_suggestions(tmp_path, capsys, examples_dir):
+    raw = yaml.safe_load((examples_dir / "chatbot.yaml").read_text())
+    raw["model"] = "llama-3.1-80b"
+    f = tmp_path / "w.yaml"
+    f.write_text(yaml.safe_dump(raw))
+    assert main(["workload", str(f)]) == 2
+    assert "Did you mean" in capsys.readouterr().err
+
+
+def test_unknown_command_or_flag_exits_2():
+    with pytest.raises(SystemExit) as exc:
+        main(["workload", "--nope"])
+    assert exc.value.code == 2
+
+
+def test_catalog_listings_as_json(capsys):
+    assert main(["catalog", "instances", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert any(r["instance_type"] == "inf2.48xlarge" and r["devices"] == 24 for r in rows)
+    assert main(["catalog", "models", "--json"]) == 0
+    assert any(r["id"] == "Qwen/Qwen3-30B-A3B" for r in json.loads(capsys.readouterr().out))
+
+
+def test_add_model_writes_to_an_overlay_and_the_model_resolves(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(OVERLAY_ENV, str(tmp_path))
+    reset_cache()
+    try:
+        rc = main(
+            ["catalog", "add-model", str(FIXTURES / "llama-3.1-8b.config.json"), "--id", "acme/support-8b"]
+        )
+        assert rc == 0
+        from sizing.catalog import load_catalog
+
+        assert load_catalog().model("acme/support-8b").layers == 32
+    finally:
+        reset_cache()
+
+
+def test_add_model_with_a_broken_config_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv(OVERLAY_ENV, str(tmp_path))
+    bad = tmp_path / "config.json"
+    bad.write_text('{"hidden_size": 10}')
+    assert main(["catalog", "add-model", str(bad), "--id", "acme/x"]) == 2
+    assert not (tmp_path / "models.yaml").exists()
+    reset_cache()
