@@ -1,0 +1,273 @@
+"""The twin's inference engine: continuous batching in real time, timed by a step model.
+
+The scheduler follows vLLM V1's policy (notes/serving-facts.md): every running sequence that is decoding gets one
+token per step first; what is left of the token budget (`max_num_batched_tokens`) goes to prefills, oversized
+prompts in chunks; a waiting request is admitted only while fewer than `max_num_seqs` run and its next chunk's KV
+blocks are free; when a decoding sequence needs a block and none is free, the most recently admitted sequence is
+preempted by recompute (its blocks freed, it waits at the head of the queue and is prefilled again, prompt plus
+what it had generated). Each step lasts `iteration_time(prefill_tokens, decode_seqs, context_tokens)` seconds of
+wall-clock time; its tokens are handed to the sequences' sinks when the step ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from sizing.errors import InvalidInput, Problem
+
+#: TTFT histogram buckets in seconds, as vLLM exports `vllm:time_to_first_token_seconds`.
+TTFT_BUCKETS_S: tuple[float, ...] = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+    160.0, 640.0, 2560.0,
+)  # fmt: skip
+
+
+#: Most lag a busy engine makes up by running steps back to back (a few steps of a typical 10-50 ms decode).
+MAX_CATCH_UP_S = 0.05
+
+
+class StepModelLike(Protocol):
+    """What the engine needs from `sizing.perf.StepModel`."""
+
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_capacity_tokens: int
+    block_size: int
+
+    def iteration_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float: ...
+
+
+#: A sink receives (tokens generated so far, finished); it is called when a step that produced a token ends.
+TokenSink = Callable[[int, bool], None]
+
+
+@dataclass(eq=False)
+class Sequence:
+    """One request inside the engine."""
+
+    seq_id: int
+    prompt_tokens: int
+    max_output: int
+    sink: TokenSink
+    arrival: float
+    computed: int = 0  # tokens whose KV is in the cache
+    generated: int = 0
+    blocks: int = 0
+    first_token_at: float | None = None
+    finished_at: float | None = None
+    aborted: bool = False
+    done: asyncio.Future[None] | None = field(default=None, repr=False)
+
+
+@dataclass
+class EngineStats:
+    """Counters for /metrics."""
+
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    requests_finished: int = 0
+    preemptions: int = 0
+    steps: int = 0
+    ttft_bucket_counts: list[int] = field(default_factory=lambda: [0] * len(TTFT_BUCKETS_S))
+    ttft_count: int = 0
+    ttft_sum: float = 0.0
+
+    def observe_ttft(self, seconds: float) -> None:
+        self.ttft_count += 1
+        self.ttft_sum += seconds
+        for i, edge in enumerate(TTFT_BUCKETS_S):
+            if seconds <= edge:
+                self.ttft_bucket_counts[i] += 1
+
+
+class Engine:
+    """Real-time continuous batching on the running asyncio loop. Create it inside the loop; `submit` requests."""
+
+    def __init__(self, step_model: StepModelLike) -> None:
+        self.step = step_model
+        self.block_size = max(1, int(step_model.block_size))
+        self.total_blocks = max(1, int(step_model.kv_capacity_tokens) // self.block_size)
+        self.used_blocks = 0
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.stats = EngineStats()
+        self._ids = itertools.count(1)
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._loop = asyncio.get_running_loop()
+
+    # --- public --------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._task is None:
+            self._task = self._loop.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def submit(self, prompt_tokens: int, max_output: int, sink: TokenSink) -> Sequence:
+        """Queue a request. Raises InvalidInput when prompt plus output can never fit in the KV cache."""
+        need = prompt_tokens + max_output
+        if self._blocks_for(need) > self.total_blocks:
+            raise InvalidInput(
+                f"this request needs {need} tokens of KV cache; the replica holds {self.total_blocks * self.block_size}",
+                [Problem("max_tokens", "prompt plus max_tokens exceeds the KV-cache capacity")],
+            )
+        seq = Sequence(next(self._ids), max(1, prompt_tokens), max(1, max_output), sink, self._loop.time())
+        seq.done = self._loop.create_future()
+        self.waiting.append(seq)
+        self._wake.set()
+        return seq
+
+    def abort(self, seq: Sequence) -> None:
+        """The client went away: free the sequence's KV and drop it."""
+        if seq.finished_at is not None or seq.aborted:
+            return
+        seq.aborted = True
+        if seq in self.running:
+            self.running.remove(seq)
+        elif seq in self.waiting:
+            self.waiting.remove(seq)
+        self._free(seq)
+        if seq.done is not None and not seq.done.done():
+            seq.done.set_result(None)
+
+    @property
+    def kv_usage(self) -> float:
+        return self.used_blocks / self.total_blocks
+
+    # --- scheduling ----------------------------------------------------------------------------------------
+    def _blocks_for(self, tokens: int) -> int:
+        return math.ceil(tokens / self.block_size)
+
+    def _grow(self, seq: Sequence, tokens: int) -> bool:
+        need = self._blocks_for(tokens) - seq.blocks
+        if need <= 0:
+            return True
+        if self.used_blocks + need > self.total_blocks:
+            return False
+        self.used_blocks += need
+        seq.blocks += need
+        return True
+
+    def _free(self, seq: Sequence) -> None:
+        self.used_blocks -= seq.blocks
+        seq.blocks = 0
+
+    def _preempt(self, victim: Sequence) -> None:
+        self.running.remove(victim)
+        self._free(victim)
+        victim.computed = 0
+        self.waiting.appendleft(victim)
+        self.stats.preemptions += 1
+
+    def _kv_target(self, seq: Sequence) -> int:
+        """KV tokens the sequence must hold before sampling its next token."""
+        return seq.prompt_tokens + max(seq.generated - 1, 0) if seq.generated else seq.prompt_tokens
+
+    def schedule(self) -> tuple[list[tuple[Sequence, int]], list[Sequence], int]:
+        """Pick one step's work: (prefill chunks, decoding sequences, KV tokens the decodes read)."""
+        budget = int(self.step.max_num_batched_tokens)
+        decodes: list[Sequence] = []
+        prefills: list[tuple[Sequence, int]] = []
+        context = 0
+        # 1. running sequences, oldest first: decodes need one token (and maybe a new block)
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            target = self._kv_target(seq)
+            if seq.computed >= target:  # decoding: feed back the last token
+                while not self._grow(seq, seq.computed + 1):
+                    victim = self.running[-1]
+                    self._preempt(victim)
+                    if victim is seq:
+                        break
+                if seq not in self.running:
+                    break
+                decodes.append(seq)
+                context += seq.computed + 1
+                budget -= 1
+            else:  # a partly prefilled sequence continues its prefill
+                chunk = min(target - seq.computed, budget)
+                while chunk > 0 and not self._grow(seq, seq.computed + chunk):
+                    chunk -= self.block_size
+                if chunk > 0:
+                    prefills.append((seq, chunk))
+                    budget -= chunk
+            i += 1
+        # 2. admit waiting sequences while the token budget, the batch size and the KV cache allow
+        while self.waiting and budget > 0 and len(self.running) < int(self.step.max_num_seqs):
+            seq = self.waiting[0]
+            target = self._kv_target(seq)
+            chunk = min(target - seq.computed, budget)
+            if not self._grow(seq, seq.computed + chunk):
+                break
+            self.waiting.popleft()
+            self.running.append(seq)
+            prefills.append((seq, chunk))
+            budget -= chunk
+        return prefills, decodes, context
+
+    def _finish_step(self, prefills: list[tuple[Sequence, int]], decodes: list[Sequence], now: float) -> None:
+        emitted: list[Sequence] = []
+        for seq in decodes:
+            seq.computed += 1
+            seq.generated += 1
+            emitted.append(seq)
+        for seq, chunk in prefills:
+            seq.computed += chunk
+            if seq.computed >= self._kv_target(seq):
+                fresh = seq.generated == 0
+                seq.generated += 1
+                if fresh:
+                    self.stats.prompt_tokens += seq.prompt_tokens
+                emitted.append(seq)
+        for seq in emitted:
+            if seq.aborted:
+                continue
+            self.stats.generation_tokens += 1
+            if seq.first_token_at is None:
+                seq.first_token_at = now
+                self.stats.observe_ttft(now - seq.arrival)
+            finished = seq.generated >= seq.max_output
+            if finished:
+                seq.finished_at = now
+                self.running.remove(seq)
+                self._free(seq)
+                self.stats.requests_finished += 1
+            seq.sink(seq.generated, finished)
+            if finished and seq.done is not None and not seq.done.done():
+                seq.done.set_result(None)
+
+    async def _run(self) -> None:
+        loop = self._loop
+        deadline = loop.time()
+        while True:
+            if not self.running and not self.waiting:
+                self._wake.clear()
+                await self._wake.wait()
+                deadline = loop.time()  # an idle engine starts the next step on arrival
+            prefills, decodes, context = self.schedule()
+            if not prefills and not decodes:  # nothing fits yet (cannot happen with a non-empty batch)
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            dt = self.step.iteration_time(sum(c for _, c in prefills), len(decodes), context)
+            # a busy engine runs step after step: keep the model's pace even when a sleep overshoots (timer
+            # granularity is about 1 ms), but do not replay more than MAX_CATCH_UP_S of lag after a stall
+            deadline = max(deadline, loop.time() - MAX_CATCH_UP_S) + dt
+            self.stats.steps += 1
+            delay = deadline - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self._finish_step(prefills, decodes, deadline)

@@ -1,0 +1,382 @@
+"""The twin's HTTP front end: a small HTTP/1.1 server on `asyncio.start_server` speaking the OpenAI API.
+
+Routes: `POST /v1/chat/completions` and `POST /v1/completions` (streamed as server-sent events in chunked
+transfer encoding, or one JSON body, both with a usage block), `GET /v1/models`, `GET /health`, `GET /metrics`
+(Prometheus text with vLLM's metric names). The stdlib server keeps one coroutine and a few buffers per
+connection, and tokens are written straight from the engine's step loop without a task switch per token, which
+keeps 500+ concurrent streams cheap on one core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sizing.errors import SizingError
+from sizing.twin.engine import TTFT_BUCKETS_S, Engine, Sequence, StepModelLike
+from sizing.twin.tokenizer import VOCABULARY, chat_tokens, count_tokens
+from sizing.workload import TokenDistribution
+
+#: Answer lengths when the client does not force them (ignore_eos): the chat preset's output distribution
+#: (mean 250, p95 700 tokens; sizing.workload.PRESETS["chat"]), capped by max_tokens.
+DEFAULT_OUTPUT_MEAN = 250
+DEFAULT_OUTPUT_P95 = 700
+#: Largest request head we read; vLLM's uvicorn default limit is of the same order (h11: 16 KiB).
+MAX_HEAD_BYTES = 64 * 1024
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    411: "Length Required",
+}
+
+
+class TwinSettings(BaseModel):
+    """What the twin serves and how it draws answer lengths."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    served_model: str = Field(min_length=1)
+    seed: int = 0
+    output_mean: float = Field(default=DEFAULT_OUTPUT_MEAN, gt=0)
+    output_p95: float = Field(default=DEFAULT_OUTPUT_P95, gt=0)
+    max_model_len: int | None = Field(default=None, gt=0)
+
+
+class _StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    include_usage: bool = False
+
+
+class _Request(BaseModel):
+    """The fields of an OpenAI request that change what the twin does. OpenAI clients send many more (sampling
+    parameters, user ids...) that do not change timing, so unknown fields are ignored rather than refused."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    stream: bool = False
+    stream_options: _StreamOptions | None = None
+    ignore_eos: bool = False
+    min_tokens: int = Field(default=0, ge=0)
+
+
+class _ChatRequest(_Request):
+    messages: list[dict[str, Any]] = Field(min_length=1)
+
+
+class _CompletionRequest(_Request):
+    prompt: str | list[str] | list[int]
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _sse(obj: str) -> bytes:
+    return _chunk(b"data: " + obj.encode() + b"\n\n")
+
+
+_DONE = _sse("[DONE]") + b"0\r\n\r\n"
+
+
+def _word(n: int) -> str:
+    """The text of output token n (1-based): words of the vocabulary, one token each by the twin's tokenizer."""
+    w = VOCABULARY[(n - 1) % len(VOCABULARY)]
+    return w if n == 1 else " " + w
+
+
+def _text(n: int) -> str:
+    return "".join(_word(i) for i in range(1, n + 1))
+
+
+class TwinServer:
+    """One twin: an engine and the HTTP server in front of it. Create and run it inside an event loop."""
+
+    def __init__(self, step_model: StepModelLike, settings: TwinSettings) -> None:
+        self.settings = settings
+        self.step_model = step_model
+        self.engine: Engine | None = None
+        self._server: asyncio.Server | None = None
+        self._rng = np.random.default_rng(settings.seed)
+        self._lengths = TokenDistribution.from_mean_p95(settings.output_mean, settings.output_p95)
+        self._connections: set[asyncio.StreamWriter] = set()
+        self.started = int(time.time())
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen and return the bound port (useful with port 0)."""
+        self.engine = Engine(self.step_model)
+        self.engine.start()
+        # backlog: a load test opens hundreds of connections at once
+        self._server = await asyncio.start_server(
+            self._handle, host, port, backlog=4096, limit=MAX_HEAD_BYTES
+        )
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for w in list(self._connections):
+            w.close()
+        if self.engine is not None:
+            await self.engine.stop()
+
+    # --- HTTP ---------------------------------------------------------------------------------------------
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._connections.add(writer)
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                try:
+                    method, target, _version = lines[0].split(" ", 2)
+                except ValueError:
+                    return
+                headers = {}
+                for line in lines[1:]:
+                    if ":" in line:
+                        k, v = line.split(":", 1)
+                        headers[k.strip().lower()] = v.strip()
+                keep_alive = headers.get("connection", "").lower() != "close"
+                if "chunked" in headers.get("transfer-encoding", "").lower():
+                    self._reply(writer, 411, {"message": "send a Content-Length body"}, keep_alive=False)
+                    return
+                body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
+                await self._route(method, target.split("?", 1)[0], body, writer, keep_alive)
+                await writer.drain()
+                if not keep_alive or writer.is_closing():
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError):
+            return
+        finally:
+            self._connections.discard(writer)
+            writer.close()
+
+    def _reply(
+        self, writer: asyncio.StreamWriter, status: int, obj: Any, *, keep_alive: bool = True, ctype: str = ""
+    ) -> None:
+        body = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+        head = (
+            f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
+            f"content-type: {ctype or 'application/json'}\r\ncontent-length: {len(body)}\r\n"
+            f"connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
+        )
+        writer.write(head.encode() + body)
+
+    def _error(self, writer: asyncio.StreamWriter, status: int, message: str, keep_alive: bool) -> None:
+        kind = "NotFoundError" if status == 404 else "BadRequestError"
+        err = {"object": "error", "message": message, "type": kind, "param": None, "code": status}
+        self._reply(writer, status, {"error": err, **err}, keep_alive=keep_alive)
+
+    async def _route(
+        self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter, keep_alive: bool
+    ) -> None:
+        if path == "/health" and method == "GET":
+            self._reply(writer, 200, b"", keep_alive=keep_alive)
+        elif path == "/v1/models" and method == "GET":
+            self._reply(writer, 200, self._models(), keep_alive=keep_alive)
+        elif path == "/metrics" and method == "GET":
+            self._reply(writer, 200, self.metrics_text().encode(), keep_alive=keep_alive, ctype="text/plain")
+        elif path in ("/v1/chat/completions", "/v1/completions"):
+            if method != "POST":
+                self._error(writer, 405, f"use POST for {path}", keep_alive)
+                return
+            await self._completion(path == "/v1/chat/completions", body, writer, keep_alive)
+        else:
+            self._error(writer, 404, f"no route {method} {path}", keep_alive)
+
+    def _models(self) -> dict[str, Any]:
+        card: dict[str, Any] = {
+            "id": self.settings.served_model,
+            "object": "model",
+            "created": self.started,
+            "owned_by": "sizing-twin",
+        }
+        if self.settings.max_model_len:
+            card["max_model_len"] = self.settings.max_model_len
+        return {"object": "list", "data": [card]}
+
+    # --- completions --------------------------------------------------------------------------------------
+    def _parse(self, chat: bool, body: bytes) -> tuple[_Request, int]:
+        raw = json.loads(body or b"{}")
+        req: _Request
+        if chat:
+            req = _ChatRequest.model_validate(raw)
+            prompt = chat_tokens(req.messages)
+        else:
+            req = _CompletionRequest.model_validate(raw)
+            p = req.prompt
+            if isinstance(p, str):
+                prompt = count_tokens(p)
+            elif p and isinstance(p[0], int):
+                prompt = len(p)
+            else:
+                prompt = sum(count_tokens(str(x)) for x in p)
+        return req, prompt
+
+    def output_length(self, req: _Request) -> int:
+        """max_tokens when ignore_eos, else a seeded draw from the answer-length distribution capped by it."""
+        cap = req.max_completion_tokens or req.max_tokens
+        if req.ignore_eos and cap:
+            return cap
+        drawn = int(self._lengths.sample(self._rng, 1)[0])
+        drawn = max(drawn, req.min_tokens, 1)
+        return min(drawn, cap) if cap else drawn
+
+    async def _completion(
+        self, chat: bool, body: bytes, writer: asyncio.StreamWriter, keep_alive: bool
+    ) -> None:
+        assert self.engine is not None
+        try:
+            req, prompt = self._parse(chat, body)
+        except (ValidationError, ValueError) as exc:
+            self._error(writer, 400, f"invalid request: {exc}", keep_alive)
+            return
+        if req.model != self.settings.served_model:
+            self._error(writer, 404, f"The model `{req.model}` does not exist.", keep_alive)
+            return
+        n_out = self.output_length(req)
+        if self.settings.max_model_len and prompt + n_out > self.settings.max_model_len:
+            self._error(
+                writer, 400, f"prompt ({prompt}) + max_tokens ({n_out}) exceeds max_model_len "
+                f"{self.settings.max_model_len}", keep_alive,
+            )  # fmt: skip
+            return
+        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+        created = int(time.time())
+        model = self.settings.served_model
+        usage_wanted = req.stream_options is not None and req.stream_options.include_usage
+
+        def usage(n: int) -> dict[str, int]:
+            return {"prompt_tokens": prompt, "completion_tokens": n, "total_tokens": prompt + n}
+
+        def reason(n: int) -> str:
+            cap = req.max_completion_tokens or req.max_tokens
+            return "length" if cap is not None and n >= cap else "stop"
+
+        seq: Sequence | None = None
+        if req.stream:
+            kind = "chat.completion.chunk" if chat else "text_completion"
+            head = f'{{"id":"{rid}","object":"{kind}","created":{created},"model":{json.dumps(model)},"choices":['
+            tail = "]}"
+
+            def choice(content: str | None, finish: str | None) -> str:
+                fin = "null" if finish is None else f'"{finish}"'
+                if chat:
+                    delta = "{}" if content is None else f'{{"content":"{content}"}}'
+                    return f'{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":{fin}}}'
+                return f'{{"index":0,"text":"{content or ""}","logprobs":null,"finish_reason":{fin}}}'
+
+            writer.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+                b"transfer-encoding: chunked\r\nconnection: "
+                + (b"keep-alive" if keep_alive else b"close")
+                + b"\r\n\r\n"
+            )
+            if chat:  # like vLLM, the role arrives at once, before any content
+                role = '{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}'
+                writer.write(_sse(head + role + tail))
+
+            def sink(n: int, finished: bool) -> None:
+                if writer.is_closing():
+                    if seq is not None and self.engine is not None:
+                        self.engine.abort(seq)
+                    return
+                out = _sse(head + choice(_word(n), None) + tail)
+                if finished:
+                    out += _sse(head + choice(None if chat else "", reason(n)) + tail)
+                    if usage_wanted:
+                        u = json.dumps(usage(n))
+                        out += _sse(head + '],"usage":' + u + "}")
+                    out += _DONE
+                writer.write(out)
+
+            try:
+                seq = self.engine.submit(prompt, n_out, sink)
+            except SizingError as exc:
+                writer.write(_sse(json.dumps({"error": {"message": str(exc), "code": 400}})) + _DONE)
+                return
+            assert seq.done is not None
+            await seq.done
+            return
+
+        def quiet(n: int, finished: bool) -> None:
+            if writer.is_closing() and seq is not None and self.engine is not None:
+                self.engine.abort(seq)
+
+        try:
+            seq = self.engine.submit(prompt, n_out, quiet)
+        except SizingError as exc:
+            self._error(writer, 400, str(exc), keep_alive)
+            return
+        assert seq.done is not None
+        await seq.done
+        n = seq.generated
+        text = _text(n)
+        choice_obj: dict[str, Any]
+        if chat:
+            choice_obj = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None}
+        else:
+            choice_obj = {"index": 0, "text": text, "logprobs": None}
+        choice_obj["finish_reason"] = reason(n)
+        obj = {
+            "id": rid,
+            "object": "chat.completion" if chat else "text_completion",
+            "created": created,
+            "model": model,
+            "choices": [choice_obj],
+            "usage": usage(n),
+        }
+        self._reply(writer, 200, obj, keep_alive=keep_alive)
+
+    # --- metrics ------------------------------------------------------------------------------------------
+    def metrics_text(self) -> str:
+        """Prometheus exposition text with vLLM's metric names."""
+        e = self.engine
+        assert e is not None
+        lbl = f'model_name="{self.settings.served_model}"'
+        s = e.stats
+        out: list[str] = []
+
+        def metric(name: str, kind: str, help_: str, value: float) -> None:
+            out.extend([f"# HELP {name} {help_}", f"# TYPE {name} {kind}", f"{name}{{{lbl}}} {value}"])
+
+        metric(
+            "vllm:num_requests_running",
+            "gauge",
+            "Number of requests in model execution batches.",
+            len(e.running),
+        )
+        metric(
+            "vllm:num_requests_waiting",
+            "gauge",
+            "Number of requests waiting to be processed.",
+            len(e.waiting),
+        )
+        metric("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", e.kv_usage)
+        metric("vllm:gpu_cache_usage_perc", "gauge", "GPU KV-cache usage (older name).", e.kv_usage)
+        metric("vllm:num_preemptions_total", "counter", "Cumulative number of preemptions.", s.preemptions)
+        metric("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", s.prompt_tokens)
+        metric("vllm:generation_tokens_total", "counter", "Number of generation tokens.", s.generation_tokens)
+        metric("vllm:request_success_total", "counter", "Count of successfully processed requests.",
+               s.requests_finished)  # fmt: skip
+        name = "vllm:time_to_first_token_seconds"
+        out += [f"# HELP {name} Histogram of time to first token in seconds.", f"# TYPE {name} histogram"]
+        for edge, count in zip(TTFT_BUCKETS_S, s.ttft_bucket_counts, strict=True):
+            out.append(f'{name}_bucket{{{lbl},le="{edge}"}} {count}')
+        out.append(f'{name}_bucket{{{lbl},le="+Inf"}} {s.ttft_count}')
+        out.append(f"{name}_sum{{{lbl}}} {s.ttft_sum}")
+        out.append(f"{name}_count{{{lbl}}} {s.ttft_count}")
+        return "\n".join(out) + "\n"

@@ -1,0 +1,66 @@
+"""A deterministic approximate tokenizer, shared by the twin (to count prompt tokens) and the load harness (to
+synthesize prompts of a requested length).
+
+Rule: the text is split into words (runs of letters/digits) and single punctuation marks; a word of n characters
+counts ceil(n / 4) tokens, each punctuation mark one token. Four characters per token is the usual rule of thumb
+for English with BPE tokenizers (OpenAI's tokenizer guide), and the common short words in `VOCABULARY` are one
+token each in the Llama-3 and GPT tokenizers, so text built from them has about the same length for a real
+server as for the twin. Chat requests add the Llama-3 chat template's special tokens (see `chat_tokens`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+_WORD = re.compile(r"\w+|[^\w\s]")
+#: Characters per token for words longer than one token (OpenAI's "about 4 characters per token" rule).
+CHARS_PER_TOKEN = 4
+#: Llama-3 chat template: <|begin_of_text|> once; per message <|start_header_id|> role <|end_header_id|> "\n\n"
+#: ... <|eot_id|> (5 tokens around the content); the generation prompt <|start_header_id|>assistant
+#: <|end_header_id|>"\n\n" (4 tokens).
+CHAT_BOS_TOKENS = 1
+CHAT_PER_MESSAGE_TOKENS = 5
+CHAT_GENERATION_PROMPT_TOKENS = 4
+CHAT_OVERHEAD_ONE_MESSAGE = CHAT_BOS_TOKENS + CHAT_PER_MESSAGE_TOKENS + CHAT_GENERATION_PROMPT_TOKENS
+
+#: Short, common English words: one token each here and (with the leading space) in real BPE vocabularies.
+VOCABULARY: tuple[str, ...] = (
+    "the", "of", "and", "to", "in", "is", "it", "that", "for", "on", "was", "with", "as", "at", "be", "this",
+    "have", "from", "or", "one", "had", "by", "word", "but", "not", "what", "all", "were", "we", "when", "your",
+    "can", "said", "use", "an", "each", "she", "do", "how", "if", "will", "up",
+    "out", "many", "then", "them", "so", "some", "her", "make", "like",
+    "him", "into", "time", "has", "look", "two", "more", "go", "see", "no", "way", "my", "than",
+    "been", "call", "who", "its", "now", "find", "long", "down", "day", "did", "get", "come", "made",
+    "may", "part",
+)  # fmt: skip
+
+
+def count_tokens(text: str) -> int:
+    """Approximate token count of plain text (see the module docstring for the rule)."""
+    return sum(math.ceil(len(w) / CHARS_PER_TOKEN) for w in _WORD.findall(text))
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts: [{"type": "text", "text": ...}, ...]
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return "" if content is None else str(content)
+
+
+def chat_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
+    """Prompt tokens of a chat request: every message's content plus the chat template's special tokens."""
+    total = CHAT_BOS_TOKENS + CHAT_GENERATION_PROMPT_TOKENS
+    for m in messages:
+        total += CHAT_PER_MESSAGE_TOKENS + count_tokens(_content_text(m.get("content")))
+    return total
+
+
+def synth_text(n_tokens: int, offset: int = 0) -> str:
+    """Text of exactly `n_tokens` tokens by `count_tokens`, built from `VOCABULARY` starting at `offset` (vary
+    the offset between requests so a server's prefix cache cannot serve one prompt from another)."""
+    size = len(VOCABULARY)
+    return " ".join(VOCABULARY[(offset + i) % size] for i in range(max(0, n_tokens)))

@@ -1,0 +1,121 @@
+"""The twin's scheduler: vLLM-like continuous batching driven by a step model, in real time."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass
+
+import pytest
+
+from sizing.errors import InvalidInput
+from sizing.twin.engine import Engine
+
+
+@dataclass
+class StandInStepModel:
+    """A step model with known timing: a fixed cost per step, per prefill token and per decoding sequence."""
+
+    max_num_seqs: int = 4
+    max_num_batched_tokens: int = 256
+    kv_capacity_tokens: int = 4096
+    block_size: int = 16
+    base_s: float = 0.004
+    per_prefill_token_s: float = 0.00001
+    per_decode_seq_s: float = 0.0001
+
+    def iteration_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
+        return self.base_s + prefill_tokens * self.per_prefill_token_s + decode_seqs * self.per_decode_seq_s
+
+
+def _collect(engine: Engine, prompt: int, out: int, log: list[tuple[int, float]]) -> object:
+    loop = asyncio.get_running_loop()
+    return engine.submit(prompt, out, lambda n, fin: log.append((n, loop.time())))
+
+
+def test_decodes_go_first_and_prefills_share_what_is_left_of_the_token_budget() -> None:
+    async def scenario() -> tuple[list, list, list]:
+        # given an engine with one request decoding and a long prompt waiting
+        engine = Engine(StandInStepModel(max_num_batched_tokens=100))
+        a = engine.submit(50, 10, lambda n, f: None)
+        first = engine.schedule()
+        engine._finish_step(first[0], first[1], 0.0)  # a is prefilled and has its first token
+        b = engine.submit(300, 10, lambda n, f: None)
+        # when the next two steps are scheduled
+        second = engine.schedule()
+        engine._finish_step(second[0], second[1], 0.0)
+        third = engine.schedule()
+        assert a is not None and b is not None
+        return first, second, third
+
+    first, second, third = asyncio.run(scenario())
+    # then the first step prefills the short prompt whole
+    assert [c for _, c in first[0]] == [50] and first[1] == []
+    # and then the decoding request takes 1 token and the long prompt gets the other 99, then 99 more
+    assert len(second[1]) == 1 and [c for _, c in second[0]] == [99]
+    assert len(third[1]) == 1 and [c for _, c in third[0]] == [99]
+
+
+def test_a_single_request_is_served_at_the_step_model_pace() -> None:
+    sm = StandInStepModel()
+
+    async def scenario() -> tuple[float, list[tuple[int, float]]]:
+        engine = Engine(sm)
+        engine.start()
+        log: list[tuple[int, float]] = []
+        t0 = asyncio.get_running_loop().time()
+        seq = _collect(engine, 200, 5, log)
+        await seq.done  # type: ignore[attr-defined]
+        await engine.stop()
+        return t0, log
+
+    t0, log = asyncio.run(scenario())
+    # then the first token comes after one prefill step and every other one after one decode step
+    assert [n for n, _ in log] == [1, 2, 3, 4, 5]
+    ttft = log[0][1] - t0
+    assert ttft == pytest.approx(sm.iteration_time(200, 0, 0), abs=0.002)
+    gaps = [b - a for (_, a), (_, b) in itertools.pairwise(log)]
+    assert all(g == pytest.approx(sm.iteration_time(0, 1, 0), abs=0.002) for g in gaps)
+
+
+def test_no_more_than_max_num_seqs_run_at_once_and_all_requests_finish() -> None:
+    async def scenario() -> tuple[int, list[int]]:
+        engine = Engine(StandInStepModel(max_num_seqs=3))
+        engine.start()
+        most = 0
+        seqs = [engine.submit(20, 4, lambda n, f: None) for _ in range(10)]
+        while not all(s.done.done() for s in seqs):  # type: ignore[union-attr]
+            most = max(most, len(engine.running))
+            await asyncio.sleep(0.001)
+        await engine.stop()
+        return most, [s.generated for s in seqs]
+
+    most, generated = asyncio.run(scenario())
+    assert most == 3
+    assert generated == [4] * 10
+
+
+def test_a_full_kv_cache_preempts_the_newest_request_which_is_recomputed_and_still_finishes() -> None:
+    async def scenario() -> tuple[int, list[int], float]:
+        # given a KV cache of 16 blocks and two requests that together outgrow it while decoding
+        engine = Engine(StandInStepModel(kv_capacity_tokens=256, base_s=0.0005))
+        engine.start()
+        seqs = [engine.submit(100, 60, lambda n, f: None) for _ in range(2)]
+        await asyncio.gather(*(s.done for s in seqs))  # type: ignore[misc]
+        await engine.stop()
+        return engine.stats.preemptions, [s.generated for s in seqs], engine.kv_usage
+
+    preemptions, generated, usage = asyncio.run(scenario())
+    # then one of them was preempted, both produced every token asked for, and the cache is empty again
+    assert preemptions >= 1
+    assert generated == [60, 60]
+    assert usage == 0
+
+
+def test_a_request_larger_than_the_kv_cache_is_refused() -> None:
+    async def scenario() -> None:
+        engine = Engine(StandInStepModel(kv_capacity_tokens=1024))
+        engine.submit(1000, 100, lambda n, f: None)
+
+    with pytest.raises(InvalidInput, match="KV"):
+        asyncio.run(scenario())
