@@ -1,0 +1,124 @@
+"""The shipped calibration profile: efficiency factors per (accelerator family, engine), loaded lazily once.
+
+`sizing calibrate` regenerates `data/calibration.json` from the reference measurements (see
+`sizing.perf.fit`). Look-ups fall back explicitly: (family, engine) -> (family, any engine) with a wider stated
+error -> the nearest relative family -> the global profile; the fallback taken is named in `Profile.basis`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+from sizing.perf.step import Profile
+
+PROFILE_PATH = Path(__file__).parent / "data" / "calibration.json"
+
+#: Accelerator -> calibration family: chips of one architecture and memory technology share efficiencies.
+FAMILY: dict[str, str] = {
+    "t4": "t4",
+    "a10g": "a10g",
+    "l4": "l4",
+    "l40s": "l40s",
+    "a100-40gb": "a100",
+    "a100-80gb": "a100",
+    "a100-80gb-pcie": "a100",
+    "h100": "hopper",
+    "h200": "hopper",
+    "b200": "blackwell",
+    "inferentia2": "neuron-v2",
+    "trainium": "neuron-v2",
+    "trainium2": "neuron-v3",
+}
+#: Nearest relative of a family with no measurements: same generation or memory technology.
+RELATIVE: dict[str, str] = {
+    "t4": "a10g",  # GDDR6, PCIe, inference part
+    "a10g": "l4",
+    "l4": "a10g",
+    "l40s": "a10g",
+    "a100": "hopper",
+    "hopper": "a100",
+    "blackwell": "hopper",
+    "neuron-v3": "neuron-v2",
+    "neuron-v2": "neuron-v3",
+}
+#: An engine with no rows on a family borrows the family's pooled profile; its stated error widens by this
+#: factor (assumed: engines on one chip differ by up to ~1.5x in published comparisons).
+FALLBACK_ERROR_WIDENING = 1.5
+
+
+def family_of(accelerator_id: str) -> str:
+    return FAMILY.get(accelerator_id, accelerator_id)
+
+
+@functools.cache
+def load_profiles(path: str = str(PROFILE_PATH)) -> dict[str, Any]:
+    """The calibration file as a dict (empty profiles when it has not been generated yet)."""
+    p = Path(path)
+    if not p.exists():
+        return {"version": "none", "date": None, "profiles": {}, "global": None}
+    data: dict[str, Any] = json.loads(p.read_text())
+    return data
+
+
+def _profile(
+    entry: dict[str, Any], family: str, engine: str, basis: str, version: str, widen: float = 1.0
+) -> Profile:
+    err = {
+        k: (round(v * widen, 3) if isinstance(v, int | float) else v)
+        for k, v in entry.get("expected_error", {}).items()
+    }
+    return Profile(
+        compute_eff=entry["compute_eff"],
+        bandwidth_eff=entry["bandwidth_eff"],
+        step_overhead_s=entry["step_overhead_s"],
+        seq_overhead_s=entry.get("seq_overhead_s", 0.0),
+        family=family,
+        engine=engine,
+        basis=basis,
+        version=version,
+        expected_error=err,
+    )
+
+
+def profile_for(accelerator_id: str, engine: str, data: dict[str, Any] | None = None) -> Profile:
+    """The profile for an accelerator and engine, with the fallback taken named in `basis`."""
+    data = data if data is not None else load_profiles()
+    version = str(data.get("version", "none"))
+    profiles: dict[str, Any] = data.get("profiles", {})
+    fam = family_of(accelerator_id)
+    key = f"{fam}/{engine}"
+    if key in profiles:
+        return _profile(profiles[key], fam, engine, f"calibrated on {fam} x {engine}", version)
+    if f"{fam}/*" in profiles:
+        return _profile(
+            profiles[f"{fam}/*"],
+            fam,
+            engine,
+            f"no {engine} measurements on {fam}: the {fam} profile pooled over engines, error widened",
+            version,
+            FALLBACK_ERROR_WIDENING,
+        )
+    rel = RELATIVE.get(fam)
+    for k in (f"{rel}/{engine}", f"{rel}/*"):
+        if rel and k in profiles:
+            return _profile(
+                profiles[k],
+                fam,
+                engine,
+                f"no measurements on {fam}: nearest relative {k} used, error widened",
+                version,
+                FALLBACK_ERROR_WIDENING,
+            )
+    if data.get("global"):
+        return _profile(
+            data["global"],
+            fam,
+            engine,
+            "no measurements on this family: global profile, error widened",
+            version,
+            FALLBACK_ERROR_WIDENING,
+        )
+    return Profile(family=fam, engine=engine)

@@ -1,0 +1,180 @@
+"""Serving-engine defaults: scheduler limits and memory settings per engine, each with its source.
+
+Engines are *profiles of one model* (the same step-time and batching maths), differing in these defaults and in
+calibrated efficiency factors. Sources are the entries of `notes/serving-facts.md` section 1 cited beside
+each value; where that sheet has no figure the value is marked `assumed` with a reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+ENGINES = ("vllm", "trtllm", "sglang", "tgi", "neuron")
+GPU_ENGINES = ("vllm", "trtllm", "sglang", "tgi")
+NEURON_ENGINES = ("neuron",)
+
+GIB = 2**30
+
+#: vLLM picks its large batch defaults on GPUs with >= 70 GiB that are not A100s (H100/H200/B200).
+#: [vllm-project/vllm:vllm/engine/arg_utils.py@99d7eb5d `_set_default_args`]
+VLLM_LARGE_GPU_GIB = 70
+VLLM_LARGE = (8192, 1024)  # (max_num_batched_tokens, max_num_seqs) for the OpenAI API server
+VLLM_SMALL = (2048, 256)
+#: `gpu_memory_utilization`: 0.92 in current main [vllm/config/cache.py@002f10e0] (0.90 in ~v0.7).
+VLLM_GPU_MEMORY_UTILIZATION = 0.92
+#: KV-cache block size in tokens (`CacheConfig.DEFAULT_BLOCK_SIZE`) [vllm/config/cache.py@002f10e0].
+BLOCK_SIZE = 16
+
+#: SGLang chunked_prefill_size by GPU memory (GB upper bound, tokens) [SGLang server_args.py
+#: `_handle_gpu_memory_settings`, serving-facts.md s1 table].
+SGLANG_CHUNK_BY_MEMORY = ((20, 2048), (35, 2048), (60, 4096), (160, 8192), (float("inf"), 16384))
+#: SGLang reserved memory (MB) = 512 + max(chunk, 2048) x 1.5 + cuda_graph_max_bs x 2 + tp/8 x 1024, floor 10 GB
+#: above 60 GB [serving-facts.md s1]. cuda_graph_max_bs by memory tier (TP<4 / TP>=4).
+SGLANG_GRAPH_BS_BY_MEMORY = (
+    (20, 8, 8),
+    (35, 24, 80),
+    (60, 32, 160),
+    (160, 256, 512),
+    (float("inf"), 512, 512),
+)
+SGLANG_RESERVED_FLOOR_GB = 10.0
+SGLANG_RESERVED_FLOOR_ABOVE_GB = 60.0
+#: SGLang max_running_requests: req_to_token pool clamps to [2048, 4096]; the lower end is used (the KV
+#: capacity bounds the batch long before on every catalog GPU) [serving-facts.md s1].
+SGLANG_MAX_RUNNING = 2048
+
+#: TensorRT-LLM BuildConfig max_batch_size=2048, max_num_tokens=8192 [NVIDIA/TensorRT-LLM builder.py@008b2b8d];
+#: trtllm-serve kv_cache_free_gpu_memory_fraction 0.9 of memory free after weights; chunked prefill off;
+#: capacity scheduler GUARANTEED_NO_EVICT (reserves a request's whole KV at admission) [serve.py, id 4219957788].
+TRTLLM_MAX_BATCH = 2048
+TRTLLM_MAX_TOKENS = 8192
+TRTLLM_KV_FREE_FRACTION = 0.9
+
+#: TGI launcher defaults (max_concurrent_requests 128, max_batch_prefill_tokens 4096, cuda_memory_fraction 1.0):
+#: assumed -- not in serving-facts.md; these are TGI's documented launcher defaults as commonly deployed.
+TGI_MAX_CONCURRENT = 128
+TGI_MAX_PREFILL_TOKENS = 4096
+TGI_MEMORY_FRACTION = 0.95  # assumed: TGI leaves a small margin under cuda_memory_fraction=1.0
+
+#: Neuron (vllm-neuron / optimum-neuron): static compiled batch; NxD's default batch_size=1 is a compile-time
+#: setting, deployments compile for a batch (optimum-neuron benchmarks use 4-32). Assumed 8, and prefill runs
+#: alone (no mixed prefill/decode step) on one static bucket [serving-facts.md s3 "static shapes/buckets"].
+NEURON_MAX_NUM_SEQS = 8
+NEURON_MEMORY_FRACTION = 0.95  # assumed: the Neuron runtime allocates KV statically, little slack kept
+
+#: Memory that is neither weights nor KV cache per device: CUDA context, cuBLAS/NCCL workspaces and CUDA graphs
+#: (~0.5 GB context + 0.5-1 GB graphs in vLLM startup logs) -- assumed 1.5 GB; Neuron runtime scratch assumed
+#: 0.5 GB per NeuronCore.
+GPU_RUNTIME_OVERHEAD_GB = 1.5
+NEURON_RUNTIME_OVERHEAD_GB = 0.5
+
+
+@dataclass(frozen=True)
+class EngineDefaults:
+    """Scheduler and memory defaults of one engine on one accelerator."""
+
+    engine: str
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    #: share of device memory the engine may use (`total` basis) or of memory left after weights (`free`).
+    memory_fraction: float
+    memory_basis: Literal["total", "free"]
+    block_size: int
+    #: long prompts are split into chunks that fit the token budget
+    chunked_prefill: bool
+    #: decodes keep running in the same step as a prefill (otherwise a prefill step stalls every decode)
+    mixed_prefill_decode: bool
+    #: KV admission: `incremental` takes blocks as tokens are computed (may preempt); `reserve` takes the
+    #: request's whole prompt + output at admission and never preempts
+    admission: Literal["incremental", "reserve"]
+    runtime_overhead_gb: float
+    source: str
+
+
+def engine_defaults(
+    engine: str, accelerator_name: str, device_memory_gb: float, kind: str, tp: int = 1
+) -> EngineDefaults:
+    """Defaults of `engine` on a device with `device_memory_gb` (decimal GB) of memory."""
+    gib = device_memory_gb * 1e9 / GIB
+    if engine == "vllm":
+        large = gib >= VLLM_LARGE_GPU_GIB and "a100" not in accelerator_name.lower()
+        tokens, seqs = VLLM_LARGE if large else VLLM_SMALL
+        return EngineDefaults(
+            engine,
+            min(seqs, tokens),
+            tokens,
+            VLLM_GPU_MEMORY_UTILIZATION,
+            "total",
+            BLOCK_SIZE,
+            True,
+            True,
+            "incremental",
+            GPU_RUNTIME_OVERHEAD_GB,
+            "vllm arg_utils.py@99d7eb5d; cache.py@002f10e0",
+        )
+    if engine == "sglang":
+        chunk = next(c for limit, c in SGLANG_CHUNK_BY_MEMORY if device_memory_gb < limit)
+        graph_bs = next(
+            (a if tp < 4 else b) for limit, a, b in SGLANG_GRAPH_BS_BY_MEMORY if device_memory_gb < limit
+        )
+        reserved_gb = (512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp / 8 * 1024) / 1024
+        if device_memory_gb > SGLANG_RESERVED_FLOOR_ABOVE_GB:
+            reserved_gb = max(reserved_gb, SGLANG_RESERVED_FLOOR_GB)
+        fraction = (device_memory_gb - reserved_gb) / device_memory_gb
+        return EngineDefaults(
+            engine,
+            SGLANG_MAX_RUNNING,
+            chunk,
+            fraction,
+            "total",
+            1,
+            True,
+            True,
+            "incremental",
+            0.0,
+            "sglang server_args.py _handle_gpu_memory_settings (serving-facts.md s1)",
+        )
+    if engine == "trtllm":
+        return EngineDefaults(
+            engine,
+            TRTLLM_MAX_BATCH,
+            TRTLLM_MAX_TOKENS,
+            TRTLLM_KV_FREE_FRACTION,
+            "free",
+            32,
+            False,
+            True,
+            "reserve",
+            GPU_RUNTIME_OVERHEAD_GB,
+            "TensorRT-LLM builder.py@008b2b8d; trtllm-serve serve.py",
+        )
+    if engine == "tgi":
+        return EngineDefaults(
+            engine,
+            TGI_MAX_CONCURRENT,
+            TGI_MAX_PREFILL_TOKENS,
+            TGI_MEMORY_FRACTION,
+            "total",
+            BLOCK_SIZE,
+            True,
+            True,
+            "incremental",
+            GPU_RUNTIME_OVERHEAD_GB,
+            "assumed: TGI launcher defaults",
+        )
+    if engine == "neuron":
+        return EngineDefaults(
+            engine,
+            NEURON_MAX_NUM_SEQS,
+            0,
+            NEURON_MEMORY_FRACTION,
+            "total",
+            BLOCK_SIZE,
+            False,
+            False,
+            "reserve",
+            NEURON_RUNTIME_OVERHEAD_GB,
+            "vllm-neuron static buckets (serving-facts.md s3); batch 8 assumed",
+        )
+    raise ValueError(f"unknown engine {engine}")

@@ -1,0 +1,161 @@
+"""Memory fit: weights, runtime and activation overhead, KV-cache capacity, and why a model does not fit.
+
+weights/device = params x bytes/param / TP (+ the K/V projections replicated when TP exceeds the KV heads);
+usable = device memory x utilisation - runtime - activations - weights (vLLM/SGLang/TGI budget a share of the
+total; TensorRT-LLM a share of what is free after weights); KV bytes/token/device = 2 x layers x
+max(1, kv_heads/TP) x head_dim x 2 bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from sizing.perf.config import DEFAULT_MIN_CONTEXT, HardwareConfig
+
+if TYPE_CHECKING:
+    from sizing.catalog import Catalog, ModelSpec
+
+GB = 1e9
+#: KV cache element size: engines keep K/V in the activation dtype (bf16) unless told otherwise.
+KV_DTYPE_BYTES = 2.0
+#: Activation element size during the profiling forward pass (bf16).
+ACT_BYTES = 2.0
+#: Sampler logits are float32.
+LOGIT_BYTES = 4.0
+#: Live activation tensors per token at the peak of a layer: residual, normed input, QKV and attention out are
+#: ~4 x hidden; the MLP's gate and up projections 2 x intermediate / TP (vLLM's profile run peak).
+ACT_HIDDEN_MULTIPLE = 4
+ACT_INTERMEDIATE_MULTIPLE = 2
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """Whether a replica holds the model, and how many KV-cache tokens remain."""
+
+    fits: bool
+    reason: str
+    tensor_parallel: int
+    device_memory_gb: float
+    usable_gb_per_device: float
+    weights_gb_per_device: float
+    runtime_gb_per_device: float
+    activation_gb_per_device: float
+    kv_gb_per_device: float
+    kv_bytes_per_token: float
+    kv_bytes_per_token_per_device: float
+    kv_cache_tokens: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int
+    memory_fraction: float
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        for k, v in out.items():
+            if isinstance(v, float):
+                out[k] = round(v, 3)
+        return out
+
+
+def kv_heads_per_device(spec: ModelSpec, tp: int) -> float:
+    """KV heads each rank holds: a share when TP divides them, one (replicated) when TP exceeds them."""
+    return max(1.0, spec.num_key_value_heads / tp)
+
+
+def weight_bytes_per_device(spec: ModelSpec, quant: str, tp: int) -> float:
+    from sizing.catalog.models import BYTES_PER_PARAM
+
+    sharded = spec.weight_bytes(quant) / tp
+    kv_proj = 2 * spec.layers * spec.hidden_size * spec.head_dim * BYTES_PER_PARAM[quant]
+    extra = kv_proj * (kv_heads_per_device(spec, tp) - spec.num_key_value_heads / tp)
+    return sharded + extra
+
+
+def activation_bytes_per_device(spec: ModelSpec, tp: int, batched_tokens: int, seqs: int) -> float:
+    inter = spec.intermediate_size
+    if spec.moe is not None:
+        inter = spec.moe.expert_intermediate_size * spec.moe.experts_per_token
+    per_token = ACT_HIDDEN_MULTIPLE * spec.hidden_size + ACT_INTERMEDIATE_MULTIPLE * inter / tp
+    return batched_tokens * per_token * ACT_BYTES + min(seqs, batched_tokens) * spec.vocab_size * LOGIT_BYTES
+
+
+def memory_fit(cfg: HardwareConfig, catalog: Catalog | None = None) -> MemoryFit:
+    """The memory arithmetic of one replica of `cfg`."""
+    parts = cfg.parts(catalog)
+    spec, acc, tp = parts.model, parts.accelerator, cfg.tensor_parallel
+    d = cfg.defaults(catalog)
+    dev_mem = acc.device_memory_bytes
+    max_model_len = cfg.max_model_len or min(spec.max_position_embeddings, DEFAULT_MIN_CONTEXT)
+    seqs = cfg.max_num_seqs or d.max_num_seqs
+    batched = cfg.max_num_batched_tokens or d.max_num_batched_tokens or max_model_len
+    fraction = cfg.gpu_memory_utilization or d.memory_fraction
+
+    weights = weight_bytes_per_device(spec, cfg.quantization, tp)
+    runtime = d.runtime_overhead_gb * GB
+    acts = activation_bytes_per_device(spec, tp, batched, seqs)
+    if d.memory_basis == "total":
+        budget = dev_mem * fraction
+        usable = budget - runtime - acts
+        kv_bytes = usable - weights
+    else:
+        usable = (dev_mem - runtime - acts) * fraction
+        kv_bytes = dev_mem - runtime - acts - weights
+        kv_bytes *= fraction
+    kv_tok_dev = 2 * spec.layers * kv_heads_per_device(spec, tp) * spec.head_dim * KV_DTYPE_BYTES
+    block = d.block_size
+    kv_tokens = max(0, int(kv_bytes // kv_tok_dev) // block * block)
+    if d.admission == "reserve" and cfg.engine == "neuron":
+        seqs = max(0, min(seqs, kv_tokens // max_model_len))
+    weights_fit = kv_bytes > 0
+    context_fits = kv_tokens >= max_model_len
+    fits = weights_fit and context_fits and seqs >= 1
+    replica_w = weights * tp / GB
+    replica_usable = usable * tp / GB
+    if not weights_fit:
+        reason = (
+            f"needs {replica_w:.1f} GB of {cfg.quantization} weights per replica ({weights / GB:.1f} GB on each of"
+            f" {tp} devices), {tp} x {dev_mem / GB:.1f} GB devices give {replica_usable:.1f} GB usable"
+            f" ({fraction:.2f} x memory less {runtime / GB:.1f} GB runtime and {acts / GB:.2f} GB activations"
+            " per device)"
+        )
+        if tp < parts.devices:
+            reason += f"; try a larger tensor parallel (the instance has {parts.devices} devices)"
+    elif not context_fits or seqs < 1:
+        reason = (
+            f"weights fit ({weights / GB:.1f} GB per device) but only {kv_bytes / GB:.2f} GB per device is left"
+            f" for the KV cache: {kv_tokens:,} tokens at {kv_tok_dev * tp / 1e3:.1f} kB/token, below one"
+            f" {max_model_len:,}-token context"
+        )
+    else:
+        reason = (
+            f"{weights / GB:.1f} GB weights + {runtime / GB:.1f} GB runtime + {acts / GB:.2f} GB activations per"
+            f" device leave {kv_bytes / GB:.1f} GB per device for the KV cache: {kv_tokens:,} tokens per replica"
+            f" at {spec.kv_bytes_per_token(KV_DTYPE_BYTES) / 1e3:.1f} kB/token"
+        )
+    return MemoryFit(
+        fits=fits,
+        reason=reason,
+        tensor_parallel=tp,
+        device_memory_gb=dev_mem / GB,
+        usable_gb_per_device=usable / GB,
+        weights_gb_per_device=weights / GB,
+        runtime_gb_per_device=runtime / GB,
+        activation_gb_per_device=acts / GB,
+        kv_gb_per_device=max(0.0, kv_bytes) / GB,
+        kv_bytes_per_token=spec.kv_bytes_per_token(KV_DTYPE_BYTES),
+        kv_bytes_per_token_per_device=kv_tok_dev,
+        kv_cache_tokens=kv_tokens,
+        max_num_seqs=max(seqs, 0),
+        max_num_batched_tokens=batched,
+        max_model_len=max_model_len,
+        memory_fraction=fraction,
+    )
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b) if b else a
+
+
+__all__ = ["MemoryFit", "ceil_div", "math", "memory_fit"]

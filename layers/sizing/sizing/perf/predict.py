@@ -1,0 +1,140 @@
+"""Point prediction: one deployment, one fixed request shape, one load -> latency and throughput (DESIGN.md
+"Point prediction")."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from sizing.errors import InvalidInput, Problem
+from sizing.perf.config import HardwareConfig
+from sizing.perf.memory import memory_fit
+from sizing.perf.simulator import ClosedLoop, OpenLoop, SimResult, saturating_concurrency, simulate
+from sizing.perf.step import StepModel
+
+if TYPE_CHECKING:
+    from sizing.catalog import Catalog
+
+#: Requests simulated per prediction: enough for stable p99s (20 samples beyond p99) in tens of milliseconds.
+N_REQUESTS = 2000
+#: Closed-loop runs simulate at least this many rounds of the concurrency so a steady state exists.
+ROUNDS = 4
+#: Largest concurrency simulated as given; beyond it the replica is long saturated and only the queue grows.
+MAX_SIMULATED_CONCURRENCY = 4096
+
+
+def predict(
+    model: str,
+    instance: str,
+    tp: int | None = None,
+    quant: str = "bf16",
+    engine: str = "vllm",
+    input_tokens: int = 1000,
+    output_tokens: int = 200,
+    concurrency: int | None = None,
+    rate: float | None = None,
+    catalog: Catalog | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Predict one deployment under closed-loop `concurrency` or Poisson `rate` with fixed token counts."""
+    from sizing.workload import TokenDistribution
+
+    if input_tokens < 1 or output_tokens < 1:
+        raise InvalidInput(
+            "input and output tokens must be at least 1",
+            [Problem("input_tokens" if input_tokens < 1 else "output_tokens", "must be >= 1")],
+        )
+    if concurrency is not None and rate is not None:
+        raise InvalidInput(
+            "give concurrency or rate, not both", [Problem("concurrency", "and rate both given")]
+        )
+    if concurrency is not None and concurrency < 1:
+        raise InvalidInput(
+            f"concurrency must be at least 1, got {concurrency}", [Problem("concurrency", ">= 1")]
+        )
+    if rate is not None and not rate > 0:
+        raise InvalidInput(f"rate must be positive, got {rate}", [Problem("rate", "> 0")])
+    if concurrency is None and rate is None:
+        concurrency = 1
+    context = input_tokens + output_tokens
+    cfg = HardwareConfig.create(model, instance, tp, quant, engine, catalog, max_model_len=context)
+    fit = memory_fit(cfg, catalog)
+    out: dict[str, Any] = {
+        "model": cfg.model_id,
+        "instance_type": cfg.instance_type,
+        "tensor_parallel": cfg.tensor_parallel,
+        "quantization": cfg.quantization,
+        "engine": cfg.engine,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+    }
+    if rate is not None:
+        out["request_rate"] = rate
+    else:
+        out["concurrency"] = concurrency
+    out["fits"] = fit.fits
+    out["kv_cache_tokens"] = fit.kv_cache_tokens
+    empty: dict[str, Any] = {
+        "ttft_ms": None,
+        "tpot_ms": None,
+        "e2e_s": None,
+        "output_tokens_per_s": None,
+        "requests_per_s": None,
+    }
+    out["memory"] = fit.as_dict()
+    if not fit.fits:
+        out.update(empty)
+        return out
+    sm = StepModel.for_config(cfg, catalog=catalog)
+    i_dist = TokenDistribution.fixed(input_tokens)
+    o_dist = TokenDistribution.fixed(output_tokens)
+    load: ClosedLoop | OpenLoop
+    notes: list[str] = [
+        f"max_model_len set to input + output = {context} tokens (the deployment is sized for this request shape)"
+    ]
+    if concurrency is not None:
+        c = min(concurrency, MAX_SIMULATED_CONCURRENCY)
+        if c < concurrency:
+            notes.append(f"concurrency {concurrency} simulated as {c}: the replica saturates long before")
+        load = ClosedLoop(c)
+        n = max(N_REQUESTS, ROUNDS * c)
+    else:
+        assert rate is not None
+        load = OpenLoop(rate)
+        n = N_REQUESTS
+    res: SimResult = simulate(sm, load, i_dist, o_dist, n_requests=n, seed=seed)
+    sat_c = saturating_concurrency(sm, input_tokens, output_tokens)
+    saturated = concurrency is not None and concurrency >= sat_c
+    if saturated:
+        notes.append(
+            f"concurrency >= {sat_c} saturates the replica: throughput is the maximum, latency includes queueing"
+        )
+    out.update(
+        {
+            "ttft_ms": res.ttft_ms.as_dict(1),
+            "tpot_ms": res.tpot_ms.as_dict(2),
+            "e2e_s": res.e2e_s.as_dict(3),
+            "output_tokens_per_s": round(res.output_tokens_per_s, 1),
+            "requests_per_s": round(res.requests_per_s, 4),
+            "itl_ms": res.itl_ms.as_dict(2),
+            "preemptions": res.preemptions,
+            "saturated": saturated,
+            "saturating_concurrency": sat_c,
+        }
+    )
+    p = sm.profile
+    out["calibration"] = {
+        "version": p.version,
+        "family": p.family,
+        "engine": p.engine,
+        "basis": p.basis,
+        "expected_error": p.expected_error,
+        "factors": {k: round(v, 5) for k, v in p.params().items()},
+    }
+    out["notes"] = notes
+    if rate is not None and res.requests_per_s < rate * 0.95 and not math.isinf(res.requests_per_s):
+        notes.append(
+            f"offered {rate:g} req/s exceeds what the replica serves (~{res.requests_per_s:.2f} req/s): the queue grows"
+            " and latency depends on the run length"
+        )
+    return out

@@ -1,0 +1,549 @@
+"""Continuous-batching simulator: a discrete-event, iteration-level model of an engine's scheduler.
+
+Each engine step decodes one token for every running sequence and spends the rest of the token budget on
+prefill chunks (FCFS, chunked when the engine chunks). New requests are admitted while the batch has room
+(`max_num_seqs`) and the KV cache has room for their prompt (or, for engines that reserve, prompt + output);
+when decoding outgrows the KV cache the newest sequence is preempted and recomputed later (vLLM V1 default).
+Runs of pure-decode steps between events (an arrival, a completion, KV exhaustion) are summed in closed form,
+so 2,000 requests take milliseconds, not a per-token loop.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from sizing.perf.config import HardwareConfig
+    from sizing.perf.step import StepModel
+    from sizing.workload import SLO, TokenDistribution
+
+#: Share of the KV cache kept free when admitting (vLLM V0's watermark 0.01): admission never fills the cache to
+#: the last block, which would preempt on the very next decode step.
+KV_WATERMARK = 0.01
+#: A closed-loop run needs this many rounds of `concurrency` requests for a steady-state window; fewer rounds
+#: (or an all-at-once batch) are measured over the whole makespan instead, as offline benchmarks do.
+MIN_ROUNDS_FOR_WINDOW = 3
+
+
+@dataclass(frozen=True)
+class ClosedLoop:
+    """`concurrency` users, each sending its next request when the previous one ends (+ think time)."""
+
+    concurrency: int
+    think_time_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class OpenLoop:
+    """Poisson arrivals at `rate_rps` requests per second, whatever the replica's state."""
+
+    rate_rps: float
+
+
+@dataclass(frozen=True)
+class Stats:
+    mean: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+
+    def as_dict(self, digits: int = 3) -> dict[str, float]:
+        return {k: round(getattr(self, k), digits) for k in ("mean", "p50", "p95", "p99")}
+
+    def get(self, q: str) -> float:
+        return float(getattr(self, q))
+
+    @classmethod
+    def of(cls, values: np.ndarray, weights: np.ndarray | None = None) -> Stats:
+        if values.size == 0:
+            return cls(math.nan, math.nan, math.nan, math.nan, math.nan)
+        if weights is None:
+            p = np.percentile(values, [50, 90, 95, 99])
+            return cls(float(values.mean()), *(float(x) for x in p))
+        order = np.argsort(values)
+        v, w = values[order], weights[order]
+        cum = np.cumsum(w)
+        total = cum[-1]
+        qs = [float(v[min(int(np.searchsorted(cum, q * total)), v.size - 1)]) for q in (0.5, 0.9, 0.95, 0.99)]
+        return cls(float((v * w).sum() / total), *qs)
+
+
+@dataclass
+class SimResult:
+    """Latency distributions (post-warmup requests) and throughput of one simulated run."""
+
+    ttft_ms: Stats
+    tpot_ms: Stats
+    itl_ms: Stats
+    e2e_s: Stats
+    requests_per_s: float
+    output_tokens_per_s: float
+    completed: int
+    preemptions: int
+    duration_s: float
+    truncated: int = 0
+    #: per-request arrays of the measured requests: ttft_ms, tpot_ms, e2e_s
+    per_request: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    def goodput(self, slo: SLO) -> float:
+        """Share of measured requests meeting every SLO target (each target read per request)."""
+        ok = np.ones(self.per_request["e2e_s"].size, dtype=bool)
+        for metric, _q, limit in slo.targets():
+            vals = self.per_request[metric]
+            ok &= np.nan_to_num(vals, nan=0.0) <= limit
+        return float(ok.mean()) if ok.size else 0.0
+
+    def meets(self, slo: SLO) -> bool:
+        """Every percentile target of the SLO holds."""
+        for metric, q, limit in slo.targets():
+            value = getattr(self, metric).get(q)
+            if not math.isnan(value) and value > limit:
+                return False
+        return True
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ttft_ms": self.ttft_ms.as_dict(1),
+            "tpot_ms": self.tpot_ms.as_dict(2),
+            "itl_ms": self.itl_ms.as_dict(2),
+            "e2e_s": self.e2e_s.as_dict(3),
+            "requests_per_s": round(self.requests_per_s, 4),
+            "output_tokens_per_s": round(self.output_tokens_per_s, 1),
+            "completed": self.completed,
+            "preemptions": self.preemptions,
+        }
+
+
+# --- closed-form sums over runs of decode steps ----------------------------------------------------------------
+def _line_sum(a: float, b: float, k0: int, k1: int) -> float:
+    """sum_{k=k0}^{k1-1} (a + b k)."""
+    n = k1 - k0
+    return n * a + b * (k0 + k1 - 1) * n * 0.5 if n > 0 else 0.0
+
+
+def _split(a1: float, b1: float, a2: float, b2: float, n: int) -> tuple[int, float, float, float, float]:
+    """max(a1 + b1 k, a2 + b2 k) on [0, n) as line (A, B) on [0, ks) then line (A2, B2) on [ks, n)."""
+    if a1 >= a2:
+        if b1 >= b2:
+            return n, a1, b1, a1, b1
+        ks = math.ceil((a1 - a2) / (b2 - b1))
+        return min(max(ks, 0), n), a1, b1, a2, b2
+    if b2 >= b1:
+        return n, a2, b2, a2, b2
+    ks = math.ceil((a2 - a1) / (b1 - b2))
+    return min(max(ks, 0), n), a2, b2, a1, b1
+
+
+def _first_reaching(a: float, b: float, k0: int, delta: float) -> int:
+    """Smallest m >= 1 with sum_{k=k0}^{k0+m-1} (a + b k) >= delta (delta > 0)."""
+    alpha = a + b * k0
+    if b <= 0:
+        return max(1, math.ceil(delta / alpha - 1e-12))
+    # b/2 m^2 + (alpha - b/2) m - delta = 0
+    h = alpha - b * 0.5
+    m = math.ceil((-h + math.sqrt(h * h + 2 * b * delta)) / b - 1e-9)
+    m = max(m, 1)
+    while m > 1 and (m - 1) * alpha + b * (m - 1) * (m - 2) * 0.5 >= delta:
+        m -= 1
+    while m * alpha + b * m * (m - 1) * 0.5 < delta:
+        m += 1
+    return m
+
+
+def _run(
+    lines: tuple[float, float, float, float, float], C: float, D: int, n: int, delta: float
+) -> tuple[int, float, float, float]:
+    """Decode steps: time of step k is max(c0 + c1 (C + kD), m0 + m1 (C + kD)) + o. Run at most `n` steps, stopping
+    after the step during which the elapsed time first reaches `delta` (inf: no limit). Returns (steps,
+    elapsed, first step time, last step time)."""
+    c0, c1, m0, m1, o = lines
+    a1, b1 = c0 + c1 * C + o, c1 * D
+    a2, b2 = m0 + m1 * C + o, m1 * D
+    ks, A, B, A2, B2 = _split(a1, b1, a2, b2, n)
+    if delta != math.inf:
+        s1 = _line_sum(A, B, 0, ks)
+        if s1 >= delta:
+            n = min(n, _first_reaching(A, B, 0, delta))
+        else:
+            n = min(n, ks + _first_reaching(A2, B2, ks, delta - s1))
+    k1 = min(ks, n)
+    elapsed = _line_sum(A, B, 0, k1) + _line_sum(A2, B2, k1, n)
+    first = max(a1, a2)
+    last_k = n - 1
+    last = max(a1 + b1 * last_k, a2 + b2 * last_k)
+    return n, elapsed, first, last
+
+
+# --- the simulation ---------------------------------------------------------------------------------------------
+def simulate(
+    step_model: StepModel,
+    load: ClosedLoop | OpenLoop,
+    input_dist: TokenDistribution,
+    output_dist: TokenDistribution,
+    n_requests: int = 2000,
+    seed: int = 0,
+    warmup: float = 0.1,
+) -> SimResult:
+    """Simulate `n_requests` through one replica under `load`. Deterministic for a seed."""
+    sm = step_model
+    n = int(n_requests)
+    if n < 1:
+        raise ValueError("n_requests must be at least 1")
+    rng = np.random.default_rng(seed)
+    inp_a = input_dist.sample(rng, n)
+    out_a = output_dist.sample(rng, n)
+    cap = sm.kv_capacity_tokens
+    if cap < 2 or sm.max_num_seqs < 1:
+        raise ValueError("the replica has no KV-cache capacity (the model does not fit)")
+    # a request longer than the KV cache (or max_model_len) is cut, as the server would refuse or truncate it
+    limit = min(cap - 1, max(sm.max_model_len, 2))
+    out_a = np.minimum(out_a, max(1, limit // 2))
+    over = inp_a + out_a > limit
+    truncated = int(over.sum())
+    inp_a = np.where(over, np.maximum(limit - out_a, 1), inp_a)
+    prompt = inp_a.tolist()
+    out = out_a.tolist()
+
+    closed = isinstance(load, ClosedLoop)
+    arrival = [0.0] * n
+    if isinstance(load, OpenLoop):
+        if load.rate_rps <= 0:
+            raise ValueError("rate_rps must be positive")
+        arrival = np.cumsum(rng.exponential(1.0 / load.rate_rps, n)).tolist()
+        think: list[float] = []
+    else:
+        if load.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        think = (rng.exponential(load.think_time_s, n) if load.think_time_s > 0 else np.zeros(n)).tolist()
+
+    first = [math.nan] * n
+    finish = [math.nan] * n
+    gen_before = [0] * n  # tokens generated before the current decode stint (preemption)
+    g_start = [0] * n
+    base = [0] * n
+    version = [0] * n
+
+    max_seqs = sm.max_num_seqs
+    budget_max = sm.max_num_batched_tokens if sm.max_num_batched_tokens > 0 else sm.max_model_len
+    chunked = sm.chunked_prefill
+    mixed = sm.mixed_prefill_decode
+    reserve = sm.admission == "reserve"
+    adm_cap = cap * (1.0 - KV_WATERMARK)
+    it = sm.iteration_time
+    lines_cache: dict[int, tuple[float, float, float, float, float]] = {}
+
+    t = 0.0
+    G = 0
+    D = 0
+    S_base = 0
+    kv_fixed = 0  # tokens held by prefilling requests (incremental) or by every admitted request (reserve)
+    heap: list[tuple[int, int, int]] = []  # (g_finish, idx, version)
+    decode_order: list[int] = []
+    in_decode = [False] * n
+    waiting: deque[int] = deque()
+    prefill: list[list[int]] = []  # [idx, remaining, done, prompt_eff, remaining_out]
+    future: list[tuple[float, int]] = []  # closed loop: (arrival time, idx)
+    next_idx = 0
+    if closed:
+        assert isinstance(load, ClosedLoop)
+        k0 = min(load.concurrency, n)
+        waiting.extend(range(k0))
+        next_idx = k0
+    completed = 0
+    preemptions = 0
+    itl_v: list[float] = []
+    itl_w: list[float] = []
+
+    def complete(i: int, when: float) -> None:
+        nonlocal completed, next_idx
+        finish[i] = when
+        completed += 1
+        if closed and next_idx < n:
+            j = next_idx
+            next_idx += 1
+            arrival[j] = when + think[j]
+            if think[j] > 0:
+                heapq.heappush(future, (arrival[j], j))
+            else:
+                waiting.append(j)
+
+    while completed < n:
+        # arrivals up to now
+        if closed:
+            while future and future[0][0] <= t:
+                waiting.append(heapq.heappop(future)[1])
+        else:
+            while next_idx < n and arrival[next_idx] <= t:
+                waiting.append(next_idx)
+                next_idx += 1
+        # make room for this step's decode tokens (incremental KV)
+        if not reserve and D:
+            while kv_fixed + S_base + D * G + D > cap and D > 1:
+                while True:
+                    v = decode_order.pop()
+                    if in_decode[v]:
+                        break
+                in_decode[v] = False
+                version[v] += 1
+                D -= 1
+                S_base -= base[v]
+                generated = gen_before[v] + (G - g_start[v])
+                gen_before[v] = generated
+                waiting.appendleft(v)
+                preemptions += 1
+        # schedule prefill chunks
+        budget = budget_max - (D if mixed else 0)
+        P = 0
+        pairs = 0.0
+        nchunks = 0
+        if budget > 0:
+            for e in prefill:
+                room = budget - P
+                if room <= 0:
+                    break
+                take = e[1] if (e[1] <= room or (not chunked and P == 0)) else (room if chunked else 0)
+                if take <= 0:
+                    break
+                pairs += take * (e[2] + take * 0.5)
+                P += take
+                e[1] -= take
+                e[2] += take
+                nchunks += 1
+            while waiting and budget - P > 0 and D + len(prefill) < max_seqs:
+                i = waiting[0]
+                p_eff = prompt[i] + gen_before[i]
+                r_out = out[i] - gen_before[i]
+                need = p_eff + r_out if reserve else p_eff
+                used = kv_fixed + (0 if reserve else S_base + D * G)
+                if used + need > adm_cap and (D + len(prefill)) > 0:
+                    break
+                room = budget - P
+                if p_eff > room and not chunked and P > 0:
+                    break
+                waiting.popleft()
+                take = min(p_eff, room) if chunked else p_eff
+                kv_fixed += need
+                pairs += take * take * 0.5
+                P += take
+                nchunks += 1
+                prefill.append([i, p_eff - take, take, p_eff, r_out])
+        if P == 0:
+            if D == 0:
+                # idle until the next arrival
+                if closed:
+                    if not future:
+                        break
+                    t = max(t, future[0][0])
+                else:
+                    if next_idx >= n:
+                        break
+                    t = max(t, arrival[next_idx])
+                continue
+            # a run of pure-decode steps up to the next event
+            while heap[0][2] != version[heap[0][1]] or not in_decode[heap[0][1]]:
+                heapq.heappop(heap)
+            steps = heap[0][0] - G
+            if not reserve:
+                free = cap - (kv_fixed + S_base + D * G)
+                steps = min(steps, max(1, free // D))
+            if closed:
+                nxt = future[0][0] if future else math.inf
+            else:
+                nxt = arrival[next_idx] if next_idx < n else math.inf
+            delta = nxt - t if nxt != math.inf else math.inf
+            if waiting:
+                delta = math.inf  # blocked requests wait for a completion; arrivals only join the queue
+            if prefill:
+                steps = 1
+            lines = lines_cache.get(D)
+            if lines is None:
+                lines = sm.decode_lines(D)
+                lines_cache[D] = lines
+            k, elapsed, f_step, l_step = _run(lines, S_base + D * G, D, steps, delta if delta > 0 else 1e-12)
+            t += elapsed
+            G += k
+            half = D * k * 0.5
+            itl_v.append(f_step)
+            itl_w.append(half)
+            itl_v.append(l_step)
+            itl_w.append(half)
+        else:
+            dt = it(P, D if mixed else 0, (S_base + D * G) if mixed else 0, pairs, nchunks)
+            t += dt
+            if D:
+                itl_v.append(dt)
+                itl_w.append(float(D))
+                if mixed:
+                    G += 1
+            # prefills that finished produce a token
+            if any(e[1] == 0 for e in prefill):
+                keep = []
+                for e in prefill:
+                    if e[1] > 0:
+                        keep.append(e)
+                        continue
+                    i = e[0]
+                    if math.isnan(first[i]):
+                        first[i] = t
+                    gen = gen_before[i] + 1
+                    if not reserve:
+                        kv_fixed -= e[3]
+                    if gen >= out[i]:
+                        if reserve:
+                            kv_fixed -= e[3] + e[4]
+                        complete(i, t)
+                        continue
+                    gen_before[i] = gen
+                    g_start[i] = G
+                    base[i] = e[3] + 1 - G
+                    S_base += base[i]
+                    D += 1
+                    in_decode[i] = True
+                    decode_order.append(i)
+                    heapq.heappush(heap, (G + out[i] - gen, i, version[i]))
+                prefill = keep
+        # completions
+        while heap and heap[0][0] <= G:
+            _g, i, ver = heapq.heappop(heap)
+            if ver != version[i] or not in_decode[i]:
+                continue
+            in_decode[i] = False
+            D -= 1
+            S_base -= base[i]
+            if reserve:
+                kv_fixed -= prompt[i] + out[i]
+            complete(i, t)
+        if heap and len(heap) > 4 * (D + 1) + 64:
+            heap = [h for h in heap if h[2] == version[h[1]] and in_decode[h[1]]]
+            heapq.heapify(heap)
+
+    return _summarise(
+        np.asarray(arrival),
+        np.asarray(first),
+        np.asarray(finish),
+        np.asarray(out),
+        warmup,
+        closed,
+        load,
+        preemptions,
+        completed,
+        np.asarray(itl_v),
+        np.asarray(itl_w),
+        truncated,
+    )
+
+
+def _summarise(
+    arrival: np.ndarray,
+    first: np.ndarray,
+    finish: np.ndarray,
+    out: np.ndarray,
+    warmup: float,
+    closed: bool,
+    load: ClosedLoop | OpenLoop,
+    preemptions: int,
+    completed: int,
+    itl_v: np.ndarray,
+    itl_w: np.ndarray,
+    truncated: int,
+) -> SimResult:
+    n = arrival.size
+    order = np.argsort(arrival, kind="stable")
+    skip = int(n * warmup)
+    measured = order[skip:] if n - skip >= 1 else order
+    ttft = (first - arrival)[measured] * 1e3
+    e2e = (finish - arrival)[measured]
+    o = out[measured]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(o > 1, (finish - first)[measured] / np.maximum(o - 1, 1) * 1e3, np.nan)
+    tpot_valid = tpot[~np.isnan(tpot)]
+    # throughput: completions inside the steady-state window [first measured arrival, last arrival]
+    t0 = float(arrival[measured].min())
+    t1 = float(arrival.max())
+    rounds_ok = not closed or n >= MIN_ROUNDS_FOR_WINDOW * getattr(load, "concurrency", 1)
+    if rounds_ok and t1 - t0 > 0:
+        inside = (finish >= t0) & (finish <= t1)
+        span = t1 - t0
+        rps = float(inside.sum()) / span
+        tps = float(out[inside].sum()) / span
+    else:
+        span = float(finish.max() - arrival.min())
+        rps = n / span if span > 0 else math.inf
+        tps = float(out.sum()) / span if span > 0 else math.inf
+    itl = Stats.of(itl_v * 1e3, itl_w) if itl_v.size else Stats.of(np.asarray([]))
+    return SimResult(
+        ttft_ms=Stats.of(ttft),
+        tpot_ms=Stats.of(tpot_valid),
+        itl_ms=itl,
+        e2e_s=Stats.of(e2e),
+        requests_per_s=rps,
+        output_tokens_per_s=tps,
+        completed=completed,
+        preemptions=preemptions,
+        duration_s=float(finish.max() - arrival.min()),
+        truncated=truncated,
+        per_request={"ttft_ms": ttft, "tpot_ms": tpot, "e2e_s": e2e},
+    )
+
+
+# --- saturation and bounds ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Bounds:
+    """Optimistic limits of a replica (for pruning): no queueing, perfect batching."""
+
+    min_ttft_s: float
+    min_tpot_s: float
+    max_requests_per_s: float
+
+
+def saturating_concurrency(step_model: StepModel, input_mean: float, output_mean: float) -> int:
+    """Concurrency beyond which requests only queue: the batch limit or what the KV cache holds."""
+    per_request = max(1.0, input_mean + output_mean / 2)
+    by_kv = math.ceil(step_model.kv_capacity_tokens / per_request * 1.25)
+    return max(1, min(step_model.max_num_seqs, by_kv))
+
+
+def saturated(
+    cfg_or_step_model: HardwareConfig | StepModel,
+    input_dist: TokenDistribution,
+    output_dist: TokenDistribution,
+    n_requests: int = 2000,
+    seed: int = 0,
+) -> SimResult:
+    """Maximum throughput: a closed loop at the saturating concurrency."""
+    from sizing.perf.step import StepModel
+
+    sm = (
+        cfg_or_step_model
+        if isinstance(cfg_or_step_model, StepModel)
+        else StepModel.for_config(cfg_or_step_model)
+    )
+    c = saturating_concurrency(sm, input_dist.mean, output_dist.mean)
+    n = max(n_requests, MIN_ROUNDS_FOR_WINDOW * c + c)
+    return simulate(sm, ClosedLoop(c), input_dist, output_dist, n_requests=n, seed=seed)
+
+
+def bounds(step_model: StepModel, input_tokens: float, output_tokens: float) -> Bounds:
+    """Roofline limits: TTFT of a lone prompt, TPOT of a lone sequence, and requests/s with a full batch and
+    prefill perfectly packed into the token budget."""
+    sm = step_model
+    inp = max(1, int(input_tokens))
+    outp = max(1, int(output_tokens))
+    budget = sm.max_num_batched_tokens if sm.max_num_batched_tokens > 0 else sm.max_model_len
+    chunk = min(inp, budget) if sm.chunked_prefill else inp
+    chunks = math.ceil(inp / chunk)
+    ttft = sum(sm.iteration_time(chunk, 0, 0, chunk * (k * chunk + chunk / 2)) for k in range(chunks))
+    tpot = sm.iteration_time(0, 1, inp + outp // 2)
+    b = saturating_concurrency(sm, inp, outp)
+    b = max(1, min(b, int(sm.kv_capacity_tokens // max(1, inp + outp)) or 1))
+    prefill_s = inp * b / budget * sm.iteration_time(budget, 0, 0) if budget else ttft * b
+    decode_s = (outp - 1) * sm.iteration_time(0, b, b * (inp + outp // 2))
+    rps = b / (prefill_s + decode_s) if prefill_s + decode_s > 0 else math.inf
+    return Bounds(ttft, tpot, rps)

@@ -1,0 +1,206 @@
+"""Per-iteration time of an engine step: a calibrated roofline.
+
+One step runs `prefill_tokens` of prefill chunks plus `decode_seqs` decoding sequences whose KV reads total
+`context_tokens`. Per device:
+  compute = (2 x active params x tokens + attention FLOPs) / TP / (peak FLOP/s x compute efficiency)
+  memory  = (weights touched / TP + KV bytes read and written / TP) / (bandwidth x bandwidth efficiency)
+  step    = max(compute, memory) + TP all-reduces over the interconnect + per-step and per-sequence overhead.
+MoE: FLOPs use active parameters, bytes the experts a batch touches. Efficiencies and overheads come from a
+calibration `Profile` per (accelerator family, engine).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sizing.catalog.models import BYTES_PER_PARAM
+from sizing.perf.memory import GB, KV_DTYPE_BYTES, memory_fit, weight_bytes_per_device
+
+if TYPE_CHECKING:
+    from sizing.catalog import Catalog
+    from sizing.perf.config import HardwareConfig
+    from sizing.perf.memory import MemoryFit
+
+#: All-reduces per transformer layer under Megatron-style TP: one after attention, one after the MLP.
+ALLREDUCES_PER_LAYER = 2
+#: Activations cross the interconnect in bf16.
+ACT_BYTES = 2.0
+#: Ring all-reduce moves 2 x (TP-1)/TP of the message per device.
+RING_FACTOR = 2.0
+#: Dense MLP of a gated (SwiGLU) block has 3 matrices: gate, up, down.
+MLP_MATRICES = 3
+#: Share of an MoE model's parameters that can at most be experts (guards configs with shared experts).
+MAX_EXPERT_SHARE = 0.98
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Calibrated efficiency factors of one (accelerator family, engine)."""
+
+    compute_eff: float = 0.5
+    bandwidth_eff: float = 0.7
+    step_overhead_s: float = 0.004
+    seq_overhead_s: float = 0.0
+    family: str = "default"
+    engine: str = "vllm"
+    basis: str = "uncalibrated defaults (no calibration profile loaded)"
+    version: str = "none"
+    #: cross-validated median absolute percentage error per metric, when known
+    expected_error: dict[str, Any] = field(default_factory=dict)
+
+    def params(self) -> dict[str, float]:
+        return {
+            "compute_eff": self.compute_eff,
+            "bandwidth_eff": self.bandwidth_eff,
+            "step_overhead_s": self.step_overhead_s,
+            "seq_overhead_s": self.seq_overhead_s,
+        }
+
+
+#: A plain roofline: peak FLOP/s and bandwidth, no overheads (the baseline the calibration is compared with).
+ROOFLINE = Profile(1.0, 1.0, 0.0, 0.0, "any", "any", "plain roofline (peak datasheet figures)", "roofline")
+
+
+class StepModel:
+    """Step-time model of one replica plus its scheduler limits. `iteration_time` costs a few microseconds."""
+
+    def __init__(self, cfg: HardwareConfig, fit: MemoryFit, profile: Profile, catalog: Catalog | None = None):
+        parts = cfg.parts(catalog)
+        spec, acc, tp = parts.model, parts.accelerator, cfg.tensor_parallel
+        self.cfg = cfg
+        self.fit = fit
+        self.profile = profile
+        d = cfg.defaults(catalog)
+        self.engine_defaults = d
+        self.max_num_seqs: int = fit.max_num_seqs
+        self.max_num_batched_tokens: int = fit.max_num_batched_tokens
+        self.kv_capacity_tokens: int = fit.kv_cache_tokens
+        self.block_size: int = d.block_size
+        self.chunked_prefill: bool = d.chunked_prefill
+        self.mixed_prefill_decode: bool = d.mixed_prefill_decode
+        self.admission: str = d.admission
+        #: longest request the replica serves (requests beyond are cut): the configured max_model_len, else the
+        #: model's context
+        self.max_model_len: int = cfg.max_model_len or spec.max_position_embeddings
+        self.tp = tp
+
+        flops = acc.device_flops(cfg.quantization) * profile.compute_eff
+        bw = acc.device_bw_bytes * profile.bandwidth_eff
+        # compute seconds per token of linear layers, per context token of attention
+        self._c_tok = 2 * spec.active_params_b * 1e9 / tp / flops
+        heads_dev = -(-spec.num_attention_heads // tp)
+        attn_flops_per_pair = (
+            4 * spec.layers * heads_dev * spec.head_dim
+        )  # QK^T and AV, per (query, key) pair
+        self._c_pair = attn_flops_per_pair / flops
+        # memory seconds: weights once per step, KV per token read/written
+        w_dev = weight_bytes_per_device(spec, cfg.quantization, tp)
+        self._kv_tok = fit.kv_bytes_per_token_per_device / bw
+        self._moe = spec.moe is not None
+        if spec.moe is not None:
+            m = spec.moe
+            expert_params = (
+                spec.layers * m.num_experts * MLP_MATRICES * spec.hidden_size * m.expert_intermediate_size
+            )
+            expert_params = min(expert_params, MAX_EXPERT_SHARE * spec.params_b * 1e9)
+            expert_dev = expert_params * BYTES_PER_PARAM[cfg.quantization] / tp
+            self._w_dense = (w_dev - expert_dev) / bw
+            self._w_expert = expert_dev / bw
+            self._route_miss = 1.0 - m.experts_per_token / m.num_experts
+        else:
+            self._w_dense = w_dev / bw
+            self._w_expert = 0.0
+            self._route_miss = 0.0
+        # TP all-reduce: latency per call + bytes per token
+        if tp > 1:
+            ic = acc.interconnect
+            n_ar = ALLREDUCES_PER_LAYER * spec.layers
+            self._ar_fixed = n_ar * ic.allreduce_latency_us * 1e-6
+            self._ar_tok = (
+                n_ar
+                * spec.hidden_size
+                * ACT_BYTES
+                * RING_FACTOR
+                * (tp - 1)
+                / tp
+                / (ic.bw_gbs_per_direction * GB)
+            )
+        else:
+            self._ar_fixed = 0.0
+            self._ar_tok = 0.0
+        self._o_step = profile.step_overhead_s
+        self._o_seq = profile.seq_overhead_s
+        self.kv_write_tok = self._kv_tok
+
+    @classmethod
+    def for_config(
+        cls, cfg: HardwareConfig, profile: Profile | None = None, catalog: Catalog | None = None
+    ) -> StepModel:
+        """The step model of `cfg` with `profile` (default: the shipped calibration for its family and engine)."""
+        fit = memory_fit(cfg, catalog)
+        if profile is None:
+            from sizing.perf.calibration import profile_for
+
+            parts = cfg.parts(catalog)
+            profile = profile_for(parts.accelerator.id, cfg.engine)
+        return cls(cfg, fit, profile, catalog)
+
+    def weights_time(self, tokens: int) -> float:
+        if not self._moe or tokens <= 0:
+            return self._w_dense + self._w_expert
+        return self._w_dense + self._w_expert * (1.0 - self._route_miss**tokens)
+
+    def iteration_time(
+        self,
+        prefill_tokens: int,
+        decode_seqs: int,
+        context_tokens: int,
+        prefill_attention_pairs: float | None = None,
+        prefill_seqs: int = 1,
+    ) -> float:
+        """Seconds for one engine step. `prefill_attention_pairs` (query x key pairs of the prefill chunks)
+        defaults to one chunk starting from an empty context: prefill_tokens^2 / 2."""
+        tokens = prefill_tokens + decode_seqs
+        if tokens <= 0:
+            return 0.0
+        pairs = (
+            prefill_tokens * prefill_tokens / 2
+            if prefill_attention_pairs is None
+            else prefill_attention_pairs
+        )
+        compute = self._c_tok * tokens + self._c_pair * (pairs + context_tokens)
+        memory = self.weights_time(tokens) + self._kv_tok * (context_tokens + 2 * prefill_tokens)
+        seqs = decode_seqs + (prefill_seqs if prefill_tokens else 0)
+        return (
+            (compute if compute > memory else memory)
+            + self._ar_fixed
+            + self._ar_tok * tokens
+            + self._o_step
+            + self._o_seq * seqs
+        )
+
+    def decode_lines(self, decode_seqs: int) -> tuple[float, float, float, float, float]:
+        """A pure-decode step with `decode_seqs` sequences as two lines in the context size C plus a constant:
+        time(C) = max(c0 + c1*C, m0 + m1*C) + o. The simulator sums runs of such steps in closed form."""
+        c0 = self._c_tok * decode_seqs
+        m0 = self.weights_time(decode_seqs)
+        o = self._ar_fixed + self._ar_tok * decode_seqs + self._o_step + self._o_seq * decode_seqs
+        return c0, self._c_pair, m0, self._kv_tok, o
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "kv_capacity_tokens": self.kv_capacity_tokens,
+            "block_size": self.block_size,
+            "chunked_prefill": self.chunked_prefill,
+            "profile": {
+                "family": self.profile.family,
+                "engine": self.profile.engine,
+                **self.profile.params(),
+            },
+        }
+
+
+__all__ = ["KV_DTYPE_BYTES", "ROOFLINE", "Profile", "StepModel"]
