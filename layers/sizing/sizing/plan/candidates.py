@@ -1,0 +1,130 @@
+"""Enumerate every architecture the workload's constraints allow.
+
+Self-managed (EKS) and SageMaker candidates share hardware: one `HardwareOption` (instance x TP x quantization x
+engine) is estimated once and priced per deployment and capacity type. Bedrock options come from the catalog's
+managed offerings for the model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sizing.catalog import BedrockOffer, Catalog, InstanceType, ModelSpec
+from sizing.errors import InvalidInput, Problem
+from sizing.workload import WorkloadModel
+
+#: Engines that run on Neuron devices; a constraint naming "vllm" includes vLLM's Neuron backend there.
+NEURON_ENGINE = "neuron"
+
+
+@dataclass(frozen=True)
+class HardwareOption:
+    """One replica's hardware: `tensor_parallel` devices of `instance_type`, `replicas_per_instance` of them
+    packed on one instance (TP smaller than the instance's device count)."""
+
+    instance_type: str
+    tensor_parallel: int
+    quantization: str
+    engine: str
+    devices_per_instance: int
+
+    @property
+    def replicas_per_instance(self) -> int:
+        return self.devices_per_instance // self.tensor_parallel
+
+    @property
+    def key(self) -> str:
+        return f"{self.instance_type}:tp{self.tensor_parallel}:{self.quantization}:{self.engine}"
+
+
+@dataclass
+class Enumeration:
+    hardware: list[HardwareOption] = field(default_factory=list)
+    bedrock: list[BedrockOffer] = field(default_factory=list)
+    rejected: list[dict[str, str]] = field(default_factory=list)
+
+
+def _allowed_instances(cat: Catalog, wm: WorkloadModel) -> list[InstanceType]:
+    c = wm.spec.constraints
+    problems: list[Problem] = []
+    if c.instance_types:
+        for t in c.instance_types:
+            if t.lower().removeprefix("ml.") not in cat.instances:
+                problems.append(Problem("constraints.instance_types", f"unknown instance type '{t}'"))
+    if c.instance_families:
+        families = {i.family for i in cat.instances.values()}
+        for f in c.instance_families:
+            if f not in families:
+                problems.append(
+                    Problem(
+                        "constraints.instance_families",
+                        f"unknown family '{f}' (known: {', '.join(sorted(families))})",
+                    )
+                )
+    if problems:
+        raise InvalidInput("the constraints name hardware the catalog does not have", problems)
+    out = []
+    for inst in cat.instances.values():
+        if c.instance_types and inst.instance_type not in {
+            t.lower().removeprefix("ml.") for t in c.instance_types
+        }:
+            continue
+        if c.instance_families and inst.family not in c.instance_families:
+            continue
+        out.append(inst)
+    return out
+
+
+def _tp_options(model: ModelSpec, devices: int) -> list[int]:
+    """TP sizes that divide the instance's devices (so replicas pack evenly) and suit the model's heads."""
+    from sizing.perf.config import valid_tps
+
+    return [t for t in valid_tps(model, devices) if devices % t == 0]
+
+
+def enumerate_candidates(wm: WorkloadModel, cat: Catalog) -> Enumeration:
+    """Every hardware option for EKS/SageMaker and every Bedrock offer the constraints allow."""
+    c = wm.spec.constraints
+    model = cat.model(wm.model_id)
+    out = Enumeration()
+    if "eks" in c.deployments or "sagemaker" in c.deployments:
+        for inst in _allowed_instances(cat, wm):
+            acc = cat.accelerator_of(inst)
+            devices = cat.devices(inst)
+            if acc.kind == "neuron":
+                engines = [NEURON_ENGINE] if {"vllm", "neuron"} & set(c.engines) else []
+            else:
+                engines = [e for e in c.engines if e != NEURON_ENGINE]
+            for quant in c.quantizations:
+                if not acc.supports(quant):
+                    out.rejected.append(
+                        {
+                            "id": f"{inst.instance_type}:{quant}",
+                            "kind": "unsupported",
+                            "reason": f"{acc.name} has no {quant} support",
+                        }
+                    )
+                    continue
+                if acc.kind == "neuron" and quant == "int4":
+                    out.rejected.append(
+                        {
+                            "id": f"{inst.instance_type}:{quant}",
+                            "kind": "unsupported",
+                            "reason": "int4 weight-only kernels are not available on Neuron",
+                        }
+                    )
+                    continue
+                for engine in engines:
+                    for tp in _tp_options(model, devices):
+                        out.hardware.append(HardwareOption(inst.instance_type, tp, quant, engine, devices))
+    if "bedrock" in c.deployments:
+        offers = cat.bedrock_offers(model.id)
+        if not offers:
+            out.rejected.append(
+                {
+                    "id": f"bedrock:{model.id}",
+                    "kind": "unsupported",
+                    "reason": f"Bedrock does not offer {model.id}",
+                }
+            )
+        out.bedrock.extend(offers)
+    return out

@@ -1,0 +1,168 @@
+"""Cost projection: hour-by-hour replicas and nodes from the traffic profile, then monthly cost on-demand, on spot
+and with a Savings Plan, per million output tokens and per user.
+
+Every figure here is arithmetic a finance team can redo: replicas x price x hours, plus the fixed overheads."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from sizing.workload import WorkloadModel
+
+#: Average hours in a month (365.25 x 24 / 12).
+HOURS_PER_MONTH = 730.5
+DAYS_PER_MONTH = HOURS_PER_MONTH / 24
+
+#: EKS control plane, standard support: $0.10 per cluster-hour [aws.amazon.com/eks/pricing, notes/serving-facts.md s5].
+EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
+#: One Application Load Balancer in front of the serving Service: $0.0225/hour in us-east-1 plus LCUs; LLM
+#: traffic is a few requests per second of small bodies, so one LCU-hour ($0.008) covers it
+#: [aws.amazon.com/elasticloadbalancing/pricing, us-east-1].
+LOAD_BALANCER_USD_PER_HOUR = 0.0225 + 0.008
+
+#: Availability zones replicas of the always-on base are spread over: two AZs give zone-failure tolerance, the
+#: usual EKS node-group minimum; a base of `min_replicas` occupies min(min_replicas, AZS) nodes at least.
+AVAILABILITY_ZONES = 2
+
+#: Scale-up lead time, seconds: Karpenter node launch to Ready 80-100 s, GPU allocatable lag, a ~12-28 GB vLLM
+#: image pull (5-10 min without a snapshotter) and weight loading (15-60 s from S3/EBS) [notes/serving-facts.md s4].
+#: Replicas for a busier hour must start this long before it, so they are billed for it.
+SCALE_UP_LEAD_S_GPU = 600
+#: Neuron cold start adds graph compilation or a compile-cache load: several minutes [serving-facts.md s3].
+SCALE_UP_LEAD_S_NEURON = 900
+#: Scale-down lag: HPA's default 300 s stabilisation window plus Karpenter's consolidateAfter (we render 60 s)
+#: before an empty node is removed.
+SCALE_DOWN_LAG_S = 360
+
+#: 1-year no-upfront Compute/EC2 Instance Savings Plan discount on GPU instances, applied to the always-on base.
+#: Assumed: AWS publishes rates per instance, not a family figure; 1-year no-upfront rates on G and P instances
+#: sit around 25-35% off on-demand. Stated as an assumption in every result.
+SAVINGS_PLAN_1Y_DISCOUNT = 0.30
+
+
+@dataclass(frozen=True)
+class Pricing:
+    usd_per_hour: float  # per instance
+    price_assumed: bool
+    price_source: str
+    price_as_of: str
+    spot_discount: float | None  # None: no spot (SageMaker)
+    spot_assumed: bool
+    control_plane_usd_per_hour: float
+    lead_time_s: float
+
+
+def replicas_by_hour(
+    wm: WorkloadModel, capacity_rps: float, min_replicas: int, rps_scale: float = 1.0
+) -> list[int]:
+    """Replicas each local hour needs: ceil(hour's rate / per-replica capacity), at least min_replicas."""
+    return [max(min_replicas, math.ceil(r * rps_scale / capacity_rps - 1e-9)) for r in wm.hourly_rps]
+
+
+def nodes_for(replicas: int, replicas_per_instance: int, min_nodes: int) -> int:
+    return max(min_nodes, math.ceil(replicas / replicas_per_instance))
+
+
+def project(
+    wm: WorkloadModel,
+    capacity_rps: float,
+    replicas_per_instance: int,
+    pricing: Pricing,
+    users_total: int | None,
+) -> dict[str, Any]:
+    """Monthly cost figures for one architecture whose replica sustains `capacity_rps` under the SLO."""
+    c = wm.spec.constraints
+    hourly = replicas_by_hour(wm, capacity_rps, c.min_replicas)
+    min_nodes = min(c.min_replicas, AVAILABILITY_ZONES)
+    nodes = [nodes_for(r, replicas_per_instance, min_nodes) for r in hourly]
+    # node-hours billed per day: each hour's nodes, plus lead time for nodes added for the next hour and the
+    # scale-down lag for nodes removed after it
+    billed = 0.0
+    for h in range(24):
+        nxt, prev = nodes[(h + 1) % 24], nodes[h - 1]
+        billed += nodes[h]
+        billed += max(0, nxt - nodes[h]) * pricing.lead_time_s / 3600
+        billed += max(0, prev - nodes[h]) * SCALE_DOWN_LAG_S / 3600
+    always_on = min(nodes)  # nodes running every hour: what a Savings Plan commitment should cover
+    od_base = min_nodes  # nodes holding the min_replicas base: kept on-demand when the rest runs on spot
+    price = pricing.usd_per_hour
+    fixed_per_hour = pricing.control_plane_usd_per_hour + LOAD_BALANCER_USD_PER_HOUR
+    fixed_month = fixed_per_hour * HOURS_PER_MONTH
+    compute_month = billed * price * DAYS_PER_MONTH
+    on_demand = compute_month + fixed_month
+    spot = None
+    if pricing.spot_discount is not None:
+        # the always-on base (min_replicas) stays on-demand; everything above it runs on spot
+        spot = (
+            od_base * 24 * price + (billed - od_base * 24) * price * (1 - pricing.spot_discount)
+        ) * DAYS_PER_MONTH + fixed_month
+    savings_plan = (
+        always_on * 24 * price * (1 - SAVINGS_PLAN_1Y_DISCOUNT) + (billed - always_on * 24) * price
+    ) * DAYS_PER_MONTH + fixed_month
+    out_tokens_month = wm.avg_rps * 86400 * DAYS_PER_MONTH * wm.output_tokens.mean
+    peak_nodes = max(nodes)
+    return {
+        "usd_per_hour_peak": round(peak_nodes * price + fixed_per_hour, 2),
+        "usd_per_month": round(on_demand, 2),
+        "usd_per_month_spot": None if spot is None else round(spot, 2),
+        "usd_per_month_savings_plan_1y": round(savings_plan, 2),
+        "usd_per_million_output_tokens": round(on_demand / (out_tokens_month / 1e6), 4)
+        if out_tokens_month
+        else None,
+        "usd_per_user_month": round(on_demand / users_total, 4) if users_total else None,
+        "breakdown": {
+            "instance_usd_per_hour": price,
+            "node_hours_per_day": round(billed, 2),
+            "compute_usd_per_month": round(compute_month, 2),
+            "control_plane_usd_per_month": round(pricing.control_plane_usd_per_hour * HOURS_PER_MONTH, 2),
+            "load_balancer_usd_per_month": round(LOAD_BALANCER_USD_PER_HOUR * HOURS_PER_MONTH, 2),
+            "hours_per_month": HOURS_PER_MONTH,
+        },
+        "schedule": {"replicas_by_hour": hourly, "nodes_by_hour": nodes},
+        "price": {
+            "source": pricing.price_source,
+            "as_of": pricing.price_as_of,
+            "assumed": pricing.price_assumed,
+            "spot_discount": pricing.spot_discount,
+            "spot_discount_assumed": pricing.spot_assumed,
+            "savings_plan_discount": SAVINGS_PLAN_1Y_DISCOUNT,
+            "savings_plan_assumed": True,
+        },
+        "_nodes": {"peak": peak_nodes, "min": always_on, "mean": sum(nodes) / 24},
+    }
+
+
+def bedrock_bill(
+    wm: WorkloadModel, usd_in_per_m: float, usd_out_per_m: float, users_total: int | None
+) -> dict[str, Any]:
+    """Bedrock on-demand bills tokens: monthly requests x (input x price_in + output x price_out)."""
+    requests_month = wm.avg_rps * 86400 * DAYS_PER_MONTH
+    in_cost = requests_month * wm.input_tokens.mean * usd_in_per_m / 1e6
+    out_cost = requests_month * wm.output_tokens.mean * usd_out_per_m / 1e6
+    total = in_cost + out_cost
+    peak_hour = (
+        wm.peak_rps
+        * 3600
+        * (wm.input_tokens.mean * usd_in_per_m + wm.output_tokens.mean * usd_out_per_m)
+        / 1e6
+    )
+    out_tokens_month = requests_month * wm.output_tokens.mean
+    return {
+        "usd_per_hour_peak": round(peak_hour, 2),
+        "usd_per_month": round(total, 2),
+        "usd_per_month_spot": None,
+        "usd_per_month_savings_plan_1y": None,
+        "usd_per_million_output_tokens": round(total / (out_tokens_month / 1e6), 4)
+        if out_tokens_month
+        else None,
+        "usd_per_user_month": round(total / users_total, 4) if users_total else None,
+        "breakdown": {
+            "requests_per_month": round(requests_month),
+            "input_usd_per_month": round(in_cost, 2),
+            "output_usd_per_month": round(out_cost, 2),
+            "input_usd_per_million": usd_in_per_m,
+            "output_usd_per_million": usd_out_per_m,
+        },
+    }
