@@ -1,0 +1,151 @@
+"""Request and response models of the HTTP API (they also make its OpenAPI document).
+
+Requests are strict (`extra="forbid"`): a misspelt field is an error naming it, not silently ignored. The
+workload spec inside a request stays a mapping here and is validated by `sizing.workload.parse_spec`, the one
+validator every entry point (CLI, API, Slack, events) shares, so presets apply the same way everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sizing.service.runs import DEFAULT_TOP_K, MAX_TOP_K
+from sizing.store import Run, RunSource, RunStatus, SlackThread
+
+SPEC_DESCRIPTION = (
+    "A workload spec (DESIGN.md 'Workload spec'): model, users or rate, tokens, slo, constraints."
+)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorBody(Strict):
+    """Every 4xx/5xx answer: a stable code, a sentence for a person, and the problems by field path."""
+
+    error: str = Field(description="stable code: invalid_input, not_found, conflict, payload_too_large, ...")
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class EstimateResult(BaseModel):
+    """The 'Estimate result' contract of DESIGN.md. Open to additions: the planner extends it compatibly."""
+
+    model_config = ConfigDict(extra="allow")
+
+    workload: dict[str, Any]
+    architectures: list[dict[str, Any]]
+    rejected: list[dict[str, Any]] = Field(default_factory=list)
+    assumptions: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunRequest(Strict):
+    """POST /runs: measure the top candidates of a workload."""
+
+    spec: dict[str, Any] = Field(description=SPEC_DESCRIPTION)
+    top_k: int = Field(default=DEFAULT_TOP_K, ge=1, le=MAX_TOP_K, description="candidates to measure")
+    budget_usd: float | None = Field(
+        default=None,
+        gt=0,
+        le=1_000_000,
+        description="stop (REFUSED) when the run's estimated cost exceeds this",
+    )
+
+
+class Links(Strict):
+    self_: str = Field(alias="self", serialization_alias="self")
+    architectures: str
+    report: str
+    cancel: str
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @classmethod
+    def for_run(cls, run_id: str) -> Links:
+        base = f"/runs/{run_id}"
+        return cls(self_=base, architectures=f"{base}/architectures", report=f"{base}/report", cancel=base)
+
+
+class RunOut(Strict):
+    """A run as the API shows it."""
+
+    run_id: str
+    status: RunStatus
+    created_at: str
+    updated_at: str
+    model: str
+    spec: dict[str, Any]
+    top_k: int
+    budget_usd: float | None = None
+    execution_arn: str | None = None
+    error: str | None = None
+    source: RunSource
+    slack: SlackThread | None = None
+    links: Links
+
+    @classmethod
+    def of(cls, run: Run) -> RunOut:
+        return cls(**run.model_dump(), links=Links.for_run(run.run_id))
+
+
+class RunCreated(Strict):
+    """202 answer of POST /runs: where to follow the run."""
+
+    run_id: str
+    status: RunStatus
+    created_at: str
+    links: Links
+
+
+class RunPage(Strict):
+    runs: list[RunOut]
+    next_token: str | None = Field(
+        default=None, description="pass as ?token= for the next page; null at the end"
+    )
+
+
+class RunArchitectures(Strict):
+    run_id: str
+    status: RunStatus
+    architectures: list[dict[str, Any]] = Field(description="ranked; empty until the run has ranked any")
+
+
+class InstanceOut(Strict):
+    instance_type: str
+    family: str
+    accelerator: str
+    accelerator_name: str
+    accelerator_count: int
+    devices: int = Field(description="tensor-parallel units: GPUs, or NeuronCores on inf2/trn")
+    device_memory_gb: float
+    vcpu: int
+    memory_gib: float
+    usd_per_hour: float | None = Field(
+        description="on-demand, in the requested region (us-east-1 when absent)"
+    )
+    price_assumed: bool
+    spot_discount: float
+
+
+class InstanceList(Strict):
+    region: str
+    instances: list[InstanceOut]
+
+
+class ModelOut(Strict):
+    id: str
+    aliases: list[str]
+    params_b: float
+    active_params_b: float
+    layers: int
+    max_context_tokens: int
+    moe: bool
+    kv_bytes_per_token_bf16: float
+    bedrock: list[str] = Field(description="Bedrock model ids serving this model on demand")
+
+
+class ModelList(Strict):
+    models: list[ModelOut]

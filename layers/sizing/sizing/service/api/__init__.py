@@ -1,0 +1,78 @@
+"""The HTTP API: one Powertools REST resolver with a Router per resource group, request/response validation
+from the pydantic models in `sizing.api_models`, and the domain-error mapping of `errors`.
+
+The Lambda function (`functions/api/app.py`) and `sizing serve` both call `resolve(event, context)`, so the API
+served locally is the deployed one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from sizing.service.api import errors
+from sizing.service.api.routers import catalog, estimates, runs
+from sizing.service.errors import PayloadTooLarge
+
+TITLE = "LLM Sizing API"
+VERSION = "1.0.0"
+#: Largest request body accepted: a workload spec is a few KB; 256 KiB leaves room for 24-hour profiles and long
+#: names while refusing junk early (API Gateway itself accepts up to 10 MB).
+MAX_BODY_BYTES = 256 * 1024
+
+app = APIGatewayRestResolver(enable_validation=True)
+app.include_router(estimates.router)
+app.include_router(runs.router)
+app.include_router(catalog.router)
+errors.register(app)
+
+
+@app.get("/openapi.json", include_in_schema=False)
+def openapi_document() -> dict[str, Any]:
+    return app.get_openapi_schema(**_openapi_info()).model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _openapi_info() -> dict[str, Any]:
+    return {
+        "title": TITLE,
+        "version": VERSION,
+        "description": "What to run an LLM workload on, and what it will cost: estimates, measured runs, catalog."
+        " Calls are signed with AWS SigV4 (IAM) unless the stage says otherwise.",
+        "security_schemes": {
+            "sigv4": APIKey(
+                name="Authorization",
+                in_=APIKeyIn.header,
+                description="AWS Signature Version 4 (x-amazon-apigateway-authtype: awsSigv4)",
+            )
+        },
+        "security": [{"sigv4": []}],
+    }
+
+
+def openapi_json() -> str:
+    """The OpenAPI document as JSON text (also served at GET /openapi.json)."""
+    return app.get_openapi_json_schema(**_openapi_info())
+
+
+app.enable_swagger(path="/swagger", **_openapi_info())
+
+
+def resolve(event: dict[str, Any], context: LambdaContext | Any) -> dict[str, Any]:
+    """Answer one API Gateway REST event. Bodies past MAX_BODY_BYTES are refused before any parsing."""
+    body = event.get("body") or ""
+    if len(body) > MAX_BODY_BYTES:
+        too_large = PayloadTooLarge(
+            f"the request body is {len(body):,} bytes; at most {MAX_BODY_BYTES:,} are accepted",
+            code="payload_too_large",
+        )
+        answer = errors.sizing_error(too_large)
+        return {
+            "statusCode": answer.status_code,
+            "headers": {"Content-Type": "application/json"},
+            "body": answer.body,
+            "isBase64Encoded": False,
+        }
+    return app.resolve(event, context)

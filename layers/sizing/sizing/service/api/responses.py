@@ -1,0 +1,19 @@
+"""Error answers documented on every route (the OpenAPI document then says what a 4xx body looks like)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sizing.api_models import ErrorBody
+
+_BODY = {"application/json": {"model": ErrorBody}}
+
+ERRORS: dict[int, dict[str, Any]] = {
+    400: {"description": "malformed request (body not JSON, page token not valid)", "content": _BODY},
+    404: {"description": "no such resource", "content": _BODY},
+    409: {"description": "the resource is in a state that does not allow this", "content": _BODY},
+    413: {"description": "request body too large", "content": _BODY},
+    422: {"description": "the request is not valid; details.problems names each field", "content": _BODY},
+    500: {"description": "a fault on our side (never for bad input)", "content": _BODY},
+    503: {"description": "a dependency is unavailable; retry after Retry-After seconds", "content": _BODY},
+}

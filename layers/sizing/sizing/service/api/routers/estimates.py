@@ -1,0 +1,38 @@
+"""POST /estimates: the synchronous answer (steps 1-2 of the flow: model the workload, estimate candidates)."""
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+from aws_lambda_powertools.metrics import MetricUnit
+
+from sizing.api_models import SPEC_DESCRIPTION, EstimateResult
+from sizing.service.api.responses import ERRORS
+from sizing.service.observability import metrics, tracer
+from sizing.workload import parse_spec
+
+router = Router()
+
+#: Ranked architectures returned at most: a page a person can read, and a bounded response size.
+MAX_TOP = 50
+
+
+@router.post(
+    "/estimates",
+    summary="Estimate the architectures for a workload",
+    description="Models the workload, estimates every candidate architecture and ranks those that meet the SLOs"
+    " by cost (DESIGN.md 'Estimate result').",
+    tags=["estimates"],
+    responses=ERRORS,
+)
+@tracer.capture_method
+def post_estimate(
+    spec: Annotated[dict[str, Any], Body(description=SPEC_DESCRIPTION)],
+    top: Annotated[int | None, Query(ge=1, le=MAX_TOP, description="ranked architectures to return")] = None,
+) -> EstimateResult:
+    from sizing.plan import estimate
+
+    workload = parse_spec(spec)
+    result = estimate(workload, top=top)
+    metrics.add_metric(name="EstimatesServed", unit=MetricUnit.Count, value=1)
+    return EstimateResult.model_validate(result)

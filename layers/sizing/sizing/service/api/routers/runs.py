@@ -1,0 +1,152 @@
+"""/runs: start measured sizing runs (steps 3-4, a state machine execution), follow and cancel them."""
+
+import json
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import PydanticSerializer
+
+from sizing.api_models import Links, RunArchitectures, RunCreated, RunOut, RunPage, RunRequest
+from sizing.errors import NotFound
+from sizing.service.api import deps
+from sizing.service.api.responses import ERRORS
+from sizing.service.observability import logger, metrics, tracer
+from sizing.store import RunStatus
+from sizing.store.repository import DEFAULT_PAGE, MAX_PAGE
+
+router = Router()
+
+#: Run ids are uuid4 hex (32 characters); a generous bound still rejects junk before it reaches DynamoDB.
+RUN_ID_PATTERN = r"^[A-Za-z0-9_-]{1,80}$"
+#: Idempotency keys: UUIDs or similar client-made tokens (the IETF draft suggests UUIDs); 255 bounds the key.
+IDEMPOTENCY_KEY_MAX = 255
+
+RunId = Annotated[str, Path(pattern=RUN_ID_PATTERN, description="the run id from POST /runs")]
+
+
+def _created(request: RunRequest) -> RunCreated:
+    run = deps.runs().create_run(
+        request.spec, top_k=request.top_k, budget_usd=request.budget_usd, source="api"
+    )
+    logger.append_keys(run_id=run.run_id)
+    metrics.add_metric(name="RunsStarted", unit=MetricUnit.Count, value=1)
+    return RunCreated(
+        run_id=run.run_id, status=run.status, created_at=run.created_at, links=Links.for_run(run.run_id)
+    )
+
+
+def _create_once(request: RunRequest, key: str | None) -> RunCreated:
+    """Create the run at most once per Idempotency-Key (or per identical body when no key is given); a retry
+    answers what the first request answered."""
+    config = IdempotencyConfig(
+        event_key_jmespath="key || body",
+        payload_validation_jmespath="body",
+        expires_after_seconds=deps.settings().idempotency_ttl_s,
+    )
+    if router.lambda_context is not None:
+        config.register_lambda_context(router.lambda_context)
+
+    @idempotent_function(
+        data_keyword_argument="payload",
+        persistence_store=deps.idempotency_layer(),
+        config=config,
+        output_serializer=PydanticSerializer(model=RunCreated),
+    )
+    def create(payload: dict) -> RunCreated:
+        return _created(RunRequest.model_validate(payload["body"]))
+
+    body = json.loads(request.model_dump_json())
+    result: RunCreated = create(payload={"key": key, "body": body})
+    return result
+
+
+@router.post(
+    "/runs",
+    summary="Start a measured sizing run",
+    description="Validates the workload, stores the run and starts its state machine execution. Answers 202 with"
+    " the run id and links. Retries with the same Idempotency-Key (or, without one, the same body) answer the"
+    " first response instead of starting another run.",
+    tags=["runs"],
+    responses={
+        202: {"description": "run accepted", "content": {"application/json": {"model": RunCreated}}},
+        **ERRORS,
+    },
+)
+@tracer.capture_method
+def post_run(
+    request: RunRequest,
+    idempotency_key: Annotated[
+        str | None, Header(alias="Idempotency-Key", min_length=1, max_length=IDEMPOTENCY_KEY_MAX)
+    ] = None,
+) -> Response[RunCreated]:
+    created = _create_once(request, idempotency_key)
+    return Response(
+        202,
+        content_types.APPLICATION_JSON,
+        created,
+        headers={"Location": created.links.self_},
+    )
+
+
+@router.get("/runs", summary="List runs, newest first", tags=["runs"], responses=ERRORS)
+@tracer.capture_method
+def list_runs(
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="runs per page")] = DEFAULT_PAGE,
+    token: Annotated[
+        str | None, Query(max_length=2048, description="next_token of the previous page")
+    ] = None,
+    model: Annotated[
+        str | None, Query(max_length=256, description="only runs of this model (catalog id)")
+    ] = None,
+    status: Annotated[RunStatus | None, Query(description="only runs in this status")] = None,
+) -> RunPage:
+    model_id = _catalog_id(model) if model else None
+    runs, next_token = deps.store().list_runs(limit=limit, token=token, model=model_id, status=status)
+    return RunPage(runs=[RunOut.of(r) for r in runs], next_token=next_token)
+
+
+def _catalog_id(name: str) -> str:
+    """Runs store the catalog id of their model; accept any alias of it in the filter."""
+    try:
+        return deps.runs().catalog.model(name).id
+    except NotFound:
+        return name  # no run can match; the page is simply empty
+
+
+@router.get("/runs/<run_id>", summary="One run", tags=["runs"], responses=ERRORS)
+@tracer.capture_method
+def get_run(run_id: RunId) -> RunOut:
+    return RunOut.of(deps.store().get_run(run_id))
+
+
+@router.get(
+    "/runs/<run_id>/architectures", summary="A run's ranked architectures", tags=["runs"], responses=ERRORS
+)
+@tracer.capture_method
+def get_run_architectures(run_id: RunId) -> RunArchitectures:
+    store = deps.store()
+    run = store.get_run(run_id)
+    return RunArchitectures(
+        run_id=run.run_id, status=run.status, architectures=store.get_architectures(run_id)
+    )
+
+
+@router.delete(
+    "/runs/<run_id>",
+    summary="Cancel a run",
+    description="Stops the run's execution and marks it CANCELLING; what it provisioned is torn down after.",
+    tags=["runs"],
+    responses={
+        202: {"description": "cancellation accepted", "content": {"application/json": {"model": RunOut}}},
+        **ERRORS,
+    },
+)
+@tracer.capture_method
+def delete_run(run_id: RunId) -> Response[RunOut]:
+    run = deps.runs().cancel_run(run_id)
+    metrics.add_metric(name="RunsCancelled", unit=MetricUnit.Count, value=1)
+    return Response(202, content_types.APPLICATION_JSON, RunOut.of(run))

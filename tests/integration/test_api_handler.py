@@ -1,0 +1,329 @@
+"""The API function end to end on moto: sample events from events/ in, API Gateway proxy answers out."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from sizing.service.api import deps
+from sizing.store import SizingStore, create_table
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS = ROOT / "events"
+REGION = "us-east-1"
+#: A stand-in for the sizing state machine (built by its own issue): one Pass state, enough to start executions.
+TRIVIAL_ASL = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}})
+
+
+def load_event(name: str) -> dict[str, Any]:
+    return json.loads((EVENTS / f"{name}.json").read_text())
+
+
+def _load_handler() -> ModuleType:
+    """The function's app.py, loaded from its file as Lambda would (CodeUri functions/api/)."""
+    spec = importlib.util.spec_from_file_location("api_function_app", ROOT / "functions" / "api" / "app.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+HANDLER = _load_handler()
+
+
+@pytest.fixture
+def context() -> SimpleNamespace:
+    return SimpleNamespace(
+        function_name="llm-sizing-api-dev",
+        function_version="$LATEST",
+        memory_limit_in_mb=1024,
+        invoked_function_arn=f"arn:aws:lambda:{REGION}:123456789012:function:llm-sizing-api-dev",
+        aws_request_id="52fdfc07-2182-154f-163f-5f0f9a621d72",
+        get_remaining_time_in_millis=lambda: 29_000,
+    )
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "LLMSizingTest")
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "llm-sizing")
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        sfn = boto3.client("stepfunctions", region_name=REGION)
+        iam_role = f"arn:aws:iam::123456789012:role/sizing-{REGION}"
+        arn = sfn.create_state_machine(name="llm-sizing-run-test", definition=TRIVIAL_ASL, roleArn=iam_role)[
+            "stateMachineArn"
+        ]
+        table = create_table(ddb, "llm-sizing-test")
+        monkeypatch.setenv("TABLE_NAME", table)
+        monkeypatch.setenv("STATE_MACHINE_ARN", arn)
+        deps.configure(dynamodb=ddb, sfn=sfn)
+        yield SimpleNamespace(
+            ddb=ddb, sfn=sfn, table=table, state_machine_arn=arn, store=SizingStore(table, ddb)
+        )
+        deps.configure()
+
+
+def call(event: dict[str, Any], context: Any) -> tuple[int, dict[str, Any], Any]:
+    out = HANDLER.lambda_handler(event, context)
+    headers = {k.lower(): v for k, v in (out.get("headers") or {}).items()}
+    for k, v in (out.get("multiValueHeaders") or {}).items():
+        headers.setdefault(k.lower(), v[0] if isinstance(v, list) else v)
+    body = json.loads(out["body"]) if out.get("body") else None
+    return out["statusCode"], headers, body
+
+
+def for_run(name: str, run_id: str) -> dict[str, Any]:
+    """A sample event retargeted at `run_id`."""
+    event = load_event(name)
+    old = event["pathParameters"]["run_id"]
+    event["path"] = event["path"].replace(old, run_id)
+    event["requestContext"]["path"] = event["requestContext"]["path"].replace(old, run_id)
+    event["pathParameters"]["run_id"] = run_id
+    return event
+
+
+def with_body(name: str, body: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    event = load_event(name)
+    event["body"] = body if isinstance(body, str) else json.dumps(body)
+    for k, v in (headers or {}).items():
+        event["headers"][k] = v
+        event["multiValueHeaders"][k] = [v]
+    return event
+
+
+def assert_error_shape(body: dict[str, Any]) -> None:
+    assert set(body) == {"error", "message", "details"}
+    assert "Traceback" not in json.dumps(body)
+
+
+# --- POST /runs -----------------------------------------------------------------------------------------------
+def test_posting_a_run_answers_202_stores_it_running_and_starts_its_execution(aws, context) -> None:
+    # given
+    event = load_event("api_post_runs")
+    # when
+    status, headers, body = call(event, context)
+    # then
+    assert status == 202
+    run_id = body["run_id"]
+    assert body["status"] == "RUNNING"
+    assert body["links"]["self"] == f"/runs/{run_id}" == headers["location"]
+    stored = aws.store.get_run(run_id)
+    assert (
+        stored.status == "RUNNING" and stored.model == "meta-llama/Llama-3.1-70B"
+    )  # the catalog id of the alias asked for
+    assert stored.top_k == 3 and stored.budget_usd == 50 and stored.source == "api"
+    execution = aws.sfn.describe_execution(executionArn=stored.execution_arn)
+    assert json.loads(execution["input"])["run_id"] == run_id
+
+
+def test_retrying_with_the_same_idempotency_key_answers_the_same_run_once(aws, context) -> None:
+    # given a first request
+    _, _, first = call(load_event("api_post_runs"), context)
+    # when the client retries it
+    status, _, again = call(load_event("api_post_runs"), context)
+    # then
+    assert status == 202
+    assert again["run_id"] == first["run_id"]
+    runs, _ = aws.store.list_runs()
+    assert len(runs) == 1
+
+
+def test_without_a_key_an_identical_body_is_the_same_request(aws, context) -> None:
+    # given
+    event = load_event("api_post_runs")
+    del event["headers"]["Idempotency-Key"], event["multiValueHeaders"]["Idempotency-Key"]
+    # when
+    _, _, first = call(copy.deepcopy(event), context)
+    _, _, second = call(copy.deepcopy(event), context)
+    # then
+    assert first["run_id"] == second["run_id"]
+
+
+def test_reusing_a_key_with_another_body_is_refused(aws, context) -> None:
+    # given
+    call(load_event("api_post_runs"), context)
+    event = load_event("api_post_runs")
+    body = json.loads(event["body"])
+    body["top_k"] = 5
+    event["body"] = json.dumps(body)
+    # when
+    status, _, answer = call(event, context)
+    # then
+    assert status == 422
+    assert_error_shape(answer)
+    assert answer["details"]["problems"][0]["field"] == "Idempotency-Key"
+
+
+def test_a_run_for_an_unknown_model_is_422_with_suggestions(aws, context) -> None:
+    # given
+    body = json.loads(load_event("api_post_runs")["body"])
+    body["spec"]["model"] = "meta-llama/Llama-3.1-70B-Instruc"
+    event = with_body("api_post_runs", body, {"Idempotency-Key": "another-key"})
+    # when
+    status, _, answer = call(event, context)
+    # then
+    assert status == 422
+    assert_error_shape(answer)
+    assert answer["details"]["problems"][0]["field"] == "spec.model"
+    assert "meta-llama/Llama-3.1-70B" in answer["details"]["suggestions"]
+
+
+def test_a_run_request_with_an_unknown_field_names_it(aws, context) -> None:
+    # given
+    body = json.loads(load_event("api_post_runs")["body"])
+    body["topk"] = 3
+    # when
+    status, _, answer = call(with_body("api_post_runs", body, {"Idempotency-Key": "k2"}), context)
+    # then
+    assert status == 422
+    assert {"field": "topk", "message": "unknown field (check the spelling)"} in answer["details"]["problems"]
+
+
+def test_a_body_that_is_not_json_is_400(aws, context) -> None:
+    status, _, answer = call(with_body("api_post_runs", "{not json", {"Idempotency-Key": "k3"}), context)
+    assert status == 400
+    assert_error_shape(answer)
+
+
+def test_a_huge_body_is_413(aws, context) -> None:
+    status, _, answer = call(
+        with_body("api_post_runs", "x" * (300 * 1024), {"Idempotency-Key": "k4"}), context
+    )
+    assert status == 413
+    assert answer["error"] == "payload_too_large"
+
+
+# --- GET /runs, /runs/{id}, /runs/{id}/architectures ------------------------------------------------------------
+def test_runs_are_listed_newest_first_and_filtered_by_model(aws, context) -> None:
+    # given two runs of the 70B model and one of another model
+    ids = []
+    for key in ("a", "b"):
+        ids.append(
+            call(
+                with_body(
+                    "api_post_runs", json.loads(load_event("api_post_runs")["body"]), {"Idempotency-Key": key}
+                ),
+                context,
+            )[2]["run_id"]
+        )
+    other = json.loads(load_event("api_post_runs")["body"])
+    other["spec"]["model"] = "meta-llama/Llama-3.1-8B-Instruct"
+    call(with_body("api_post_runs", other, {"Idempotency-Key": "c"}), context)
+    # when
+    status, _, page = call(load_event("api_get_runs"), context)
+    # then
+    assert status == 200
+    assert [r["run_id"] for r in page["runs"]] == list(reversed(ids))
+    assert page["next_token"] is None
+
+
+def test_a_bad_page_token_is_400_and_a_bad_status_422(aws, context) -> None:
+    event = load_event("api_get_runs")
+    event["queryStringParameters"] = {"token": "not-a-token"}
+    event["multiValueQueryStringParameters"] = {"token": ["not-a-token"]}
+    assert call(event, context)[0] == 400
+    event["queryStringParameters"] = {"status": "DONE"}
+    event["multiValueQueryStringParameters"] = {"status": ["DONE"]}
+    status, _, answer = call(event, context)
+    assert status == 422
+    assert answer["details"]["problems"][0]["field"] == "query.status"
+
+
+def test_a_run_and_its_architectures_are_readable(aws, context) -> None:
+    # given a run that has ranked two architectures
+    run_id = call(load_event("api_post_runs"), context)[2]["run_id"]
+    aws.store.put_architectures(run_id, [{"rank": 1, "id": "eks-g6e"}, {"rank": 2, "id": "bedrock"}])
+    # when
+    status, _, run = call(for_run("api_get_run", run_id), context)
+    a_status, _, archs = call(for_run("api_get_run_architectures", run_id), context)
+    # then
+    assert status == 200 and run["run_id"] == run_id and run["status"] == "RUNNING"
+    assert run["spec"]["model"] == "meta-llama/Llama-3.1-70B-Instruct"
+    assert a_status == 200 and [a["id"] for a in archs["architectures"]] == ["eks-g6e", "bedrock"]
+
+
+def test_an_unknown_run_is_404(aws, context) -> None:
+    status, _, answer = call(load_event("api_get_run"), context)
+    assert status == 404
+    assert answer["error"] == "not_found"
+    assert call(load_event("api_get_run_architectures"), context)[0] == 404
+    assert call(load_event("api_delete_run"), context)[0] == 404
+
+
+# --- DELETE /runs/{id} -----------------------------------------------------------------------------------------
+def test_cancelling_a_run_stops_its_execution_and_marks_it_cancelling(aws, context) -> None:
+    # given
+    run_id = call(load_event("api_post_runs"), context)[2]["run_id"]
+    # when
+    status, _, run = call(for_run("api_delete_run", run_id), context)
+    # then
+    assert status == 202 and run["status"] == "CANCELLING"
+    arn = aws.store.get_run(run_id).execution_arn
+    assert aws.sfn.describe_execution(executionArn=arn)["status"] == "ABORTED"
+    # cancelling again is harmless
+    assert call(for_run("api_delete_run", run_id), context)[0] == 202
+
+
+def test_a_finished_run_cannot_be_cancelled(aws, context) -> None:
+    # given
+    run_id = call(load_event("api_post_runs"), context)[2]["run_id"]
+    aws.store.transition(run_id, "SUCCEEDED")
+    # when
+    status, _, answer = call(for_run("api_delete_run", run_id), context)
+    # then
+    assert status == 409
+    assert answer["details"]["status"] == "SUCCEEDED"
+    assert aws.store.get_run(run_id).status == "SUCCEEDED"
+
+
+# --- catalog, OpenAPI, unknown routes ---------------------------------------------------------------------------
+def test_the_catalog_lists_models_and_instances(aws, context) -> None:
+    status, _, models = call(load_event("api_get_catalog_models"), context)
+    i_status, _, instances = call(load_event("api_get_catalog_instances"), context)
+    assert status == 200
+    assert "meta-llama/Llama-3.1-70B" in {m["id"] for m in models["models"]}
+    assert i_status == 200 and instances["instances"]
+    assert {i["family"] for i in instances["instances"]} == {"g6e"}
+
+
+def test_the_openapi_document_is_served_and_an_unknown_path_is_a_json_404(aws, context) -> None:
+    event = load_event("api_get_catalog_models")
+    event["path"] = event["resource"] = "/openapi.json"
+    status, _, doc = call(event, context)
+    assert status == 200 and doc["info"]["title"] == "LLM Sizing API"
+    assert "/runs/{run_id}" in doc["paths"]
+    event["path"] = "/nope"
+    status, _, answer = call(event, context)
+    assert status == 404
+    assert_error_shape(answer)
+
+
+# --- POST /estimates -------------------------------------------------------------------------------------------
+def test_an_invalid_estimate_request_names_every_problem_and_never_500s(aws, context) -> None:
+    status, _, answer = call(load_event("api_post_estimates_invalid"), context)
+    assert status == 422
+    assert_error_shape(answer)
+    fields = {p["field"] for p in answer["details"]["problems"]}
+    assert "userz" in fields
+
+
+def test_an_estimate_answers_ranked_architectures(aws, context) -> None:
+    status, _, result = call(load_event("api_post_estimates"), context)
+    assert status == 200, result
+    assert set(result) >= {"workload", "architectures", "rejected", "assumptions"}
+    assert 0 < len(result["architectures"]) <= 5
+    assert [a["rank"] for a in result["architectures"]] == list(range(1, len(result["architectures"]) + 1))
