@@ -13,9 +13,10 @@ from sizing.workload import SLO, WorkloadModel
 
 #: Requests simulated per probe. p99 of 800 samples rests on 8 requests beyond it: enough to rank and size,
 #: and the bisection's own resolution (1/2^BISECTION_STEPS of the saturated rate) is coarser than that noise.
-PROBE_REQUESTS = 800
-#: Bisection steps between 0 and the saturated rate: 2^-7 = 0.8% resolution.
-BISECTION_STEPS = 7
+PROBE_REQUESTS = 500
+#: Bisection steps between 0 and the saturated rate: 2^-6 = 1.6% resolution, finer than the headroom's
+#: granularity and the estimator's own error.
+BISECTION_STEPS = 6
 #: Requests simulated for the reported prediction at the operating point.
 REPORT_REQUESTS = 2000
 #: Percentile used when the simulator does not report the one an SLO names (p90 -> p95, the stricter one).
@@ -66,7 +67,9 @@ def max_rate_under_slo(step: Any, wm: WorkloadModel, saturated_rps: float, seed:
     from sizing.perf.simulator import ClosedLoop, OpenLoop, simulate
 
     slo = wm.slo
-    single = simulate(step, ClosedLoop(1), wm.input_tokens, wm.output_tokens, n_requests=200, seed=seed)
+    single = simulate(
+        step, ClosedLoop(1), wm.input_tokens, wm.output_tokens, n_requests=PROBE_REQUESTS, seed=seed
+    )
     bad = violations(single, slo)
     if bad:
         reasons = "; ".join(describe_violation(*v) for v in bad)

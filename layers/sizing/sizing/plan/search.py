@@ -51,7 +51,14 @@ class Option:
     bound_rps: float
     lb_cost: float
     capacity: Capacity | None = None
-    variants: list[dict[str, Any]] = field(default_factory=list)
+    #: predictions at an operating point, by rate: EKS and SageMaker share the hardware, hence the simulation
+    predictions: dict[float, Any] = field(default_factory=dict)
+
+    def predict(self, wm: WorkloadModel, rate: float, seed: int) -> Any:
+        key = round(rate, 9)
+        if key not in self.predictions:
+            self.predictions[key] = predict_at(self.step, wm, rate, seed)
+        return self.predictions[key]
 
 
 def _pricing(cat: Catalog, wm: WorkloadModel, hw: HardwareOption, deployment: str) -> Pricing:
@@ -116,7 +123,7 @@ def _architecture(
     sched = cost["schedule"]["replicas_by_hour"]
     peak_replicas = max(sched)
     per_replica_peak = wm.peak_rps / peak_replicas
-    sim = predict_at(opt.step, wm, per_replica_peak, seed)
+    sim = opt.predict(wm, per_replica_peak, seed)
     cap_type = _capacity_type(wm, deployment)
     inst = cat.instance(hw.instance_type)
     acc = cat.accelerator_of(inst)
@@ -169,6 +176,25 @@ def _architecture(
         "weights_gb": round(cat.model(wm.model_id).weight_bytes(hw.quantization) / 1e9, 1),
         "notes": notes,
     }
+
+
+#: When the operating point's full simulation misses an SLO the bisection's shorter probes passed (sampling
+#: noise at the edge), the capacity is cut by this factor and re-checked, up to VERIFY_TRIES times.
+VERIFY_BACKOFF = 0.85
+VERIFY_TRIES = 4
+
+
+def _verified(
+    wm: WorkloadModel, cat: Catalog, opt: Option, deployments: list[str], headroom: float, seed: int
+) -> list[dict[str, Any]] | None:
+    """Architectures for an option whose own prediction at the operating point meets every SLO target."""
+    assert opt.capacity is not None
+    for _ in range(VERIFY_TRIES):
+        archs = [_architecture(wm, cat, opt, d, headroom, seed) for d in deployments]
+        if all(a["meets_slo"] for a in archs):
+            return archs
+        opt.capacity.rate_rps *= VERIFY_BACKOFF
+    return None
 
 
 def _bedrock(wm: WorkloadModel, offer: BedrockOffer) -> tuple[dict[str, Any] | None, str | None]:
@@ -363,8 +389,17 @@ def estimate(
             if opt.capacity.closest:
                 near.append((opt, opt.capacity.closest))
             continue
-        for d in deployments:
-            arch = _architecture(wm, cat, opt, d, headroom, seed)
+        archs = _verified(wm, cat, opt, deployments, headroom, seed)
+        if archs is None:
+            rejected.append(
+                {
+                    "id": opt.hw.key,
+                    "kind": "slo",
+                    "reason": "SLO holds only at the edge: the full simulation at the operating point misses it",
+                }
+            )
+            continue
+        for arch in archs:
             if c.max_monthly_usd and _rank_cost(arch) > c.max_monthly_usd:
                 rejected.append(
                     {
