@@ -1,0 +1,212 @@
+"""The architecture a provisioner deploys: one entry of the planner's estimate result.
+
+`Architecture` accepts the planner's dicts as they are (unknown keys such as `predicted` or `cost` are ignored)
+and `resolve()` fills what is missing from the catalog, so a bare id (`eks:p5.48xlarge:tp4:fp8:vllm:on-demand`)
+plus a model is enough to render manifests."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from sizing.catalog import Catalog, load_catalog
+from sizing.errors import InvalidInput, problems_from_pydantic
+
+Deployment = Literal["eks", "sagemaker", "bedrock"]
+CapacityType = Literal["on-demand", "spot"]
+Quant = Literal["bf16", "fp8", "int8", "int4"]
+
+GIB = 2**30
+
+#: Context length when the planner gave none: covers the example workloads' p95 prompt + answer (3,500 + 700
+#: tokens) with room, without reserving KV cache for the 128k contexts the Llama configs allow.
+DEFAULT_MAX_MODEL_LEN = 8192
+#: vLLM's `gpu_memory_utilization` default in the releases we pin (0.90; newer main uses 0.92) —
+#: notes/serving-facts.md s1.
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.90
+#: vLLM API-server batch defaults (notes/serving-facts.md s1): >= 70 GiB devices other than A100 get
+#: 1024 sequences / 8192 batched tokens, every other device 256 / 2048.
+LARGE_DEVICE_GIB = 70
+LARGE_DEVICE_DEFAULTS = (1024, 8192)
+SMALL_DEVICE_DEFAULTS = (256, 2048)
+
+
+class _Loose(BaseModel):
+    """Fed the planner's dicts: ignore keys we do not use (predicted, cost, measured, ...)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class Replicas(_Loose):
+    peak: int = Field(ge=1)
+    #: May be 0 off-peak in a planner's schedule; a deployment still runs at least one replica.
+    min: int = Field(ge=0)
+    mean: float | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Replicas:
+        if self.min > self.peak:
+            raise ValueError("replicas.min exceeds replicas.peak")
+        return self
+
+
+class Instances(_Loose):
+    peak: int = Field(ge=0)
+    min: int = Field(ge=0)
+
+
+class Serving(_Loose):
+    """Engine settings; any the planner left out (None) are filled with vLLM's defaults by `resolve()`."""
+
+    max_model_len: int | None = Field(default=None, ge=1)
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unset_is_none(cls, raw: Any) -> Any:
+        """The planner writes 0 for settings an engine does not have (e.g. batched tokens on Neuron)."""
+        if isinstance(raw, dict):
+            return {k: (None if v == 0 else v) for k, v in raw.items()}
+        return raw
+
+
+class PerReplica(_Loose):
+    max_concurrency: float | None = Field(default=None, gt=0)
+
+
+class Architecture(_Loose):
+    """One candidate architecture. Optional fields are derived by `resolve()`."""
+
+    id: str
+    model: str
+    deployment: Deployment = "eks"
+    instance_type: str | None = None
+    accelerator: str | None = None
+    #: Chips per replica; fractional when replicas share a chip (TP1 on a 2-core Neuron chip).
+    accelerators_per_replica: float | None = Field(default=None, gt=0)
+    tensor_parallel: int = Field(default=1, ge=1)
+    quantization: Quant = "bf16"
+    engine: str = "vllm"
+    capacity_type: CapacityType = "on-demand"
+    replicas: Replicas = Replicas(peak=1, min=1, mean=1)
+    replicas_per_instance: int | None = Field(default=None, ge=1)
+    instances: Instances | None = None
+    serving: Serving | None = None
+    weights_gb: float | None = Field(default=None, gt=0)
+    per_replica: PerReplica | None = None
+
+    @classmethod
+    def from_dict(cls, raw: Any, prefix: str = "architecture") -> Architecture:
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as exc:
+            raise InvalidInput("the architecture is not valid", problems_from_pydantic(exc, prefix)) from None
+
+    @classmethod
+    def from_id(cls, arch_id: str, model: str, **extra: Any) -> Architecture:
+        """Parse `{deployment}:{instance_type}:tp{N}:{quantization}:{engine}:{capacity_type}`."""
+        parts = arch_id.split(":")
+        if len(parts) != 6 or not parts[2].startswith("tp") or not parts[2][2:].isdigit():
+            raise InvalidInput(
+                f"cannot parse architecture id '{arch_id}': expected "
+                "deployment:instance_type:tpN:quantization:engine:capacity_type, "
+                "e.g. eks:p5.48xlarge:tp4:fp8:vllm:on-demand"
+            )
+        deployment, instance_type, tp, quant, engine, capacity = parts
+        return cls.from_dict(
+            {
+                "id": arch_id,
+                "model": model,
+                "deployment": deployment,
+                "instance_type": instance_type,
+                "tensor_parallel": int(tp[2:]),
+                "quantization": quant,
+                "engine": engine,
+                "capacity_type": capacity,
+                **extra,
+            }
+        )
+
+    # --- derived facts --------------------------------------------------------------------------------
+    def resolve(self, catalog: Catalog | None = None) -> Architecture:
+        """A copy with every field a provisioner needs filled in from the catalog; checks TP fits."""
+        if self.deployment == "bedrock":
+            raise InvalidInput(f"{self.id}: Bedrock is serverless; there is nothing to provision")
+        if not self.instance_type:
+            raise InvalidInput("instance_type is required", details={"field": "instance_type"})
+        cat = catalog or load_catalog()
+        inst = cat.instance(self.instance_type)
+        acc = cat.accelerator_of(inst)
+        spec = cat.model(self.model)
+        devices = cat.devices(inst)
+        if self.tensor_parallel > devices:
+            raise InvalidInput(
+                f"{self.id}: tensor_parallel {self.tensor_parallel} exceeds the {devices} devices of "
+                f"{inst.instance_type}"
+            )
+        per_instance = self.replicas_per_instance or devices // self.tensor_parallel
+        given = self.serving or Serving()
+        large = acc.device_memory_bytes >= LARGE_DEVICE_GIB * GIB and "a100" not in acc.id
+        seqs, tokens = LARGE_DEVICE_DEFAULTS if large else SMALL_DEVICE_DEFAULTS
+        serving = Serving(
+            max_model_len=given.max_model_len or min(spec.max_position_embeddings, DEFAULT_MAX_MODEL_LEN),
+            gpu_memory_utilization=given.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION,
+            max_num_seqs=given.max_num_seqs or seqs,
+            max_num_batched_tokens=given.max_num_batched_tokens or tokens,
+        )
+        instances = self.instances or Instances(
+            peak=math.ceil(self.replicas.peak / per_instance), min=math.ceil(self.replicas.min / per_instance)
+        )
+        return self.model_copy(
+            update={
+                "instance_type": inst.instance_type,
+                "accelerator": self.accelerator or acc.id,
+                "accelerators_per_replica": self.accelerators_per_replica
+                or self.tensor_parallel / acc.cores_per_chip,
+                "replicas_per_instance": per_instance,
+                "instances": instances,
+                "serving": serving,
+                "weights_gb": self.weights_gb or spec.weight_bytes(self.quantization) / 1e9,
+                "model": spec.id,
+            }
+        )
+
+    def accelerator_kind(self, catalog: Catalog | None = None) -> Literal["gpu", "neuron"]:
+        cat = catalog or load_catalog()
+        return cat.accelerator_of(cat.instance(self.instance_type or "")).kind
+
+    def node_count(self, headroom: int = 1) -> int:
+        """Nodes for the peak replicas plus `headroom` spare nodes (what the NodePool limits allow)."""
+        per_instance = self.replicas_per_instance or 1
+        return math.ceil(self.replicas.peak / per_instance) + headroom
+
+
+def pick_architecture(
+    result: dict[str, Any], arch_id: str | None = None, deployment: str | None = None
+) -> dict[str, Any]:
+    """One architecture from a whole estimate result: by id, or the best-ranked one (of `deployment`, if
+    given: `sizing manifests` wants the best EKS candidate even when Bedrock ranks first)."""
+    archs = result.get("architectures")
+    if not isinstance(archs, list) or not archs:
+        raise InvalidInput("the estimate result has no architectures", details={"field": "architectures"})
+    if arch_id:
+        for a in archs:
+            if isinstance(a, dict) and a.get("id") == arch_id:
+                return a
+        ids = ", ".join(str(a.get("id")) for a in archs[:5] if isinstance(a, dict))
+        raise InvalidInput(f"no architecture '{arch_id}' in the estimate result (first ids: {ids})")
+    ranked = sorted(
+        (
+            a
+            for a in archs
+            if isinstance(a, dict) and (deployment is None or a.get("deployment") == deployment)
+        ),
+        key=lambda a: a.get("rank") or math.inf,
+    )
+    if not ranked:
+        raise InvalidInput(f"the estimate result has no {deployment} architecture")
+    return ranked[0]
