@@ -1,0 +1,162 @@
+"""`sizing loadtest --endpoint URL --model NAME (--concurrency 1,4,16 | --rates 0.5,1,2 | --workload FILE)
+[--input-tokens N|MEAN:P95 --output-tokens ...] [--sla-search --slo ttft_ms.p95=800,...] [--workers N] --out DIR`:
+measure an endpoint step by step. Locust runs in a child process; this process never imports it."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from sizing.errors import InvalidInput, Problem
+
+#: Fractions of the workload's peak users (or rate) a `--workload` sweep steps through.
+WORKLOAD_FRACTIONS = (0.25, 0.5, 1.0)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "loadtest", help="load-test an endpoint: concurrency or rate steps, or a workload's users"
+    )
+    p.add_argument(
+        "--endpoint", required=True, help="http(s)://host:port, bedrock://REGION or sagemaker://NAME"
+    )
+    p.add_argument("--model", required=True, help="served model name (or Bedrock model id)")
+    level = p.add_mutually_exclusive_group(required=True)
+    level.add_argument("--concurrency", help="concurrent streams per step, e.g. 1,4,16,64")
+    level.add_argument("--rates", help="Poisson request rates (req/s) per step, e.g. 0.5,1,2,4")
+    level.add_argument(
+        "--workload", help="workload spec (YAML/JSON): its users with think time, tokens and SLO"
+    )
+    p.add_argument("--users", help="with --workload: user counts per step (default: 25/50/100%% of peak)")
+    p.add_argument("--input-tokens", default=None, help="N (fixed) or MEAN:P95 (lognormal); default 512")
+    p.add_argument("--output-tokens", default=None, help="N (fixed) or MEAN:P95 (lognormal); default 128")
+    p.add_argument(
+        "--dataset", help="JSONL prompts (prompt or messages, optional output_tokens) instead of synthetic"
+    )
+    p.add_argument("--api", choices=["chat", "completions"], default="chat")
+    p.add_argument("--sagemaker-payload", choices=["openai", "tgi"], default="openai")
+    p.add_argument("--no-ignore-eos", action="store_true", help="let the server stop early (no ignore_eos)")
+    p.add_argument("--duration", type=float, default=None, help="measured seconds per step (default 25)")
+    p.add_argument(
+        "--warmup", type=float, default=None, help="warm-up seconds per step, excluded (default 5)"
+    )
+    p.add_argument("--slo", default="", help="SLO targets, e.g. ttft_ms.p95=800,tpot_ms.p95=60,e2e_s.p95=2.5")
+    p.add_argument(
+        "--sla-search", action="store_true", help="find the highest level meeting every SLO target"
+    )
+    p.add_argument("--max-level", type=float, default=None, help="SLA search upper bound (default 1024)")
+    p.add_argument("--workers", type=int, default=0, help="Locust worker processes (0: one process)")
+    p.add_argument("--max-requests", type=int, default=None, help="stop after this many requests")
+    p.add_argument("--max-total", type=float, default=None, help="stop after this many seconds")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="output directory (steps.jsonl, steps.csv, summary.json)")
+    p.add_argument("--json", action="store_true", help="print the steps as JSON")
+    p.set_defaults(func=run)
+
+
+def _floats(text: str, name: str) -> list[float]:
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InvalidInput(f"--{name}: give numbers separated by commas", [Problem(name, text)]) from None
+    if not values:
+        raise InvalidInput(f"--{name}: give at least one value", [Problem(name, text)])
+    return values
+
+
+def parse_slo(text: str) -> list[tuple[str, str, float]]:
+    """`ttft_ms.p95=800,e2e_s.p99=3` -> [(metric, percentile, limit), ...]."""
+    out: list[tuple[str, str, float]] = []
+    for part in filter(None, (x.strip() for x in text.split(","))):
+        try:
+            key, value = part.split("=", 1)
+            metric, pct = key.split(".", 1)
+            out.append((metric, pct, float(value)))
+        except ValueError:
+            raise InvalidInput(
+                f"--slo: '{part}' is not METRIC.PERCENTILE=LIMIT", [Problem("slo", "e.g. ttft_ms.p95=800")]
+            ) from None
+    return out
+
+
+def _from_workload(path: str, users: str | None) -> dict[str, Any]:
+    from sizing.workload import build_model, load_spec
+
+    spec = load_spec(path)
+    wm = build_model(spec)
+    fields: dict[str, Any] = {"slo": list(spec.slo.targets())}
+    if spec.tokens.input is not None and spec.tokens.output is not None:
+        fields["input_tokens"], fields["output_tokens"] = spec.tokens.input, spec.tokens.output
+    else:  # a samples file: its means stand for the distributions
+        fields["input_tokens"], fields["output_tokens"] = (
+            round(wm.input_tokens.mean),
+            round(wm.output_tokens.mean),
+        )
+    if wm.peak_active_users is not None and wm.think_time_s is not None:
+        peak = wm.peak_active_users
+        fields["mode"] = "users"
+        fields["think_time_s"] = wm.think_time_s
+        fields["levels"] = (
+            _floats(users, "users")
+            if users
+            else sorted({max(1, round(peak * f)) for f in WORKLOAD_FRACTIONS})
+        )
+    else:
+        fields["mode"] = "rate"
+        fields["levels"] = [round(wm.peak_rps * f, 4) for f in WORKLOAD_FRACTIONS]
+    return fields
+
+
+def run(args: argparse.Namespace) -> int:
+    from sizing.commands.output import print_json, table
+    from sizing.loadtest import run_sweep
+
+    extra: dict[str, Any] = {"seed": args.seed, "api": args.api, "sagemaker_payload": args.sagemaker_payload}
+    if args.workload:
+        fields = _from_workload(args.workload, args.users)
+        mode, levels = fields.pop("mode"), fields.pop("levels")
+        slo = parse_slo(args.slo) if args.slo else fields.pop("slo")
+        fields.pop("slo", None)
+        extra.update(fields)
+    else:
+        mode = "rate" if args.rates else "concurrency"
+        levels = _floats(args.rates or args.concurrency, "rates" if args.rates else "concurrency")
+        slo = parse_slo(args.slo)
+    if args.input_tokens is not None:
+        extra["input_tokens"] = args.input_tokens
+    if args.output_tokens is not None:
+        extra["output_tokens"] = args.output_tokens
+    for opt, key in (("dataset", "dataset"), ("max_requests", "max_requests"), ("max_total", "max_total_s"),
+                     ("max_level", "max_level")):  # fmt: skip
+        if getattr(args, opt) is not None:
+            extra[key] = getattr(args, opt)
+    if args.no_ignore_eos:
+        extra["ignore_eos"] = False
+    steps = run_sweep(
+        args.endpoint, args.model, levels, out_dir=args.out, mode=mode, duration_s=args.duration,
+        warmup_s=args.warmup, slo=slo, sla_search=args.sla_search, workers=args.workers, **extra,
+    )  # fmt: skip
+    if args.json:
+        print_json([s.model_dump(mode="json") for s in steps])
+        return 0
+    rows = [
+        [
+            s.step,
+            " ".join(f"{k}={v:g}" for k, v in s.target.items()),
+            s.requests,
+            sum(s.errors.values()),
+            f"{s.requests_per_s:.2f}",
+            f"{s.output_tokens_per_s:.0f}",
+            s.ttft_ms.p50,
+            s.ttft_ms.p95,
+            s.tpot_ms.p95,
+            s.e2e_s.p95,
+            "" if s.meets_slo is None else ("yes" if s.meets_slo else "no"),
+        ]
+        for s in steps
+    ]
+    heads = ["step", "target", "requests", "errors", "req/s", "tok/s", "ttft p50 ms", "ttft p95 ms",
+             "tpot p95 ms", "e2e p95 s", "meets SLO"]  # fmt: skip
+    print(table(heads, rows))
+    print(f"results: {args.out}/steps.jsonl, steps.csv, summary.json")
+    return 0

@@ -1,0 +1,122 @@
+"""What one load test does: the validated settings the parent writes and the load-test process reads."""
+
+from __future__ import annotations
+
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from sizing.workload import TokenDistribution, TokenSpec
+
+#: Default measured time per step and warm-up before it: 25 s + 5 s, so one step takes about 30 s (the issue's
+#: target); a warm-up of a few seconds lets a closed loop reach steady state (every user has one request in
+#: flight and the engine's batch has filled).
+DEFAULT_DURATION_S = 25.0
+DEFAULT_WARMUP_S = 5.0
+#: Default per-request timeout: the longest SLO anyone sets on e2e is minutes; 10 minutes bounds a stuck stream.
+DEFAULT_REQUEST_TIMEOUT_S = 600.0
+#: Most requests in flight from one rate dispatcher before new arrivals count as `client_saturated`.
+DEFAULT_MAX_INFLIGHT = 4096
+
+Mode = Literal["concurrency", "rate", "users"]
+Metric = Literal["ttft_ms", "tpot_ms", "itl_ms", "e2e_s"]
+Pct = Literal["p50", "p90", "p95", "p99"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SloTarget(Strict):
+    metric: Metric
+    percentile: Pct
+    limit: float = Field(gt=0)
+
+
+class SlaSearchSpec(Strict):
+    """Find the highest level at which every SLO percentile holds: double from `start` until a level fails,
+    then bisect between the last passing and the first failing level."""
+
+    targets: list[SloTarget] = Field(min_length=1)
+    start: float = Field(default=1, gt=0)
+    max_level: float = Field(default=1024, gt=0)
+    #: stop when the bracket is this narrow: 1 for concurrency; for rates a fraction of the upper bound
+    resolution: float = Field(default=1, gt=0)
+    relative: bool = False
+    max_steps: int = Field(default=12, ge=1, le=64)
+
+
+class LoadTestConfig(Strict):
+    endpoint: str = Field(
+        description="http(s)://host:port (OpenAI API), bedrock://REGION, sagemaker://NAME[?region=R]"
+    )
+    model: str = Field(
+        min_length=1, description="served model name, Bedrock model id, or SageMaker payload model"
+    )
+    api: Literal["chat", "completions"] = "chat"
+    sagemaker_payload: Literal["openai", "tgi"] = "openai"
+    mode: Mode = "concurrency"
+    levels: list[float] = Field(default_factory=list)
+    think_time_s: float = Field(default=0.0, ge=0)
+    input_tokens: TokenSpec = Field(default_factory=lambda: TokenSpec(fixed=512))
+    output_tokens: TokenSpec = Field(default_factory=lambda: TokenSpec(fixed=128))
+    dataset: str | None = None
+    ignore_eos: bool = True
+    duration_s: float = Field(default=DEFAULT_DURATION_S, gt=0)
+    warmup_s: float = Field(default=DEFAULT_WARMUP_S, ge=0)
+    sla_search: SlaSearchSpec | None = None
+    slo: list[SloTarget] = Field(default_factory=list)
+    workers: int = Field(default=0, ge=0, le=64, description="0: one process; N: Locust master + N workers")
+    master_port: int = Field(default=0, ge=0, le=65535)
+    out_dir: str
+    seed: int = 0
+    request_timeout_s: float = Field(default=DEFAULT_REQUEST_TIMEOUT_S, gt=0)
+    max_requests: int | None = Field(default=None, gt=0, description="stop after this many requests in all")
+    max_total_s: float | None = Field(default=None, gt=0, description="stop after this long in all")
+    max_inflight: int = Field(default=DEFAULT_MAX_INFLIGHT, gt=0)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, v: str) -> str:
+        u = urlsplit(v)
+        if u.scheme in ("http", "https") and u.hostname:
+            return v.rstrip("/")
+        if u.scheme in ("bedrock", "sagemaker") and u.netloc:
+            return v
+        raise ValueError(
+            "give http(s)://host[:port][/prefix], bedrock://REGION or sagemaker://ENDPOINT[?region=R]"
+        )
+
+    @model_validator(mode="after")
+    def _levels(self) -> LoadTestConfig:
+        if not self.levels and self.sla_search is None:
+            raise ValueError("give levels (concurrency, rates or users) or an SLA search")
+        if any(x <= 0 for x in self.levels):
+            raise ValueError("levels must be above 0")
+        if self.mode != "rate" and any(x != int(x) for x in self.levels):
+            raise ValueError(f"{self.mode} levels must be whole numbers")
+        return self
+
+    @property
+    def target(self) -> Literal["openai", "bedrock", "sagemaker"]:
+        scheme = urlsplit(self.endpoint).scheme
+        return "bedrock" if scheme == "bedrock" else "sagemaker" if scheme == "sagemaker" else "openai"
+
+    def target_of(self, level: float) -> dict[str, float]:
+        if self.mode == "rate":
+            return {"rate_rps": level}
+        if self.mode == "users":
+            return {"users": level, "think_time_s": self.think_time_s}
+        return {"concurrency": level}
+
+
+def token_distribution(spec: TokenSpec) -> TokenDistribution:
+    """The workload model's distribution for a token spec (fixed, mean + p95, or lognormal with sigma)."""
+    if spec.fixed is not None:
+        return TokenDistribution.fixed(spec.fixed)
+    assert spec.mean is not None
+    if spec.sigma is not None:
+        return TokenDistribution.lognormal(spec.mean, spec.sigma)
+    assert spec.p95 is not None
+    return TokenDistribution.from_mean_p95(spec.mean, spec.p95)

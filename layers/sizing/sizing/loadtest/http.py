@@ -1,0 +1,201 @@
+"""A minimal HTTP/1.1 client for streamed responses, on plain sockets (cooperative under gevent's patching).
+
+Why not the Locust clients: their buffered readers wait for a full buffer before returning, which shifts a
+measured TTFT by up to ~100 ms (notes/tooling.md). Here every `recv` is timestamped the moment it returns and the
+body (Content-Length, chunked, or until close) is split into lines, so a token's arrival time is when its bytes
+arrived. One `Connection` is one keep-alive socket; it is not shared between concurrent requests.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import time
+from collections.abc import Callable, Iterator
+from urllib.parse import urlsplit
+
+#: Bytes asked of one recv: large enough for a burst of SSE chunks, small enough to stay in L2.
+RECV_BYTES = 65536
+#: Largest response head we accept (servers send well under 1 KiB).
+MAX_HEAD_BYTES = 64 * 1024
+
+
+class HttpError(Exception):
+    """A non-2xx response."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        super().__init__(f"HTTP {status}: {body[:200]!r}")
+        self.status = status
+        self.body = body
+
+
+class ProtocolError(Exception):
+    """The server's response is not valid HTTP/1.1."""
+
+
+class Connection:
+    """One keep-alive connection to `base_url` (http or https)."""
+
+    def __init__(
+        self, base_url: str, timeout_s: float = 600.0, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
+        u = urlsplit(base_url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"not an http(s) URL: {base_url}")
+        self.scheme = u.scheme
+        self.host = u.hostname
+        self.port = u.port or (443 if u.scheme == "https" else 80)
+        self.base_path = u.path.rstrip("/")
+        self.timeout_s = timeout_s
+        self.clock = clock
+        self._sock: socket.socket | None = None
+        self._host_header = u.netloc
+
+    def close(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+
+    def _connect(self) -> socket.socket:
+        sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.scheme == "https":
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self.host)
+        return sock
+
+    def post_lines(
+        self, path: str, body: bytes, headers: dict[str, str] | None = None
+    ) -> Iterator[tuple[float, bytes]]:
+        """POST `body` and yield (arrival time, line) for every line of the response body, without its line
+        ending. Raises HttpError for a non-2xx status, OSError/TimeoutError for transport failures."""
+        req_head = (
+            f"POST {self.base_path}{path} HTTP/1.1\r\nHost: {self._host_header}\r\n"
+            f"Content-Type: application/json\r\nAccept: text/event-stream, application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: keep-alive\r\n"
+        )
+        for k, v in (headers or {}).items():
+            req_head += f"{k}: {v}\r\n"
+        data = req_head.encode() + b"\r\n" + body
+        reused = self._sock is not None
+        try:
+            if self._sock is None:
+                self._sock = self._connect()
+            try:
+                self._sock.sendall(data)
+                first = self._sock.recv(RECV_BYTES)
+            except OSError:
+                if not reused:
+                    raise
+                first = b""
+            if not first and reused:  # the server closed an idle keep-alive connection: retry once, fresh
+                self.close()
+                self._sock = self._connect()
+                self._sock.sendall(data)
+                first = self._sock.recv(RECV_BYTES)
+            yield from self._read(first)
+        except BaseException:
+            self.close()
+            raise
+
+    def _recv(self) -> tuple[float, bytes]:
+        assert self._sock is not None
+        chunk = self._sock.recv(RECV_BYTES)
+        return self.clock(), chunk
+
+    def _read(self, first: bytes) -> Iterator[tuple[float, bytes]]:
+        t = self.clock()
+        buf = first
+        while b"\r\n\r\n" not in buf:
+            if len(buf) > MAX_HEAD_BYTES:
+                raise ProtocolError("response head too long")
+            t, more = self._recv()
+            if not more:
+                raise ProtocolError("connection closed before the response head")
+            buf += more
+        head, buf = buf.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        try:
+            status = int(lines[0].split(" ", 2)[1])
+        except (IndexError, ValueError):
+            raise ProtocolError(f"bad status line {lines[0]!r}") from None
+        hdrs = {}
+        for header in lines[1:]:
+            k, _, v = header.partition(":")
+            hdrs[k.strip().lower()] = v.strip()
+        keep = hdrs.get("connection", "").lower() != "close"
+        if "chunked" in hdrs.get("transfer-encoding", "").lower():
+            body_iter = self._chunked(t, buf)
+        elif "content-length" in hdrs:
+            body_iter = self._sized(t, buf, int(hdrs["content-length"]))
+        else:
+            keep = False
+            body_iter = self._until_close(t, buf)
+        if not 200 <= status < 300:
+            raw = b"".join(piece for _, piece in body_iter)
+            if not keep:
+                self.close()
+            raise HttpError(status, raw)
+        pending = b""
+        for at, piece in body_iter:
+            pending += piece
+            if b"\n" in pending:
+                *complete, pending = pending.split(b"\n")
+                for line in complete:
+                    yield at, line.rstrip(b"\r")
+        if pending:
+            yield self.clock(), pending.rstrip(b"\r")
+        if not keep:
+            self.close()
+
+    def _sized(self, t: float, buf: bytes, length: int) -> Iterator[tuple[float, bytes]]:
+        got = len(buf)
+        if buf:
+            yield t, buf
+        while got < length:
+            t, more = self._recv()
+            if not more:
+                raise ProtocolError("connection closed inside the body")
+            got += len(more)
+            yield t, more
+
+    def _until_close(self, t: float, buf: bytes) -> Iterator[tuple[float, bytes]]:
+        if buf:
+            yield t, buf
+        while True:
+            t, more = self._recv()
+            if not more:
+                return
+            yield t, more
+
+    def _chunked(self, t: float, buf: bytes) -> Iterator[tuple[float, bytes]]:
+        while True:
+            while b"\r\n" not in buf:
+                t, more = self._recv()
+                if not more:
+                    raise ProtocolError("connection closed inside a chunk header")
+                buf += more
+            size_line, buf = buf.split(b"\r\n", 1)
+            try:
+                size = int(size_line.split(b";", 1)[0], 16)
+            except ValueError:
+                raise ProtocolError(f"bad chunk size {size_line[:20]!r}") from None
+            if size == 0:  # last chunk; skip the (empty) trailer
+                while b"\r\n" not in buf:
+                    t, more = self._recv()
+                    if not more:
+                        return
+                    buf += more
+                return
+            while len(buf) < size + 2:
+                if len(buf) > 0 and len(buf) <= size:
+                    yield t, buf
+                    size -= len(buf)
+                    buf = b""
+                t, more = self._recv()
+                if not more:
+                    raise ProtocolError("connection closed inside a chunk")
+                buf += more
+            yield t, buf[:size]
+            buf = buf[size + 2 :]

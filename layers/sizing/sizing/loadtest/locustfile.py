@@ -1,0 +1,402 @@
+"""The Locust side of the harness: user classes, the rate dispatcher and the sweep's load shape.
+
+Only ever imported inside the load-test process (`python -m sizing.loadtest.process`, or `locust -f` with
+`--sizing-config`), and `locust` first: its gevent monkey-patching must precede anything that imports ssl/boto3.
+
+- `StreamUser`: a closed-loop user (concurrency steps: no think time; the workload's user model: exponential
+  think time between requests). One connection per user, reused (keep-alive).
+- `RateUser`: a dispatcher of Poisson arrivals: each arrival runs in its own greenlet, however many are in flight
+  (open loop), up to `max_inflight` after which arrivals are counted as `client_saturated` errors.
+- `SweepShape`: steps through the plan's levels (fixed list or SLA search), each `warmup_s + duration_s` long;
+  at the end of a step it summarizes the requests that completed in the measured window and asks the plan for
+  the next level.
+Each request is measured by `sizing.loadtest.streams` and reported both to Locust's own statistics (its UI and
+CSV keep working) and, as a raw record, to the collector that computes exact percentiles. Workers ship their raw
+records to the master with every report.
+"""
+
+import locust  # noqa: I001  (first: gevent monkey-patching before ssl/boto3)
+
+import itertools
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import gevent
+from locust import LoadTestShape, User, events, task
+from locust.env import Environment
+from locust.runners import MasterRunner, WORKER_REPORT_INTERVAL
+
+from sizing.loadtest.config import LoadTestConfig, token_distribution
+from sizing.loadtest.http import Connection
+from sizing.loadtest.metrics import RequestRecord, StepResult, check_slo, summarize
+from sizing.loadtest.plan import LevelPlan
+from sizing.loadtest.prompts import PromptItem, PromptSource, load_dataset
+from sizing.loadtest.streams import measure_bedrock, measure_openai, measure_sagemaker
+
+assert locust  # imported for its side effect
+
+#: Seconds the master waits after a step before summarizing it, so every worker's last report has arrived.
+DRAIN_S = WORKER_REPORT_INTERVAL + 1.0
+#: Bedrock and SageMaker region when the endpoint does not name one.
+DEFAULT_REGION = "us-east-1"
+
+
+@dataclass
+class _State:
+    """Per-process settings, set once by `configure` before users start."""
+
+    cfg: LoadTestConfig | None = None
+    dataset: list[dict[str, Any]] | None = None
+    rate_per_dispatcher: float = 0.0
+    seeds: Any = field(default_factory=lambda: itertools.count(1))
+    aws_client: Any = None
+    process_index: int = 0
+
+
+STATE = _State()
+
+
+class Collector:
+    """Raw records of this process (and, on the master, those the workers sent)."""
+
+    def __init__(self) -> None:
+        self.records: list[RequestRecord] = []
+        self.total = 0
+
+    def add(self, env: Environment, rec: RequestRecord, name: str) -> None:
+        self.records.append(rec)
+        self.total += 1
+        env.events.request.fire(
+            request_type="STREAM",
+            name=name,
+            response_time=rec.e2e_s * 1000,
+            response_length=rec.output_tokens or 0,
+            exception=None if rec.error is None else RuntimeError(rec.error),
+            context={},
+        )
+
+    def drain(self) -> list[RequestRecord]:
+        out, self.records = self.records, []
+        return out
+
+    def prune(self, before: float) -> None:
+        self.records = [r for r in self.records if r.end >= before]
+
+
+COLLECTOR = Collector()
+
+
+def configure(cfg: LoadTestConfig, process_index: int = 0) -> None:
+    """Set this process's settings; `process_index` (0 master/local, 1.. workers) keeps seeds distinct."""
+    STATE.cfg = cfg
+    STATE.process_index = process_index
+    STATE.dataset = load_dataset(cfg.dataset) if cfg.dataset else None
+
+
+def _cfg() -> LoadTestConfig:
+    if STATE.cfg is None:
+        raise RuntimeError("sizing load test not configured (give --sizing-config)")
+    return STATE.cfg
+
+
+def _aws_client(service: str, region: str) -> Any:
+    if STATE.aws_client is None:  # one client per process, created on first use (never at import)
+        import boto3
+
+        STATE.aws_client = boto3.client(service, region_name=region)  # type: ignore[call-overload]
+    return STATE.aws_client
+
+
+Sender = Callable[[PromptItem], RequestRecord]
+
+
+class _OpenAISender:
+    def __init__(self, cfg: LoadTestConfig) -> None:
+        self.cfg = cfg
+        self.conn = Connection(cfg.endpoint, cfg.request_timeout_s)
+        self.path = "/v1/chat/completions" if cfg.api == "chat" else "/v1/completions"
+
+    def __call__(self, item: PromptItem) -> RequestRecord:
+        payload: dict[str, Any] = {
+            "model": self.cfg.model,
+            "max_tokens": item.max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if self.cfg.ignore_eos:
+            payload["ignore_eos"] = True
+        if self.cfg.api == "chat":
+            payload["messages"] = [{"role": "user", "content": item.text}]
+        else:
+            payload["prompt"] = item.text
+        return measure_openai(self.conn, self.path, payload, expected_input=item.input_tokens)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class _BedrockSender:
+    def __init__(self, cfg: LoadTestConfig) -> None:
+        self.cfg = cfg
+        self.client = _aws_client("bedrock-runtime", urlsplit(cfg.endpoint).netloc or DEFAULT_REGION)
+
+    def __call__(self, item: PromptItem) -> RequestRecord:
+        return measure_bedrock(
+            self.client, self.cfg.model, item.text, item.max_tokens, expected_input=item.input_tokens
+        )
+
+    def close(self) -> None:
+        return None
+
+
+class _SageMakerSender:
+    def __init__(self, cfg: LoadTestConfig) -> None:
+        self.cfg = cfg
+        u = urlsplit(cfg.endpoint)
+        region = parse_qs(u.query).get("region", [DEFAULT_REGION])[0]
+        self.endpoint_name = u.netloc
+        self.component = parse_qs(u.query).get("component", [None])[0]
+        self.client = _aws_client("sagemaker-runtime", region)
+
+    def __call__(self, item: PromptItem) -> RequestRecord:
+        body: dict[str, Any]
+        if self.cfg.sagemaker_payload == "tgi":
+            params: dict[str, Any] = {"max_new_tokens": item.max_tokens}
+            if self.cfg.ignore_eos:
+                params["ignore_eos_token"] = True
+            body = {"inputs": item.text, "parameters": params, "stream": True}
+        else:
+            body = {
+                "model": self.cfg.model,
+                "messages": [{"role": "user", "content": item.text}],
+                "max_tokens": item.max_tokens,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+            if self.cfg.ignore_eos:
+                body["ignore_eos"] = True
+        return measure_sagemaker(
+            self.client, self.endpoint_name, body, expected_input=item.input_tokens,
+            inference_component=self.component,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        return None
+
+
+def make_sender(cfg: LoadTestConfig) -> Any:
+    return {"openai": _OpenAISender, "bedrock": _BedrockSender, "sagemaker": _SageMakerSender}[cfg.target](
+        cfg
+    )
+
+
+#: Seeds of users in different processes never collide below this many users per process.
+SEED_STRIDE = 1_000_003
+
+
+def _prompts(cfg: LoadTestConfig) -> PromptSource:
+    if cfg.target == "openai":
+        chat = cfg.api == "chat"
+    else:  # Converse is a chat API; SageMaker is chat when it is sent the OpenAI payload
+        chat = cfg.target == "bedrock" or cfg.sagemaker_payload == "openai"
+    return PromptSource(
+        token_distribution(cfg.input_tokens),
+        token_distribution(cfg.output_tokens),
+        chat=chat,
+        seed=cfg.seed * 7919 + STATE.process_index * SEED_STRIDE + next(STATE.seeds),
+        dataset=STATE.dataset,
+    )
+
+
+class StreamUser(User):
+    """A closed-loop user: send, read the whole stream, think (exponential, mean `think_time_s`), repeat."""
+
+    def wait_time(self) -> float:
+        think = _cfg().think_time_s
+        return self._rng.expovariate(1.0 / think) if think > 0 else 0.0
+
+    def on_start(self) -> None:
+        cfg = _cfg()
+        self._prompts = _prompts(cfg)
+        self._rng = random.Random(int(self._prompts.rng.integers(0, 2**31)))
+        self._sender = make_sender(cfg)
+
+    def on_stop(self) -> None:
+        self._sender.close()
+
+    @task
+    def ask(self) -> None:
+        COLLECTOR.add(self.environment, self._sender(self._prompts.next()), _cfg().api)
+
+
+class RateUser(User):
+    """Open-loop Poisson arrivals at `STATE.rate_per_dispatcher` per second (set by the shape's message)."""
+
+    def wait_time(self) -> float:
+        return 0.0
+
+    def on_start(self) -> None:
+        cfg = _cfg()
+        self._prompts = _prompts(cfg)
+        self._rng = random.Random(int(self._prompts.rng.integers(0, 2**31)))
+        self._idle: list[Any] = []
+        self._inflight = 0
+
+    def on_stop(self) -> None:
+        for s in self._idle:
+            s.close()
+
+    def _one(self, item: PromptItem) -> None:
+        cfg = _cfg()
+        sender = self._idle.pop() if self._idle else make_sender(cfg)
+        try:
+            rec = sender(item)
+        finally:
+            self._inflight -= 1
+        self._idle.append(sender)
+        COLLECTOR.add(self.environment, rec, cfg.api)
+
+    @task
+    def dispatch(self) -> None:
+        cfg = _cfg()
+        next_at = time.monotonic()
+        while True:
+            rate = STATE.rate_per_dispatcher
+            if rate <= 0:
+                gevent.sleep(0.05)
+                next_at = time.monotonic()
+                continue
+            next_at += self._rng.expovariate(rate)
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                gevent.sleep(delay)
+            item = self._prompts.next()
+            if self._inflight >= cfg.max_inflight:
+                now = time.time()
+                COLLECTOR.add(self.environment, RequestRecord(now, now, error="client_saturated"), cfg.api)
+                continue
+            self._inflight += 1
+            gevent.spawn(self._one, item)
+
+
+def _on_rate(environment: Environment, msg: Any, **_: Any) -> None:
+    STATE.rate_per_dispatcher = float(msg.data)
+
+
+@events.init.add_listener
+def _on_init(environment: Environment, **_: Any) -> None:
+    runner = environment.runner
+    if runner is not None and not isinstance(runner, MasterRunner):
+        runner.register_message("sizing_rate", _on_rate)
+    opts = environment.parsed_options
+    path = getattr(opts, "sizing_config", None) if opts is not None else None
+    if path and STATE.cfg is None:
+        with open(path) as f:
+            configure(LoadTestConfig.model_validate_json(f.read()))
+
+
+@events.init_command_line_parser.add_listener
+def _on_parser(parser: Any) -> None:
+    parser.add_argument(
+        "--sizing-config", default="", help="LoadTestConfig JSON written by `sizing loadtest`"
+    )
+
+
+@events.report_to_master.add_listener
+def _on_report(client_id: str, data: dict[str, Any]) -> None:
+    data["sizing_records"] = [r.to_wire() for r in COLLECTOR.drain()]
+
+
+@events.worker_report.add_listener
+def _on_worker_report(client_id: str, data: dict[str, Any]) -> None:
+    COLLECTOR.records.extend(RequestRecord.from_wire(w) for w in data.get("sizing_records", ()))
+    COLLECTOR.total += len(data.get("sizing_records", ()))
+
+
+class SweepShape(LoadTestShape):
+    """Runs the plan's levels one step at a time (see the module docstring)."""
+
+    def __init__(
+        self, cfg: LoadTestConfig | None = None, plan: LevelPlan | None = None,
+        on_step: Callable[[StepResult], None] | None = None, dispatchers: int = 1, drain_s: float = 0.0,
+    ) -> None:  # fmt: skip
+        super().__init__()
+        from sizing.loadtest.plan import plan_for
+
+        self.cfg = cfg or _cfg()
+        self.plan = plan or plan_for(self.cfg)
+        self.on_step = on_step
+        self.dispatchers = dispatchers
+        self.drain_s = drain_s
+        self.history: list[StepResult] = []
+        self.level: float | None = None
+        self.step_start = 0.0
+        self.began = time.time()
+        self.stopped_by = "plan"
+        self._started = False
+
+    def _begin(self, now: float) -> bool:
+        self.level = self.plan.next_level(self.history)
+        self.step_start = now
+        if self.level is None:
+            return False
+        if self.cfg.mode == "rate":
+            assert self.runner is not None
+            self.runner.send_message("sizing_rate", self.level / self.dispatchers)
+        print(f"step {len(self.history)}: {self._describe(self.level)} ...", file=sys.stderr, flush=True)
+        return True
+
+    def _describe(self, level: float) -> str:
+        return " ".join(f"{k}={v:g}" for k, v in self.cfg.target_of(level).items())
+
+    def _finish(self, end: float | None = None) -> None:
+        assert self.level is not None
+        lo = self.step_start + self.cfg.warmup_s
+        hi = end if end is not None else lo + self.cfg.duration_s
+        result = summarize(
+            COLLECTOR.records, step=len(self.history), target=self.cfg.target_of(self.level), window=(lo, hi),
+            warmup_s=self.cfg.warmup_s,
+        )  # fmt: skip
+        targets = [(t.metric, t.percentile, t.limit) for t in (self.cfg.sla_search.targets if self.cfg.sla_search
+                                                                else self.cfg.slo)]  # fmt: skip
+        if targets:
+            result = check_slo(result, targets)
+        self.history.append(result)
+        COLLECTOR.prune(before=hi)
+        if self.on_step is not None:
+            self.on_step(result)
+
+    def _users(self) -> tuple[int, float]:
+        assert self.level is not None
+        users = self.dispatchers if self.cfg.mode == "rate" else int(self.level)
+        return users, float(max(users, 1) * 10)  # spawn everyone within ~0.1 s
+
+    def tick(self) -> tuple[int, float] | None:
+        now = time.time()
+        if not self._started:
+            self._started = True
+            if not self._begin(now):
+                return None
+            return self._users()
+        if self.level is None:
+            return None
+        cfg = self.cfg
+        elapsed = now - self.step_start
+        over_total = cfg.max_total_s is not None and now - self.began >= cfg.max_total_s
+        over_requests = cfg.max_requests is not None and COLLECTOR.total >= cfg.max_requests
+        if over_total or over_requests:
+            self.stopped_by = "max_total_s" if over_total else "max_requests"
+            if elapsed > cfg.warmup_s:
+                self._finish(end=min(now, self.step_start + cfg.warmup_s + cfg.duration_s))
+            self.level = None
+            return None
+        if elapsed >= cfg.warmup_s + cfg.duration_s + self.drain_s:
+            self._finish()
+            if not self._begin(now):
+                return None
+        return self._users()

@@ -1,0 +1,187 @@
+"""Per-request measurements and their per-step summary (exact percentiles over every sample in the window)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+#: Percentiles every distribution reports (the SLO may name any of them).
+QUANTILES: tuple[tuple[str, float], ...] = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
+MS_PER_S = 1000.0
+
+
+@dataclass
+class RequestRecord:
+    """One request as the client saw it. Times are wall-clock seconds (epoch) so records from several worker
+    processes can be placed in the same step window; durations are measured on a monotonic clock."""
+
+    start: float  # epoch seconds when the request was sent
+    end: float  # epoch seconds when the last byte arrived (or the error happened)
+    ttft_s: float | None = None  # to the first content token (not the headers, not an empty role chunk)
+    itl_s: list[float] = field(default_factory=list)  # gaps between content chunks
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    error: str | None = None  # kind: http_429, http_5xx, timeout, connection, protocol, empty_response ...
+
+    @property
+    def e2e_s(self) -> float:
+        return self.end - self.start
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first: (e2e - ttft) / (output tokens - 1)."""
+        if self.ttft_s is None or not self.output_tokens or self.output_tokens < 2:
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+    def to_wire(self) -> list[Any]:
+        """A compact list for shipping from Locust workers to the master (msgpack-friendly)."""
+        return [
+            self.start,
+            self.end,
+            self.ttft_s,
+            self.itl_s,
+            self.input_tokens,
+            self.output_tokens,
+            self.error,
+        ]
+
+    @classmethod
+    def from_wire(cls, w: Sequence[Any]) -> RequestRecord:
+        return cls(w[0], w[1], w[2], list(w[3]), w[4], w[5], w[6])
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Distribution(Strict):
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    max: float | None = None
+    count: int = 0
+
+
+class StepResult(Strict):
+    """One load level's measurements: the record `steps.jsonl` holds per line (latencies in ms, e2e in s)."""
+
+    step: int = Field(ge=0)
+    target: dict[str, float] = Field(description='{"concurrency": N} or {"rate_rps": R} or {"users": N}')
+    started_at: float
+    duration_s: float
+    warmup_s: float
+    requests: int
+    errors: dict[str, int]
+    ttft_ms: Distribution
+    tpot_ms: Distribution
+    itl_ms: Distribution
+    e2e_s: Distribution
+    input_tokens: float | None
+    output_tokens: float | None
+    requests_per_s: float
+    output_tokens_per_s: float
+    meets_slo: bool | None = None
+    slo_failures: list[str] = Field(default_factory=list)
+
+    def value(self, metric: str, percentile: str) -> float | None:
+        dist = getattr(self, metric, None)
+        return None if not isinstance(dist, Distribution) else getattr(dist, percentile, None)
+
+
+def distribution(values: Iterable[float], scale: float = 1.0) -> Distribution:
+    """Mean, exact percentiles (linear interpolation between closest ranks) and max of all samples."""
+    arr = np.fromiter((v for v in values if v is not None and math.isfinite(v)), dtype=float) * scale
+    if arr.size == 0:
+        return Distribution()
+    qs = np.percentile(arr, [q for _, q in QUANTILES])
+    out: dict[str, Any] = {name: round(float(v), 3) for (name, _), v in zip(QUANTILES, qs, strict=True)}
+    return Distribution(
+        mean=round(float(arr.mean()), 3), max=round(float(arr.max()), 3), count=int(arr.size), **out
+    )
+
+
+def summarize(
+    records: Iterable[RequestRecord], *, step: int, target: dict[str, float], window: tuple[float, float],
+    warmup_s: float,
+) -> StepResult:  # fmt: skip
+    """Summarize the requests that completed inside `window` (epoch seconds, warm-up already cut off)."""
+    lo, hi = window
+    inside = [r for r in records if lo <= r.end < hi]
+    ok = [r for r in inside if r.error is None]
+    errors = Counter(r.error for r in inside if r.error is not None)
+    duration = max(hi - lo, 1e-9)
+    out_tokens = [r.output_tokens for r in ok if r.output_tokens is not None]
+    in_tokens = [r.input_tokens for r in ok if r.input_tokens is not None]
+    return StepResult(
+        step=step,
+        target=target,
+        started_at=round(lo - warmup_s, 3),
+        duration_s=round(duration, 3),
+        warmup_s=warmup_s,
+        requests=len(inside),
+        errors=dict(sorted(errors.items())),
+        ttft_ms=distribution((r.ttft_s for r in ok if r.ttft_s is not None), MS_PER_S),
+        tpot_ms=distribution((t for r in ok if (t := r.tpot_s) is not None), MS_PER_S),
+        itl_ms=distribution((g for r in ok for g in r.itl_s), MS_PER_S),
+        e2e_s=distribution(r.e2e_s for r in ok),
+        input_tokens=round(float(np.mean(in_tokens)), 1) if in_tokens else None,
+        output_tokens=round(float(np.mean(out_tokens)), 1) if out_tokens else None,
+        requests_per_s=round(len(ok) / duration, 4),
+        output_tokens_per_s=round(sum(out_tokens) / duration, 2),
+    )
+
+
+#: Largest share of failed requests at which a level can still meet its SLO (1%: one failed request in a
+#: hundred already breaks a p99 target).
+MAX_ERROR_RATE = 0.01
+
+
+def check_slo(result: StepResult, targets: Sequence[tuple[str, str, float]]) -> StepResult:
+    """Mark whether every SLO percentile holds (and errors stay under MAX_ERROR_RATE)."""
+    failures: list[str] = []
+    ok_requests = result.requests - sum(result.errors.values())
+    if ok_requests <= 0:
+        failures.append("no successful request")
+    elif sum(result.errors.values()) / result.requests > MAX_ERROR_RATE:
+        failures.append(f"errors {sum(result.errors.values())}/{result.requests} above {MAX_ERROR_RATE:.0%}")
+    for metric, pct, limit in targets:
+        v = result.value(metric, pct)
+        if v is not None and v > limit:
+            failures.append(f"{metric}.{pct} {v:g} > {limit:g}")
+    return result.model_copy(update={"meets_slo": not failures, "slo_failures": failures})
+
+
+CSV_COLUMNS = (
+    "step", "target", "duration_s", "requests", "errors", "requests_per_s", "output_tokens_per_s",
+    "input_tokens", "output_tokens",
+    *(f"{m}_{k}" for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_s") for k in ("mean", "p50", "p95", "p99")),
+    "meets_slo",
+)  # fmt: skip
+
+
+def csv_row(r: StepResult) -> list[Any]:
+    row: list[Any] = [
+        r.step,
+        ";".join(f"{k}={v:g}" for k, v in r.target.items()),
+        r.duration_s,
+        r.requests,
+        sum(r.errors.values()),
+        r.requests_per_s,
+        r.output_tokens_per_s,
+        r.input_tokens,
+        r.output_tokens,
+    ]
+    for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_s"):
+        d = getattr(r, m)
+        row += [d.mean, d.p50, d.p95, d.p99]
+    row.append(r.meets_slo)
+    return row

@@ -1,0 +1,88 @@
+"""Which load level to run next: a fixed list, or an SLA search (bracketing, then bisection)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from sizing.loadtest.config import LoadTestConfig, SlaSearchSpec
+from sizing.loadtest.metrics import StepResult
+
+
+class LevelPlan(Protocol):
+    def next_level(self, history: Sequence[StepResult]) -> float | None: ...
+
+
+class FixedLevels:
+    """Run the given levels in order."""
+
+    def __init__(self, levels: Sequence[float]) -> None:
+        self.levels = list(levels)
+
+    def next_level(self, history: Sequence[StepResult]) -> float | None:
+        return self.levels[len(history)] if len(history) < len(self.levels) else None
+
+
+def _level(r: StepResult) -> float:
+    return next(iter(r.target.values()))
+
+
+class SlaSearch:
+    """Highest level at which every SLO percentile holds. Double from `start` while levels pass (bracketing);
+    once one fails, bisect between the highest pass below it and the lowest failure until the bracket is
+    narrower than the resolution. Whole levels (concurrency, users) are rounded."""
+
+    def __init__(self, spec: SlaSearchSpec, integer: bool) -> None:
+        self.spec = spec
+        self.integer = integer
+
+    def bracket(self, history: Sequence[StepResult]) -> tuple[float | None, float | None]:
+        passing = [_level(r) for r in history if r.meets_slo]
+        failing = [_level(r) for r in history if r.meets_slo is False]
+        hi = min(failing) if failing else None
+        below = [x for x in passing if hi is None or x < hi]
+        lo = max(below) if below else None
+        return lo, hi
+
+    def _narrow_enough(self, lo: float, hi: float) -> bool:
+        width = hi - lo
+        tol = self.spec.resolution * hi if self.spec.relative else self.spec.resolution
+        return width <= max(tol, 1.0 if self.integer else 0.0)
+
+    def next_level(self, history: Sequence[StepResult]) -> float | None:
+        if len(history) >= self.spec.max_steps:
+            return None
+        if not history:
+            return self._round(self.spec.start)
+        lo, hi = self.bracket(history)
+        if hi is None:  # everything passed so far: double
+            assert lo is not None
+            if lo >= self.spec.max_level:
+                return None
+            return self._round(min(lo * 2, self.spec.max_level))
+        low = lo if lo is not None else 0.0
+        if self._narrow_enough(low, hi):
+            return None
+        nxt = self._round((low + hi) / 2)
+        if nxt <= low or nxt >= hi or any(_level(r) == nxt for r in history):
+            return None
+        return nxt
+
+    def _round(self, x: float) -> float:
+        return float(max(1, round(x))) if self.integer else round(x, 4)
+
+    def summary(self, history: Sequence[StepResult]) -> dict[str, Any]:
+        lo, hi = self.bracket(history)
+        return {
+            "max_passing_level": lo,
+            "first_failing_level": hi,
+            "probes": [
+                {"level": _level(r), "meets_slo": r.meets_slo, "failures": r.slo_failures} for r in history
+            ],
+        }
+
+
+def plan_for(cfg: LoadTestConfig) -> FixedLevels | SlaSearch:
+    if cfg.sla_search is not None:
+        return SlaSearch(cfg.sla_search, integer=cfg.mode != "rate")
+    return FixedLevels(cfg.levels)

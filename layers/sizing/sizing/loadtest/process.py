@@ -1,0 +1,188 @@
+"""The load-test process: `python -m sizing.loadtest.process run CONFIG.json` (local: one process, or a master
+plus N worker processes), `master CONFIG.json --expect-workers N --bind HOST --port P` and
+`worker CONFIG.json --master HOST --port P --index I` (Fargate tasks). It imports Locust first, runs the sweep,
+writes `steps.jsonl` (one line per step, as it ends), `steps.csv` and `summary.json` into the config's out_dir.
+"""
+
+import locust  # noqa: I001  (first: gevent monkey-patching before ssl/boto3)
+
+import argparse
+import csv
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import gevent
+from locust.env import Environment
+
+from sizing.loadtest import locustfile as lf
+from sizing.loadtest.config import LoadTestConfig
+from sizing.loadtest.metrics import CSV_COLUMNS, StepResult, csv_row
+from sizing.loadtest.plan import SlaSearch, plan_for
+
+assert locust
+#: How long the master waits for its workers to connect (process start + imports take a few seconds).
+WORKER_CONNECT_TIMEOUT_S = 60.0
+
+
+class Output:
+    """Writes each step as it ends, then the CSV and the summary."""
+
+    def __init__(self, cfg: LoadTestConfig) -> None:
+        self.cfg = cfg
+        self.dir = Path(cfg.out_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.steps_path = self.dir / "steps.jsonl"
+        self.steps_path.write_text("")
+        self.steps: list[StepResult] = []
+
+    def step(self, r: StepResult) -> None:
+        self.steps.append(r)
+        with self.steps_path.open("a") as f:
+            f.write(r.model_dump_json() + "\n")
+        errs = sum(r.errors.values())
+        slo = (
+            ""
+            if r.meets_slo is None
+            else ("  meets SLO" if r.meets_slo else f"  FAILS {'; '.join(r.slo_failures)}")
+        )
+        print(
+            f"step {r.step}: {' '.join(f'{k}={v:g}' for k, v in r.target.items())}: {r.requests} requests"
+            f" ({errs} errors), {r.requests_per_s:.2f} req/s, {r.output_tokens_per_s:.0f} tok/s,"
+            f" ttft p50/p95 {r.ttft_ms.p50} / {r.ttft_ms.p95} ms, tpot p95 {r.tpot_ms.p95} ms,"
+            f" e2e p95 {r.e2e_s.p95} s{slo}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def finish(self, stopped_by: str, plan: Any, started: float) -> None:
+        with (self.dir / "steps.csv").open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(CSV_COLUMNS)
+            for r in self.steps:
+                w.writerow(csv_row(r))
+        summary: dict[str, Any] = {
+            "endpoint": self.cfg.endpoint,
+            "model": self.cfg.model,
+            "mode": self.cfg.mode,
+            "started_at": started,
+            "finished_at": time.time(),
+            "stopped_by": stopped_by,
+            "config": self.cfg.model_dump(mode="json"),
+            "steps": [r.model_dump(mode="json") for r in self.steps],
+            "sla_search": plan.summary(self.steps) if isinstance(plan, SlaSearch) else None,
+        }
+        (self.dir / "summary.json").write_text(json.dumps(summary, indent=2))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _user_classes(cfg: LoadTestConfig) -> list[type]:
+    return [lf.RateUser if cfg.mode == "rate" else lf.StreamUser]
+
+
+def _run_shape(env: Environment, shape: lf.SweepShape) -> None:
+    runner = env.runner
+    assert runner is not None
+    runner.start_shape()
+    while runner.shape_greenlet is not None and not runner.shape_greenlet.dead:
+        gevent.sleep(0.2)
+    runner.quit()
+
+
+def run(cfg_path: str, *, expect_workers: int | None = None, bind: str = "127.0.0.1", port: int = 0) -> int:
+    cfg = LoadTestConfig.model_validate_json(Path(cfg_path).read_text())
+    lf.configure(cfg, 0)
+    out = Output(cfg)
+    plan = plan_for(cfg)
+    started = time.time()
+    n_workers = cfg.workers if expect_workers is None else expect_workers
+    shape = lf.SweepShape(
+        cfg, plan, out.step, dispatchers=max(1, n_workers), drain_s=lf.DRAIN_S if n_workers else 0.0
+    )
+    env = Environment(user_classes=_user_classes(cfg), shape_class=shape, events=locust.events)
+    workers: list[subprocess.Popen[bytes]] = []
+    if n_workers:
+        port = port or cfg.master_port or _free_port()
+        env.create_master_runner(bind, port)
+        if expect_workers is None:  # local: start the workers as child processes
+            workers = [
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "sizing.loadtest.process",
+                        "worker",
+                        cfg_path,
+                        "--master",
+                        "127.0.0.1",
+                        "--port",
+                        str(port),
+                        "--index",
+                        str(i + 1),
+                    ]
+                )
+                for i in range(n_workers)
+            ]
+        deadline = time.time() + WORKER_CONNECT_TIMEOUT_S
+        runner = env.runner
+        assert runner is not None
+        while len(runner.clients.ready) < n_workers:  # type: ignore[attr-defined]
+            if time.time() > deadline:
+                print(f"only {len(runner.clients.ready)} of {n_workers} workers connected", file=sys.stderr)  # type: ignore[attr-defined]
+                runner.quit()
+                return 1
+            gevent.sleep(0.2)
+    else:
+        env.create_local_runner()
+    lf.events.init.fire(environment=env, runner=env.runner, web_ui=None)
+    try:
+        _run_shape(env, shape)
+    finally:
+        for w in workers:
+            try:
+                w.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                w.kill()
+    out.finish(shape.stopped_by, plan, started)
+    return 0
+
+
+def worker(cfg_path: str, master: str, port: int, index: int) -> int:
+    cfg = LoadTestConfig.model_validate_json(Path(cfg_path).read_text())
+    lf.configure(cfg, index)
+    env = Environment(user_classes=_user_classes(cfg), events=locust.events)
+    runner = env.create_worker_runner(master, port)
+    lf.events.init.fire(environment=env, runner=runner, web_ui=None)
+    assert runner.greenlet is not None
+    runner.greenlet.join()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m sizing.loadtest.process")
+    p.add_argument("role", choices=["run", "master", "worker"])
+    p.add_argument("config")
+    p.add_argument("--master", default="127.0.0.1")
+    p.add_argument("--bind", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--index", type=int, default=1)
+    p.add_argument("--expect-workers", type=int, default=None)
+    a = p.parse_args(argv)
+    if a.role == "worker":
+        return worker(a.config, a.master, a.port, a.index)
+    if a.role == "master":
+        return run(a.config, expect_workers=a.expect_workers or 1, bind=a.bind, port=a.port)
+    return run(a.config)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
