@@ -58,7 +58,6 @@ class RunRequest(Strict):
 class Links(Strict):
     self_: str = Field(alias="self", serialization_alias="self")
     architectures: str
-    report: str
     cancel: str
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -66,7 +65,7 @@ class Links(Strict):
     @classmethod
     def for_run(cls, run_id: str) -> Links:
         base = f"/runs/{run_id}"
-        return cls(self_=base, architectures=f"{base}/architectures", report=f"{base}/report", cancel=base)
+        return cls(self_=base, architectures=f"{base}/architectures", cancel=base)
 
 
 class RunOut(Strict):

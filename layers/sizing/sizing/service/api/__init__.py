@@ -75,4 +75,16 @@ def resolve(event: dict[str, Any], context: LambdaContext | Any) -> dict[str, An
             "body": answer.body,
             "isBase64Encoded": False,
         }
-    return app.resolve(event, context)
+    return app.resolve(_as_json(event), context)
+
+
+def _as_json(event: dict[str, Any]) -> dict[str, Any]:
+    """The API speaks JSON only: a body sent with another content type (`curl -d` says form-urlencoded) is
+    read as JSON, so it is validated (or refused) as JSON rather than parsed as a form."""
+    if not event.get("body"):
+        return event
+    headers = {k: v for k, v in (event.get("headers") or {}).items() if k.lower() != "content-type"}
+    multi = {k: v for k, v in (event.get("multiValueHeaders") or {}).items() if k.lower() != "content-type"}
+    headers["Content-Type"] = "application/json"
+    multi["Content-Type"] = ["application/json"]
+    return {**event, "headers": headers, "multiValueHeaders": multi}

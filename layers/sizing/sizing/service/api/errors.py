@@ -71,6 +71,8 @@ def validation_error(exc: RequestValidationError) -> Response:
             malformed = True
         where = loc[0] if loc else ""
         path = ".".join(loc[1:]) if where == "body" else ".".join(loc)
+        if err.get("type") == "json_invalid":
+            path = "body"
         msg = str(err.get("msg", "invalid"))
         if err.get("type") == "extra_forbidden":
             msg = "unknown field (check the spelling)"
