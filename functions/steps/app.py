@@ -1,0 +1,44 @@
+"""Step functions of the sizing run: one handler per state of statemachines/sizing_run.asl.json.
+
+Each handler carries the house decorator stack and calls exactly one `sizing.orchestrate.steps` function; the
+parts (store, provisioners, load-test launcher) are built once per container from the environment."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from sizing.orchestrate import steps
+from sizing.service.observability import logger, metrics, tracer
+
+Handler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
+
+
+@functools.cache
+def services() -> steps.Services:
+    return steps.build_services()
+
+
+def state_handler(step: Callable[[dict[str, Any], steps.Services], dict[str, Any]], *required: str) -> Handler:
+    """The Lambda handler of one state: check the input has `required` keys, run `step`."""
+
+    @logger.inject_lambda_context(correlation_id_path="run_id")
+    @metrics.log_metrics
+    @tracer.capture_lambda_handler
+    def handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        return step(steps.check_event(event, *required), services())
+
+    handle.__name__ = handle.__qualname__ = step.__name__.removesuffix("_step")
+    return handle
+
+
+estimate = state_handler(steps.estimate_step, "run_id", "spec")
+provision = state_handler(steps.provision_step, "run_id", "candidate")
+check_ready = state_handler(steps.check_ready_step, "run_id", "candidate", "endpoint")
+start_loadtest = state_handler(steps.start_loadtest_step, "task_token", "run_id", "candidate", "endpoint")
+teardown = state_handler(steps.teardown_step, "run_id", "candidate")
+collect = state_handler(steps.collect_step, "run_id")
+fail_run = state_handler(steps.fail_run_step, "run_id")

@@ -1,0 +1,122 @@
+"""Start a candidate's load test with a task token: a local child process, or Fargate tasks (Locust master and
+workers) in AWS. Either way the load generator (`sizing.orchestrate.loadtask`) stores its steps and completes the
+token itself, so the state machine waits for the measurement, not for the launcher."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from sizing.orchestrate.settings import OrchestrationSettings
+
+#: ECS container name of the load generator in template.yaml's task definition.
+MASTER_CONTAINER = "locust-master"
+
+
+class LocalLauncher:
+    """Runs `python -m sizing.orchestrate.loadtask run TASK.json` as a child process per candidate. Every child
+    is tracked so a stopped run (or a killed `sizing run`) can end them: `stop_all()`."""
+
+    _lock = threading.Lock()
+    _children: dict[str, subprocess.Popen[bytes]] = {}
+
+    def __init__(self, settings: OrchestrationSettings) -> None:
+        self.settings = settings
+
+    def start(self, task: dict[str, Any]) -> dict[str, Any]:
+        out = Path(task["out_dir"])
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / "task.json"
+        path.write_text(json.dumps(task, indent=2))
+        log = (out / "loadtask.log").open("wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sizing.orchestrate.loadtask", "run", str(path)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ),
+            start_new_session=True,  # its own process group: stop_all ends Locust's children too
+        )
+        with self._lock:
+            self._children[f"{task['run_id']}/{task['candidate_id']}"] = proc
+        return {"launched": "local", "pid": proc.pid, "log": str(out / "loadtask.log")}
+
+    @classmethod
+    def stop_all(cls, timeout_s: float = 10.0) -> int:
+        """End every load-test child (and its process group). Returns how many were still running."""
+        with cls._lock:
+            procs = list(cls._children.values())
+            cls._children.clear()
+        running = [p for p in procs if p.poll() is None]
+        for p in running:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+        for p in running:
+            try:
+                p.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        return len(running)
+
+
+class FargateLauncher:
+    """Runs the load generator as one Fargate task (awsvpc) with the task in its environment. Locust's own
+    master/worker mode runs inside it: `workers` worker processes, one per vCPU beyond the master's, so a
+    bigger task definition (or several candidates' tasks) scales the load, and workers always find their master
+    on the task's loopback."""
+
+    def __init__(self, settings: OrchestrationSettings, ecs_client: Any | None = None) -> None:
+        self.settings = settings
+        self._ecs = ecs_client
+
+    @property
+    def ecs(self) -> Any:
+        if self._ecs is None:
+            import boto3
+
+            self._ecs = boto3.client("ecs")
+        return self._ecs
+
+    def start(self, task: dict[str, Any]) -> dict[str, Any]:
+        s = self.settings
+        if not (s.ecs_cluster and s.master_task_definition and s.subnets):
+            from sizing.errors import InvalidInput
+
+            raise InvalidInput("the Fargate load generator is not configured (cluster, task definition, subnets)")
+        out = self.ecs.run_task(
+            cluster=s.ecs_cluster,
+            taskDefinition=s.master_task_definition,
+            launchType="FARGATE",
+            count=1,
+            networkConfiguration={
+                "awsvpcConfiguration": {
+                    "subnets": [x for x in s.subnets.split(",") if x],
+                    "securityGroups": [x for x in (s.security_groups or "").split(",") if x],
+                    "assignPublicIp": "DISABLED",
+                }
+            },
+            overrides={
+                "containerOverrides": [
+                    {"name": MASTER_CONTAINER, "environment": [{"name": "LOADTEST_TASK", "value": json.dumps(task)}]}
+                ]
+            },
+            tags=[
+                {"key": "sizing.llm/run-id", "value": task["run_id"]},
+                {"key": "sizing.llm/candidate-id", "value": task["candidate_id"]},
+            ],
+            startedBy=f"sizing-{task['run_id']}"[:36],
+        )
+        arns = [t["taskArn"] for t in out.get("tasks", [])]
+        if not arns or out.get("failures"):
+            from sizing.errors import SizingError
+
+            raise SizingError(f"the load generator did not start: {out.get('failures')}")
+        return {"launched": "fargate", "tasks": arns}

@@ -1,0 +1,121 @@
+"""The load generator's entry point: `python -m sizing.orchestrate.loadtask run TASK.json` (a local child process)
+or with the task in `$LOADTEST_TASK` (the Fargate container). It sweeps the candidate with the Locust harness (in
+its own child process: Locust must not share a process with boto3), stores every step in DynamoDB, and completes
+the state machine's task token: SendTaskSuccess with a summary, or SendTaskFailure with the cause. A heartbeat
+thread tells Step Functions it is alive while the sweep runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: Heartbeats go out at this fraction of the state's HeartbeatSeconds, so one lost heartbeat is not fatal.
+HEARTBEAT_FRACTION = 1 / 3
+#: Step Functions' limit on a failure cause (characters).
+MAX_CAUSE = 32_000
+
+
+class LoadTask(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    task_token: str = Field(min_length=1)
+    run_id: str
+    candidate_id: str
+    endpoint: str
+    model: str
+    levels: list[int] = Field(min_length=1)
+    input_tokens: dict[str, Any]
+    output_tokens: dict[str, Any]
+    slo: list[list[Any]] = Field(default_factory=list)
+    step_s: float = Field(gt=0)
+    warmup_s: float = Field(ge=0)
+    workers: int = Field(ge=0)
+    table_name: str
+    heartbeat_s: int = Field(ge=1)
+    out_dir: str
+
+
+class Heartbeat(threading.Thread):
+    def __init__(self, sfn: Any, token: str, every_s: float) -> None:
+        super().__init__(name="heartbeat", daemon=True)
+        self.sfn, self.token, self.every_s = sfn, token, every_s
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.every_s):
+            try:
+                self.sfn.send_task_heartbeat(taskToken=self.token)
+            except Exception as exc:  # a failed heartbeat is retried on the next tick; the sweep goes on
+                print(f"heartbeat failed: {exc}", file=sys.stderr, flush=True)
+
+
+def execute(task: LoadTask, sfn: Any, store: Any) -> dict[str, Any]:
+    """Sweep, store, complete the token. Returns the summary sent (or the failure)."""
+    from sizing.loadtest.launch import run_sweep
+    from sizing.workload import TokenSpec
+
+    beat = Heartbeat(sfn, task.task_token, max(1.0, task.heartbeat_s * HEARTBEAT_FRACTION))
+    beat.start()
+    try:
+        steps = run_sweep(
+            task.endpoint,
+            task.model,
+            task.levels,
+            out_dir=task.out_dir,
+            mode="concurrency",
+            input_tokens=TokenSpec.model_validate(task.input_tokens),
+            output_tokens=TokenSpec.model_validate(task.output_tokens),
+            duration_s=task.step_s,
+            warmup_s=task.warmup_s,
+            slo=[(m, p, float(v)) for m, p, v in task.slo],
+            workers=task.workers,
+            quiet=True,
+        )
+        if not steps or not any(s.requests for s in steps):
+            raise RuntimeError(f"the sweep of {task.endpoint} completed no request")
+        for s in steps:
+            store.put_measurement(task.run_id, task.candidate_id, s.model_dump(mode="json"))
+        summary = {
+            "candidate_id": task.candidate_id,
+            "steps": len(steps),
+            "requests": sum(s.requests for s in steps),
+            "errors": sum(sum(s.errors.values()) for s in steps),
+            "max_requests_per_s": max(s.requests_per_s for s in steps),
+        }
+        sfn.send_task_success(taskToken=task.task_token, output=json.dumps(summary))
+        return summary
+    except Exception as exc:  # the process boundary: every failure must reach the state machine as a cause
+        cause = f"{type(exc).__name__}: {exc}"[:MAX_CAUSE]
+        sfn.send_task_failure(taskToken=task.task_token, error="LoadTestFailed", cause=cause)
+        return {"error": "LoadTestFailed", "cause": cause}
+    finally:
+        beat.stopped.set()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["run"] and len(args) == 2:
+        raw = Path(args[1]).read_text()
+    elif os.environ.get("LOADTEST_TASK"):
+        raw = os.environ["LOADTEST_TASK"]
+    else:
+        print("usage: python -m sizing.orchestrate.loadtask run TASK.json  (or set LOADTEST_TASK)", file=sys.stderr)
+        return 2
+    task = LoadTask.model_validate_json(raw)
+    import boto3
+
+    from sizing.store import SizingStore
+
+    result = execute(task, boto3.client("stepfunctions"), SizingStore(task.table_name))
+    print(json.dumps(result), flush=True)
+    return 0 if "error" not in result else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,150 @@
+"""Merge measured load-test steps into the estimated architectures, re-rank, and turn the steps into calibration
+rows for the estimator.
+
+A measured candidate's capacity is the highest measured load whose every SLO percentile holds; its replicas and
+cost are recomputed from that capacity (with the same headroom as the estimate). Architectures that were not
+measured keep their estimate; the `measured` field says which is which."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sizing.catalog import Catalog
+from sizing.plan.search import DEFAULT_HEADROOM
+from sizing.workload import WorkloadSpec, build_model
+
+METRICS = ("ttft_ms", "tpot_ms", "e2e_s")
+
+
+def _value(step: dict[str, Any], metric: str, pct: str) -> float | None:
+    dist = step.get(metric) or {}
+    v = dist.get(pct)
+    if v is None and pct == "p90":
+        v = dist.get("p95")
+    return None if v is None else float(v)
+
+
+def step_meets(step: dict[str, Any], spec: WorkloadSpec) -> bool:
+    if step.get("requests", 0) <= 0:
+        return False
+    errors = sum((step.get("errors") or {}).values())
+    if errors > 0.01 * max(step.get("requests", 0), 1):  # more than 1% errors is not a passing level
+        return False
+    for metric, pct, limit in spec.slo.targets():
+        v = _value(step, metric, pct)
+        if v is None or v > limit:
+            return False
+    return True
+
+
+def _measured_block(steps: list[dict[str, Any]], best: dict[str, Any] | None, spec: WorkloadSpec) -> dict[str, Any]:
+    shown = best or min(steps, key=lambda s: s.get("target", {}).get("concurrency", 0))
+    return {
+        **{m: {k: (shown.get(m) or {}).get(k) for k in ("p50", "p95", "p99")} for m in METRICS},
+        "requests_per_s": shown.get("requests_per_s"),
+        "output_tokens_per_s": shown.get("output_tokens_per_s"),
+        "at": shown.get("target"),
+        "capacity_rps": best.get("requests_per_s") if best else 0.0,
+        "meets_slo": best is not None,
+        "levels": [
+            {"target": s.get("target"), "requests_per_s": s.get("requests_per_s"), "meets_slo": step_meets(s, spec)}
+            for s in steps
+        ],
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "how": "Locust sweep (closed-loop concurrency levels), per-request TTFT/ITL/e2e from the token stream",
+    }
+
+
+def merge_measurements(
+    architectures: list[dict[str, Any]],
+    measured: list[dict[str, Any]],
+    steps: list[dict[str, Any]],
+    spec: WorkloadSpec,
+    cat: Catalog,
+    headroom: float = DEFAULT_HEADROOM,
+) -> dict[str, Any]:
+    """Architectures with `measured` filled in and re-ranked; calibration rows from every measured step."""
+    from sizing.plan.cost import project
+    from sizing.plan.search import _pricing, _rank_cost
+
+    wm = build_model(spec, cat.model(spec.model).id)
+    by_candidate: dict[str, list[dict[str, Any]]] = {}
+    for s in steps:
+        by_candidate.setdefault(s["candidate_id"], []).append(s["record"])
+    applies: dict[str, str] = {}
+    for m in measured:
+        for arch_id in m.get("applies_to") or []:
+            applies[arch_id] = m["candidate_id"]
+    rows: list[dict[str, Any]] = []
+    out = []
+    for a in architectures:
+        a = dict(a)
+        cid = applies.get(a["id"])
+        recs = by_candidate.get(cid or "", [])
+        if cid and recs:
+            passing = [r for r in recs if step_meets(r, spec)]
+            best = max(passing, key=lambda r: r.get("requests_per_s", 0)) if passing else None
+            a["measured"] = _measured_block(recs, best, spec)
+            a["meets_slo"] = best is not None
+            if best is not None and a["deployment"] != "bedrock":
+                from sizing.plan.candidates import HardwareOption
+
+                hw = HardwareOption(
+                    a["instance_type"],
+                    a["tensor_parallel"],
+                    a["quantization"],
+                    a["engine"],
+                    a["replicas_per_instance"] * a["tensor_parallel"],
+                )
+                usable = float(best["requests_per_s"]) * (1 - headroom)
+                users = spec.users.total if spec.users else None
+                cost = project(wm, usable, hw.replicas_per_instance, _pricing(cat, wm, hw, a["deployment"]), users)
+                nodes = cost.pop("_nodes")
+                sched = cost["schedule"]["replicas_by_hour"]
+                a["cost_estimated"] = a["cost"]
+                a["cost"] = cost
+                a["replicas"] = {"peak": max(sched), "min": min(sched), "mean": round(sum(sched) / 24, 2)}
+                a["instances"] = {"peak": nodes["peak"], "min": nodes["min"], "mean": round(nodes["mean"], 2)}
+            if a["id"] == next((m_id for m_id, c in applies.items() if c == cid), None):
+                rows += calibration_rows(a, recs, cid)
+        out.append(a)
+    feasible = sorted((a for a in out if a["meets_slo"]), key=_rank_cost)
+    rest = [a for a in out if not a["meets_slo"]]
+    for rank, a in enumerate(feasible, start=1):
+        a["rank"] = rank
+    for a in rest:
+        a["rank"] = 0
+    return {"architectures": feasible + rest, "calibration_rows": rows}
+
+
+def calibration_rows(arch: dict[str, Any], records: list[dict[str, Any]], candidate_id: str) -> list[dict[str, Any]]:
+    """One normalised calibration row (sizing.perf.reference.CalRow format) per measured concurrency level."""
+    rows = []
+    for r in records:
+        conc = (r.get("target") or {}).get("concurrency")
+        if not conc or not r.get("requests"):
+            continue
+        rows.append(
+            {
+                "row_id": f"LT-{candidate_id}-{int(conc)}",
+                "source": f"llm-sizing load test {arch['id']}",
+                "study": f"loadtest:{arch['id']}",
+                "engine": arch["engine"],
+                "accelerator": arch["accelerator"],
+                "tp": arch["tensor_parallel"],
+                "model": arch["model"],
+                "quantization": arch["quantization"],
+                "input_tokens": r.get("input_tokens") or 1,
+                "output_tokens": r.get("output_tokens") or 1,
+                "load": "concurrency",
+                "load_value": conc,
+                "ttft_ms": (r.get("ttft_ms") or {}).get("mean"),
+                "tpot_ms": (r.get("tpot_ms") or {}).get("mean"),
+                "e2e_s": (r.get("e2e_s") or {}).get("mean"),
+                "output_tokens_per_s": r.get("output_tokens_per_s"),
+                "requests_per_s": r.get("requests_per_s"),
+                "origin": "loadtest",
+            }
+        )
+    return rows

@@ -1,0 +1,74 @@
+"""Environment of the step functions, parsed once into a typed model (logic never reads os.environ)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sizing.errors import InvalidInput, problems_from_pydantic
+
+#: How often the state machine polls a provisioned candidate, and for how long. On AWS a GPU node takes minutes
+#: (Karpenter launch 80-100 s, image pull 5-10 min, weights; notes/serving-facts.md s4): 30 s x 60 = 30 min.
+READY_POLL_S_AWS = 30
+READY_MAX_ATTEMPTS_AWS = 60
+#: Candidates measured at once. Each is a real deployment: two bound the run's parallel GPU spend.
+MAX_CONCURRENCY_AWS = 2
+#: The load-test master sends a heartbeat every minute; five missed minutes fail the task.
+HEARTBEAT_S = 300
+#: Upper bound of one candidate's load test (sweep + SLA search) on AWS.
+LOADTEST_TIMEOUT_S_AWS = 3 * 3600
+#: Seconds one sweep level runs (after its warm-up): 60 s on AWS gives >= a few hundred requests per level.
+STEP_S_AWS = 60.0
+WARMUP_S_AWS = 15.0
+
+
+class OrchestrationSettings(BaseModel):
+    """What the sizing-run steps need; `backend` picks AWS parts (EKS, SageMaker, Fargate) or local ones (twins,
+    child processes)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    table_name: str = Field(alias="TABLE_NAME", min_length=3, max_length=255)
+    backend: Literal["aws", "local"] = Field(default="aws", alias="SIZING_BACKEND")
+    stage: str = Field(default="dev", alias="STAGE")
+    ready_poll_s: int = Field(default=READY_POLL_S_AWS, alias="READY_POLL_S", ge=1)
+    ready_max_attempts: int = Field(default=READY_MAX_ATTEMPTS_AWS, alias="READY_MAX_ATTEMPTS", ge=1)
+    max_concurrency: int = Field(default=MAX_CONCURRENCY_AWS, alias="MAP_MAX_CONCURRENCY", ge=1)
+    heartbeat_s: int = Field(default=HEARTBEAT_S, alias="HEARTBEAT_S", ge=10)
+    loadtest_timeout_s: int = Field(default=LOADTEST_TIMEOUT_S_AWS, alias="LOADTEST_TIMEOUT_S", ge=30)
+    step_s: float = Field(default=STEP_S_AWS, alias="LOADTEST_STEP_S", gt=0)
+    warmup_s: float = Field(default=WARMUP_S_AWS, alias="LOADTEST_WARMUP_S", ge=0)
+    endpoint_url: str | None = Field(default=None, alias="SIZING_ENDPOINT", description="measure this URL instead")
+    out_dir: str = Field(default="/tmp/sizing-runs", alias="SIZING_OUT_DIR")
+    # AWS parts (unused locally)
+    eks_cluster: str | None = Field(default=None, alias="EKS_CLUSTER_NAME")
+    namespace: str = Field(default="llm-sizing", alias="K8S_NAMESPACE")
+    ecs_cluster: str | None = Field(default=None, alias="LOADTEST_CLUSTER_ARN")
+    master_task_definition: str | None = Field(default=None, alias="LOADTEST_MASTER_TASK_DEF")
+    worker_task_definition: str | None = Field(default=None, alias="LOADTEST_WORKER_TASK_DEF")
+    subnets: str | None = Field(default=None, alias="LOADTEST_SUBNETS")
+    security_groups: str | None = Field(default=None, alias="LOADTEST_SECURITY_GROUPS")
+    loadtest_workers: int = Field(default=2, alias="LOADTEST_WORKERS", ge=0)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> OrchestrationSettings:
+        env = os.environ if environ is None else environ
+        try:
+            return cls.model_validate({k: v for k, v in env.items() if v != ""})
+        except ValidationError as exc:
+            raise InvalidInput(
+                "the sizing-run function's environment is incomplete", problems_from_pydantic(exc)
+            ) from None
+
+    def machine_settings(self) -> dict[str, int]:
+        """The numbers the state machine reads from the Estimate step's output (Wait, Map, heartbeat, timeout)."""
+        return {
+            "ready_poll_s": self.ready_poll_s,
+            "ready_max_attempts": self.ready_max_attempts,
+            "max_concurrency": self.max_concurrency,
+            "heartbeat_s": self.heartbeat_s,
+            "loadtest_timeout_s": self.loadtest_timeout_s,
+        }

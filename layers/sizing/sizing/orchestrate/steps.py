@@ -1,0 +1,294 @@
+"""The sizing run's steps, one function per state of `statemachines/sizing_run.asl.json`.
+
+Each takes the state's input (plain JSON) and a `Services` bundle (store, catalog, provisioners, load-test
+launcher) and returns the state's output. Handlers in `functions/steps/` are one-line wrappers around these."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from sizing.catalog import Catalog, load_catalog
+from sizing.errors import InvalidInput, Problem, SizingError
+from sizing.orchestrate.budget import measurement_cost
+from sizing.orchestrate.settings import OrchestrationSettings
+from sizing.store import SizingStore
+from sizing.workload import parse_spec
+
+#: Sweep levels around the predicted SLO-limit concurrency c of one replica: below, at and above the knee.
+LEVEL_FACTORS = (0.5, 1.0, 1.5)
+
+
+class Launcher(Protocol):
+    """Starts a candidate's load test; the load generator completes the task token itself."""
+
+    def start(self, task: dict[str, Any]) -> dict[str, Any]: ...
+
+
+@dataclass
+class Services:
+    settings: OrchestrationSettings
+    store: SizingStore
+    provisioner_for: Callable[[str], Any]
+    launcher: Launcher
+    catalog: Catalog = field(default_factory=load_catalog)
+
+
+def build_services(settings: OrchestrationSettings | None = None) -> Services:
+    """The parts for the configured backend: local twins and child processes, or EKS/SageMaker and Fargate."""
+    s = settings or OrchestrationSettings.from_env()
+    store = SizingStore(s.table_name)
+    if s.backend == "local":
+        from sizing.orchestrate.launchers import LocalLauncher
+
+        provisioner = _local_provisioner(s)
+        return Services(s, store, lambda _deployment: provisioner, LocalLauncher(s))
+    from sizing.orchestrate.launchers import FargateLauncher
+
+    return Services(s, store, _aws_provisioners(s), FargateLauncher(s))
+
+
+def _local_provisioner(s: OrchestrationSettings) -> Any:
+    if s.endpoint_url:
+        from sizing.deploy import ExistingEndpoint
+
+        return ExistingEndpoint(s.endpoint_url)
+    from sizing.deploy import LocalTwinProvisioner
+
+    return LocalTwinProvisioner.shared()
+
+
+def _aws_provisioners(s: OrchestrationSettings) -> Callable[[str], Any]:
+    made: dict[str, Any] = {}
+
+    def get(deployment: str) -> Any:
+        if deployment not in made:
+            if deployment == "sagemaker":
+                from sizing.deploy import SageMakerProvisioner
+
+                made[deployment] = SageMakerProvisioner()
+            else:
+                from sizing.deploy import EksProvisioner
+
+                made[deployment] = EksProvisioner.from_cluster(s.eks_cluster or "", namespace=s.namespace)
+        return made[deployment]
+
+    return get
+
+
+# --- Estimate ------------------------------------------------------------------------------------------------
+def _hardware_key(a: dict[str, Any]) -> str:
+    return f"{a['instance_type']}:tp{a['tensor_parallel']}:{a['quantization']}:{a['engine']}"
+
+
+def choose_candidates(result: dict[str, Any], top_k: int) -> list[dict[str, Any]]:
+    """The top K distinct hardware options of the ranking (EKS and SageMaker on the same hardware perform the
+    same: one measurement serves both). Bedrock is measured by its own client, not provisioned."""
+    chosen: dict[str, dict[str, Any]] = {}
+    for a in result["architectures"]:
+        if a["deployment"] == "bedrock":
+            continue
+        key = _hardware_key(a)
+        if key in chosen:
+            chosen[key]["applies_to"].append(a["id"])
+            continue
+        if len(chosen) < top_k:
+            chosen[key] = {"architecture": a, "applies_to": [a["id"]]}
+    out = []
+    for i, c in enumerate(chosen.values(), start=1):
+        a = c["architecture"]
+        knee = max(1, round(a["per_replica"]["max_concurrency"]))
+        levels = sorted({max(1, math.ceil(knee * f)) for f in LEVEL_FACTORS})
+        out.append(
+            {"candidate_id": f"c{i}", "architecture": a, "applies_to": c["applies_to"], "levels": levels}
+        )
+    return out
+
+
+def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
+    """Estimate, choose the top K, and refuse when measuring them would exceed the run's budget."""
+    from sizing.plan import estimate
+
+    run_id = event["run_id"]
+    spec = parse_spec(event["spec"], prefix="spec")
+    result = estimate(spec, catalog=svc.catalog)
+    top_k = 1 if svc.settings.endpoint_url else int(event.get("top_k") or 3)
+    candidates = choose_candidates(result, top_k)
+    svc.store.put_architectures(run_id, result["architectures"])
+    sweep_s = (svc.settings.step_s + svc.settings.warmup_s) * len(LEVEL_FACTORS)
+    cost = measurement_cost(
+        [c["architecture"] for c in candidates],
+        svc.catalog,
+        sweep_s,
+        svc.settings.loadtest_workers,
+        spec.constraints.region,
+    )
+    budget = event.get("budget_usd")
+    base = {"settings": svc.settings.machine_settings(), "measurement_cost": cost, "workload": result["workload"]}
+    if not candidates:
+        reason = result.get("infeasible", {}).get("message") or "no architecture to measure"
+        svc.store.transition(run_id, "FAILED", expected_from="RUNNING", error=f"nothing to measure: {reason}")
+        raise NothingToMeasure(f"nothing to measure: {reason}")
+    if budget is not None and cost["usd"] > float(budget):
+        reason = (
+            f"measuring the top {len(candidates)} candidates would cost ${cost['usd']:,.2f}, over the budget of"
+            f" ${float(budget):,.2f}: " + "; ".join(p["arithmetic"] for p in cost["candidates"] if "arithmetic" in p)
+        )
+        svc.store.transition(run_id, "REFUSED", expected_from="RUNNING", error=reason)
+        return {**base, "refused": True, "reason": reason, "candidates": []}
+    for c in candidates:
+        c["workload"] = _load_plan(spec)
+    return {**base, "refused": False, "reason": None, "candidates": candidates}
+
+
+class NothingToMeasure(SizingError):
+    """No architecture meets the SLOs, so there is nothing to provision."""
+
+
+def _load_plan(spec: Any) -> dict[str, Any]:
+    """What the load generator needs from the workload: token distributions, SLO targets, the model name."""
+    tokens = spec.tokens.model_dump(mode="json", exclude_none=True)
+    return {
+        "input_tokens": tokens.get("input"),
+        "output_tokens": tokens.get("output"),
+        "slo": [list(t) for t in spec.slo.targets()],
+    }
+
+
+# --- Provision / ready / teardown ------------------------------------------------------------------------------
+def provision_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
+    cand = event["candidate"]
+    arch = cand["architecture"]
+    prov = svc.provisioner_for(arch["deployment"])
+    endpoint = prov.apply(arch, event["run_id"], cand["candidate_id"])
+    return dict(endpoint.model_dump(mode="json"))
+
+
+def check_ready_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
+    from sizing.deploy import Endpoint
+
+    cand = event["candidate"]
+    attempts = int(event.get("attempts") or 0) + 1
+    prov = svc.provisioner_for(cand["architecture"]["deployment"])
+    endpoint = Endpoint.model_validate(event["endpoint"])
+    ready = bool(prov.ready(endpoint))
+    limit = int(event["settings"]["ready_max_attempts"])
+    give_up = not ready and attempts >= limit
+    reason = (
+        f"{endpoint.url} was not ready after {attempts} checks {event['settings']['ready_poll_s']} s apart"
+        if give_up
+        else ""
+    )
+    return {"ready": ready, "give_up": give_up, "attempts": attempts, "reason": reason}
+
+
+def teardown_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
+    cand = event["candidate"]
+    prov = svc.provisioner_for(cand["architecture"]["deployment"])
+    report = prov.teardown(event["run_id"], cand["candidate_id"])
+    return {"candidate_id": cand["candidate_id"], "outcome": event.get("outcome"), **_report_dict(report)}
+
+
+def _report_dict(report: Any) -> dict[str, Any]:
+    if report is None:
+        return {"deleted": [], "remaining": []}
+    return {"deleted": list(report.deleted), "remaining": list(report.remaining)}
+
+
+# --- Load test -------------------------------------------------------------------------------------------------
+def start_loadtest_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
+    """Hand the sweep to the load generator (Fargate master + workers, or a local child process) with the task
+    token; the generator stores its steps and completes the token."""
+    cand = event["candidate"]
+    endpoint = event["endpoint"]
+    plan = cand.get("workload") or {}
+    task = {
+        "task_token": event["task_token"],
+        "run_id": event["run_id"],
+        "candidate_id": cand["candidate_id"],
+        "endpoint": endpoint["url"],
+        "model": endpoint.get("model") or cand["architecture"]["model"],
+        "levels": cand["levels"],
+        "input_tokens": plan.get("input_tokens") or {"fixed": 512},
+        "output_tokens": plan.get("output_tokens") or {"fixed": 128},
+        "slo": plan.get("slo") or [],
+        "step_s": svc.settings.step_s,
+        "warmup_s": svc.settings.warmup_s,
+        "workers": svc.settings.loadtest_workers,
+        "table_name": svc.settings.table_name,
+        "heartbeat_s": event["settings"]["heartbeat_s"],
+        "out_dir": f"{svc.settings.out_dir}/{event['run_id']}/{cand['candidate_id']}",
+    }
+    return svc.launcher.start(task)
+
+
+# --- Collect and rank ------------------------------------------------------------------------------------------
+def collect_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
+    """Merge measured figures into the estimated architectures, write the ranking, append calibration rows."""
+    from sizing.orchestrate.merge import merge_measurements
+
+    run_id = event["run_id"]
+    measured = event.get("measured") or []
+    architectures = svc.store.get_architectures(run_id)
+    steps = [m.model_dump(mode="json") for m in svc.store.list_measurements(run_id)]
+    run = svc.store.get_run(run_id)
+    spec = parse_spec(run.spec)
+    merged = merge_measurements(architectures, measured, steps, spec, svc.catalog)
+    svc.store.put_architectures(run_id, merged["architectures"])
+    ok = [m for m in measured if m.get("status") == "MEASURED"]
+    status = "SUCCEEDED" if ok else "FAILED"
+    ranking = {
+        "status": status,
+        "measured": len(ok),
+        "failed": [
+            {"candidate_id": m.get("candidate_id"), "status": m.get("status"), "error": _error_text(m.get("error"))}
+            for m in measured
+            if m.get("status") != "MEASURED"
+        ],
+        "top": [
+            {k: a.get(k) for k in ("rank", "id", "meets_slo", "cost", "predicted", "measured")}
+            for a in merged["architectures"][:5]
+        ],
+        "calibration_rows": merged["calibration_rows"],
+    }
+    svc.store.put_ranking(run_id, ranking)
+    if status == "SUCCEEDED":
+        svc.store.transition(run_id, "SUCCEEDED", expected_from="RUNNING")
+    else:
+        cause = "; ".join(f"{f['candidate_id']}: {f['error']}" for f in ranking["failed"]) or "no candidate measured"
+        svc.store.transition(run_id, "FAILED", expected_from=("RUNNING", "CANCELLING"), error=cause)
+    return {k: v for k, v in ranking.items() if k != "calibration_rows"}
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        return f"{error.get('Error', 'Error')}: {error.get('Cause', '')}".strip(": ")
+    return str(error or "")
+
+
+def fail_run_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
+    """Mark the run FAILED with the cause and tear down anything of the run still up."""
+    run_id = event["run_id"]
+    cause = _error_text(event.get("error"))
+    run = svc.store.get_run(run_id)
+    if not run.finished:
+        svc.store.transition(run_id, "FAILED", expected_from=("RUNNING", "PENDING", "CANCELLING"), error=cause)
+    swept = []
+    for deployment in ("eks", "sagemaker"):
+        try:
+            report = svc.provisioner_for(deployment).teardown(run_id, None)
+            swept += _report_dict(report)["deleted"]
+        except SizingError:
+            continue
+    return {"status": "FAILED", "error": cause, "torn_down": swept}
+
+
+def check_event(event: Any, *required: str) -> dict[str, Any]:
+    if not isinstance(event, dict):
+        raise InvalidInput("the step's input must be an object", [Problem("event", "not an object")])
+    missing = [k for k in required if k not in event]
+    if missing:
+        raise InvalidInput("the step's input is incomplete", [Problem(k, "missing") for k in missing])
+    return event
