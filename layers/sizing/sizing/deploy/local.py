@@ -1,0 +1,218 @@
+"""Provision candidates as local twins: `sizing twin` child processes on free loopback ports.
+
+Every child runs in its own process group and is stopped by `teardown`, by `close()` (also a context manager),
+and at interpreter exit, so a run — finished, failed or interrupted — leaves no process behind."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sizing.deploy.architecture import Architecture
+from sizing.deploy.base import (
+    Endpoint,
+    EndpointKind,
+    Provisioner,
+    TeardownReport,
+    as_architecture,
+    http_healthy,
+)
+from sizing.deploy.kube import ProvisioningError
+
+log = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"
+#: A twin imports the perf model and binds a socket: a second or two; allow for a loaded 2-core machine.
+STARTUP_TIMEOUT_S = 30.0
+#: After SIGTERM, wait this long before SIGKILL.
+STOP_GRACE_S = 5.0
+HEALTH_POLL_S = 0.1
+#: Ports are picked free, then bound by the child; another process can take one in between: retry.
+PORT_ATTEMPTS = 3
+#: Characters of the child's log quoted in an error.
+LOG_TAIL_CHARS = 2000
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class _Child:
+    def __init__(self, proc: subprocess.Popen[bytes], log_path: Path, endpoint: Endpoint) -> None:
+        self.proc, self.log_path, self.endpoint = proc, log_path, endpoint
+
+    def tail(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
+        except OSError:
+            return ""
+
+
+def _stop(proc: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM the child's process group, then SIGKILL it if it lingers; always reaps."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    else:
+        proc.wait()
+
+
+_live: weakref.WeakSet[LocalTwinProvisioner] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for prov in list(_live):
+        prov.close()
+
+
+class LocalTwinProvisioner(Provisioner):
+    """Starts one `sizing twin` per candidate; `command` replaces the twin command line prefix (tests)."""
+
+    kind: EndpointKind = "local-twin"
+
+    def __init__(
+        self,
+        command: Sequence[str] | None = None,
+        *,
+        host: str = LOOPBACK,
+        startup_timeout_s: float = STARTUP_TIMEOUT_S,
+        log_dir: Path | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        self.command = list(command) if command else [sys.executable, "-m", "sizing.cli", "twin"]
+        self.host = host
+        self.startup_timeout_s = startup_timeout_s
+        self.log_dir = log_dir or Path(tempfile.mkdtemp(prefix="sizing-twins-"))
+        self.extra_args = list(extra_args)
+        self._children: dict[tuple[str, str], _Child] = {}
+        self._lock = threading.Lock()
+        _live.add(self)
+
+    def __enter__(self) -> LocalTwinProvisioner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- apply ----------------------------------------------------------------------------------------
+    def _argv(self, arch: Architecture, port: int) -> list[str]:
+        return [
+            *self.command,
+            "--model", arch.model,
+            "--instance", arch.instance_type or "",
+            "--tp", str(arch.tensor_parallel),
+            "--quant", arch.quantization,
+            "--engine", arch.engine,
+            "--port", str(port),
+            "--host", self.host,
+            *self.extra_args,
+        ]  # fmt: skip
+
+    def apply(
+        self, architecture: Architecture | dict[str, Any], run_id: str, candidate_id: str | None = None
+    ) -> Endpoint:
+        arch = as_architecture(architecture)
+        cand = candidate_id or arch.id
+        key = (run_id, cand)
+        with self._lock:
+            existing = self._children.get(key)
+            if existing and existing.proc.poll() is None:
+                return existing.endpoint  # re-apply: the twin is already running
+        last_error = ""
+        for _ in range(PORT_ATTEMPTS):
+            child = self._start(arch, run_id, cand)
+            with self._lock:
+                self._children[key] = child
+            outcome = self._await_health(child)
+            if outcome is None:
+                return child.endpoint
+            last_error = outcome
+            self.teardown(run_id, cand)
+            if "Address already in use" not in last_error:
+                break
+        raise ProvisioningError(f"twin for {cand} did not start: {last_error}")
+
+    def _start(self, arch: Architecture, run_id: str, cand: str) -> _Child:
+        port = free_port(self.host)
+        url = f"http://{self.host}:{port}"
+        log_path = self.log_dir / f"twin-{port}.log"
+        with log_path.open("wb") as out:
+            proc = subprocess.Popen(
+                self._argv(arch, port),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        endpoint = Endpoint(
+            url=url,
+            kind=self.kind,
+            run_id=run_id,
+            candidate_id=cand,
+            model=arch.model,
+            details={"pid": str(proc.pid), "port": str(port), "log": str(log_path)},
+        )
+        return _Child(proc, log_path, endpoint)
+
+    def _await_health(self, child: _Child) -> str | None:
+        """None once /health answers; else why not (exited early, or too slow)."""
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if child.proc.poll() is not None:
+                return f"exited with code {child.proc.returncode}: {child.tail().strip()}"
+            if http_healthy(child.endpoint.url, timeout_s=1.0):
+                return None
+            time.sleep(HEALTH_POLL_S)
+        return f"no answer on {child.endpoint.url}/health within {self.startup_timeout_s:.0f} s: {child.tail().strip()}"
+
+    # --- ready / teardown -----------------------------------------------------------------------------
+    def ready(self, endpoint: Endpoint) -> bool:
+        child = self._children.get((endpoint.run_id, endpoint.candidate_id))
+        if child is None or child.proc.poll() is not None:
+            return False
+        return http_healthy(endpoint.url)
+
+    def teardown(self, run_id: str, candidate_id: str | None = None) -> TeardownReport:
+        report = TeardownReport()
+        with self._lock:
+            keys = [
+                k for k in self._children if k[0] == run_id and (candidate_id is None or k[1] == candidate_id)
+            ]
+            children = [(k, self._children.pop(k)) for k in keys]
+        for (_, cand), child in children:
+            _stop(child.proc)
+            report.deleted.append(f"twin/{cand}@{child.endpoint.url} (pid {child.proc.pid})")
+        return report
+
+    def running(self) -> list[Endpoint]:
+        return [c.endpoint for c in self._children.values() if c.proc.poll() is None]
+
+    def close(self) -> None:
+        """Stop every twin this provisioner started."""
+        with self._lock:
+            children = list(self._children.values())
+            self._children.clear()
+        for child in children:
+            _stop(child.proc)
