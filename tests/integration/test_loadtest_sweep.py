@@ -1,0 +1,128 @@
+"""The harness in its own process against a twin on loopback: concurrency steps, Poisson rates, SLA search,
+distributed workers and the `sizing loadtest` command. Every run is bounded in time (max_total_s)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from sizing.loadtest import run_sweep
+from sizing.twin import TwinHandle, start_twin
+from sizing.twin.tokenizer import CHAT_OVERHEAD_ONE_MESSAGE
+
+pytestmark = pytest.mark.integration
+
+MODEL = "twin-loadtest-model"
+#: Bound on any one sweep in these tests.
+MAX_TOTAL_S = 30
+
+
+@dataclass
+class StandInStepModel:
+    """Known timing: 15 ms per step plus 50 µs per prefill token; at most `max_num_seqs` run at once."""
+
+    max_num_seqs: int = 64
+    max_num_batched_tokens: int = 4096
+    kv_capacity_tokens: int = 1_000_000
+    block_size: int = 16
+
+    def iteration_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
+        return 0.015 + prefill_tokens * 0.00005
+
+
+@pytest.fixture
+def twin() -> Iterator[TwinHandle]:
+    handle = start_twin(None, step_model=StandInStepModel(), served_model=MODEL)
+    yield handle
+    handle.stop()
+
+
+def test_a_concurrency_sweep_writes_one_record_per_step_with_the_metric_distributions(
+    twin: TwinHandle, tmp_path: Path
+) -> None:
+    # given a twin whose first token takes one prefill step and every later token one 15 ms step
+    prompt = 300
+    expected_ttft_ms = StandInStepModel().iteration_time(prompt, 0, 0) * 1000
+    # when two concurrency steps are measured
+    steps = run_sweep(
+        twin.url, MODEL, [1, 4], out_dir=tmp_path, input_tokens=prompt, output_tokens=20, duration_s=3,
+        warmup_s=1, max_total_s=MAX_TOTAL_S, quiet=True,
+    )  # fmt: skip
+    # then each step is one record with the contract's keys
+    lines = [json.loads(x) for x in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert [x["target"] for x in lines] == [{"concurrency": 1}, {"concurrency": 4}]
+    for key in ("step", "duration_s", "requests", "errors", "ttft_ms", "tpot_ms", "itl_ms", "e2e_s",
+                "input_tokens", "output_tokens", "requests_per_s", "output_tokens_per_s"):  # fmt: skip
+        assert key in lines[0]
+    assert set(lines[0]["ttft_ms"]) >= {"mean", "p50", "p95", "p99"}
+    # and at concurrency 1 the harness measures the twin's known timing
+    one = steps[0]
+    assert one.errors == {} and one.requests >= 6  # about 3 s / 0.32 s per answer
+    assert one.ttft_ms.p50 == pytest.approx(expected_ttft_ms, abs=8)
+    assert one.tpot_ms.p50 == pytest.approx(15, abs=2)
+    assert one.output_tokens == 20 and one.input_tokens == prompt
+    # and four users get about four times the throughput
+    assert steps[1].requests_per_s > 2.5 * one.requests_per_s
+    # and the summary and the CSV are written too
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert len(summary["steps"]) == 2 and summary["stopped_by"] == "plan"
+    rows = list(csv.DictReader((tmp_path / "steps.csv").open()))
+    assert [r["target"] for r in rows] == ["concurrency=1", "concurrency=4"]
+
+
+def test_poisson_rate_steps_arrive_at_about_the_requested_rate(twin: TwinHandle, tmp_path: Path) -> None:
+    steps = run_sweep(
+        twin.url, MODEL, [8], mode="rate", out_dir=tmp_path, input_tokens=50, output_tokens=5, duration_s=4,
+        warmup_s=1, max_total_s=MAX_TOTAL_S, quiet=True,
+    )  # fmt: skip
+    # 8 req/s for 4 s: 32 arrivals expected; a Poisson count stays within ~3 sigma (±17)
+    assert steps[0].target == {"rate_rps": 8}
+    assert 15 <= steps[0].requests <= 49
+    assert steps[0].errors == {}
+
+
+@pytest.mark.slow
+def test_the_sla_search_finds_the_largest_batch_before_requests_queue(tmp_path: Path) -> None:
+    # given a twin that runs at most 4 sequences at once: a fifth concurrent user waits a whole answer (~20
+    # steps of 15 ms) for its first token, so a TTFT p95 limit of 150 ms holds up to 4 streams and no further
+    with start_twin(None, step_model=StandInStepModel(max_num_seqs=4), served_model=MODEL) as small:
+        steps = run_sweep(
+            small.url, MODEL, [1], out_dir=tmp_path, input_tokens=50, output_tokens=20, duration_s=2, warmup_s=1,
+            slo=[("ttft_ms", "p95", 150)], sla_search=True, max_total_s=60, quiet=True,
+        )  # fmt: skip
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["sla_search"]["max_passing_level"] == 4
+    assert [s.target["concurrency"] for s in steps][:4] == [1, 2, 4, 8]
+
+
+@pytest.mark.slow
+def test_distributed_workers_report_every_request_to_the_master(twin: TwinHandle, tmp_path: Path) -> None:
+    steps = run_sweep(
+        twin.url, MODEL, [4], out_dir=tmp_path, input_tokens=50, output_tokens=10, duration_s=3, warmup_s=1,
+        workers=2, max_total_s=MAX_TOTAL_S, quiet=True,
+    )  # fmt: skip
+    assert steps[0].requests >= 20 and steps[0].errors == {}
+    assert steps[0].ttft_ms.p50 is not None and steps[0].ttft_ms.p50 < 100
+
+
+def test_the_command_line_runs_a_step_and_prints_a_table(twin: TwinHandle, tmp_path: Path) -> None:
+    out = tmp_path / "cli"
+    proc = subprocess.run(
+        [sys.executable, "-m", "sizing.cli", "loadtest", "--endpoint", twin.url, "--model", MODEL, "--concurrency",
+         "2", "--input-tokens", "100", "--output-tokens", "8", "--duration", "2", "--warmup", "1", "--max-total",
+         str(MAX_TOTAL_S), "--slo", "ttft_ms.p95=1000", "--out", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "concurrency=2" in proc.stdout and "meets SLO" in proc.stdout
+    assert (out / "steps.jsonl").exists() and (out / "steps.csv").exists()
+    step = json.loads((out / "steps.jsonl").read_text().splitlines()[0])
+    assert step["meets_slo"] is True
+    assert step["input_tokens"] == 100 and CHAT_OVERHEAD_ONE_MESSAGE < 100

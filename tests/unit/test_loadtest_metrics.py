@@ -1,0 +1,64 @@
+"""Per-step summaries: the measured window, exact percentiles, errors by kind and the SLO check."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sizing.loadtest.metrics import RequestRecord, check_slo, summarize
+
+T0 = 1_700_000_000.0
+
+
+def _ok(end: float, ttft: float, n_out: int = 11, e2e: float = 1.0) -> RequestRecord:
+    return RequestRecord(start=end - e2e, end=end, ttft_s=ttft, itl_s=[0.09] * (n_out - 1), input_tokens=100,
+                         output_tokens=n_out)  # fmt: skip
+
+
+def test_only_requests_completed_inside_the_window_count_so_warm_up_is_excluded() -> None:
+    # given requests finishing during warm-up (first 5 s), during the window, and after it
+    records = [_ok(T0 + 1, 9.0), _ok(T0 + 6, 0.1), _ok(T0 + 7, 0.2), _ok(T0 + 40, 9.0)]
+    # when the step with a 5 s warm-up and a 10 s window is summarized
+    r = summarize(records, step=0, target={"concurrency": 4}, window=(T0 + 5, T0 + 15), warmup_s=5)
+    # then only the two inside count
+    assert r.requests == 2
+    assert r.ttft_ms.max == pytest.approx(200)
+    assert r.requests_per_s == pytest.approx(0.2)
+    assert r.output_tokens_per_s == pytest.approx(2.2)
+
+
+def test_percentiles_are_exact_over_every_sample() -> None:
+    ttfts = np.random.default_rng(3).lognormal(-2, 0.5, 1000)
+    records = [_ok(T0 + 1 + i * 0.001, float(t)) for i, t in enumerate(ttfts)]
+    r = summarize(records, step=0, target={"concurrency": 1}, window=(T0, T0 + 10), warmup_s=0)
+    assert r.ttft_ms.p99 == pytest.approx(float(np.percentile(ttfts, 99)) * 1000, abs=1e-3)
+    assert r.ttft_ms.p50 == pytest.approx(float(np.median(ttfts)) * 1000, abs=1e-3)
+
+
+def test_tpot_is_time_after_the_first_token_per_further_token() -> None:
+    r = summarize([_ok(T0 + 1, 0.1, n_out=11, e2e=1.1)], step=0, target={"concurrency": 1},
+                  window=(T0, T0 + 2), warmup_s=0)  # fmt: skip
+    assert r.tpot_ms.p50 == pytest.approx(100)  # (1.1 - 0.1) s / 10 tokens
+    assert r.itl_ms.p50 == pytest.approx(90)
+
+
+def test_errors_are_counted_by_kind_and_left_out_of_latencies() -> None:
+    records = [
+        _ok(T0 + 1, 0.1),
+        RequestRecord(T0, T0 + 1, error="http_429"),
+        RequestRecord(T0, T0 + 1, error="timeout"),
+    ]
+    r = summarize(records, step=0, target={"rate_rps": 2}, window=(T0, T0 + 2), warmup_s=0)
+    assert r.errors == {"http_429": 1, "timeout": 1}
+    assert r.requests == 3 and r.ttft_ms.count == 1
+
+
+def test_a_step_meets_its_slo_only_if_every_percentile_holds_and_errors_stay_rare() -> None:
+    records = [_ok(T0 + 1 + i * 0.01, 0.1 + i * 0.001) for i in range(100)]
+    r = summarize(records, step=0, target={"concurrency": 8}, window=(T0, T0 + 10), warmup_s=0)
+    assert check_slo(r, [("ttft_ms", "p95", 250)]).meets_slo is True
+    failed = check_slo(r, [("ttft_ms", "p95", 250), ("ttft_ms", "p99", 150)])
+    assert failed.meets_slo is False and failed.slo_failures == ["ttft_ms.p99 198.01 > 150"]
+    errors = records + [RequestRecord(T0, T0 + 1, error="http_500")] * 5
+    r2 = summarize(errors, step=0, target={"concurrency": 8}, window=(T0, T0 + 10), warmup_s=0)
+    assert check_slo(r2, [("ttft_ms", "p95", 250)]).meets_slo is False
