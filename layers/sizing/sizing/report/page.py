@@ -1,0 +1,912 @@
+"""The HTML report of an estimate or a run: one self-contained page (inline CSS and SVG, no external asset).
+
+Every figure the page prints from the result is wrapped as `<span class="n" data-path="architectures.0.cost.
+usd_per_month" data-value="52341.86">$52,342</span>`, so a test (or a reader's script) can check the page says
+exactly what the JSON says. The result itself is embedded as `<script type="application/json" id="sizing-result">`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from sizing.report import svg
+from sizing.report.curves import Curve, hardware_key, latency_curves
+from sizing.workload import WorkloadModel
+
+METRIC_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "end-to-end"}
+METRIC_UNITS = {"ttft_ms": "ms", "tpot_ms": "ms", "e2e_s": "s"}
+#: Percentile shown for a metric the SLO does not bound (the one capacity planning usually quotes).
+DEFAULT_PERCENTILE = "p95"
+#: Percentiles the planner reports; an SLO on another (p90) is read at the next stricter one, as the planner does.
+REPORTED_PERCENTILES = ("p50", "p95", "p99")
+#: A latency chart's y axis stops at the larger of these multiples of the SLO limit and of the highest operating
+#: (or measured) point: past saturation latency grows without bound and would flatten the part that matters,
+#: while the curve's crossing of the SLO line stays in view.
+Y_CAP_SLO_FACTOR = 1.6
+Y_CAP_POINT_FACTOR = 2.0
+#: Architectures labelled in the cost/latency chart: the Pareto front, at most this many (labels overlap beyond).
+MAX_PARETO_LABELS = 6
+#: Cost axis turns logarithmic when the dearest architecture costs this many times the cheapest.
+LOG_COST_RATIO = 8.0
+KIND_LABELS = {
+    "memory": "do not fit in memory",
+    "slo": "miss an SLO",
+    "dominated": "cannot beat the ranked ones on cost (bound)",
+    "unsupported": "unsupported combination",
+    "quota": "over a Bedrock quota",
+    "budget": "over budget",
+}
+BREAKDOWN_LABELS = {
+    "compute_usd_per_month": "Compute (instances)",
+    "control_plane_usd_per_month": "EKS control plane",
+    "load_balancer_usd_per_month": "Load balancer",
+    "input_usd_per_month": "Input tokens",
+    "output_usd_per_month": "Output tokens",
+}
+
+Fmt = Callable[[float], str]
+
+
+# --- formatting -----------------------------------------------------------------------------------------------
+def usd(v: float) -> str:
+    return f"${v:,.0f}" if abs(v) >= 100 else f"${v:,.2f}"
+
+
+def ms(v: float) -> str:
+    return f"{v:,.0f} ms" if abs(v) >= 100 else f"{v:,.1f} ms"
+
+
+def sec(v: float) -> str:
+    return f"{v:,.2f} s" if abs(v) < 100 else f"{v:,.1f} s"
+
+
+def rps(v: float) -> str:
+    return f"{v:,.2f} req/s"
+
+
+def count(v: float) -> str:
+    return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.2f}"
+
+
+def two(v: float) -> str:
+    return f"{v:,.2f}"
+
+
+def token_count(v: float) -> str:
+    return f"{v:,.0f}"
+
+
+def pct(v: float) -> str:
+    return f"{v:,.1f}%"
+
+
+def plain(v: float) -> str:
+    return f"{v:,.4g}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+UNIT_FMT: dict[str, Fmt] = {"ms": ms, "s": sec}
+
+
+def lookup(result: dict[str, Any], path: str) -> Any:
+    """The value at a dotted path (`architectures.0.cost.usd_per_month`) of the result; None if absent."""
+    cur: Any = result
+    for part in path.split("."):
+        if isinstance(cur, list):
+            try:
+                cur = cur[int(part)]
+            except (ValueError, IndexError):
+                return None
+        elif isinstance(cur, dict):
+            cur = cur.get(part)
+        else:
+            return None
+    return cur
+
+
+class Page:
+    """Builds the page; `n()` prints a number of the result, tagged with its path."""
+
+    def __init__(self, result: dict[str, Any]):
+        self.r = result
+
+    def n(self, path: str, fmt: Fmt = plain, missing: str = "—") -> str:
+        v = lookup(self.r, path)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            return f'<span class="na">{missing}</span>'
+        return f'<span class="n" data-path="{escape(path)}" data-value="{v!r}">{escape(fmt(v))}</span>'
+
+
+# --- helpers --------------------------------------------------------------------------------------------------
+def slo_targets(result: dict[str, Any]) -> list[tuple[str, str, float]]:
+    """(metric, percentile, limit) for every SLO target in the result's workload block."""
+    out = []
+    for metric, by_pct in (result.get("workload", {}).get("slo") or {}).items():
+        if isinstance(by_pct, dict):
+            for p, limit in by_pct.items():
+                if isinstance(limit, int | float):
+                    out.append((metric, p, float(limit)))
+    return out
+
+
+def shown_percentile(result: dict[str, Any], metric: str) -> str:
+    """The percentile the SLO bounds for `metric` (the highest when several), else p95."""
+    pcts = [p for m, p, _ in slo_targets(result) if m == metric]
+    if not pcts:
+        return DEFAULT_PERCENTILE
+    best = max(pcts, key=lambda p: float(p[1:]))
+    return best if best in REPORTED_PERCENTILES else DEFAULT_PERCENTILE
+
+
+def slo_limit(result: dict[str, Any], metric: str, percentile: str) -> float | None:
+    for m, p, limit in slo_targets(result):
+        if m == metric and (p == percentile or (p not in REPORTED_PERCENTILES and percentile == "p95")):
+            return limit
+    return None
+
+
+def short_label(a: dict[str, Any]) -> str:
+    if a.get("deployment") == "bedrock":
+        return f"Bedrock {(a.get('bedrock') or {}).get('model_id', a['id'].split(':', 1)[-1])}"
+    return (
+        f"{a['instance_type']} TP{a['tensor_parallel']} {a['quantization']} {a['engine']} ({a['deployment']})"
+    )
+
+
+def rank_cost(a: dict[str, Any]) -> float:
+    """The cost the planner ranks by: spot when the architecture runs on spot, else on-demand."""
+    c = a.get("cost") or {}
+    if a.get("capacity_type") == "spot" and c.get("usd_per_month_spot") is not None:
+        return float(c["usd_per_month_spot"])
+    return float(c.get("usd_per_month") or 0.0)
+
+
+def _section(sid: str, title: str, body: str, lead: str = "") -> str:
+    lead_html = f'<p class="lead">{lead}</p>' if lead else ""
+    return f'<section id="{sid}"><h2>{escape(title)}</h2>{lead_html}{body}</section>'
+
+
+def _figure(name: str, svg_text: str, caption: str) -> str:
+    return f'<figure class="chart" data-chart="{escape(name)}">{svg_text}<figcaption>{caption}</figcaption></figure>'
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "") -> str:
+    th = "".join(f"<th>{h}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f'<div class="scroll"><table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def _dl(items: Sequence[tuple[str, str]]) -> str:
+    return "<dl>" + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
+
+
+def _measured_for(
+    measurements: Sequence[dict[str, Any]], result: dict[str, Any]
+) -> dict[str, list[dict[str, Any]]]:
+    """Load-test step records by architecture id. A record names its candidate (`candidate_id`); one that does
+    not belongs to the measured architecture (or the best-ranked one when none is marked measured)."""
+    archs = result.get("architectures") or []
+    default = next((a["id"] for a in archs if a.get("measured")), archs[0]["id"] if archs else "")
+    out: dict[str, list[dict[str, Any]]] = {}
+    for m in measurements:
+        cid = m.get("candidate_id") or m.get("architecture_id") or default
+        out.setdefault(str(cid), []).append(m)
+    return out
+
+
+def _span(pg: Page, path: str) -> str:
+    """`min–peak` of a {min, peak} block, or one figure when they are equal."""
+    lo, hi = lookup(pg.r, path + ".min"), lookup(pg.r, path + ".peak")
+    if lo == hi:
+        return pg.n(path + ".peak", count)
+    return f"{pg.n(path + '.min', count)}–{pg.n(path + '.peak', count)}"
+
+
+# --- sections -------------------------------------------------------------------------------------------------
+def _answer(pg: Page) -> str:
+    r = pg.r
+    archs = r.get("architectures") or []
+    if not archs:
+        inf = r.get("infeasible") or {}
+        msg = escape(str(inf.get("message") or "no candidate meets the SLOs (see the rejected candidates)"))
+        return f'<div class="answer bad"><p class="big">No architecture meets the SLOs.</p><p>{msg}</p></div>'
+    a = archs[0]
+    p = "architectures.0"
+    parts = [f'<p class="big">Run <strong>{escape(short_label(a))}</strong> for {pg.n(p + ".cost.usd_per_month", usd)} a month'
+             " on demand.</p>"]  # fmt: skip
+    if a.get("replicas"):
+        parts.append(
+            f"<p>{_span(pg, p + '.replicas')} replicas on {_span(pg, p + '.instances')}"
+            f" × {escape(str(a.get('instance_type')))} ({escape(str(a.get('capacity_type')))}),"
+            f" {pg.n(p + '.headroom_pct', pct)} headroom at peak.</p>"
+        )
+    extras = []
+    if (a.get("cost") or {}).get("usd_per_month_spot") is not None:
+        extras.append(f"{pg.n(p + '.cost.usd_per_month_spot', usd)} with spot above the base")
+    if (a.get("cost") or {}).get("usd_per_month_savings_plan_1y") is not None:
+        extras.append(f"{pg.n(p + '.cost.usd_per_month_savings_plan_1y', usd)} with a 1-year savings plan")
+    if (a.get("cost") or {}).get("usd_per_user_month") is not None:
+        extras.append(f"{pg.n(p + '.cost.usd_per_user_month', usd)} per user per month")
+    if extras:
+        parts.append("<p>" + "; ".join(extras) + ".</p>")
+    lat = []
+    for metric in ("ttft_ms", "tpot_ms", "e2e_s"):
+        q = shown_percentile(r, metric)
+        f = UNIT_FMT[METRIC_UNITS[metric]]
+        limit = slo_limit(r, metric, q)
+        src = "measured" if (a.get("measured") or {}).get(metric) else "predicted"
+        txt = f"{METRIC_NAMES[metric]} {q} {pg.n(f'{p}.{src}.{metric}.{q}', f)}"
+        if limit is not None:
+            txt += f" (SLO {escape(f(limit))})"
+        lat.append(txt)
+    basis = "Measured" if a.get("measured") else "Predicted"
+    parts.append(f"<p>{basis}: " + ", ".join(lat) + ".</p>")
+    ok = "good" if a.get("meets_slo") else "bad"
+    return f'<div class="answer {ok}">' + "".join(parts) + "</div>"
+
+
+def _workload(pg: Page, wl: WorkloadModel | None) -> str:
+    w = pg.r.get("workload") or {}
+    said: list[tuple[str, str]] = [
+        ("Workload", escape(str(w.get("name", "")))),
+        ("Model", escape(str(w.get("model", "")))),
+    ]
+    if wl is not None and wl.spec.users is not None:
+        u = wl.spec.users
+        said += [
+            ("Users", f"{u.total:,}"),
+            ("Active in the busiest hour", f"{u.peak_active_fraction:.0%}"),
+            ("Requests per active user-hour", f"{u.requests_per_active_hour:g}"),
+        ]
+    if wl is not None:
+        said.append(("Traffic profile", escape(str(wl.spec.traffic.profile or "custom weights"))))
+    said.append(("Time zone", escape(str(w.get("timezone", "")))))
+    for m, q, _limit in slo_targets(pg.r):
+        f = UNIT_FMT.get(METRIC_UNITS.get(m, ""), plain)
+        said.append((f"SLO {METRIC_NAMES.get(m, m)} {q}", "≤ " + pg.n(f"workload.slo.{m}.{q}", f)))
+    said += [("Note", escape(str(n))) for n in w.get("notes") or []]
+    tech: list[tuple[str, str]] = [
+        ("Peak rate", pg.n("workload.peak_rps", rps)),
+        ("Average rate", pg.n("workload.avg_rps", rps)),
+        ("Requests in flight at peak (Little's law)", pg.n("workload.peak_concurrency", count)),
+        ("Active users at peak", pg.n("workload.peak_active_users", count)),
+        ("Think time between requests", pg.n("workload.think_time_s", sec)),
+        ("Requests per day", pg.n("workload.requests_per_day", count)),
+        ("Requests per month", pg.n("workload.requests_per_month", count)),
+        ("Input tokens/s at peak", pg.n("workload.input_tokens_per_s_peak", count)),
+        ("Output tokens/s at peak", pg.n("workload.output_tokens_per_s_peak", count)),
+    ]
+    tok_rows = []
+    for side in ("input_tokens", "output_tokens"):
+        b = w.get(side) or {}
+        tok_rows.append(
+            [side.replace("_", " "), escape(str(b.get("kind", "")))]
+            + [pg.n(f"workload.{side}.{k}", token_count) for k in ("mean", "p50", "p95", "p99")]
+        )
+    tokens = _table(["tokens", "distribution", "mean", "p50", "p95", "p99"], tok_rows, "num")
+    body = (
+        '<div class="cols"><div><h3>In business terms</h3>' + _dl(said) + "</div>"
+        "<div><h3>In technical figures</h3>" + _dl(tech) + tokens + "</div></div>"
+    )
+    return _section("workload", "Workload", body)
+
+
+def _ranked(pg: Page) -> str:
+    r = pg.r
+    archs = r.get("architectures") or []
+    if not archs:
+        return _section("ranked", "Ranked architectures", "<p>None: no candidate meets the SLOs.</p>")
+    metrics = [(m, shown_percentile(r, m)) for m in ("ttft_ms", "tpot_ms", "e2e_s")]
+    any_measured = any(a.get("measured") for a in archs)
+    head = ["#", "architecture", "replicas<br><small>min–peak (mean)</small>"]
+    for m, q in metrics:
+        limit = slo_limit(r, m, q)
+        slo = (
+            f"<br><small>SLO ≤ {escape(UNIT_FMT[METRIC_UNITS[m]](limit))}</small>"
+            if limit is not None
+            else ""
+        )
+        head.append(f"{METRIC_NAMES[m]} {q}<br><small>predicted</small>{slo}")
+        if any_measured:
+            head.append(f"{METRIC_NAMES[m]} {q}<br><small>measured</small>")
+    head += ["per month<br><small>on-demand</small>", "per month<br><small>spot</small>",
+             "per month<br><small>1-yr plan</small>", "per 1M out<br><small>tokens</small>",
+             "per user<br><small>month</small>", "headroom", "Pareto"]  # fmt: skip
+    rows = []
+    for i, a in enumerate(archs):
+        p = f"architectures.{i}"
+        reps = (
+            f"{pg.n(p + '.replicas.min', count)}–{pg.n(p + '.replicas.peak', count)} ({pg.n(p + '.replicas.mean', count)})"
+            if a.get("replicas")
+            else "per token"
+        )
+        name = f'<span class="id" title="{escape(a["id"])}">{escape(short_label(a))}</span>'
+        if a.get("capacity_type") == "spot":
+            name += ' <span class="tag">spot</span>'
+        row = [pg.n(p + ".rank", count), name, reps]
+        for m, q in metrics:
+            f = UNIT_FMT[METRIC_UNITS[m]]
+            row.append(pg.n(f"{p}.predicted.{m}.{q}", f))
+            if any_measured:
+                cell = pg.n(f"{p}.measured.{m}.{q}", f)
+                limit = slo_limit(r, m, q)
+                mv = lookup(r, f"{p}.measured.{m}.{q}")
+                if limit is not None and isinstance(mv, int | float) and mv > limit:
+                    cell = f'<span class="miss">{cell}</span>'
+                row.append(cell)
+        row += [
+            pg.n(p + ".cost.usd_per_month", usd),
+            pg.n(p + ".cost.usd_per_month_spot", usd),
+            pg.n(p + ".cost.usd_per_month_savings_plan_1y", usd),
+            pg.n(p + ".cost.usd_per_million_output_tokens", usd),
+            pg.n(p + ".cost.usd_per_user_month", usd),
+            pg.n(p + ".headroom_pct", pct),
+            "★" if a.get("pareto") else "",
+        ]
+        rows.append(row)
+    s = r.get("search") or {}
+    lead = (
+        "Cheapest first among the architectures that meet every SLO target. "
+        f"Searched {pg.n('search.hardware_options', count)} hardware options, simulated {pg.n('search.simulated', count)},"
+        f" {pg.n('search.feasible', count)} feasible"
+        + (f" in {pg.n('search.seconds', sec)}" if s.get("seconds") is not None else "")
+        + ". ★ marks the Pareto front (no other architecture is both cheaper and faster at p95 end-to-end)."
+    )
+    return _section("ranked", "Ranked architectures", _table(head, rows, "num ranked"), lead)
+
+
+def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, Any]]]) -> str:
+    r = pg.r
+    archs = r.get("architectures") or []
+    if not curves and not measured:
+        return _section(
+            "latency",
+            "Latency against throughput",
+            "<p>No curve: the ranked architectures are per-token services (Bedrock) or none is feasible.</p>",
+        )
+    by_id = {a["id"]: (i, a) for i, a in enumerate(archs)}
+    winner_key = hardware_key(archs[0]) if archs else None
+    metrics = ["ttft_ms", "e2e_s"]
+    if any(m == "tpot_ms" for m, _, _ in slo_targets(r)):
+        metrics.insert(1, "tpot_ms")
+    figs = []
+    for metric in metrics:
+        q = shown_percentile(r, metric)
+        f = UNIT_FMT[METRIC_UNITS[metric]]
+        limit = slo_limit(r, metric, q)
+        series: list[svg.Series] = []
+        markers: list[svg.Marker] = []
+        tops: list[float] = []
+        for k, c in enumerate(curves):
+            color = svg.PALETTE[k % len(svg.PALETTE)]
+            pts = [(p.requests_per_s, p.latency[metric][q]) for p in c.points]
+            tips = [
+                f"{c.label}: offered {p.offered_rps:.2f} req/s, served {p.requests_per_s:.2f} req/s, "
+                f"{METRIC_NAMES[metric]} {q} {f(p.latency[metric][q])}"
+                for p in c.points
+            ]
+            series.append(svg.Series(c.label, pts, color, "line", tips=tips))
+            first = next((by_id[i] for i in c.architecture_ids if i in by_id), None)
+            if first is not None:
+                _, a = first
+                x = (a.get("per_replica") or {}).get("rps_at_peak")
+                y = (a.get("predicted") or {}).get(metric, {}).get(q)
+                if isinstance(x, int | float) and isinstance(y, int | float):
+                    win = hardware_key(a) == winner_key
+                    tip = f"operating point of {short_label(a)} at peak: {x:.2f} req/s per replica, {f(y)}"
+                    label = f"chosen: {x:.2f} req/s, {f(y)}"
+                    markers.append(
+                        svg.Marker(x, y, label, color, "star" if win else "ring", tip, show_label=win)
+                    )
+                    tops.append(y)
+            for cid in c.architecture_ids:
+                steps = measured.get(cid) or []
+                mpts = [
+                    (float(s["requests_per_s"]), float(s[metric][q]))
+                    for s in steps
+                    if isinstance(s.get(metric), dict)
+                    and s[metric].get(q) is not None
+                    and s.get("requests_per_s")
+                ]
+                if mpts:
+                    series.append(
+                        svg.Series(f"{c.label} (measured)", sorted(mpts), color, "points", marker="square")
+                    )
+                    tops += [y for _, y in mpts]
+        # measured candidates that have no predicted curve (e.g. an external endpoint)
+        curve_ids = {i for c in curves for i in c.architecture_ids}
+        for j, (cid, steps) in enumerate(sorted(measured.items())):
+            if cid in curve_ids:
+                continue
+            mpts = [
+                (float(s["requests_per_s"]), float(s[metric][q]))
+                for s in steps
+                if isinstance(s.get(metric), dict)
+                and s[metric].get(q) is not None
+                and s.get("requests_per_s")
+            ]
+            if mpts:
+                color = svg.PALETTE[(len(curves) + j) % len(svg.PALETTE)]
+                series.append(svg.Series(f"{cid} (measured)", sorted(mpts), color, "line", marker="square"))
+                tops += [y for _, y in mpts]
+        if not any(s.points for s in series):
+            continue
+        refs = [svg.RefLine(limit, f"SLO {q} {f(limit)}")] if limit is not None else []
+        y_hi = max(
+            (limit or 0.0) * Y_CAP_SLO_FACTOR,
+            max(tops, default=0.0) * Y_CAP_POINT_FACTOR,
+        ) or max(p[1] for s in series for p in s.points)
+        y_axis = svg.axis_for([0.0, y_hi], pad=0.0)
+        chart = svg.xy_chart(
+            f"latency-{metric}",
+            f"{METRIC_NAMES[metric]} {q} against throughput per replica",
+            x_label="throughput per replica (requests/s)",
+            y_label=f"{METRIC_NAMES[metric]} {q} ({METRIC_UNITS[metric]})",
+            series=series,
+            ref_lines=refs,
+            markers=markers,
+            y_axis=y_axis,
+        )
+        figs.append(
+            _figure(
+                f"latency-{metric}",
+                chart,
+                f"{METRIC_NAMES[metric]} {q} of one replica as load rises (predicted by the batching simulator"
+                + (", measured points as squares" if measured else "")
+                + "). ★ is the chosen architecture's operating point at peak; rings the others'.",
+            )
+        )
+    lead = (
+        "How each of the leading hardware configurations behaves as load per replica rises. The operating point"
+        " sits left of where a curve crosses its SLO line; the gap is the headroom."
+    )
+    shared = []
+    for c in curves:
+        ranks = [f"#{by_id[i][1].get('rank')}" for i in c.architecture_ids if i in by_id]
+        if ranks:
+            shared.append(f"{escape(c.label)}: {', '.join(ranks)}")
+    if shared:
+        lead += " Architectures on the same accelerators share a curve — " + "; ".join(shared) + "."
+    table = _measurements_table(measured, r) if measured else ""
+    return _section("latency", "Latency against throughput", "".join(figs) + table, lead)
+
+
+def _measurements_table(measured: dict[str, list[dict[str, Any]]], result: dict[str, Any]) -> str:
+    rows = []
+    for cid, steps in measured.items():
+        for s in steps:
+            target = s.get("target") or {}
+            tgt = (
+                ", ".join(f"{k} {v:g}" for k, v in target.items())
+                if isinstance(target, dict)
+                else str(target)
+            )
+            cells = [escape(cid), escape(tgt), escape(rps(float(s.get("requests_per_s") or 0)))]
+            for m in ("ttft_ms", "tpot_ms", "e2e_s"):
+                q = shown_percentile(result, m)
+                v = (s.get(m) or {}).get(q) if isinstance(s.get(m), dict) else None
+                cells.append(
+                    escape(UNIT_FMT[METRIC_UNITS[m]](float(v))) if isinstance(v, int | float) else "—"
+                )
+            errors = s.get("errors") or {}
+            cells.append(str(sum(errors.values())) if isinstance(errors, dict) else escape(str(errors)))
+            ok = s.get("meets_slo")
+            cells.append("—" if ok is None else ("yes" if ok else '<span class="miss">no</span>'))
+            rows.append(cells)
+    head = ["candidate", "load step", "served"] + [
+        f"{METRIC_NAMES[m]} {shown_percentile(result, m)}" for m in ("ttft_ms", "tpot_ms", "e2e_s")
+    ]
+    return "<h3>Load-test steps</h3>" + _table([*head, "errors", "meets SLO"], rows, "num")
+
+
+def _pareto(pg: Page) -> str:
+    archs = pg.r.get("architectures") or []
+    if not archs:
+        return _section("pareto", "Cost against latency", "<p>No feasible architecture to plot.</p>")
+    pts_all, pts_front, tips_all, tips_front = [], [], [], []
+    for a in archs:
+        e2e = (a.get("predicted") or {}).get("e2e_s", {}).get("p95")
+        if not isinstance(e2e, int | float):
+            continue
+        pt = (float(e2e), rank_cost(a))
+        tip = f"#{a.get('rank')} {short_label(a)}: {usd(pt[1])}/month, e2e p95 {sec(pt[0])}"
+        if a.get("pareto"):
+            pts_front.append(pt)
+            tips_front.append(tip)
+        else:
+            pts_all.append(pt)
+            tips_all.append(tip)
+    costs = [p[1] for p in pts_all + pts_front if p[1] > 0]
+    log = bool(costs) and max(costs) / min(costs) >= LOG_COST_RATIO
+    front = sorted(zip(pts_front, tips_front, strict=True))
+    series = [
+        svg.Series("other feasible architectures", pts_all, "#9aa3ad", "points", tips=tips_all),
+        svg.Series("Pareto front", [p for p, _ in front], svg.PALETTE[0], "step", tips=[t for _, t in front]),
+    ]
+    w = archs[0]
+    markers = [
+        svg.Marker(
+            float(w["predicted"]["e2e_s"]["p95"]),
+            rank_cost(w),
+            f"#{w.get('rank')} chosen",
+            svg.PALETTE[5],
+            "star",
+            f"chosen: {short_label(w)}",
+        )
+    ]
+    labelled = [a for a in archs if a.get("pareto") and a is not w][:MAX_PARETO_LABELS]
+    for a in labelled:
+        markers.append(
+            svg.Marker(
+                float(a["predicted"]["e2e_s"]["p95"]),
+                rank_cost(a),
+                f"#{a.get('rank')}",
+                svg.PALETTE[0],
+                "ring",
+                f"#{a.get('rank')} {short_label(a)}",
+            )
+        )
+    refs = []
+    limit = slo_limit(pg.r, "e2e_s", "p95")
+    if limit is not None:
+        refs.append(svg.RefLine(limit, f"SLO e2e p95 {sec(limit)}", axis="x"))
+    x_axis = svg.axis_for([p[0] for p in pts_all + pts_front] + ([limit] if limit else []))
+    chart = svg.xy_chart(
+        "pareto",
+        "Monthly cost against p95 end-to-end latency",
+        x_label="predicted end-to-end latency p95 (s)",
+        y_label="monthly cost (USD" + (", log scale)" if log else ")"),
+        series=series,
+        ref_lines=refs,
+        markers=markers,
+        x_axis=x_axis,
+        y_log=log,
+    )
+    front_names = "; ".join(f"#{a.get('rank')} {escape(short_label(a))}" for a in [w, *labelled])
+    cap = (
+        "Each dot is a feasible architecture (predicted p95 end-to-end latency, monthly cost as ranked). The"
+        " Pareto front joins those no other beats on both cost and latency: moving left along it buys speed with"
+        f" money. Marked: {front_names}."
+    )
+    return _section("pareto", "Cost against latency", _figure("pareto", chart, cap))
+
+
+def _schedule_and_cost(pg: Page) -> str:
+    r = pg.r
+    archs = r.get("architectures") or []
+    w = r.get("workload") or {}
+    hourly = w.get("hourly_rps") or []
+    if not archs:
+        return _section("cost", "Schedule and monthly cost", "<p>No feasible architecture.</p>")
+    idx = next((i for i, a in enumerate(archs) if (a.get("cost") or {}).get("schedule")), None)
+    a0 = archs[0]
+    figs = []
+    hours = [f"{h:02d}" for h in range(24)]
+    demand = svg.Series(
+        "demand (req/s)", [(h, float(v)) for h, v in enumerate(hourly)], svg.PALETTE[5], "line"
+    )
+    if idx is not None:
+        a = archs[idx]
+        sched = a["cost"]["schedule"]
+        groups = [
+            svg.BarGroup("nodes", [float(x) for x in sched.get("nodes_by_hour") or []], svg.PALETTE[0]),
+            svg.BarGroup("replicas", [float(x) for x in sched.get("replicas_by_hour") or []], svg.PALETTE[4]),
+        ]
+        groups = [g for g in groups if len(g.values) == len(hours)]
+        if groups:
+            chart = svg.bar_chart(
+                "schedule",
+                f"Replicas and nodes by hour of day ({w.get('timezone', 'local time')})",
+                categories=hours,
+                groups=groups,
+                y_label="count",
+                line=demand if len(hourly) == len(hours) else None,
+                line_label="requests/s",
+            )
+            who = (
+                ""
+                if idx == 0
+                else f" (the best-ranked architecture with a schedule: {escape(short_label(a))})"
+            )
+            figs.append(
+                _figure(
+                    "schedule",
+                    chart,
+                    f"Hour-by-hour replicas and nodes of {escape(short_label(a))}{who} against demand, in"
+                    f" {escape(str(w.get('timezone', 'local time')))}; the base stays up around the clock.",
+                )
+            )
+            rows = []
+            for key, label in (("replicas_by_hour", "replicas"), ("nodes_by_hour", "nodes")):
+                vals = sched.get(key) or []
+                rows.append(
+                    [label]
+                    + [pg.n(f"architectures.{idx}.cost.schedule.{key}.{h}", count) for h in range(len(vals))]
+                )
+            rows.append(["req/s"] + [pg.n(f"workload.hourly_rps.{h}", two) for h in range(len(hourly))])
+            figs.append(_table(["hour", *hours], rows, "num compact"))
+    elif len(hourly) == len(hours):
+        chart = svg.bar_chart(
+            "schedule",
+            "Demand by hour of day",
+            categories=hours,
+            groups=[svg.BarGroup("requests/s", [float(v) for v in hourly], svg.PALETTE[5])],
+            y_label="requests/s",
+        )
+        figs.append(
+            _figure(
+                "schedule",
+                chart,
+                "Demand by hour. Bedrock scales per request: there is no fleet to schedule.",
+            )
+        )
+    # monthly cost breakdown of the winner
+    c = a0.get("cost") or {}
+    bd = c.get("breakdown") or {}
+    parts = [(BREAKDOWN_LABELS.get(k, k.replace("_", " ")), float(v), k) for k, v in bd.items()
+             if k.endswith("_usd_per_month") and isinstance(v, int | float)]  # fmt: skip
+    rows_h = [(label, v, svg.PALETTE[i % len(svg.PALETTE)]) for i, (label, v, _) in enumerate(parts)]
+    options = [("On-demand", c.get("usd_per_month")), ("Spot above the base", c.get("usd_per_month_spot")),
+               ("1-year savings plan", c.get("usd_per_month_savings_plan_1y"))]  # fmt: skip
+    rows_h += [(label, float(v), "#7a8796") for label, v in options if isinstance(v, int | float)]
+    if rows_h:
+        chart = svg.hbar_chart("cost-breakdown", "Monthly cost of the chosen architecture", rows=rows_h)
+        figs.append(
+            _figure(
+                "cost-breakdown",
+                chart,
+                f"Monthly cost of {escape(short_label(a0))}: its parts (on-demand), then the total under each"
+                " pricing option.",
+            )
+        )
+    items = [(escape(BREAKDOWN_LABELS.get(k, k.replace("_", " "))), pg.n(f"architectures.0.cost.breakdown.{k}", usd if "usd" in k else plain))
+             for k in bd]  # fmt: skip
+    items += [
+        ("Per hour at peak", pg.n("architectures.0.cost.usd_per_hour_peak", usd)),
+        ("Per month, on-demand", pg.n("architectures.0.cost.usd_per_month", usd)),
+        ("Per month, spot above the base", pg.n("architectures.0.cost.usd_per_month_spot", usd)),
+        ("Per month, 1-year savings plan", pg.n("architectures.0.cost.usd_per_month_savings_plan_1y", usd)),
+        ("Per million output tokens", pg.n("architectures.0.cost.usd_per_million_output_tokens", usd)),
+        ("Per user per month", pg.n("architectures.0.cost.usd_per_user_month", usd)),
+    ]
+    figs.append(_dl(items))
+    return _section("cost", "Schedule and monthly cost", "".join(figs))
+
+
+def _rejected(pg: Page) -> str:
+    rej = pg.r.get("rejected") or []
+    inf = pg.r.get("infeasible")
+    body = []
+    if inf:
+        body.append(f'<p class="warn">{escape(str(inf.get("message", "")))}</p>')
+        if inf.get("binding"):
+            body.append(
+                f"<p>Binding constraint: <code>{escape(json.dumps(inf['binding'], default=str))}</code></p>"
+            )
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for x in rej:
+        by_kind.setdefault(str(x.get("kind") or "other"), []).append(x)
+    if not rej:
+        body.append("<p>No candidate was rejected.</p>")
+    for kind, xs in sorted(by_kind.items(), key=lambda kv: -len(kv[1])):
+        rows = [[f"<code>{escape(str(x.get('id')))}</code>", escape(str(x.get("reason", "")))] for x in xs]
+        body.append(
+            f'<details data-kind="{escape(kind)}"><summary><strong>{len(xs)}</strong> {escape(KIND_LABELS.get(kind, kind))}'
+            f"</summary>{_table(['candidate', 'reason'], rows)}</details>"
+        )
+    lead = f"{len(rej)} candidates did not make the ranking; open a group to see each one and why."
+    return _section("rejected", "Rejected candidates", "".join(body), lead)
+
+
+def _assumptions(pg: Page) -> str:
+    r = pg.r
+    asm = r.get("assumptions") or {}
+    archs = r.get("architectures") or []
+    prices: dict[tuple[str, str, bool], list[str]] = {}
+    for a in archs:
+        pr = (a.get("cost") or {}).get("price") or {}
+        if pr:
+            key = (str(pr.get("source", "")), str(pr.get("as_of", "")), bool(pr.get("assumed")))
+            prices.setdefault(key, []).append(a["id"])
+    cal = asm.get("calibration") or {}
+    version = cal.get("version") if isinstance(cal, dict) else cal
+    assumed: list[str] = []
+    if version in (None, "none", ""):
+        assumed.append(
+            "The estimator is uncalibrated: latencies come from the roofline model with default efficiencies."
+        )
+    if any(k[2] for k in prices):
+        assumed.append("Some instance prices are assumed (not from the AWS price list): see the price table.")
+    if any(((a.get("cost") or {}).get("price") or {}).get("spot_discount_assumed") for a in archs):
+        assumed.append("Spot discounts are assumed per family, not quoted; spot capacity may be interrupted.")
+    if any(a.get("deployment") == "bedrock" for a in archs):
+        assumed.append("Bedrock latency follows an assumed profile until measured.")
+    if not any(a.get("measured") for a in archs):
+        assumed.append("Nothing here is measured yet: every latency is a prediction.")
+    items = [
+        ("Calibration version", escape(str(version if version is not None else "none"))),
+        ("Calibration date", escape(str((cal.get("date") if isinstance(cal, dict) else None) or "—"))),
+        ("Generated", escape(str(r.get("generated_at", "—")))),
+    ]
+    for k, v in asm.items():
+        if k == "calibration":
+            continue
+        text = v if isinstance(v, str) else json.dumps(v, default=str)
+        items.append(
+            (
+                escape(k.replace("_", " ")),
+                f"<code>{escape(text)}</code>" if not isinstance(v, str) else escape(text),
+            )
+        )
+    price_rows = [
+        [escape(src), escape(as_of), "assumed" if flag else "quoted", str(len(ids))]
+        for (src, as_of, flag), ids in sorted(prices.items())
+    ]
+    body = (
+        ("<ul>" + "".join(f"<li>{escape(x)}</li>" for x in assumed) + "</ul>" if assumed else "")
+        + _dl(items)
+        + (
+            "<h3>Prices as of</h3>" + _table(["source", "as of", "status", "architectures"], price_rows)
+            if price_rows
+            else ""
+        )
+    )
+    return _section("assumptions", "Assumptions", body)
+
+
+def _manifests(manifests: dict[str, str] | None, note: str) -> str:
+    if not manifests:
+        return _section("manifests", "Manifests", f"<p>{escape(note or 'No manifests for this result.')}</p>")
+    blocks = [
+        f"<details{' open' if i == 0 else ''}><summary><code>{escape(name)}</code></summary>"
+        f"<pre><code>{escape(text)}</code></pre></details>"
+        for i, (name, text) in enumerate(manifests.items())
+    ]
+    return _section("manifests", "Manifests", "".join(blocks), escape(note))
+
+
+def winner_manifests(result: dict[str, Any]) -> tuple[dict[str, str] | None, str]:
+    """Karpenter + Kubernetes YAML of the best-ranked EKS architecture, one file per kind, and a note; (None,
+    why) when there is none or the deploy package is not available."""
+    archs = result.get("architectures") or []
+    eks = next((a for a in archs if a.get("deployment") == "eks"), None)
+    if eks is None:
+        return None, "No EKS architecture in the ranking: nothing to deploy on Kubernetes."
+    try:
+        from sizing.deploy.manifests import render, to_yaml
+    except ImportError:
+        return None, "Manifests are not available in this build (sizing.deploy is missing)."
+    from sizing.errors import SizingError
+
+    try:
+        objs = render(eks, str(result.get("run_id") or "estimate"))
+    except (SizingError, ValueError, KeyError) as exc:
+        return None, f"Could not render the manifests of {eks['id']}: {exc}"
+    out = {f"{o['kind'].lower()}.yaml": to_yaml([o]) for o in objs}
+    who = "the chosen architecture" if eks is archs[0] else f"the best-ranked EKS architecture ({eks['id']})"
+    return (
+        out,
+        f"Apply with kubectl apply -f: Karpenter node classes first, the autoscaler last. These run {who}.",
+    )
+
+
+# --- the page -------------------------------------------------------------------------------------------------
+CSS = """
+:root{--ink:#23272e;--muted:#6b7280;--line:#e3e6ea;--accent:#0072B2;--good:#1e7d4f;--bad:#b3261e}
+*{box-sizing:border-box}body{margin:0;font:14px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--ink);background:#f6f7f9}
+header{background:#14202e;color:#fff;padding:20px 32px}header h1{margin:0 0 4px;font-size:22px}header p{margin:0;color:#c5cdd8}
+nav{position:sticky;top:0;background:#fff;border-bottom:1px solid var(--line);padding:8px 32px;z-index:2}
+nav a{margin-right:16px;color:var(--accent);text-decoration:none;font-weight:500}
+main{max-width:1180px;margin:0 auto;padding:8px 32px 48px}
+section{background:#fff;border:1px solid var(--line);border-radius:8px;padding:16px 22px;margin:18px 0}
+h2{font-size:18px;margin:0 0 8px}h3{font-size:15px;margin:14px 0 6px}.lead{color:var(--muted);margin-top:0}
+.answer{border-left:6px solid var(--good);background:#eef7f1;padding:12px 18px;border-radius:6px;margin:18px 0}
+.answer.bad{border-color:var(--bad);background:#fbeeee}.answer .big{font-size:18px;margin:4px 0}
+.cols{display:grid;grid-template-columns:1fr 1fr;gap:28px}@media(max-width:900px){.cols{grid-template-columns:1fr}}
+dl{display:grid;grid-template-columns:minmax(180px,auto) 1fr;gap:4px 14px;margin:6px 0}dt{color:var(--muted)}dd{margin:0}
+.scroll{overflow-x:auto}table{border-collapse:collapse;width:100%;margin:6px 0;font-size:13px}
+th,td{padding:5px 8px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
+th{background:#f0f2f5;font-weight:600;position:sticky;top:0}tbody tr:nth-child(even){background:#fafbfc}
+table.num td{text-align:right;white-space:nowrap}table.num td:nth-child(2){text-align:left}table.ranked td:nth-child(2){white-space:normal}
+table.compact{table-layout:fixed}table.compact td,table.compact th{padding:3px 2px;font-size:11.5px;text-align:right}table.compact td:first-child,table.compact th:first-child{width:64px;text-align:left}
+small{color:var(--muted);font-weight:400}.miss{color:var(--bad);font-weight:600}.na{color:#b0b6be}
+.tag{background:#fff4d6;border:1px solid #e6c66b;border-radius:4px;padding:0 4px;font-size:11px}
+figure.chart{margin:14px 0}figure.chart svg{width:100%;height:auto;max-width:900px;display:block;background:#fff}
+figcaption{color:var(--muted);font-size:12.5px;max-width:900px}
+details{margin:6px 0}summary{cursor:pointer}pre{background:#0f1720;color:#e6edf3;padding:12px;border-radius:6px;overflow-x:auto;font-size:12px}
+.warn{color:var(--bad)}code{font-size:12.5px}
+@media print{nav{display:none}section{break-inside:avoid}}
+"""
+
+NAV = [
+    ("workload", "Workload"),
+    ("ranked", "Ranking"),
+    ("latency", "Latency"),
+    ("pareto", "Cost vs latency"),
+    ("cost", "Schedule & cost"),
+    ("rejected", "Rejected"),
+    ("assumptions", "Assumptions"),
+    ("manifests", "Manifests"),
+]
+
+
+def _embedded_json(result: dict[str, Any]) -> str:
+    text = json.dumps(result, default=str, separators=(",", ":"))
+    # "</" would end the script element early; "<\/" is the same JSON string
+    return text.replace("</", "<\\/")
+
+
+def render_report(
+    result: dict[str, Any],
+    *,
+    measurements: list[dict[str, Any]] | None = None,
+    manifests: dict[str, str] | None = None,
+    workload: WorkloadModel | None = None,
+    curves: bool = True,
+) -> str:
+    """The self-contained HTML report of an estimate or run `result` (the planner's JSON).
+
+    measurements: load-test step records (`target`, `requests_per_s`, `ttft_ms`/`tpot_ms`/`e2e_s` percentiles,
+        optional `candidate_id`), plotted beside the predicted curves. manifests: file name -> YAML of the
+        winner; by default rendered with `sizing.deploy` for the best-ranked EKS architecture. workload: the
+        WorkloadModel, when at hand (exact token distributions, the business terms); else rebuilt from the
+        result. curves: False skips the simulated latency curves (measured points are still plotted)."""
+    pg = Page(result)
+    measured = _measured_for(measurements or [], result)
+    curve_list = latency_curves(result, workload, always=list(measured)) if curves else []
+    if manifests is None:
+        manifests, note = winner_manifests(result)
+    else:
+        note = "Manifests supplied with the run."
+    w = result.get("workload") or {}
+    kind = (
+        "run"
+        if measurements or any(a.get("measured") for a in result.get("architectures") or [])
+        else "estimate"
+    )
+    title = f"Sizing report — {w.get('name', 'workload')}"
+    sections = [
+        _answer(pg),
+        _workload(pg, workload),
+        _ranked(pg),
+        _latency(pg, curve_list, measured),
+        _pareto(pg),
+        _schedule_and_cost(pg),
+        _rejected(pg),
+        _assumptions(pg),
+        _manifests(manifests, note),
+    ]
+    nav = "".join(f'<a href="#{sid}">{label}</a>' for sid, label in NAV)
+    return (
+        "<!DOCTYPE html>\n"
+        f'<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
+        f"<header><h1>{escape(title)}</h1><p>{escape(str(w.get('model', '')))} · {kind}"
+        f" · generated {escape(str(result.get('generated_at', '')))}</p></header>"
+        f"<nav>{nav}</nav><main>{''.join(sections)}</main>"
+        f'<script type="application/json" id="sizing-result">{_embedded_json(result)}</script>'
+        "</body></html>\n"
+    )
+
+
+def write_report(
+    result: dict[str, Any],
+    path: str | Path,
+    *,
+    measurements: list[dict[str, Any]] | None = None,
+    manifests: dict[str, str] | None = None,
+    workload: WorkloadModel | None = None,
+    curves: bool = True,
+) -> Path:
+    """Render the report and write it to `path` (parent folders created); returns the path."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    html = render_report(
+        result, measurements=measurements, manifests=manifests, workload=workload, curves=curves
+    )
+    out.write_text(html, encoding="utf-8")
+    return out
