@@ -1,0 +1,20 @@
+"""Slash command function: `POST /slack/commands` → verify Slack's signature, parse `/sizing ...`, answer an
+ephemeral acknowledgement within Slack's three seconds and invoke the estimate worker asynchronously."""
+
+from typing import Any
+
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from sizing.service.observability import logger, metrics, tracer
+from sizing.slack import deps
+from sizing.slack.bot import SlackRequest, answer
+from sizing.slack.lambda_env import init_environment
+
+
+@init_environment
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@metrics.log_metrics(capture_cold_start_metric=True)
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return answer(deps.bot().command, SlackRequest.from_apigw(event)).to_apigw()

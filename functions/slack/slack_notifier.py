@@ -1,0 +1,20 @@
+"""Run-completed notifier: EventBridge `SizingRunCompleted` → the measured ranking (or why the run ended) posted
+with the bot token in the Slack thread the run was started from."""
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent, event_source
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from sizing.service.observability import logger, metrics, tracer
+from sizing.slack import deps
+from sizing.slack.lambda_env import init_environment
+
+
+@init_environment
+@logger.inject_lambda_context(correlation_id_path="id")
+@metrics.log_metrics(capture_cold_start_metric=True)
+@tracer.capture_lambda_handler
+@event_source(data_class=EventBridgeEvent)
+def lambda_handler(event: EventBridgeEvent, context: LambdaContext) -> dict[str, Any]:
+    return {"notified": deps.bot().run_completed(event.detail)}

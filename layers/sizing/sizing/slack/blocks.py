@@ -1,0 +1,361 @@
+"""Block Kit messages of the Slack bot, built from `slack_sdk.models` classes (which validate lengths and shapes
+when serialized): help, usage replies, the acknowledgement, the estimate (top three architectures with cost and
+SLO figures, a "Measure these" button, a report link) and the measured ranking of a finished run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    Block,
+    ButtonElement,
+    ConfirmObject,
+    ContextBlock,
+    DividerBlock,
+    HeaderBlock,
+    LinkButtonElement,
+    MarkdownTextObject,
+    PlainTextObject,
+    SectionBlock,
+)
+
+from sizing.slack.client import Message
+from sizing.slack.grammar import EXAMPLES, PRESET_ALIASES
+from sizing.workload import PRESETS, WorkloadSpec
+
+MEASURE_ACTION_ID = "measure_these"
+REPORT_ACTION_ID = "open_report"
+#: Architectures shown per message: three fit on one screen and are what "Measure these" measures.
+TOP_SHOWN = 3
+#: Block Kit limits (api.slack.com/reference/block-kit): header text 150 characters, button value 2,000.
+HEADER_MAX = 150
+BUTTON_VALUE_MAX = 2000
+DEPLOYMENT_NAMES = {"eks": "EKS", "sagemaker": "SageMaker", "bedrock": "Bedrock"}
+METRIC_NAMES = {"ttft_ms": ("TTFT", "ms"), "tpot_ms": ("TPOT", "ms"), "e2e_s": ("e2e", "s")}
+
+
+class MeasureAction(BaseModel):
+    """The value carried by the "Measure these" button: the raw spec the estimate was made from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    v: int = Field(default=1, ge=1, le=1)
+    spec: dict[str, Any]
+    top_k: int = Field(default=TOP_SHOWN, ge=1, le=TOP_SHOWN)
+
+
+def escape(text: str) -> str:
+    """Slack mrkdwn control characters (&, <, >) in text that came from a person or a catalog."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _md(text: str) -> MarkdownTextObject:
+    return MarkdownTextObject(text=text)
+
+
+def _header(text: str) -> HeaderBlock:
+    return HeaderBlock(
+        text=PlainTextObject(text=text[: HEADER_MAX - 1] + "…" if len(text) > HEADER_MAX else text)
+    )
+
+
+def _usd(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    return f"${x:,.0f}" if x >= 100 else f"${x:,.2f}"
+
+
+def _latency(metric: str, value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    if metric == "e2e_s":
+        return f"{value:.2f} s"
+    return f"{value:,.0f} ms" if value >= 10 else f"{value:.1f} ms"
+
+
+def describe_spec(spec: WorkloadSpec, model_id: str) -> str:
+    """One line a person can check: traffic, model, use case, tokens and SLOs."""
+    parts: list[str] = []
+    if spec.users is not None:
+        parts.append(f"{spec.users.total:,} users")
+    elif spec.rate is not None:
+        parts.append(f"{spec.rate.peak_rps:g} req/s at peak")
+    parts.append(f"`{escape(model_id)}`")
+    if spec.preset:
+        parts.append(spec.preset)
+    tok = spec.tokens
+    if tok.input is not None and tok.output is not None:
+        parts.append(
+            f"in {_tokens(tok.input.fixed, tok.input.mean)} / out {_tokens(tok.output.fixed, tok.output.mean)} tokens"
+        )
+    for metric, pct, limit in spec.slo.targets():
+        name, unit = METRIC_NAMES[metric]
+        shown = (
+            f"{limit:g} s" if unit == "s" else (f"{limit / 1000:g} s" if limit >= 1000 else f"{limit:g} ms")
+        )
+        parts.append(f"{name} {pct} ≤ {shown}")
+    return " · ".join(parts)
+
+
+def _tokens(fixed: int | None, mean: float | None) -> str:
+    if fixed is not None:
+        return f"{fixed:,}"
+    return f"~{mean:,.0f}" if mean is not None else "?"
+
+
+def architecture_title(a: dict[str, Any]) -> str:
+    """`1. EKS · 2× p5.48xlarge · TP8 · fp8 · vllm · on-demand` (Bedrock: the model id, per token)."""
+    dep = DEPLOYMENT_NAMES.get(str(a.get("deployment")), str(a.get("deployment", "?")))
+    rank = a.get("rank", "")
+    if a.get("deployment") == "bedrock" or not a.get("instance_type"):
+        model_id = (a.get("bedrock") or {}).get("model_id") or a.get("id", "")
+        return (
+            f"{rank}. {dep} · `{escape(str(model_id))}` · per token ({a.get('capacity_type', 'on-demand')})"
+        )
+    count = (a.get("instances") or a.get("replicas") or {}).get("peak")
+    parts = [f"{count}× {a['instance_type']}" if count else str(a["instance_type"])]
+    if a.get("tensor_parallel"):
+        parts.append(f"TP{a['tensor_parallel']}")
+    parts += [str(a[k]) for k in ("quantization", "engine", "capacity_type") if a.get(k)]
+    return f"{rank}. {dep} · " + " · ".join(escape(p) for p in parts)
+
+
+def _figures(a: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    measured = a.get("measured")
+    if isinstance(measured, dict) and any(k in measured for k in METRIC_NAMES):
+        return "measured", measured
+    return "predicted", a.get("predicted") or {}
+
+
+def architecture_section(a: dict[str, Any], slo_pcts: dict[str, str]) -> SectionBlock:
+    """One architecture: title, then cost and latency (at each SLO's percentile) as two fields."""
+    cost = a.get("cost") or {}
+    month = f"*{_usd(cost.get('usd_per_month'))}*/month"
+    spot = cost.get("usd_per_month_spot")
+    if spot is not None and cost.get("usd_per_month") is not None and spot < cost["usd_per_month"]:
+        month += f" ({_usd(spot)} with spot)"
+    per_m = cost.get("usd_per_million_output_tokens")
+    cost_text = month + (f"\n{_usd(per_m)} per million output tokens" if per_m is not None else "")
+    how, figures = _figures(a)
+    lines = []
+    for metric, (name, _) in METRIC_NAMES.items():
+        pct = slo_pcts.get(metric, "p95")
+        value = (figures.get(metric) or {}).get(pct)
+        if value is not None:
+            lines.append(f"{name} {pct} {_latency(metric, value)}")
+    verdict = ":white_check_mark: meets the SLOs" if a.get("meets_slo") else ":warning: misses an SLO"
+    headroom = a.get("headroom_pct")
+    if a.get("meets_slo") and headroom is not None:
+        verdict += f" ({headroom:g}% headroom)"
+    slo_text = f"_{how}_: " + " · ".join(lines) + f"\n{verdict}"
+    return SectionBlock(
+        text=_md(f"*{architecture_title(a)}*"),
+        fields=[_md(f"*Cost*\n{cost_text}"), _md(f"*Latency*\n{slo_text}")],
+    )
+
+
+def _slo_pcts(spec: WorkloadSpec | None) -> dict[str, str]:
+    if spec is None:
+        return {}
+    out: dict[str, str] = {}
+    for metric, pct, _ in spec.slo.targets():
+        out.setdefault(metric, pct)
+    return out
+
+
+def help_message() -> Message:
+    presets = ", ".join(f"`{p}`" for p in PRESETS)
+    aliases = ", ".join(f"`{a}`" for a in PRESET_ALIASES if a not in PRESETS)
+    grammar = (
+        "*Traffic* `10k users` or `12 rps` (`720 rpm`)\n"
+        "*Model* a catalog name or Hugging Face id: `llama-3.1-70b`, `meta-llama/Llama-3.1-8B-Instruct`\n"
+        f"*Use case* {presets} (also {aliases}); `chat` when not named — it fills in whatever you leave out\n"
+        "*SLOs* `ttft<1s` `tpot<50ms` `e2e<2.5s`, p95 unless you say `ttft<1s@p99` (`<`, `<=`, `≤`, `=` all work)\n"
+        "*Tokens* `in=1500 out=300` (every request that long) or `in=1200/3500` (mean/p95)\n"
+        "*Limits* `eks` `sagemaker` `bedrock`, `spot`, `fp8` `bf16` `int4`, `region=eu-west-1`, `budget=$20k`"
+    )
+    examples = "\n".join(f"• `/sizing {e}`" for e in EXAMPLES)
+    return Message(
+        text="How to use /sizing",
+        blocks=[
+            _header("/sizing — what should we run this LLM workload on?"),
+            SectionBlock(text=_md(grammar)),
+            SectionBlock(text=_md(f"*Examples*\n{examples}")),
+            ContextBlock(
+                elements=[
+                    _md(
+                        "You get the three cheapest architectures that meet your SLOs, estimated in seconds; "
+                        "*Measure these* load-tests them on real hardware."
+                    )
+                ]
+            ),
+        ],
+    )
+
+
+def usage_message(problems: Sequence[str], *, text: str = "") -> Message:
+    """A friendly reply to a message that could not be read: what was wrong, then the grammar in brief."""
+    said = f"You wrote: `{escape(text)}`\n" if text else ""
+    listed = "\n".join(f"• {p}" for p in problems)
+    examples = "\n".join(f"• `/sizing {e}`" for e in EXAMPLES[:3])
+    return Message(
+        text="I could not size that: " + "; ".join(problems),
+        blocks=[
+            SectionBlock(text=_md(f"{said}I could not size that yet:\n{listed}")),
+            SectionBlock(text=_md(f"*Try for example*\n{examples}")),
+            ContextBlock(elements=[_md("`/sizing help` shows everything you can say.")]),
+        ],
+    )
+
+
+def working_message(summary: str) -> Message:
+    return Message(
+        text="Sizing your workload…",
+        blocks=[
+            SectionBlock(
+                text=_md(f":hourglass_flowing_sand: Sizing {summary}\nThe answer follows in a few seconds.")
+            ),
+        ],
+    )
+
+
+def estimate_message(
+    result: dict[str, Any],
+    spec: WorkloadSpec,
+    raw_spec: dict[str, Any],
+    *,
+    user: str | None = None,
+    report_url: str | None = None,
+) -> Message:
+    """The estimate: top architectures with cost and SLO figures, "Measure these", and the report link."""
+    model_id = str((result.get("workload") or {}).get("model") or spec.model)
+    archs = list(result.get("architectures") or [])[:TOP_SHOWN]
+    who = f"<@{escape(user)}> asked: " if user else ""
+    blocks: list[Block] = [
+        _header(f"Sizing {model_id}"),
+        ContextBlock(elements=[_md(who + describe_spec(spec, model_id))]),
+    ]
+    workload = result.get("workload") or {}
+    if workload.get("peak_rps") is not None:
+        blocks.append(
+            ContextBlock(
+                elements=[
+                    _md(
+                        f"Peak {workload['peak_rps']:g} req/s, about {workload.get('peak_concurrency', 0):g} requests"
+                        " in flight"
+                    )
+                ]
+            )
+        )
+    if not archs:
+        infeasible = (result.get("infeasible") or {}).get("message") or "no architecture fits"
+        blocks.append(
+            SectionBlock(
+                text=_md(
+                    f":no_entry: Nothing meets these SLOs: {escape(infeasible)}.\nRelax an SLO or change the model."
+                )
+            )
+        )
+        return Message(text=f"Nothing meets these SLOs for {model_id}", blocks=blocks)
+    blocks.append(DividerBlock())
+    pcts = _slo_pcts(spec)
+    blocks += [architecture_section(a, pcts) for a in archs]
+    blocks.append(DividerBlock())
+    actions: list[Any] = []
+    value = json.dumps(
+        MeasureAction(spec=raw_spec, top_k=len(archs)).model_dump(mode="json"), separators=(",", ":")
+    )
+    if len(value) <= BUTTON_VALUE_MAX:
+        actions.append(
+            ButtonElement(
+                text=PlainTextObject(text=f"Measure these {len(archs)}"),
+                action_id=MEASURE_ACTION_ID,
+                value=value,
+                style="primary",
+                confirm=ConfirmObject(
+                    title="Start a measured run?",
+                    text=_md(
+                        f"This provisions the {len(archs)} architectures on real hardware and load-tests them."
+                        " It costs money and takes a while; the ranking is posted in this thread."
+                    ),
+                    confirm="Measure",
+                    deny="Cancel",
+                ),
+            )
+        )
+    if report_url:
+        actions.append(
+            LinkButtonElement(
+                text=PlainTextObject(text="Full report"), url=report_url, action_id=REPORT_ACTION_ID
+            )
+        )
+    if actions:
+        blocks.append(ActionsBlock(elements=actions))
+    cheapest = archs[0].get("cost", {}).get("usd_per_month")
+    return Message(
+        text=f"Sizing {model_id}: cheapest fit {architecture_title(archs[0])} at {_usd(cheapest)}/month",
+        blocks=blocks,
+    )
+
+
+def run_started_message(run_id: str, top_k: int, user: str | None) -> Message:
+    who = f"<@{escape(user)}> started" if user else "Started"
+    return Message(
+        text=f"Measuring run {run_id} started",
+        blocks=[
+            SectionBlock(
+                text=_md(
+                    f":stopwatch: {who} a measured run of the top {top_k} (run `{escape(run_id)}`). "
+                    "The measured ranking will be posted in this thread."
+                )
+            )
+        ],
+    )
+
+
+def measured_message(
+    run_id: str, architectures: list[dict[str, Any]], spec: WorkloadSpec | None, report_url: str | None
+) -> Message:
+    """The ranking of a finished run, measured figures first."""
+    shown = architectures[:TOP_SHOWN]
+    blocks: list[Block] = [_header("Measured ranking")]
+    if spec is not None:
+        blocks.append(ContextBlock(elements=[_md(describe_spec(spec, spec.model))]))
+    if not shown:
+        blocks.append(SectionBlock(text=_md("The run finished but ranked no architecture.")))
+    else:
+        blocks.append(DividerBlock())
+        pcts = _slo_pcts(spec)
+        blocks += [architecture_section(a, pcts) for a in shown]
+    if report_url:
+        blocks.append(
+            ActionsBlock(
+                elements=[
+                    LinkButtonElement(
+                        text=PlainTextObject(text="Full report"), url=report_url, action_id=REPORT_ACTION_ID
+                    )
+                ]
+            )
+        )
+    blocks.append(ContextBlock(elements=[_md(f"run `{escape(run_id)}`")]))
+    first = architecture_title(shown[0]) if shown else "nothing ranked"
+    return Message(text=f"Run {run_id} measured: {first}", blocks=blocks)
+
+
+def run_ended_message(run_id: str, status: str, error: str | None) -> Message:
+    """A run that did not succeed: refused by the budget guard, failed or cancelled."""
+    icon = {"REFUSED": ":money_with_wings:", "CANCELLED": ":octagonal_sign:"}.get(status, ":x:")
+    why = f": {escape(error)}" if error else ""
+    return Message(
+        text=f"Run {run_id} {status.lower()}",
+        blocks=[SectionBlock(text=_md(f"{icon} Run `{escape(run_id)}` {status.lower()}{why}"))],
+    )
+
+
+def notice_message(text: str) -> Message:
+    """A one-line reply (an ephemeral notice, an apology)."""
+    return Message(text=text, blocks=[SectionBlock(text=_md(escape(text)))])

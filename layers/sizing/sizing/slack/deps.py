@@ -1,0 +1,119 @@
+"""The Slack functions' dependencies, built lazily on first use from `SlackSettings` (never at import) and
+replaceable with `configure()` (tests, `sizing serve`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sizing.slack.bot import Invoker, LambdaInvoker, SlackBot
+from sizing.slack.client import SlackPoster
+from sizing.slack.secrets import SlackSecrets
+from sizing.slack.settings import SlackSettings
+from sizing.slack.verify import DynamoReplayGuard
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
+    from sizing.service.runs import RunsService
+    from sizing.store import SizingStore
+
+
+@dataclass
+class _State:
+    settings: SlackSettings | None = None
+    dynamodb: Any = None
+    sfn: Any = None
+    secretsmanager: Any = None
+    lambda_client: Any = None
+    invoker: Invoker | None = None
+    bot: SlackBot | None = None
+    store: SizingStore | None = None
+    runs: RunsService | None = None
+    layers: dict[str, DynamoDBPersistenceLayer] | None = None
+
+
+_state = _State()
+
+
+def configure(
+    settings: SlackSettings | None = None,
+    *,
+    dynamodb: Any = None,
+    sfn: Any = None,
+    secretsmanager: Any = None,
+    lambda_client: Any = None,
+    invoker: Invoker | None = None,
+) -> None:
+    """Replace settings and/or clients (an `invoker` replaces the asynchronous Lambda invoke, e.g. inline)."""
+    global _state
+    _state = _State(
+        settings=settings,
+        dynamodb=dynamodb,
+        sfn=sfn,
+        secretsmanager=secretsmanager,
+        lambda_client=lambda_client,
+        invoker=invoker,
+    )
+
+
+def settings() -> SlackSettings:
+    if _state.settings is None:
+        _state.settings = SlackSettings.from_env()
+    return _state.settings
+
+
+def store() -> SizingStore:
+    if _state.store is None:
+        from sizing.store import SizingStore
+
+        _state.store = SizingStore(settings().table_name, client=_state.dynamodb)
+    return _state.store
+
+
+def runs() -> RunsService:
+    if _state.runs is None:
+        from sizing.service.runs import RunsService
+
+        _state.runs = RunsService(store(), settings().state_machine_arn, sfn_client=_state.sfn)
+    return _state.runs
+
+
+def idempotency_layer(static_pk: str) -> DynamoDBPersistenceLayer:
+    """Idempotency records in the sizing table under their own partition key, expiring through its TTL."""
+    if _state.layers is None:
+        _state.layers = {}
+    if static_pk not in _state.layers:
+        from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
+        _state.layers[static_pk] = DynamoDBPersistenceLayer(
+            table_name=settings().table_name,
+            key_attr="PK",
+            sort_key_attr="SK",
+            static_pk_value=static_pk,
+            expiry_attr="expires_at",
+            boto3_client=store().client,
+        )
+    return _state.layers[static_pk]
+
+
+def bot() -> SlackBot:
+    if _state.bot is None:
+        s = settings()
+        secrets = SlackSecrets(s.secret_id, max_age_s=s.secret_max_age_s, client=_state.secretsmanager)
+        invoker = _state.invoker
+        if invoker is None and s.worker_function:
+            invoker = LambdaInvoker(s.worker_function, client=_state.lambda_client)
+        _state.bot = SlackBot(
+            secrets=secrets,
+            poster=SlackPoster(s.slack_api_url, secrets.bot_token),
+            replay_guard=DynamoReplayGuard(s.table_name, client=store().client),
+            invoker=invoker,
+            runs=runs,
+            store=store,
+            idempotency=idempotency_layer,
+            report_base_url=s.report_base_url,
+            run_budget_usd=s.run_budget_usd,
+            idempotency_ttl_s=s.idempotency_ttl_s,
+        )
+    return _state.bot

@@ -1,0 +1,319 @@
+"""The `/sizing` command's grammar: a chat message → a raw workload spec (the dict `sizing.workload.parse_spec`
+takes), or help, or a usage reply that says what was not understood.
+
+The grammar is tolerant: words may come in any order, `<`, `<=`, `≤`, `=` and `:` are interchangeable between a
+name and its value, spaces around them are optional, numbers may carry `k`/`m` suffixes or thousands commas,
+filler words (`for`, `with`, `and`, ...) are ignored, and a preset (`chat` unless named) fills in everything the
+message leaves out. Slack escapes `<`, `>` and `&` in slash-command text as HTML entities; they are unescaped first.
+
+    /sizing 10k users llama-3.1-70b ttft<1s e2e<2.5s in=1500 out=300 chat
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sizing.workload import PRESETS
+
+#: Preset used when the message names none: most people asking from chat describe an interactive assistant.
+DEFAULT_PRESET = "chat"
+#: Slack caps slash-command text at 4,000 characters (api.slack.com/interactivity/slash-commands); we need far
+#: less, so anything longer is refused before parsing.
+MAX_TEXT_CHARS = 4000
+
+PRESET_ALIASES: dict[str, str] = {
+    "chat": "chat",
+    "chatbot": "chat",
+    "assistant": "chat",
+    "support": "chat",
+    "rag": "rag",
+    "retrieval": "rag",
+    "search": "rag",
+    "summarization": "summarization",
+    "summarisation": "summarization",
+    "summarize": "summarization",
+    "summarise": "summarization",
+    "summary": "summarization",
+    "summaries": "summarization",
+    "code-completion": "code-completion",
+    "code": "code-completion",
+    "completion": "code-completion",
+    "autocomplete": "code-completion",
+    "copilot": "code-completion",
+    "batch": "batch",
+    "offline": "batch",
+}
+DEPLOYMENTS = {
+    "eks": "eks",
+    "k8s": "eks",
+    "kubernetes": "eks",
+    "sagemaker": "sagemaker",
+    "bedrock": "bedrock",
+}
+CAPACITY = {"spot": "spot", "on-demand": "on-demand", "ondemand": "on-demand"}
+QUANTS = {"bf16", "fp16", "fp8", "int8", "int4"}
+FILLER = {
+    "for",
+    "with",
+    "and",
+    "on",
+    "of",
+    "a",
+    "an",
+    "the",
+    "model",
+    "workload",
+    "using",
+    "at",
+    "please",
+    "size",
+    "sizing",
+    "users:",
+}
+HELP_WORDS = {"", "help", "?", "-h", "--help", "usage", "examples"}
+USER_WORDS = {"users", "user", "people", "seats", "employees", "customers", "agents"}
+RATE_WORDS = {"rps": 1.0, "req/s": 1.0, "qps": 1.0, "requests/s": 1.0, "rpm": 1 / 60, "req/min": 1 / 60}
+METRICS = {
+    "ttft": "ttft_ms",
+    "tpot": "tpot_ms",
+    "itl": "tpot_ms",
+    "tbt": "tpot_ms",
+    "e2e": "e2e_s",
+    "latency": "e2e_s",
+    "e2el": "e2e_s",
+}
+#: A TTFT written without a unit is in milliseconds, except below this many, where only seconds make sense
+#: (no serving stack answers in under 20 ms of prefill and network; `ttft<2` means two seconds).
+TTFT_BARE_SECONDS_BELOW = 20
+#: A TPOT written without a unit is in milliseconds; a value below this is surely seconds (0.05 = 50 ms).
+TPOT_BARE_SECONDS_BELOW = 1
+#: An e2e written without a unit is in seconds, except above this many, where only milliseconds make sense
+#: (nobody waits 20 minutes for an interactive answer; `e2e<2500` means 2.5 s).
+E2E_BARE_MS_ABOVE = 1200
+
+EXAMPLES = (
+    "10k users llama-3.1-70b ttft<1s e2e<2.5s in=1500 out=300 chat",
+    "500 users llama-3.1-8b code ttft<300ms",
+    "12 rps mixtral-8x7b rag",
+    "2000 people meta-llama/Llama-3.1-70B-Instruct in=4000/8000 out=300 ttft<2s eks spot fp8",
+    "40 rps llama-3.1-8b batch e2e<5min@p99",
+)
+
+_NUMBER = r"(\d+(?:\.\d+)?|\.\d+)\s*([km])?"
+_SLO = re.compile(
+    r"^(?P<metric>[a-z0-9]+?)(?:[@._](?P<pct1>p\d\d))?(?P<op><=|=<|<|=|:)?"
+    r"(?P<value>\d+(?:\.\d+)?|\.\d+)(?P<unit>ms|s|sec|secs|seconds|min|m)?(?:@(?P<pct2>p\d\d))?$"
+)
+_TOKENS = re.compile(
+    r"^(?P<which>in|input|prompt|out|output|completion)(?:_tokens|tokens)?(?:=|:)"
+    r"(?P<mean>\d+(?:\.\d+)?k?)(?:/(?P<p95>\d+(?:\.\d+)?k?))?$"
+)
+_KV = re.compile(r"^(?P<key>[a-z_]+)(?:=|:)(?P<value>.+)$")
+_NUM_WORD = re.compile(rf"^{_NUMBER}$")
+_NUM_THEN_WORD = re.compile(rf"^{_NUMBER}(?P<word>[a-z/]+)$")
+
+
+@dataclass
+class Parsed:
+    """What a message asked for: `help`, a `spec` (raw workload spec + a one-line summary), or `usage` (the
+    problems found, each a sentence for the person who typed the message)."""
+
+    kind: Literal["help", "spec", "usage"]
+    raw_spec: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    text: str = ""
+
+
+def normalize(text: str) -> str:
+    """Unescape Slack's entities, unify operators and quotes, glue `name < value unit` into one word."""
+    t = html.unescape(text or "")
+    t = t.replace("≤", "<=").replace("⩽", "<=").replace("“", "").replace("”", "").replace("`", "")
+    t = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", t)  # thousands separators: 10,000 → 10000
+    t = re.sub(r"[,;]", " ", t)
+    t = re.sub(r"\s*(<=|=<|<|=|≤)\s*", r"\1", t)  # ttft < 1 s → ttft<1 s
+    t = re.sub(r"(\d)\s+(ms|s|sec|secs|seconds|min)\b", r"\1\2", t)  # 1 s → 1s
+    t = re.sub(r"\bunder\s+", "<", t, flags=re.IGNORECASE)  # ttft under 1s → ttft<1s
+    t = re.sub(r"\b(ttft|tpot|itl|tbt|e2e|e2el|latency)\s+(?=[<=.\d])", r"\1", t, flags=re.IGNORECASE)
+    t = re.sub(r"(<=|=<|<|=)\s+", r"\1", t)
+    t = re.sub(r"\b(in|input|out|output|prompt|completion)\s+(?=\d)", r"\1=", t, flags=re.IGNORECASE)
+    return " ".join(t.split())
+
+
+def _number(num: str, suffix: str | None) -> float:
+    scale = {"k": 1e3, "m": 1e6}.get(suffix or "", 1.0)
+    return float(num) * scale
+
+
+def _tokens_value(text: str) -> float:
+    return float(text[:-1]) * 1000 if text.endswith("k") else float(text)
+
+
+def _slo_value(metric: str, value: float, unit: str | None) -> float:
+    """A latency in the metric's own unit (ms for ttft/tpot, s for e2e)."""
+    seconds = {"s": 1.0, "sec": 1.0, "secs": 1.0, "seconds": 1.0, "min": 60.0, "m": 60.0}
+    if unit == "ms":
+        return value if metric != "e2e_s" else value / 1000
+    if unit in seconds:
+        s = value * seconds[unit]
+        return s if metric == "e2e_s" else s * 1000
+    if metric == "ttft_ms":
+        return value * 1000 if value < TTFT_BARE_SECONDS_BELOW else value
+    if metric == "tpot_ms":
+        return value * 1000 if value < TPOT_BARE_SECONDS_BELOW else value
+    return value / 1000 if value > E2E_BARE_MS_ABOVE else value
+
+
+def parse_command(text: str) -> Parsed:
+    """Parse the text after `/sizing`. Never raises for bad input: returns kind="usage" with the problems."""
+    if len(text or "") > MAX_TEXT_CHARS:
+        return Parsed("usage", problems=[f"that message is longer than {MAX_TEXT_CHARS} characters"])
+    norm = normalize(text)
+    if norm.lower() in HELP_WORDS:
+        return Parsed("help", text=norm)
+    words = norm.split(" ")
+    raw: dict[str, Any] = {}
+    slo: dict[str, dict[str, float]] = {}
+    tokens: dict[str, dict[str, float | int]] = {}
+    constraints: dict[str, Any] = {}
+    models: list[str] = []
+    unknown: list[str] = []
+    problems: list[str] = []
+    preset: str | None = None
+    i = 0
+    while i < len(words):
+        word = words[i]
+        low = word.lower()
+        nxt = words[i + 1].lower() if i + 1 < len(words) else ""
+        i += 1
+        if low in FILLER:
+            continue
+        if low in PRESET_ALIASES or low.startswith("preset=") or low.startswith("preset:"):
+            name = PRESET_ALIASES.get(low.split("=", 1)[-1].split(":", 1)[-1])
+            if name is None:
+                problems.append(f"unknown preset in `{word}`; use one of {', '.join(PRESETS)}")
+            elif preset and preset != name:
+                problems.append(f"two use cases given (`{preset}` and `{name}`); pick one")
+            preset = name
+            continue
+        if low in DEPLOYMENTS:
+            constraints.setdefault("deployments", []).append(DEPLOYMENTS[low])
+            continue
+        if low in CAPACITY:
+            constraints.setdefault("capacity", []).append(CAPACITY[low])
+            continue
+        if low in QUANTS:
+            constraints.setdefault("quantizations", []).append("bf16" if low == "fp16" else low)
+            continue
+        # "10k users", "12 rps", "720 rpm"
+        m = _NUM_WORD.match(low)
+        if m and (nxt in USER_WORDS or nxt in RATE_WORDS):
+            value = _number(m.group(1), m.group(2))
+            i += 1
+            if nxt in USER_WORDS:
+                raw["users"] = {"total": round(value)}
+            else:
+                raw["rate"] = {"peak_rps": round(value * RATE_WORDS[nxt], 6)}
+            continue
+        m = _NUM_THEN_WORD.match(low)
+        if m and (m.group("word") in USER_WORDS or m.group("word") in RATE_WORDS):
+            value = _number(m.group(1), m.group(2))
+            if m.group("word") in USER_WORDS:
+                raw["users"] = {"total": round(value)}
+            else:
+                raw["rate"] = {"peak_rps": round(value * RATE_WORDS[m.group("word")], 6)}
+            continue
+        m = _TOKENS.match(low)
+        if m:
+            which = "input" if m.group("which") in ("in", "input", "prompt") else "output"
+            mean = _tokens_value(m.group("mean"))
+            if m.group("p95"):
+                tokens[which] = {"mean": mean, "p95": _tokens_value(m.group("p95"))}
+            else:
+                tokens[which] = {"fixed": max(1, round(mean))}
+            continue
+        m = _SLO.match(low)
+        if m and m.group("metric") in METRICS:
+            metric = METRICS[m.group("metric")]
+            pct = m.group("pct1") or m.group("pct2") or "p95"
+            if pct not in ("p50", "p90", "p95", "p99"):
+                problems.append(f"`{word}`: percentiles are p50, p90, p95 or p99")
+                continue
+            value = _slo_value(metric, float(m.group("value")), m.group("unit"))
+            slo.setdefault(metric, {})[pct] = round(value, 6)
+            continue
+        m = _KV.match(low)
+        if m:
+            key, value_text = m.group("key"), m.group("value")
+            if key in ("users", "user"):
+                n = _NUM_WORD.match(value_text)
+                if n:
+                    raw["users"] = {"total": round(_number(n.group(1), n.group(2)))}
+                    continue
+            elif key in ("rps", "rate", "qps"):
+                n = _NUM_WORD.match(value_text)
+                if n:
+                    raw["rate"] = {"peak_rps": _number(n.group(1), n.group(2))}
+                    continue
+            elif key == "region" and re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d", value_text):
+                constraints["region"] = value_text
+                continue
+            elif key in ("budget", "max", "max_monthly_usd"):
+                n = re.fullmatch(r"\$?" + _NUMBER + r"(?:/mo(?:nth)?)?", value_text)
+                if n:
+                    constraints["max_monthly_usd"] = _number(n.group(1), n.group(2))
+                    continue
+            elif key in ("replicas", "min_replicas", "min"):
+                if value_text.isdigit():
+                    constraints["min_replicas"] = int(value_text)
+                    continue
+            elif key == "model":
+                models.append(re.split(r"[=:]", word, maxsplit=1)[1])
+                continue
+            unknown.append(word)
+            continue
+        if (
+            re.search(r"[a-z]", low)
+            and (re.search(r"\d", low) or "/" in low)
+            and not re.search(r"[<>=]", low)
+        ):
+            models.append(word)  # llama-3.1-70b, meta-llama/Llama-3.1-70B-Instruct, Qwen2.5-7B
+            continue
+        unknown.append(word)
+
+    if not models and len(unknown) == 1 and re.fullmatch(r"[A-Za-z][\w.-]*", unknown[0]):
+        models.append(unknown.pop())  # a model named without digits: `mixtral` (the catalog suggests ids)
+    if unknown:
+        problems.append("I did not understand " + ", ".join(f"`{w}`" for w in unknown))
+    if len(models) > 1:
+        problems.append(
+            f"two models named ({', '.join(f'`{m}`' for m in models)}); size one model per message"
+        )
+    if not models:
+        problems.append("which model? name one, e.g. `llama-3.1-70b`")
+    if "users" in raw and "rate" in raw:
+        problems.append("give users (`10k users`) or a request rate (`12 rps`), not both")
+    if "users" not in raw and "rate" not in raw:
+        problems.append(
+            "how much traffic? say how many users (`10k users`) or requests per second (`12 rps`)"
+        )
+    if problems:
+        return Parsed("usage", problems=problems, text=norm)
+
+    raw = {"name": "slack", "model": models[0], "preset": preset or DEFAULT_PRESET, **raw}
+    if tokens:
+        base = PRESETS[raw["preset"]]["spec"].get("tokens", {})
+        raw["tokens"] = {
+            "input": tokens.get("input", base.get("input")),
+            "output": tokens.get("output", base.get("output")),
+        }
+    if slo:
+        raw["slo"] = slo
+    if constraints:
+        for key in ("deployments", "capacity", "quantizations"):
+            if key in constraints:
+                constraints[key] = list(dict.fromkeys(constraints[key]))
+        raw["constraints"] = constraints
+    return Parsed("spec", raw_spec=raw, text=norm)

@@ -1,0 +1,46 @@
+"""The Slack functions' environment, parsed once into a typed model (logic never reads os.environ)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sizing.errors import InvalidInput, problems_from_pydantic
+
+#: Secrets are re-read from Secrets Manager at most every five minutes per warm Lambda: a rotated signing secret
+#: or bot token takes effect within five minutes, and a busy channel costs one GetSecretValue per container per
+#: five minutes instead of one per request.
+SECRET_MAX_AGE_S = 300
+#: Slack's Web API (chat.postMessage); tests and `sizing serve` point it at a fake on loopback.
+SLACK_API_URL = "https://slack.com/api/"
+
+
+class SlackSettings(BaseModel):
+    """What the Slack functions need from their environment (set by template.yaml, or by tests)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    table_name: str = Field(alias="TABLE_NAME", min_length=3, max_length=255)
+    #: One Secrets Manager secret holding {"signing_secret": ..., "bot_token": ...} (JSON).
+    secret_id: str = Field(alias="SLACK_SECRET_ID", min_length=1, max_length=2048)
+    secret_max_age_s: int = Field(default=SECRET_MAX_AGE_S, alias="SLACK_SECRET_MAX_AGE_S", ge=0, le=3600)
+    state_machine_arn: str | None = Field(default=None, alias="STATE_MACHINE_ARN", pattern=r"^arn:")
+    worker_function: str | None = Field(default=None, alias="SLACK_WORKER_FUNCTION", min_length=1)
+    slack_api_url: str = Field(default=SLACK_API_URL, alias="SLACK_API_URL", pattern=r"^https?://")
+    #: Base URL the report links point at (the API stage URL): `{base}/runs/{run_id}/report`.
+    report_base_url: str | None = Field(default=None, alias="REPORT_BASE_URL", pattern=r"^https?://")
+    #: Budget passed with every run started from Slack (the state machine refuses runs estimated above it).
+    run_budget_usd: float | None = Field(default=None, alias="SLACK_RUN_BUDGET_USD", gt=0)
+    idempotency_ttl_s: int = Field(default=24 * 3600, alias="IDEMPOTENCY_TTL_S", gt=0)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> SlackSettings:
+        env = os.environ if environ is None else environ
+        try:
+            return cls.model_validate({k: v for k, v in env.items() if v != ""})
+        except ValidationError as exc:
+            raise InvalidInput(
+                "the Slack function's environment is incomplete", problems_from_pydantic(exc)
+            ) from None
