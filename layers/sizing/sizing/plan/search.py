@@ -351,7 +351,7 @@ def estimate(
         if not fit.fits:
             rejected.append({"id": hw.key, "kind": "memory", "reason": f"does not fit: {fit.reason}"})
             continue
-        step = StepModel.for_config(cfg)
+        step = StepModel.for_config(cfg, catalog=cat)
         b = bounds(step, wm.input_tokens.mean, wm.output_tokens.mean)
         early = _early_reject(wm.slo, b, wm)
         if early:

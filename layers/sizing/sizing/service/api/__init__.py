@@ -14,7 +14,7 @@ from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sizing.service.api import errors
-from sizing.service.api.routers import catalog, estimates, runs
+from sizing.service.api.routers import catalog, estimates, runs, watches
 from sizing.service.errors import PayloadTooLarge
 
 TITLE = "LLM Sizing API"
@@ -27,6 +27,7 @@ app = APIGatewayRestResolver(enable_validation=True)
 app.include_router(estimates.router)
 app.include_router(runs.router)
 app.include_router(catalog.router)
+app.include_router(watches.router)
 errors.register(app)
 
 

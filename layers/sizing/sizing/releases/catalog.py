@@ -1,0 +1,115 @@
+"""Models added at runtime by releases. The Lambda package is read-only, so a released model's `ModelSpec` is
+persisted in the table (PK=MODEL#{id}, SK=MODEL; GSI1PK=MODELS lists them, newest first) and every catalog that
+must know it is built as the shipped catalog plus the stored models (`with_models`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sizing.catalog import Catalog, ModelSpec, load_catalog
+from sizing.store.codec import from_item, to_item
+from sizing.store.items import now_iso
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+MODELS_INDEX_PK = "MODELS"
+INDEX_NAME = "GSI1"
+
+
+class AddedModel(BaseModel):
+    """A model added to the catalog by a release event."""
+
+    model_config = ConfigDict(extra="forbid")
+    model_id: str
+    spec: dict[str, Any] = Field(description="the ModelSpec, as JSON")
+    added_at: str = Field(default_factory=now_iso)
+    announced_by: str = Field(description="the ModelReleased event's source")
+
+    @staticmethod
+    def key(model_id: str) -> dict[str, str]:
+        return {"PK": f"MODEL#{model_id}", "SK": "MODEL"}
+
+    def keys(self) -> dict[str, str]:
+        return {
+            **self.key(self.model_id),
+            "GSI1PK": MODELS_INDEX_PK,
+            "GSI1SK": f"{self.added_at}#{self.model_id}",
+        }
+
+    def model_spec(self) -> ModelSpec:
+        return ModelSpec.model_validate(self.spec)
+
+
+def with_models(catalog: Catalog, models: list[ModelSpec]) -> Catalog:
+    """A new Catalog: `catalog` plus `models` (a model with an id already present replaces it; its id then
+    resolves to it even where it was another model's alias)."""
+    if not models:
+        return catalog
+    merged = {m.id: m for m in catalog.models.values()}
+    for m in models:
+        merged.pop(m.id, None)
+        merged[m.id] = m
+    return Catalog(
+        list(catalog.accelerators.values()),
+        list(catalog.instances.values()),
+        list(merged.values()),
+        catalog.managed,
+    )
+
+
+class ModelRegistry:
+    """Models added by releases, in the table. `client` is a boto3 DynamoDB client (made lazily if absent)."""
+
+    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
+        self.table_name = table_name
+        self._client = client
+
+    @property
+    def client(self) -> DynamoDBClient:
+        if self._client is None:
+            import boto3
+
+            self._client = boto3.client("dynamodb")
+        return self._client
+
+    def put(self, spec: ModelSpec, announced_by: str) -> AddedModel:
+        """Store (or replace: a re-release with a changed config wins) a released model."""
+        added = AddedModel(model_id=spec.id, spec=spec.model_dump(mode="json"), announced_by=announced_by)
+        body = {**added.model_dump(mode="json"), **added.keys(), "type": "model"}
+        self.client.put_item(TableName=self.table_name, Item=to_item(body))
+        return added
+
+    def get(self, model_id: str) -> ModelSpec | None:
+        out = self.client.get_item(
+            TableName=self.table_name, Key=to_item(AddedModel.key(model_id)), ConsistentRead=True
+        )
+        return _added(from_item(out["Item"])).model_spec() if "Item" in out else None
+
+    def all(self) -> list[ModelSpec]:
+        """Every added model, oldest first (so a later release of the same id would win in `with_models`)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": INDEX_NAME,
+            "KeyConditionExpression": "GSI1PK = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": MODELS_INDEX_PK}},
+        }
+        specs: list[ModelSpec] = []
+        while True:
+            out = self.client.query(**kwargs)
+            specs += [_added(from_item(i)).model_spec() for i in out.get("Items", [])]
+            if "LastEvaluatedKey" not in out:
+                return specs
+            kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
+
+    def catalog(self, base: Catalog | None = None) -> Catalog:
+        """The shipped catalog (or `base`) plus every model added by releases."""
+        return with_models(base or load_catalog(), self.all())
+
+
+def _added(data: dict[str, Any]) -> AddedModel:
+    return AddedModel.model_validate(
+        {k: v for k, v in data.items() if k not in ("PK", "SK", "GSI1PK", "GSI1SK", "type")}
+    )

@@ -1,0 +1,92 @@
+"""The events of model releases: `ModelReleased` in (from anyone, or the Hub poller), `SizingEstimateReady` out,
+and the scheduled poll. Each detail is a strict pydantic model; a bad event is an InvalidInput naming the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sizing.errors import InvalidInput, Problem, problems_from_pydantic
+
+#: EventBridge detail-types of this feature (the rule on the bus matches MODEL_RELEASED).
+MODEL_RELEASED = "ModelReleased"
+SIZING_ESTIMATE_READY = "SizingEstimateReady"
+MODEL_RELEASE_REJECTED = "ModelReleaseRejected"
+#: `source` of the events this product publishes (anyone may publish ModelReleased under their own source).
+EVENT_SOURCE = "llm-sizing.releases"
+
+#: Hugging Face ids are `org/name`: letters, digits, `-`, `_`, `.`; the Hub caps a repo name at 96 characters,
+#: an org name at 42 (huggingface_hub's validate_repo_id); 200 bounds the whole id generously.
+MODEL_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$"
+MODEL_ID_MAX = 200
+#: A URL to a config.json: long enough for any Hub resolve URL with a revision, short enough to refuse junk.
+URL_MAX = 2048
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelReleased(Strict):
+    """Detail of a `ModelReleased` event: the model's Hugging Face id and its config.json (content or URL)."""
+
+    model_id: str = Field(pattern=MODEL_ID_PATTERN, max_length=MODEL_ID_MAX)
+    config: dict[str, Any] | str = Field(
+        description="the config.json content, or an https URL of it on the Hugging Face Hub"
+    )
+    source: str = Field(min_length=1, max_length=128, description="who announced the release")
+
+    @property
+    def config_url(self) -> str | None:
+        return self.config if isinstance(self.config, str) else None
+
+
+class _Envelope(BaseModel):
+    """The EventBridge envelope fields this handler reads (AWS adds others; they are not ours to forbid)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    detail_type: str = Field(alias="detail-type")
+    source: str
+    id: str | None = None
+    time: str | None = None
+    detail: dict[str, Any]
+
+
+def parse_model_released(event: Any) -> ModelReleased:
+    """An EventBridge event → its `ModelReleased` detail. InvalidInput names each problem (`detail.model_id`)."""
+    try:
+        envelope = _Envelope.model_validate(event)
+    except ValidationError as exc:
+        raise InvalidInput("not an EventBridge event", problems_from_pydantic(exc)) from None
+    if envelope.detail_type != MODEL_RELEASED:
+        raise InvalidInput(
+            f"expected a {MODEL_RELEASED} event, got '{envelope.detail_type}'",
+            [Problem("detail-type", f"must be {MODEL_RELEASED}")],
+        )
+    try:
+        release = ModelReleased.model_validate(envelope.detail)
+    except ValidationError as exc:
+        raise InvalidInput(
+            "the ModelReleased event is not valid", problems_from_pydantic(exc, "detail")
+        ) from None
+    if isinstance(release.config, str) and not release.config.startswith(("https://", "http://")):
+        raise InvalidInput(
+            "the ModelReleased event's config is neither a config.json object nor a URL",
+            [Problem("detail.config", "give the config.json content (an object) or its https URL")],
+        )
+    return release
+
+
+class PollRequest(Strict):
+    """What EventBridge Scheduler passes to the poller (the schedule's Input in template.yaml)."""
+
+    scheduled_time: str | None = Field(default=None, max_length=64)
+    execution_id: str | None = Field(default=None, max_length=128)
+
+
+def parse_poll_request(event: Any) -> PollRequest:
+    try:
+        return PollRequest.model_validate(event or {})
+    except ValidationError as exc:
+        raise InvalidInput("the schedule's input is not valid", problems_from_pydantic(exc)) from None

@@ -1,0 +1,257 @@
+"""The release handler's logic: on `ModelReleased`, add the model to the catalog from its config.json, then for
+each matching watch estimate it, compare with the watch's current best, start a measured run when asked, notify.
+
+Each (model, watch) pair is processed at most once (Powertools Idempotency keyed on both), so the same release
+delivered twice yields one set of estimates, runs and notifications. A config.json that is not a decoder LLM's is
+rejected with the reason before anything is stored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sizing.catalog.hf import model_from_config
+from sizing.errors import InvalidInput, NotFound, Problem, SizingError
+from sizing.releases.catalog import ModelRegistry
+from sizing.releases.compare import Comparison, compare
+from sizing.releases.events import ModelReleased, parse_model_released
+from sizing.releases.hub import HubClient, HubError
+from sizing.releases.notify import Notifier, ReleaseNote, summary
+from sizing.releases.watches import ReleaseWatch, WatchService
+from sizing.service.errors import Unavailable
+from sizing.workload import parse_spec
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.idempotency import BasePersistenceLayer
+
+    from sizing.catalog import Catalog
+    from sizing.service.runs import RunsService
+
+#: Architectures estimated per watch and model: the ranking's head is what a comparison and a notification
+#: show; 5 keeps the estimate fast and the event small.
+TOP = 5
+#: Architectures listed in a notification.
+NOTE_TOP = 3
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WatchOutcome(Strict):
+    """What one watch got from a release."""
+
+    watch_id: str
+    model_id: str
+    verdict: str | None = None
+    headline: str | None = None
+    comparison: Comparison | None = None
+    run_id: str | None = None
+    run_status: str | None = None
+    run_skipped: str | None = Field(default=None, description="why no run was started although asked")
+    notified: list[str] = Field(default_factory=list)
+    notify_errors: list[str] = Field(default_factory=list)
+    error: str | None = Field(default=None, description="why this watch could not be re-sized")
+
+
+class ReleaseOutcome(Strict):
+    """The handler's answer for one event."""
+
+    model_id: str | None
+    status: Literal["processed", "rejected"]
+    reason: str | None = None
+    problems: list[dict[str, str]] = Field(default_factory=list)
+    added_to_catalog: bool = False
+    watches: list[WatchOutcome] = Field(default_factory=list)
+
+
+class ReleaseService:
+    """Handles releases. `runs` builds a RunsService over a given catalog (the one that knows the new model);
+    `hub` gives the Hub client for configs sent as URLs (called only then, so its token secret is read only
+    then); `reject` hears about rejected events; `idempotency` is the persistence layer of the per-(model, watch) records (None: no deduplication, for
+    one-off local use)."""
+
+    def __init__(
+        self,
+        *,
+        registry: ModelRegistry,
+        watches: WatchService,
+        runs: Callable[[Catalog], RunsService],
+        notifiers: list[Notifier],
+        hub: Callable[[], HubClient] | None = None,
+        idempotency: BasePersistenceLayer | None = None,
+        idempotency_ttl_s: int = 7 * 24 * 3600,
+        lambda_context: Any = None,
+        reject: Callable[[str | None, str, list[Problem]], None] | None = None,
+    ) -> None:
+        self.registry = registry
+        self.watches = watches
+        self._runs = runs
+        self.notifiers = notifiers
+        self._hub = hub
+        self.idempotency = idempotency
+        self.idempotency_ttl_s = idempotency_ttl_s
+        self.lambda_context = lambda_context
+        self._reject = reject
+
+    # --- entry points -------------------------------------------------------------------------------------
+    def handle_event(self, event: Any) -> ReleaseOutcome:
+        """An EventBridge `ModelReleased` event → outcome. A malformed event or config is rejected (returned,
+        not raised: retrying cannot fix it); transient failures raise so the delivery is retried."""
+        model_id = (event.get("detail") or {}).get("model_id") if isinstance(event, dict) else None
+        try:
+            release = parse_model_released(event)
+        except InvalidInput as exc:
+            return self._rejected(model_id if isinstance(model_id, str) else None, exc)
+        return self.handle(release)
+
+    def handle(self, release: ModelReleased) -> ReleaseOutcome:
+        try:
+            config = self._config(release)
+            spec = model_from_config(config, release.model_id, source=_source_note(release))
+        except InvalidInput as exc:
+            return self._rejected(release.model_id, exc)
+        self.registry.put(spec, release.source)
+        catalog = self.registry.catalog()
+        outcome = ReleaseOutcome(model_id=spec.id, status="processed", added_to_catalog=True)
+        cache: dict[str, dict[str, Any] | None] = {}
+        transient: list[str] = []
+        for watch in self.watches.matching(spec.id):
+            try:
+                outcome.watches.append(self._once(spec.id, watch, catalog, cache))
+            except Unavailable as exc:
+                transient.append(f"{watch.watch_id}: {exc.message}")
+        if transient:
+            # the finished watches are recorded; a retried delivery redoes only these
+            raise Unavailable("some watches could not be re-sized; retry: " + "; ".join(transient))
+        return outcome
+
+    # --- steps --------------------------------------------------------------------------------------------
+    def _config(self, release: ModelReleased) -> dict[str, Any]:
+        if isinstance(release.config, dict):
+            return release.config
+        if self._hub is None:
+            raise InvalidInput(
+                "config URLs cannot be fetched here; send the config.json content",
+                [Problem("detail.config", "give the config.json object")],
+            )
+        try:
+            return self._hub().fetch_config_url(release.config)
+        except HubError as exc:
+            if exc.permanent:
+                raise InvalidInput(
+                    f"the config.json of {release.model_id} cannot be fetched: {exc.message}",
+                    [Problem("detail.config", exc.message)],
+                ) from None
+            raise Unavailable(exc.message) from None
+
+    def _rejected(self, model_id: str | None, exc: InvalidInput) -> ReleaseOutcome:
+        problems = [{"field": p.field, "message": p.message} for p in exc.problems]
+        if self._reject:
+            self._reject(model_id, exc.message, exc.problems)
+        return ReleaseOutcome(model_id=model_id, status="rejected", reason=exc.message, problems=problems)
+
+    def _once(
+        self, model_id: str, watch: ReleaseWatch, catalog: Catalog, cache: dict[str, dict[str, Any] | None]
+    ) -> WatchOutcome:
+        """Re-size one watch for one model, at most once per (model, watch)."""
+
+        def work(payload: dict[str, str]) -> WatchOutcome:
+            return self._resize(model_id, watch, catalog, cache)
+
+        if self.idempotency is None:
+            return work({"model_id": model_id, "watch_id": watch.watch_id})
+        from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+        from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import PydanticSerializer
+
+        config = IdempotencyConfig(
+            event_key_jmespath="[model_id, watch_id]",
+            expires_after_seconds=self.idempotency_ttl_s,
+        )
+        if self.lambda_context is not None:
+            config.register_lambda_context(self.lambda_context)
+        once = idempotent_function(
+            data_keyword_argument="payload",
+            persistence_store=self.idempotency,
+            config=config,
+            output_serializer=PydanticSerializer(model=WatchOutcome),
+        )(work)
+        result: WatchOutcome = once(payload={"model_id": model_id, "watch_id": watch.watch_id})
+        return result
+
+    def _resize(
+        self, model_id: str, watch: ReleaseWatch, catalog: Catalog, cache: dict[str, dict[str, Any] | None]
+    ) -> WatchOutcome:
+        from sizing.plan import estimate
+
+        out = WatchOutcome(watch_id=watch.watch_id, model_id=model_id)
+        raw = {**watch.spec, "model": model_id}
+
+        def estimated(spec_raw: dict[str, Any], field: str) -> dict[str, Any] | None:
+            key = json.dumps(spec_raw, sort_keys=True)
+            if key not in cache:
+                try:
+                    cache[key] = estimate(parse_spec(spec_raw, prefix=field), top=TOP, catalog=catalog)
+                except (InvalidInput, NotFound):
+                    cache[key] = None
+            return cache[key]
+
+        try:
+            new = estimate(parse_spec(raw, prefix="spec"), top=TOP, catalog=catalog)
+        except SizingError as exc:
+            out.error = f"the watch's workload cannot be estimated on {model_id}: {exc.message}"
+            return out
+        current = estimated(watch.spec, "spec")
+        comparison = compare(model_id, new, watch.current_model, current)
+        out.comparison = comparison
+        out.verdict = comparison.verdict
+        out.headline = comparison.headline
+        if watch.measure:
+            self._measure(out, watch, raw, catalog, feasible=comparison.new_best is not None)
+        note = ReleaseNote(
+            watch_id=watch.watch_id,
+            watch_name=watch.name,
+            model_id=model_id,
+            headline=comparison.headline,
+            comparison=comparison,
+            run_id=out.run_id,
+            run_status=out.run_status,
+            top_architectures=summary(new, NOTE_TOP),
+        )
+        for notifier in self.notifiers:
+            try:
+                notifier.notify(watch, note)
+            except Unavailable as exc:
+                # the estimate (and any run) stands: a lost message must not start a second run on retry
+                out.notify_errors.append(f"{notifier.name}: {exc.message}")
+                continue
+            if notifier.name == "eventbridge" and watch.notify.eventbridge:
+                out.notified.append("eventbridge")
+            elif notifier.name == "slack" and watch.notify.slack_channel:
+                out.notified.append(f"slack:{watch.notify.slack_channel}")
+        return out
+
+    def _measure(
+        self, out: WatchOutcome, watch: ReleaseWatch, raw: dict[str, Any], catalog: Catalog, *, feasible: bool
+    ) -> None:
+        if not feasible:
+            out.run_skipped = "no architecture meets the SLOs on this model: nothing worth measuring"
+            return
+        runs = self._runs(catalog)
+        if not runs.state_machine_arn:
+            out.run_skipped = "measured runs are not available here: no state machine is configured"
+            return
+        run = runs.create_run(
+            raw, top_k=watch.top_k, budget_usd=watch.budget_usd, source="event", slack=watch.slack
+        )
+        out.run_id = run.run_id
+        out.run_status = run.status
+
+
+def _source_note(release: ModelReleased) -> str:
+    where = release.config_url or "the event's inline config.json"
+    return f"config.json of {release.model_id} from {where} (ModelReleased by {release.source}; parameters computed from config)"

@@ -1,0 +1,40 @@
+"""The environment of the release functions (model_release, release_poller), parsed once into a typed model."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sizing.errors import InvalidInput, problems_from_pydantic
+from sizing.releases.hub import HUB_URL
+
+#: Idempotency records of (model, watch) live a week: EventBridge retries a delivery for up to 24 hours and a
+#: person re-publishing a release by hand does so within days; a week covers both, and then the table's TTL
+#: removes the record.
+RELEASE_IDEMPOTENCY_TTL_S = 7 * 24 * 3600
+
+
+class ReleaseSettings(BaseModel):
+    """Set by template.yaml (or by tests)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    table_name: str = Field(alias="TABLE_NAME", min_length=3, max_length=255)
+    event_bus_name: str = Field(alias="EVENT_BUS_NAME", min_length=1, max_length=256)
+    state_machine_arn: str | None = Field(default=None, alias="STATE_MACHINE_ARN", pattern=r"^arn:")
+    hub_url: str = Field(default=HUB_URL, alias="HF_HUB_URL", pattern=r"^https?://")
+    hub_token_secret: str | None = Field(default=None, alias="HF_TOKEN_SECRET")
+    slack_token_secret: str | None = Field(default=None, alias="SLACK_BOT_TOKEN_SECRET")
+    idempotency_ttl_s: int = Field(default=RELEASE_IDEMPOTENCY_TTL_S, alias="RELEASE_IDEMPOTENCY_TTL_S", gt=0)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ReleaseSettings:
+        env = os.environ if environ is None else environ
+        try:
+            return cls.model_validate({k: v for k, v in env.items() if v != ""})
+        except ValidationError as exc:
+            raise InvalidInput(
+                "the release function's environment is incomplete", problems_from_pydantic(exc)
+            ) from None

@@ -1,0 +1,216 @@
+"""Watches: a saved workload re-sized when a model matching its pattern is released.
+
+The store's `Watch` item (`sizing.store`) holds the workload spec, the model pattern (its `model` field) and the
+Slack channel; what only releases need (measure or only estimate, how many candidates, the budget, whether to
+publish on EventBridge) sits beside it in a `ReleaseOptions` item under the same partition key (SK=RELEASE), so
+the store's item stays as its owner defined it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from sizing.service.runs import DEFAULT_TOP_K, MAX_TOP_K
+from sizing.store import RunSource, SizingStore, SlackThread, Watch
+from sizing.store.codec import from_item, to_item
+from sizing.store.repository import MAX_PAGE
+from sizing.workload import parse_spec
+
+if TYPE_CHECKING:
+    from sizing.catalog import Catalog
+
+#: `org/name-glob`: the organisation is literal (the poller asks the Hub for that organisation's models), the
+#: name may use `*` and `?` (fnmatch). Same character set as Hugging Face ids.
+PATTERN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.*?-]+$")
+PATTERN_MAX = 200
+#: Slack channel ids (C0123ABCD, G..., D...) or #names: Slack caps channel names at 80 characters.
+SLACK_CHANNEL_PATTERN = r"^(#[a-z0-9_-]{1,80}|[CGD][A-Z0-9]{2,20})$"
+#: A run's budget ceiling accepted on a watch (the same bound as POST /runs).
+MAX_BUDGET_USD = 1_000_000
+OPTIONS_SK = "RELEASE"
+#: BatchGetItem reads at most 100 keys per call (DynamoDB limit), one page of watches.
+BATCH_GET_MAX = 100
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class NotifyTargets(Strict):
+    """Where a watch's results go: a Slack channel, and/or a `SizingEstimateReady` event on the project bus."""
+
+    slack_channel: str | None = Field(
+        default=None, pattern=SLACK_CHANNEL_PATTERN, description="Slack channel id (C0123ABCD) or #name"
+    )
+    eventbridge: bool = Field(default=True, description="publish SizingEstimateReady on the project bus")
+
+
+def _check_pattern(value: str) -> str:
+    if len(value) > PATTERN_MAX or not PATTERN_RE.match(value):
+        raise ValueError("must be org/name with * or ? wildcards in the name only, e.g. meta-llama/Llama-4-*")
+    return value
+
+
+class WatchRequest(Strict):
+    """POST /watches: a saved workload, the models to watch for, and what to do when one is released."""
+
+    name: str = Field(min_length=1, max_length=128)
+    spec: dict[str, Any] = Field(description="the workload spec (its `model` is your current model)")
+    model_pattern: str = Field(description="models to watch, e.g. meta-llama/Llama-4-* or Qwen/Qwen3-*")
+    measure: bool = Field(default=False, description="start a measured run for a matching release")
+    top_k: int = Field(default=DEFAULT_TOP_K, ge=1, le=MAX_TOP_K, description="candidates a run measures")
+    budget_usd: float | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
+    notify: NotifyTargets = Field(default_factory=NotifyTargets)
+
+    _pattern = field_validator("model_pattern")(_check_pattern)
+
+
+class ReleaseOptions(Strict):
+    """The release-only settings of a watch (item PK=WATCH#{id}, SK=RELEASE)."""
+
+    watch_id: str
+    measure: bool = False
+    top_k: int = Field(default=DEFAULT_TOP_K, ge=1, le=MAX_TOP_K)
+    budget_usd: float | None = Field(default=None, gt=0)
+    eventbridge: bool = True
+
+    def keys(self) -> dict[str, str]:
+        return {"PK": f"WATCH#{self.watch_id}", "SK": OPTIONS_SK}
+
+
+class ReleaseWatch(Strict):
+    """A watch as the API shows it and the release handler uses it."""
+
+    watch_id: str
+    name: str
+    spec: dict[str, Any]
+    model_pattern: str
+    current_model: str
+    measure: bool
+    top_k: int
+    budget_usd: float | None = None
+    notify: NotifyTargets
+    created_at: str
+    source: RunSource
+    slack: SlackThread | None = None
+
+    def matches(self, model_id: str) -> bool:
+        return matches(self.model_pattern, model_id)
+
+    @classmethod
+    def of(cls, watch: Watch, options: ReleaseOptions | None) -> ReleaseWatch:
+        opts = options or ReleaseOptions(watch_id=watch.watch_id)
+        return cls(
+            watch_id=watch.watch_id,
+            name=watch.name,
+            spec=watch.spec,
+            model_pattern=watch.model or "",
+            current_model=str(watch.spec.get("model", "")),
+            measure=opts.measure,
+            top_k=opts.top_k,
+            budget_usd=opts.budget_usd,
+            notify=NotifyTargets(
+                slack_channel=watch.slack.channel if watch.slack else None, eventbridge=opts.eventbridge
+            ),
+            created_at=watch.created_at,
+            source=watch.source,
+            slack=watch.slack,
+        )
+
+
+def matches(pattern: str, model_id: str) -> bool:
+    """Does a released model id match a watch's pattern? Case-insensitive, like Hub ids."""
+    return bool(pattern) and fnmatch.fnmatchcase(model_id.lower(), pattern.lower())
+
+
+class WatchService:
+    """Create, read, list and delete watches (store `Watch` + `ReleaseOptions`). `catalog` gives the catalog
+    that validates a watch's current model (the shipped one plus models added by releases)."""
+
+    def __init__(self, store: SizingStore, catalog: Callable[[], Catalog]) -> None:
+        self.store = store
+        self._catalog = catalog
+
+    def create(self, request: WatchRequest, *, source: RunSource = "api") -> ReleaseWatch:
+        """Validate the saved workload (InvalidInput naming `spec.<field>`; NotFound for an unknown current
+        model) and store the watch."""
+        spec = parse_spec(request.spec, prefix="spec")
+        model = self._catalog().model(spec.model, field_name="spec.model")
+        raw = {**request.spec, "model": model.id}
+        watch_id = uuid.uuid4().hex
+        options = ReleaseOptions(
+            watch_id=watch_id,
+            measure=request.measure,
+            top_k=request.top_k,
+            budget_usd=request.budget_usd,
+            eventbridge=request.notify.eventbridge,
+        )
+        slack = SlackThread(channel=request.notify.slack_channel) if request.notify.slack_channel else None
+        watch = Watch(
+            watch_id=watch_id,
+            name=request.name,
+            spec=raw,
+            model=request.model_pattern,
+            source=source,
+            slack=slack,
+        )
+        # options first: a listed watch always has its options
+        self._put_options(options)
+        self.store.put_watch(watch)
+        return ReleaseWatch.of(watch, options)
+
+    def get(self, watch_id: str) -> ReleaseWatch:
+        watch = self.store.get_watch(watch_id)
+        return ReleaseWatch.of(watch, self._options([watch_id]).get(watch_id))
+
+    def page(self, limit: int = MAX_PAGE, token: str | None = None) -> tuple[list[ReleaseWatch], str | None]:
+        watches, next_token = self.store.list_watches(limit=limit, token=token)
+        options = self._options([w.watch_id for w in watches])
+        return [ReleaseWatch.of(w, options.get(w.watch_id)) for w in watches], next_token
+
+    def all(self) -> Iterator[ReleaseWatch]:
+        token: str | None = None
+        while True:
+            page, token = self.page(MAX_PAGE, token)
+            yield from page
+            if token is None:
+                return
+
+    def matching(self, model_id: str) -> list[ReleaseWatch]:
+        """Every watch whose pattern matches a released model, oldest first (a stable processing order)."""
+        return sorted((w for w in self.all() if w.matches(model_id)), key=lambda w: w.created_at)
+
+    def delete(self, watch_id: str) -> None:
+        """Delete a watch and its options; NotFound when there is no such watch."""
+        self.store.delete_watch(watch_id)
+        self.store.client.delete_item(
+            TableName=self.store.table_name, Key=to_item({"PK": f"WATCH#{watch_id}", "SK": OPTIONS_SK})
+        )
+
+    # --- options items ------------------------------------------------------------------------------------
+    def _put_options(self, options: ReleaseOptions) -> None:
+        body = {**options.model_dump(mode="json"), **options.keys(), "type": "watch_release_options"}
+        self.store.client.put_item(TableName=self.store.table_name, Item=to_item(body))
+
+    def _options(self, watch_ids: list[str]) -> dict[str, ReleaseOptions]:
+        out: dict[str, ReleaseOptions] = {}
+        ids = list(dict.fromkeys(watch_ids))
+        for start in range(0, len(ids), BATCH_GET_MAX):
+            keys = [
+                to_item({"PK": f"WATCH#{i}", "SK": OPTIONS_SK}) for i in ids[start : start + BATCH_GET_MAX]
+            ]
+            request: dict[str, Any] = {self.store.table_name: {"Keys": keys, "ConsistentRead": True}}
+            while request:
+                got = self.store.client.batch_get_item(RequestItems=request)
+                for item in got.get("Responses", {}).get(self.store.table_name, []):
+                    data = {k: v for k, v in from_item(item).items() if k not in ("PK", "SK", "type")}
+                    options = ReleaseOptions.model_validate(data)
+                    out[options.watch_id] = options
+                request = got.get("UnprocessedKeys") or {}
+        return out
