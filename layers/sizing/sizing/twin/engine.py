@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import itertools
 import math
 from collections import deque
@@ -31,6 +32,12 @@ TTFT_BUCKETS_S: tuple[float, ...] = (
 
 #: Most lag a busy engine makes up by running steps back to back (a few steps of a typical 10-50 ms decode).
 MAX_CATCH_UP_S = 0.05
+
+
+#: Token budget of engines that set none (no chunked prefill): effectively unbounded.
+UNBOUNDED_BUDGET = 1 << 30
+#: Parameters of an iteration_time that also takes (prefill_attention_pairs, prefill_seqs).
+RICH_ITERATION_TIME_PARAMS = 5
 
 
 class StepModelLike(Protocol):
@@ -102,6 +109,17 @@ class Engine:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
+        # engine policy, when the step model describes it (sizing.perf.StepModel does): chunked prefill, prefill
+        # mixed into decode steps, and KV admission by reservation (TensorRT-LLM GUARANTEED_NO_EVICT)
+        self.chunked = bool(getattr(step_model, "chunked_prefill", True))
+        self.mixed = bool(getattr(step_model, "mixed_prefill_decode", True))
+        self.reserve = getattr(step_model, "admission", "") == "reserve"
+        try:
+            n_params = len(inspect.signature(step_model.iteration_time).parameters)
+        except (TypeError, ValueError):
+            n_params = 3
+        #: sizing.perf's iteration_time also takes the prefill attention pairs and the number of prefill chunks
+        self._rich_step_model = n_params >= RICH_ITERATION_TIME_PARAMS
 
     # --- public --------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -175,18 +193,15 @@ class Engine:
         """KV tokens the sequence must hold before sampling its next token."""
         return seq.prompt_tokens + max(seq.generated - 1, 0) if seq.generated else seq.prompt_tokens
 
-    def schedule(self) -> tuple[list[tuple[Sequence, int]], list[Sequence], int]:
-        """Pick one step's work: (prefill chunks, decoding sequences, KV tokens the decodes read)."""
-        budget = int(self.step.max_num_batched_tokens)
+    def _decodes(self, budget: int) -> tuple[list[Sequence], int]:
+        """Running sequences that are decoding, oldest first, one token each; a sequence that needs a KV block
+        when none is free preempts the newest running sequence (possibly itself)."""
         decodes: list[Sequence] = []
-        prefills: list[tuple[Sequence, int]] = []
         context = 0
-        # 1. running sequences, oldest first: decodes need one token (and maybe a new block)
         i = 0
-        while i < len(self.running) and budget > 0:
+        while i < len(self.running) and len(decodes) < budget:
             seq = self.running[i]
-            target = self._kv_target(seq)
-            if seq.computed >= target:  # decoding: feed back the last token
+            if seq.computed >= self._kv_target(seq):
                 while not self._grow(seq, seq.computed + 1):
                     victim = self.running[-1]
                     self._preempt(victim)
@@ -196,27 +211,64 @@ class Engine:
                     break
                 decodes.append(seq)
                 context += seq.computed + 1
-                budget -= 1
-            else:  # a partly prefilled sequence continues its prefill
-                chunk = min(target - seq.computed, budget)
-                while chunk > 0 and not self._grow(seq, seq.computed + chunk):
-                    chunk -= self.block_size
-                if chunk > 0:
-                    prefills.append((seq, chunk))
-                    budget -= chunk
             i += 1
-        # 2. admit waiting sequences while the token budget, the batch size and the KV cache allow
-        while self.waiting and budget > 0 and len(self.running) < int(self.step.max_num_seqs):
+        return decodes, context
+
+    def _take(self, remaining: int, room: int, scheduled: int) -> int:
+        """Prefill tokens of one sequence this step: all that fit, a chunk when chunking, or (engines without
+        chunked prefill) the whole prompt when it is the step's first."""
+        if remaining <= room:
+            return remaining
+        if self.chunked:
+            return room
+        return remaining if scheduled == 0 else 0
+
+    def _prefills(self, budget: int, n_decodes: int) -> list[tuple[Sequence, int]]:
+        prefills: list[tuple[Sequence, int]] = []
+        used = 0
+        for seq in self.running:  # partly prefilled sequences continue first
+            target = self._kv_target(seq)
+            if seq.computed >= target or budget - used <= 0:
+                continue
+            chunk = self._take(target - seq.computed, budget - used, used)
+            while chunk > 0 and not self._grow(seq, seq.computed + chunk):
+                chunk -= self.block_size
+            if chunk > 0:
+                prefills.append((seq, chunk))
+                used += chunk
+        while self.waiting and budget - used > 0 and len(self.running) < int(self.step.max_num_seqs):
             seq = self.waiting[0]
             target = self._kv_target(seq)
-            chunk = min(target - seq.computed, budget)
-            if not self._grow(seq, seq.computed + chunk):
+            chunk = self._take(target - seq.computed, budget - used, used)
+            if chunk <= 0:
+                break
+            reserve_to = seq.prompt_tokens + seq.max_output if self.reserve else seq.computed + chunk
+            if not self._grow(seq, reserve_to):
                 break
             self.waiting.popleft()
             self.running.append(seq)
             prefills.append((seq, chunk))
-            budget -= chunk
-        return prefills, decodes, context
+            used += chunk
+        return prefills
+
+    def schedule(self) -> tuple[list[tuple[Sequence, int]], list[Sequence], int]:
+        """Pick one step's work: (prefill chunks, decoding sequences, KV tokens the decodes read)."""
+        budget = int(self.step.max_num_batched_tokens) or UNBOUNDED_BUDGET
+        if self.mixed:
+            decodes, context = self._decodes(budget)
+            return self._prefills(budget - len(decodes), len(decodes)), decodes, context
+        prefills = self._prefills(budget, 0)  # prefill-only steps take priority over decodes
+        if prefills:
+            return prefills, [], 0
+        decodes, context = self._decodes(budget)
+        return [], decodes, context
+
+    def step_time(self, prefills: list[tuple[Sequence, int]], decodes: list[Sequence], context: int) -> float:
+        p = sum(c for _, c in prefills)
+        if not self._rich_step_model:
+            return float(self.step.iteration_time(p, len(decodes), context))
+        pairs = sum(c * (seq.computed + c / 2) for seq, c in prefills)
+        return float(self.step.iteration_time(p, len(decodes), context, pairs, len(prefills)))  # type: ignore[call-arg]
 
     def _finish_step(self, prefills: list[tuple[Sequence, int]], decodes: list[Sequence], now: float) -> None:
         emitted: list[Sequence] = []
@@ -262,7 +314,7 @@ class Engine:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            dt = self.step.iteration_time(sum(c for _, c in prefills), len(decodes), context)
+            dt = self.step_time(prefills, decodes, context)
             # a busy engine runs step after step: keep the model's pace even when a sleep overshoots (timer
             # granularity is about 1 ms), but do not replay more than MAX_CATCH_UP_S of lag after a stall
             deadline = max(deadline, loop.time() - MAX_CATCH_UP_S) + dt
