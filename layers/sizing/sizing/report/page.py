@@ -216,8 +216,12 @@ def _answer(pg: Page) -> str:
         return f'<div class="answer bad"><p class="big">No architecture meets the SLOs.</p><p>{msg}</p></div>'
     a = archs[0]
     p = "architectures.0"
-    parts = [f'<p class="big">Run <strong>{escape(short_label(a))}</strong> for {pg.n(p + ".cost.usd_per_month", usd)} a month'
-             " on demand.</p>"]  # fmt: skip
+    name = f"<strong>{escape(short_label(a))}</strong>"
+    if a.get("capacity_type") == "spot" and (a.get("cost") or {}).get("usd_per_month_spot") is not None:
+        cost = f"{pg.n(p + '.cost.usd_per_month_spot', usd)} a month with spot ({pg.n(p + '.cost.usd_per_month', usd)} on demand)"
+    else:
+        cost = f"{pg.n(p + '.cost.usd_per_month', usd)} a month on demand"
+    parts = [f'<p class="big">Run {name} for {cost}.</p>']
     if a.get("replicas"):
         parts.append(
             f"<p>{_span(pg, p + '.replicas')} replicas on {_span(pg, p + '.instances')}"
@@ -225,7 +229,7 @@ def _answer(pg: Page) -> str:
             f" {pg.n(p + '.headroom_pct', pct)} headroom at peak.</p>"
         )
     extras = []
-    if (a.get("cost") or {}).get("usd_per_month_spot") is not None:
+    if (a.get("cost") or {}).get("usd_per_month_spot") is not None and a.get("capacity_type") != "spot":
         extras.append(f"{pg.n(p + '.cost.usd_per_month_spot', usd)} with spot above the base")
     if (a.get("cost") or {}).get("usd_per_month_savings_plan_1y") is not None:
         extras.append(f"{pg.n(p + '.cost.usd_per_month_savings_plan_1y', usd)} with a 1-year savings plan")
@@ -313,9 +317,15 @@ def _ranked(pg: Page) -> str:
         head.append(f"{METRIC_NAMES[m]} {q}<br><small>predicted</small>{slo}")
         if any_measured:
             head.append(f"{METRIC_NAMES[m]} {q}<br><small>measured</small>")
-    head += ["per month<br><small>on-demand</small>", "per month<br><small>spot</small>",
-             "per month<br><small>1-yr plan</small>", "per 1M out<br><small>tokens</small>",
-             "per user<br><small>month</small>", "headroom", "Pareto"]  # fmt: skip
+    head += [
+        "per month<br><small>on-demand</small>",
+        "per month<br><small>spot</small>",
+        "per month<br><small>1-yr plan</small>",
+        "per 1M out<br><small>tokens</small>",
+        "per user<br><small>month</small>",
+        "headroom",
+        "Pareto",
+    ]
     rows = []
     for i, a in enumerate(archs):
         p = f"architectures.{i}"
@@ -647,11 +657,17 @@ def _schedule_and_cost(pg: Page) -> str:
     # monthly cost breakdown of the winner
     c = a0.get("cost") or {}
     bd = c.get("breakdown") or {}
-    parts = [(BREAKDOWN_LABELS.get(k, k.replace("_", " ")), float(v), k) for k, v in bd.items()
-             if k.endswith("_usd_per_month") and isinstance(v, int | float)]  # fmt: skip
+    parts = [
+        (BREAKDOWN_LABELS.get(k, k.replace("_", " ")), float(v), k)
+        for k, v in bd.items()
+        if k.endswith("_usd_per_month") and isinstance(v, int | float)
+    ]
     rows_h = [(label, v, svg.PALETTE[i % len(svg.PALETTE)]) for i, (label, v, _) in enumerate(parts)]
-    options = [("On-demand", c.get("usd_per_month")), ("Spot above the base", c.get("usd_per_month_spot")),
-               ("1-year savings plan", c.get("usd_per_month_savings_plan_1y"))]  # fmt: skip
+    options = [
+        ("On-demand", c.get("usd_per_month")),
+        ("Spot above the base", c.get("usd_per_month_spot")),
+        ("1-year savings plan", c.get("usd_per_month_savings_plan_1y")),
+    ]
     rows_h += [(label, float(v), "#7a8796") for label, v in options if isinstance(v, int | float)]
     if rows_h:
         chart = svg.hbar_chart("cost-breakdown", "Monthly cost of the chosen architecture", rows=rows_h)
@@ -663,8 +679,13 @@ def _schedule_and_cost(pg: Page) -> str:
                 " pricing option.",
             )
         )
-    items = [(escape(BREAKDOWN_LABELS.get(k, k.replace("_", " "))), pg.n(f"architectures.0.cost.breakdown.{k}", usd if "usd" in k else plain))
-             for k in bd]  # fmt: skip
+    items = [
+        (
+            escape(BREAKDOWN_LABELS.get(k, k.replace("_", " "))),
+            pg.n(f"architectures.0.cost.breakdown.{k}", usd if "usd" in k else plain),
+        )
+        for k in bd
+    ]
     items += [
         ("Per hour at peak", pg.n("architectures.0.cost.usd_per_hour_peak", usd)),
         ("Per month, on-demand", pg.n("architectures.0.cost.usd_per_month", usd)),
@@ -835,9 +856,9 @@ NAV = [
 
 
 def _embedded_json(result: dict[str, Any]) -> str:
+    """The result as JSON safe inside a <script> element: <, > and & as \\u escapes (the same JSON string)."""
     text = json.dumps(result, default=str, separators=(",", ":"))
-    # "</" would end the script element early; "<\/" is the same JSON string
-    return text.replace("</", "<\\/")
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def render_report(

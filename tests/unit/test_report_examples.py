@@ -1,0 +1,35 @@
+"""Every example workload gets a report: the planner's real answer renders as a well-formed page whose charts all
+have data and whose figures are the result's own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sizing.plan import estimate
+from sizing.report import render_report
+from sizing.report.page import lookup
+from sizing.report.reading import read_report, shown_number
+from sizing.workload import load_spec
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
+CHARTS = ("latency-ttft_ms", "latency-e2e_s", "pareto", "schedule", "cost-breakdown")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_every_example_renders_a_complete_report(example: Path) -> None:
+    # given
+    result = estimate(load_spec(example))
+    # when
+    view = read_report(render_report(result))
+    # then
+    assert view.faults == [] and view.external == []
+    if result["architectures"]:
+        for chart in CHARTS:
+            assert view.charts.get(chart, 0) > 0, f"{example.stem}: {chart} missing or empty"
+    for f in view.figures:
+        assert lookup(result, f.path) == f.value, f.path
+        shown = shown_number(f.text)
+        assert shown is not None and abs(shown[0] - f.value) <= shown[1] + 1e-9, (f.path, f.text, f.value)

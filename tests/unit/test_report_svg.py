@@ -1,0 +1,82 @@
+"""The report's own chart helpers: round-number ticks that cover the data, and charts that are well-formed SVG
+whose data survive (points past the axes are clipped, not dropped from the page's logic)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sizing.report import svg
+
+finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
+
+
+@given(finite, st.floats(min_value=1e-3, max_value=1e6))
+def test_ticks_are_ascending_round_numbers_inside_the_range(lo: float, span: float) -> None:
+    # given
+    hi = lo + span
+    # when
+    ticks = svg.nice_ticks(lo, hi)
+    # then
+    assert 2 <= len(ticks) <= 12
+    assert ticks == sorted(ticks)
+    step = ticks[1] - ticks[0]
+    assert all(lo - step * 1e-6 <= t <= hi + step * 1e-6 for t in ticks)
+    assert step <= span
+
+
+def test_an_axis_from_data_starts_at_zero_and_ends_on_a_tick_above_the_data() -> None:
+    # when
+    axis = svg.axis_for([3.0, 7.2, 9.1])
+    # then
+    assert axis.lo == 0.0
+    assert axis.hi >= 9.1
+    assert axis.ticks()[-1] <= axis.hi
+
+
+def _marks(text: str) -> list[ET.Element]:
+    root = ET.fromstring(text)
+    return [el for el in root.iter() if "mark" in (el.get("class") or "").split()]
+
+
+def test_an_xy_chart_is_svg_with_a_mark_per_point_and_line() -> None:
+    # given
+    s = svg.Series("a", [(0.5, 100.0), (1.0, 150.0), (2.0, 900.0)])
+    # when
+    text = svg.xy_chart(
+        "c",
+        "title <&>",
+        x_label="x",
+        y_label="y",
+        series=[s],
+        ref_lines=[svg.RefLine(500.0, "SLO")],
+        markers=[svg.Marker(1.0, 150.0, "chosen", shape="star")],
+    )
+    # then: one polyline, three points, one star; the title is escaped
+    assert len(_marks(text)) == 1 + 3 + 1
+    assert "title &lt;&amp;&gt;" in text
+
+
+def test_a_log_axis_covers_values_spanning_decades() -> None:
+    # when
+    axis = svg.axis_for([5_000.0, 400_000.0], log=True)
+    ticks = axis.ticks()
+    # then
+    assert axis.lo < 5_000 and axis.hi > 400_000
+    assert 10_000 in ticks and 100_000 in ticks
+
+
+def test_a_bar_chart_has_one_bar_per_category_and_group() -> None:
+    # when
+    text = svg.bar_chart(
+        "b",
+        "bars",
+        categories=[f"{h:02d}" for h in range(24)],
+        groups=[svg.BarGroup("nodes", [2.0] * 24, "#000"), svg.BarGroup("replicas", [3.0] * 24, "#111")],
+        y_label="count",
+        line=svg.Series("demand", [(h, float(h)) for h in range(24)]),
+    )
+    # then
+    assert len(_marks(text)) == 48 + 1
