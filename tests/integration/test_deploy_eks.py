@@ -71,7 +71,7 @@ def test_apply_server_side_applies_every_object_and_returns_the_load_balancer_ad
         assert p.query == {"fieldManager": "llm-sizing", "force": "true"}
         assert p.authorization == f"Bearer {TOKEN}"
     # and the endpoint is the internal NLB of the Service
-    assert endpoint.url.startswith("http://llm-g6e-12xlarge-") and endpoint.url.endswith(
+    assert endpoint.url.startswith("http://sizing-g6e-12xlarge-") and endpoint.url.endswith(
         ".elb.us-east-1.amazonaws.com:80"
     )
     assert endpoint.openai_base_url == endpoint.url + "/v1"

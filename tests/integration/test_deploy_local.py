@@ -19,6 +19,8 @@ from sizing.deploy.local import LocalTwinProvisioner
 
 pytestmark = pytest.mark.integration
 
+#: Generous: a twin starts in about a second, but this machine is shared and sometimes loaded.
+TWIN_START_S = 120.0
 ARCH = Architecture.from_id("eks:g6e.xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
 
 
@@ -32,7 +34,7 @@ def alive(pid: int) -> bool:
 
 def test_a_twin_serves_until_teardown_stops_it(tmp_path: Path) -> None:
     # given a provisioner running the real `sizing twin`
-    with LocalTwinProvisioner(log_dir=tmp_path) as prov:
+    with LocalTwinProvisioner(log_dir=tmp_path, startup_timeout_s=TWIN_START_S) as prov:
         # when a candidate is applied
         endpoint = prov.apply(ARCH, "run-local", ARCH.id)
         pid = int(endpoint.details["pid"])
@@ -76,7 +78,7 @@ def test_a_twin_that_never_answers_is_killed_after_the_startup_timeout(tmp_path:
 
 
 def test_close_stops_every_twin_of_every_run(tmp_path: Path) -> None:
-    prov = LocalTwinProvisioner(log_dir=tmp_path)
+    prov = LocalTwinProvisioner(log_dir=tmp_path, startup_timeout_s=TWIN_START_S)
     other = Architecture.from_id("eks:g6e.xlarge:tp1:fp8:vllm:on-demand", "meta-llama/Llama-3.1-8B")
     pids = [int(prov.apply(a, run, a.id).details["pid"]) for a, run in ((ARCH, "r1"), (other, "r2"))]
     assert all(alive(p) for p in pids)

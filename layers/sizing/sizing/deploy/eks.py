@@ -19,10 +19,12 @@ from sizing.deploy.manifests import DEFAULT_MAX_DURATION_S, ORDER, SERVICE_PORT,
 
 log = logging.getLogger(__name__)
 
-#: An internal NLB gets its DNS name within a few minutes; give up after 10.
-ENDPOINT_TIMEOUT_S = 10 * 60
-#: Karpenter drains and terminates a GPU node in minutes (NodePool terminationGracePeriod is 10 min).
-TEARDOWN_TIMEOUT_S = 15 * 60
+#: The AWS Load Balancer Controller writes the NLB's DNS name into the Service status as soon as it has created
+#: it (seconds to a minute); 90 s keeps `apply` inside the provisioning Lambda's 120 s timeout (template.yaml).
+ENDPOINT_TIMEOUT_S = 90
+#: Karpenter drains and terminates a GPU node in minutes (NodePool terminationGracePeriod is 10 min); 12 min
+#: keeps teardown inside Lambda's 15-minute limit with time to report. What is left, the janitor removes.
+TEARDOWN_TIMEOUT_S = 12 * 60
 POLL_S = 10.0
 #: Kinds removed by teardown, in order: the autoscaler and pods first, the node pools and classes last.
 TEARDOWN_ORDER = list(reversed(ORDER))

@@ -264,7 +264,7 @@ def describe_cluster(
     cfg: ClusterConfig, eks_client: Any | None = None, session: Any | None = None
 ) -> ClusterConfig:
     """`cfg` with endpoint and CA filled from `eks:DescribeCluster` when missing."""
-    if cfg.endpoint and cfg.ca_data:
+    if cfg.endpoint and (cfg.ca_data or cfg.endpoint.startswith("http://")):
         return cfg
     if eks_client is None:
         import boto3

@@ -27,6 +27,8 @@ _LABEL_BAD = re.compile(r"[^A-Za-z0-9_.-]+")
 #: Object names (DNS-1035 labels, what a Service needs): lowercase, digits and '-', start with a letter.
 _NAME_MAX = 63
 _NAME_BAD = re.compile(r"[^a-z0-9-]+")
+#: Every object name starts with this; the stack's IAM policies scope SageMaker permissions to `sizing-*`.
+NAME_PREFIX = "sizing"
 #: Hex digits of the sha256 used to keep names unique when they are shortened; 10 hex = 40 bits.
 _HASH_CHARS = 10
 
@@ -49,9 +51,9 @@ def object_name(run_id: str, candidate_id: str, hint: str = "") -> str:
     """A short, unique, DNS-safe name for one candidate of one run (used for every object of it)."""
     stem = _NAME_BAD.sub("-", hint.lower()).strip("-") if hint else ""
     suffix = _digest(run_id, candidate_id)
-    room = _NAME_MAX - len("llm--") - len(suffix)
+    room = _NAME_MAX - len(NAME_PREFIX) - 2 - len(suffix)
     stem = stem[:room].strip("-")
-    return f"llm-{stem}-{suffix}" if stem else f"llm-{suffix}"
+    return f"{NAME_PREFIX}-{stem}-{suffix}" if stem else f"{NAME_PREFIX}-{suffix}"
 
 
 def run_labels(run_id: str, candidate_id: str, expires_at: float | None = None) -> dict[str, str]:

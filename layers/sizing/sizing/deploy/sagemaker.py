@@ -57,7 +57,7 @@ class SageMakerProvisioner(Provisioner):
 
     def __init__(
         self,
-        execution_role_arn: str,
+        execution_role_arn: str | None = None,
         *,
         region: str = "us-east-1",
         client: Any | None = None,
@@ -100,6 +100,10 @@ class SageMakerProvisioner(Provisioner):
     ) -> Endpoint:
         raw = as_architecture(architecture)
         cand = candidate_id or raw.id
+        if not self.role:
+            raise ProvisioningError(
+                "no SageMaker execution role configured (SageMakerProvisioner(execution_role_arn=...))"
+            )
         try:
             arch = raw.resolve()
             name = self.name(arch, run_id, cand)

@@ -1,0 +1,254 @@
+"""The janitor: remove whatever a sizing run provisioned once the run is over or has outlived its deadline.
+
+It finds resources by the run label/tag of `sizing.deploy.labels` — Kubernetes objects (node pools, node
+classes, node claims, deployments, services, ...) and SageMaker endpoints, endpoint configs and models — asks
+`RunStatusLookup` whether each run has finished, and deletes those of finished runs, those past their
+`expires-at` deadline, and those of runs nobody knows that are older than the longest a run may last."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import BaseModel, ConfigDict, Field
+
+from sizing.deploy import labels as L
+from sizing.deploy.eks import TEARDOWN_ORDER
+from sizing.deploy.kube import KubeClient, ProvisioningError
+from sizing.deploy.manifests import DEFAULT_MAX_DURATION_S
+from sizing.deploy.sagemaker import paged, tag_map
+
+log = logging.getLogger(__name__)
+
+#: What one backend can fail with; the sweep records it and goes on with the rest.
+_FAILURES = (ProvisioningError, BotoCoreError, ClientError)
+
+#: Run statuses after which nothing of the run should exist (the store's terminal statuses, plus CANCELLING:
+#: a cancelled run waits for exactly this removal).
+FINISHED = frozenset({"REFUSED", "SUCCEEDED", "FAILED", "CANCELLED", "CANCELLING"})
+#: Kubernetes kinds swept, in deletion order; NodeClaims last (normally their NodePool's deletion removes them).
+KUBE_KINDS = [*TEARDOWN_ORDER, "NodeClaim"]
+#: SageMaker resources swept, in deletion order: (kind, list call, list key, name key, arn key, delete call, arg).
+SAGEMAKER_KINDS = [
+    (
+        "endpoint",
+        "list_endpoints",
+        "Endpoints",
+        "EndpointName",
+        "EndpointArn",
+        "delete_endpoint",
+        "EndpointName",
+    ),
+    (
+        "endpoint-config",
+        "list_endpoint_configs",
+        "EndpointConfigs",
+        "EndpointConfigName",
+        "EndpointConfigArn",
+        "delete_endpoint_config",
+        "EndpointConfigName",
+    ),
+    ("model", "list_models", "Models", "ModelName", "ModelArn", "delete_model", "ModelName"),
+]
+
+
+class RunStatusLookup(Protocol):
+    """Where the janitor learns a run's status; None when the run is unknown."""
+
+    def status(self, run_id: str) -> str | None: ...
+
+
+class InMemoryRunStatus:
+    """A `RunStatusLookup` over a dict (tests, local runs)."""
+
+    def __init__(self, statuses: dict[str, str] | None = None) -> None:
+        self.statuses = dict(statuses or {})
+
+    def status(self, run_id: str) -> str | None:
+        return self.statuses.get(run_id)
+
+
+class DynamoRunStatus:
+    """Reads a run's `status` from the runs table (item PK=`RUN#{run_id}`, SK=`RUN`)."""
+
+    def __init__(self, table_name: str, client: Any | None = None, region: str | None = None) -> None:
+        if client is None:
+            import boto3
+
+            client = boto3.client("dynamodb", region_name=region)
+        self.table, self.ddb = table_name, client
+
+    def status(self, run_id: str) -> str | None:
+        item = self.ddb.get_item(
+            TableName=self.table,
+            Key={"PK": {"S": f"RUN#{run_id}"}, "SK": {"S": "RUN"}},
+            ProjectionExpression="#s",
+            ExpressionAttributeNames={"#s": "status"},
+            ConsistentRead=True,
+        ).get("Item")
+        if not item or "status" not in item:
+            return None
+        return str(item["status"].get("S"))
+
+
+class Swept(BaseModel):
+    """One resource the janitor removed (or would remove, in a dry run)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    where: Literal["eks", "sagemaker"]
+    kind: str
+    name: str
+    namespace: str | None = None
+    run_id: str
+    reason: str
+
+
+class SweepReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    dry_run: bool = False
+    deleted: list[Swept] = Field(default_factory=list)
+    #: Runs whose resources were left in place because they are still running within their deadline.
+    kept_runs: list[str] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+
+
+@dataclass
+class _Found:
+    where: Literal["eks", "sagemaker"]
+    kind: str
+    name: str
+    namespace: str | None
+    run_id: str
+    expires_at: float | None
+    created_at: float | None
+    delete_args: dict[str, Any] = field(default_factory=dict)
+
+
+def decide(
+    status: str | None, deadline: float | None, created_at: float | None, now: float, orphan_after_s: float
+) -> str | None:
+    """Why a run's resources must go, or None to keep them."""
+    if status is not None and status.upper() in FINISHED:
+        return f"run {status.upper()}"
+    if deadline is not None and now >= deadline:
+        return "past its deadline"
+    if status is None and created_at is not None and now - created_at >= orphan_after_s:
+        return f"unknown run, older than {orphan_after_s / 3600:g} h"
+    return None
+
+
+def _epoch(value: Any) -> float | None:
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def _number(value: str | None) -> float | None:
+    return float(value) if value and value.isdigit() else None
+
+
+def _kube_found(kube: KubeClient) -> Iterable[_Found]:
+    for kind in KUBE_KINDS:
+        for item in kube.list(kind, L.RUN_ID):
+            meta = item.get("metadata", {})
+            labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
+            yield _Found(
+                "eks",
+                kind,
+                meta["name"],
+                meta.get("namespace"),
+                notes.get(L.RUN_ID_FULL) or labels[L.RUN_ID],
+                _number(labels.get(L.EXPIRES_AT)),
+                _epoch(meta.get("creationTimestamp")),
+            )
+
+
+def _sagemaker_found(sm: Any) -> Iterable[_Found]:
+    for kind, lister, key, name_key, arn_key, deleter, arg in SAGEMAKER_KINDS:
+        for item in paged(sm, lister, key):
+            tags = tag_map(sm.list_tags(ResourceArn=item[arn_key]).get("Tags", []))
+            if L.RUN_ID not in tags:
+                continue
+            yield _Found(
+                "sagemaker",
+                kind,
+                item[name_key],
+                None,
+                tags[L.RUN_ID],
+                _number(tags.get(L.EXPIRES_AT)),
+                _epoch(item.get("CreationTime")),
+                {"call": deleter, arg: item[name_key]},
+            )
+
+
+def sweep(
+    lookup: RunStatusLookup,
+    *,
+    kube: KubeClient | None = None,
+    sagemaker: Any | None = None,
+    now: float | None = None,
+    orphan_after_s: float = DEFAULT_MAX_DURATION_S,
+    dry_run: bool = False,
+) -> SweepReport:
+    """Find run-labelled resources in the cluster and SageMaker, delete those whose run is over or expired."""
+    now = time.time() if now is None else now
+    report = SweepReport(dry_run=dry_run)
+    found: list[_Found] = []
+    sources: list[tuple[str, Any, Any]] = [
+        ("eks", _kube_found, kube),
+        ("sagemaker", _sagemaker_found, sagemaker),
+    ]
+    for source, finder, client in sources:
+        if client is None:
+            continue
+        try:
+            found += list(finder(client))
+        except _FAILURES as exc:  # one unreachable backend must not stop the other
+            report.errors.append(f"listing {source}: {exc}")
+
+    by_run: dict[str, list[_Found]] = {}
+    for f in found:
+        by_run.setdefault(f.run_id, []).append(f)
+    for run_id, items in sorted(by_run.items()):
+        deadlines = [f.expires_at for f in items if f.expires_at is not None]
+        created = [f.created_at for f in items if f.created_at is not None]
+        try:
+            status = lookup.status(run_id)
+        except _FAILURES as exc:  # cannot tell: keep unless expired
+            report.errors.append(f"status of {run_id}: {exc}")
+            status = "UNKNOWN"
+        reason = decide(status, min(deadlines, default=None), min(created, default=None), now, orphan_after_s)
+        if reason is None:
+            report.kept_runs.append(run_id)
+            continue
+        for f in items:
+            swept = Swept(
+                where=f.where, kind=f.kind, name=f.name, namespace=f.namespace, run_id=run_id, reason=reason
+            )
+            if dry_run:
+                report.deleted.append(swept)
+                continue
+            try:
+                if f.where == "eks":
+                    assert kube is not None
+                    kube.delete(f.kind, f.name, f.namespace)
+                else:
+                    args = dict(f.delete_args)
+                    getattr(sagemaker, args.pop("call"))(**args)
+                report.deleted.append(swept)
+                log.info("deleted %s %s/%s of run %s: %s", f.where, f.kind, f.name, run_id, reason)
+            except _FAILURES as exc:  # keep going: the next sweep retries what failed
+                report.errors.append(f"deleting {f.where} {f.kind}/{f.name}: {exc}")
+    return report
