@@ -327,3 +327,20 @@ def test_an_estimate_answers_ranked_architectures(aws, context) -> None:
     assert set(result) >= {"workload", "architectures", "rejected", "assumptions"}
     assert 0 < len(result["architectures"]) <= 5
     assert [a["rank"] for a in result["architectures"]] == list(range(1, len(result["architectures"]) + 1))
+
+
+def test_numbers_out_of_any_sensible_range_are_422_not_500(aws, context) -> None:
+    # given a budget below a cent, and an SLO bound DynamoDB could not even store
+    body = json.loads(load_event("api_post_runs")["body"])
+    tiny_budget = {**body, "budget_usd": 5e-324}
+    tiny_slo = {**body, "spec": {**body["spec"], "slo": {"ttft_ms": {"p95": 5e-324}}}}
+    # when
+    budget_status, _, budget_answer = call(
+        with_body("api_post_runs", tiny_budget, {"Idempotency-Key": "t1"}), context
+    )
+    slo_status, _, slo_answer = call(with_body("api_post_runs", tiny_slo, {"Idempotency-Key": "t2"}), context)
+    # then
+    assert budget_status == 422 and budget_answer["details"]["problems"][0]["field"] == "budget_usd"
+    assert slo_status == 422
+    assert_error_shape(slo_answer)
+    assert aws.store.list_runs()[0] == []

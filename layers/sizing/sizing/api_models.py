@@ -17,6 +17,15 @@ from sizing.store import Run, RunSource, RunStatus, SlackThread
 SPEC_DESCRIPTION = (
     "A workload spec (DESIGN.md 'Workload spec'): model, users or rate, tokens, slo, constraints."
 )
+#: The README's support chatbot (examples/chatbot.yaml), shown in the OpenAPI document and Swagger UI.
+EXAMPLE_SPEC: dict[str, Any] = {
+    "name": "support-chat",
+    "model": "meta-llama/Llama-3.1-70B-Instruct",
+    "users": {"total": 10000, "peak_active_fraction": 0.1, "requests_per_active_hour": 30},
+    "traffic": {"profile": "business-hours", "timezone": "America/New_York"},
+    "tokens": {"input": {"mean": 1200, "p95": 3500}, "output": {"mean": 90, "p95": 160}},
+    "slo": {"ttft_ms": {"p95": 1000}, "e2e_s": {"p95": 2.5}},
+}
 
 
 class Strict(BaseModel):
@@ -42,15 +51,21 @@ class EstimateResult(BaseModel):
     assumptions: dict[str, Any] = Field(default_factory=dict)
 
 
+#: A budget is money: a cent is the smallest amount; a million dollars is far above any sizing run (a few
+#: GPU-hours per measured candidate) and catches a typo'd extra zero or three.
+MIN_BUDGET_USD = 0.01
+MAX_BUDGET_USD = 1_000_000
+
+
 class RunRequest(Strict):
     """POST /runs: measure the top candidates of a workload."""
 
-    spec: dict[str, Any] = Field(description=SPEC_DESCRIPTION)
+    spec: dict[str, Any] = Field(description=SPEC_DESCRIPTION, examples=[EXAMPLE_SPEC])
     top_k: int = Field(default=DEFAULT_TOP_K, ge=1, le=MAX_TOP_K, description="candidates to measure")
     budget_usd: float | None = Field(
         default=None,
-        gt=0,
-        le=1_000_000,
+        ge=MIN_BUDGET_USD,
+        le=MAX_BUDGET_USD,
         description="stop (REFUSED) when the run's estimated cost exceeds this",
     )
 

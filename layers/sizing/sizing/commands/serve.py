@@ -109,7 +109,11 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(out_body)
 
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve
+    def __getattr__(self, name: str) -> Any:
+        # every method goes to the resolver (it answers 404 for what it does not route), never http.server's 501
+        if name.startswith("do_"):
+            return self._serve
+        raise AttributeError(name)
 
     def log_message(self, format: str, *args: Any) -> None:
         if not getattr(self.server, "quiet", False):

@@ -6,7 +6,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.metrics import MetricUnit
 
-from sizing.api_models import SPEC_DESCRIPTION, EstimateResult
+from sizing.api_models import EXAMPLE_SPEC, SPEC_DESCRIPTION, EstimateResult
 from sizing.service.api.responses import ERRORS
 from sizing.service.observability import metrics, tracer
 from sizing.workload import parse_spec
@@ -27,7 +27,7 @@ MAX_TOP = 50
 )
 @tracer.capture_method
 def post_estimate(
-    spec: Annotated[dict[str, Any], Body(description=SPEC_DESCRIPTION)],
+    spec: Annotated[dict[str, Any], Body(description=SPEC_DESCRIPTION, examples=[EXAMPLE_SPEC])],
     top: Annotated[int | None, Query(ge=1, le=MAX_TOP, description="ranked architectures to return")] = None,
 ) -> EstimateResult:
     from sizing.plan import estimate
