@@ -17,4 +17,6 @@ from sizing.slack.lambda_env import init_environment
 @metrics.log_metrics(capture_cold_start_metric=True)
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return answer(deps.bot().interaction, SlackRequest.from_apigw(event)).to_apigw()
+    bot = deps.bot()
+    bot.lambda_context = context
+    return answer(bot.interaction, SlackRequest.from_apigw(event)).to_apigw()

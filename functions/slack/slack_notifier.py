@@ -17,4 +17,6 @@ from sizing.slack.lambda_env import init_environment
 @tracer.capture_lambda_handler
 @event_source(data_class=EventBridgeEvent)
 def lambda_handler(event: EventBridgeEvent, context: LambdaContext) -> dict[str, Any]:
-    return {"notified": deps.bot().run_completed(event.detail)}
+    bot = deps.bot()
+    bot.lambda_context = context
+    return {"notified": bot.run_completed(event.detail)}

@@ -34,6 +34,9 @@ TOP_SHOWN = 3
 #: Block Kit limits (api.slack.com/reference/block-kit): header text 150 characters, button value 2,000.
 HEADER_MAX = 150
 BUTTON_VALUE_MAX = 2000
+SECTION_TEXT_MAX = 3000
+#: How much of a person's message a usage reply quotes back (enough to recognise it).
+ECHO_MAX = 300
 DEPLOYMENT_NAMES = {"eks": "EKS", "sagemaker": "SageMaker", "bedrock": "Bedrock"}
 METRIC_NAMES = {"ttft_ms": ("TTFT", "ms"), "tpot_ms": ("TPOT", "ms"), "e2e_s": ("e2e", "s")}
 
@@ -53,14 +56,16 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _md(text: str) -> MarkdownTextObject:
-    return MarkdownTextObject(text=text)
+    return MarkdownTextObject(text=clip(text, SECTION_TEXT_MAX))
 
 
 def _header(text: str) -> HeaderBlock:
-    return HeaderBlock(
-        text=PlainTextObject(text=text[: HEADER_MAX - 1] + "…" if len(text) > HEADER_MAX else text)
-    )
+    return HeaderBlock(text=PlainTextObject(text=clip(text, HEADER_MAX)))
 
 
 def _usd(x: float | None) -> str:
@@ -199,7 +204,7 @@ def help_message() -> Message:
 
 def usage_message(problems: Sequence[str], *, text: str = "") -> Message:
     """A friendly reply to a message that could not be read: what was wrong, then the grammar in brief."""
-    said = f"You wrote: `{escape(text)}`\n" if text else ""
+    said = f"You wrote: `{escape(clip(text, ECHO_MAX))}`\n" if text else ""
     listed = "\n".join(f"• {p}" for p in problems)
     examples = "\n".join(f"• `/sizing {e}`" for e in EXAMPLES[:3])
     return Message(
@@ -245,8 +250,8 @@ def estimate_message(
             ContextBlock(
                 elements=[
                     _md(
-                        f"Peak {workload['peak_rps']:g} req/s, about {workload.get('peak_concurrency', 0):g} requests"
-                        " in flight"
+                        f"Peak {workload['peak_rps']:,.1f} req/s, about"
+                        f" {workload.get('peak_concurrency') or 0:,.0f} requests in flight"
                     )
                 ]
             )

@@ -177,6 +177,8 @@ class SlackBot:
         self.run_budget_usd = run_budget_usd
         self.idempotency_ttl_s = idempotency_ttl_s
         self.now = now
+        #: The invocation's Lambda context, when a handler sets it: idempotency records then expire with it.
+        self.lambda_context: Any = None
 
     # --- shared -------------------------------------------------------------------------------------------
     def catalog(self) -> Catalog:
@@ -347,6 +349,8 @@ class SlackBot:
         from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 
         config = IdempotencyConfig(event_key_jmespath="key", expires_after_seconds=self.idempotency_ttl_s)
+        if self.lambda_context is not None:
+            config.register_lambda_context(self.lambda_context)
         once = idempotent_function(
             data_keyword_argument="payload",
             persistence_store=self._idempotency("IDEMPOTENCY#slack-measure"),
@@ -405,6 +409,8 @@ class SlackBot:
         config = IdempotencyConfig(
             event_key_jmespath="[run_id, status]", expires_after_seconds=self.idempotency_ttl_s
         )
+        if self.lambda_context is not None:
+            config.register_lambda_context(self.lambda_context)
         idempotent_function(
             data_keyword_argument="payload",
             persistence_store=self._idempotency("IDEMPOTENCY#slack-notify"),

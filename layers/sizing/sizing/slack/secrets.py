@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from sizing.errors import InvalidInput, Problem
+from sizing.service.errors import Unavailable
+from sizing.service.observability import logger
 
 if TYPE_CHECKING:
     from mypy_boto3_secretsmanager import SecretsManagerClient
@@ -34,10 +36,18 @@ class SlackSecrets:
 
     def _get(self) -> SlackCredentials:
         from aws_lambda_powertools.utilities.parameters import SecretsProvider
+        from aws_lambda_powertools.utilities.parameters.exceptions import (
+            GetParameterError,
+            TransformParameterError,
+        )
 
         if self._provider is None:
             self._provider = SecretsProvider(boto3_client=self._client)
-        raw = self._provider.get(self.secret_id, max_age=self.max_age_s, transform="json")
+        try:
+            raw = self._provider.get(self.secret_id, max_age=self.max_age_s, transform="json")
+        except (GetParameterError, TransformParameterError):
+            logger.exception("could not read the Slack secret")
+            raise Unavailable("the Slack app's credentials could not be read; try again later") from None
         try:
             return SlackCredentials.model_validate(raw)
         except ValidationError:
