@@ -75,6 +75,9 @@ class LoadTestConfig(Strict):
     max_requests: int | None = Field(default=None, gt=0, description="stop after this many requests in all")
     max_total_s: float | None = Field(default=None, gt=0, description="stop after this long in all")
     max_inflight: int = Field(default=DEFAULT_MAX_INFLIGHT, gt=0)
+    save_requests: bool = Field(
+        default=False, description="also write every measured request to requests.jsonl"
+    )
 
     @field_validator("endpoint")
     @classmethod

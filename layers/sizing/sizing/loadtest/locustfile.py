@@ -17,7 +17,9 @@ records to the master with every report.
 
 import locust  # noqa: I001  (first: gevent monkey-patching before ssl/boto3)
 
+import dataclasses
 import itertools
+import json
 import random
 import sys
 import time
@@ -367,6 +369,11 @@ class SweepShape(LoadTestShape):
         if targets:
             result = check_slo(result, targets)
         self.history.append(result)
+        if self.cfg.save_requests:
+            with open(f"{self.cfg.out_dir}/requests.jsonl", "a") as f:
+                for r in COLLECTOR.records:
+                    if lo <= r.end < hi:
+                        f.write(json.dumps({"step": result.step, **dataclasses.asdict(r)}) + "\n")
         COLLECTOR.prune(before=hi)
         if self.on_step is not None:
             self.on_step(result)

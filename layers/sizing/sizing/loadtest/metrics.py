@@ -28,6 +28,7 @@ class RequestRecord:
     input_tokens: int | None = None
     output_tokens: int | None = None
     error: str | None = None  # kind: http_429, http_5xx, timeout, connection, protocol, empty_response ...
+    response_id: str | None = None  # the server's id for the answer (OpenAI `id`), to match server-side logs
 
     @property
     def e2e_s(self) -> float:
@@ -54,7 +55,7 @@ class RequestRecord:
 
     @classmethod
     def from_wire(cls, w: Sequence[Any]) -> RequestRecord:
-        return cls(w[0], w[1], w[2], list(w[3]), w[4], w[5], w[6])
+        return cls(w[0], w[1], w[2], list(w[3]), w[4], w[5], w[6], w[7] if len(w) > 7 else None)
 
 
 class Strict(BaseModel):

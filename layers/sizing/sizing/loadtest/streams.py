@@ -34,6 +34,7 @@ class TokenTimer:
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self.error: str | None = None
+        self.response_id: str | None = None
 
     def content(self, at: float) -> None:
         if self.first is None:
@@ -63,6 +64,7 @@ class TokenTimer:
             input_tokens=self.input_tokens if self.input_tokens is not None else expected_input,
             output_tokens=self.output_tokens if self.output_tokens is not None else (self.chunks or None),
             error=error,
+            response_id=self.response_id,
         )
 
 
@@ -101,6 +103,8 @@ def feed_line(line: bytes, at: float, timer: TokenTimer) -> None:
     except ValueError:
         timer.error = "protocol"
         return
+    if timer.response_id is None and isinstance(obj.get("id"), str):
+        timer.response_id = obj["id"]
     if "error" in obj and not obj.get("choices"):
         timer.error = "stream_error"
         return
