@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
+from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 from pydantic import BaseModel, ConfigDict, Field
 
 from sizing.catalog.hf import model_from_config
@@ -125,6 +126,10 @@ class ReleaseService:
                 outcome.watches.append(self._once(spec.id, watch, catalog, cache))
             except Unavailable as exc:
                 transient.append(f"{watch.watch_id}: {exc.message}")
+            except IdempotencyAlreadyInProgressError:
+                # another delivery is re-sizing this watch right now (or a timed-out one whose record has not
+                # expired yet): leave it to that one, and let this delivery be retried for the rest
+                transient.append(f"{watch.watch_id}: being re-sized by another delivery")
         if transient:
             # the finished watches are recorded; a retried delivery redoes only these
             raise Unavailable("some watches could not be re-sized; retry: " + "; ".join(transient))
