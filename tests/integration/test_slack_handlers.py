@@ -372,8 +372,7 @@ def test_a_completed_run_posts_the_measured_ranking_in_its_thread_once(aws, slac
 def test_a_refused_run_says_why_in_its_thread(aws, slack, event, context) -> None:
     # given a run the budget guard refused
     _finished_run(aws.store, "REFUSED")
-    completed = event("slack_run_completed")
-    completed["detail"]["status"] = "REFUSED"
+    completed = event("slack_run_failed")
     # when notified
     NOTIFIER.lambda_handler(completed, context)
     # then the thread hears it was refused and why

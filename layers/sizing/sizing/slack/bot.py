@@ -74,13 +74,15 @@ class EstimateJob(BaseModel):
 
 
 class RunCompleted(BaseModel):
-    """The EventBridge `SizingRunCompleted` detail: only the run id is needed (the rest is read from the
-    store); other fields the orchestration adds are ignored."""
+    """The detail of EventBridge `SizingRunCompleted` / `SizingRunFailed` (source `llm-sizing`): the run id is
+    all that is needed, the rest is read from the store; other fields the orchestration adds are ignored."""
 
     model_config = ConfigDict(extra="ignore")
 
     run_id: str = Field(min_length=1, max_length=80)
     status: str | None = None
+    reason: str | None = None
+    error: Any = None  # a string, or Step Functions' {"Error", "Cause"}
 
 
 @dataclass
@@ -142,6 +144,12 @@ class LambdaInvoker:
         except (ClientError, BotoCoreError):
             logger.exception("could not invoke the estimate worker")
             raise Unavailable("the estimate could not be started; try again in a minute") from None
+
+
+def _error_text(error: Any) -> str | None:
+    if isinstance(error, dict):
+        return f"{error.get('Error', 'error')}: {error.get('Cause', '')}".strip(": ")
+    return str(error) if error else None
 
 
 def _form(body: str) -> dict[str, str]:
@@ -397,7 +405,9 @@ class SlackBot:
             if status == "SUCCEEDED":
                 message = self._measured(run.run_id, run.spec)
             else:
-                message = blocks.run_ended_message(run.run_id, status, run.error)
+                message = blocks.run_ended_message(
+                    run.run_id, status, run.error or event.reason or event.error
+                )
             ts = self.poster.post(run.slack.channel, message, thread_ts=run.slack.thread_ts)
             return {"ts": ts}
 
