@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sizing.plan import estimate
-from sizing.report import render_report, write_report
+from sizing.report import render_report, render_run_report, run_result, write_report
 from sizing.report.page import NAV, lookup, short_label
 from sizing.report.reading import read_report, shown_number
 from sizing.workload import parse_spec
@@ -233,3 +233,42 @@ def test_write_report_writes_the_page_and_returns_its_path(eks_first: dict[str, 
     # then
     assert path == tmp_path / "out" / "report.html"
     assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_a_runs_payload_reports_its_workload_and_plots_its_candidates_steps(
+    eks_first: dict[str, Any],
+) -> None:
+    # given: a run whose candidate c0 measured the best architecture at three concurrency levels
+    best = copy.deepcopy(eks_first["architectures"][0])
+    records = [
+        {"step": i, "target": {"concurrency": c}, "requests": 50, "errors": {}, "requests_per_s": r,
+         "ttft_ms": {"p50": 90.0, "p95": 120.0 * (i + 1), "p99": 150.0 * (i + 1)},
+         "tpot_ms": {"p50": 12.0, "p95": 14.0, "p99": 15.0},
+         "e2e_s": {"p50": 2.0, "p95": 3.0 + i, "p99": 4.0 + i}}
+        for i, (c, r) in enumerate([(2.0, 0.9), (4.0, 1.7), (8.0, 2.1)])
+    ]  # fmt: skip
+    best["measured"] = {
+        **{m: dict(records[1][m]) for m in ("ttft_ms", "tpot_ms", "e2e_s")},
+        "capacity_rps": 1.7,
+        "levels": [{"target": r["target"], "requests_per_s": r["requests_per_s"]} for r in records],
+    }
+    payload = {
+        "run": {"run_id": "r-1", "status": "SUCCEEDED", "spec": SMALL, "updated_at": "2026-11-30T10:00:00Z"},
+        "ranking": {"status": "ok", "failed": []},
+        "architectures": [best],
+        "measurements": [
+            {"run_id": "r-1", "candidate_id": "c0", "seq": str(i), "record": r} for i, r in enumerate(records)
+        ],
+    }
+    # when
+    result, steps, wm = run_result(payload)
+    html = render_run_report(payload)
+    view = read_report(html)
+    # then: the workload comes from the run's spec; c0's steps are the best architecture's measured points
+    assert wm is not None and result["workload"]["peak_rps"] == pytest.approx(wm.peak_rps, rel=1e-3)
+    assert len(steps) == 3 and view.faults == []
+    assert "run r-1" in html
+    latency = _section(html, "latency")
+    assert f"{best['instance_type']} TP{best['tensor_parallel']}" in latency and "(measured)" in latency
+    assert view.charts["latency-ttft_ms"] > 3
+    assert any(f.path == "workload.peak_rps" for f in view.figures)

@@ -157,6 +157,16 @@ def short_label(a: dict[str, Any]) -> str:
     )
 
 
+def feasible(a: dict[str, Any]) -> bool:
+    """In the ranking: meets its SLOs (a run lists measured failures after the ranking, with rank 0)."""
+    return a.get("meets_slo", True) is not False and a.get("rank") != 0
+
+
+def winner_index(result: dict[str, Any]) -> int | None:
+    """Index of the chosen architecture: the best-ranked one that meets the SLOs."""
+    return next((i for i, a in enumerate(result.get("architectures") or []) if feasible(a)), None)
+
+
 def rank_cost(a: dict[str, Any]) -> float:
     """The cost the planner ranks by: spot when the architecture runs on spot, else on-demand."""
     c = a.get("cost") or {}
@@ -184,17 +194,46 @@ def _dl(items: Sequence[tuple[str, str]]) -> str:
     return "<dl>" + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
 
 
-def _measured_for(
+def _levels_signature(levels: Sequence[dict[str, Any]]) -> tuple[tuple[str, float], ...]:
+    """What identifies a candidate's sweep: its load targets and the throughput each served, in order."""
+    sig = []
+    for lv in levels:
+        target = lv.get("target") or {}
+        key = (
+            ",".join(f"{k}={v:g}" for k, v in sorted(target.items()))
+            if isinstance(target, dict)
+            else str(target)
+        )
+        sig.append((key, round(float(lv.get("requests_per_s") or 0.0), 3)))
+    return tuple(sorted(sig))
+
+
+def measured_steps(
     measurements: Sequence[dict[str, Any]], result: dict[str, Any]
 ) -> dict[str, list[dict[str, Any]]]:
-    """Load-test step records by architecture id. A record names its candidate (`candidate_id`); one that does
-    not belongs to the measured architecture (or the best-ranked one when none is marked measured)."""
+    """Load-test step records by architecture id.
+
+    Takes bare step records or the store's measurement items (`{candidate_id, record: {...}}`). A candidate id
+    that is an architecture id is used as is; a run's own ids (c0, c1 ...) are matched to the architecture whose
+    `measured.levels` is the same sweep; a record naming no candidate belongs to the measured architecture (or
+    the best-ranked one). Unmatched candidates keep their own id."""
     archs = result.get("architectures") or []
+    ids = {a["id"] for a in archs}
     default = next((a["id"] for a in archs if a.get("measured")), archs[0]["id"] if archs else "")
-    out: dict[str, list[dict[str, Any]]] = {}
+    by_candidate: dict[str, list[dict[str, Any]]] = {}
     for m in measurements:
-        cid = m.get("candidate_id") or m.get("architecture_id") or default
-        out.setdefault(str(cid), []).append(m)
+        rec = m["record"] if isinstance(m.get("record"), dict) else m
+        cid = m.get("candidate_id") or rec.get("candidate_id") or m.get("architecture_id") or default
+        by_candidate.setdefault(str(cid), []).append(rec)
+    signatures: dict[tuple[tuple[str, float], ...], str] = {}
+    for a in archs:
+        levels = (a.get("measured") or {}).get("levels")
+        if levels:
+            signatures.setdefault(_levels_signature(levels), a["id"])
+    out: dict[str, list[dict[str, Any]]] = {}
+    for cid, recs in by_candidate.items():
+        arch_id = cid if cid in ids else signatures.get(_levels_signature(recs), cid)
+        out.setdefault(arch_id, []).extend(recs)
     return out
 
 
@@ -210,12 +249,18 @@ def _span(pg: Page, path: str) -> str:
 def _answer(pg: Page) -> str:
     r = pg.r
     archs = r.get("architectures") or []
-    if not archs:
+    wi = winner_index(r)
+    if wi is None:
         inf = r.get("infeasible") or {}
-        msg = escape(str(inf.get("message") or "no candidate meets the SLOs (see the rejected candidates)"))
+        default = (
+            "every measured candidate missed an SLO (see the ranking)"
+            if archs
+            else "no candidate meets the SLOs (see the rejected candidates)"
+        )
+        msg = escape(str(inf.get("message") or default))
         return f'<div class="answer bad"><p class="big">No architecture meets the SLOs.</p><p>{msg}</p></div>'
-    a = archs[0]
-    p = "architectures.0"
+    a = archs[wi]
+    p = f"architectures.{wi}"
     name = f"<strong>{escape(short_label(a))}</strong>"
     if a.get("capacity_type") == "spot" and (a.get("cost") or {}).get("usd_per_month_spot") is not None:
         cost = f"{pg.n(p + '.cost.usd_per_month_spot', usd)} a month with spot ({pg.n(p + '.cost.usd_per_month', usd)} on demand)"
@@ -255,6 +300,8 @@ def _answer(pg: Page) -> str:
 
 def _workload(pg: Page, wl: WorkloadModel | None) -> str:
     w = pg.r.get("workload") or {}
+    if not w:
+        return _section("workload", "Workload", "<p>This result carries no workload figures.</p>")
     said: list[tuple[str, str]] = [
         ("Workload", escape(str(w.get("name", "")))),
         ("Model", escape(str(w.get("model", "")))),
@@ -314,9 +361,13 @@ def _ranked(pg: Page) -> str:
             if limit is not None
             else ""
         )
-        head.append(f"{METRIC_NAMES[m]} {q}<br><small>predicted</small>{slo}")
-        if any_measured:
-            head.append(f"{METRIC_NAMES[m]} {q}<br><small>measured</small>")
+        both = "predicted<br>measured" if any_measured else "predicted"
+        head.append(f"{METRIC_NAMES[m]} {q}<br><small>{both}</small>{slo}")
+    head.append(
+        "capacity per replica<br><small>"
+        + ("predicted<br>measured" if any_measured else "predicted")
+        + "</small>"
+    )
     head += [
         "per month<br><small>on-demand</small>",
         "per month<br><small>spot</small>",
@@ -330,24 +381,31 @@ def _ranked(pg: Page) -> str:
     for i, a in enumerate(archs):
         p = f"architectures.{i}"
         reps = (
-            f"{pg.n(p + '.replicas.min', count)}–{pg.n(p + '.replicas.peak', count)} ({pg.n(p + '.replicas.mean', count)})"
+            f"{_span(pg, p + '.replicas')} ({pg.n(p + '.replicas.mean', count)})"
             if a.get("replicas")
             else "per token"
         )
         name = f'<span class="id" title="{escape(a["id"])}">{escape(short_label(a))}</span>'
         if a.get("capacity_type") == "spot":
             name += ' <span class="tag">spot</span>'
-        row = [pg.n(p + ".rank", count), name, reps]
+        if not feasible(a):
+            name += ' <span class="tag miss">missed an SLO when measured</span>'
+        rank = pg.n(p + ".rank", count) if feasible(a) else '<span class="miss">✗</span>'
+        row = [rank, name, reps]
         for m, q in metrics:
             f = UNIT_FMT[METRIC_UNITS[m]]
-            row.append(pg.n(f"{p}.predicted.{m}.{q}", f))
+            cell = pg.n(f"{p}.predicted.{m}.{q}", f)
             if any_measured:
-                cell = pg.n(f"{p}.measured.{m}.{q}", f)
+                meas = pg.n(f"{p}.measured.{m}.{q}", f, missing="")
                 limit = slo_limit(r, m, q)
                 mv = lookup(r, f"{p}.measured.{m}.{q}")
-                if limit is not None and isinstance(mv, int | float) and mv > limit:
-                    cell = f'<span class="miss">{cell}</span>'
-                row.append(cell)
+                miss = " miss" if limit is not None and isinstance(mv, int | float) and mv > limit else ""
+                cell += f'<br><span class="meas{miss}">{meas}</span>'
+            row.append(cell)
+        cap = pg.n(p + ".per_replica.rps_slo_limit", rps)
+        if any_measured:
+            cap += f'<br><span class="meas">{pg.n(p + ".measured.capacity_rps", rps, missing="")}</span>'
+        row.append(cap)
         row += [
             pg.n(p + ".cost.usd_per_month", usd),
             pg.n(p + ".cost.usd_per_month_spot", usd),
@@ -359,13 +417,20 @@ def _ranked(pg: Page) -> str:
         ]
         rows.append(row)
     s = r.get("search") or {}
-    lead = (
-        "Cheapest first among the architectures that meet every SLO target. "
-        f"Searched {pg.n('search.hardware_options', count)} hardware options, simulated {pg.n('search.simulated', count)},"
-        f" {pg.n('search.feasible', count)} feasible"
-        + (f" in {pg.n('search.seconds', sec)}" if s.get("seconds") is not None else "")
-        + ". ★ marks the Pareto front (no other architecture is both cheaper and faster at p95 end-to-end)."
-    )
+    lead = "Cheapest first among the architectures that meet every SLO target. "
+    if s:
+        lead += (
+            f"Searched {pg.n('search.hardware_options', count)} hardware options, simulated"
+            f" {pg.n('search.simulated', count)}, {pg.n('search.feasible', count)} feasible"
+            + (f" in {pg.n('search.seconds', sec)}" if s.get("seconds") is not None else "")
+            + ". "
+        )
+    if any_measured:
+        lead += (
+            "Measured latencies are at the highest load level that met the SLOs; a measured architecture's"
+            " replicas and cost follow from its measured capacity. "
+        )
+    lead += "★ marks the Pareto front (no other architecture is both cheaper and faster at p95 end-to-end)."
     return _section("ranked", "Ranked architectures", _table(head, rows, "num ranked"), lead)
 
 
@@ -379,7 +444,8 @@ def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, A
             "<p>No curve: the ranked architectures are per-token services (Bedrock) or none is feasible.</p>",
         )
     by_id = {a["id"]: (i, a) for i, a in enumerate(archs)}
-    winner_key = hardware_key(archs[0]) if archs else None
+    wi = winner_index(r)
+    winner_key = hardware_key(archs[wi]) if wi is not None else None
     metrics = ["ttft_ms", "e2e_s"]
     if any(m == "tpot_ms" for m, _, _ in slo_targets(r)):
         metrics.insert(1, "tpot_ms")
@@ -487,6 +553,7 @@ def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, A
 
 def _measurements_table(measured: dict[str, list[dict[str, Any]]], result: dict[str, Any]) -> str:
     rows = []
+    names = {a["id"]: short_label(a) for a in result.get("architectures") or []}
     for cid, steps in measured.items():
         for s in steps:
             target = s.get("target") or {}
@@ -495,7 +562,11 @@ def _measurements_table(measured: dict[str, list[dict[str, Any]]], result: dict[
                 if isinstance(target, dict)
                 else str(target)
             )
-            cells = [escape(cid), escape(tgt), escape(rps(float(s.get("requests_per_s") or 0)))]
+            cells = [
+                escape(names.get(cid, cid)),
+                escape(tgt),
+                escape(rps(float(s.get("requests_per_s") or 0))),
+            ]
             for m in ("ttft_ms", "tpot_ms", "e2e_s"):
                 q = shown_percentile(result, m)
                 v = (s.get(m) or {}).get(q) if isinstance(s.get(m), dict) else None
@@ -510,13 +581,14 @@ def _measurements_table(measured: dict[str, list[dict[str, Any]]], result: dict[
     head = ["candidate", "load step", "served"] + [
         f"{METRIC_NAMES[m]} {shown_percentile(result, m)}" for m in ("ttft_ms", "tpot_ms", "e2e_s")
     ]
-    return "<h3>Load-test steps</h3>" + _table([*head, "errors", "meets SLO"], rows, "num")
+    return "<h3>Load-test steps</h3>" + _table([*head, "errors", "meets SLO"], rows, "num steps")
 
 
 def _pareto(pg: Page) -> str:
-    archs = pg.r.get("architectures") or []
-    if not archs:
+    wi = winner_index(pg.r)
+    if wi is None:
         return _section("pareto", "Cost against latency", "<p>No feasible architecture to plot.</p>")
+    archs = [a for a in pg.r.get("architectures") or [] if feasible(a)]
     pts_all, pts_front, tips_all, tips_front = [], [], [], []
     for a in archs:
         e2e = (a.get("predicted") or {}).get("e2e_s", {}).get("p95")
@@ -537,7 +609,7 @@ def _pareto(pg: Page) -> str:
         svg.Series("other feasible architectures", pts_all, "#9aa3ad", "points", tips=tips_all),
         svg.Series("Pareto front", [p for p, _ in front], svg.PALETTE[0], "step", tips=[t for _, t in front]),
     ]
-    w = archs[0]
+    w = pg.r["architectures"][wi]
     markers = [
         svg.Marker(
             float(w["predicted"]["e2e_s"]["p95"]),
@@ -590,10 +662,15 @@ def _schedule_and_cost(pg: Page) -> str:
     archs = r.get("architectures") or []
     w = r.get("workload") or {}
     hourly = w.get("hourly_rps") or []
-    if not archs:
+    wi = winner_index(r)
+    if wi is None:
         return _section("cost", "Schedule and monthly cost", "<p>No feasible architecture.</p>")
-    idx = next((i for i, a in enumerate(archs) if (a.get("cost") or {}).get("schedule")), None)
-    a0 = archs[0]
+    idx = next(
+        (i for i, a in enumerate(archs) if i >= wi and feasible(a) and (a.get("cost") or {}).get("schedule")),
+        None,
+    )
+    a0 = archs[wi]
+    w0 = f"architectures.{wi}"
     figs = []
     hours = [f"{h:02d}" for h in range(24)]
     demand = svg.Series(
@@ -617,11 +694,7 @@ def _schedule_and_cost(pg: Page) -> str:
                 line=demand if len(hourly) == len(hours) else None,
                 line_label="requests/s",
             )
-            who = (
-                ""
-                if idx == 0
-                else f" (the best-ranked architecture with a schedule: {escape(short_label(a))})"
-            )
+            who = "" if idx == wi else " (the best-ranked architecture with a fleet to schedule)"
             figs.append(
                 _figure(
                     "schedule",
@@ -682,17 +755,17 @@ def _schedule_and_cost(pg: Page) -> str:
     items = [
         (
             escape(BREAKDOWN_LABELS.get(k, k.replace("_", " "))),
-            pg.n(f"architectures.0.cost.breakdown.{k}", usd if "usd" in k else plain),
+            pg.n(f"{w0}.cost.breakdown.{k}", usd if "usd" in k else plain),
         )
         for k in bd
     ]
     items += [
-        ("Per hour at peak", pg.n("architectures.0.cost.usd_per_hour_peak", usd)),
-        ("Per month, on-demand", pg.n("architectures.0.cost.usd_per_month", usd)),
-        ("Per month, spot above the base", pg.n("architectures.0.cost.usd_per_month_spot", usd)),
-        ("Per month, 1-year savings plan", pg.n("architectures.0.cost.usd_per_month_savings_plan_1y", usd)),
-        ("Per million output tokens", pg.n("architectures.0.cost.usd_per_million_output_tokens", usd)),
-        ("Per user per month", pg.n("architectures.0.cost.usd_per_user_month", usd)),
+        ("Per hour at peak", pg.n(f"{w0}.cost.usd_per_hour_peak", usd)),
+        ("Per month, on-demand", pg.n(f"{w0}.cost.usd_per_month", usd)),
+        ("Per month, spot above the base", pg.n(f"{w0}.cost.usd_per_month_spot", usd)),
+        ("Per month, 1-year savings plan", pg.n(f"{w0}.cost.usd_per_month_savings_plan_1y", usd)),
+        ("Per million output tokens", pg.n(f"{w0}.cost.usd_per_million_output_tokens", usd)),
+        ("Per user per month", pg.n(f"{w0}.cost.usd_per_user_month", usd)),
     ]
     figs.append(_dl(items))
     return _section("cost", "Schedule and monthly cost", "".join(figs))
@@ -793,7 +866,7 @@ def _manifests(manifests: dict[str, str] | None, note: str) -> str:
 def winner_manifests(result: dict[str, Any]) -> tuple[dict[str, str] | None, str]:
     """Karpenter + Kubernetes YAML of the best-ranked EKS architecture, one file per kind, and a note; (None,
     why) when there is none or the deploy package is not available."""
-    archs = result.get("architectures") or []
+    archs = [a for a in result.get("architectures") or [] if feasible(a)]
     eks = next((a for a in archs if a.get("deployment") == "eks"), None)
     if eks is None:
         return None, "No EKS architecture in the ranking: nothing to deploy on Kubernetes."
@@ -822,7 +895,7 @@ CSS = """
 header{background:#14202e;color:#fff;padding:20px 32px}header h1{margin:0 0 4px;font-size:22px}header p{margin:0;color:#c5cdd8}
 nav{position:sticky;top:0;background:#fff;border-bottom:1px solid var(--line);padding:8px 32px;z-index:2}
 nav a{margin-right:16px;color:var(--accent);text-decoration:none;font-weight:500}
-main{max-width:1180px;margin:0 auto;padding:8px 32px 48px}
+main{max-width:1320px;margin:0 auto;padding:8px 32px 48px}
 section{background:#fff;border:1px solid var(--line);border-radius:8px;padding:16px 22px;margin:18px 0}
 h2{font-size:18px;margin:0 0 8px}h3{font-size:15px;margin:14px 0 6px}.lead{color:var(--muted);margin-top:0}
 .answer{border-left:6px solid var(--good);background:#eef7f1;padding:12px 18px;border-radius:6px;margin:18px 0}
@@ -832,9 +905,9 @@ dl{display:grid;grid-template-columns:minmax(180px,auto) 1fr;gap:4px 14px;margin
 .scroll{overflow-x:auto}table{border-collapse:collapse;width:100%;margin:6px 0;font-size:13px}
 th,td{padding:5px 8px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
 th{background:#f0f2f5;font-weight:600;position:sticky;top:0}tbody tr:nth-child(even){background:#fafbfc}
-table.num td{text-align:right;white-space:nowrap}table.num td:nth-child(2){text-align:left}table.ranked td:nth-child(2){white-space:normal}
+table.num td{text-align:right;white-space:nowrap}table.num td:nth-child(2),table.steps td:first-child{text-align:left}table.ranked td:nth-child(2){white-space:normal}
 table.compact{table-layout:fixed}table.compact td,table.compact th{padding:3px 2px;font-size:11.5px;text-align:right}table.compact td:first-child,table.compact th:first-child{width:64px;text-align:left}
-small{color:var(--muted);font-weight:400}.miss{color:var(--bad);font-weight:600}.na{color:#b0b6be}
+small{color:var(--muted);font-weight:400}.meas{font-weight:600;color:#0b5394}.meas:empty{display:none}.miss{color:var(--bad);font-weight:600}.na{color:#b0b6be}
 .tag{background:#fff4d6;border:1px solid #e6c66b;border-radius:4px;padding:0 4px;font-size:11px}
 figure.chart{margin:14px 0}figure.chart svg{width:100%;height:auto;max-width:900px;display:block;background:#fff}
 figcaption{color:var(--muted);font-size:12.5px;max-width:900px}
@@ -877,8 +950,9 @@ def render_report(
         WorkloadModel, when at hand (exact token distributions, the business terms); else rebuilt from the
         result. curves: False skips the simulated latency curves (measured points are still plotted)."""
     pg = Page(result)
-    measured = _measured_for(measurements or [], result)
-    curve_list = latency_curves(result, workload, always=list(measured)) if curves else []
+    measured = measured_steps(measurements or [], result)
+    always = list(measured) + [a["id"] for a in result.get("architectures") or [] if a.get("measured")]
+    curve_list = latency_curves(result, workload, always=always) if curves else []
     if manifests is None:
         manifests, note = winner_manifests(result)
     else:
@@ -889,7 +963,15 @@ def render_report(
         if measurements or any(a.get("measured") for a in result.get("architectures") or [])
         else "estimate"
     )
-    title = f"Sizing report — {w.get('name', 'workload')}"
+    title = f"Sizing report — {w.get('name') or 'workload'}"
+    archs = result.get("architectures") or []
+    model = w.get("model") or (archs[0].get("model") if archs else None)
+    bits = [str(model) if model else "", kind]
+    if result.get("run_id"):
+        bits.append(f"run {result['run_id']}")
+    if result.get("generated_at"):
+        bits.append(f"generated {result['generated_at']}")
+    subtitle = " · ".join(b for b in bits if b)
     sections = [
         _answer(pg),
         _workload(pg, workload),
@@ -906,8 +988,7 @@ def render_report(
         "<!DOCTYPE html>\n"
         f'<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
-        f"<header><h1>{escape(title)}</h1><p>{escape(str(w.get('model', '')))} · {kind}"
-        f" · generated {escape(str(result.get('generated_at', '')))}</p></header>"
+        f"<header><h1>{escape(title)}</h1><p>{escape(subtitle)}</p></header>"
         f"<nav>{nav}</nav><main>{''.join(sections)}</main>"
         f'<script type="application/json" id="sizing-result">{_embedded_json(result)}</script>'
         "</body></html>\n"
