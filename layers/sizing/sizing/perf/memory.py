@@ -20,6 +20,15 @@ if TYPE_CHECKING:
 GB = 1e9
 #: KV cache element size: engines keep K/V in the activation dtype (bf16) unless told otherwise.
 KV_DTYPE_BYTES = 2.0
+#: TensorRT-LLM serves FP8 (ModelOpt) checkpoints with an FP8 KV cache in NVIDIA's published benchmarks
+#: (assumed for every trtllm + fp8 deployment; vLLM/SGLang keep `kv_cache_dtype=auto`, i.e. bf16).
+FP8_KV_BYTES = 1.0
+
+
+def kv_dtype_bytes(engine: str, quantization: str) -> float:
+    return FP8_KV_BYTES if engine == "trtllm" and quantization == "fp8" else KV_DTYPE_BYTES
+
+
 #: Activation element size during the profiling forward pass (bf16).
 ACT_BYTES = 2.0
 #: Sampler logits are float32.
@@ -103,7 +112,8 @@ def memory_fit(cfg: HardwareConfig, catalog: Catalog | None = None) -> MemoryFit
         usable = (dev_mem - runtime - acts) * fraction
         kv_bytes = dev_mem - runtime - acts - weights
         kv_bytes *= fraction
-    kv_tok_dev = 2 * spec.layers * kv_heads_per_device(spec, tp) * spec.head_dim * KV_DTYPE_BYTES
+    kv_elem = kv_dtype_bytes(cfg.engine, cfg.quantization)
+    kv_tok_dev = 2 * spec.layers * kv_heads_per_device(spec, tp) * spec.head_dim * kv_elem
     block = d.block_size
     kv_tokens = max(0, int(kv_bytes // kv_tok_dev) // block * block)
     if d.admission == "reserve" and cfg.engine == "neuron":
@@ -132,7 +142,7 @@ def memory_fit(cfg: HardwareConfig, catalog: Catalog | None = None) -> MemoryFit
         reason = (
             f"{weights / GB:.1f} GB weights + {runtime / GB:.1f} GB runtime + {acts / GB:.2f} GB activations per"
             f" device leave {kv_bytes / GB:.1f} GB per device for the KV cache: {kv_tokens:,} tokens per replica"
-            f" at {spec.kv_bytes_per_token(KV_DTYPE_BYTES) / 1e3:.1f} kB/token"
+            f" at {spec.kv_bytes_per_token(kv_elem) / 1e3:.1f} kB/token"
         )
     return MemoryFit(
         fits=fits,
@@ -144,7 +154,7 @@ def memory_fit(cfg: HardwareConfig, catalog: Catalog | None = None) -> MemoryFit
         runtime_gb_per_device=runtime / GB,
         activation_gb_per_device=acts / GB,
         kv_gb_per_device=max(0.0, kv_bytes) / GB,
-        kv_bytes_per_token=spec.kv_bytes_per_token(KV_DTYPE_BYTES),
+        kv_bytes_per_token=spec.kv_bytes_per_token(kv_elem),
         kv_bytes_per_token_per_device=kv_tok_dev,
         kv_cache_tokens=kv_tokens,
         max_num_seqs=max(seqs, 0),

@@ -33,10 +33,14 @@ MIN_ROUNDS_FOR_WINDOW = 3
 
 @dataclass(frozen=True)
 class ClosedLoop:
-    """`concurrency` users, each sending its next request when the previous one ends (+ think time)."""
+    """`concurrency` users, each sending its next request when the previous one ends (+ think time).
+
+    Users start spread over one estimated request duration (`ramp_s=None`), as real clients drift apart within a
+    few requests; `ramp_s=0` starts them all at once (a static batch, an offline run)."""
 
     concurrency: int
     think_time_s: float = 0.0
+    ramp_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,9 @@ class SimResult:
     preemptions: int
     duration_s: float
     truncated: int = 0
+    #: tokens emitted by the simulated engine and tokens the requests asked for (equal: nothing is lost)
+    output_tokens_generated: int = 0
+    output_tokens_drawn: int = 0
     #: per-request arrays of the measured requests: ttft_ms, tpot_ms, e2e_s
     per_request: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
@@ -182,6 +189,13 @@ def _run(
 
 
 # --- the simulation ---------------------------------------------------------------------------------------------
+def _request_duration(sm: StepModel, inp: float, outp: float, concurrency: int) -> float:
+    """Rough time one request spends in a replica holding `concurrency` of them (spreads closed-loop starts)."""
+    b = max(1, min(concurrency, sm.max_num_seqs))
+    prefill = sm.iteration_time(int(inp), 0, 0)
+    return prefill + outp * sm.iteration_time(0, b, int(b * (inp + outp / 2)))
+
+
 def simulate(
     step_model: StepModel,
     load: ClosedLoop | OpenLoop,
@@ -254,12 +268,21 @@ def simulate(
     if closed:
         assert isinstance(load, ClosedLoop)
         k0 = min(load.concurrency, n)
-        waiting.extend(range(k0))
+        ramp = load.ramp_s
+        if ramp is None:
+            ramp = _request_duration(sm, float(np.mean(prompt)), float(np.mean(out)), k0)
+        for k in range(k0):
+            arrival[k] = ramp * k / k0
+            if arrival[k] <= 0:
+                waiting.append(k)
+            else:
+                heapq.heappush(future, (arrival[k], k))
         next_idx = k0
     completed = 0
     preemptions = 0
     itl_v: list[float] = []
     itl_w: list[float] = []
+    emitted = 0
 
     def complete(i: int, when: float) -> None:
         nonlocal completed, next_idx
@@ -369,6 +392,7 @@ def simulate(
             k, elapsed, f_step, l_step = _run(lines, S_base + D * G, D, steps, delta if delta > 0 else 1e-12)
             t += elapsed
             G += k
+            emitted += D * k
             half = D * k * 0.5
             itl_v.append(f_step)
             itl_w.append(half)
@@ -382,6 +406,7 @@ def simulate(
                 itl_w.append(float(D))
                 if mixed:
                     G += 1
+                    emitted += D
             # prefills that finished produce a token
             if any(e[1] == 0 for e in prefill):
                 keep = []
@@ -390,6 +415,7 @@ def simulate(
                         keep.append(e)
                         continue
                     i = e[0]
+                    emitted += 1
                     if math.isnan(first[i]):
                         first[i] = t
                     gen = gen_before[i] + 1
@@ -424,7 +450,7 @@ def simulate(
             heap = [h for h in heap if h[2] == version[h[1]] and in_decode[h[1]]]
             heapq.heapify(heap)
 
-    return _summarise(
+    res = _summarise(
         np.asarray(arrival),
         np.asarray(first),
         np.asarray(finish),
@@ -438,6 +464,9 @@ def simulate(
         np.asarray(itl_w),
         truncated,
     )
+    res.output_tokens_generated = emitted
+    res.output_tokens_drawn = int(sum(out))
+    return res
 
 
 def _summarise(
@@ -467,8 +496,14 @@ def _summarise(
     # throughput: completions inside the steady-state window [first measured arrival, last arrival]
     t0 = float(arrival[measured].min())
     t1 = float(arrival.max())
-    rounds_ok = not closed or n >= MIN_ROUNDS_FOR_WINDOW * getattr(load, "concurrency", 1)
-    if rounds_ok and t1 - t0 > 0:
+    rounds_ok = closed and n >= MIN_ROUNDS_FOR_WINDOW * getattr(load, "concurrency", 1)
+    if not closed:
+        # open loop: output of the measured requests over the time from their first arrival to their last
+        # completion (equals the offered rate when it is served, the capacity when it is not)
+        span = float(finish[measured].max() - t0)
+        rps = measured.size / span if span > 0 else math.inf
+        tps = float(out[measured].sum()) / span if span > 0 else math.inf
+    elif rounds_ok and t1 - t0 > 0:
         inside = (finish >= t0) & (finish <= t1)
         span = t1 - t0
         rps = float(inside.sum()) / span

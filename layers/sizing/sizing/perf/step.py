@@ -85,7 +85,9 @@ class StepModel:
         self.max_model_len: int = cfg.max_model_len or spec.max_position_embeddings
         self.tp = tp
 
-        flops = acc.device_flops(cfg.quantization) * profile.compute_eff
+        # int8/int4 are weight-only here (W8A16/W4A16: AWQ, GPTQ, Neuron int8 storage): the math runs in 16 bit
+        math_dtype = cfg.quantization if cfg.quantization in ("bf16", "fp8") else "bf16"
+        flops = acc.device_flops(math_dtype) * profile.compute_eff
         bw = acc.device_bw_bytes * profile.bandwidth_eff
         # compute seconds per token of linear layers, per context token of attention
         self._c_tok = 2 * spec.active_params_b * 1e9 / tp / flops

@@ -1,0 +1,504 @@
+"""Calibration: fit a few efficiency factors per (accelerator family, engine) on measured rows, and measure the
+error honestly with leave-one-source-out cross-validation.
+
+Procedure (reproducible, no randomness beyond fixed simulation seeds):
+1. Every row is predicted by the simulator with its own deployment, request shape and load.
+2. Per accelerator family, fit (compute efficiency, bandwidth efficiency, per-step overhead) on all its rows,
+   pooled over engines, with a weak prior from the literature (`PRIOR`); then per (family, engine), fit the same
+   three factors with the family fit as a stronger prior (partial pooling: an engine with few rows stays near
+   its family). Loss: soft-L1 on log(predicted/measured) per metric, weighted by row quality. Never per row.
+3. Leave-one-source-out: for each study, refit without its rows and predict them; the table reports median
+   absolute percentage error and the share within +-25% per metric and per family, beside a plain roofline.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from sizing.perf.calibration import FAMILY, family_of, profile_for
+from sizing.perf.config import HardwareConfig
+from sizing.perf.memory import memory_fit
+from sizing.perf.reference import REFERENCE_MODELS, SHAREGPT_SIGMA, CalRow
+from sizing.perf.simulator import ClosedLoop, OpenLoop, saturating_concurrency, simulate
+from sizing.perf.step import ROOFLINE, Profile, StepModel
+
+#: Literature prior: prefill MFU ~50% and decode MBU 55-60% at batch 1 (Databricks, serving-facts.md s2);
+#: CPU/scheduling overhead of a few ms per step (vLLM V1: ~5 ms steps for 8B on H100 incl. GPU work, s2).
+PRIOR = {"compute_eff": 0.5, "bandwidth_eff": 0.6, "step_overhead_s": 0.003}
+#: Prior widths in log space: family fits may move ~e^0.7 = 2x freely; engine fits stay nearer their family.
+FAMILY_SIGMA = (0.7, 0.5, 1.5)
+ENGINE_SIGMA = (0.35, 0.3, 0.8)
+#: Parameter bounds: efficiencies cannot exceed peak by much (1.2 leaves room for assumed datasheet figures,
+#: e.g. A10G TFLOPS); overhead between 0.05 ms and 100 ms per step.
+BOUNDS = ((0.02, 1.2), (0.05, 1.2), (5e-5, 0.1))
+#: Soft-L1 scale on log errors: errors beyond ~25% count linearly, so one odd row cannot drag a fit.
+LOSS_SCALE = 0.25
+#: Metric weights in the loss: e2e duplicates TTFT + TPOT information, so it counts half.
+METRIC_WEIGHT = {"ttft": 1.0, "tpot": 1.0, "throughput": 1.0, "e2e": 0.5}
+#: Nelder-Mead evaluations per fit (3 parameters converge to ~1% in 60-80 evaluations).
+MAX_EVALS = 70
+#: Requests simulated per reference row: closed loops need a few rounds of the concurrency; ShareGPT-shaped
+#: rows need a few hundred draws for stable means.
+MIN_REQUESTS_FIXED = 12
+MIN_REQUESTS_SHAREGPT = 300
+MAX_REQUESTS = 1200
+ROUNDS = 4
+OPEN_LOOP_REQUESTS = 600
+WITHIN = 0.25
+
+METRICS = ("ttft", "tpot", "throughput", "e2e")
+
+
+@functools.cache
+def reference_catalog() -> Any:
+    """The product catalog plus the architectures of reference-only models (Llama-2, Yi, small Qwen)."""
+    from sizing.catalog import load_catalog
+    from sizing.catalog.models import Catalog, ModelSpec
+
+    base = load_catalog()
+    extra = [ModelSpec.model_validate(m) for m in yaml.safe_load(REFERENCE_MODELS.read_text())["models"]]
+    return Catalog(
+        list(base.accelerators.values()),
+        list(base.instances.values()),
+        list(base.models.values()) + extra,
+        base.managed,
+    )
+
+
+def row_config(row: CalRow) -> HardwareConfig:
+    context = math.ceil(row.input_tokens * (3 if row.token_dist == "sharegpt" else 1) + row.output_tokens * 2)
+    return HardwareConfig(
+        model_id=row.model,
+        instance_type="",
+        tensor_parallel=row.tp,
+        quantization=row.quantization,
+        engine=row.engine,
+        max_model_len=row.max_model_len or context,
+        gpu_memory_utilization=row.gpu_memory_utilization,
+        max_num_seqs=row.max_num_seqs,
+        accelerator_id=row.accelerator,
+    )
+
+
+def measured(row: CalRow) -> dict[str, float]:
+    out: dict[str, float] = {}
+    if row.ttft_ms:
+        out["ttft"] = row.ttft_ms
+    if row.tpot_ms:
+        out["tpot"] = row.tpot_ms
+    if row.output_tokens_per_s:
+        out["throughput"] = row.output_tokens_per_s
+    elif row.requests_per_s:
+        out["throughput"] = row.requests_per_s
+    if row.e2e_s:
+        out["e2e"] = row.e2e_s
+    return out
+
+
+def _dists(row: CalRow) -> tuple[Any, Any]:
+    from sizing.workload import TokenDistribution
+
+    if row.token_dist == "sharegpt":
+        return (
+            TokenDistribution.lognormal(row.input_tokens, SHAREGPT_SIGMA),
+            TokenDistribution.lognormal(row.output_tokens, SHAREGPT_SIGMA),
+        )
+    return TokenDistribution.fixed(round(row.input_tokens)), TokenDistribution.fixed(round(row.output_tokens))
+
+
+def predict_row(row: CalRow, profile: Profile) -> dict[str, float]:
+    """Simulate the row's deployment and load; the metrics the row measured."""
+    cat = reference_catalog()
+    cfg = row_config(row)
+    sm = StepModel(cfg, memory_fit(cfg, cat), profile, cat)
+    i_dist, o_dist = _dists(row)
+    floor = MIN_REQUESTS_SHAREGPT if row.token_dist == "sharegpt" else MIN_REQUESTS_FIXED
+    warmup = 0.1
+    load: ClosedLoop | OpenLoop
+    if row.load == "closed":
+        c = max(1, round(row.load_value))
+        load, n = ClosedLoop(c), min(MAX_REQUESTS, max(floor, ROUNDS * c))
+    elif row.load in ("batch", "offline"):
+        c = max(1, round(row.load_value))
+        load, n, warmup = ClosedLoop(c, ramp_s=0.0), c, 0.0
+    elif row.load == "saturate":
+        c = max(1, sm.max_num_seqs)
+        load, n = ClosedLoop(c), min(MAX_REQUESTS, max(floor, ROUNDS * c))
+    else:
+        load, n = OpenLoop(row.load_value), OPEN_LOOP_REQUESTS
+    res = simulate(sm, load, i_dist, o_dist, n_requests=n, seed=0, warmup=warmup)
+    out: dict[str, float] = {}
+    want = measured(row)
+    if "ttft" in want:
+        out["ttft"] = res.ttft_ms.mean if row.ttft_stat == "mean" else res.ttft_ms.p50
+    if "tpot" in want:
+        out["tpot"] = res.tpot_ms.mean
+    if "throughput" in want:
+        out["throughput"] = res.output_tokens_per_s if row.output_tokens_per_s else res.requests_per_s
+    if "e2e" in want:
+        out["e2e"] = res.e2e_s.mean
+    return out
+
+
+def roofline_row(row: CalRow) -> dict[str, float]:
+    """A plain roofline calculator: datasheet peaks, no overheads, no queueing, a batch equal to the load."""
+    cat = reference_catalog()
+    cfg = row_config(row)
+    sm = StepModel(cfg, memory_fit(cfg, cat), ROOFLINE, cat)
+    inp, outp = max(1, round(row.input_tokens)), max(1, round(row.output_tokens))
+    ttft = sm.iteration_time(inp, 0, 0)
+    if row.load in ("closed", "batch", "saturate"):
+        b = max(1, min(round(row.load_value), sm.max_num_seqs))
+    elif row.load == "offline":
+        b = min(round(row.load_value), saturating_concurrency(sm, inp, outp))
+    else:
+        one = ttft + outp * sm.iteration_time(0, 1, inp)
+        b = max(1, min(sm.max_num_seqs, round(row.load_value * one)))
+    tpot = sm.iteration_time(0, b, b * (inp + outp // 2))
+    e2e = ttft + (outp - 1) * tpot
+    cycle = b * ttft + (outp - 1) * tpot
+    tps = b * outp / cycle
+    if row.load == "open":
+        tps = min(tps, row.load_value * outp)
+    want = measured(row)
+    out = {"ttft": ttft * 1e3, "tpot": tpot * 1e3, "e2e": e2e}
+    out["throughput"] = tps if row.output_tokens_per_s else tps / outp
+    return {k: v for k, v in out.items() if k in want}
+
+
+# --- fitting ---------------------------------------------------------------------------------------------------
+def _soft_l1(r: float) -> float:
+    s = LOSS_SCALE
+    return 2 * s * s * (math.sqrt(1 + (r / s) ** 2) - 1)
+
+
+def _profile(theta: Sequence[float], family: str, engine: str, basis: str) -> Profile:
+    c, b, o = (min(max(math.exp(t), lo), hi) for t, (lo, hi) in zip(theta, BOUNDS, strict=True))
+    return Profile(c, b, o, 0.0, family, engine, basis)
+
+
+def _theta(p: dict[str, float]) -> list[float]:
+    return [math.log(p["compute_eff"]), math.log(p["bandwidth_eff"]), math.log(p["step_overhead_s"])]
+
+
+def row_loss(row: CalRow, profile: Profile) -> float:
+    want = measured(row)
+    try:
+        got = predict_row(row, profile)
+    except ValueError:
+        return 10.0 * row.weight
+    total = 0.0
+    for k, v in want.items():
+        p = got.get(k)
+        if p is None or not p > 0 or not math.isfinite(p):
+            total += 10.0
+            continue
+        total += METRIC_WEIGHT[k] * _soft_l1(math.log(p / v))
+    return total * row.weight
+
+
+def nelder_mead(
+    f: Callable[[list[float]], float], x0: list[float], step: float = 0.3, max_evals: int = MAX_EVALS
+) -> list[float]:
+    """A plain Nelder-Mead minimiser (no scipy dependency): enough for three smooth parameters."""
+    n = len(x0)
+    pts = [list(x0)] + [[x + (step if i == j else 0.0) for j, x in enumerate(x0)] for i in range(n)]
+    vals = [f(p) for p in pts]
+    evals = n + 1
+    while evals < max_evals:
+        order = sorted(range(n + 1), key=lambda i: vals[i])
+        pts, vals = [pts[i] for i in order], [vals[i] for i in order]
+        if abs(vals[-1] - vals[0]) < 1e-6 * (1 + abs(vals[0])):
+            break
+        centroid = [sum(p[j] for p in pts[:-1]) / n for j in range(n)]
+        refl = [c + (c - w) for c, w in zip(centroid, pts[-1], strict=True)]
+        fr = f(refl)
+        evals += 1
+        if fr < vals[0]:
+            exp = [c + 2 * (c - w) for c, w in zip(centroid, pts[-1], strict=True)]
+            fe = f(exp)
+            evals += 1
+            pts[-1], vals[-1] = (exp, fe) if fe < fr else (refl, fr)
+        elif fr < vals[-2]:
+            pts[-1], vals[-1] = refl, fr
+        else:
+            con = [c + 0.5 * (w - c) for c, w in zip(centroid, pts[-1], strict=True)]
+            fc = f(con)
+            evals += 1
+            if fc < vals[-1]:
+                pts[-1], vals[-1] = con, fc
+            else:
+                for i in range(1, n + 1):
+                    pts[i] = [b + 0.5 * (p - b) for b, p in zip(pts[0], pts[i], strict=True)]
+                    vals[i] = f(pts[i])
+                    evals += 1
+    best = min(range(len(vals)), key=lambda i: vals[i])
+    return pts[best]
+
+
+def fit_group(
+    rows: Sequence[CalRow], prior: list[float], sigma: Sequence[float], family: str, engine: str
+) -> list[float]:
+    def objective(theta: list[float]) -> float:
+        prof = _profile(theta, family, engine, "fit")
+        penalty = sum(((t - p) / s) ** 2 for t, p, s in zip(theta, prior, sigma, strict=True)) * LOSS_SCALE**2
+        return sum(row_loss(r, prof) for r in rows) + penalty
+
+    return nelder_mead(objective, list(prior))
+
+
+@dataclass
+class FitResult:
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def fit_profiles(
+    rows: Sequence[CalRow],
+    only_families: Iterable[str] | None = None,
+    base: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Fitted profiles keyed "family/engine" and "family/*". `only_families` refits just those (others copied
+    from `base`)."""
+    by_family: dict[str, list[CalRow]] = defaultdict(list)
+    for r in rows:
+        by_family[family_of(r.accelerator)].append(r)
+    out: dict[str, dict[str, Any]] = {}
+    wanted = set(only_families) if only_families is not None else set(by_family)
+    if base:
+        out.update({k: v for k, v in base.items() if k.split("/")[0] not in wanted})
+    prior = _theta(PRIOR)
+    for fam in sorted(wanted):
+        frows = by_family.get(fam, [])
+        if not frows:
+            continue
+        ftheta = fit_group(frows, prior, FAMILY_SIGMA, fam, "*")
+        out[f"{fam}/*"] = _entry(ftheta, len(frows), "family pooled over engines")
+        by_engine: dict[str, list[CalRow]] = defaultdict(list)
+        for r in frows:
+            by_engine[r.engine].append(r)
+        for eng, erows in sorted(by_engine.items()):
+            etheta = fit_group(erows, ftheta, ENGINE_SIGMA, fam, eng)
+            out[f"{fam}/{eng}"] = _entry(etheta, len(erows), f"{fam} x {eng}, prior = {fam} pooled")
+    return out
+
+
+def _entry(theta: Sequence[float], n: int, basis: str) -> dict[str, Any]:
+    p = _profile(theta, "", "", basis)
+    return {
+        "compute_eff": round(p.compute_eff, 4),
+        "bandwidth_eff": round(p.bandwidth_eff, 4),
+        "step_overhead_s": round(p.step_overhead_s, 6),
+        "seq_overhead_s": 0.0,
+        "rows": n,
+        "basis": basis,
+    }
+
+
+# --- cross-validation ---------------------------------------------------------------------------------------
+@dataclass
+class Prediction:
+    row_id: str
+    family: str
+    engine: str
+    metric: str
+    measured: float
+    predicted: float
+    roofline: float | None
+    saturated: bool
+
+    @property
+    def ape(self) -> float:
+        return abs(self.predicted / self.measured - 1)
+
+    @property
+    def ape_roofline(self) -> float:
+        return abs(self.roofline / self.measured - 1) if self.roofline else math.inf
+
+
+def cross_validate(
+    rows: Sequence[CalRow], full: dict[str, dict[str, Any]], progress: Callable[[str], None] | None = None
+) -> list[Prediction]:
+    """Leave-one-source-out: each study's rows predicted by profiles fitted without that study."""
+    studies: dict[str, list[CalRow]] = defaultdict(list)
+    for r in rows:
+        studies[r.study].append(r)
+    preds: list[Prediction] = []
+    for study, held in sorted(studies.items()):
+        fams = {family_of(r.accelerator) for r in held}
+        train = [r for r in rows if r.study != study]
+        profiles = fit_profiles(train, only_families=fams, base=full)
+        if progress:
+            progress(f"  held out {study} ({len(held)} rows; refit {', '.join(sorted(fams))})")
+        data = {"version": "cv", "profiles": profiles, "global": {**PRIOR, "seq_overhead_s": 0.0}}
+        for r in held:
+            prof = profile_for(r.accelerator, r.engine, data)
+            try:
+                got = predict_row(r, prof)
+                roof = roofline_row(r)
+            except ValueError:
+                continue
+            for k, v in measured(r).items():
+                if k in got:
+                    preds.append(
+                        Prediction(
+                            r.row_id,
+                            family_of(r.accelerator),
+                            r.engine,
+                            k,
+                            v,
+                            got[k],
+                            roof.get(k),
+                            r.saturated,
+                        )
+                    )
+    return preds
+
+
+def error_table(preds: Sequence[Prediction]) -> dict[str, Any]:
+    """MdAPE and share within +-25% per metric (TTFT, TPOT, saturated throughput, all throughput, e2e) and per
+    family, for the calibrated model and the plain roofline."""
+
+    def summary(items: list[Prediction]) -> dict[str, Any]:
+        if not items:
+            return {"n": 0}
+        ape = [p.ape for p in items]
+        roof = [p.ape_roofline for p in items]
+        return {
+            "n": len(items),
+            "mdape": round(statistics.median(ape), 4),
+            "within_25": round(sum(a <= WITHIN for a in ape) / len(ape), 4),
+            "roofline_mdape": round(statistics.median(roof), 4),
+            "roofline_within_25": round(sum(a <= WITHIN for a in roof) / len(roof), 4),
+        }
+
+    groups: dict[str, list[Prediction]] = {
+        "ttft": [p for p in preds if p.metric == "ttft"],
+        "tpot": [p for p in preds if p.metric == "tpot"],
+        "saturated_throughput": [p for p in preds if p.metric == "throughput" and p.saturated],
+        "throughput": [p for p in preds if p.metric == "throughput"],
+        "e2e": [p for p in preds if p.metric == "e2e"],
+    }
+    by_metric = {k: summary(v) for k, v in groups.items()}
+    by_family: dict[str, Any] = {}
+    for fam in sorted({p.family for p in preds}):
+        fp = [p for p in preds if p.family == fam]
+        by_family[fam] = {"all": summary(fp)}
+        for k, v in groups.items():
+            sub = [p for p in v if p.family == fam]
+            if sub:
+                by_family[fam][k] = summary(sub)
+    return {"by_metric": by_metric, "by_family": by_family, "overall": summary(list(preds))}
+
+
+def inputs_digest(paths: Iterable[Any]) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(p.read_bytes())
+    return h.hexdigest()[:12]
+
+
+__all__ = ["FAMILY", "PRIOR", "cross_validate", "error_table", "fit_profiles", "predict_row", "roofline_row"]
+
+
+# --- the whole procedure -------------------------------------------------------------------------------------
+PROFILE_FORMAT = 1
+
+
+def run_calibration(
+    reference: Any,
+    extra: Sequence[Any] = (),
+    date: str = "",
+    cv: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Parse, fit, cross-validate; the content of `data/calibration.json` (deterministic for the same inputs)."""
+    from sizing.perf.reference import ANNOTATIONS, parse_rows, read_rows
+
+    say = progress or (lambda _msg: None)
+    rows, excluded = parse_rows(reference)
+    for path in extra:
+        rows += read_rows(path)
+    unusable: list[tuple[str, str]] = []
+    usable: list[CalRow] = []
+    for r in rows:
+        try:
+            cfg = row_config(r)
+            fit = memory_fit(cfg, reference_catalog())
+            if not fit.fits:
+                unusable.append((r.row_id, f"does not fit in the memory model: {fit.reason}"))
+                continue
+        except (KeyError, ValueError) as exc:
+            unusable.append((r.row_id, f"cannot be modelled: {exc}"))
+            continue
+        usable.append(r)
+    say(
+        f"{len(usable)} rows usable, {len(excluded)} excluded by the parser/annotations, {len(unusable)} unusable"
+    )
+    say("fitting profiles per family and per (family, engine) ...")
+    profiles = fit_profiles(usable)
+    table: dict[str, Any] = {}
+    if cv:
+        say("leave-one-source-out cross-validation ...")
+        preds = cross_validate(usable, profiles, say)
+        table = error_table(preds)
+        for key, entry in profiles.items():
+            fam = key.split("/")[0]
+            fam_table = table["by_family"].get(fam, {})
+            entry["expected_error"] = {
+                m: fam_table[m]["mdape"] for m in ("ttft", "tpot", "throughput") if m in fam_table
+            }
+    digest = inputs_digest([reference, ANNOTATIONS, *extra])
+    return {
+        "format": PROFILE_FORMAT,
+        "version": f"{date or 'undated'}+{digest}",
+        "date": date,
+        "inputs_sha256_12": digest,
+        "procedure": (__doc__ or "").strip().splitlines()[0],
+        "prior": PRIOR,
+        "global": {**PRIOR, "seq_overhead_s": 0.0, "basis": "literature prior (no family data)"},
+        "profiles": profiles,
+        "rows": {"usable": len(usable), "excluded": excluded + unusable},
+        "cross_validation": table,
+    }
+
+
+def format_error_table(table: dict[str, Any]) -> str:
+    """The error tables as text: per metric, then per family, calibrated beside plain roofline."""
+    from sizing.commands.output import table as render
+
+    def line(name: str, s: dict[str, Any]) -> list[Any]:
+        if not s.get("n"):
+            return [name, 0, "", "", "", ""]
+        return [
+            name,
+            s["n"],
+            f"{s['mdape']:.0%}",
+            f"{s['within_25']:.0%}",
+            f"{s['roofline_mdape']:.0%}",
+            f"{s['roofline_within_25']:.0%}",
+        ]
+
+    head = ["", "n", "MdAPE", "within 25%", "roofline MdAPE", "roofline within 25%"]
+    parts = ["Leave-one-source-out error by metric:"]
+    parts.append(
+        render(head, [line(k, v) for k, v in table["by_metric"].items()] + [line("all", table["overall"])])
+    )
+    parts.append("")
+    parts.append("By accelerator family (all metrics; then TTFT / TPOT / saturated throughput MdAPE):")
+    rows = []
+    for fam, d in table["by_family"].items():
+        extra = " / ".join(
+            f"{d[m]['mdape']:.0%}" if m in d else "-" for m in ("ttft", "tpot", "saturated_throughput")
+        )
+        rows.append([*line(fam, d["all"]), extra])
+    parts.append(render([*head, "TTFT / TPOT / sat. thr."], rows))
+    return "\n".join(parts)

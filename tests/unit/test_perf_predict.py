@@ -1,0 +1,154 @@
+"""`sizing predict`: the point-prediction contract of DESIGN.md."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sizing.cli import main
+from sizing.perf.predict import predict
+
+CONTRACT = {
+    "model",
+    "instance_type",
+    "tensor_parallel",
+    "quantization",
+    "engine",
+    "input_tokens",
+    "output_tokens",
+    "fits",
+    "kv_cache_tokens",
+    "ttft_ms",
+    "tpot_ms",
+    "e2e_s",
+    "output_tokens_per_s",
+    "requests_per_s",
+}
+PERCENTILES = {"mean", "p50", "p95", "p99"}
+
+
+def test_prediction_has_the_contract_keys():
+    # when
+    out = predict(
+        "meta-llama/Llama-3.1-8B-Instruct", "g6e.xlarge", 1, "bf16", "vllm", 1000, 200, concurrency=8
+    )
+    # then
+    assert set(out) >= CONTRACT
+    assert out["concurrency"] == 8 and "request_rate" not in out
+    for key in ("ttft_ms", "tpot_ms", "e2e_s"):
+        assert set(out[key]) == PERCENTILES
+    assert out["fits"] is True
+    assert out["output_tokens_per_s"] > 0 and out["requests_per_s"] > 0
+    assert out["calibration"]["family"] == "l40s"
+
+
+def test_rate_load_reports_request_rate():
+    out = predict(
+        "meta-llama/Llama-3.1-8B-Instruct", "g6e.xlarge", 1, input_tokens=500, output_tokens=100, rate=2.0
+    )
+    assert out["request_rate"] == 2.0 and "concurrency" not in out
+
+
+def test_a_large_concurrency_means_saturated():
+    small = predict(
+        "meta-llama/Llama-3.1-8B-Instruct", "g5.xlarge", 1, input_tokens=500, output_tokens=200, concurrency=4
+    )
+    big = predict(
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "g5.xlarge",
+        1,
+        input_tokens=500,
+        output_tokens=200,
+        concurrency=5000,
+    )
+    assert big["saturated"] and not small["saturated"]
+    assert big["output_tokens_per_s"] > small["output_tokens_per_s"]
+
+
+def test_a_model_that_does_not_fit_is_an_answer(capsys: pytest.CaptureFixture[str]):
+    # when 70B bf16 is asked on four 24 GB GPUs
+    rc = main(
+        [
+            "predict",
+            "--model",
+            "meta-llama/Llama-3.1-70B-Instruct",
+            "--instance",
+            "g5.12xlarge",
+            "--tp",
+            "4",
+            "--input-tokens",
+            "1000",
+            "--output-tokens",
+            "200",
+            "--concurrency",
+            "8",
+            "--json",
+        ]
+    )
+    # then it exits 0 with fits false and the arithmetic
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert out["fits"] is False
+    assert "GB" in out["memory"]["reason"]
+    assert set(out) >= CONTRACT
+
+
+def test_cli_prints_the_same_json_as_the_function(capsys: pytest.CaptureFixture[str]):
+    args = [
+        "--model",
+        "llama-3.1-8b",
+        "--instance",
+        "g6.xlarge",
+        "--input-tokens",
+        "800",
+        "--output-tokens",
+        "150",
+    ]
+    rc = main(["predict", *args, "--rate", "0.5", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert out == json.loads(
+        json.dumps(
+            predict("llama-3.1-8b", "g6.xlarge", None, "bf16", "vllm", 800, 150, rate=0.5), default=str
+        )
+    )
+
+
+def test_bad_input_exits_2_with_the_reason(capsys: pytest.CaptureFixture[str]):
+    rc = main(
+        [
+            "predict",
+            "--model",
+            "meta-llama/Llama-3.1-70B-Instruct",
+            "--instance",
+            "g5.12xlarge",
+            "--tp",
+            "3",
+            "--input-tokens",
+            "10",
+            "--output-tokens",
+            "10",
+            "--concurrency",
+            "1",
+        ]
+    )
+    assert rc == 2
+    assert "64 attention heads" in capsys.readouterr().err
+    rc = main(
+        [
+            "predict",
+            "--model",
+            "llama-3.1-8b",
+            "--instance",
+            "g5.huge",
+            "--input-tokens",
+            "10",
+            "--output-tokens",
+            "10",
+            "--concurrency",
+            "1",
+        ]
+    )
+    assert rc == 2
+    assert "unknown instance type" in capsys.readouterr().err

@@ -1,0 +1,98 @@
+"""Normalising the free-text reference measurements, and the shipped calibration profile."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from sizing.perf.calibration import load_profiles, profile_for
+from sizing.perf.reference import DEFAULT_REFERENCE, CalRow, add_rows, parse_row, parse_rows, read_rows
+
+BASE = {
+    "row_id": "T1",
+    "source": "org/repo:bench.md@abc (table)",
+    "engine": "vLLM (OpenAI server)",
+    "engine_version_if_known": "",
+    "model": "meta-llama/Meta-Llama-3-8B-Instruct",
+    "dtype_quantization": "bf16",
+    "hardware": "2x H100 80GB",
+    "tensor_parallel": "2",
+    "input_tokens": "1500 (+/-150)",
+    "output_tokens": "250 (+/-20)",
+    "concurrency_or_request_rate": "concurrency=16 (llmperf)",
+    "ttft_ms_mean": "120",
+    "ttft_ms_p50": "",
+    "ttft_ms_p99": "",
+    "tpot_ms_mean_or_itl": "20",
+    "e2e_s_mean": "",
+    "output_tokens_per_s_total": "800",
+    "requests_per_s": "",
+    "tpot_ms_p50": "",
+    "tpot_ms_p99": "",
+    "e2e_s_p50": "",
+    "quality": "A (vendor)",
+    "notes": "",
+}
+
+
+def test_a_typical_row_is_read():
+    row = parse_row(BASE)
+    assert isinstance(row, CalRow)
+    assert (row.engine, row.accelerator, row.tp, row.model) == ("vllm", "h100", 2, "meta-llama/Llama-3.1-8B")
+    assert (row.input_tokens, row.output_tokens, row.load, row.load_value) == (1500, 250, "closed", 16)
+    assert row.study == "org/repo" and row.weight == 1.0
+
+
+def test_replicas_split_load_and_throughput():
+    row = parse_row(
+        {
+            **BASE,
+            "tensor_parallel": "8 per replica x 3 replicas",
+            "hardware": "inf2.48xlarge",
+            "engine": "vLLM (optimum-neuron)",
+            "concurrency_or_request_rate": "constant rate 3.0 req/sec",
+            "output_tokens_per_s_total": "900",
+        }
+    )
+    assert isinstance(row, CalRow)
+    assert (row.engine, row.accelerator, row.tp, row.replicas) == ("neuron", "inferentia2", 8, 3)
+    assert row.load == "open" and row.load_value == pytest.approx(1.0)
+    assert row.output_tokens_per_s == pytest.approx(300)
+
+
+def test_unusable_rows_say_why():
+    assert "not modelled" in str(parse_row({**BASE, "engine": "QServe (omniserve)"}))
+    assert parse_row(BASE, {"exclude": "exclude me"}) == "exclude me"
+    assert "not published" in str(parse_row({**BASE, "input_tokens": "not published"}))
+
+
+@pytest.mark.skipif(not DEFAULT_REFERENCE.exists(), reason="shared reference data not present")
+def test_every_reference_row_is_kept_or_excluded_with_a_reason():
+    rows, excluded = parse_rows(DEFAULT_REFERENCE)
+    with DEFAULT_REFERENCE.open() as fh:
+        total = sum(1 for _ in csv.DictReader(fh))
+    assert len(rows) + len(excluded) == total
+    assert all(reason for _, reason in excluded)
+    assert len(rows) > 200
+
+
+def test_own_load_test_rows_join_in_the_same_format(tmp_path):
+    path = tmp_path / "ours.csv"
+    row = parse_row(BASE)
+    assert isinstance(row, CalRow)
+    ours = row.model_copy(update={"row_id": "L1", "origin": "loadtest", "study": "local-loadtest"})
+    assert add_rows([ours], path) == 1
+    assert add_rows([ours.model_dump()], path) == 1
+    back = read_rows(path)
+    assert [r.row_id for r in back] == ["L1", "L1"] and back[0].origin == "loadtest"
+
+
+def test_the_shipped_profile_has_a_version_and_names_its_fallbacks():
+    data = load_profiles()
+    assert data["version"] != "none" and data["date"]
+    exact = profile_for("h100", "vllm")
+    assert exact.version == data["version"]
+    # an accelerator without measurements borrows from a named relative or the global prior
+    t4 = profile_for("t4", "vllm")
+    assert "t4" in t4.basis and ("relative" in t4.basis or "global" in t4.basis)

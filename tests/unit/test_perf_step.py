@@ -1,0 +1,81 @@
+"""Step times: a calibrated roofline whose shape a user can reason about."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sizing.perf.config import HardwareConfig
+from sizing.perf.step import Profile, StepModel
+
+LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
+PROFILE = Profile(0.5, 0.6, 0.003)
+
+
+def _model(
+    instance: str = "p5.48xlarge", model: str = LLAMA_8B, tp: int = 1, profile: Profile = PROFILE
+) -> StepModel:
+    return StepModel.for_config(HardwareConfig.create(model, instance, tp=tp), profile)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seqs=st.integers(1, 512),
+    context=st.integers(0, 2_000_000),
+    low=st.floats(0.1, 0.9),
+    gain=st.floats(1.0, 3.0),
+)
+def test_more_memory_bandwidth_never_slows_decode(seqs: int, context: int, low: float, gain: float):
+    # given the same deployment with two bandwidth efficiencies
+    slow = _model(profile=replace(PROFILE, bandwidth_eff=low))
+    fast = _model(profile=replace(PROFILE, bandwidth_eff=min(1.0, low * gain)))
+    # then a decode step is never slower with more bandwidth
+    assert fast.iteration_time(0, seqs, context) <= slow.iteration_time(0, seqs, context) + 1e-12
+
+
+def test_h200_decodes_at_least_as_fast_as_h100():
+    # given the same model on H100 (3.35 TB/s) and H200 (4.8 TB/s), same TFLOPS
+    h100, h200 = _model("p5.48xlarge"), _model("p5e.48xlarge")
+    for seqs, ctx in ((1, 1000), (64, 64 * 2000), (256, 256 * 4000)):
+        assert h200.iteration_time(0, seqs, ctx) <= h100.iteration_time(0, seqs, ctx)
+
+
+def test_prefill_is_compute_bound_and_grows_with_tokens():
+    sm = _model()
+    times = [sm.iteration_time(p, 0, 0) for p in (128, 512, 2048, 8192)]
+    assert times == sorted(times)
+    # 8192 tokens cost several times 512 (2 x params x tokens dominates, not the weight read)
+    assert times[3] > 5 * times[1]
+
+
+def test_decode_is_memory_bound_at_batch_one():
+    # given one sequence: the step reads all weights once
+    sm = _model()
+    one = sm.iteration_time(0, 1, 1000)
+    eight = sm.iteration_time(0, 8, 8000)
+    # then eight sequences cost far less than eight times one
+    assert eight < 2 * one
+
+
+def test_moe_reads_only_the_experts_a_batch_touches():
+    # given Mixtral (8 experts, 2 per token)
+    sm = _model("p5.48xlarge", "mistralai/Mixtral-8x7B-v0.1", tp=2)
+    # then one token touches fewer weights than a batch that routes to every expert
+    assert sm.weights_time(1) < sm.weights_time(8) < sm.weights_time(512) * 1.0001
+
+
+def test_tensor_parallel_adds_all_reduce_but_splits_the_weights():
+    one = _model("p5.48xlarge", "meta-llama/Llama-3.1-70B-Instruct", tp=4)
+    two = _model("p5.48xlarge", "meta-llama/Llama-3.1-70B-Instruct", tp=8)
+    assert two.iteration_time(0, 1, 1000) < one.iteration_time(0, 1, 1000)
+    assert two._ar_fixed > 0
+
+
+def test_scheduler_limits_are_exposed():
+    sm = _model()
+    assert sm.max_num_seqs == 1024 and sm.max_num_batched_tokens == 8192 and sm.block_size == 16
+    assert sm.kv_capacity_tokens > 100_000
+    small = _model("g5.xlarge")
+    assert small.max_num_seqs == 256 and small.max_num_batched_tokens == 2048
