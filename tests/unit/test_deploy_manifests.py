@@ -252,3 +252,25 @@ def test_cli_prints_yaml_for_an_id_and_a_model(capsys: pytest.CaptureFixture[str
     assert rc == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     assert [d["kind"] for d in docs][:2] == ["EC2NodeClass", "NodePool"]
+
+
+def test_trn2_pins_one_logical_core_per_physical_core_so_tp_means_what_the_planner_sized() -> None:
+    trn2 = Architecture.from_id("eks:trn2.48xlarge:tp64:fp8:neuron:on-demand", "meta-llama/Llama-3.1-70B")
+    inf2 = Architecture.from_id("eks:inf2.48xlarge:tp24:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B")
+    env_trn2 = {e["name"]: e.get("value") for e in container(render(trn2, RUN))["env"]}
+    env_inf2 = {e["name"]: e.get("value") for e in container(render(inf2, RUN))["env"]}
+    assert env_trn2["NEURON_LOGICAL_NC_CONFIG"] == "1"
+    assert "NEURON_LOGICAL_NC_CONFIG" not in env_inf2
+    # 64 of trn2's 8-core chips' cores = 8 chips per pod, two pods per 16-chip node
+    assert container(render(trn2, RUN))["resources"]["requests"]["aws.amazon.com/neuron"] == "8"
+
+
+def test_an_engine_we_do_not_render_is_served_by_vllm_and_says_so() -> None:
+    arch = Architecture.from_id("eks:p5.48xlarge:tp8:fp8:trtllm:on-demand", "meta-llama/Llama-3.1-70B")
+    pod = by_kind(render(arch, RUN))["Deployment"]["spec"]["template"]["metadata"]
+    assert "served by vLLM" in pod["annotations"]["sizing.llm/engine-note"]
+    plain = Architecture.from_id("eks:p5.48xlarge:tp8:fp8:vllm:on-demand", "meta-llama/Llama-3.1-70B")
+    assert (
+        "sizing.llm/engine-note"
+        not in by_kind(render(plain, RUN))["Deployment"]["spec"]["template"]["metadata"]["annotations"]
+    )

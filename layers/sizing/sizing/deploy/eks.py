@@ -63,6 +63,13 @@ class EksProvisioner(Provisioner):
     def from_config(
         cls, cluster: ClusterConfig, session: Any | None = None, eks_client: Any | None = None, **kwargs: Any
     ) -> EksProvisioner:
+        """For a named cluster. Without explicit `options`, nodes find subnets and security groups by the
+        `karpenter.sh/discovery: <cluster>` tag and use the `KarpenterNodeRole-<cluster>` role (the names
+        Karpenter's getting-started guide creates)."""
+        if "options" not in kwargs and cluster.name:
+            kwargs["options"] = RenderOptions(
+                cluster_name=cluster.name, node_role=f"KarpenterNodeRole-{cluster.name}"
+            )
         return cls(eks_client_for(cluster, session, eks_client), **kwargs)
 
     # --- apply ----------------------------------------------------------------------------------------

@@ -83,6 +83,12 @@ GPU_QUANT_ARGS: dict[str, list[str]] = {
 }
 #: On Neuron, vLLM quantizes weights at load time with `neuron_quant` and NEURON_QUANT_DTYPE.
 NEURON_QUANT_DTYPE = {"fp8": "f8e4m3fn", "int8": "s8"}
+#: Logical NeuronCores per trn2 chip at the runtime's default LNC=2 (notes/serving-facts.md s3).
+TRN2_LOGICAL_CORES_PER_CHIP = 4
+#: Engines whose own server we render; the planner's other engines (trtllm, tgi, sglang) are measured on vLLM
+#: and the Deployment says so in an annotation.
+RENDERED_ENGINES = {"vllm", "neuron"}
+ENGINE_NOTE = f"{L.PREFIX}/engine-note"
 #: Quantizations served from a downloaded 16-bit checkpoint (what the cache must hold).
 ONLINE_FROM_BF16 = {"fp8", "int4", "int8"}
 
@@ -176,6 +182,11 @@ class _Plan:
         if quant == "int4" and self.neuron:
             raise InvalidInput(f"{arch.id}: vLLM on Neuron does not serve int4")
         self.hf_model = self.checkpoint or opts.hf_model or self.requested_model
+        self.engine_note = (
+            {ENGINE_NOTE: f"planned for {arch.engine}; served by vLLM (no {arch.engine} server is rendered)"}
+            if arch.engine not in RENDERED_ENGINES
+            else {}
+        )
         from_bf16 = quant in ONLINE_FROM_BF16 and not self.checkpoint
         download_gb = spec.weight_bytes("bf16") / 1e9 if from_bf16 else arch.weights_gb
         self.cache_gib = download_gb * 1e9 / GIB * CACHE_MARGIN + (NEURON_CACHE_GIB if self.neuron else 0)
@@ -317,6 +328,10 @@ def _serving_args(p: _Plan) -> tuple[list[str], list[dict[str, Any]]]:
             env.append({"name": "NEURON_QUANT_DTYPE", "value": NEURON_QUANT_DTYPE[arch.quantization]})
         # Compiled NEFFs go to $VLLM_CACHE_ROOT/neuron/compile_cache (s3): keep them on the cache volume.
         env.append({"name": "VLLM_CACHE_ROOT", "value": "/models/vllm"})
+        if p.acc.cores_per_chip > TRN2_LOGICAL_CORES_PER_CHIP:
+            # The catalog counts trn2's 8 physical NeuronCores per chip; the runtime pairs them by default
+            # (LNC=2, s3). LNC=1 makes `--tensor-parallel-size N` mean the N cores the planner sized for.
+            env.append({"name": "NEURON_LOGICAL_NC_CONFIG", "value": "1"})
     else:
         args.append(f"--gpu-memory-utilization={s.gpu_memory_utilization}")
         if not p.checkpoint:
@@ -353,7 +368,7 @@ def _deployment(p: _Plan) -> dict[str, Any]:
             "template": {
                 "metadata": {
                     "labels": pod_labels,
-                    "annotations": {"karpenter.sh/do-not-disrupt": "true", **p.annotations},
+                    "annotations": {"karpenter.sh/do-not-disrupt": "true", **p.annotations, **p.engine_note},
                 },
                 "spec": {
                     "nodeSelector": {"karpenter.sh/nodepool": p.name},

@@ -1,0 +1,27 @@
+"""Provisioning: turn a chosen architecture into what runs it, apply it, and remove it safely.
+
+- `architecture.Architecture`: one planner entry, completed from the catalog.
+- `manifests.render(architecture, run_id, candidate_id, options) -> list[dict]` and `to_yaml(objs)`: Karpenter
+  NodePool + EC2NodeClass and the vLLM Deployment, Service, PodDisruptionBudget, HorizontalPodAutoscaler.
+- `validate.problems(objs)` / `validate.validate(objs)`: offline checks against the CRDs and Kubernetes 1.31-1.34.
+- Provisioners (`base.Provisioner`: apply → `Endpoint`, ready, teardown): `eks.EksProvisioner`,
+  `sagemaker.SageMakerProvisioner`, `local.LocalTwinProvisioner`, `base.ExistingEndpoint`.
+- `janitor.sweep(...)`: removes what finished or expired runs left behind.
+- `labels`: the one label/tag vocabulary (`sizing.llm/run-id`, `sizing.llm/candidate-id`, ...) all of them use.
+
+Import the provisioners from their modules; this package only re-exports the light, dependency-free parts."""
+
+from sizing.deploy.architecture import Architecture
+from sizing.deploy.base import Endpoint, ExistingEndpoint, Provisioner, TeardownReport
+from sizing.deploy.manifests import RenderOptions, render, to_yaml
+
+__all__ = [
+    "Architecture",
+    "Endpoint",
+    "ExistingEndpoint",
+    "Provisioner",
+    "RenderOptions",
+    "TeardownReport",
+    "render",
+    "to_yaml",
+]
