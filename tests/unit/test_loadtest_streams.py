@@ -1,6 +1,6 @@
 """Measuring one streamed request: TTFT at the first content token, gaps, tokens, errors. OpenAI-compatible
 streams are read from a loopback server with exactly known timing; Bedrock and SageMaker streams come from
-botocore's Stubber with real event-stream bodies. Tolerances allow for a busy shared machine (10 ms); the
+botocore's Stubber with real event-stream bodies. Tolerances allow for a busy shared machine (15 ms); the
 measurement error itself is what benchmarks/loadgen.py reports."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from sizing.loadtest.streams import measure_bedrock, measure_openai, measure_sag
 FIRST_TOKEN_S = 0.080
 GAP_S = 0.020
 TOKENS = 6
-TOLERANCE_S = 0.010
+TOLERANCE_S = 0.015
 
 
 def _chunk(data: bytes) -> bytes:

@@ -1,6 +1,7 @@
-"""The load-test process: `python -m sizing.loadtest.process run CONFIG.json` (local: one process, or a master
-plus N worker processes), `master CONFIG.json --expect-workers N --bind HOST --port P` and
-`worker CONFIG.json --master HOST --port P --index I` (Fargate tasks). It imports Locust first, runs the sweep,
+"""The load-test process: `python -m sizing.loadtest.process run CONFIG` (local: one process, or a master
+plus N worker processes), `master CONFIG --expect-workers N --bind HOST --port P [--upload s3://...]
+[--task-token T]` and `worker CONFIG --master HOST --port P --index I` (Fargate tasks). CONFIG is a
+LoadTestConfig as a JSON file path or inline JSON. It imports Locust first, runs the sweep,
 writes `steps.jsonl` (one line per step, as it ends), `steps.csv` and `summary.json` into the config's out_dir.
 """
 
@@ -98,8 +99,20 @@ def _run_shape(env: Environment, shape: lf.SweepShape) -> None:
     runner.quit()
 
 
-def run(cfg_path: str, *, expect_workers: int | None = None, bind: str = "127.0.0.1", port: int = 0) -> int:
-    cfg = LoadTestConfig.model_validate_json(Path(cfg_path).read_text())
+def load_config(arg: str) -> LoadTestConfig:
+    """The config from a file path, or inline JSON (an ECS container override can pass it that way)."""
+    text = arg if arg.lstrip().startswith("{") else Path(arg).read_text()
+    return LoadTestConfig.model_validate_json(text)
+
+
+def run(
+    cfg_arg: str, *, expect_workers: int | None = None, bind: str = "127.0.0.1", port: int = 0,
+    upload: str | None = None, task_token: str | None = None,
+) -> int:  # fmt: skip
+    cfg = load_config(cfg_arg)
+    Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
+    cfg_path = str(Path(cfg.out_dir) / "config.json")
+    Path(cfg_path).write_text(cfg.model_dump_json(indent=2))
     lf.configure(cfg, 0)
     out = Output(cfg)
     plan = plan_for(cfg)
@@ -153,11 +166,15 @@ def run(cfg_path: str, *, expect_workers: int | None = None, bind: str = "127.0.
             except subprocess.TimeoutExpired:
                 w.kill()
     out.finish(shape.stopped_by, plan, started)
+    if upload or task_token:
+        from sizing.loadtest.aws import report_to_aws  # boto3 only now, well after Locust
+
+        report_to_aws(Path(cfg.out_dir), upload, task_token)
     return 0
 
 
-def worker(cfg_path: str, master: str, port: int, index: int) -> int:
-    cfg = LoadTestConfig.model_validate_json(Path(cfg_path).read_text())
+def worker(cfg_arg: str, master: str, port: int, index: int) -> int:
+    cfg = load_config(cfg_arg)
     lf.configure(cfg, index)
     env = Environment(user_classes=_user_classes(cfg), events=locust.events)
     runner = env.create_worker_runner(master, port)
@@ -176,12 +193,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--index", type=int, default=1)
     p.add_argument("--expect-workers", type=int, default=None)
+    p.add_argument("--upload", default=None, help="s3://bucket/prefix to copy the results to")
+    p.add_argument(
+        "--task-token", default=None, help="Step Functions task token to complete with the summary"
+    )
     a = p.parse_args(argv)
     if a.role == "worker":
         return worker(a.config, a.master, a.port, a.index)
     if a.role == "master":
-        return run(a.config, expect_workers=a.expect_workers or 1, bind=a.bind, port=a.port)
-    return run(a.config)
+        return run(a.config, expect_workers=a.expect_workers or 1, bind=a.bind, port=a.port, upload=a.upload,
+                   task_token=a.task_token)  # fmt: skip
+    return run(a.config, upload=a.upload, task_token=a.task_token)
 
 
 if __name__ == "__main__":
