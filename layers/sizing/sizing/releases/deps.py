@@ -114,10 +114,17 @@ def hub() -> HubClient:
 def _slack_poster() -> SlackPoster | None:
     if _state.slack_poster is not None:
         return _state.slack_poster
-    secret = settings().slack_token_secret
-    if not secret:
+    secret_id = settings().slack_secret_id
+    if not secret_id:
         return None
-    return WebClientSlackPoster(lambda: _secret(secret))
+
+    def bot_token() -> str:
+        # the Slack bot's own secret reader (JSON {signing_secret, bot_token}, cached, never logged)
+        from sizing.slack.secrets import SlackSecrets
+
+        return SlackSecrets(secret_id, max_age_s=SECRET_MAX_AGE_S).bot_token().get_secret_value()
+
+    return WebClientSlackPoster(bot_token)
 
 
 def notifiers() -> list[Notifier]:

@@ -26,7 +26,8 @@ class ReleaseSettings(BaseModel):
     state_machine_arn: str | None = Field(default=None, alias="STATE_MACHINE_ARN", pattern=r"^arn:")
     hub_url: str = Field(default=HUB_URL, alias="HF_HUB_URL", pattern=r"^https?://")
     hub_token_secret: str | None = Field(default=None, alias="HF_TOKEN_SECRET")
-    slack_token_secret: str | None = Field(default=None, alias="SLACK_BOT_TOKEN_SECRET")
+    #: The Slack app's credentials secret (JSON with bot_token), the same one the Slack bot reads.
+    slack_secret_id: str | None = Field(default=None, alias="SLACK_SECRET_ID")
     idempotency_ttl_s: int = Field(default=RELEASE_IDEMPOTENCY_TTL_S, alias="RELEASE_IDEMPOTENCY_TTL_S", gt=0)
 
     @classmethod
