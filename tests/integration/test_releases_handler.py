@@ -330,3 +330,24 @@ def test_the_templates_rule_routes_a_published_release_from_the_bus_to_this_func
             ]
         )
     assert received(aws.sqs, target) == []
+
+
+class BrokenSlack:
+    def post_message(self, channel: str, text: str, thread_ts: str | None = None) -> None:
+        raise ConnectionError("slack.com unreachable")
+
+
+def test_a_slack_outage_is_reported_without_losing_the_run_or_starting_another(aws, context) -> None:
+    # given a measuring watch whose Slack channel cannot be reached
+    watch(aws, measure=True, notify={"slack_channel": "C0SIZING01"})
+    deps.configure(
+        deps.settings(), dynamodb=aws.ddb, sfn=aws.sfn, events=aws.events, slack_poster=BrokenSlack()
+    )
+    # when the release arrives, and is delivered again
+    first = HANDLER.lambda_handler(load_event("model_release_inline"), context)
+    HANDLER.lambda_handler(load_event("model_release_inline"), context)
+    # then the watch was re-sized and measured once, EventBridge was told, and the Slack failure is on record
+    (result,) = first["watches"]
+    assert result["run_id"] is not None and len(runs(aws)) == 1
+    assert result["notified"] == ["eventbridge"]
+    assert result["notify_errors"] == ["slack: Slack did not take the message: ConnectionError"]
