@@ -10,7 +10,7 @@ export AWS_DEFAULT_REGION ?= us-east-1
 
 EXAMPLE ?= examples/chatbot.yaml
 
-.PHONY: run test test-all lint format serve build bench clean
+.PHONY: run estimate test test-all lint format serve build bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,9 @@ $(LINT_STAMP): $(STAMP)
 	touch $(LINT_STAMP)
 
 run: $(STAMP)
+	$(BIN)/sizing run $(EXAMPLE)
+
+estimate: $(STAMP)
 	$(BIN)/sizing estimate $(EXAMPLE)
 
 test: $(STAMP)

@@ -9,6 +9,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sizing.orchestrate import steps
@@ -22,16 +23,20 @@ def services() -> steps.Services:
     return steps.build_services()
 
 
-def state_handler(step: Callable[[dict[str, Any], steps.Services], dict[str, Any]], *required: str) -> Handler:
+def state_handler(
+    step: Callable[[dict[str, Any], steps.Services], dict[str, Any]], *required: str
+) -> Handler:
     """The Lambda handler of one state: check the input has `required` keys, run `step`."""
 
     @logger.inject_lambda_context(correlation_id_path="run_id")
     @metrics.log_metrics
     @tracer.capture_lambda_handler
     def handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        metrics.add_metric(name=f"{name}_invocations", unit=MetricUnit.Count, value=1)
         return step(steps.check_event(event, *required), services())
 
-    handle.__name__ = handle.__qualname__ = step.__name__.removesuffix("_step")
+    name = step.__name__.removesuffix("_step")
+    handle.__name__ = handle.__qualname__ = name
     return handle
 
 

@@ -29,7 +29,12 @@ def candidate_measurement_cost(
     """Cost of measuring one candidate: instances for one replica x hours, plus the Fargate load generator."""
     if arch["deployment"] == "bedrock":
         # a sweep on Bedrock is billed per token: at most the requests the sweep sends
-        return {"id": arch["id"], "usd": 0.0, "gpu_hours": 0.0, "note": "Bedrock: billed per token (a few dollars)"}
+        return {
+            "id": arch["id"],
+            "usd": 0.0,
+            "gpu_hours": 0.0,
+            "note": "Bedrock: billed per token (a few dollars)",
+        }
     inst = cat.instance(arch["instance_type"])
     neuron = cat.accelerator_of(inst).kind == "neuron"
     lead = SCALE_UP_LEAD_S_NEURON if neuron else SCALE_UP_LEAD_S_GPU
@@ -43,8 +48,10 @@ def candidate_measurement_cost(
     assert price is not None
     gpu_usd = instances * price * hours
     loadgen_hours = sweep_s / 3600
-    fargate_usd = (1 + workers) * loadgen_hours * (
-        LOADGEN_VCPU * FARGATE_USD_PER_VCPU_HOUR + LOADGEN_GB * FARGATE_USD_PER_GB_HOUR
+    fargate_usd = (
+        (1 + workers)
+        * loadgen_hours
+        * (LOADGEN_VCPU * FARGATE_USD_PER_VCPU_HOUR + LOADGEN_GB * FARGATE_USD_PER_GB_HOUR)
     )
     return {
         "id": arch["id"],

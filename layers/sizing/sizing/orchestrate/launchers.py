@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from sizing.orchestrate.settings import OrchestrationSettings
 
@@ -23,8 +23,8 @@ class LocalLauncher:
     """Runs `python -m sizing.orchestrate.loadtask run TASK.json` as a child process per candidate. Every child
     is tracked so a stopped run (or a killed `sizing run`) can end them: `stop_all()`."""
 
-    _lock = threading.Lock()
-    _children: dict[str, subprocess.Popen[bytes]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+    _children: ClassVar[dict[str, subprocess.Popen[bytes]]] = {}
 
     def __init__(self, settings: OrchestrationSettings) -> None:
         self.settings = settings
@@ -47,11 +47,23 @@ class LocalLauncher:
         return {"launched": "local", "pid": proc.pid, "log": str(out / "loadtask.log")}
 
     @classmethod
+    def stop_run(cls, run_id: str, timeout_s: float = 10.0) -> int:
+        """End the load-test children of one run."""
+        with cls._lock:
+            keys = [k for k in cls._children if k.startswith(f"{run_id}/")]
+            procs = [cls._children.pop(k) for k in keys]
+        return cls._stop(procs, timeout_s)
+
+    @classmethod
     def stop_all(cls, timeout_s: float = 10.0) -> int:
         """End every load-test child (and its process group). Returns how many were still running."""
         with cls._lock:
             procs = list(cls._children.values())
             cls._children.clear()
+        return cls._stop(procs, timeout_s)
+
+    @staticmethod
+    def _stop(procs: list[subprocess.Popen[bytes]], timeout_s: float) -> int:
         running = [p for p in procs if p.poll() is None]
         for p in running:
             try:
@@ -90,7 +102,9 @@ class FargateLauncher:
         if not (s.ecs_cluster and s.master_task_definition and s.subnets):
             from sizing.errors import InvalidInput
 
-            raise InvalidInput("the Fargate load generator is not configured (cluster, task definition, subnets)")
+            raise InvalidInput(
+                "the Fargate load generator is not configured (cluster, task definition, subnets)"
+            )
         out = self.ecs.run_task(
             cluster=s.ecs_cluster,
             taskDefinition=s.master_task_definition,
@@ -105,7 +119,10 @@ class FargateLauncher:
             },
             overrides={
                 "containerOverrides": [
-                    {"name": MASTER_CONTAINER, "environment": [{"name": "LOADTEST_TASK", "value": json.dumps(task)}]}
+                    {
+                        "name": MASTER_CONTAINER,
+                        "environment": [{"name": "LOADTEST_TASK", "value": json.dumps(task)}],
+                    }
                 ]
             },
             tags=[

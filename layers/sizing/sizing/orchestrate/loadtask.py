@@ -77,8 +77,13 @@ def execute(task: LoadTask, sfn: Any, store: Any) -> dict[str, Any]:
             workers=task.workers,
             quiet=True,
         )
-        if not steps or not any(s.requests for s in steps):
-            raise RuntimeError(f"the sweep of {task.endpoint} completed no request")
+        ok = sum(s.requests - sum(s.errors.values()) for s in steps)
+        if not steps or ok <= 0:
+            errors: dict[str, int] = {}
+            for s in steps:
+                for kind, n in s.errors.items():
+                    errors[kind] = errors.get(kind, 0) + n
+            raise RuntimeError(f"no request to {task.endpoint} succeeded during the sweep (errors: {errors})")
         for s in steps:
             store.put_measurement(task.run_id, task.candidate_id, s.model_dump(mode="json"))
         summary = {
@@ -105,7 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     elif os.environ.get("LOADTEST_TASK"):
         raw = os.environ["LOADTEST_TASK"]
     else:
-        print("usage: python -m sizing.orchestrate.loadtask run TASK.json  (or set LOADTEST_TASK)", file=sys.stderr)
+        print(
+            "usage: python -m sizing.orchestrate.loadtask run TASK.json  (or set LOADTEST_TASK)",
+            file=sys.stderr,
+        )
         return 2
     task = LoadTask.model_validate_json(raw)
     import boto3

@@ -38,7 +38,9 @@ def step_meets(step: dict[str, Any], spec: WorkloadSpec) -> bool:
     return True
 
 
-def _measured_block(steps: list[dict[str, Any]], best: dict[str, Any] | None, spec: WorkloadSpec) -> dict[str, Any]:
+def _measured_block(
+    steps: list[dict[str, Any]], best: dict[str, Any] | None, spec: WorkloadSpec
+) -> dict[str, Any]:
     shown = best or min(steps, key=lambda s: s.get("target", {}).get("concurrency", 0))
     return {
         **{m: {k: (shown.get(m) or {}).get(k) for k in ("p50", "p95", "p99")} for m in METRICS},
@@ -48,7 +50,11 @@ def _measured_block(steps: list[dict[str, Any]], best: dict[str, Any] | None, sp
         "capacity_rps": best.get("requests_per_s") if best else 0.0,
         "meets_slo": best is not None,
         "levels": [
-            {"target": s.get("target"), "requests_per_s": s.get("requests_per_s"), "meets_slo": step_meets(s, spec)}
+            {
+                "target": s.get("target"),
+                "requests_per_s": s.get("requests_per_s"),
+                "meets_slo": step_meets(s, spec),
+            }
             for s in steps
         ],
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -99,7 +105,9 @@ def merge_measurements(
                 )
                 usable = float(best["requests_per_s"]) * (1 - headroom)
                 users = spec.users.total if spec.users else None
-                cost = project(wm, usable, hw.replicas_per_instance, _pricing(cat, wm, hw, a["deployment"]), users)
+                cost = project(
+                    wm, usable, hw.replicas_per_instance, _pricing(cat, wm, hw, a["deployment"]), users
+                )
                 nodes = cost.pop("_nodes")
                 sched = cost["schedule"]["replicas_by_hour"]
                 a["cost_estimated"] = a["cost"]
@@ -118,7 +126,9 @@ def merge_measurements(
     return {"architectures": feasible + rest, "calibration_rows": rows}
 
 
-def calibration_rows(arch: dict[str, Any], records: list[dict[str, Any]], candidate_id: str) -> list[dict[str, Any]]:
+def calibration_rows(
+    arch: dict[str, Any], records: list[dict[str, Any]], candidate_id: str
+) -> list[dict[str, Any]]:
     """One normalised calibration row (sizing.perf.reference.CalRow format) per measured concurrency level."""
     rows = []
     for r in records:

@@ -41,7 +41,9 @@ class OrchestrationSettings(BaseModel):
     loadtest_timeout_s: int = Field(default=LOADTEST_TIMEOUT_S_AWS, alias="LOADTEST_TIMEOUT_S", ge=30)
     step_s: float = Field(default=STEP_S_AWS, alias="LOADTEST_STEP_S", gt=0)
     warmup_s: float = Field(default=WARMUP_S_AWS, alias="LOADTEST_WARMUP_S", ge=0)
-    endpoint_url: str | None = Field(default=None, alias="SIZING_ENDPOINT", description="measure this URL instead")
+    endpoint_url: str | None = Field(
+        default=None, alias="SIZING_ENDPOINT", description="measure this URL instead"
+    )
     out_dir: str = Field(default="/tmp/sizing-runs", alias="SIZING_OUT_DIR")
     # AWS parts (unused locally)
     eks_cluster: str | None = Field(default=None, alias="EKS_CLUSTER_NAME")

@@ -50,14 +50,33 @@ def build_services(settings: OrchestrationSettings | None = None) -> Services:
     return Services(s, store, _aws_provisioners(s), FargateLauncher(s))
 
 
+_local_twins: Any = None
+
+
+def local_twins() -> Any:
+    """The process-wide twin provisioner of the embedded default (handlers run in-process there, so the twins
+    they start outlive one invocation and are stopped by `close_local_twins`)."""
+    global _local_twins
+    if _local_twins is None:
+        from sizing.deploy.local import LocalTwinProvisioner
+
+        _local_twins = LocalTwinProvisioner()
+    return _local_twins
+
+
+def close_local_twins() -> None:
+    global _local_twins
+    if _local_twins is not None:
+        _local_twins.close()
+        _local_twins = None
+
+
 def _local_provisioner(s: OrchestrationSettings) -> Any:
     if s.endpoint_url:
-        from sizing.deploy import ExistingEndpoint
+        from sizing.deploy.base import ExistingEndpoint
 
         return ExistingEndpoint(s.endpoint_url)
-    from sizing.deploy import LocalTwinProvisioner
-
-    return LocalTwinProvisioner.shared()
+    return local_twins()
 
 
 def _aws_provisioners(s: OrchestrationSettings) -> Callable[[str], Any]:
@@ -66,13 +85,14 @@ def _aws_provisioners(s: OrchestrationSettings) -> Callable[[str], Any]:
     def get(deployment: str) -> Any:
         if deployment not in made:
             if deployment == "sagemaker":
-                from sizing.deploy import SageMakerProvisioner
+                from sizing.deploy.sagemaker import SageMakerProvisioner
 
                 made[deployment] = SageMakerProvisioner()
             else:
-                from sizing.deploy import EksProvisioner
+                from sizing.deploy.eks import EksProvisioner
+                from sizing.deploy.kube import ClusterConfig
 
-                made[deployment] = EksProvisioner.from_cluster(s.eks_cluster or "", namespace=s.namespace)
+                made[deployment] = EksProvisioner.from_config(ClusterConfig(name=s.eks_cluster or ""))
         return made[deployment]
 
     return get
@@ -126,7 +146,11 @@ def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
         spec.constraints.region,
     )
     budget = event.get("budget_usd")
-    base = {"settings": svc.settings.machine_settings(), "measurement_cost": cost, "workload": result["workload"]}
+    base = {
+        "settings": svc.settings.machine_settings(),
+        "measurement_cost": cost,
+        "workload": result["workload"],
+    }
     if not candidates:
         reason = result.get("infeasible", {}).get("message") or "no architecture to measure"
         svc.store.transition(run_id, "FAILED", expected_from="RUNNING", error=f"nothing to measure: {reason}")
@@ -134,7 +158,8 @@ def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     if budget is not None and cost["usd"] > float(budget):
         reason = (
             f"measuring the top {len(candidates)} candidates would cost ${cost['usd']:,.2f}, over the budget of"
-            f" ${float(budget):,.2f}: " + "; ".join(p["arithmetic"] for p in cost["candidates"] if "arithmetic" in p)
+            f" ${float(budget):,.2f}: "
+            + "; ".join(p["arithmetic"] for p in cost["candidates"] if "arithmetic" in p)
         )
         svc.store.transition(run_id, "REFUSED", expected_from="RUNNING", error=reason)
         return {**base, "refused": True, "reason": reason, "candidates": []}
@@ -158,7 +183,19 @@ def _load_plan(spec: Any) -> dict[str, Any]:
 
 
 # --- Provision / ready / teardown ------------------------------------------------------------------------------
+class RunCancelled(SizingError):
+    """The run was cancelled (or already finished): provision and measure nothing more."""
+
+
+def ensure_active(svc: Services, run_id: str) -> None:
+    """Refuse to spend on a run that is cancelling or finished, even if StopExecution has not landed yet."""
+    status = svc.store.get_run(run_id).status
+    if status != "RUNNING":
+        raise RunCancelled(f"run {run_id} is {status}: nothing more is provisioned or measured")
+
+
 def provision_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
+    ensure_active(svc, event["run_id"])
     cand = event["candidate"]
     arch = cand["architecture"]
     prov = svc.provisioner_for(arch["deployment"])
@@ -167,7 +204,7 @@ def provision_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
 
 
 def check_ready_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
-    from sizing.deploy import Endpoint
+    from sizing.deploy.base import Endpoint
 
     cand = event["candidate"]
     attempts = int(event.get("attempts") or 0) + 1
@@ -201,6 +238,7 @@ def _report_dict(report: Any) -> dict[str, Any]:
 def start_loadtest_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     """Hand the sweep to the load generator (Fargate master + workers, or a local child process) with the task
     token; the generator stores its steps and completes the token."""
+    ensure_active(svc, event["run_id"])
     cand = event["candidate"]
     endpoint = event["endpoint"]
     plan = cand.get("workload") or {}
@@ -243,7 +281,11 @@ def collect_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
         "status": status,
         "measured": len(ok),
         "failed": [
-            {"candidate_id": m.get("candidate_id"), "status": m.get("status"), "error": _error_text(m.get("error"))}
+            {
+                "candidate_id": m.get("candidate_id"),
+                "status": m.get("status"),
+                "error": _error_text(m.get("error")),
+            }
             for m in measured
             if m.get("status") != "MEASURED"
         ],
@@ -257,7 +299,10 @@ def collect_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     if status == "SUCCEEDED":
         svc.store.transition(run_id, "SUCCEEDED", expected_from="RUNNING")
     else:
-        cause = "; ".join(f"{f['candidate_id']}: {f['error']}" for f in ranking["failed"]) or "no candidate measured"
+        cause = (
+            "; ".join(f"{f['candidate_id']}: {f['error']}" for f in ranking["failed"])
+            or "no candidate measured"
+        )
         svc.store.transition(run_id, "FAILED", expected_from=("RUNNING", "CANCELLING"), error=cause)
     return {k: v for k, v in ranking.items() if k != "calibration_rows"}
 
@@ -274,7 +319,9 @@ def fail_run_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     cause = _error_text(event.get("error"))
     run = svc.store.get_run(run_id)
     if not run.finished:
-        svc.store.transition(run_id, "FAILED", expected_from=("RUNNING", "PENDING", "CANCELLING"), error=cause)
+        svc.store.transition(
+            run_id, "FAILED", expected_from=("RUNNING", "PENDING", "CANCELLING"), error=cause
+        )
     swept = []
     for deployment in ("eks", "sagemaker"):
         try:

@@ -1,0 +1,140 @@
+"""`sizing run FILE [--endpoint URL] [--top K] [--out DIR]`: a full sizing run on the embedded default.
+
+The same state machine as in AWS executes on moto; candidates become local twins (or the given endpoint), real
+Locust measures them, and the ranking shows measured figures beside predicted ones."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sizing.commands.output import table
+from sizing.errors import InvalidInput, Problem
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="estimate, provision, load-test and rank on the embedded default (no AWS)")
+    p.add_argument("file", help="workload spec (YAML or JSON)")
+    p.add_argument(
+        "--endpoint", default=None, help="measure this OpenAI-compatible URL instead of local twins"
+    )
+    p.add_argument("--top", type=int, default=3, help="candidates to measure (default 3)")
+    p.add_argument("--out", default=None, help="results folder (default runs/<time>)")
+    p.add_argument("--step-seconds", type=float, default=8.0, help="seconds per load level (default 8)")
+    p.add_argument("--budget", type=float, default=None, help="refuse when measuring would cost more (USD)")
+    p.add_argument("--json", action="store_true", help="print the result JSON")
+    p.set_defaults(func=run)
+
+
+def _fmt(v: Any, digits: int = 0) -> str:
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from sizing.orchestrate.local import run_local
+    from sizing.workload import load_spec
+
+    if not 1 <= args.top <= 10:
+        raise InvalidInput("--top must be between 1 and 10", [Problem("top", f"{args.top}")])
+    spec = load_spec(args.file)  # clear errors before anything starts
+    raw = spec.model_dump(mode="json", exclude_none=True)
+    out = Path(args.out or f"runs/{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}")
+    start = time.monotonic()
+
+    def on_state(kind: str, name: str) -> None:
+        if kind == "entered":
+            print(f"[{time.monotonic() - start:6.1f}s] {name}", file=sys.stderr, flush=True)
+        else:
+            print(f"[{time.monotonic() - start:6.1f}s]   failed: {name}", file=sys.stderr, flush=True)
+
+    result = run_local(
+        raw,
+        top_k=args.top,
+        endpoint_url=args.endpoint,
+        out_dir=out,
+        step_s=args.step_seconds,
+        budget_usd=args.budget,
+        on_state=on_state,
+    )
+    payload = {
+        "run": result.run,
+        "execution_status": result.execution.get("status"),
+        "ranking": result.ranking,
+        "architectures": result.architectures,
+        "measurements": result.measurements,
+    }
+    (out / "result.json").write_text(json.dumps(payload, indent=2, default=str))
+    _write_report(payload, out)
+    if args.json:
+        print(json.dumps(payload, indent=2, default=str))
+        return 0 if result.run["status"] == "SUCCEEDED" else 1
+    run_ = result.run
+    print(f"\nrun {run_['run_id']}: {run_['status']}" + (f" — {run_['error']}" if run_.get("error") else ""))
+    rows = []
+    for a in result.architectures[:10]:
+        p, m = a["predicted"], a.get("measured") or {}
+        rows.append(
+            [
+                a.get("rank") or "-",
+                a["id"],
+                _fmt(p["ttft_ms"]["p95"]),
+                _fmt((m.get("ttft_ms") or {}).get("p95")),
+                _fmt(p["e2e_s"]["p95"], 2),
+                _fmt((m.get("e2e_s") or {}).get("p95"), 2),
+                _fmt(a["per_replica"].get("rps_slo_limit") if a.get("per_replica") else None, 2),
+                _fmt(m.get("capacity_rps"), 2),
+                "yes" if a.get("meets_slo") else "no",
+                f"${a['cost']['usd_per_month']:,.0f}",
+            ]
+        )
+    print(
+        table(
+            [
+                "#",
+                "architecture",
+                "TTFT p95 ms pred",
+                "meas",
+                "e2e p95 s pred",
+                "meas",
+                "max rps/replica pred",
+                "meas",
+                "meets SLO",
+                "per month",
+            ],
+            rows,
+        )
+    )
+    print(
+        "\npredicted latencies are at the peak operating point, measured ones at the highest load level that met"
+        " the SLOs; max rps/replica is the load at which the SLOs still hold (before headroom)"
+    )
+    print(f"results: {out / 'result.json'}; report: {out / 'report.html'}")
+    return 0 if run_["status"] == "SUCCEEDED" else 1
+
+
+def _write_report(payload: dict[str, Any], out: Path) -> None:
+    """The report folder: the HTML report when the report module is available, and the raw YAML of the result."""
+    (out / "result.yaml").write_text(
+        yaml.safe_dump(json.loads(json.dumps(payload, default=str)), sort_keys=False)
+    )
+    try:
+        from sizing.report import write_report
+    except ImportError:
+        return
+    result = {
+        "workload": (payload.get("ranking") or {}).get("workload", {}),
+        "architectures": payload["architectures"],
+        "rejected": [],
+        "assumptions": {},
+    }
+    try:
+        write_report(result, out / "report.html", measurements=payload["measurements"])
+    except Exception as exc:  # the report is a by-product: the run's results are already written
+        print(f"report not written: {exc}", file=sys.stderr)

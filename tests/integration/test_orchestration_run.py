@@ -1,0 +1,151 @@
+"""The sizing run end to end on the embedded default: moto's Step Functions engine executes the real ASL,
+handlers run in-process, twins and Locust run as child processes on loopback (short sweeps)."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sizing.orchestrate.launchers import LocalLauncher
+from sizing.orchestrate.local import run_local
+
+pytestmark = pytest.mark.integration
+
+#: A small, fast workload: an 8B model on one L40S, so the estimate and the twin are quick.
+SPEC: dict[str, Any] = {
+    "name": "orchestration-test",
+    "model": "llama-3.1-8b",
+    "rate": {"peak_rps": 2},
+    "traffic": {"profile": "flat"},
+    "tokens": {"input": {"fixed": 200}, "output": {"fixed": 20}},
+    "slo": {"ttft_ms": {"p95": 2000}, "e2e_s": {"p95": 10}},
+    "constraints": {"deployments": ["eks"], "instance_types": ["g6e.xlarge"], "quantizations": ["fp8"]},
+}
+FAST = {"step_s": 1.5, "warmup_s": 0.5}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=1):
+            return True
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def twin_urls(result: Any) -> list[str]:
+    urls = []
+    for m in result.measurements:
+        _ = m
+    for path in Path(result.out_dir).rglob("task.json"):
+        urls.append(json.loads(path.read_text())["endpoint"])
+    return urls
+
+
+def test_happy_path_measures_ranks_and_leaves_nothing_running(tmp_path):
+    # given a workload and one candidate to measure
+    # when the run executes on the embedded default
+    result = run_local(SPEC, top_k=1, out_dir=tmp_path, **FAST)
+    # then it succeeds with measured figures beside predicted ones
+    assert result.execution["status"] == "SUCCEEDED"
+    assert result.run["status"] == "SUCCEEDED"
+    measured = [a for a in result.architectures if a.get("measured")]
+    assert measured, "the measured candidate carries its measurement"
+    m = measured[0]["measured"]
+    assert m["ttft_ms"]["p95"] > 0 and m["e2e_s"]["p95"] > 0 and m["levels"]
+    assert result.measurements and all(x["record"]["requests"] > 0 for x in result.measurements)
+    assert result.ranking and result.ranking["status"] == "SUCCEEDED"
+    # and nothing it started is still running
+    urls = twin_urls(result)
+    assert urls and not any(answers(u) for u in urls)
+    assert not LocalLauncher._children
+
+
+def test_budget_refusal_states_the_arithmetic(tmp_path):
+    result = run_local(SPEC, top_k=1, out_dir=tmp_path, budget_usd=0.01, **FAST)
+    assert result.run["status"] == "REFUSED"
+    assert "over the budget of $0.01" in result.run["error"]
+    assert "g6e.xlarge" in result.run["error"] and "/h x" in result.run["error"]
+    assert not result.measurements
+
+
+def test_an_endpoint_that_never_gets_ready_fails_the_run_with_its_cause(tmp_path):
+    dead = f"http://127.0.0.1:{free_port()}"
+    result = run_local(
+        SPEC, top_k=1, out_dir=tmp_path, endpoint_url=dead, extra_env={"READY_MAX_ATTEMPTS": "2"}, **FAST
+    )
+    assert result.run["status"] == "FAILED"
+    assert "EndpointNeverReady" in result.run["error"] and "not ready after 2 checks" in result.run["error"]
+
+
+class _Broken(http.server.BaseHTTPRequestHandler):
+    """Healthy, but every completion fails: the load test measures nothing."""
+
+    def do_GET(self) -> None:
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+
+    def do_POST(self) -> None:
+        self.send_response(500)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"error": "boom"}')
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def broken_endpoint() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Broken)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_a_failed_load_test_still_tears_down_and_fails_with_its_cause(tmp_path, broken_endpoint):
+    result = run_local(SPEC, top_k=1, out_dir=tmp_path, endpoint_url=broken_endpoint, **FAST)
+    assert result.execution["status"] == "FAILED"
+    assert result.run["status"] == "FAILED"
+    assert "LoadTestFailed" in result.run["error"]
+    assert not LocalLauncher._children
+
+
+def test_cancelling_a_run_stops_it_and_tears_down(tmp_path):
+    cancelled: dict[str, Any] = {}
+
+    def cancel_when_measuring(run: Any, service: Any) -> None:
+        def later() -> None:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if list(Path(tmp_path).rglob("task.json")):  # the load test has started
+                    cancelled["run"] = service.cancel_run(run.run_id)
+                    return
+                time.sleep(0.2)
+
+        threading.Thread(target=later, daemon=True).start()
+
+    result = run_local(
+        SPEC, top_k=1, out_dir=tmp_path, on_started=cancel_when_measuring, step_s=20, warmup_s=1
+    )
+    assert cancelled["run"].status == "CANCELLING"
+    assert result.execution["status"] == "ABORTED"
+    assert result.run["status"] == "CANCELLED"
+    urls = twin_urls(result)
+    assert urls and not any(answers(u) for u in urls)
+    assert not LocalLauncher._children
