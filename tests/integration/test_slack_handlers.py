@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlencode
 
 import boto3
 import pytest
+from botocore.config import Config
 from moto import mock_aws
 from pytest_httpserver import HTTPServer
 from slack_sdk.models.blocks import Block
@@ -437,3 +438,29 @@ def test_the_worker_reports_a_failed_estimate_to_the_person(aws, slack, context)
     assert len(slack.responses) == 1
     assert slack.responses[0]["response_type"] == "ephemeral"
     assert "gone/model" in json.dumps(slack.responses[0])
+
+
+def test_with_a_reports_bucket_the_estimate_links_its_stored_report(aws, slack, event, context) -> None:
+    # given the worker configured with the reports bucket
+    s3 = boto3.client("s3", region_name=REGION, config=Config(signature_version="s3v4"))
+    s3.create_bucket(Bucket="llm-sizing-reports-test")
+    settings = deps.settings().model_copy(update={"report_bucket": "llm-sizing-reports-test"})
+    deps.configure(
+        settings,
+        dynamodb=aws.ddb,
+        sfn=aws.sfn,
+        secretsmanager=aws.sm,
+        s3=s3,
+        invoker=lambda job: WORKER.lambda_handler(job.model_dump(mode="json"), context),
+    )
+    # when a command is answered
+    COMMANDS.lambda_handler(signed("slack_command", event, response_url=slack.response_url), context)
+    # then the message's "Full report" button opens the report stored for this estimate
+    posted = slack.responses[0]
+    buttons = [e for b in posted["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    link = next(e["url"] for e in buttons if e.get("action_id") == "open_report")
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket="llm-sizing-reports-test")["Contents"]]
+    report_key = next(k for k in keys if k.endswith("/report.html"))
+    assert report_key.split("/")[-2] in link and "X-Amz-Signature" in link
+    page = s3.get_object(Bucket="llm-sizing-reports-test", Key=report_key)["Body"].read().decode()
+    assert "<html" in page.lower()

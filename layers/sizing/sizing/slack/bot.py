@@ -169,6 +169,7 @@ class SlackBot:
         idempotency: Callable[[str], BasePersistenceLayer] | None = None,
         catalog: Callable[[], Catalog] | None = None,
         report_base_url: str | None = None,
+        estimate_reports: Callable[[dict[str, Any]], str | None] | None = None,
         run_budget_usd: float | None = None,
         idempotency_ttl_s: int = 24 * 3600,
         now: Callable[[], float] = time.time,
@@ -182,6 +183,7 @@ class SlackBot:
         self._idempotency = idempotency
         self._catalog = catalog
         self.report_base_url = report_base_url.rstrip("/") if report_base_url else None
+        self.estimate_reports = estimate_reports
         self.run_budget_usd = run_budget_usd
         self.idempotency_ttl_s = idempotency_ttl_s
         self.now = now
@@ -269,7 +271,9 @@ class SlackBot:
         try:
             spec = parse_spec(job.raw_spec)
             result = estimate(spec, top=blocks.TOP_SHOWN, catalog=self.catalog())
-            message = blocks.estimate_message(result, spec, job.raw_spec, user=job.user or None)
+            message = blocks.estimate_message(
+                result, spec, job.raw_spec, user=job.user or None, report_url=self._publish(result)
+            )
         except SizingError as exc:
             self.poster.respond(
                 job.response_url, blocks.usage_message([blocks.escape(str(exc))]), response_type="ephemeral"
@@ -284,6 +288,17 @@ class SlackBot:
             )
             raise
         self.poster.respond(job.response_url, message, response_type="in_channel")
+
+    def _publish(self, result: dict[str, Any]) -> str | None:
+        """The estimate's report link, when reports are stored; an estimate without its report is still an
+        answer, so a storage failure only drops the link."""
+        if self.estimate_reports is None or not result.get("architectures"):
+            return None
+        try:
+            return self.estimate_reports(result)
+        except Exception:
+            logger.exception("could not publish the estimate's report")
+            return None
 
     # --- POST /slack/interactions -------------------------------------------------------------------------
     def interaction(self, request: SlackRequest) -> SlackResponse:

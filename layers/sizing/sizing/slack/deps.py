@@ -3,6 +3,8 @@ replaceable with `configure()` (tests, `sizing serve`)."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +28,7 @@ class _State:
     sfn: Any = None
     secretsmanager: Any = None
     lambda_client: Any = None
+    s3: Any = None
     invoker: Invoker | None = None
     bot: SlackBot | None = None
     store: SizingStore | None = None
@@ -43,6 +46,7 @@ def configure(
     sfn: Any = None,
     secretsmanager: Any = None,
     lambda_client: Any = None,
+    s3: Any = None,
     invoker: Invoker | None = None,
 ) -> None:
     """Replace settings and/or clients (an `invoker` replaces the asynchronous Lambda invoke, e.g. inline)."""
@@ -53,6 +57,7 @@ def configure(
         sfn=sfn,
         secretsmanager=secretsmanager,
         lambda_client=lambda_client,
+        s3=s3,
         invoker=invoker,
     )
 
@@ -113,7 +118,26 @@ def bot() -> SlackBot:
             store=store,
             idempotency=idempotency_layer,
             report_base_url=s.report_base_url,
+            estimate_reports=estimate_reports(),
             run_budget_usd=s.run_budget_usd,
             idempotency_ttl_s=s.idempotency_ttl_s,
         )
     return _state.bot
+
+
+def estimate_reports() -> Callable[[dict[str, Any]], str | None] | None:
+    """Store an estimate's report in the reports bucket and return a presigned link (None: no bucket set)."""
+    s = settings()
+    if not s.report_bucket:
+        return None
+    bucket, ttl_s, client = s.report_bucket, s.report_link_ttl_s, _state.s3
+
+    def publish(result: dict[str, Any]) -> str:
+        from sizing.report.storage import ReportStore
+
+        reports = ReportStore(bucket, client=client)
+        report_id = f"estimate-{uuid.uuid4().hex}"
+        reports.publish(report_id, result)
+        return reports.presigned_url(report_id, expires_s=ttl_s)
+
+    return publish

@@ -13,6 +13,9 @@ from sizing.errors import InvalidInput, problems_from_pydantic
 #: or bot token takes effect within five minutes, and a busy channel costs one GetSecretValue per container per
 #: five minutes instead of one per request.
 SECRET_MAX_AGE_S = 300
+#: A report link in a channel is opened within the day it is posted; a day also bounds how long a forwarded
+#: link works. (Presigned with the function's role credentials, it may stop earlier, when they expire.)
+REPORT_LINK_TTL_S = 24 * 3600
 #: Slack's Web API (chat.postMessage); tests and `sizing serve` point it at a fake on loopback.
 SLACK_API_URL = "https://slack.com/api/"
 
@@ -31,6 +34,12 @@ class SlackSettings(BaseModel):
     slack_api_url: str = Field(default=SLACK_API_URL, alias="SLACK_API_URL", pattern=r"^https?://")
     #: Base URL the report links point at (the API stage URL): `{base}/runs/{run_id}/report`.
     report_base_url: str | None = Field(default=None, alias="REPORT_BASE_URL", pattern=r"^https?://")
+    #: S3 bucket of reports (`sizing.report.storage.ReportStore`): when set, each estimate's report is stored
+    #: there and linked from the Slack message with a presigned URL valid `report_link_ttl_s`.
+    report_bucket: str | None = Field(default=None, alias="REPORT_BUCKET", min_length=3, max_length=63)
+    report_link_ttl_s: int = Field(
+        default=REPORT_LINK_TTL_S, alias="REPORT_LINK_TTL_S", ge=60, le=7 * 24 * 3600
+    )
     #: Budget passed with every run started from Slack (the state machine refuses runs estimated above it).
     run_budget_usd: float | None = Field(default=None, alias="SLACK_RUN_BUDGET_USD", gt=0)
     idempotency_ttl_s: int = Field(default=24 * 3600, alias="IDEMPOTENCY_TTL_S", gt=0)
