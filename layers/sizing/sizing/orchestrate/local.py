@@ -121,8 +121,8 @@ def _load_handler(code_uri: str, handler: str) -> Callable[[Any, Any], Any]:
         module = importlib.util.module_from_spec(spec)
         sys.modules[key] = module
         spec.loader.exec_module(module)
-    handler: Callable[[Any, Any], Any] = getattr(module, func)
-    return handler
+    fn: Callable[[Any, Any], Any] = getattr(module, func)
+    return fn
 
 
 def _reset_handler_state() -> None:
