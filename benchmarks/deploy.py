@@ -113,7 +113,7 @@ def main() -> None:
         f"p95 {pct(validate_ms, 0.95):.1f} ms per architecture (2 CRDs + 4 core objects x 4 Kubernetes versions)"
     )
 
-    fake = FakeKube()
+    fake = FakeKube().with_hf_secret()
     server = serve_fake(fake)
     client = KubeClient(f"http://127.0.0.1:{server.server_address[1]}")
     prov = EksProvisioner(client, poll_s=0)

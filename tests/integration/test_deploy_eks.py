@@ -37,7 +37,7 @@ MANAGED = [
 
 @pytest.fixture
 def fake(httpserver: HTTPServer) -> Iterator[FakeKube]:
-    kube = FakeKube(token=TOKEN)
+    kube = FakeKube(token=TOKEN).with_hf_secret()
     httpserver.expect_request(re.compile(".*")).respond_with_handler(kube.werkzeug_handler)
     yield kube
 
@@ -177,6 +177,18 @@ def test_no_load_balancer_address_in_time_fails_and_cleans_up(httpserver: HTTPSe
     with pytest.raises(ProvisioningError, match="load-balancer address"):
         prov.apply(ARCH, RUN, ARCH.id)
     assert run_objects(fake) == []
+
+
+def test_a_missing_token_secret_stops_apply_before_any_node_is_launched(
+    httpserver: HTTPServer, fake: FakeKube
+) -> None:
+    # given a cluster without the Hugging Face token Secret
+    del fake.objects[("Secret", "llm-sizing", "hf-token")]
+    # when
+    with pytest.raises(ProvisioningError, match="create secret generic hf-token"):
+        provisioner(httpserver).apply(ARCH, RUN, ARCH.id)
+    # then nothing was applied
+    assert fake.calls("PATCH") == []
 
 
 def test_a_wrong_token_is_a_clear_error(httpserver: HTTPServer, fake: FakeKube) -> None:

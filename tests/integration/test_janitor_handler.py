@@ -61,7 +61,7 @@ def test_the_scheduled_sweep_removes_a_finished_runs_resources_and_counts_them(
     capsys: pytest.CaptureFixture[str],
     context: SimpleNamespace,
 ) -> None:
-    fake = FakeKube()
+    fake = FakeKube().with_hf_secret()
     httpserver.expect_request(re.compile(".*")).respond_with_handler(fake.werkzeug_handler)
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "LLMSizingTest")
     with mock_aws():

@@ -274,3 +274,27 @@ def test_an_engine_we_do_not_render_is_served_by_vllm_and_says_so() -> None:
         "sizing.llm/engine-note"
         not in by_kind(render(plain, RUN))["Deployment"]["spec"]["template"]["metadata"]["annotations"]
     )
+
+
+@pytest.mark.parametrize(
+    ("arch_id", "model"),
+    [
+        ("eks:p5.48xlarge:tp8:bf16:vllm:on-demand", "meta-llama/Llama-3.1-405B"),
+        ("eks:g5.48xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B"),
+        ("eks:inf2.48xlarge:tp8:bf16:neuron:on-demand", "meta-llama/Llama-3.1-8B"),
+    ],
+)
+def test_the_pods_cache_requests_fit_the_nodes_allocatable_ephemeral_storage(
+    arch_id: str, model: str
+) -> None:
+    # given the node volume and what every pod on a node requests for its model cache
+    objs = by_kind(render(Architecture.from_id(arch_id, model), RUN))
+    bdm = objs["EC2NodeClass"]["spec"]["blockDeviceMappings"]
+    volume = int(next(b for b in bdm if b.get("rootVolume"))["ebs"]["volumeSize"].removesuffix("Gi"))
+    per_pod = int(
+        container(list(objs.values()))["resources"]["requests"]["ephemeral-storage"].removesuffix("Gi")
+    )
+    arch = Architecture.from_id(arch_id, model).resolve()
+    # then, after the kubelet's 10% eviction reserve, the OS and the image, they still fit
+    assert arch.replicas_per_instance is not None
+    assert 0.9 * volume - 20 - 45 >= arch.replicas_per_instance * per_pod

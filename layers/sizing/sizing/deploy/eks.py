@@ -45,10 +45,12 @@ class EksProvisioner(Provisioner):
         rollout_timeout_s: float = 0,
         teardown_timeout_s: float = TEARDOWN_TIMEOUT_S,
         poll_s: float = POLL_S,
+        check_secret: bool = True,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`rollout_timeout_s` > 0 makes `apply` also wait for every replica to be ready (else poll `ready`)."""
+        """`rollout_timeout_s` > 0 makes `apply` also wait for every replica to be ready (else poll `ready`).
+        `check_secret` refuses to launch GPU nodes when the Hugging Face token Secret the pods need is missing."""
         self.client = client
         self.options = options or RenderOptions()
         self.max_duration_s = max_duration_s
@@ -56,6 +58,7 @@ class EksProvisioner(Provisioner):
         self.rollout_timeout_s = rollout_timeout_s
         self.teardown_timeout_s = teardown_timeout_s
         self.poll_s = poll_s
+        self.check_secret = check_secret
         self.sleep = sleep
         self.clock = clock
 
@@ -91,6 +94,7 @@ class EksProvisioner(Provisioner):
     ) -> Endpoint:
         arch = as_architecture(architecture)
         cand = candidate_id or arch.id
+        self._preflight()
         try:
             objs = self.render(arch, run_id, cand)
             self._ensure_namespace()
@@ -120,6 +124,16 @@ class EksProvisioner(Provisioner):
             log.warning("apply of %s failed: tearing down what was applied", cand)
             self._teardown_quietly(run_id, cand)
             raise
+
+    def _preflight(self) -> None:
+        """Fail before any node is launched when the pods could never start."""
+        opts = self.options
+        if self.check_secret and self.client.get("Secret", opts.hf_token_secret, opts.namespace) is None:
+            raise ProvisioningError(
+                f"Secret {opts.namespace}/{opts.hf_token_secret} (key '{opts.hf_token_key}', a Hugging Face token) "
+                f"is missing: create it with `kubectl -n {opts.namespace} create secret generic "
+                f"{opts.hf_token_secret} --from-literal={opts.hf_token_key}=hf_...`"
+            )
 
     def _ensure_namespace(self) -> None:
         ns = self.options.namespace

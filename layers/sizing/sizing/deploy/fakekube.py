@@ -205,6 +205,15 @@ class FakeKube:
                 self._dying[pool] = polls - 1
 
     # --- helpers for tests ----------------------------------------------------------------------------
+    def put(self, obj: dict[str, Any]) -> None:
+        """Store an object as if someone else had created it (e.g. the Hugging Face token Secret)."""
+        meta = obj["metadata"]
+        self.objects[(obj["kind"], meta.get("namespace", ""), meta["name"])] = copy.deepcopy(obj)
+
+    def with_hf_secret(self, namespace: str = "llm-sizing", name: str = "hf-token") -> FakeKube:
+        self.put({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace}})
+        return self
+
     def names(self, kind: str) -> list[str]:
         return sorted(n for (k, _, n) in self.objects if k == kind)
 

@@ -62,6 +62,7 @@ KINDS: dict[str, Kind] = {
         Kind("v1", "Namespace", "namespaces", False),
         Kind("v1", "Service", "services", True),
         Kind("v1", "Pod", "pods", True),
+        Kind("v1", "Secret", "secrets", True),
         Kind("apps/v1", "Deployment", "deployments", True),
         Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", True),
         Kind("autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers", True),

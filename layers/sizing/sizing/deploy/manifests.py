@@ -51,6 +51,9 @@ CACHE_MARGIN = 1.1
 #: Neuron compile cache (NEFFs) next to the weights; assumed, no published size found.
 NEURON_CACHE_GIB = 10
 VOLUME_STEP_GIB = 10
+#: The kubelet's default hard eviction threshold `nodefs.available<10%`: allocatable ephemeral storage is the
+#: volume less that, so the volume is sized for the pods' requests to fit under it.
+NODEFS_EVICTION_FRACTION = 0.10
 #: Bottlerocket keeps the OS on a small first volume (Karpenter's default 4 GiB) and images/pods on the second.
 BOTTLEROCKET_OS_GIB = 4
 #: gp3 at its maximum throughput and IOPS (AWS EBS gp3 limits: 1,000 MiB/s, 16,000 IOPS): loading weights
@@ -189,8 +192,12 @@ class _Plan:
         )
         from_bf16 = quant in ONLINE_FROM_BF16 and not self.checkpoint
         download_gb = spec.weight_bytes("bf16") / 1e9 if from_bf16 else arch.weights_gb
-        self.cache_gib = download_gb * 1e9 / GIB * CACHE_MARGIN + (NEURON_CACHE_GIB if self.neuron else 0)
-        self.volume_gib = _round_up(OS_GIB + IMAGE_GIB + self.per_node * self.cache_gib, VOLUME_STEP_GIB)
+        # Whole GiB: what each pod requests, so the volume is sized from the same number.
+        self.cache_gib = math.ceil(
+            download_gb * 1e9 / GIB * CACHE_MARGIN + (NEURON_CACHE_GIB if self.neuron else 0)
+        )
+        needed = OS_GIB + IMAGE_GIB + self.per_node * self.cache_gib
+        self.volume_gib = _round_up(needed / (1 - NODEFS_EVICTION_FRACTION), VOLUME_STEP_GIB)
 
     def meta(self, name: str, namespaced: bool = True) -> dict[str, Any]:
         m: dict[str, Any] = {"name": name}
