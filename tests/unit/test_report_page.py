@@ -272,3 +272,20 @@ def test_a_runs_payload_reports_its_workload_and_plots_its_candidates_steps(
     assert f"{best['instance_type']} TP{best['tensor_parallel']}" in latency and "(measured)" in latency
     assert view.charts["latency-ttft_ms"] > 3
     assert any(f.path == "workload.peak_rps" for f in view.figures)
+
+
+def test_the_exports_can_be_saved_from_the_page_itself(eks_first: dict[str, Any], eks_html: str) -> None:
+    # given
+    import base64
+    import re
+
+    from sizing.report import export_csv
+
+    # when
+    link = re.search(
+        r'download="architectures.csv" href="data:text/csv;charset=utf-8;base64,([^"]+)"', eks_html
+    )
+    # then: the link carries exactly the CSV export, and result.json comes from the embedded result
+    assert link is not None
+    assert base64.b64decode(link.group(1)).decode("utf-8") == export_csv(eks_first)
+    assert 'id="download-json" download="result.json"' in eks_html

@@ -17,9 +17,9 @@ CURVE_CANDIDATES = 4
 #: Offered rates as fractions of the replica's SLO capacity (`per_replica.rps_slo_limit`): from light load,
 #: through the capacity, to clearly past it so the knee shows.
 RATE_FRACTIONS = (0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0, 1.15, 1.3, 1.5)
-#: Requests per simulated point: p95 rests on 30 requests beyond it -- enough for a curve's shape; the ranked
-#: table's figures come from the planner's longer runs. Keeps a report well under a second.
-CURVE_REQUESTS = 600
+#: Requests per simulated point: p95 rests on 25 requests beyond it -- enough for a curve's shape; the ranked
+#: table's figures come from the planner's longer runs. Keeps a report's curves around half a second.
+CURVE_REQUESTS = 500
 METRICS = ("ttft_ms", "tpot_ms", "e2e_s")
 PERCENTILES = ("p50", "p90", "p95", "p99")
 

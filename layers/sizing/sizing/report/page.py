@@ -7,6 +7,7 @@ exactly what the JSON says. The result itself is embedded as `<script type="appl
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -431,7 +432,24 @@ def _ranked(pg: Page) -> str:
             " replicas and cost follow from its measured capacity. "
         )
     lead += "★ marks the Pareto front (no other architecture is both cheaper and faster at p95 end-to-end)."
-    return _section("ranked", "Ranked architectures", _table(head, rows, "num ranked"), lead)
+    return _section("ranked", "Ranked architectures", _table(head, rows, "num ranked") + _downloads(r), lead)
+
+
+def _data_uri(text: str, mime: str) -> str:
+    return f"data:{mime};charset=utf-8;base64,{base64.b64encode(text.encode('utf-8')).decode('ascii')}"
+
+
+def _downloads(result: dict[str, Any]) -> str:
+    """Links that save the exports from the page itself: the CSVs as data: URIs, the JSON from the embedded
+    result (a blob made by a two-line script, so the page does not carry the result twice)."""
+    from sizing.report.export import export_csv, rejected_csv
+
+    links = [
+        f'<a download="architectures.csv" href="{_data_uri(export_csv(result), "text/csv")}">architectures.csv</a>',
+        f'<a download="rejected.csv" href="{_data_uri(rejected_csv(result), "text/csv")}">rejected.csv</a>',
+        '<a id="download-json" download="result.json" href="#sizing-result">result.json</a>',
+    ]
+    return '<p class="downloads">Download: ' + " · ".join(links) + "</p>"
 
 
 def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, Any]]]) -> str:
@@ -784,8 +802,20 @@ def _rejected(pg: Page) -> str:
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for x in rej:
         by_kind.setdefault(str(x.get("kind") or "other"), []).append(x)
+    failed = pg.r.get("failed") or []
+    if failed:
+        rows = [
+            [
+                escape(str(f.get("candidate_id", ""))),
+                escape(str(f.get("status") or "")),
+                escape(str(f.get("error") or "")),
+            ]
+            for f in failed
+            if isinstance(f, dict)
+        ]
+        body.append("<h3>Measurements that failed</h3>" + _table(["candidate", "status", "error"], rows))
     if not rej:
-        body.append("<p>No candidate was rejected.</p>")
+        body.append("<p>This result lists no rejected candidates.</p>")
     for kind, xs in sorted(by_kind.items(), key=lambda kv: -len(kv[1])):
         rows = [[f"<code>{escape(str(x.get('id')))}</code>", escape(str(x.get("reason", "")))] for x in xs]
         body.append(
@@ -905,14 +935,14 @@ dl{display:grid;grid-template-columns:minmax(180px,auto) 1fr;gap:4px 14px;margin
 .scroll{overflow-x:auto}table{border-collapse:collapse;width:100%;margin:6px 0;font-size:13px}
 th,td{padding:5px 8px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
 th{background:#f0f2f5;font-weight:600;position:sticky;top:0}tbody tr:nth-child(even){background:#fafbfc}
-table.num td{text-align:right;white-space:nowrap}table.num td:nth-child(2),table.steps td:first-child{text-align:left}table.ranked td:nth-child(2){white-space:normal}
+table.num td{text-align:right;white-space:nowrap}table.num td:first-child,table.num td:nth-child(2){text-align:left}table.ranked td:nth-child(2){white-space:normal}
 table.compact{table-layout:fixed}table.compact td,table.compact th{padding:3px 2px;font-size:11.5px;text-align:right}table.compact td:first-child,table.compact th:first-child{width:64px;text-align:left}
 small{color:var(--muted);font-weight:400}.meas{font-weight:600;color:#0b5394}.meas:empty{display:none}.miss{color:var(--bad);font-weight:600}.na{color:#b0b6be}
 .tag{background:#fff4d6;border:1px solid #e6c66b;border-radius:4px;padding:0 4px;font-size:11px}
 figure.chart{margin:14px 0}figure.chart svg{width:100%;height:auto;max-width:900px;display:block;background:#fff}
 figcaption{color:var(--muted);font-size:12.5px;max-width:900px}
 details{margin:6px 0}summary{cursor:pointer}pre{background:#0f1720;color:#e6edf3;padding:12px;border-radius:6px;overflow-x:auto;font-size:12px}
-.warn{color:var(--bad)}code{font-size:12.5px}
+.warn{color:var(--bad)}.downloads{font-size:13px;color:var(--muted)}.downloads a{color:var(--accent)}code{font-size:12.5px}
 @media print{nav{display:none}section{break-inside:avoid}}
 """
 
@@ -926,6 +956,14 @@ NAV = [
     ("assumptions", "Assumptions"),
     ("manifests", "Manifests"),
 ]
+
+
+#: Points the result.json link at a blob of the embedded result (no network, no library).
+DOWNLOAD_JSON_JS = (
+    "(function(){var a=document.getElementById('download-json'),d=document.getElementById('sizing-result');"
+    "if(a&&d&&window.Blob&&window.URL){a.href=URL.createObjectURL(new Blob([d.textContent],"
+    "{type:'application/json'}));}})();"
+)
 
 
 def _embedded_json(result: dict[str, Any]) -> str:
@@ -966,9 +1004,7 @@ def render_report(
     title = f"Sizing report — {w.get('name') or 'workload'}"
     archs = result.get("architectures") or []
     model = w.get("model") or (archs[0].get("model") if archs else None)
-    bits = [str(model) if model else "", kind]
-    if result.get("run_id"):
-        bits.append(f"run {result['run_id']}")
+    bits = [str(model) if model else "", f"run {result['run_id']}" if result.get("run_id") else kind]
     if result.get("generated_at"):
         bits.append(f"generated {result['generated_at']}")
     subtitle = " · ".join(b for b in bits if b)
@@ -991,6 +1027,7 @@ def render_report(
         f"<header><h1>{escape(title)}</h1><p>{escape(subtitle)}</p></header>"
         f"<nav>{nav}</nav><main>{''.join(sections)}</main>"
         f'<script type="application/json" id="sizing-result">{_embedded_json(result)}</script>'
+        f"<script>{DOWNLOAD_JSON_JS}</script>"
         "</body></html>\n"
     )
 
