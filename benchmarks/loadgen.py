@@ -115,7 +115,8 @@ class ReferenceServer:
 
 @dataclass
 class StandInStepModel:
-    """Twin-capacity check: 25 ms per step plus 20 µs per prefill token, room for 1024 sequences."""
+    """Twin-capacity check: every step takes 25 ms whatever it holds, room for 1024 sequences, so the expected
+    TPOT is exactly one step and any excess is the twin's or the load generator's own overhead."""
 
     max_num_seqs: int = 1024
     max_num_batched_tokens: int = 8192
@@ -124,7 +125,7 @@ class StandInStepModel:
     step_s: float = 0.025
 
     def iteration_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
-        return self.step_s + prefill_tokens * 0.00002
+        return self.step_s
 
 
 def _serve_twin(port: int) -> None:
@@ -224,20 +225,38 @@ def fidelity(levels: list[int], duration: float, warmup: float) -> None:
     print(f"most concurrent streams with TTFT error p99 <= {TTFT_ERROR_BOUND_MS:g} ms: {sustained}")
 
 
+def _proc_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _metric(text: str, name: str) -> float:
+    line = next(x for x in text.splitlines() if x.startswith(name + "{"))
+    return float(line.rsplit(" ", 1)[1])
+
+
 def twin_capacity(duration: float, warmup: float) -> None:
     twin, url = _start("--serve-twin")
     sm = StandInStepModel()
     try:
+        twin_cpu0, t0 = _proc_cpu_s(twin.pid), time.time()
         with tempfile.TemporaryDirectory() as tmp:
             _, cpu, step = _run_level(url, "bench", TWIN_STREAMS, duration, warmup, Path(tmp) / "twin")
+        twin_cpu = (_proc_cpu_s(twin.pid) - twin_cpu0) / (time.time() - t0)
+        metrics = urllib.request.urlopen(url + "/metrics").read().decode()
     finally:
         twin.terminate()
         twin.wait()
+    steps = _metric(metrics, "twin:steps_total")
+    lag_mean_ms = _metric(metrics, "twin:step_lag_seconds_sum") / max(steps, 1) * 1000
+    lag_max_ms = _metric(metrics, "twin:step_lag_seconds_max") * 1000
     print(
-        f"twin at {TWIN_STREAMS} concurrent streams (step model: {sm.step_s * 1000:.0f} ms per step):"
-        f" {step['requests']} requests, {step['errors'] or 'no'} errors, {step['output_tokens_per_s']:.0f} tokens/s"
-        f" (model pace {TWIN_STREAMS / sm.step_s:.0f}), TPOT p50/p99 {step['tpot_ms']['p50']} /"
-        f" {step['tpot_ms']['p99']} ms, ITL p99 {step['itl_ms']['p99']} ms; load generator {cpu:.0%} of a core"
+        f"twin at {TWIN_STREAMS} concurrent streams ({sm.step_s * 1000:.0f} ms per step, so TPOT should be"
+        f" {sm.step_s * 1000:.0f} ms): {step['requests']} requests, {step['errors'] or 'no'} errors,"
+        f" {step['output_tokens_per_s']:.0f} tokens/s, TPOT p50/p99 {step['tpot_ms']['p50']} / {step['tpot_ms']['p99']}"
+        f" ms, ITL p99 {step['itl_ms']['p99']} ms; twin step lag mean {lag_mean_ms:.2f} ms, max {lag_max_ms:.1f} ms;"
+        f" twin {twin_cpu:.0%} of a core, load generator {cpu:.0%} of a core"
     )
 
 

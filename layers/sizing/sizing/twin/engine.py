@@ -85,6 +85,10 @@ class EngineStats:
     ttft_bucket_counts: list[int] = field(default_factory=lambda: [0] * len(TTFT_BUCKETS_S))
     ttft_count: int = 0
     ttft_sum: float = 0.0
+    #: how far behind the model's schedule steps ended (real time minus the step's due time): the twin's own
+    #: overhead; it stays near zero while the host keeps up
+    lag_sum_s: float = 0.0
+    lag_max_s: float = 0.0
 
     def observe_ttft(self, seconds: float) -> None:
         self.ttft_count += 1
@@ -322,4 +326,7 @@ class Engine:
             delay = deadline - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
+            lag = max(0.0, loop.time() - deadline)
+            self.stats.lag_sum_s += lag
+            self.stats.lag_max_s = max(self.stats.lag_max_s, lag)
             self._finish_step(prefills, decodes, deadline)

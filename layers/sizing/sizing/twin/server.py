@@ -89,6 +89,11 @@ def _sse(obj: str) -> bytes:
 _DONE = _sse("[DONE]") + b"0\r\n\r\n"
 
 
+#: Output words after the first, with their leading space, as bytes.
+_WORD_BYTES = [(" " + w).encode() for w in VOCABULARY]
+_N_WORDS = len(VOCABULARY)
+
+
 def _word(n: int) -> str:
     """The text of output token n (1-based): words of the vocabulary, one token each by the twin's tokenizer."""
     w = VOCABULARY[(n - 1) % len(VOCABULARY)]
@@ -289,12 +294,21 @@ class TwinServer:
                 role = '{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}'
                 writer.write(_sse(head + role + tail))
 
+            # the per-token bytes around the word, built once per request (the hot path of a busy twin)
+            token_pre, token_post = (
+                ("data: " + head + choice("\0", None) + tail + "\n\n").encode().split(b"\0")
+            )
+            first_word = VOCABULARY[0].encode()
+
             def sink(n: int, finished: bool) -> None:
                 if writer.is_closing():
                     if seq is not None and self.engine is not None:
                         self.engine.abort(seq)
                     return
-                out = _sse(head + choice(_word(n), None) + tail)
+                data = b"".join(
+                    (token_pre, _WORD_BYTES[(n - 1) % _N_WORDS] if n > 1 else first_word, token_post)
+                )
+                out = b"%x\r\n%s\r\n" % (len(data), data)
                 if finished:
                     out += _sse(head + choice(None if chat else "", reason(n)) + tail)
                     if usage_wanted:
@@ -372,6 +386,14 @@ class TwinServer:
         metric("vllm:generation_tokens_total", "counter", "Number of generation tokens.", s.generation_tokens)
         metric("vllm:request_success_total", "counter", "Count of successfully processed requests.",
                s.requests_finished)  # fmt: skip
+        metric(
+            "twin:step_lag_seconds_sum",
+            "counter",
+            "Seconds steps ended after their modelled time.",
+            s.lag_sum_s,
+        )
+        metric("twin:step_lag_seconds_max", "gauge", "Largest lag of one step behind the model.", s.lag_max_s)
+        metric("twin:steps_total", "counter", "Engine steps run.", s.steps)
         name = "vllm:time_to_first_token_seconds"
         out += [f"# HELP {name} Histogram of time to first token in seconds.", f"# TYPE {name} histogram"]
         for edge, count in zip(TTFT_BUCKETS_S, s.ttft_bucket_counts, strict=True):

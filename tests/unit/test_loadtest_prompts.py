@@ -1,0 +1,63 @@
+"""Prompts of the requested lengths: synthesized to a token distribution, or drawn from a JSONL dataset."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sizing.errors import InvalidInput
+from sizing.loadtest.prompts import PromptSource, load_dataset
+from sizing.twin.tokenizer import chat_tokens, count_tokens
+from sizing.workload import TokenDistribution
+
+
+def test_synthesized_chat_prompts_have_the_drawn_length_as_the_twin_counts_it() -> None:
+    # given a lognormal input distribution
+    src = PromptSource(
+        TokenDistribution.from_mean_p95(800, 2000), TokenDistribution.fixed(64), chat=True, seed=1
+    )
+    items = [src.next() for _ in range(200)]
+    # then every prompt counts exactly its stated tokens, as a chat request, and they follow the distribution
+    for it in items[:20]:
+        assert chat_tokens([{"role": "user", "content": it.text}]) == it.input_tokens
+    assert np.mean([it.input_tokens for it in items]) == pytest.approx(800, rel=0.15)
+    assert {it.max_tokens for it in items} == {64}
+    # and no two prompts share a beginning (a prefix cache cannot serve one from another)
+    assert len({it.text[:12] for it in items}) == len(items)
+
+
+def test_the_same_seed_gives_the_same_prompts() -> None:
+    def draw(seed: int) -> list[str]:
+        src = PromptSource(TokenDistribution.fixed(100), TokenDistribution.fixed(10), chat=False, seed=seed)
+        return [src.next().text for _ in range(5)]
+
+    assert draw(7) == draw(7)
+    assert draw(7) != draw(8)
+
+
+def test_dataset_rows_give_the_prompt_and_their_own_output_length(tmp_path: Path) -> None:
+    path = tmp_path / "prompts.jsonl"
+    rows = [{"prompt": "what is the capital of france", "output_tokens": 12},
+            {"messages": [{"role": "user", "content": "hello there"}]}]  # fmt: skip
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    src = PromptSource(TokenDistribution.fixed(1), TokenDistribution.fixed(50), chat=False, seed=0,
+                       dataset=load_dataset(path))  # fmt: skip
+    items = {src.next() for _ in range(20)}
+    assert {(i.text, i.max_tokens) for i in items} == {
+        ("what is the capital of france", 12),
+        ("hello there", 50),
+    }
+    assert {i.input_tokens for i in items} == {
+        count_tokens("what is the capital of france"),
+        count_tokens("hello there"),
+    }
+
+
+def test_a_dataset_row_without_a_prompt_is_refused_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"prompt": "ok"}\n{"text": "no prompt field"}\n')
+    with pytest.raises(InvalidInput, match=r"bad\.jsonl:2"):
+        load_dataset(path)
