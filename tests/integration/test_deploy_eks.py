@@ -233,3 +233,40 @@ def test_cluster_endpoint_and_ca_come_from_describe_cluster() -> None:
     assert full.ca_data
     with pytest.raises(ProvisioningError, match="not found"):
         describe_cluster(ClusterConfig(name="missing"), eks)
+
+
+def test_the_rbac_we_publish_allows_every_request_provisioning_and_teardown_make(
+    httpserver: HTTPServer, fake: FakeKube
+) -> None:
+    from sizing.deploy import validate as checks
+    from sizing.deploy.rbac import rbac
+
+    # given the RBAC objects `sizing manifests --rbac` prints (valid for Kubernetes 1.31-1.34)
+    objs = rbac()
+    assert checks.problems(objs) == []
+    allowed = {
+        (group, resource, verb)
+        for o in objs
+        if o["kind"] in {"ClusterRole", "Role"}
+        for rule in o["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    # when a candidate is applied, re-applied and torn down
+    prov = provisioner(httpserver)
+    prov.apply(ARCH, RUN, ARCH.id)
+    prov.apply(ARCH, RUN, ARCH.id)
+    prov.teardown(RUN)
+    # then each request maps to an allowed (group, resource, verb); a server-side apply may also create
+    for r in fake.requests:
+        parts = r.path.strip("/").split("/")
+        group = "" if parts[0] == "api" else parts[1]
+        rest = parts[2:] if parts[0] == "api" else parts[3:]
+        if rest[0] == "namespaces" and len(rest) > 2:
+            rest = rest[2:]
+        resource, named = rest[0], len(rest) > 1
+        verb = {"PATCH": "patch", "DELETE": "delete", "GET": "get" if named else "list"}[r.method]
+        assert (group, resource, verb) in allowed, r.path
+        if r.method == "PATCH":
+            assert (group, resource, "create") in allowed, r.path

@@ -298,3 +298,11 @@ def test_the_pods_cache_requests_fit_the_nodes_allocatable_ephemeral_storage(
     # then, after the kubelet's 10% eviction reserve, the OS and the image, they still fit
     assert arch.replicas_per_instance is not None
     assert 0.9 * volume - 20 - 45 >= arch.replicas_per_instance * per_pod
+
+
+def test_cli_prints_the_rbac_for_a_group(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["manifests", "--rbac", "sizing-team", "--validate"])
+    assert rc == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [d["kind"] for d in docs] == ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+    assert docs[1]["subjects"][0]["name"] == "sizing-team"

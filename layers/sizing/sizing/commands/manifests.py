@@ -1,4 +1,5 @@
-"""`sizing manifests --architecture ID|FILE`: the Karpenter and Kubernetes YAML that runs one architecture.
+"""`sizing manifests --architecture ID|FILE`: the Karpenter and Kubernetes YAML that runs one architecture
+(`sizing manifests --rbac [GROUP]`: the RBAC the provisioning identity needs).
 
 FILE is one architecture (JSON) or a whole estimate result (then `--id` picks one; default: the best-ranked EKS
 architecture). An ID (`eks:p5.48xlarge:tp4:fp8:vllm:on-demand`) needs `--model` or `--workload` for the model.
@@ -16,7 +17,7 @@ from sizing.errors import InvalidInput
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("manifests", help="write the Karpenter + Kubernetes manifests for an architecture")
-    p.add_argument("--architecture", required=True, metavar="ID|FILE", help="architecture id or JSON file")
+    p.add_argument("--architecture", metavar="ID|FILE", help="architecture id or JSON file")
     p.add_argument("--id", help="which architecture of an estimate result (default: best-ranked EKS one)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--model", help="model (catalog id) when --architecture is an id")
@@ -33,6 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ami-family", choices=["al2023", "bottlerocket"], default="al2023")
     p.add_argument(
         "--validate", action="store_true", help="validate against the CRDs and Kubernetes 1.31-1.34"
+    )
+    p.add_argument(
+        "--rbac",
+        metavar="GROUP",
+        nargs="?",
+        const="llm-sizing",
+        help="instead: the RBAC the provisioning identity (Kubernetes group, default llm-sizing) needs",
     )
     p.add_argument("--out", help="directory for one YAML file per kind (default: print to stdout)")
     p.set_defaults(func=run)
@@ -70,7 +78,6 @@ def run(args: argparse.Namespace) -> int:
     from sizing.deploy import validate as checks
     from sizing.deploy.manifests import RenderOptions, render, to_yaml
 
-    arch = load_architecture(args)
     opts = RenderOptions(
         namespace=args.namespace,
         cluster_name=args.cluster_name,
@@ -79,7 +86,15 @@ def run(args: argparse.Namespace) -> int:
         replicas=args.replicas,
         autoscale=not args.no_autoscale,
     )
-    objs = render(arch, args.run_id, args.candidate_id or arch.id, opts)
+    if args.rbac:
+        from sizing.deploy.rbac import rbac
+
+        objs = rbac(opts, args.rbac)
+    elif not args.architecture:
+        raise InvalidInput("--architecture is required (or --rbac)")
+    else:
+        arch = load_architecture(args)
+        objs = render(arch, args.run_id, args.candidate_id or arch.id, opts)
     if args.validate:
         checks.validate(objs)
     if not args.out:
