@@ -1,6 +1,7 @@
 """Release handling figures: how long the model-release function takes to re-size N watches for one release (the
 example workloads, full default constraints), what a redelivery costs (idempotent: no estimates), and one Hub
-poll against a local server replaying the recorded answers. In-process on moto. Prints figures; asserts nothing.
+poll against a local server replaying the recorded answers, in-process on moto; and each function's cold import
+in a fresh interpreter. Prints figures; asserts nothing.
 
     .venv/bin/python benchmarks/releases.py [--watches 4]
 """
@@ -53,11 +54,43 @@ def _handler() -> Any:
     return module
 
 
+#: Cold imports measured per function (fresh interpreters); the median is reported.
+COLD_RUNS = 3
+IMPORT_SNIPPET = """
+import importlib.util, time
+t0 = time.perf_counter()
+spec = importlib.util.spec_from_file_location("app", {path!r})
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+print(time.perf_counter() - t0)
+"""
+
+
+def cold_import_s(function: str) -> float:
+    import statistics
+    import subprocess
+    import sys
+
+    env = {**os.environ, **ENV, "TABLE_NAME": "bench", "EVENT_BUS_NAME": BUS}
+    code = IMPORT_SNIPPET.format(path=str(ROOT / "functions" / function / "app.py"))
+    runs = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+            ).stdout
+        )
+        for _ in range(COLD_RUNS)
+    ]
+    return statistics.median(runs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--watches", type=int, default=len(EXAMPLES), help="watches matching the release")
     args = parser.parse_args()
     os.environ.update(ENV)
+    for function in ("model_release", "release_poller"):
+        print(f"{function} cold import: {cold_import_s(function):.2f} s (median of {COLD_RUNS})")
 
     import boto3
     from moto import mock_aws
