@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -306,3 +307,17 @@ def test_cli_prints_the_rbac_for_a_group(capsys: pytest.CaptureFixture[str]) -> 
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     assert [d["kind"] for d in docs] == ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
     assert docs[1]["subjects"][0]["name"] == "sizing-team"
+
+
+def test_cli_takes_the_model_from_a_workload_for_a_bare_id(capsys: pytest.CaptureFixture[str]) -> None:
+    # given the chatbot example, whose model is Llama-3.1-70B-Instruct
+    workload = Path(__file__).parents[2] / "examples" / "chatbot.yaml"
+    # when
+    rc = main(
+        ["manifests", "--architecture", "eks:p5.48xlarge:tp4:fp8:vllm:on-demand", "--workload", str(workload)]
+    )
+    # then that model is served, under the name the workload uses
+    assert rc == 0
+    deployment = next(d for d in yaml.safe_load_all(capsys.readouterr().out) if d["kind"] == "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--model=meta-llama/Llama-3.1-70B-Instruct" in args

@@ -145,7 +145,11 @@ class LocalTwinProvisioner(Provisioner):
             child = self._start(arch, run_id, cand)
             with self._lock:
                 self._children[key] = child
-            outcome = self._await_health(child)
+            try:
+                outcome = self._await_health(child)
+            except BaseException:  # interrupted while waiting: do not leave the child running
+                self.teardown(run_id, cand)
+                raise
             if outcome is None:
                 return child.endpoint
             last_error = outcome
