@@ -464,3 +464,25 @@ def test_with_a_reports_bucket_the_estimate_links_its_stored_report(aws, slack, 
     assert report_key.split("/")[-2] in link and "X-Amz-Signature" in link
     page = s3.get_object(Bucket="llm-sizing-reports-test", Key=report_key)["Body"].read().decode()
     assert "<html" in page.lower()
+
+
+def test_sizing_serve_answers_slack_paths_and_estimates_in_the_background(aws, slack, event) -> None:
+    # given the bot as `sizing serve` runs it: estimates in a background thread, Slack paths routed to the bot
+    deps.configure(
+        deps.settings(),
+        dynamodb=aws.ddb,
+        sfn=aws.sfn,
+        secretsmanager=aws.sm,
+        invoker=deps.background_invoker(),
+    )
+    other = event("slack_command")
+    other["path"] = "/runs"
+    # when a signed command arrives on /slack/commands, and something else on /runs
+    out = deps.route(signed("slack_command", event, response_url=slack.response_url))
+    # then the command is acknowledged at once, the other path is left to the API, and the estimate follows
+    assert out is not None and out["statusCode"] == 200
+    assert deps.route(other) is None
+    deadline = time.monotonic() + 60  # an estimate takes ~1-4 s; a minute covers a busy 2-core machine
+    while not slack.responses and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert slack.responses and slack.responses[0]["response_type"] == "in_channel"

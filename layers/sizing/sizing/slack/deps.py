@@ -141,3 +141,31 @@ def estimate_reports() -> Callable[[dict[str, Any]], str | None] | None:
         return reports.presigned_url(report_id, expires_s=ttl_s)
 
     return publish
+
+
+#: The Slack routes of the REST API and the bot method answering each.
+ROUTES = {"/slack/commands": "command", "/slack/interactions": "interaction"}
+
+
+def route(event: dict[str, Any]) -> dict[str, Any] | None:
+    """Answer an API Gateway REST event for one of Slack's routes (for `sizing serve`, which runs the API
+    resolver for every other path); None when the path is not Slack's."""
+    from sizing.slack.bot import SlackRequest, answer
+
+    name = ROUTES.get(str(event.get("path") or "").rstrip("/"))
+    if name is None or event.get("httpMethod") != "POST":
+        return None
+    handle = getattr(bot(), name)
+    return answer(handle, SlackRequest.from_apigw(event)).to_apigw()
+
+
+def background_invoker() -> Invoker:
+    """Runs the estimate worker in a daemon thread (for `sizing serve`: the acknowledgement must not wait)."""
+    import threading
+
+    from sizing.slack.bot import EstimateJob
+
+    def invoke(job: EstimateJob) -> None:
+        threading.Thread(target=bot().estimate, args=(job,), name="slack-estimate", daemon=True).start()
+
+    return invoke
