@@ -42,6 +42,8 @@ GOOD: list[tuple[str, dict[str, Any]]] = [
     ("500 users llama-3.1-8b ttft under 1 s", {"slo.ttft_ms.p95": 1000}),
     ("500 users llama-3.1-8b ttft<1s@p99", {"slo.ttft_ms.p99": 1000}),
     ("500 users llama-3.1-8b ttft.p50<400", {"slo.ttft_ms.p50": 400}),
+    ("500 users llama-3.1-8b p99 ttft<1s", {"slo.ttft_ms.p99": 1000}),
+    ("500 users llama-3.1-8b ttft p90 < 700ms", {"slo.ttft_ms.p90": 700}),
     ("500 users llama-3.1-8b ttft<2", {"slo.ttft_ms.p95": 2000}),  # bare small TTFT: seconds
     ("500 users llama-3.1-8b e2e<2500", {"slo.e2e_s.p95": 2.5}),  # bare large e2e: milliseconds
     ("40 rps llama-3.1-8b batch e2e<5min@p99", {"slo.e2e_s.p99": 300}),

@@ -163,3 +163,21 @@ def test_the_real_clock_accepts_a_request_signed_now(command_body: str) -> None:
     )
     # then it is accepted
     assert out.status == 200 and len(jobs) == 1
+
+
+def test_a_failing_replay_store_gets_an_apology_not_a_crash_and_starts_nothing(command_body: str) -> None:
+    # given the replay guard's table throttling
+    from botocore.exceptions import ClientError
+
+    class Throttled:
+        def first_time(self, signature: str, timestamp: int) -> bool:
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "PutItem")
+
+    h = Harness()
+    h.bot.replay_guard = Throttled()
+    # when a genuine command arrives
+    status, body = h.command(command_body, sign(command_body))
+    # then the person is told to try again, no stack trace leaks, and nothing was started
+    assert status == 200 and body is not None and body["response_type"] == "ephemeral"
+    assert "try again" in body["text"] and "Traceback" not in json.dumps(body)
+    assert h.jobs == []

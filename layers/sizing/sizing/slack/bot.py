@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs
 
+from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from sizing.errors import InvalidInput, NotFound, SizingError
@@ -468,3 +469,8 @@ def answer(handle: Callable[[SlackRequest], SlackResponse], request: SlackReques
     except SizingError as exc:
         logger.warning("Slack request failed", extra={"error": exc.code})
         return SlackResponse.ephemeral(blocks.notice_message(f"Sorry: {exc.message}"))
+    except (ClientError, BotoCoreError):
+        logger.exception("an AWS dependency failed")
+        return SlackResponse.ephemeral(
+            blocks.notice_message("Sorry: something on our side failed; try again.")
+        )

@@ -102,6 +102,7 @@ EXAMPLES = (
     "40 rps llama-3.1-8b batch e2e<5min@p99",
 )
 
+_METRIC_WORDS = "ttft|tpot|itl|tbt|e2e|e2el|latency"
 _NUMBER = r"(\d+(?:\.\d+)?|\.\d+)\s*([km])?"
 _SLO = re.compile(
     r"^(?P<metric>[a-z0-9]+?)(?:[@._](?P<pct1>p\d\d))?(?P<op><=|=<|<|=|:)?"
@@ -138,6 +139,8 @@ def normalize(text: str) -> str:
     t = re.sub(r"\bunder\s+", "<", t, flags=re.IGNORECASE)  # ttft under 1s → ttft<1s
     t = re.sub(r"\b(ttft|tpot|itl|tbt|e2e|e2el|latency)\s+(?=[<=.\d])", r"\1", t, flags=re.IGNORECASE)
     t = re.sub(r"(<=|=<|<|=)\s+", r"\1", t)
+    t = re.sub(rf"\b({_METRIC_WORDS})\s+(p\d\d)\b", r"\1@\2", t, flags=re.IGNORECASE)  # ttft p99<1s
+    t = re.sub(rf"\b(p\d\d)\s+({_METRIC_WORDS})(?=[<=:])", r"\2@\1", t, flags=re.IGNORECASE)  # p99 ttft<1s
     t = re.sub(r"\b(in|input|out|output|prompt|completion)\s+(?=\d)", r"\1=", t, flags=re.IGNORECASE)
     return " ".join(t.split())
 
