@@ -7,8 +7,6 @@ import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from sizing.errors import Conflict
 from sizing.service.errors import Unavailable
 from sizing.store import Run, RunSource, SizingStore, SlackThread
@@ -89,6 +87,8 @@ class RunsService:
         return self._start(run)
 
     def _start(self, run: Run) -> Run:
+        from botocore.exceptions import BotoCoreError, ClientError
+
         assert self.state_machine_arn is not None
         payload = {
             "run_id": run.run_id,
@@ -133,6 +133,8 @@ class RunsService:
             )
         if run.execution_arn is None:
             return self.store.transition(run_id, "CANCELLED", expected_from=("PENDING",), error="cancelled")
+        from botocore.exceptions import ClientError
+
         run = self.store.transition(run_id, "CANCELLING", expected_from=("PENDING", "RUNNING"))
         try:
             self.sfn.stop_execution(executionArn=run.execution_arn or "", cause="cancelled by the user")
@@ -146,6 +148,8 @@ class RunsService:
 
 
 def _aws_reason(exc: Exception) -> str:
+    from botocore.exceptions import ClientError
+
     if isinstance(exc, ClientError):
         err = exc.response.get("Error", {})
         return f"{err.get('Code', 'error')}: {err.get('Message', '')}".strip()

@@ -4,16 +4,21 @@ is InvalidInput (a 422, never a 500)."""
 
 from __future__ import annotations
 
+import functools
 import math
 from decimal import Context, Decimal
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-
 from sizing.errors import InvalidInput, Problem
 
-_SER = TypeSerializer()
-_DE = TypeDeserializer()
+
+@functools.cache
+def _codecs() -> tuple[Any, Any]:
+    """boto3's (de)serializers, imported on first use: importing boto3 costs a cold start ~0.4 s, which
+    POST /estimates (no DynamoDB) should not pay."""
+    from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+    return TypeSerializer(), TypeDeserializer()
 
 
 #: DynamoDB numbers: magnitudes from 1e-130 to below 1e126, at most 38 significant digits (DynamoDB docs,
@@ -67,14 +72,17 @@ def _from_decimals(value: Any) -> Any:
 
 def to_item(data: dict[str, Any]) -> dict[str, Any]:
     """A plain mapping → a DynamoDB item (attribute-value form)."""
-    return {k: _SER.serialize(_to_decimals(v)) for k, v in data.items()}
+    ser, _ = _codecs()
+    return {k: ser.serialize(_to_decimals(v)) for k, v in data.items()}
 
 
 def from_item(item: dict[str, Any]) -> dict[str, Any]:
     """A DynamoDB item → a plain mapping."""
-    return {k: _from_decimals(_DE.deserialize(v)) for k, v in item.items()}
+    _, de = _codecs()
+    return {k: _from_decimals(de.deserialize(v)) for k, v in item.items()}
 
 
 def to_value(value: Any) -> dict[str, Any]:
     """One attribute value (for expression values)."""
-    return dict(_SER.serialize(_to_decimals(value)))
+    ser, _ = _codecs()
+    return dict(ser.serialize(_to_decimals(value)))

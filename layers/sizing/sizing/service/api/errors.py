@@ -10,10 +10,6 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.utilities.idempotency.exceptions import (
-    IdempotencyAlreadyInProgressError,
-    IdempotencyValidationError,
-)
 
 from sizing.api_models import ErrorBody
 from sizing.errors import Conflict, InvalidInput, NotFound, Problem, SizingError
@@ -99,21 +95,6 @@ def register(app: APIGatewayRestResolver) -> None:
     @app.exception_handler(RequestValidationError)
     def _validation(exc: RequestValidationError) -> Response:
         return validation_error(exc)
-
-    @app.exception_handler(IdempotencyAlreadyInProgressError)
-    def _in_progress(_: IdempotencyAlreadyInProgressError) -> Response:
-        return error_response(
-            HTTPStatus.CONFLICT, "conflict", "a request with this Idempotency-Key is still being processed"
-        )
-
-    @app.exception_handler(IdempotencyValidationError)
-    def _key_reused(_: IdempotencyValidationError) -> Response:
-        return error_response(
-            HTTPStatus.UNPROCESSABLE_ENTITY,
-            "invalid_input",
-            "this Idempotency-Key was already used with a different request body",
-            {"problems": [{"field": "Idempotency-Key", "message": "reused with a different body"}]},
-        )
 
     @app.not_found
     def _not_found(_: NotFoundError) -> Response:

@@ -7,11 +7,9 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
-from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import PydanticSerializer
 
 from sizing.api_models import Links, RunArchitectures, RunCreated, RunOut, RunPage, RunRequest
-from sizing.errors import NotFound
+from sizing.errors import Conflict, InvalidInput, NotFound, Problem
 from sizing.service.api import deps
 from sizing.service.api.responses import ERRORS
 from sizing.service.observability import logger, metrics, tracer
@@ -42,6 +40,15 @@ def _created(request: RunRequest) -> RunCreated:
 def _create_once(request: RunRequest, key: str | None) -> RunCreated:
     """Create the run at most once per Idempotency-Key (or per identical body when no key is given); a retry
     answers what the first request answered."""
+    # Powertools Idempotency (boto3 underneath) is imported here, not at module level: POST /estimates and the
+    # cold start should not pay for it
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+    from aws_lambda_powertools.utilities.idempotency.exceptions import (
+        IdempotencyAlreadyInProgressError,
+        IdempotencyValidationError,
+    )
+    from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import PydanticSerializer
+
     config = IdempotencyConfig(
         event_key_jmespath="key || body",
         payload_validation_jmespath="body",
@@ -60,7 +67,20 @@ def _create_once(request: RunRequest, key: str | None) -> RunCreated:
         return _created(RunRequest.model_validate(payload["body"]))
 
     body = json.loads(request.model_dump_json())
-    result: RunCreated = create(payload={"key": key, "body": body})
+    # the library's two refusals, in the domain's terms (mapped to HTTP with every other domain error)
+    try:
+        result: RunCreated = create(payload={"key": key, "body": body})
+    except IdempotencyAlreadyInProgressError:
+        raise Conflict(
+            "a request with this Idempotency-Key is still being processed; retry in a moment",
+            [Problem("Idempotency-Key", "in progress")],
+            code="conflict",
+        ) from None
+    except IdempotencyValidationError:
+        raise InvalidInput(
+            "this Idempotency-Key was already used with a different request body",
+            [Problem("Idempotency-Key", "reused with a different body")],
+        ) from None
     return result
 
 

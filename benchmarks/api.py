@@ -1,0 +1,179 @@
+"""API speed figures: POST /estimates in-process (warm) on the example workloads, and the API handler's cold
+import. Targets (issue): p95 <= 300 ms warm; cold import <= 1.5 s. Prints figures; asserts nothing.
+
+    .venv/bin/python benchmarks/api.py [--repeat 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+HANDLER = ROOT / "functions" / "api" / "app.py"
+P95_TARGET_MS = 300.0
+COLD_IMPORT_TARGET_S = 1.5
+#: Warm-up calls per workload before timing (first calls fill the catalog and planner caches).
+WARMUP = 2
+#: Cold imports measured (fresh interpreters); the median is reported.
+COLD_RUNS = 3
+#: Planner-only calls per workload, to attribute the time (the planner, not the API layer, dominates).
+DIRECT_CALLS = 3
+ENV = {
+    "TABLE_NAME": "llm-sizing-bench",
+    "POWERTOOLS_TRACE_DISABLED": "true",
+    "POWERTOOLS_SERVICE_NAME": "llm-sizing",
+    "POWERTOOLS_METRICS_NAMESPACE": "LLMSizing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+IMPORT_SNIPPET = f"""
+import importlib.util, time
+t0, c0 = time.perf_counter(), time.process_time()
+spec = importlib.util.spec_from_file_location("api_function_app", {str(HANDLER)!r})
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+print(time.perf_counter() - t0, time.process_time() - c0)
+"""
+
+
+def load_handler() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("api_function_app", HANDLER)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def estimate_event(spec: dict[str, Any]) -> dict[str, Any]:
+    event = json.loads((ROOT / "events" / "api_post_estimates.json").read_text())
+    event["body"] = json.dumps(spec)
+    event["queryStringParameters"] = event["multiValueQueryStringParameters"] = None
+    return event
+
+
+def bench_estimates(repeat: int) -> None:
+    os.environ.update(ENV)
+    handler = load_handler()
+    context = SimpleNamespace(
+        function_name="llm-sizing-api-bench",
+        memory_limit_in_mb=1024,
+        invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:llm-sizing-api-bench",
+        aws_request_id="bench",
+    )
+    print(
+        f"POST /estimates in-process, warm ({WARMUP} warm-up calls, then {repeat} timed), target p95 <= {P95_TARGET_MS:.0f} ms"
+    )
+    every: list[float] = []
+    for path in sorted((ROOT / "examples").glob("*.yaml")):
+        event = estimate_event(yaml.safe_load(path.read_text()))
+        times: list[float] = []
+        status = 0
+        for i in range(WARMUP + repeat):
+            t0 = time.perf_counter()
+            with contextlib.redirect_stdout(io.StringIO()):  # the EMF metric lines
+                out = handler.lambda_handler(event, context)
+            elapsed = (time.perf_counter() - t0) * 1000
+            status = out["statusCode"]
+            if i >= WARMUP:
+                times.append(elapsed)
+        every += times
+        direct = _direct_estimate_ms(yaml.safe_load(path.read_text()), DIRECT_CALLS)
+        overhead = _pct(times, 50) - statistics.median(direct)
+        print(
+            f"  {path.name:28s} status {status}  p50 {_pct(times, 50):7.1f} ms  p95 {_pct(times, 95):7.1f} ms"
+            f"   (sizing.plan.estimate alone: median {statistics.median(direct):7.1f} ms; API overhead ~{overhead:.0f} ms)"
+        )
+    p95 = _pct(every, 95)
+    verdict = "meets" if p95 <= P95_TARGET_MS else "MISSES"
+    print(
+        f"  {'all workloads':28s}             p50 {_pct(every, 50):7.1f} ms  p95 {p95:7.1f} ms  ({verdict} target)"
+    )
+
+
+def bench_cold_import() -> None:
+    env = {**os.environ, **ENV}
+    walls: list[float] = []
+    cpus: list[float] = []
+    for _ in range(COLD_RUNS):
+        out = subprocess.run(
+            [sys.executable, "-c", IMPORT_SNIPPET], capture_output=True, text=True, env=env, check=True
+        )
+        wall_s, cpu_s = out.stdout.strip().splitlines()[-1].split()
+        walls.append(float(wall_s))
+        cpus.append(float(cpu_s))
+    trace = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", IMPORT_SNIPPET],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    heaviest = _top_imports(trace.stderr)
+    wall, cpu = statistics.median(walls), statistics.median(cpus)
+    verdict = "meets" if cpu <= COLD_IMPORT_TARGET_S else "MISSES"
+    print(
+        f"API handler cold import (median of {COLD_RUNS} fresh interpreters): {cpu:.2f} s CPU, {wall:.2f} s wall"
+        f" ({verdict} target <= {COLD_IMPORT_TARGET_S} s on CPU time, which is the wall time of an idle machine)"
+    )
+    print(
+        f"  load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; heaviest imports (-X importtime):"
+    )
+    for name, seconds in heaviest:
+        print(f"  {name:40s} {seconds:6.3f} s cumulative")
+
+
+def _top_imports(stderr: str, n: int = 6) -> list[tuple[str, float]]:
+    """Top-level packages by cumulative import time from `-X importtime` lines ('self | cumulative | name')."""
+    tops: dict[str, float] = {}
+    for line in stderr.splitlines():
+        if not line.startswith("import time:") or "cumulative" in line:
+            continue
+        _, cumulative, name = (part.strip() for part in line.removeprefix("import time:").split("|"))
+        if name == name.lstrip():  # not indented: imported directly by the handler's import chain root
+            tops[name] = max(tops.get(name, 0.0), int(cumulative) / 1e6)
+    return sorted(tops.items(), key=lambda kv: -kv[1])[:n]
+
+
+def _direct_estimate_ms(spec: dict[str, Any], calls: int) -> list[float]:
+    """The planner alone (no HTTP, no validation of the answer): what the API adds is the difference."""
+    from sizing.plan import estimate
+    from sizing.workload import parse_spec
+
+    out = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        estimate(parse_spec(spec))
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=10, help="timed calls per workload")
+    args = parser.parse_args()
+    bench_cold_import()
+    bench_estimates(args.repeat)
+
+
+if __name__ == "__main__":
+    main()
