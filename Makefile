@@ -56,6 +56,7 @@ build: $(LINT_STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/speed.py
 	$(BIN)/python benchmarks/accuracy.py
+	$(BIN)/python benchmarks/api.py
 
 clean:
 	rm -rf $(VENV) .aws-sam .pytest_cache .mypy_cache .ruff_cache
