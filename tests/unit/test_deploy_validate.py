@@ -99,7 +99,7 @@ def test_nodeclass_cel_rules_catch_a_bad_alias_two_roots_and_two_identities() ->
     root = nc["spec"]["blockDeviceMappings"][0]
     nc["spec"]["blockDeviceMappings"].append(copy.deepcopy(root) | {"deviceName": "/dev/xvdc"})
     messages = " | ".join(p.message for p in checks.problems([nc]))
-    assert "family 'ubuntu' is not supported" in messages
+    assert "family is not supported, must be one of the following" in messages
     assert "exactly one of ['role', 'instanceProfile']" in messages
     assert "only one blockDeviceMappings with rootVolume" in messages
 
@@ -116,3 +116,73 @@ def test_a_bad_core_object_fails_for_every_kubernetes_version() -> None:
     kubernetes_validate.validate(_objs()["Deployment"], "1.34", strict=True)
     with pytest.raises(InvalidInput, match="problem"):
         checks.validate([dep])
+
+
+def test_every_cel_rule_of_the_shipped_crds_is_accounted_for() -> None:
+    # given every CEL rule message in the two CRDs we ship
+    messages = checks.crd_cel_messages("NodePool") | checks.crd_cel_messages("EC2NodeClass")
+    # then each is checked here, a transition rule, or about a field we never generate
+    unaccounted = messages - set(checks.CEL_COVERAGE)
+    assert unaccounted == set(), "new CEL rules in the CRDs: add them to validate.CEL_COVERAGE"
+    for how in checks.CEL_COVERAGE.values():
+        assert how in {"checked", "transition"} or how.startswith("unused: ")
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (
+            lambda nc: nc["spec"].update(amiSelectorTerms=[{"tags": {"a": "b"}}]),
+            "must specify amiFamily if amiSelectorTerms does not contain an alias",
+        ),
+        (
+            lambda nc: nc["spec"].update(amiFamily="Bottlerocket"),
+            "if set, amiFamily must be 'AL2023' or 'Custom' when using an AL2023 alias",
+        ),
+        (
+            lambda nc: nc["spec"].update(amiSelectorTerms=[{"alias": "windows2022@v1"}]),
+            "windows families may only specify version 'latest'",
+        ),
+        (
+            lambda nc: nc["spec"]["tags"].update({"karpenter.sh/nodeclaim": "x"}),
+            "tag contains a restricted tag matching karpenter.sh/nodeclaim",
+        ),
+        (
+            lambda nc: nc["spec"]["tags"].update({"kubernetes.io/cluster/prod": "owned"}),
+            "tag contains a restricted tag matching kubernetes.io/cluster/",
+        ),
+        (lambda nc: nc["spec"].update(subnetSelectorTerms=[]), "subnetSelectorTerms cannot be empty"),
+        (
+            lambda nc: nc["spec"].update(securityGroupSelectorTerms=[{"tags": {"k": ""}}]),
+            "empty tag keys or values aren't supported",
+        ),
+        (
+            lambda nc: nc["spec"]["blockDeviceMappings"][0]["ebs"].update(volumeInitializationRate=100),
+            "snapshotID must be set when volumeInitializationRate is set",
+        ),
+        (lambda nc: nc["spec"].update(role=""), "role cannot be empty"),
+    ],
+)
+def test_nodeclass_rules_report_the_crds_own_message(mutate: Any, message: str) -> None:
+    # given a valid node class, when one rule is broken, then the CRD's message for it is reported
+    nc = copy.deepcopy(_objs()["EC2NodeClass"])
+    mutate(nc)
+    assert message in [p.message for p in checks.cel_problems(nc)]
+    assert checks.CEL_COVERAGE[message] == "checked"
+
+
+def test_nodepool_rules_report_the_crds_own_message() -> None:
+    pool = copy.deepcopy(_objs()["NodePool"])
+    pool["spec"]["template"]["spec"]["requirements"].append(
+        {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "Gt", "values": ["1", "2"]}
+    )
+    pool["spec"]["disruption"]["budgets"].append({"nodes": "1", "schedule": "@daily"})
+    pool["spec"]["template"]["spec"]["nodeClassRef"]["name"] = ""
+    messages = [p.message for p in checks.cel_problems(pool)]
+    assert (
+        "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value"
+        in messages
+    )
+    assert "'schedule' must be set with 'duration'" in messages
+    assert "name may not be empty" in messages
+    assert all(checks.CEL_COVERAGE[m] == "checked" for m in messages)
