@@ -344,3 +344,18 @@ def test_numbers_out_of_any_sensible_range_are_422_not_500(aws, context) -> None
     assert slo_status == 422
     assert_error_shape(slo_answer)
     assert aws.store.list_runs()[0] == []
+
+
+def test_when_the_state_machine_cannot_start_the_answer_is_503_and_the_run_failed(
+    aws, context, monkeypatch
+) -> None:
+    # given a state machine that does not exist (a stack deployed without it, or deleted)
+    monkeypatch.setenv("STATE_MACHINE_ARN", aws.state_machine_arn.replace("llm-sizing-run-test", "gone"))
+    deps.configure(dynamodb=aws.ddb, sfn=aws.sfn)
+    # when
+    status, headers, answer = call(load_event("api_post_runs"), context)
+    # then
+    assert status == 503 and headers["retry-after"]
+    assert_error_shape(answer)
+    failed = aws.store.get_run(answer["details"]["run_id"])
+    assert failed.status == "FAILED" and failed.error and "not started" in failed.error
