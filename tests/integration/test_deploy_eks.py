@@ -171,6 +171,13 @@ def test_a_failed_apply_leaves_nothing_behind(httpserver: HTTPServer, fake: Fake
     assert fake.names("NodePool") == [] and fake.names("NodeClaim") == []
 
 
+def test_a_cluster_without_karpenter_is_named_as_such(httpserver: HTTPServer, fake: FakeKube) -> None:
+    fake.missing_kinds = {"EC2NodeClass", "NodePool", "NodeClaim"}
+    with pytest.raises(ProvisioningError, match="install Karpenter v1"):
+        provisioner(httpserver).apply(ARCH, RUN, ARCH.id)
+    assert run_objects(fake) == []
+
+
 def test_no_load_balancer_address_in_time_fails_and_cleans_up(httpserver: HTTPServer, fake: FakeKube) -> None:
     fake.lb_address_after = 10**6
     prov = provisioner(httpserver, endpoint_timeout_s=0.05)

@@ -99,7 +99,7 @@ class EksProvisioner(Provisioner):
             objs = self.render(arch, run_id, cand)
             self._ensure_namespace()
             for obj in objs:
-                self.client.apply(obj)
+                self._apply_one(obj)
             service = next(o for o in objs if o["kind"] == "Service")
             endpoint = Endpoint(
                 url=self._wait_for_address(service),
@@ -123,6 +123,18 @@ class EksProvisioner(Provisioner):
         except BaseException:
             log.warning("apply of %s failed: tearing down what was applied", cand)
             self._teardown_quietly(run_id, cand)
+            raise
+
+    def _apply_one(self, obj: dict[str, Any]) -> None:
+        try:
+            self.client.apply(obj)
+        except ProvisioningError as exc:
+            if exc.status == 404 and obj["apiVersion"].startswith("karpenter"):
+                raise ProvisioningError(
+                    f"the cluster does not serve {obj['apiVersion']} {obj['kind']}: install Karpenter v1 "
+                    "(its NodePool and EC2NodeClass CRDs) first",
+                    status=404,
+                ) from None
             raise
 
     def _preflight(self) -> None:

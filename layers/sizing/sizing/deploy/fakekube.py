@@ -44,6 +44,8 @@ class FakeKube:
     nodeclaims_linger: int = 1
     #: (method, kind) pairs that answer 500, to simulate a failing API server.
     fail: set[tuple[str, str]] = field(default_factory=set)
+    #: Kinds whose CRD is "not installed": every request for them answers 404.
+    missing_kinds: set[str] = field(default_factory=set)
     objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
     _gets: dict[tuple[str, str, str], int] = field(default_factory=dict)
@@ -66,6 +68,12 @@ class FakeKube:
         if not m or m["plural"] not in _PLURALS:
             return 404, {"kind": "Status", "message": f"no route {path}", "code": 404}
         kind = _PLURALS[m["plural"]]
+        if kind.kind in self.missing_kinds:
+            return 404, {
+                "kind": "Status",
+                "message": "the server could not find the requested resource",
+                "code": 404,
+            }
         if (method, kind.kind) in self.fail:
             return 500, {"kind": "Status", "message": "injected failure", "code": 500}
         ns = m["ns"] or ""
