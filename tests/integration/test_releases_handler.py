@@ -182,6 +182,9 @@ def test_a_release_is_added_to_the_catalog_and_each_matching_watch_hears_how_it_
     (message,) = aws.slack.messages
     assert message["channel"] == "C0SIZING01"
     assert result["headline"] in message["text"] and run.run_id in message["text"]
+    # and the watch keeps what it was told
+    (kept,) = aws.watches.get(measured).recent_results
+    assert (kept.model_id, kept.headline, kept.run_id) == (RELEASED, result["headline"], run.run_id)
 
 
 def test_the_same_release_delivered_twice_yields_one_set_of_estimates_runs_and_messages(aws, context) -> None:

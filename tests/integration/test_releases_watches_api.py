@@ -17,6 +17,7 @@ from moto import mock_aws
 
 from sizing.catalog.hf import model_from_config
 from sizing.releases.catalog import ModelRegistry
+from sizing.releases.watches import WatchResult, WatchService
 from sizing.service.api import deps
 from sizing.store import SizingStore, create_table
 
@@ -121,7 +122,18 @@ def test_a_watch_is_created_listed_read_and_deleted(aws, context) -> None:
     assert status == 200 and [w["watch_id"] for w in page["watches"]] == [watch_id]
     assert page["watches"][0] == created and page["next_token"] is None
     status, _, one = call(request("GET", f"/watches/{watch_id}"), context)
-    assert status == 200 and one == created
+    assert status == 200 and one == created and one["recent_results"] == []
+    # and, once a release has been handled for it, shows what it was told
+    WatchService(aws.store, ModelRegistry(aws.table, aws.ddb).catalog).record(
+        WatchResult(
+            watch_id=watch_id,
+            model_id="meta-llama/Llama-4-Scout-17B-16E",
+            verdict="cheaper",
+            headline="31% cheaper",
+        )
+    )
+    _, _, one = call(request("GET", f"/watches/{watch_id}"), context)
+    assert [r["headline"] for r in one["recent_results"]] == ["31% cheaper"]
     # when it is deleted
     status, _, _ = call(request("DELETE", f"/watches/{watch_id}"), context)
     # then it is gone, options and all

@@ -22,7 +22,7 @@ from sizing.releases.compare import Comparison, compare
 from sizing.releases.events import ModelReleased, parse_model_released
 from sizing.releases.hub import HubClient, HubError
 from sizing.releases.notify import Notifier, ReleaseNote, summary
-from sizing.releases.watches import ReleaseWatch, WatchService
+from sizing.releases.watches import ReleaseWatch, WatchResult, WatchService
 from sizing.service.errors import Unavailable
 from sizing.workload import parse_spec
 
@@ -209,6 +209,7 @@ class ReleaseService:
             new = estimate(parse_spec(raw, prefix="spec"), top=TOP, catalog=catalog)
         except SizingError as exc:
             out.error = f"the watch's workload cannot be estimated on {model_id}: {exc.message}"
+            self._record(out)
             return out
         current = estimated(watch.spec, "spec")
         comparison = compare(model_id, new, watch.current_model, current)
@@ -238,7 +239,22 @@ class ReleaseService:
                 out.notified.append("eventbridge")
             elif notifier.name == "slack" and watch.notify.slack_channel:
                 out.notified.append(f"slack:{watch.notify.slack_channel}")
+        self._record(out)
         return out
+
+    def _record(self, out: WatchOutcome) -> None:
+        """Keep what the watch was told, for GET /watches/{id}."""
+        self.watches.record(
+            WatchResult(
+                watch_id=out.watch_id,
+                model_id=out.model_id,
+                verdict=out.verdict,
+                headline=out.headline,
+                change_pct=out.comparison.change_pct if out.comparison else None,
+                run_id=out.run_id,
+                error=out.error,
+            )
+        )
 
     def _measure(
         self, out: WatchOutcome, watch: ReleaseWatch, raw: dict[str, Any], catalog: Catalog, *, feasible: bool

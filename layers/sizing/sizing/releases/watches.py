@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sizing.service.runs import DEFAULT_TOP_K, MAX_TOP_K
 from sizing.store import RunSource, SizingStore, SlackThread, Watch
 from sizing.store.codec import from_item, to_item
+from sizing.store.items import now_iso
 from sizing.store.repository import MAX_PAGE
 from sizing.workload import parse_spec
 
@@ -34,6 +35,11 @@ SLACK_CHANNEL_PATTERN = r"^(#[a-z0-9_-]{1,80}|[CGD][A-Z0-9]{2,20})$"
 #: A run's budget ceiling accepted on a watch (the same bound as POST /runs).
 MAX_BUDGET_USD = 1_000_000
 OPTIONS_SK = "RELEASE"
+RESULT_SK_PREFIX = "RESULT#"
+#: Results shown with a watch (GET /watches/{id}): the last few releases, enough to see the trend at a glance.
+RECENT_RESULTS = 5
+#: BatchWriteItem takes at most 25 requests (DynamoDB limit).
+BATCH_WRITE_MAX = 25
 #: BatchGetItem reads at most 100 keys per call (DynamoDB limit), one page of watches.
 BATCH_GET_MAX = 100
 
@@ -84,6 +90,22 @@ class ReleaseOptions(Strict):
         return {"PK": f"WATCH#{self.watch_id}", "SK": OPTIONS_SK}
 
 
+class WatchResult(Strict):
+    """What a watch was told about one release (item PK=WATCH#{id}, SK=RESULT#{at}#{model}), newest first."""
+
+    watch_id: str
+    model_id: str
+    at: str = Field(default_factory=now_iso)
+    verdict: str | None = None
+    headline: str | None = None
+    change_pct: float | None = None
+    run_id: str | None = None
+    error: str | None = None
+
+    def keys(self) -> dict[str, str]:
+        return {"PK": f"WATCH#{self.watch_id}", "SK": f"{RESULT_SK_PREFIX}{self.at}#{self.model_id}"}
+
+
 class ReleaseWatch(Strict):
     """A watch as the API shows it and the release handler uses it."""
 
@@ -99,6 +121,9 @@ class ReleaseWatch(Strict):
     created_at: str
     source: RunSource
     slack: SlackThread | None = None
+    recent_results: list[WatchResult] = Field(
+        default_factory=list, description="what the last releases gave (GET /watches/{id} only), newest first"
+    )
 
     def matches(self, model_id: str) -> bool:
         return matches(self.model_pattern, model_id)
@@ -166,8 +191,11 @@ class WatchService:
         return ReleaseWatch.of(watch, options)
 
     def get(self, watch_id: str) -> ReleaseWatch:
+        """One watch with its recent results."""
         watch = self.store.get_watch(watch_id)
-        return ReleaseWatch.of(watch, self._options([watch_id]).get(watch_id))
+        found = ReleaseWatch.of(watch, self._options([watch_id]).get(watch_id))
+        found.recent_results = self.results(watch_id)
+        return found
 
     def page(self, limit: int = MAX_PAGE, token: str | None = None) -> tuple[list[ReleaseWatch], str | None]:
         watches, next_token = self.store.list_watches(limit=limit, token=token)
@@ -187,11 +215,47 @@ class WatchService:
         return sorted((w for w in self.all() if w.matches(model_id)), key=lambda w: w.created_at)
 
     def delete(self, watch_id: str) -> None:
-        """Delete a watch and its options; NotFound when there is no such watch."""
+        """Delete a watch, its options and its results; NotFound when there is no such watch."""
         self.store.delete_watch(watch_id)
-        self.store.client.delete_item(
-            TableName=self.store.table_name, Key=to_item({"PK": f"WATCH#{watch_id}", "SK": OPTIONS_SK})
-        )
+        keys = [{"PK": f"WATCH#{watch_id}", "SK": OPTIONS_SK}]
+        keys += [r.keys() for r in self.results(watch_id, limit=None)]
+        for start in range(0, len(keys), BATCH_WRITE_MAX):
+            pending: dict[str, Any] = {
+                self.store.table_name: [
+                    {"DeleteRequest": {"Key": to_item(k)}} for k in keys[start : start + BATCH_WRITE_MAX]
+                ]
+            }
+            while pending:
+                out = self.store.client.batch_write_item(RequestItems=pending)
+                pending = out.get("UnprocessedItems") or {}
+
+    # --- results ------------------------------------------------------------------------------------------
+    def record(self, result: WatchResult) -> None:
+        body = {**result.model_dump(mode="json"), **result.keys(), "type": "watch_release_result"}
+        self.store.client.put_item(TableName=self.store.table_name, Item=to_item(body))
+
+    def results(self, watch_id: str, limit: int | None = RECENT_RESULTS) -> list[WatchResult]:
+        """A watch's results, newest first (all of them when `limit` is None)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.store.table_name,
+            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :sk)",
+            "ExpressionAttributeValues": {":pk": {"S": f"WATCH#{watch_id}"}, ":sk": {"S": RESULT_SK_PREFIX}},
+            "ScanIndexForward": False,
+        }
+        if limit is not None:
+            kwargs["Limit"] = limit
+        found: list[WatchResult] = []
+        while True:
+            out = self.store.client.query(**kwargs)
+            found += [
+                WatchResult.model_validate(
+                    {k: v for k, v in from_item(i).items() if k not in ("PK", "SK", "type")}
+                )
+                for i in out.get("Items", [])
+            ]
+            if "LastEvaluatedKey" not in out or (limit is not None and len(found) >= limit):
+                return found[:limit] if limit is not None else found
+            kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
 
     # --- options items ------------------------------------------------------------------------------------
     def _put_options(self, options: ReleaseOptions) -> None:
