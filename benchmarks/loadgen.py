@@ -195,6 +195,7 @@ def fidelity(levels: list[int], duration: float, warmup: float) -> None:
         f" {'loadgen cpu':>11} {'server late p99':>15}"
     )
     sustained = None
+    failed = False
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for c in levels:
@@ -215,10 +216,9 @@ def fidelity(levels: list[int], duration: float, warmup: float) -> None:
                     f" {_pct(itl_err, 99):>7.2f} {cpu:>10.0%} {log['lateness_ms_p99']:>12.2f} ms",
                     flush=True,
                 )
-                if p99 <= TTFT_ERROR_BOUND_MS:
+                if p99 <= TTFT_ERROR_BOUND_MS and not failed:
                     sustained = c
-                elif sustained is not None:
-                    break
+                failed = failed or p99 > TTFT_ERROR_BOUND_MS
     finally:
         server.terminate()
         server.wait()

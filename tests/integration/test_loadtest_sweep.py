@@ -77,6 +77,7 @@ def test_a_concurrency_sweep_writes_one_record_per_step_with_the_metric_distribu
     assert [r["target"] for r in rows] == ["concurrency=1", "concurrency=4"]
 
 
+@pytest.mark.slow
 def test_poisson_rate_steps_arrive_at_about_the_requested_rate(twin: TwinHandle, tmp_path: Path) -> None:
     steps = run_sweep(
         twin.url, MODEL, [8], mode="rate", out_dir=tmp_path, input_tokens=50, output_tokens=5, duration_s=4,
@@ -128,6 +129,7 @@ def test_the_command_line_runs_a_step_and_prints_a_table(twin: TwinHandle, tmp_p
     assert step["input_tokens"] == 100 and CHAT_OVERHEAD_ONE_MESSAGE < 100
 
 
+@pytest.mark.slow
 def test_a_workload_sweep_runs_its_users_with_think_time_and_checks_its_slo(
     twin: TwinHandle, tmp_path: Path
 ) -> None:

@@ -1,7 +1,9 @@
 """The Locust side of the harness: user classes, the rate dispatcher and the sweep's load shape.
 
-Only ever imported inside the load-test process (`python -m sizing.loadtest.process`, or `locust -f` with
-`--sizing-config`), and `locust` first: its gevent monkey-patching must precede anything that imports ssl/boto3.
+Only ever imported inside the load-test process (`python -m sizing.loadtest.process`; or, for Locust's own UI,
+`locust -f sizing/loadtest/locustfile.py StreamUser --sizing-config CONFIG.json`, which steps through the levels
+but leaves the step records to process.py), and `locust` first: its gevent monkey-patching must precede anything
+that imports ssl/boto3.
 
 - `StreamUser`: a closed-loop user (concurrency steps: no think time; the workload's user model: exponential
   think time between requests). One connection per user, reused (keep-alive).
@@ -328,10 +330,8 @@ class SweepShape(LoadTestShape):
         on_step: Callable[[StepResult], None] | None = None, dispatchers: int = 1, drain_s: float = 0.0,
     ) -> None:  # fmt: skip
         super().__init__()
-        from sizing.loadtest.plan import plan_for
-
-        self.cfg = cfg or _cfg()
-        self.plan = plan or plan_for(self.cfg)
+        self._cfg = cfg
+        self._plan = plan
         self.on_step = on_step
         self.dispatchers = dispatchers
         self.drain_s = drain_s
@@ -341,6 +341,22 @@ class SweepShape(LoadTestShape):
         self.began = time.time()
         self.stopped_by = "plan"
         self._started = False
+
+    @property
+    def cfg(self) -> LoadTestConfig:
+        """The settings (given, or -- under `locust -f ... --sizing-config` -- read at init, after this class
+        was instantiated)."""
+        if self._cfg is None:
+            self._cfg = _cfg()
+        return self._cfg
+
+    @property
+    def plan(self) -> LevelPlan:
+        if self._plan is None:
+            from sizing.loadtest.plan import plan_for
+
+            self._plan = plan_for(self.cfg)
+        return self._plan
 
     def _begin(self, now: float) -> bool:
         self.level = self.plan.next_level(self.history)
