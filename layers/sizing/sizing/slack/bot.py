@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import parse_qs
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -61,6 +61,40 @@ class SlashCommand(_SlackPayload):
     channel_id: str = Field(default="", max_length=64)
     user_id: str = Field(default="", max_length=64)
     team_id: str = Field(default="", max_length=64)
+
+
+class _Ref(_SlackPayload):
+    id: str = Field(default="", max_length=64)
+
+
+class _Container(_SlackPayload):
+    message_ts: str = Field(default="", max_length=64)
+    channel_id: str = Field(default="", max_length=64)
+
+
+class _MessageRef(_SlackPayload):
+    ts: str = Field(default="", max_length=64)
+
+
+class _Action(_SlackPayload):
+    action_id: str = ""
+    block_id: str = Field(default="", max_length=255)
+    value: str = Field(default="", max_length=2000)
+    action_ts: str = Field(default="", max_length=64)
+
+
+class BlockActions(_SlackPayload):
+    """A `block_actions` interaction (api.slack.com/reference/interaction-payloads/block-actions-payload): a
+    button clicked in one of our messages."""
+
+    type: Literal["block_actions"]
+    user: _Ref = Field(default_factory=_Ref)
+    channel: _Ref | None = None
+    container: _Container = Field(default_factory=_Container)
+    message: _MessageRef | None = None
+    response_url: str = Field(default="", max_length=2048)
+    trigger_id: str = Field(default="", max_length=128)
+    actions: list[_Action] = Field(default_factory=list, max_length=25)
 
 
 class EstimateJob(BaseModel):
@@ -303,33 +337,21 @@ class SlackBot:
 
     # --- POST /slack/interactions -------------------------------------------------------------------------
     def interaction(self, request: SlackRequest) -> SlackResponse:
-        """ "Measure these": start one run per button (a second click answers the first run's id)."""
+        """The "Measure these" button: start one run per button (a second click answers the first run's id)."""
         self.verify(request)
         try:
-            payload = json.loads(_form(request.body).get("payload", ""))
-        except json.JSONDecodeError:
-            return SlackResponse(400, {"message": "no interaction payload"})
-        if not isinstance(payload, dict) or payload.get("type") != "block_actions":
-            return SlackResponse(200)
-        action = next(
-            (a for a in payload.get("actions") or [] if a.get("action_id") == blocks.MEASURE_ACTION_ID), None
-        )
+            payload = BlockActions.model_validate_json(_form(request.body).get("payload", ""))
+        except ValidationError:
+            return SlackResponse(200)  # another kind of interaction (a view, a shortcut): not ours to handle
+        action = next((a for a in payload.actions if a.action_id == blocks.MEASURE_ACTION_ID), None)
         if action is None:
             return SlackResponse(200)  # the report link button also reports its clicks; nothing to do
-        channel = str(
-            (payload.get("channel") or {}).get("id")
-            or (payload.get("container") or {}).get("channel_id")
-            or ""
-        )
-        message_ts = str(
-            (payload.get("container") or {}).get("message_ts")
-            or (payload.get("message") or {}).get("ts")
-            or ""
-        )
-        user = str((payload.get("user") or {}).get("id") or "")
-        response_url = str(payload.get("response_url") or "")
+        channel = (payload.channel.id if payload.channel else "") or payload.container.channel_id
+        message_ts = payload.container.message_ts or (payload.message.ts if payload.message else "")
+        user = payload.user.id
+        response_url = payload.response_url
         try:
-            measure = blocks.MeasureAction.model_validate_json(str(action.get("value") or ""))
+            measure = blocks.MeasureAction.model_validate_json(action.value)
         except ValidationError:
             return SlackResponse(400, {"message": "the button carries no workload"})
         thread = SlackThread(
@@ -338,8 +360,8 @@ class SlackBot:
             user=user or None,
             response_url=response_url or None,
         )
-        key = f"{channel}:{message_ts}:{action.get('block_id', '')}:{blocks.MEASURE_ACTION_ID}"
-        click = str(action.get("action_ts") or payload.get("trigger_id") or "")
+        key = f"{channel}:{message_ts}:{action.block_id}:{blocks.MEASURE_ACTION_ID}"
+        click = action.action_ts or payload.trigger_id
         try:
             started = self._start_once(key, click, measure, thread)
         except SizingError as exc:

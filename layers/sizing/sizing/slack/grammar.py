@@ -71,7 +71,6 @@ FILLER = {
     "please",
     "size",
     "sizing",
-    "users:",
 }
 HELP_WORDS = {"", "help", "?", "-h", "--help", "usage", "examples"}
 USER_WORDS = {"users", "user", "people", "seats", "employees", "customers", "agents"}
