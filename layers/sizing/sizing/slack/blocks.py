@@ -181,7 +181,7 @@ def help_message() -> Message:
         f"*Use case* {presets} (also {aliases}); `chat` when not named — it fills in whatever you leave out\n"
         "*SLOs* `ttft<1s` `tpot<50ms` `e2e<2.5s`, p95 unless you say `ttft<1s@p99` (`<`, `<=`, `≤`, `=` all work)\n"
         "*Tokens* `in=1500 out=300` (every request that long) or `in=1200/3500` (mean/p95)\n"
-        "*Limits* `eks` `sagemaker` `bedrock`, `spot`, `fp8` `bf16` `int4`, `region=eu-west-1`, `budget=$20k`"
+        "*Limits* `eks` `sagemaker` `bedrock`, `spot`, `fp8` `bf16` `int4`, `region=eu-west-1`, `max=$20k` (a monthly cost cap)"
     )
     examples = "\n".join(f"• `/sizing {e}`" for e in EXAMPLES)
     return Message(
