@@ -21,7 +21,7 @@ from botocore.parsers import EventStreamJSONParser
 from botocore.stub import Stubber
 
 from sizing.loadtest.http import Connection
-from sizing.loadtest.streams import measure_bedrock, measure_openai, measure_sagemaker
+from sizing.loadtest.streams import TokenTimer, feed_line, measure_bedrock, measure_openai, measure_sagemaker
 
 # --- a loopback server with known timing ---------------------------------------------------------------------
 FIRST_TOKEN_S = 0.080
@@ -229,3 +229,34 @@ def test_sagemaker_payload_parts_split_mid_line_are_reassembled_into_tokens() ->
     assert rec.ttft_s == pytest.approx(0.05, abs=TOLERANCE_S)
     assert rec.itl_s == [pytest.approx(0.03, abs=TOLERANCE_S)]
     assert (rec.input_tokens, rec.output_tokens) == (9, 2)
+
+
+STREAM_LINES = [
+    b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}',
+    b'data: {"choices":[{"index":0,"delta":{"content":" the"},"finish_reason":null}]}',
+    b'data: {"choices": [{"index": 0, "delta": {"content": " spaced"}}]}',
+    b'data: {"choices":[{"index":0,"text":" completion","finish_reason":null}]}',
+    b'data: {"choices":[{"index":0,"text":"","finish_reason":"length"}]}',
+    b'data:{"token":{"id":5,"text":" tgi","logprob":-0.1,"special":false},"generated_text":null}',
+    b'data:{"token":{"id":2,"text":"</s>","logprob":0.0,"special":true},"generated_text":null}',
+    b'{"token":{"id":7,"text":" lmi"}}',
+    b'data: {"choices":[{"index":0,"delta":{"content":"{\\"content\\":\\"x\\"}"}}]}',
+    b'data: {"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":6}}',
+    b": keep-alive comment",
+    b"data: [DONE]",
+]
+
+
+def test_plain_token_chunks_count_the_same_without_parsing_as_with() -> None:
+    # given every kind of chunk the supported servers send
+    fast, full = TokenTimer(), TokenTimer()
+    fast.response_id = "known"  # an answer id is known: plain token chunks skip the JSON parser
+    # when both read the same stream
+    for i, line in enumerate(STREAM_LINES):
+        feed_line(line, float(i), fast)
+        feed_line(line, float(i), full)
+    # then they agree on every token and count
+    assert (fast.chunks, fast.first, fast.itl, fast.input_tokens, fast.output_tokens, fast.error) == (
+        full.chunks, full.first, full.itl, full.input_tokens, full.output_tokens, full.error,
+    )  # fmt: skip
+    assert full.chunks == 6 and (full.input_tokens, full.output_tokens) == (12, 6)

@@ -9,6 +9,7 @@ The boto3 clients are passed in; nothing here creates one.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 from collections.abc import Callable, Iterable
@@ -91,12 +92,36 @@ def _usage_of(obj: dict[str, Any], timer: TokenTimer) -> None:
         timer.usage(None, details["generated_tokens"])
 
 
+#: A plain token chunk (vLLM, TGI, SGLang, this project's twin: compact JSON) holds one of these followed by a
+#: non-empty string. Recognising it without parsing saves ~20 µs a token (json.loads of a 200-byte chunk here),
+#: which a single-threaded load generator would otherwise add to the tokens of every other stream in a batch.
+_TOKEN_MARKERS = (b'"content":"', b'"text":"')
+#: Chunks that carry more than a token (usage, error, TGI details, special tokens) are always parsed in full.
+_NEEDS_PARSE = re.compile(rb'"usage"|"error"|"details"|"special":true')
+
+
+def _plain_token(line: bytes) -> bool:
+    for marker in _TOKEN_MARKERS:
+        i = line.find(marker)
+        if i >= 0:
+            j = i + len(marker)
+            if line[j : j + 1] in (b'"', b""):
+                return False
+            break
+    else:
+        return False
+    return _NEEDS_PARSE.search(line) is None
+
+
 def feed_line(line: bytes, at: float, timer: TokenTimer) -> None:
     """One line of an SSE or JSON-lines stream."""
     line = line.strip()
     if line.startswith(b"data:"):
         line = line[5:].strip()
-    if not line or line == b"[DONE]" or line[:1] != b"{":
+    if not line or line[:1] != b"{":  # blank, comments, [DONE]
+        return
+    if timer.response_id is not None and _plain_token(line):
+        timer.content(at)
         return
     try:
         obj = json.loads(line)
