@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from sizing.errors import InvalidInput
 from sizing.plan import estimate
 from sizing.report import render_report, render_run_report, run_result, write_report
 from sizing.report.page import NAV, lookup, short_label
@@ -289,3 +290,44 @@ def test_the_exports_can_be_saved_from_the_page_itself(eks_first: dict[str, Any]
     assert link is not None
     assert base64.b64decode(link.group(1)).decode("utf-8") == export_csv(eks_first)
     assert 'id="download-json" download="result.json"' in eks_html
+
+
+HARDWARE_KEYS = {
+    "model",
+    "instance_type",
+    "tensor_parallel",
+    "quantization",
+    "engine",
+    "per_replica",
+    "accelerator",
+}
+
+
+def test_a_result_that_cannot_be_reported_is_a_clear_input_error(eks_first: dict[str, Any]) -> None:
+    # given
+    result = copy.deepcopy(eks_first)
+    del result["architectures"][0]["id"]
+    # when / then
+    with pytest.raises(InvalidInput) as err:
+        render_report(result)
+    assert [p.field for p in err.value.problems] == ["result.architectures.0.id"]
+    with pytest.raises(InvalidInput):
+        render_report(eks_first, measurements={"not": "a list"})  # type: ignore[arg-type]
+
+
+def test_an_incomplete_architecture_still_renders_or_is_refused_cleanly(eks_first: dict[str, Any]) -> None:
+    # given: each field of the best architecture in turn missing, then null
+    keys = [k for k in eks_first["architectures"][0] if k != "id"]
+    for key in keys:
+        for variant in ("missing", "null"):
+            result = copy.deepcopy(eks_first)
+            if variant == "missing":
+                del result["architectures"][0][key]
+            else:
+                result["architectures"][0][key] = None
+            # when
+            html = render_report(result, manifests={}, curves=key in HARDWARE_KEYS and variant == "null")
+            # then: a well-formed page whose figures are still the result's own
+            view = read_report(html)
+            assert view.faults == [], (key, variant)
+            assert all(lookup(result, f.path) == f.value for f in view.figures), (key, variant)

@@ -56,8 +56,8 @@ def token_distribution(block: dict[str, Any]) -> TokenDistribution:
 
 def hardware_key(arch: dict[str, Any]) -> str | None:
     """What the performance model depends on: accelerator, tensor parallelism, quantization and engine (g6e.xlarge
-    and g6e.8xlarge both hold one L40S: one curve). None for per-token services."""
-    if not arch.get("instance_type") or not arch.get("tensor_parallel"):
+    and g6e.8xlarge both hold one L40S: one curve). None for per-token services and incomplete entries."""
+    if not all(arch.get(k) for k in ("instance_type", "tensor_parallel", "quantization", "engine")):
         return None
     device = arch.get("accelerator") or arch["instance_type"]
     return f"{device}:tp{arch['tensor_parallel']}:{arch['quantization']}:{arch['engine']}"
@@ -107,6 +107,7 @@ def latency_curves(
     seed: int = 0,
 ) -> list[Curve]:
     """Simulated curves for the top distinct hardware configurations of `result` (none for Bedrock)."""
+    from sizing.errors import SizingError
     from sizing.perf.config import HardwareConfig
     from sizing.perf.simulator import OpenLoop, simulate
     from sizing.perf.step import StepModel
@@ -114,19 +115,25 @@ def latency_curves(
     w = result.get("workload") or {}
     if workload is not None:
         in_dist, out_dist = workload.input_tokens, workload.output_tokens
-    elif w.get("input_tokens") and w.get("output_tokens"):
-        in_dist, out_dist = token_distribution(w["input_tokens"]), token_distribution(w["output_tokens"])
     else:
-        return []
+        try:
+            in_dist, out_dist = token_distribution(w["input_tokens"]), token_distribution(w["output_tokens"])
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return []  # no usable token distributions: no predicted curve (measured points still show)
     curves: list[Curve] = []
     for a, ids in pick_candidates(result, limit, always):
-        limit_rps = float((a.get("per_replica") or {}).get("rps_slo_limit") or 0)
+        slo_rps = (a.get("per_replica") or {}).get("rps_slo_limit")
+        limit_rps = float(slo_rps) if isinstance(slo_rps, int | float) else 0.0
         if limit_rps <= 0:
             continue
-        cfg = HardwareConfig(
-            a["model"], a["instance_type"], a["tensor_parallel"], a["quantization"], a["engine"]
-        )
-        step = StepModel.for_config(cfg)
+        model = a.get("model") or w.get("model")
+        try:
+            cfg = HardwareConfig(
+                model, a["instance_type"], a["tensor_parallel"], a["quantization"], a["engine"]
+            )
+            step = StepModel.for_config(cfg)
+        except (SizingError, ValueError, KeyError, TypeError):
+            continue  # a hardware entry the catalog or the perf model cannot build: no curve for it
         curve = Curve(hardware_key(a) or a["id"], hardware_label(a), ids)
         for f in RATE_FRACTIONS:
             rate = limit_rps * f

@@ -17,6 +17,7 @@ from typing import Any
 
 from sizing.report import svg
 from sizing.report.curves import Curve, hardware_key, latency_curves
+from sizing.report.model import check_result
 from sizing.workload import WorkloadModel
 
 METRIC_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "end-to-end"}
@@ -126,7 +127,7 @@ class Page:
 def slo_targets(result: dict[str, Any]) -> list[tuple[str, str, float]]:
     """(metric, percentile, limit) for every SLO target in the result's workload block."""
     out = []
-    for metric, by_pct in (result.get("workload", {}).get("slo") or {}).items():
+    for metric, by_pct in ((result.get("workload") or {}).get("slo") or {}).items():
         if isinstance(by_pct, dict):
             for p, limit in by_pct.items():
                 if isinstance(limit, int | float):
@@ -151,11 +152,13 @@ def slo_limit(result: dict[str, Any], metric: str, percentile: str) -> float | N
 
 
 def short_label(a: dict[str, Any]) -> str:
+    """`p5.48xlarge TP8 fp8 vllm (eks)`, `Bedrock <model id>`; the id when the parts are missing."""
     if a.get("deployment") == "bedrock":
-        return f"Bedrock {(a.get('bedrock') or {}).get('model_id', a['id'].split(':', 1)[-1])}"
-    return (
-        f"{a['instance_type']} TP{a['tensor_parallel']} {a['quantization']} {a['engine']} ({a['deployment']})"
-    )
+        return f"Bedrock {(a.get('bedrock') or {}).get('model_id') or str(a.get('id', '')).split(':', 1)[-1]}"
+    parts = (a.get("instance_type"), a.get("tensor_parallel"), a.get("quantization"), a.get("engine"))
+    if not all(parts):
+        return str(a.get("id", "?"))
+    return f"{parts[0]} TP{parts[1]} {parts[2]} {parts[3]} ({a.get('deployment', '?')})"
 
 
 def feasible(a: dict[str, Any]) -> bool:
@@ -236,6 +239,13 @@ def measured_steps(
         arch_id = cid if cid in ids else signatures.get(_levels_signature(recs), cid)
         out.setdefault(arch_id, []).extend(recs)
     return out
+
+
+def _floats(values: Any) -> list[float]:
+    """Numbers of a list, 0 for gaps; [] when it is not a list."""
+    if not isinstance(values, list):
+        return []
+    return [float(v) if isinstance(v, int | float) else 0.0 for v in values]
 
 
 def _span(pg: Page, path: str) -> str:
@@ -334,7 +344,8 @@ def _workload(pg: Page, wl: WorkloadModel | None) -> str:
     ]
     tok_rows = []
     for side in ("input_tokens", "output_tokens"):
-        b = w.get(side) or {}
+        block = w.get(side)
+        b: dict[str, Any] = block if isinstance(block, dict) else {}
         tok_rows.append(
             [side.replace("_", " "), escape(str(b.get("kind", "")))]
             + [pg.n(f"workload.{side}.{k}", token_count) for k in ("mean", "p50", "p95", "p99")]
@@ -487,8 +498,8 @@ def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, A
             first = next((by_id[i] for i in c.architecture_ids if i in by_id), None)
             if first is not None:
                 _, a = first
-                x = (a.get("per_replica") or {}).get("rps_at_peak")
-                y = (a.get("predicted") or {}).get(metric, {}).get(q)
+                x = lookup(a, "per_replica.rps_at_peak")
+                y = lookup(a, f"predicted.{metric}.{q}")
                 if isinstance(x, int | float) and isinstance(y, int | float):
                     win = hardware_key(a) == winner_key
                     tip = f"operating point of {short_label(a)} at peak: {x:.2f} req/s per replica, {f(y)}"
@@ -609,7 +620,7 @@ def _pareto(pg: Page) -> str:
     archs = [a for a in pg.r.get("architectures") or [] if feasible(a)]
     pts_all, pts_front, tips_all, tips_front = [], [], [], []
     for a in archs:
-        e2e = (a.get("predicted") or {}).get("e2e_s", {}).get("p95")
+        e2e = lookup(a, "predicted.e2e_s.p95")
         if not isinstance(e2e, int | float):
             continue
         pt = (float(e2e), rank_cost(a))
@@ -628,21 +639,28 @@ def _pareto(pg: Page) -> str:
         svg.Series("Pareto front", [p for p, _ in front], svg.PALETTE[0], "step", tips=[t for _, t in front]),
     ]
     w = pg.r["architectures"][wi]
-    markers = [
-        svg.Marker(
-            float(w["predicted"]["e2e_s"]["p95"]),
-            rank_cost(w),
-            f"#{w.get('rank')} chosen",
-            svg.PALETTE[5],
-            "star",
-            f"chosen: {short_label(w)}",
+    markers = []
+    w_e2e = lookup(w, "predicted.e2e_s.p95")
+    if isinstance(w_e2e, int | float):
+        markers.append(
+            svg.Marker(
+                float(w_e2e),
+                rank_cost(w),
+                f"#{w.get('rank')} chosen",
+                svg.PALETTE[5],
+                "star",
+                f"chosen: {short_label(w)}",
+            )
         )
-    ]
-    labelled = [a for a in archs if a.get("pareto") and a is not w][:MAX_PARETO_LABELS]
+    labelled = [
+        a
+        for a in archs
+        if a.get("pareto") and a is not w and isinstance(lookup(a, "predicted.e2e_s.p95"), int | float)
+    ][:MAX_PARETO_LABELS]
     for a in labelled:
         markers.append(
             svg.Marker(
-                float(a["predicted"]["e2e_s"]["p95"]),
+                float(lookup(a, "predicted.e2e_s.p95")),
                 rank_cost(a),
                 f"#{a.get('rank')}",
                 svg.PALETTE[0],
@@ -698,8 +716,8 @@ def _schedule_and_cost(pg: Page) -> str:
         a = archs[idx]
         sched = a["cost"]["schedule"]
         groups = [
-            svg.BarGroup("nodes", [float(x) for x in sched.get("nodes_by_hour") or []], svg.PALETTE[0]),
-            svg.BarGroup("replicas", [float(x) for x in sched.get("replicas_by_hour") or []], svg.PALETTE[4]),
+            svg.BarGroup("nodes", _floats(sched.get("nodes_by_hour")), svg.PALETTE[0]),
+            svg.BarGroup("replicas", _floats(sched.get("replicas_by_hour")), svg.PALETTE[4]),
         ]
         groups = [g for g in groups if len(g.values) == len(hours)]
         if groups:
@@ -729,7 +747,7 @@ def _schedule_and_cost(pg: Page) -> str:
                     + [pg.n(f"architectures.{idx}.cost.schedule.{key}.{h}", count) for h in range(len(vals))]
                 )
             rows.append(["req/s"] + [pg.n(f"workload.hourly_rps.{h}", two) for h in range(len(hourly))])
-            figs.append(_table(["hour", *hours], rows, "num compact"))
+            figs.append(_table(["hour", *hours], rows, "compact"))
     elif len(hourly) == len(hours):
         chart = svg.bar_chart(
             "schedule",
@@ -987,6 +1005,7 @@ def render_report(
         winner; by default rendered with `sizing.deploy` for the best-ranked EKS architecture. workload: the
         WorkloadModel, when at hand (exact token distributions, the business terms); else rebuilt from the
         result. curves: False skips the simulated latency curves (measured points are still plotted)."""
+    check_result(result, measurements)
     pg = Page(result)
     measured = measured_steps(measurements or [], result)
     always = list(measured) + [a["id"] for a in result.get("architectures") or [] if a.get("measured")]
