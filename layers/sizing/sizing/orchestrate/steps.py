@@ -40,14 +40,22 @@ def build_services(settings: OrchestrationSettings | None = None) -> Services:
     """The parts for the configured backend: local twins and child processes, or EKS/SageMaker and Fargate."""
     s = settings or OrchestrationSettings.from_env()
     store = SizingStore(s.table_name)
+    catalog = _catalog(s, store)
     if s.backend == "local":
         from sizing.orchestrate.launchers import LocalLauncher
 
         provisioner = _local_provisioner(s)
-        return Services(s, store, lambda _deployment: provisioner, LocalLauncher(s))
+        return Services(s, store, lambda _deployment: provisioner, LocalLauncher(s), catalog)
     from sizing.orchestrate.launchers import FargateLauncher
 
-    return Services(s, store, _aws_provisioners(s), FargateLauncher(s))
+    return Services(s, store, _aws_provisioners(s), FargateLauncher(s), catalog)
+
+
+def _catalog(s: OrchestrationSettings, store: SizingStore) -> Catalog:
+    """The shipped catalog plus the models added at runtime from release events (kept in the table)."""
+    from sizing.releases.catalog import ModelRegistry
+
+    return ModelRegistry(s.table_name, store.client).catalog()
 
 
 _local_twins: Any = None
