@@ -105,7 +105,7 @@ def main() -> None:
         f"architectures: {len(archs)} EKS candidates from {len(list((ROOT / 'examples').glob('*.yaml')))} examples"
     )
     print(
-        f"render:   first {cold_render:.1f} ms (catalog load); then p50 {statistics.median(render_ms):.2f} ms, "
+        f"render:   first {cold_render:.1f} ms; then p50 {statistics.median(render_ms):.2f} ms, "
         f"p95 {pct(render_ms, 0.95):.2f} ms per architecture (6 objects)"
     )
     print(
