@@ -80,3 +80,19 @@ def test_a_bar_chart_has_one_bar_per_category_and_group() -> None:
     )
     # then
     assert len(_marks(text)) == 48 + 1
+
+
+def test_counts_get_whole_number_ticks() -> None:
+    # given: replicas by hour are 1 or 2
+    text = svg.bar_chart(
+        "b",
+        "replicas",
+        categories=["00", "01"],
+        groups=[svg.BarGroup("replicas", [1.0, 2.0], "#000")],
+        y_label="n",
+    )
+    # when
+    root = ET.fromstring(text)
+    labels = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text") if t.get("text-anchor") == "end"]
+    # then
+    assert labels and all(label is not None and label.isdigit() for label in labels)

@@ -773,7 +773,7 @@ def _schedule_and_cost(pg: Page) -> str:
     ]
     rows_h = [(label, v, svg.PALETTE[i % len(svg.PALETTE)]) for i, (label, v, _) in enumerate(parts)]
     options = [
-        ("On-demand", c.get("usd_per_month")),
+        ("Per token (Bedrock)" if a0.get("deployment") == "bedrock" else "On-demand", c.get("usd_per_month")),
         ("Spot above the base", c.get("usd_per_month_spot")),
         ("1-year savings plan", c.get("usd_per_month_savings_plan_1y")),
     ]

@@ -74,6 +74,8 @@ class Axis:
     lo: float
     hi: float
     log: bool = False
+    #: counts (replicas, nodes): whole-number ticks only
+    integer: bool = False
 
     def frac(self, v: float) -> float:
         if self.log:
@@ -81,7 +83,13 @@ class Axis:
         return (v - self.lo) / (self.hi - self.lo)
 
     def ticks(self) -> list[float]:
-        return log_ticks(self.lo, self.hi) if self.log else nice_ticks(self.lo, self.hi)
+        if self.log:
+            return log_ticks(self.lo, self.hi)
+        ticks = nice_ticks(self.lo, self.hi)
+        if self.integer:
+            whole = [t for t in ticks if float(t).is_integer()]
+            return whole if len(whole) >= 2 else [float(math.floor(self.lo)), float(math.ceil(self.hi))]
+        return ticks
 
 
 def axis_for(values: Sequence[float], *, log: bool = False, zero: bool = True, pad: float = 0.08) -> Axis:
@@ -382,7 +390,9 @@ def bar_chart(
     left = MARGIN_LEFT
     right = width - (MARGIN_RIGHT_AXIS if right_axis else MARGIN_RIGHT)
     top, bottom = MARGIN_TOP, height - MARGIN_BOTTOM
-    ya = axis_for([v for g in groups for v in g.values])
+    values = [v for g in groups for v in g.values]
+    ya = axis_for(values)
+    ya.integer = all(float(v).is_integer() for v in values)
     out = _open(chart_id, title, width, height)
     for t in ya.ticks():
         y = bottom - ya.frac(t) * (bottom - top)
