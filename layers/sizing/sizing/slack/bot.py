@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import parse_qs
 
+from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from sizing.errors import InvalidInput, NotFound, SizingError
 from sizing.service.errors import Unavailable
-from sizing.service.observability import logger
+from sizing.service.observability import logger, metrics
 from sizing.slack import blocks
 from sizing.slack.client import Message, SlackPoster
 from sizing.slack.grammar import parse_command
@@ -164,7 +165,6 @@ class LambdaInvoker:
         self._client = client
 
     def __call__(self, job: EstimateJob) -> None:
-        from botocore.exceptions import BotoCoreError, ClientError
 
         if self._client is None:
             import boto3
@@ -179,6 +179,10 @@ class LambdaInvoker:
         except (ClientError, BotoCoreError):
             logger.exception("could not invoke the estimate worker")
             raise Unavailable("the estimate could not be started; try again in a minute") from None
+
+
+def _count(name: str) -> None:
+    metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
 
 
 def _error_text(error: Any) -> str | None:
@@ -288,6 +292,7 @@ class SlackBot:
             )
         understood = self.understand(cmd.text)
         if isinstance(understood, Message):
+            _count("SlackUsageReplies")
             return SlackResponse.ephemeral(understood)
         spec, raw = understood
         model_id = self.catalog().model(spec.model).id
@@ -295,6 +300,7 @@ class SlackBot:
             raw_spec=raw, response_url=cmd.response_url, channel=cmd.channel_id, user=cmd.user_id
         )
         self.invoker(job)
+        _count("SlackEstimatesRequested")
         logger.info("estimate handed off", extra={"channel": cmd.channel_id, "model": model_id})
         return SlackResponse.ephemeral(blocks.working_message(blocks.describe_spec(spec, model_id)))
 
@@ -323,6 +329,7 @@ class SlackBot:
             )
             raise
         self.poster.respond(job.response_url, message, response_type="in_channel")
+        _count("SlackEstimatesPosted")
 
     def _publish(self, result: dict[str, Any]) -> str | None:
         """The estimate's report link, when reports are stored; an estimate without its report is still an
@@ -388,6 +395,7 @@ class SlackBot:
                 field_prefix="spec",
             )
             logger.info("run started from Slack", extra={"run_id": run.run_id})
+            _count("SlackRunsStarted")
             return {"run_id": run.run_id, "status": run.status, "click": payload["click"]}
 
         if self._idempotency is None:
@@ -447,6 +455,7 @@ class SlackBot:
                     run.run_id, status, run.error or event.reason or event.error
                 )
             ts = self.poster.post(run.slack.channel, message, thread_ts=run.slack.thread_ts)
+            _count("SlackRunsNotified")
             return {"ts": ts}
 
         if self._idempotency is None:
@@ -487,6 +496,7 @@ def answer(handle: Callable[[SlackRequest], SlackResponse], request: SlackReques
         return handle(request)
     except Unauthorized as exc:
         logger.warning("refused a Slack request", extra={"reason": exc.message})
+        _count("SlackRequestsRefused")
         return SlackResponse(401, {"message": exc.message})
     except SizingError as exc:
         logger.warning("Slack request failed", extra={"error": exc.code})
