@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
             s.step,
             " ".join(f"{k}={v:g}" for k, v in s.target.items()),
             s.requests,
-            sum(s.errors.values()),
+            ", ".join(f"{n} {kind}" for kind, n in s.errors.items()) or 0,
             f"{s.requests_per_s:.2f}",
             f"{s.output_tokens_per_s:.0f}",
             s.ttft_ms.p50,

@@ -46,6 +46,9 @@ assert locust  # imported for its side effect
 
 #: Seconds the master waits after a step before summarizing it, so every worker's last report has arrived.
 DRAIN_S = WORKER_REPORT_INTERVAL + 1.0
+#: Pause of a closed-loop user after a failed request: against a refused or broken endpoint a user with no think
+#: time would otherwise retry thousands of times a second (the failures are still counted, by kind).
+ERROR_BACKOFF_S = 0.1
 #: Bedrock and SageMaker region when the endpoint does not name one.
 DEFAULT_REGION = "us-east-1"
 
@@ -222,20 +225,24 @@ class StreamUser(User):
 
     def wait_time(self) -> float:
         think = _cfg().think_time_s
-        return self._rng.expovariate(1.0 / think) if think > 0 else 0.0
+        wait = self._rng.expovariate(1.0 / think) if think > 0 else 0.0
+        return max(wait, ERROR_BACKOFF_S) if self._failed else wait
 
     def on_start(self) -> None:
         cfg = _cfg()
         self._prompts = _prompts(cfg)
         self._rng = random.Random(int(self._prompts.rng.integers(0, 2**31)))
         self._sender = make_sender(cfg)
+        self._failed = False
 
     def on_stop(self) -> None:
         self._sender.close()
 
     @task
     def ask(self) -> None:
-        COLLECTOR.add(self.environment, self._sender(self._prompts.next()), _cfg().api)
+        rec = self._sender(self._prompts.next())
+        self._failed = rec.error is not None
+        COLLECTOR.add(self.environment, rec, _cfg().api)
 
 
 class RateUser(User):
