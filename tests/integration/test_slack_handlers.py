@@ -486,3 +486,15 @@ def test_sizing_serve_answers_slack_paths_and_estimates_in_the_background(aws, s
     while not slack.responses and time.monotonic() < deadline:
         time.sleep(0.05)
     assert slack.responses and slack.responses[0]["response_type"] == "in_channel"
+
+
+def test_the_worker_posts_the_estimate_of_its_sample_job_in_the_channel(aws, slack, event, context) -> None:
+    # given the sample job the commands function hands over, answering to our fake Slack
+    job = event("slack_estimate_job")
+    job["response_url"] = slack.response_url
+    # when the worker runs it
+    out = WORKER.lambda_handler(job, context)
+    # then the estimate is in the channel, mentioning who asked
+    assert out == {"posted": True}
+    assert slack.responses[0]["response_type"] == "in_channel"
+    assert "<@U2147483697>" in json.dumps(slack.responses[0]["blocks"])
