@@ -54,6 +54,7 @@ class OrchestrationSettings(BaseModel):
     subnets: str | None = Field(default=None, alias="LOADTEST_SUBNETS")
     security_groups: str | None = Field(default=None, alias="LOADTEST_SECURITY_GROUPS")
     loadtest_workers: int = Field(default=2, alias="LOADTEST_WORKERS", ge=0)
+    sagemaker_role_arn: str | None = Field(default=None, alias="SAGEMAKER_EXECUTION_ROLE_ARN")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> OrchestrationSettings:

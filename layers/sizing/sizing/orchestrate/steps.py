@@ -95,7 +95,7 @@ def _aws_provisioners(s: OrchestrationSettings) -> Callable[[str], Any]:
             if deployment == "sagemaker":
                 from sizing.deploy.sagemaker import SageMakerProvisioner
 
-                made[deployment] = SageMakerProvisioner()
+                made[deployment] = SageMakerProvisioner(s.sagemaker_role_arn)
             else:
                 from sizing.deploy.eks import EksProvisioner
                 from sizing.deploy.kube import ClusterConfig
@@ -285,8 +285,11 @@ def collect_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     svc.store.put_architectures(run_id, merged["architectures"])
     ok = [m for m in measured if m.get("status") == "MEASURED"]
     status = "SUCCEEDED" if ok else "FAILED"
+    from sizing.workload import build_model
+
     ranking = {
         "status": status,
+        "workload": build_model(spec, svc.catalog.model(spec.model).id).derived(),
         "measured": len(ok),
         "failed": [
             {
