@@ -18,7 +18,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--engine", default="vllm", choices=["vllm", "trtllm", "neuron", "tgi", "sglang"])
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
     p.add_argument("--port", type=int, default=8000, help="port (0 picks a free one)")
-    p.add_argument("--served-model-name", default=None, help="name clients use (default: --model)")
+    p.add_argument(
+        "--served-model-name",
+        default=None,
+        help="name clients use (default: --model; the catalog id works too)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the answer-length draws")
     p.set_defaults(func=run)
 
@@ -32,13 +36,13 @@ def run(args: argparse.Namespace) -> int:
 
     def ready(url: str) -> None:
         print(
-            f"twin of {cfg.model_id} on {cfg.instance_type} tp={cfg.tensor_parallel} {cfg.quantization} "
+            f"twin of {args.served_model_name or args.model} ({cfg.model_id}) on {cfg.instance_type} tp={cfg.tensor_parallel} {cfg.quantization} "
             f"{cfg.engine}: serving {url} (max_num_seqs {sm.max_num_seqs}, KV {sm.kv_capacity_tokens} tokens)",
             flush=True,
         )
 
     try:
-        serve(cfg, args.host, args.port, step_model=sm, served_model=args.served_model_name, seed=args.seed,
+        serve(cfg, args.host, args.port, step_model=sm, served_model=args.served_model_name or args.model, seed=args.seed,
               on_ready=ready)  # fmt: skip
     except KeyboardInterrupt:
         print("twin stopped", file=sys.stderr)

@@ -36,11 +36,15 @@ def step_model_for(cfg: Any) -> StepModelLike:
     return model
 
 
-def _settings(cfg: Any, served_model: str | None, seed: int) -> TwinSettings:
+def _settings(cfg: Any, sm: StepModelLike, served_model: str | None, seed: int) -> TwinSettings:
+    """Served name: the one given, else the config's model id (also accepted when a name is given); context
+    limit: the config's, else the step model's (the model's)."""
+    model_id = getattr(cfg, "model_id", None)
     return TwinSettings(
-        served_model=served_model or str(getattr(cfg, "model_id", None) or "twin"),
+        served_model=served_model or str(model_id or "twin"),
+        aliases=[model_id] if model_id and served_model and model_id != served_model else [],
         seed=seed,
-        max_model_len=getattr(cfg, "max_model_len", None),
+        max_model_len=getattr(cfg, "max_model_len", None) or getattr(sm, "max_model_len", None),
     )
 
 
@@ -87,7 +91,7 @@ def start_twin(
     """Start a twin for `cfg` (a `sizing.perf.HardwareConfig`) in a daemon thread with its own event loop and
     return once it listens. `step_model` replaces the perf model (tests); `port=0` picks a free port."""
     sm = step_model or step_model_for(cfg)
-    server = TwinServer(sm, _settings(cfg, served_model, seed))
+    server = TwinServer(sm, _settings(cfg, sm, served_model, seed))
     loop = asyncio.new_event_loop()
     ready: dict[str, Any] = {}
     started = threading.Event()
@@ -124,7 +128,7 @@ def serve(
 ) -> None:
     """Run a twin in the foreground until interrupted (the `sizing twin` command)."""
     sm = step_model or step_model_for(cfg)
-    server = TwinServer(sm, _settings(cfg, served_model, seed))
+    server = TwinServer(sm, _settings(cfg, sm, served_model, seed))
 
     async def main() -> None:
         bound = await server.start(host, port)

@@ -44,6 +44,8 @@ class TwinSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     served_model: str = Field(min_length=1)
+    #: other names requests may use (the catalog id when the twin was asked for by an alias, and vice versa)
+    aliases: list[str] = Field(default_factory=list)
     seed: int = 0
     output_mean: float = Field(default=DEFAULT_OUTPUT_MEAN, gt=0)
     output_p95: float = Field(default=DEFAULT_OUTPUT_P95, gt=0)
@@ -158,6 +160,10 @@ class TwinServer:
                 if "chunked" in headers.get("transfer-encoding", "").lower():
                     self._reply(writer, 411, {"message": "send a Content-Length body"}, keep_alive=False)
                     return
+                if (
+                    headers.get("expect", "").lower() == "100-continue"
+                ):  # curl does this for bodies over 1 KiB
+                    writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
                 await self._route(method, target.split("?", 1)[0], body, writer, keep_alive)
                 await writer.drain()
@@ -249,7 +255,7 @@ class TwinServer:
         except (ValidationError, ValueError) as exc:
             self._error(writer, 400, f"invalid request: {exc}", keep_alive)
             return
-        if req.model != self.settings.served_model:
+        if req.model != self.settings.served_model and req.model not in self.settings.aliases:
             self._error(writer, 404, f"The model `{req.model}` does not exist.", keep_alive)
             return
         n_out = self.output_length(req)
