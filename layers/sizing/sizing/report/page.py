@@ -392,11 +392,11 @@ def _ranked(pg: Page) -> str:
     rows = []
     for i, a in enumerate(archs):
         p = f"architectures.{i}"
-        reps = (
-            f"{_span(pg, p + '.replicas')} ({pg.n(p + '.replicas.mean', count)})"
-            if a.get("replicas")
-            else "per token"
-        )
+        reps = "per token"
+        if a.get("replicas"):
+            reps = _span(pg, p + ".replicas")
+            if lookup(r, p + ".replicas.min") != lookup(r, p + ".replicas.peak"):
+                reps += f" ({pg.n(p + '.replicas.mean', count)})"
         name = f'<span class="id" title="{escape(a["id"])}">{escape(short_label(a))}</span>'
         if a.get("capacity_type") == "spot":
             name += ' <span class="tag">spot</span>'
