@@ -13,13 +13,13 @@ pytestmark = pytest.mark.integration
 
 #: Seconds the twin process may take to import the catalog and the perf model and start listening.
 START_TIMEOUT_S = 60
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
 
 def test_the_twin_command_serves_the_model_on_the_port_it_prints() -> None:
     # given `sizing twin` on a free loopback port
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sizing.cli", "twin", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--instance",
-         "g6e.xlarge", "--port", "0"],
+        [sys.executable, "-m", "sizing.cli", "twin", "--model", MODEL, "--instance", "g6e.xlarge", "--port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -30,13 +30,13 @@ def test_the_twin_command_serves_the_model_on_the_port_it_prints() -> None:
         url = line.split("serving ", 1)[1].split()[0]
         # and answers like an OpenAI endpoint
         models = json.load(urllib.request.urlopen(url + "/v1/models", timeout=10))
-        model_id = models["data"][0]["id"]
-        assert model_id.startswith("meta-llama/Llama-3.1-8B")
-        body = json.dumps({"model": model_id, "prompt": "hello", "max_tokens": 2}).encode()
-        resp = json.load(
-            urllib.request.urlopen(urllib.request.Request(url + "/v1/completions", body), timeout=10)
-        )
-        assert resp["usage"]["completion_tokens"] <= 2
+        assert [m["id"] for m in models["data"]] == [MODEL]
+        # under the name it was given and under the catalog id that name resolves to
+        for name in (MODEL, line.split("(", 1)[1].split(")", 1)[0]):
+            body = json.dumps({"model": name, "prompt": "hello", "max_tokens": 2}).encode()
+            req = urllib.request.Request(url + "/v1/completions", body)
+            resp = json.load(urllib.request.urlopen(req, timeout=10))
+            assert resp["usage"]["completion_tokens"] <= 2
     finally:
         proc.terminate()
         proc.wait(timeout=10)
