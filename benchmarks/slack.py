@@ -7,22 +7,38 @@
   loading the catalog (what a cold Lambda pays on top of its init).
 - grammar: parsing alone, per message, over the phrasings of the grammar tests.
 - worker: estimate + Block Kit + post to a fake Slack on loopback (127.0.0.1), per workload.
+- cold: a fresh process importing the commands function and loading the catalog (what a cold Lambda adds).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import urlencode
 
 from slack_sdk.signature import SignatureVerifier
 
+ROOT = Path(__file__).resolve().parents[1]
 SECRET = "benchmark-signing-secret"
+COLD = """
+import importlib.util, time
+t0 = time.perf_counter()
+spec = importlib.util.spec_from_file_location("cmd", "functions/slack/slack_commands.py")
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+t1 = time.perf_counter()
+from sizing.catalog import load_catalog
+load_catalog()
+print(t1 - t0, time.perf_counter() - t1)
+"""
 #: Slack's acknowledgement deadline for slash commands and interactions.
 SLACK_ACK_DEADLINE_S = 3.0
 MESSAGES = [
@@ -77,6 +93,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commands", type=int, default=200)
     parser.add_argument("--estimates", type=int, default=3)
+    parser.add_argument("--cold", type=int, default=3)
     args = parser.parse_args()
 
     from sizing.service.observability import logger
@@ -157,6 +174,23 @@ def main() -> None:
                 times.append(time.perf_counter() - t0)
             _line(model, times, unit=1.0, label="s ")
         print(f"  messages posted to the fake Slack: {_Sink.posted}")
+
+    print("== cold start of the commands function (fresh process: import the handler, load the catalog) ==")
+    cold_import, cold_catalog = [], []
+    for _ in range(args.cold):
+        out = subprocess.run(
+            [sys.executable, "-c", COLD], capture_output=True, text=True, check=True, cwd=ROOT
+        )
+        a, b = (float(x) for x in out.stdout.split())
+        cold_import.append(a)
+        cold_catalog.append(b)
+    _line("import functions/slack/slack_commands.py", cold_import)
+    _line("load_catalog() on first request", cold_catalog)
+    both = statistics.median(cold_import) + statistics.median(cold_catalog)
+    print(
+        f"  median cold path {both * 1000:.0f} ms = {both / SLACK_ACK_DEADLINE_S:.0%} of Slack's 3 s deadline"
+        " (plus, in AWS, one GetSecretValue and the async invoke)"
+    )
 
 
 if __name__ == "__main__":

@@ -182,7 +182,10 @@ class LambdaInvoker:
 
 
 def _count(name: str) -> None:
-    metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
+    # Outside Lambda (`sizing serve`, benchmarks) no namespace may be configured, and Powertools refuses to
+    # flush metrics without one: count only where they can be published.
+    if metrics.namespace:
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
 
 
 def _error_text(error: Any) -> str | None:
