@@ -857,7 +857,9 @@ def _assumptions(pg: Page) -> str:
     cal = asm.get("calibration") or {}
     version = cal.get("version") if isinstance(cal, dict) else cal
     assumed: list[str] = []
-    if version in (None, "none", ""):
+    if "calibration" not in asm:
+        assumed.append("This result does not say which calibration its predictions used.")
+    elif version in (None, "none", ""):
         assumed.append(
             "The estimator is uncalibrated: latencies come from the roofline model with default efficiencies."
         )
