@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -125,3 +126,30 @@ def test_models_health_and_metrics(twin: TwinHandle) -> None:
     assert f'vllm:num_requests_running{{model_name="{MODEL}"}} 0' in text
     assert f'vllm:time_to_first_token_seconds_count{{model_name="{MODEL}"}} 1' in text
     assert "vllm:num_requests_waiting" in text and "vllm:kv_cache_usage_perc" in text
+
+
+def test_a_request_whose_client_hangs_up_while_queued_leaves_the_queue() -> None:
+    # given a twin that runs one sequence at a time, busy with a long answer
+    with start_twin(
+        None, step_model=StandInStepModel(max_num_seqs=1, step_s=0.01), served_model=MODEL
+    ) as twin:
+        busy = {"model": MODEL, "prompt": "x", "max_tokens": 300, "ignore_eos": True, "stream": True}
+        first = _post(twin.url + "/v1/completions", busy)
+        # and a second request queued behind it, whose client then goes away
+        body = json.dumps(busy).encode()
+        with socket.create_connection(("127.0.0.1", twin.port)) as s:
+            s.sendall(
+                b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                % (len(body), body)
+            )
+            time.sleep(0.2)
+            assert "vllm:num_requests_waiting" + f'{{model_name="{MODEL}"}} 1' in _metrics(twin)
+        # then the engine drops it within a second, while the first answer still streams
+        time.sleep(1.0)
+        assert "vllm:num_requests_waiting" + f'{{model_name="{MODEL}"}} 0' in _metrics(twin)
+        assert f'vllm:num_requests_running{{model_name="{MODEL}"}} 1' in _metrics(twin)
+        first.close()
+
+
+def _metrics(twin: TwinHandle) -> str:
+    return urllib.request.urlopen(twin.url + "/metrics").read().decode()

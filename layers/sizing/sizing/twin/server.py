@@ -29,6 +29,8 @@ DEFAULT_OUTPUT_MEAN = 250
 DEFAULT_OUTPUT_P95 = 700
 #: Largest request head we read; vLLM's uvicorn default limit is of the same order (h11: 16 KiB).
 MAX_HEAD_BYTES = 64 * 1024
+#: How often a waiting request checks whether its client has gone (seconds; a timer per request in flight).
+DISCONNECT_POLL_S = 0.5
 _REASONS = {
     200: "OK",
     400: "Bad Request",
@@ -136,6 +138,11 @@ class TwinServer:
             w.close()
         if self.engine is not None:
             await self.engine.stop()
+        # the twin owns its loop: end the connection handlers still waiting, so none is destroyed pending
+        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
     # --- HTTP ---------------------------------------------------------------------------------------------
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -165,7 +172,7 @@ class TwinServer:
                 ):  # curl does this for bodies over 1 KiB
                     writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
-                await self._route(method, target.split("?", 1)[0], body, writer, keep_alive)
+                await self._route(method, target.split("?", 1)[0], body, reader, writer, keep_alive)
                 await writer.drain()
                 if not keep_alive or writer.is_closing():
                     return
@@ -192,8 +199,9 @@ class TwinServer:
         self._reply(writer, status, {"error": err, **err}, keep_alive=keep_alive)
 
     async def _route(
-        self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter, keep_alive: bool
-    ) -> None:
+        self, method: str, path: str, body: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+        keep_alive: bool,
+    ) -> None:  # fmt: skip
         if path == "/health" and method == "GET":
             self._reply(writer, 200, b"", keep_alive=keep_alive)
         elif path == "/v1/models" and method == "GET":
@@ -204,7 +212,7 @@ class TwinServer:
             if method != "POST":
                 self._error(writer, 405, f"use POST for {path}", keep_alive)
                 return
-            await self._completion(path == "/v1/chat/completions", body, writer, keep_alive)
+            await self._completion(path == "/v1/chat/completions", body, reader, writer, keep_alive)
         else:
             self._error(writer, 404, f"no route {method} {path}", keep_alive)
 
@@ -237,6 +245,19 @@ class TwinServer:
                 prompt = sum(count_tokens(str(x)) for x in p)
         return req, prompt
 
+    async def _until_done(
+        self, seq: Sequence, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """Wait for the answer; if the client hangs up first (a load test lowering its level does), drop the
+        request from the engine as vLLM does, rather than when its next token finds the socket closed."""
+        assert seq.done is not None and self.engine is not None
+        while not seq.done.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(seq.done), DISCONNECT_POLL_S)
+            except TimeoutError:
+                if reader.at_eof() or writer.is_closing():  # the client closed (FIN) or reset the connection
+                    self.engine.abort(seq)
+
     def output_length(self, req: _Request) -> int:
         """max_tokens when ignore_eos, else a seeded draw from the answer-length distribution capped by it."""
         cap = req.max_completion_tokens or req.max_tokens
@@ -247,7 +268,12 @@ class TwinServer:
         return min(drawn, cap) if cap else drawn
 
     async def _completion(
-        self, chat: bool, body: bytes, writer: asyncio.StreamWriter, keep_alive: bool
+        self,
+        chat: bool,
+        body: bytes,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        keep_alive: bool,
     ) -> None:
         assert self.engine is not None
         try:
@@ -329,7 +355,7 @@ class TwinServer:
                 writer.write(_sse(json.dumps({"error": {"message": str(exc), "code": 400}})) + _DONE)
                 return
             assert seq.done is not None
-            await seq.done
+            await self._until_done(seq, reader, writer)
             return
 
         def quiet(n: int, finished: bool) -> None:
@@ -341,8 +367,7 @@ class TwinServer:
         except SizingError as exc:
             self._error(writer, 400, str(exc), keep_alive)
             return
-        assert seq.done is not None
-        await seq.done
+        await self._until_done(seq, reader, writer)
         n = seq.generated
         text = _text(n)
         choice_obj: dict[str, Any]
