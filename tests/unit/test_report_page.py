@@ -202,6 +202,7 @@ def test_an_infeasible_workload_says_so_and_why(eks_first: dict[str, Any]) -> No
     result["architectures"] = []
     result["infeasible"] = {
         "binding": "ttft_ms.p95",
+        "closest": {"value": 2100.0, "on": "g6e.xlarge TP1 fp8"},
         "message": "TTFT p95 cannot go below 2.1 s on any candidate",
     }
     # when
@@ -211,6 +212,8 @@ def test_an_infeasible_workload_says_so_and_why(eks_first: dict[str, Any]) -> No
     assert view.faults == []
     assert "No architecture meets the SLOs." in html
     assert "TTFT p95 cannot go below 2.1 s on any candidate" in html
+    assert "The binding SLO target is TTFT p95 (≤ 1,500 ms)" in html
+    assert 'data-path="infeasible.closest.value" data-value="2100.0">2,100 ms' in html
     assert view.charts.get("pareto") is None
 
 

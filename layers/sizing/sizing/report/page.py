@@ -339,8 +339,8 @@ def _workload(pg: Page, wl: WorkloadModel | None) -> str:
         ("Think time between requests", pg.n("workload.think_time_s", sec)),
         ("Requests per day", pg.n("workload.requests_per_day", count)),
         ("Requests per month", pg.n("workload.requests_per_month", count)),
-        ("Input tokens/s at peak", pg.n("workload.input_tokens_per_s_peak", count)),
-        ("Output tokens/s at peak", pg.n("workload.output_tokens_per_s_peak", count)),
+        ("Input tokens/s at peak", pg.n("workload.input_tokens_per_s_peak", token_count)),
+        ("Output tokens/s at peak", pg.n("workload.output_tokens_per_s_peak", token_count)),
     ]
     tok_rows = []
     for side in ("input_tokens", "output_tokens"):
@@ -811,12 +811,22 @@ def _rejected(pg: Page) -> str:
     rej = pg.r.get("rejected") or []
     inf = pg.r.get("infeasible")
     body = []
-    if inf:
+    if isinstance(inf, dict):
         body.append(f'<p class="warn">{escape(str(inf.get("message", "")))}</p>')
-        if inf.get("binding"):
-            body.append(
-                f"<p>Binding constraint: <code>{escape(json.dumps(inf['binding'], default=str))}</code></p>"
-            )
+        binding = inf.get("binding")
+        if isinstance(binding, str) and "." in binding:
+            metric, q = binding.split(".", 1)
+            f = UNIT_FMT.get(METRIC_UNITS.get(metric, ""), plain)
+            line = f"The binding SLO target is {escape(METRIC_NAMES.get(metric, metric))} {escape(q)}"
+            limit = slo_limit(pg.r, metric, q)
+            if limit is not None:
+                line += f" (≤ {escape(f(limit))})"
+            closest = inf.get("closest") or {}
+            if isinstance(closest, dict) and closest.get("on"):
+                line += f"; the closest candidate, {escape(str(closest['on']))}, reaches {pg.n('infeasible.closest.value', f)}"
+            body.append(f"<p>{line}.</p>")
+        elif binding:
+            body.append(f"<p>Binding constraint: <code>{escape(json.dumps(binding, default=str))}</code></p>")
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for x in rej:
         by_kind.setdefault(str(x.get("kind") or "other"), []).append(x)
