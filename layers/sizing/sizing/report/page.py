@@ -541,6 +541,11 @@ def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, A
         if not any(s.points for s in series):
             continue
         refs = [svg.RefLine(limit, f"SLO {q} {f(limit)}")] if limit is not None else []
+        cap = lookup(archs[wi], "per_replica.rps_slo_limit") if wi is not None else None
+        if isinstance(cap, int | float) and cap > 0:
+            refs.append(
+                svg.RefLine(float(cap), f"chosen: SLO capacity {cap:.2f} req/s", axis="x", color=svg.MUTED)
+            )
         y_hi = max(
             (limit or 0.0) * Y_CAP_SLO_FACTOR,
             max(tops, default=0.0) * Y_CAP_POINT_FACTOR,
@@ -562,7 +567,8 @@ def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, A
                 chart,
                 f"{METRIC_NAMES[metric]} {q} of one replica as load rises (predicted by the batching simulator"
                 + (", measured points as squares" if measured else "")
-                + "). ★ is the chosen architecture's operating point at peak; rings the others'.",
+                + "). ★ is the chosen architecture's operating point at peak; rings the others'. The dotted line is"
+                " the chosen replica's capacity under every SLO target: the gap to the star is the headroom.",
             )
         )
     lead = (
