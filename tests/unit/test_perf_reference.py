@@ -96,3 +96,11 @@ def test_the_shipped_profile_has_a_version_and_names_its_fallbacks():
     # an accelerator without measurements borrows from a named relative or the global prior
     t4 = profile_for("t4", "vllm")
     assert "t4" in t4.basis and ("relative" in t4.basis or "global" in t4.basis)
+
+
+def test_load_test_rows_may_name_the_load_by_its_knob():
+    row = parse_row(BASE)
+    assert isinstance(row, CalRow)
+    data = {**row.model_dump(), "load": "concurrency", "origin": "loadtest"}
+    assert CalRow.model_validate(data).load == "closed"
+    assert CalRow.model_validate({**data, "load": "rate"}).load == "open"

@@ -75,6 +75,7 @@ def _profile(
         bandwidth_eff=entry["bandwidth_eff"],
         step_overhead_s=entry["step_overhead_s"],
         seq_overhead_s=entry.get("seq_overhead_s", 0.0),
+        request_overhead_s=entry.get("request_overhead_s", 0.0),
         family=family,
         engine=engine,
         basis=basis,

@@ -63,10 +63,10 @@ TGI_MEMORY_FRACTION = 0.95  # assumed: TGI leaves a small margin under cuda_memo
 NEURON_MAX_NUM_SEQS = 8
 NEURON_MEMORY_FRACTION = 0.95  # assumed: the Neuron runtime allocates KV statically, little slack kept
 
-#: Memory that is neither weights nor KV cache per device: CUDA context, cuBLAS/NCCL workspaces and CUDA graphs
-#: (~0.5 GB context + 0.5-1 GB graphs in vLLM startup logs) -- assumed 1.5 GB; Neuron runtime scratch assumed
-#: 0.5 GB per NeuronCore.
-GPU_RUNTIME_OVERHEAD_GB = 1.5
+#: Memory inside the engine's budget that is neither weights, activations nor KV cache, per device: CUDA context
+#: (~0.5 GB) and cuBLAS/NCCL workspaces -- assumed 0.8 GB (CUDA graphs live in the share outside
+#: gpu_memory_utilization); Neuron runtime scratch assumed 0.5 GB per NeuronCore.
+GPU_RUNTIME_OVERHEAD_GB = 0.8
 NEURON_RUNTIME_OVERHEAD_GB = 0.5
 
 
@@ -90,6 +90,12 @@ class EngineDefaults:
     admission: Literal["incremental", "reserve"]
     runtime_overhead_gb: float
     source: str
+    #: MoE experts evaluated densely (every expert for every token): what the Neuron reference rows M049-M065
+    #: show -- MoE step times far above the active-parameter roofline (assumed for the neuron engine)
+    moe_dense: bool = False
+    #: every decode step reads the KV cache of the whole compiled context (static shapes), not just the tokens
+    #: held: vllm-neuron sizes decode block tables to max_model_len [serving-facts.md s3]
+    static_kv_reads: bool = False
 
 
 def engine_defaults(
@@ -176,5 +182,7 @@ def engine_defaults(
             "reserve",
             NEURON_RUNTIME_OVERHEAD_GB,
             "vllm-neuron static buckets (serving-facts.md s3); batch 8 assumed",
+            moe_dense=True,
+            static_kv_reads=True,
         )
     raise ValueError(f"unknown engine {engine}")

@@ -29,30 +29,40 @@ from sizing.perf.config import HardwareConfig
 from sizing.perf.memory import memory_fit
 from sizing.perf.reference import REFERENCE_MODELS, SHAREGPT_SIGMA, CalRow
 from sizing.perf.simulator import ClosedLoop, OpenLoop, saturating_concurrency, simulate
-from sizing.perf.step import ROOFLINE, Profile, StepModel
+from sizing.perf.step import DEFAULT_STATIC_CONTEXT, ROOFLINE, Profile, StepModel
 
 #: Literature prior: prefill MFU ~50% and decode MBU 55-60% at batch 1 (Databricks, serving-facts.md s2);
 #: CPU/scheduling overhead of a few ms per step (vLLM V1: ~5 ms steps for 8B on H100 incl. GPU work, s2).
-PRIOR = {"compute_eff": 0.5, "bandwidth_eff": 0.6, "step_overhead_s": 0.003}
+PRIOR = {
+    "compute_eff": 0.5,
+    "bandwidth_eff": 0.6,
+    "step_overhead_s": 0.003,
+    "request_overhead_s": 0.02,
+    # sampling, detokenisation and streaming per running sequence per step: ~0.1 ms on current H100 stacks
+    # (X071 -> X072 TPOT) to ~0.7 ms on 2024 A10G stacks (X001 -> X005); the prior sits between
+    "seq_overhead_s": 0.0002,
+}
 #: Prior widths in log space: family fits may move ~e^0.7 = 2x freely; engine fits stay nearer their family.
-FAMILY_SIGMA = (0.7, 0.5, 1.5)
-ENGINE_SIGMA = (0.35, 0.3, 0.8)
+FAMILY_SIGMA = (0.7, 0.5, 1.5, 1.5, 1.5)
+ENGINE_SIGMA = (0.35, 0.3, 0.8, 0.8, 0.8)
 #: Parameter bounds: efficiencies cannot exceed peak by much (1.2 leaves room for assumed datasheet figures,
 #: e.g. A10G TFLOPS); overhead between 0.05 ms and 100 ms per step.
-BOUNDS = ((0.02, 1.2), (0.05, 1.2), (5e-5, 0.1))
+BOUNDS = ((0.02, 1.2), (0.05, 1.2), (5e-5, 0.1), (1e-4, 0.5), (1e-6, 0.005))
 #: Soft-L1 scale on log errors: errors beyond ~25% count linearly, so one odd row cannot drag a fit.
 LOSS_SCALE = 0.25
 #: Metric weights in the loss: e2e duplicates TTFT + TPOT information, so it counts half.
 METRIC_WEIGHT = {"ttft": 1.0, "tpot": 1.0, "throughput": 1.0, "e2e": 0.5}
-#: Nelder-Mead evaluations per fit (3 parameters converge to ~1% in 60-80 evaluations).
-MAX_EVALS = 70
+#: Nelder-Mead evaluations per fit: family fits start from the prior (5 parameters converge to ~1% in ~110
+#: evaluations); engine fits start at their family's optimum and need fewer.
+MAX_EVALS = 110
+ENGINE_EVALS = 60
 #: Requests simulated per reference row: closed loops need a few rounds of the concurrency; ShareGPT-shaped
 #: rows need a few hundred draws for stable means.
 MIN_REQUESTS_FIXED = 12
-MIN_REQUESTS_SHAREGPT = 300
-MAX_REQUESTS = 1200
+MIN_REQUESTS_SHAREGPT = 200
+MAX_REQUESTS = 800
 ROUNDS = 4
-OPEN_LOOP_REQUESTS = 600
+OPEN_LOOP_REQUESTS = 400
 WITHIN = 0.25
 
 METRICS = ("ttft", "tpot", "throughput", "e2e")
@@ -76,6 +86,8 @@ def reference_catalog() -> Any:
 
 def row_config(row: CalRow) -> HardwareConfig:
     context = math.ceil(row.input_tokens * (3 if row.token_dist == "sharegpt" else 1) + row.output_tokens * 2)
+    if row.engine == "neuron":  # compiled for a fixed sequence length: optimum-neuron's default when unstated
+        context = max(context, DEFAULT_STATIC_CONTEXT)
     return HardwareConfig(
         model_id=row.model,
         instance_type="",
@@ -182,12 +194,18 @@ def _soft_l1(r: float) -> float:
 
 
 def _profile(theta: Sequence[float], family: str, engine: str, basis: str) -> Profile:
-    c, b, o = (min(max(math.exp(t), lo), hi) for t, (lo, hi) in zip(theta, BOUNDS, strict=True))
-    return Profile(c, b, o, 0.0, family, engine, basis)
+    c, b, o, r, q = (min(max(math.exp(t), lo), hi) for t, (lo, hi) in zip(theta, BOUNDS, strict=True))
+    return Profile(c, b, o, q, family, engine, basis, request_overhead_s=r)
 
 
 def _theta(p: dict[str, float]) -> list[float]:
-    return [math.log(p["compute_eff"]), math.log(p["bandwidth_eff"]), math.log(p["step_overhead_s"])]
+    return [
+        math.log(p["compute_eff"]),
+        math.log(p["bandwidth_eff"]),
+        math.log(p["step_overhead_s"]),
+        math.log(p["request_overhead_s"]),
+        math.log(p["seq_overhead_s"]),
+    ]
 
 
 def row_loss(row: CalRow, profile: Profile) -> float:
@@ -209,7 +227,7 @@ def row_loss(row: CalRow, profile: Profile) -> float:
 def nelder_mead(
     f: Callable[[list[float]], float], x0: list[float], step: float = 0.3, max_evals: int = MAX_EVALS
 ) -> list[float]:
-    """A plain Nelder-Mead minimiser (no scipy dependency): enough for three smooth parameters."""
+    """A plain Nelder-Mead minimiser (no scipy dependency): enough for a handful of smooth parameters."""
     n = len(x0)
     pts = [list(x0)] + [[x + (step if i == j else 0.0) for j, x in enumerate(x0)] for i in range(n)]
     vals = [f(p) for p in pts]
@@ -246,14 +264,21 @@ def nelder_mead(
 
 
 def fit_group(
-    rows: Sequence[CalRow], prior: list[float], sigma: Sequence[float], family: str, engine: str
+    rows: Sequence[CalRow],
+    prior: list[float],
+    sigma: Sequence[float],
+    family: str,
+    engine: str,
+    max_evals: int = MAX_EVALS,
 ) -> list[float]:
     def objective(theta: list[float]) -> float:
         prof = _profile(theta, family, engine, "fit")
         penalty = sum(((t - p) / s) ** 2 for t, p, s in zip(theta, prior, sigma, strict=True)) * LOSS_SCALE**2
         return sum(row_loss(r, prof) for r in rows) + penalty
 
-    return nelder_mead(objective, list(prior))
+    return nelder_mead(
+        objective, list(prior), step=0.3 if max_evals >= MAX_EVALS else 0.15, max_evals=max_evals
+    )
 
 
 @dataclass
@@ -286,7 +311,13 @@ def fit_profiles(
         for r in frows:
             by_engine[r.engine].append(r)
         for eng, erows in sorted(by_engine.items()):
-            etheta = fit_group(erows, ftheta, ENGINE_SIGMA, fam, eng)
+            if len(by_engine) == 1:
+                out[f"{fam}/{eng}"] = {
+                    **out[f"{fam}/*"],
+                    "basis": f"{fam} x {eng} (the family's only engine)",
+                }
+                continue
+            etheta = fit_group(erows, ftheta, ENGINE_SIGMA, fam, eng, ENGINE_EVALS)
             out[f"{fam}/{eng}"] = _entry(etheta, len(erows), f"{fam} x {eng}, prior = {fam} pooled")
     return out
 
@@ -297,7 +328,8 @@ def _entry(theta: Sequence[float], n: int, basis: str) -> dict[str, Any]:
         "compute_eff": round(p.compute_eff, 4),
         "bandwidth_eff": round(p.bandwidth_eff, 4),
         "step_overhead_s": round(p.step_overhead_s, 6),
-        "seq_overhead_s": 0.0,
+        "seq_overhead_s": round(p.seq_overhead_s, 7),
+        "request_overhead_s": round(p.request_overhead_s, 6),
         "rows": n,
         "basis": basis,
     }
@@ -338,7 +370,7 @@ def cross_validate(
         profiles = fit_profiles(train, only_families=fams, base=full)
         if progress:
             progress(f"  held out {study} ({len(held)} rows; refit {', '.join(sorted(fams))})")
-        data = {"version": "cv", "profiles": profiles, "global": {**PRIOR, "seq_overhead_s": 0.0}}
+        data = {"version": "cv", "profiles": profiles, "global": dict(PRIOR)}
         for r in held:
             prof = profile_for(r.accelerator, r.engine, data)
             try:
@@ -464,7 +496,7 @@ def run_calibration(
         "inputs_sha256_12": digest,
         "procedure": (__doc__ or "").strip().splitlines()[0],
         "prior": PRIOR,
-        "global": {**PRIOR, "seq_overhead_s": 0.0, "basis": "literature prior (no family data)"},
+        "global": {**PRIOR, "basis": "literature prior (no family data)"},
         "profiles": profiles,
         "rows": {"usable": len(usable), "excluded": excluded + unusable},
         "cross_validation": table,

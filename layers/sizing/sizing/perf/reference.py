@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 DATA = Path(__file__).parent / "data"
 ANNOTATIONS = DATA / "reference_annotations.yaml"
@@ -52,6 +52,7 @@ Engine = Literal["vllm", "trtllm", "sglang", "tgi", "neuron"]
 #: closed: N users; open: Poisson rate; batch: one static batch; offline: N requests at once; saturate: as many
 #: users as the server's batch limit
 LoadKind = Literal["closed", "open", "batch", "offline", "saturate"]
+LOAD_ALIASES = {"concurrency": "closed", "rate": "open", "request_rate": "open"}
 
 
 class CalRow(BaseModel):
@@ -85,6 +86,12 @@ class CalRow(BaseModel):
     requests_per_s: float | None = Field(default=None, description="per replica")
     weight: float = Field(default=1.0, gt=0)
     origin: str = "reference"
+
+    @field_validator("load", mode="before")
+    @classmethod
+    def _load_alias(cls, v: Any) -> Any:
+        """Load-test rows name the closed loop by its knob ("concurrency") and the open loop by "rate"."""
+        return LOAD_ALIASES.get(v, v) if isinstance(v, str) else v
 
 
 # --- field parsers ------------------------------------------------------------------------------------------

@@ -173,7 +173,13 @@ def _run(
     c0, c1, m0, m1, o = lines
     a1, b1 = c0 + c1 * C + o, c1 * D
     a2, b2 = m0 + m1 * C + o, m1 * D
-    ks, A, B, A2, B2 = _split(a1, b1, a2, b2, n)
+    if a2 >= a1 and b2 >= b1:  # memory-bound throughout (the common decode case)
+        ks, A, B, A2, B2 = n, a2, b2, a2, b2
+    else:
+        ks, A, B, A2, B2 = _split(a1, b1, a2, b2, n)
+    if delta == math.inf and ks >= n:
+        last = A + B * (n - 1)
+        return n, n * A + B * (n - 1) * n * 0.5, A, last
     if delta != math.inf:
         s1 = _line_sum(A, B, 0, ks)
         if s1 >= delta:
@@ -245,6 +251,8 @@ def simulate(
     version = [0] * n
 
     max_seqs = sm.max_num_seqs
+    #: the API server's share of each request (tokenise, schedule, stream): the engine sees it this much later
+    delay = sm.request_overhead_s
     budget_max = sm.max_num_batched_tokens if sm.max_num_batched_tokens > 0 else sm.max_model_len
     chunked = sm.chunked_prefill
     mixed = sm.mixed_prefill_decode
@@ -273,10 +281,10 @@ def simulate(
             ramp = _request_duration(sm, float(np.mean(prompt)), float(np.mean(out)), k0)
         for k in range(k0):
             arrival[k] = ramp * k / k0
-            if arrival[k] <= 0:
+            if arrival[k] + delay <= 0:
                 waiting.append(k)
             else:
-                heapq.heappush(future, (arrival[k], k))
+                heapq.heappush(future, (arrival[k] + delay, k))
         next_idx = k0
     completed = 0
     preemptions = 0
@@ -292,8 +300,8 @@ def simulate(
             j = next_idx
             next_idx += 1
             arrival[j] = when + think[j]
-            if think[j] > 0:
-                heapq.heappush(future, (arrival[j], j))
+            if think[j] + delay > 0:
+                heapq.heappush(future, (arrival[j] + delay, j))
             else:
                 waiting.append(j)
 
@@ -303,7 +311,7 @@ def simulate(
             while future and future[0][0] <= t:
                 waiting.append(heapq.heappop(future)[1])
         else:
-            while next_idx < n and arrival[next_idx] <= t:
+            while next_idx < n and arrival[next_idx] + delay <= t:
                 waiting.append(next_idx)
                 next_idx += 1
         # make room for this step's decode tokens (incremental KV)
@@ -326,6 +334,7 @@ def simulate(
         P = 0
         pairs = 0.0
         nchunks = 0
+        done_any = False
         if budget > 0:
             for e in prefill:
                 room = budget - P
@@ -339,6 +348,8 @@ def simulate(
                 e[1] -= take
                 e[2] += take
                 nchunks += 1
+                if e[1] == 0:
+                    done_any = True
             while waiting and budget - P > 0 and D + len(prefill) < max_seqs:
                 i = waiting[0]
                 p_eff = prompt[i] + gen_before[i]
@@ -357,6 +368,8 @@ def simulate(
                 P += take
                 nchunks += 1
                 prefill.append([i, p_eff - take, take, p_eff, r_out])
+                if take == p_eff:
+                    done_any = True
         if P == 0:
             if D == 0:
                 # idle until the next arrival
@@ -367,7 +380,7 @@ def simulate(
                 else:
                     if next_idx >= n:
                         break
-                    t = max(t, arrival[next_idx])
+                    t = max(t, arrival[next_idx] + delay)
                 continue
             # a run of pure-decode steps up to the next event
             while heap[0][2] != version[heap[0][1]] or not in_decode[heap[0][1]]:
@@ -379,7 +392,7 @@ def simulate(
             if closed:
                 nxt = future[0][0] if future else math.inf
             else:
-                nxt = arrival[next_idx] if next_idx < n else math.inf
+                nxt = arrival[next_idx] + delay if next_idx < n else math.inf
             delta = nxt - t if nxt != math.inf else math.inf
             if waiting:
                 delta = math.inf  # blocked requests wait for a completion; arrivals only join the queue
@@ -408,7 +421,7 @@ def simulate(
                     G += 1
                     emitted += D
             # prefills that finished produce a token
-            if any(e[1] == 0 for e in prefill):
+            if done_any:
                 keep = []
                 for e in prefill:
                     if e[1] > 0:

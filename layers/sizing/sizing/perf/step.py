@@ -30,6 +30,8 @@ ACT_BYTES = 2.0
 RING_FACTOR = 2.0
 #: Dense MLP of a gated (SwiGLU) block has 3 matrices: gate, up, down.
 MLP_MATRICES = 3
+#: Compiled sequence length of a Neuron deployment that does not state one (optimum-neuron benchmarks use 4096).
+DEFAULT_STATIC_CONTEXT = 4096
 #: Share of an MoE model's parameters that can at most be experts (guards configs with shared experts).
 MAX_EXPERT_SHARE = 0.98
 
@@ -48,6 +50,9 @@ class Profile:
     version: str = "none"
     #: cross-validated median absolute percentage error per metric, when known
     expected_error: dict[str, Any] = field(default_factory=dict)
+    #: time from a request's arrival to the scheduler seeing it, plus first-chunk streaming: API server,
+    #: tokenisation, detokenisation (10-60 ms in the small-prompt TTFTs of the reference rows on H100)
+    request_overhead_s: float = 0.02
 
     def params(self) -> dict[str, float]:
         return {
@@ -55,11 +60,25 @@ class Profile:
             "bandwidth_eff": self.bandwidth_eff,
             "step_overhead_s": self.step_overhead_s,
             "seq_overhead_s": self.seq_overhead_s,
+            "request_overhead_s": self.request_overhead_s,
         }
 
 
 #: A plain roofline: peak FLOP/s and bandwidth, no overheads (the baseline the calibration is compared with).
-ROOFLINE = Profile(1.0, 1.0, 0.0, 0.0, "any", "any", "plain roofline (peak datasheet figures)", "roofline")
+ROOFLINE = Profile(
+    1.0,
+    1.0,
+    0.0,
+    0.0,
+    "any",
+    "any",
+    "plain roofline (peak datasheet figures)",
+    "roofline",
+    request_overhead_s=0.0,
+)
+#: Without NVLink or P2P (g5/g6/g6e), NCCL all-reduce stages through host memory and reaches about a quarter of
+#: the PCIe link rate (assumed; NVIDIA/nccl#1298 on g5.48xlarge, and the 4x A10G reference rows X022/X024).
+PCIE_ALLREDUCE_EFFICIENCY = 0.25
 
 
 class StepModel:
@@ -80,6 +99,7 @@ class StepModel:
         self.chunked_prefill: bool = d.chunked_prefill
         self.mixed_prefill_decode: bool = d.mixed_prefill_decode
         self.admission: str = d.admission
+        self.request_overhead_s: float = profile.request_overhead_s
         #: longest request the replica serves (requests beyond are cut): the configured max_model_len, else the
         #: model's context
         self.max_model_len: int = cfg.max_model_len or spec.max_position_embeddings
@@ -90,7 +110,8 @@ class StepModel:
         flops = acc.device_flops(math_dtype) * profile.compute_eff
         bw = acc.device_bw_bytes * profile.bandwidth_eff
         # compute seconds per token of linear layers, per context token of attention
-        self._c_tok = 2 * spec.active_params_b * 1e9 / tp / flops
+        active = spec.params_b if d.moe_dense else spec.active_params_b
+        self._c_tok = 2 * active * 1e9 / tp / flops
         heads_dev = -(-spec.num_attention_heads // tp)
         attn_flops_per_pair = (
             4 * spec.layers * heads_dev * spec.head_dim
@@ -99,8 +120,8 @@ class StepModel:
         # memory seconds: weights once per step, KV per token read/written
         w_dev = weight_bytes_per_device(spec, cfg.quantization, tp)
         self._kv_tok = fit.kv_bytes_per_token_per_device / bw
-        self._moe = spec.moe is not None
-        if spec.moe is not None:
+        self._moe = spec.moe is not None and not d.moe_dense
+        if spec.moe is not None and not d.moe_dense:
             m = spec.moe
             expert_params = (
                 spec.layers * m.num_experts * MLP_MATRICES * spec.hidden_size * m.expert_intermediate_size
@@ -119,18 +140,14 @@ class StepModel:
             ic = acc.interconnect
             n_ar = ALLREDUCES_PER_LAYER * spec.layers
             self._ar_fixed = n_ar * ic.allreduce_latency_us * 1e-6
-            self._ar_tok = (
-                n_ar
-                * spec.hidden_size
-                * ACT_BYTES
-                * RING_FACTOR
-                * (tp - 1)
-                / tp
-                / (ic.bw_gbs_per_direction * GB)
-            )
+            bus = ic.bw_gbs_per_direction * GB * (PCIE_ALLREDUCE_EFFICIENCY if ic.kind == "pcie" else 1.0)
+            self._ar_tok = n_ar * spec.hidden_size * ACT_BYTES * RING_FACTOR * (tp - 1) / tp / bus
         else:
             self._ar_fixed = 0.0
             self._ar_tok = 0.0
+        #: Neuron decode graphs size the KV block table to max_model_len: each step reads the whole compiled
+        #: context of every sequence [serving-facts.md s3, vllm-neuron decode-context-length-bucketing]
+        self._static_ctx = (cfg.max_model_len or DEFAULT_STATIC_CONTEXT) if d.static_kv_reads else 0
         self._o_step = profile.step_overhead_s
         self._o_seq = profile.seq_overhead_s
         self.kv_write_tok = self._kv_tok
@@ -171,6 +188,8 @@ class StepModel:
             if prefill_attention_pairs is None
             else prefill_attention_pairs
         )
+        if self._static_ctx:
+            context_tokens = decode_seqs * self._static_ctx
         compute = self._c_tok * tokens + self._c_pair * (pairs + context_tokens)
         memory = self.weights_time(tokens) + self._kv_tok * (context_tokens + 2 * prefill_tokens)
         seqs = decode_seqs + (prefill_seqs if prefill_tokens else 0)
@@ -188,6 +207,9 @@ class StepModel:
         c0 = self._c_tok * decode_seqs
         m0 = self.weights_time(decode_seqs)
         o = self._ar_fixed + self._ar_tok * decode_seqs + self._o_step + self._o_seq * decode_seqs
+        if self._static_ctx:  # every step reads the compiled context, whatever the sequences hold
+            ctx = decode_seqs * self._static_ctx
+            return c0 + self._c_pair * ctx, 0.0, m0 + self._kv_tok * ctx, 0.0, o
         return c0, self._c_pair, m0, self._kv_tok, o
 
     def describe(self) -> dict[str, Any]:

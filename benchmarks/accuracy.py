@@ -1,0 +1,75 @@
+"""Accuracy of the performance estimator: leave-one-source-out error tables, calibrated vs plain roofline.
+
+    .venv/bin/python benchmarks/accuracy.py              # the tables stored with the shipped profile
+    .venv/bin/python benchmarks/accuracy.py --recompute  # refit and cross-validate now (several minutes)
+
+Targets (perf issue): cross-validated MdAPE <= 20% for each of TTFT, TPOT and saturated output throughput; no
+accelerator family worse than 35%. Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+TARGET = 0.20
+FAMILY_TARGET = 0.35
+
+
+def main() -> int:
+    from sizing.perf.calibration import load_profiles
+    from sizing.perf.fit import (
+        cross_validate,
+        error_table,
+        fit_profiles,
+        format_error_table,
+        reference_catalog,
+    )
+    from sizing.perf.memory import memory_fit
+    from sizing.perf.reference import DEFAULT_REFERENCE, parse_rows
+
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument(
+        "--recompute", action="store_true", help="refit and cross-validate instead of reading the profile"
+    )
+    args = ap.parse_args()
+    data = load_profiles()
+    if args.recompute:
+        rows, _ = parse_rows(DEFAULT_REFERENCE)
+        from sizing.perf.fit import row_config
+
+        rows = [r for r in rows if memory_fit(row_config(r), reference_catalog()).fits]
+        profiles = fit_profiles(rows)
+        table = error_table(cross_validate(rows, profiles, lambda m: print(m, file=sys.stderr)))
+        print("recomputed now")
+    else:
+        table = data.get("cross_validation") or {}
+        if not table:
+            print(
+                "the shipped profile has no cross-validation table: run `sizing calibrate` or use --recompute"
+            )
+            return 0
+        print(
+            f"profile {data['version']} ({data.get('rows', {}).get('usable', '?')} rows;"
+            f" {len(data.get('rows', {}).get('excluded', []))} excluded with reasons)"
+        )
+    print(format_error_table(table))
+    print()
+    for metric in ("ttft", "tpot", "saturated_throughput"):
+        s = table["by_metric"].get(metric, {})
+        if s.get("n"):
+            verdict = "meets" if s["mdape"] <= TARGET else "misses"
+            print(
+                f"{metric}: MdAPE {s['mdape']:.0%} {verdict} the {TARGET:.0%} target"
+                f" (plain roofline {s['roofline_mdape']:.0%})"
+            )
+    worst = max(table["by_family"].items(), key=lambda kv: kv[1]["all"]["mdape"])
+    verdict = "meets" if worst[1]["all"]["mdape"] <= FAMILY_TARGET else "misses"
+    print(
+        f"worst family: {worst[0]} at {worst[1]['all']['mdape']:.0%} ({verdict} the {FAMILY_TARGET:.0%} bound)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
