@@ -274,8 +274,7 @@ def test_measure_these_starts_one_run_through_the_runs_service_however_often_cli
     # then both are acknowledged
     assert first["statusCode"] == second["statusCode"] == 200
     # and exactly one run exists: from Slack, remembering the channel and thread to answer in, and executing
-    runs = aws.store.list_runs()
-    items = runs.items if hasattr(runs, "items") else runs[0]
+    items, _ = aws.store.list_runs()
     assert len(items) == 1
     run: Run = items[0]
     assert run.source == "slack" and run.status == "RUNNING"
@@ -406,8 +405,7 @@ def test_no_secret_ever_reaches_the_logs(aws, slack, event, context, capsys, cap
             signed("slack_command", event, secret="bad", response_url=slack.response_url), context
         )
         INTERACTIONS.lambda_handler(interaction(event, slack.response_url, "1764496830.000001"), context)
-        run = aws.store.list_runs()
-        run_id = (run.items if hasattr(run, "items") else run[0])[0].run_id
+        run_id = aws.store.list_runs()[0][0].run_id
         aws.store.transition(run_id, "SUCCEEDED", expected_from="RUNNING")
         aws.store.put_ranking(run_id, MEASURED)
         completed = event("slack_run_completed")
@@ -498,3 +496,29 @@ def test_the_worker_posts_the_estimate_of_its_sample_job_in_the_channel(aws, sla
     assert out == {"posted": True}
     assert slack.responses[0]["response_type"] == "in_channel"
     assert "<@U2147483697>" in json.dumps(slack.responses[0]["blocks"])
+
+
+def test_a_double_click_while_the_first_is_still_starting_the_run_starts_nothing_more(
+    aws, slack, event, context
+) -> None:
+    # given a runs service slow enough that the second click arrives while the first is starting the run
+    real = deps.runs()
+    second: list[dict[str, Any]] = []
+
+    class SlowRuns:
+        def create_run(self, *args: Any, **kwargs: Any) -> Run:
+            if not second:
+                second.append(
+                    INTERACTIONS.lambda_handler(
+                        interaction(event, slack.response_url, "1764496830.500000"), context
+                    )
+                )
+            return real.create_run(*args, **kwargs)
+
+    deps._state.runs = SlowRuns()  # type: ignore[assignment]
+    # when the first click is handled (and the second lands in the middle of it)
+    first = INTERACTIONS.lambda_handler(interaction(event, slack.response_url, "1764496830.000001"), context)
+    # then both are answered, one run exists, and the second clicker was told it is being started
+    assert first["statusCode"] == second[0]["statusCode"] == 200
+    assert len(aws.store.list_runs()[0]) == 1
+    assert any("Already starting these" in json.dumps(r) for r in slack.responses)

@@ -372,8 +372,16 @@ class SlackBot:
         )
         key = f"{channel}:{message_ts}:{action.block_id}:{blocks.MEASURE_ACTION_ID}"
         click = action.action_ts or payload.trigger_id
+        from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+
         try:
             started = self._start_once(key, click, measure, thread)
+        except IdempotencyAlreadyInProgressError:
+            # a double click: the first click is starting the run right now and will announce it
+            self._tell(
+                thread, blocks.notice_message("Already starting these; the run is announced in the thread.")
+            )
+            return SlackResponse(200)
         except SizingError as exc:
             logger.info("run not started", extra={"reason": exc.code})
             self._tell(thread, blocks.notice_message(f"The run could not be started: {exc.message}"))
