@@ -7,12 +7,16 @@ served locally is the deployed one.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from sizing.errors import InvalidInput, Problem
 from sizing.service.api import errors
 from sizing.service.api.routers import catalog, estimates, runs, watches
 from sizing.service.errors import PayloadTooLarge
@@ -76,7 +80,38 @@ def resolve(event: dict[str, Any], context: LambdaContext | Any) -> dict[str, An
             "body": answer.body,
             "isBase64Encoded": False,
         }
+    unreadable = _unreadable_body(event)
+    if unreadable:
+        answer = errors.sizing_error(InvalidInput(unreadable, [Problem("body", unreadable)]))
+        return {
+            "statusCode": answer.status_code,
+            "headers": {"Content-Type": "application/json"},
+            "body": answer.body,
+            "isBase64Encoded": False,
+        }
     return app.resolve(_as_json(event), context)
+
+
+def _unreadable_body(event: dict[str, Any]) -> str | None:
+    """Why a body that parses as JSON text still cannot be read, for what Python's json module raises on instead
+    of reporting (each was a 500): bytes that are not UTF-8, nesting past the parser's recursion limit, an integer
+    past CPython's digit limit, and a lone surrogate (a valid JSON escape but not Unicode: nothing downstream can
+    encode it). Malformed JSON is left to the resolver's validation, which names it."""
+    body = event.get("body")
+    if not body:
+        return None
+    try:
+        text = base64.b64decode(body).decode() if event.get("isBase64Encoded") else body
+        json.dumps(json.loads(text), ensure_ascii=False).encode()
+    except json.JSONDecodeError:
+        return None
+    except (UnicodeError, binascii.Error):
+        return "the request body is not UTF-8 text (or holds a lone surrogate)"
+    except RecursionError:
+        return "the request body is nested too deeply"
+    except ValueError:
+        return "the request body holds a number too long to read"
+    return None
 
 
 def _as_json(event: dict[str, Any]) -> dict[str, Any]:
