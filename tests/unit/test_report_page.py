@@ -72,6 +72,15 @@ def test_the_report_is_one_well_formed_page_that_loads_nothing_from_outside(
     assert view.result == json.loads(json.dumps(eks_first, default=str))
 
 
+def test_rendering_leaves_the_result_as_it_was(eks_first: dict[str, Any]) -> None:
+    # given
+    before = copy.deepcopy(eks_first)
+    # when
+    render_report(eks_first)
+    # then
+    assert eks_first == before
+
+
 def test_every_chart_is_drawn_with_data(eks_html: str) -> None:
     # when
     view = read_report(eks_html)
