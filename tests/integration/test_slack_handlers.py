@@ -522,3 +522,26 @@ def test_a_double_click_while_the_first_is_still_starting_the_run_starts_nothing
     assert first["statusCode"] == second[0]["statusCode"] == 200
     assert len(aws.store.list_runs()[0]) == 1
     assert any("Already starting these" in json.dumps(r) for r in slack.responses)
+
+
+def test_with_an_allowlist_only_listed_people_or_channels_start_measured_runs(
+    aws, slack, event, context
+) -> None:
+    # given measured runs limited to one person and one channel, neither of them the clicker's
+    settings = deps.settings().model_copy(update={"measure_allowed": "U0PLATFORM, C0SIZING"})
+    deps.configure(settings, dynamodb=aws.ddb, sfn=aws.sfn, secretsmanager=aws.sm)
+    # when someone else clicks "Measure these" in another channel
+    out = INTERACTIONS.lambda_handler(interaction(event, slack.response_url, "1764496830.000001"), context)
+    # then no run starts, and the clicker is told why
+    assert out["statusCode"] == 200
+    assert aws.store.list_runs()[0] == []
+    assert any("limited to some people and channels" in json.dumps(r) for r in slack.responses)
+    # and when the channel is on the list, the same click starts the run
+    deps.configure(
+        settings.model_copy(update={"measure_allowed": "C2147483705"}),
+        dynamodb=aws.ddb,
+        sfn=aws.sfn,
+        secretsmanager=aws.sm,
+    )
+    INTERACTIONS.lambda_handler(interaction(event, slack.response_url, "1764496831.000001"), context)
+    assert len(aws.store.list_runs()[0]) == 1

@@ -213,6 +213,7 @@ class SlackBot:
         report_base_url: str | None = None,
         estimate_reports: Callable[[dict[str, Any]], str | None] | None = None,
         run_budget_usd: float | None = None,
+        measure_allowed: frozenset[str] = frozenset(),
         idempotency_ttl_s: int = 24 * 3600,
         now: Callable[[], float] = time.time,
     ) -> None:
@@ -227,6 +228,7 @@ class SlackBot:
         self.report_base_url = report_base_url.rstrip("/") if report_base_url else None
         self.estimate_reports = estimate_reports
         self.run_budget_usd = run_budget_usd
+        self.measure_allowed = measure_allowed
         self.idempotency_ttl_s = idempotency_ttl_s
         self.now = now
         #: The invocation's Lambda context, when a handler sets it: idempotency records then expire with it.
@@ -370,6 +372,16 @@ class SlackBot:
             user=user or None,
             response_url=response_url or None,
         )
+        if self.measure_allowed and not ({user, channel} & self.measure_allowed):
+            logger.info("measured run not allowed here", extra={"channel": channel})
+            self._tell(
+                thread,
+                blocks.notice_message(
+                    "Measured runs cost money and are limited to some people and channels here;"
+                    " ask your platform team to start this one."
+                ),
+            )
+            return SlackResponse(200)
         key = f"{channel}:{message_ts}:{action.block_id}:{blocks.MEASURE_ACTION_ID}"
         click = action.action_ts or payload.trigger_id
         from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError

@@ -120,6 +120,7 @@ def bot() -> SlackBot:
             report_base_url=s.report_base_url,
             estimate_reports=estimate_reports(),
             run_budget_usd=s.run_budget_usd,
+            measure_allowed=s.measure_allowlist(),
             idempotency_ttl_s=s.idempotency_ttl_s,
         )
     return _state.bot

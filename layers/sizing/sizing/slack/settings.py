@@ -43,6 +43,12 @@ class SlackSettings(BaseModel):
     #: Budget passed with every run started from Slack (the state machine refuses runs estimated above it).
     run_budget_usd: float | None = Field(default=None, alias="SLACK_RUN_BUDGET_USD", gt=0)
     idempotency_ttl_s: int = Field(default=24 * 3600, alias="IDEMPOTENCY_TTL_S", gt=0)
+    #: Who may start measured runs (they cost money): Slack user ids and/or channel ids, comma-separated.
+    #: Empty: anyone who can see the estimate (the confirmation dialog and the run budget still apply).
+    measure_allowed: str = Field(default="", alias="SLACK_MEASURE_ALLOWED", max_length=4096)
+
+    def measure_allowlist(self) -> frozenset[str]:
+        return frozenset(x.strip() for x in self.measure_allowed.split(",") if x.strip())
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> SlackSettings:
