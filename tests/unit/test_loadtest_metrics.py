@@ -62,3 +62,8 @@ def test_a_step_meets_its_slo_only_if_every_percentile_holds_and_errors_stay_rar
     errors = records + [RequestRecord(T0, T0 + 1, error="http_500")] * 5
     r2 = summarize(errors, step=0, target={"concurrency": 8}, window=(T0, T0 + 10), warmup_s=0)
     assert check_slo(r2, [("ttft_ms", "p95", 250)]).meets_slo is False
+
+
+def test_a_record_survives_the_trip_from_a_worker_to_the_master() -> None:
+    rec = RequestRecord(T0, T0 + 1.5, 0.2, [0.05, 0.06], 100, 3, None, "chatcmpl-1")
+    assert RequestRecord.from_wire(rec.to_wire()) == rec

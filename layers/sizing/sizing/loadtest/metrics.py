@@ -51,6 +51,7 @@ class RequestRecord:
             self.input_tokens,
             self.output_tokens,
             self.error,
+            self.response_id,
         ]
 
     @classmethod
