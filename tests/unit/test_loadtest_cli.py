@@ -1,0 +1,41 @@
+"""`sizing loadtest` arguments: SLO targets and what a workload spec turns into."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sizing.commands.loadtest import _from_workload, parse_slo
+from sizing.errors import InvalidInput
+from sizing.loadtest.launch import parse_tokens
+
+
+def test_slo_targets_are_metric_percentile_and_limit() -> None:
+    assert parse_slo("ttft_ms.p95=800, e2e_s.p99=2.5") == [("ttft_ms", "p95", 800.0), ("e2e_s", "p99", 2.5)]
+    with pytest.raises(InvalidInput, match=r"METRIC\.PERCENTILE=LIMIT"):
+        parse_slo("ttft_ms<800")
+
+
+def test_token_lengths_are_fixed_or_mean_and_p95() -> None:
+    assert parse_tokens("512", "input_tokens").fixed == 512
+    spec = parse_tokens("1200:3500", "input_tokens")
+    assert (spec.mean, spec.p95) == (1200, 3500)
+    with pytest.raises(InvalidInput, match="input_tokens"):
+        parse_tokens("lots", "input_tokens")
+
+
+def test_a_workload_becomes_steps_of_its_users_with_their_think_time_tokens_and_slo(tmp_path: Path) -> None:
+    # given 10,000 users, 10% active at peak, 30 requests an hour each
+    spec = tmp_path / "chat.yaml"
+    spec.write_text(
+        "model: meta-llama/Llama-3.1-8B-Instruct\nusers: {total: 10000, peak_active_fraction: 0.1,"
+        " requests_per_active_hour: 30}\ntokens: {input: {mean: 1200, p95: 3500}, output: {mean: 250, p95: 700}}\n"
+        "slo: {ttft_ms: {p95: 800}, e2e_s: {p95: 20}}\n"
+    )
+    fields = _from_workload(str(spec), None)
+    # then the steps are a quarter, half and all of the 1,000 peak users, thinking between requests
+    assert fields["mode"] == "users" and fields["levels"] == [250, 500, 1000]
+    assert fields["think_time_s"] == pytest.approx(120 - 20)  # a 2-minute cycle minus the e2e bound
+    assert fields["input_tokens"].mean == 1200 and fields["output_tokens"].p95 == 700
+    assert fields["slo"] == [("ttft_ms", "p95", 800.0), ("e2e_s", "p95", 20.0)]
