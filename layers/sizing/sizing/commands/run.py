@@ -120,21 +120,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write_report(payload: dict[str, Any], out: Path) -> None:
-    """The report folder: the HTML report when the report module is available, and the raw YAML of the result."""
-    (out / "result.yaml").write_text(
-        yaml.safe_dump(json.loads(json.dumps(payload, default=str)), sort_keys=False)
-    )
+    """The report folder: the HTML report of the run (measured beside predicted) and the result as YAML."""
+    from sizing.report import write_run_report
+
+    (out / "result.yaml").write_text(yaml.safe_dump(json.loads(json.dumps(payload, default=str)), sort_keys=False))
     try:
-        from sizing.report import write_report
-    except ImportError:
-        return
-    result = {
-        "workload": (payload.get("ranking") or {}).get("workload", {}),
-        "architectures": payload["architectures"],
-        "rejected": [],
-        "assumptions": {},
-    }
-    try:
-        write_report(result, out / "report.html", measurements=payload["measurements"])
+        write_run_report(payload, out / "report.html")
     except Exception as exc:  # the report is a by-product: the run's results are already written
         print(f"report not written: {exc}", file=sys.stderr)

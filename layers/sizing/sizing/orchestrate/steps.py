@@ -108,12 +108,14 @@ def _aws_provisioners(s: OrchestrationSettings) -> Callable[[str], Any]:
 
 # --- Estimate ------------------------------------------------------------------------------------------------
 def _hardware_key(a: dict[str, Any]) -> str:
-    return f"{a['instance_type']}:tp{a['tensor_parallel']}:{a['quantization']}:{a['engine']}"
+    """What decides a replica's performance: the accelerator, TP, quantization and engine. Two instance types
+    with the same accelerators (p5e and p5en: 8 x H200) are measured once; the cheaper one is provisioned."""
+    return f"{a['accelerator']}:tp{a['tensor_parallel']}:{a['quantization']}:{a['engine']}"
 
 
 def choose_candidates(result: dict[str, Any], top_k: int) -> list[dict[str, Any]]:
-    """The top K distinct hardware options of the ranking (EKS and SageMaker on the same hardware perform the
-    same: one measurement serves both). Bedrock is measured by its own client, not provisioned."""
+    """The top K distinct hardware options of the ranking (EKS and SageMaker on the same accelerators perform
+    the same: one measurement serves all of them). Bedrock is measured by its own client, not provisioned."""
     chosen: dict[str, dict[str, Any]] = {}
     for a in result["architectures"]:
         if a["deployment"] == "bedrock":
