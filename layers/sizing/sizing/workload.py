@@ -326,10 +326,18 @@ def load_spec(path: str | Path) -> WorkloadSpec:
         text = p.read_text()
     except OSError as exc:
         raise InvalidInput(f"cannot read {p}: {exc.strerror}", [Problem("file", str(p))]) from None
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{p} is not UTF-8 text", [Problem("file", "not UTF-8 text")]) from None
     try:
         raw = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
         raise InvalidInput(f"{p} is not valid YAML/JSON: {exc}", [Problem("file", "parse error")]) from None
+    except (RecursionError, ValueError):
+        # what the parsers raise rather than report: nesting past the recursion limit, an integer past CPython's
+        # digit limit (sys.int_info.default_max_str_digits)
+        raise InvalidInput(
+            f"{p} is nested too deeply or holds a number too long to read", [Problem("file", "parse error")]
+        ) from None
     spec = parse_spec(raw)
     if spec.tokens.samples_file and not Path(spec.tokens.samples_file).is_absolute():
         resolved = (p.parent / spec.tokens.samples_file).resolve()

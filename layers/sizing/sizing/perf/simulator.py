@@ -184,7 +184,9 @@ def _run(
         s1 = _line_sum(A, B, 0, ks)
         if s1 >= delta:
             n = min(n, _first_reaching(A, B, 0, delta))
-        else:
+        elif s1 + _line_sum(A2, B2, ks, n) > delta:
+            # only when the limit falls inside the run: for a far-off delta (the next arrival at a rate of
+            # 1e-40 req/s) the search would step one at a time through ~1e20 candidates
             n = min(n, ks + _first_reaching(A2, B2, ks, delta - s1))
     k1 = min(ks, n)
     elapsed = _line_sum(A, B, 0, k1) + _line_sum(A2, B2, k1, n)
