@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -156,3 +157,18 @@ def test_a_workload_sweep_runs_its_users_with_think_time_and_checks_its_slo(
     assert 0.8 <= step["requests_per_s"] <= 4.0
     assert step["input_tokens"] == 80 and step["output_tokens"] == 6
     assert step["meets_slo"] is True
+
+
+def test_a_stalled_endpoint_gives_timeouts_not_a_hang(tmp_path: Path) -> None:
+    # given an endpoint that accepts connections and never answers
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        # when two users load it with a half-second request timeout
+        steps = run_sweep(
+            url, MODEL, [2], out_dir=tmp_path, duration_s=2, warmup_s=1, request_timeout_s=0.5,
+            max_total_s=MAX_TOTAL_S, quiet=True,
+        )  # fmt: skip
+    # then the step ends on time and every request is a timeout
+    assert set(steps[0].errors) == {"timeout"} and steps[0].errors["timeout"] >= 2

@@ -37,8 +37,11 @@ class Connection:
     """One keep-alive connection to `base_url` (http or https)."""
 
     def __init__(
-        self, base_url: str, timeout_s: float = 600.0, clock: Callable[[], float] = time.perf_counter
-    ) -> None:
+        self, base_url: str, timeout_s: float = 600.0, clock: Callable[[], float] = time.perf_counter,
+        *, read_timeouts: bool = True,
+    ) -> None:  # fmt: skip
+        """`timeout_s` bounds connecting and, with `read_timeouts`, every read. Under gevent a read timeout costs
+        a timer per read; the load generator turns them off and bounds each whole request instead."""
         u = urlsplit(base_url)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ValueError(f"not an http(s) URL: {base_url}")
@@ -48,6 +51,7 @@ class Connection:
         self.base_path = u.path.rstrip("/")
         self.timeout_s = timeout_s
         self.clock = clock
+        self.read_timeouts = read_timeouts
         self._sock: socket.socket | None = None
         self._host_header = u.netloc
 
@@ -61,6 +65,8 @@ class Connection:
     def _connect(self) -> socket.socket:
         sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if not self.read_timeouts:
+            sock.settimeout(None)
         if self.scheme == "https":
             sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self.host)
         return sock
@@ -137,17 +143,76 @@ class Connection:
             if not keep:
                 self.close()
             raise HttpError(status, raw)
-        pending = b""
-        for at, piece in body_iter:
-            pending += piece
-            if b"\n" in pending:
-                *complete, pending = pending.split(b"\n")
-                for line in complete:
-                    yield at, line.rstrip(b"\r")
-        if pending:
-            yield self.clock(), pending.rstrip(b"\r")
+        if "chunked" in hdrs.get("transfer-encoding", "").lower():
+            yield from self._chunked_lines(t, buf)
+        else:
+            pending = b""
+            for at, piece in body_iter:
+                pending += piece
+                if b"\n" in pending:
+                    *complete, pending = pending.split(b"\n")
+                    for line in complete:
+                        if line.strip():
+                            yield at, line.rstrip(b"\r")
+            if pending.strip():
+                yield self.clock(), pending.rstrip(b"\r")
         if not keep:
             self.close()
+
+    def _chunked_lines(self, t: float, raw: bytes) -> Iterator[tuple[float, bytes]]:
+        """Decode a chunked body and yield its non-empty lines, with the time of the read that completed each.
+        One loop per read (not a generator per layer): this is the load generator's per-token hot path."""
+        pending = b""
+        remaining = 0  # data bytes of the current chunk still to come
+        crlf = 0  # bytes of the CRLF after a chunk's data still to skip
+        while True:
+            pieces: list[bytes] = []
+            done = False
+            while raw:
+                if remaining:
+                    piece = raw[:remaining]
+                    pieces.append(piece)
+                    remaining -= len(piece)
+                    raw = raw[len(piece) :]
+                    if not remaining:
+                        crlf = 2
+                elif crlf:
+                    skip = min(crlf, len(raw))
+                    raw = raw[skip:]
+                    crlf -= skip
+                else:
+                    end = raw.find(b"\r\n")
+                    if end < 0:
+                        break
+                    try:
+                        size = int(raw[:end].split(b";", 1)[0], 16)
+                    except ValueError:
+                        raise ProtocolError(f"bad chunk size {raw[:20]!r}") from None
+                    raw = raw[end + 2 :]
+                    if size == 0:  # the last chunk; its empty trailer line must be read too (keep-alive)
+                        while b"\r\n" not in raw:
+                            more = self._recv()[1]
+                            if not more:
+                                break
+                            raw += more
+                        done = True
+                        break
+                    remaining = size
+            if pieces:
+                pending += b"".join(pieces)
+                if b"\n" in pending:
+                    *complete, pending = pending.split(b"\n")
+                    for line in complete:
+                        if line and line != b"\r":
+                            yield t, line.rstrip(b"\r")
+            if done:
+                if pending.strip():
+                    yield t, pending.rstrip(b"\r")
+                return
+            t, more = self._recv()
+            if not more:
+                raise ProtocolError("connection closed inside a chunked body")
+            raw += more
 
     def _sized(self, t: float, buf: bytes, length: int) -> Iterator[tuple[float, bytes]]:
         got = len(buf)

@@ -125,7 +125,8 @@ Sender = Callable[[PromptItem], RequestRecord]
 class _OpenAISender:
     def __init__(self, cfg: LoadTestConfig) -> None:
         self.cfg = cfg
-        self.conn = Connection(cfg.endpoint, cfg.request_timeout_s)
+        # no timer per read (gevent would arm one for every recv); the whole request is bounded instead
+        self.conn = Connection(cfg.endpoint, cfg.request_timeout_s, read_timeouts=False)
         self.path = "/v1/chat/completions" if cfg.api == "chat" else "/v1/completions"
 
     def __call__(self, item: PromptItem) -> RequestRecord:
@@ -141,7 +142,12 @@ class _OpenAISender:
             payload["messages"] = [{"role": "user", "content": item.text}]
         else:
             payload["prompt"] = item.text
-        return measure_openai(self.conn, self.path, payload, expected_input=item.input_tokens)
+        start = time.time()
+        try:
+            with gevent.Timeout(self.cfg.request_timeout_s):
+                return measure_openai(self.conn, self.path, payload, expected_input=item.input_tokens)
+        except gevent.Timeout:  # the connection was closed on the way out; the next request opens a new one
+            return RequestRecord(start, time.time(), error="timeout")
 
     def close(self) -> None:
         self.conn.close()

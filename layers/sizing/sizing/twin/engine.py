@@ -1,6 +1,7 @@
 """The twin's inference engine: continuous batching in real time, timed by a step model.
 
-The scheduler follows vLLM V1's policy (notes/serving-facts.md): every running sequence that is decoding gets one
+The scheduler follows vLLM V1's policy (notes/serving-facts.md): a request reaches the scheduler `request_overhead_s` after it
+arrives (the API server's share, when the step model has one); every running sequence that is decoding gets one
 token per step first; what is left of the token budget (`max_num_batched_tokens`) goes to prefills, oversized
 prompts in chunks; a waiting request is admitted only while fewer than `max_num_seqs` run and its next chunk's KV
 blocks are free; when a decoding sequence needs a block and none is free, the most recently admitted sequence is
@@ -118,6 +119,8 @@ class Engine:
         self.chunked = bool(getattr(step_model, "chunked_prefill", True))
         self.mixed = bool(getattr(step_model, "mixed_prefill_decode", True))
         self.reserve = getattr(step_model, "admission", "") == "reserve"
+        #: the API server's share of a request (tokenise, schedule, stream): the engine sees it this much later
+        self.request_overhead_s = float(getattr(step_model, "request_overhead_s", 0.0) or 0.0)
         try:
             n_params = len(inspect.signature(step_model.iteration_time).parameters)
         except (TypeError, ValueError):
@@ -147,9 +150,16 @@ class Engine:
             )
         seq = Sequence(next(self._ids), max(1, prompt_tokens), max(1, max_output), sink, self._loop.time())
         seq.done = self._loop.create_future()
-        self.waiting.append(seq)
-        self._wake.set()
+        if self.request_overhead_s > 0:
+            self._loop.call_later(self.request_overhead_s, self._enqueue, seq)
+        else:
+            self._enqueue(seq)
         return seq
+
+    def _enqueue(self, seq: Sequence) -> None:
+        if not seq.aborted:
+            self.waiting.append(seq)
+            self._wake.set()
 
     def abort(self, seq: Sequence) -> None:
         """The client went away: free the sequence's KV and drop it."""
