@@ -67,3 +67,11 @@ def test_a_step_meets_its_slo_only_if_every_percentile_holds_and_errors_stay_rar
 def test_a_record_survives_the_trip_from_a_worker_to_the_master() -> None:
     rec = RequestRecord(T0, T0 + 1.5, 0.2, [0.05, 0.06], 100, 3, None, "chatcmpl-1")
     assert RequestRecord.from_wire(rec.to_wire()) == rec
+
+
+def test_a_request_sent_at_the_previous_level_does_not_count_for_this_one() -> None:
+    # given a step that began at T0 with a 1 s warm-up, and a long request sent 2 s before it
+    late = _ok(T0 + 3, 0.5, e2e=5.0)
+    fresh = _ok(T0 + 3, 0.1, e2e=1.0)
+    r = summarize([late, fresh], step=1, target={"concurrency": 8}, window=(T0 + 1, T0 + 10), warmup_s=1)
+    assert r.requests == 1 and r.ttft_ms.max == pytest.approx(100)

@@ -89,8 +89,8 @@ class StepResult(Strict):
     e2e_s: Distribution
     input_tokens: float | None
     output_tokens: float | None
-    requests_per_s: float
-    output_tokens_per_s: float
+    requests_per_s: float = Field(description="successful requests completed per second of the window")
+    output_tokens_per_s: float = Field(description="output tokens of successful requests per second")
     meets_slo: bool | None = None
     slo_failures: list[str] = Field(default_factory=list)
 
@@ -115,9 +115,11 @@ def summarize(
     records: Iterable[RequestRecord], *, step: int, target: dict[str, float], window: tuple[float, float],
     warmup_s: float,
 ) -> StepResult:  # fmt: skip
-    """Summarize the requests that completed inside `window` (epoch seconds, warm-up already cut off)."""
+    """Summarize the requests that completed inside `window` (epoch seconds, warm-up already cut off) and began
+    in this step (a long request sent at the previous level says nothing about this one)."""
     lo, hi = window
-    inside = [r for r in records if lo <= r.end < hi]
+    began = lo - warmup_s
+    inside = [r for r in records if lo <= r.end < hi and r.start >= began]
     ok = [r for r in inside if r.error is None]
     errors = Counter(r.error for r in inside if r.error is not None)
     duration = max(hi - lo, 1e-9)
