@@ -36,7 +36,7 @@ def test_percentiles_are_exact_over_every_sample() -> None:
 
 
 def test_tpot_is_time_after_the_first_token_per_further_token() -> None:
-    r = summarize([_ok(T0 + 1, 0.1, n_out=11, e2e=1.1)], step=0, target={"concurrency": 1},
+    r = summarize([_ok(T0 + 1.5, 0.1, n_out=11, e2e=1.1)], step=0, target={"concurrency": 1},
                   window=(T0, T0 + 2), warmup_s=0)  # fmt: skip
     assert r.tpot_ms.p50 == pytest.approx(100)  # (1.1 - 0.1) s / 10 tokens
     assert r.itl_ms.p50 == pytest.approx(90)
