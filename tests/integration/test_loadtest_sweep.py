@@ -172,3 +172,15 @@ def test_a_stalled_endpoint_gives_timeouts_not_a_hang(tmp_path: Path) -> None:
         )  # fmt: skip
     # then the step ends on time and every request is a timeout
     assert set(steps[0].errors) == {"timeout"} and steps[0].errors["timeout"] >= 2
+
+
+def test_a_request_budget_stops_the_sweep_early(twin: TwinHandle, tmp_path: Path) -> None:
+    # given a sweep of two long steps but a budget of 30 requests
+    run_sweep(
+        twin.url, MODEL, [4, 8], out_dir=tmp_path, input_tokens=50, output_tokens=4, duration_s=20, warmup_s=1,
+        max_requests=30, max_total_s=MAX_TOTAL_S, quiet=True,
+    )  # fmt: skip
+    # then it stops within a shape tick (1 s) of spending it, and says why
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["stopped_by"] == "max_requests"
+    assert summary["finished_at"] - summary["started_at"] < 10
