@@ -74,10 +74,42 @@ class LambdaContextStub:
         return 900_000
 
 
+class _Timeout:
+    """A handler still running when its function's timeout passed (it runs on, like a sandbox not yet frozen)."""
+
+
+def _call_with_timeout(
+    handler: Callable[[Any, Any], Any], event: Any, context: Any, timeout_s: float | None
+) -> Any:
+    """The handler's return value, or `_Timeout` once `timeout_s` passed; its exception is re-raised."""
+    if timeout_s is None:
+        return handler(event, context)
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = handler(event, context)
+        except BaseException as exc:  # handed to the caller below (or dropped if it already timed out)
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=target, name=f"lambda-{context.function_name}", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        return _Timeout()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
 @contextlib.contextmanager
-def inprocess_lambdas(handlers: dict[str, Callable[[Any, Any], Any]]) -> Iterator[None]:
+def inprocess_lambdas(
+    handlers: dict[str, Callable[[Any, Any], Any]], timeouts: dict[str, float] | None = None
+) -> Iterator[None]:
     """Make moto's Lambda `Invoke` call our handlers in this process: a handler's return value is the payload;
-    an exception becomes a function error whose errorType is the exception's class, as in AWS."""
+    an exception becomes a function error whose errorType is the exception's class, as in AWS. A handler that
+    outlives its function's timeout (`timeouts`, seconds by function name, from template.yaml) is a function
+    error `Sandbox.Timedout`, as in AWS."""
     from moto.awslambda.models import LambdaBackend
     from moto.awslambda_simple.models import LambdaSimpleBackend
 
@@ -92,11 +124,18 @@ def inprocess_lambdas(handlers: dict[str, Callable[[Any, Any], Any]]) -> Iterato
         if handler is None:
             return originals[type(self)](self, function_name, qualifier, body, headers, response_headers)
         event = json.loads(body) if body else {}
+        timeout_s = (timeouts or {}).get(name)
         try:
-            payload: Any = handler(event, LambdaContextStub(name))
+            payload: Any = _call_with_timeout(handler, event, LambdaContextStub(name), timeout_s)
         except Exception as exc:  # the Lambda runtime boundary: report as a function error, like AWS
             response_headers["x-amz-function-error"] = "Unhandled"
             payload = {"errorType": type(exc).__name__, "errorMessage": str(exc)}
+        if isinstance(payload, _Timeout):
+            response_headers["x-amz-function-error"] = "Unhandled"
+            payload = {
+                "errorType": "Sandbox.Timedout",
+                "errorMessage": f"Task timed out after {timeout_s:.2f} seconds",
+            }
         data = json.dumps(payload, default=str).encode()
         response_headers["Content-Length"] = str(len(data))
         return data
@@ -139,6 +178,8 @@ class LocalStack:
     state_machine_arn: str
     handlers: dict[str, Callable[[Any, Any], Any]] = field(default_factory=dict)
     substitutions: dict[str, str] = field(default_factory=dict)
+    #: Each function's Timeout (seconds) from template.yaml (its own, else the Globals one).
+    timeouts: dict[str, float] = field(default_factory=dict)
 
 
 def _substitute(asl: str, values: dict[str, str]) -> str:
@@ -179,6 +220,8 @@ def deploy_local(session: Any, endpoint: str, template_path: Path = DEFAULT_TEMP
     props = sm["Properties"]
     values: dict[str, str] = {}
     handlers: dict[str, Callable[[Any, Any], Any]] = {}
+    timeouts: dict[str, float] = {}
+    default_timeout = tpl.get("Globals", {}).get("Function", {}).get("Timeout")
     for key, ref in props.get("DefinitionSubstitutions", {}).items():
         if isinstance(ref, dict) and "Fn::GetAtt" in ref:
             target = ref["Fn::GetAtt"]
@@ -192,6 +235,9 @@ def deploy_local(session: Any, endpoint: str, template_path: Path = DEFAULT_TEMP
                 Code={"ZipFile": EMPTY_ZIP},
             )["FunctionArn"]
             handlers[resource_name] = _load_handler(fn["CodeUri"], fn["Handler"])
+            timeout = fn.get("Timeout", default_timeout)
+            if isinstance(timeout, int | float):
+                timeouts[resource_name] = float(timeout)
             values[key] = arn
         elif (
             isinstance(ref, dict)
@@ -209,7 +255,7 @@ def deploy_local(session: Any, endpoint: str, template_path: Path = DEFAULT_TEMP
         definition=_substitute(asl, values),
         roleArn=role_arn,
     )["stateMachineArn"]
-    return LocalStack(endpoint, arn, handlers, values)
+    return LocalStack(endpoint, arn, handlers, values, timeouts)
 
 
 class EmbeddedAws:
@@ -269,6 +315,8 @@ class EmbeddedAws:
 
 # --- watching an execution -------------------------------------------------------------------------------
 TERMINAL_EXECUTION = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"}
+#: Characters of a task failure's cause kept in the run's error (a Lambda traceback can run to kilobytes).
+FAILURE_CAUSE_CHARS = 1000
 
 
 def watch_execution(
@@ -350,7 +398,7 @@ def run_local(
         stack = deploy_local(session, aws.endpoint, template_path)
         sfn = session.client("stepfunctions", endpoint_url=aws.endpoint)
         store = SizingStore(TABLE, client=session.client("dynamodb", endpoint_url=aws.endpoint))
-        with inprocess_lambdas(stack.handlers), _cleanup_on_signals():
+        with inprocess_lambdas(stack.handlers, stack.timeouts), _cleanup_on_signals():
             service = RunsService(store, stack.state_machine_arn, sfn_client=sfn)
             run = service.create_run(spec_raw, top_k=top_k, budget_usd=budget_usd, source="api")
             assert run.execution_arn
@@ -364,8 +412,11 @@ def run_local(
                 timeout_s=timeout_s,
                 cancelled=lambda: store.get_run(run_id).status == "CANCELLING",
             )
-            if execution["status"] in ("ABORTED", "TIMED_OUT"):
-                finish_stopped_run(store, run.run_id, execution["status"])
+            if execution["status"] in ("ABORTED", "TIMED_OUT", "FAILED"):
+                # FAILED too: when the RunFailed step itself failed (DynamoDB throttled it), the run was left
+                # RUNNING while the execution's cause pointed at the run's error
+                cause = first_failure(sfn, run.execution_arn) if execution["status"] == "FAILED" else ""
+                finish_stopped_run(store, run.run_id, execution["status"], cause)
             final = store.get_run(run.run_id)
             architectures = store.get_architectures(run.run_id)
             ranking = store.get_ranking(run.run_id)
@@ -379,9 +430,19 @@ def run_local(
         aws.stop()
 
 
-def finish_stopped_run(store: Any, run_id: str, execution_status: str) -> None:
-    """A stopped execution runs no Catch: tear down what the run started (in AWS the janitor does this for
-    runs it finds CANCELLING) and record the final state."""
+def first_failure(sfn: Any, execution_arn: str) -> str:
+    """The first task failure of an execution as `Error: cause` (the root cause; later ones are its echoes)."""
+    history = sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
+    for ev in history:
+        for key, details in ev.items():
+            if key.endswith("FailedEventDetails") and key != "executionFailedEventDetails":
+                return f"{details.get('error', '')}: {details.get('cause', '')}"[:FAILURE_CAUSE_CHARS]
+    return ""
+
+
+def finish_stopped_run(store: Any, run_id: str, execution_status: str, cause: str = "") -> None:
+    """A stopped execution runs no Catch, and a failed one may have failed to record its cause: tear down what
+    the run started (in AWS the janitor does this for runs it finds CANCELLING) and record the final state."""
     from sizing.orchestrate.launchers import LocalLauncher
     from sizing.orchestrate.steps import local_twins
 
@@ -391,7 +452,8 @@ def finish_stopped_run(store: Any, run_id: str, execution_status: str) -> None:
     if run.status == "CANCELLING":
         store.transition(run_id, "CANCELLED", expected_from="CANCELLING")
     elif not run.finished:
-        store.transition(run_id, "FAILED", error=f"execution {execution_status.lower()}")
+        error = f"execution {execution_status.lower()}" + (f": {cause}" if cause else "")
+        store.transition(run_id, "FAILED", error=error)
 
 
 @contextlib.contextmanager

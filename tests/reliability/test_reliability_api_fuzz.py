@@ -1,0 +1,144 @@
+"""The API fuzzed from its own OpenAPI document with schemathesis, in-process: every operation with generated
+valid and invalid inputs, and stateful sequences (POST /runs → GET /runs/{id} → DELETE ..., POST /watches → GET
+/DELETE ...). Checks: no 5xx, every answer matches the document, no stack trace in any answer.
+
+The resolver is reached through a small WSGI adapter (the same HTTP↔API Gateway translation `sizing serve`
+uses), so no socket or server process is involved and thousands of cases run in seconds."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from http import HTTPStatus
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis import checks as st_checks
+
+from sizing.commands.serve import from_result, to_event
+from sizing.service.api import openapi_json, resolve
+
+pytestmark = pytest.mark.integration
+
+#: Generated cases per operation in the default run (12 operations): the whole module stays near ten seconds.
+QUICK_EXAMPLES = 10
+#: Per operation in the slow run, and stateful scenarios (each a sequence of up to ~10 calls).
+DEEP_EXAMPLES = 300
+STATEFUL_SCENARIOS = 150
+
+
+def wsgi_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    """HTTP (as WSGI hands it over) → API Gateway REST event → the deployed resolver → HTTP."""
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = environ["wsgi.input"].read(length) if length else b""
+    headers: dict[str, list[str]] = {}
+    for key, value in environ.items():
+        if key.startswith("HTTP_"):
+            headers.setdefault(key[5:].replace("_", "-").title(), []).append(value)
+    if environ.get("CONTENT_TYPE"):
+        headers["Content-Type"] = [environ["CONTENT_TYPE"]]
+    query = environ.get("QUERY_STRING") or ""
+    target = environ.get("PATH_INFO", "/") + (f"?{query}" if query else "")
+    event = to_event(environ["REQUEST_METHOD"], target, headers, body, "127.0.0.1")
+    status, out_headers, out = from_result(resolve(event, None))
+    start_response(f"{status} {HTTPStatus(status).phrase}", [*out_headers, ("Content-Length", str(len(out)))])
+    return [out]
+
+
+def _document_with_links() -> dict[str, Any]:
+    """The served document plus OpenAPI links from what a create answers to the operations on what it made,
+    so the stateful phase follows a run or a watch through its life."""
+    doc = json.loads(openapi_json())
+    paths = doc["paths"]
+
+    def op_id(path: str, method: str) -> str:
+        return str(paths[path][method]["operationId"])
+
+    run_links = {
+        f"Follow{n}": {"operationId": op_id(p, m), "parameters": {"run_id": "$response.body#/run_id"}}
+        for n, (p, m) in enumerate(
+            [("/runs/{run_id}", "get"), ("/runs/{run_id}/architectures", "get"), ("/runs/{run_id}", "delete")]
+        )
+    }
+    paths["/runs"]["post"]["responses"]["202"]["links"] = run_links
+    watch_links = {
+        f"Follow{n}": {"operationId": op_id("/watches/{watch_id}", m), "parameters": {"watch_id": "$response.body#/watch_id"}}
+        for n, m in enumerate(["get", "delete"])
+    }  # fmt: skip
+    paths["/watches"]["post"]["responses"]["201"]["links"] = watch_links
+    return doc
+
+
+schema = schemathesis.openapi.from_dict(_document_with_links())
+schema.app = wsgi_app
+schema.location = "/openapi.json"
+
+
+def no_stack_trace(ctx: Any, response: Any, case: Any) -> bool | None:
+    """A custom check: no answer carries a Python traceback or source path."""
+    text = response.content.decode(errors="replace")
+    if "Traceback (most recent call last)" in text or 'File "/' in text:
+        raise AssertionError(f"{case.method} {case.path} answered a stack trace")
+    return None
+
+
+CHECKS = [st_checks.not_a_server_error, st_checks.response_schema_conformance, no_stack_trace]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _embedded_aws(api: Any) -> Any:
+    return api
+
+
+@schema.parametrize()
+@settings(
+    max_examples=QUICK_EXAMPLES,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    database=None,
+)
+def test_every_operation_answers_within_its_document(case: Any) -> None:
+    # given generated input for one operation (valid and invalid, by the document)
+    # when it is called, then no 5xx, the answer matches the document, no trace
+    case.call_and_validate(checks=CHECKS)
+
+
+@pytest.mark.slow
+@schema.parametrize()
+@settings(
+    max_examples=DEEP_EXAMPLES,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    database=None,
+)
+def test_every_operation_answers_within_its_document_deeply(case: Any) -> None:
+    case.call_and_validate(checks=CHECKS)
+
+
+Workflow = schema.as_state_machine()
+
+
+@pytest.mark.slow
+def test_stateful_sequences_keep_every_answer_within_the_document(api: Any) -> None:
+    class Checked(Workflow):  # type: ignore[misc, valid-type]
+        def validate_response(self, response: Any, case: Any, **kwargs: Any) -> None:
+            case.validate_response(response, checks=CHECKS)
+
+    Checked.run(
+        settings=settings(
+            max_examples=STATEFUL_SCENARIOS,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            database=None,
+            stateful_step_count=10,
+        )
+    )
+
+
+def test_the_stateful_workflow_follows_runs_and_watches() -> None:
+    # a guard on the fuzzer: the links make the stateful phase reach the operations on a created resource
+    names = " ".join(dir(Workflow))
+    assert "POST_runs" in names and "GET_runs_run_id" in names
+    assert "POST_watches" in names and "DELETE_watches_watch_id" in names
