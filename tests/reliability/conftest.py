@@ -114,3 +114,18 @@ def small_spec() -> Callable[..., dict[str, Any]]:
         return {**json.loads(json.dumps(SMALL_SPEC)), **changes}
 
     return make
+
+
+@pytest.fixture
+def record_figures() -> Callable[..., None]:
+    """Append one line of figures to $RELIABILITY_FIGURES (JSON lines) when set; `benchmarks/reliability.py`
+    sets it, runs this suite and prints the table quoted in docs/reliability.md. A no-op otherwise."""
+    import os
+
+    def record(name: str, **figures: Any) -> None:
+        path = os.environ.get("RELIABILITY_FIGURES")
+        if path:
+            with open(path, "a") as out:
+                out.write(json.dumps({"name": name, **figures}) + "\n")
+
+    return record
