@@ -46,6 +46,12 @@ assert locust  # imported for its side effect
 
 #: Seconds the master waits after a step before summarizing it, so every worker's last report has arrived.
 DRAIN_S = WORKER_REPORT_INTERVAL + 1.0
+#: Users start spread over this share of the warm-up. Users that all start at once and ask for the same lengths
+#: stay in lock-step (waves of simultaneous arrivals no real population makes, and the estimator does not
+#: assume); the rest of the warm-up lets the spread population reach steady state.
+RAMP_SHARE_OF_WARMUP = 0.5
+#: Spawn rate per user when there is no warm-up to spread over (everyone within ~0.1 s).
+FAST_SPAWN_PER_USER = 10
 #: Pause of a closed-loop user after a failed request: against a refused or broken endpoint a user with no think
 #: time would otherwise retry thousands of times a second (the failures are still counted, by kind).
 ERROR_BACKOFF_S = 0.1
@@ -409,8 +415,11 @@ class SweepShape(LoadTestShape):
 
     def _users(self) -> tuple[int, float]:
         assert self.level is not None
-        users = self.dispatchers if self.cfg.mode == "rate" else int(self.level)
-        return users, float(max(users, 1) * 10)  # spawn everyone within ~0.1 s
+        if self.cfg.mode == "rate":  # the dispatchers, at once: the arrivals are what the rate shapes
+            return self.dispatchers, float(self.dispatchers * FAST_SPAWN_PER_USER)
+        users = int(self.level)
+        ramp_s = self.cfg.warmup_s * RAMP_SHARE_OF_WARMUP
+        return users, float(max(users / ramp_s, 1.0)) if ramp_s > 0 else float(users * FAST_SPAWN_PER_USER)
 
     def tick(self) -> tuple[int, float] | None:
         now = time.time()

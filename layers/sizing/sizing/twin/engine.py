@@ -174,6 +174,11 @@ class Engine:
         if seq.done is not None and not seq.done.done():
             seq.done.set_result(None)
 
+    def abort_all(self) -> None:
+        """Drop every request (the twin is stopping)."""
+        for seq in [*self.running, *self.waiting]:
+            self.abort(seq)
+
     @property
     def kv_usage(self) -> float:
         return self.used_blocks / self.total_blocks

@@ -29,6 +29,8 @@ DEFAULT_OUTPUT_MEAN = 250
 DEFAULT_OUTPUT_P95 = 700
 #: Largest request head we read; vLLM's uvicorn default limit is of the same order (h11: 16 KiB).
 MAX_HEAD_BYTES = 64 * 1024
+#: Longest a stopping twin waits for its connection handlers to return.
+SHUTDOWN_WAIT_S = 2.0
 #: How often a waiting request checks whether its client has gone (seconds; a timer per request in flight).
 DISCONNECT_POLL_S = 0.5
 _REASONS = {
@@ -119,6 +121,7 @@ class TwinServer:
         self._rng = np.random.default_rng(settings.seed)
         self._lengths = TokenDistribution.from_mean_p95(settings.output_mean, settings.output_p95)
         self._connections: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[None]] = set()
         self.started = int(time.time())
 
     async def start(self, host: str, port: int) -> int:
@@ -132,21 +135,25 @@ class TwinServer:
         return int(self._server.sockets[0].getsockname()[1])
 
     async def close(self) -> None:
+        """Stop accepting, end every request and connection, let the handlers return, stop the engine."""
         if self._server is not None:
             self._server.close()
+        if self.engine is not None:
+            self.engine.abort_all()
         for w in list(self._connections):
             w.close()
+        handlers = [t for t in self._handlers if not t.done()]
+        if handlers:
+            await asyncio.wait(handlers, timeout=SHUTDOWN_WAIT_S)
         if self.engine is not None:
             await self.engine.stop()
-        # the twin owns its loop: end the connection handlers still waiting, so none is destroyed pending
-        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        for t in pending:
-            t.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
 
     # --- HTTP ---------------------------------------------------------------------------------------------
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._connections.add(writer)
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
         try:
             while True:
                 try:
@@ -180,6 +187,8 @@ class TwinServer:
             return
         finally:
             self._connections.discard(writer)
+            if task is not None:
+                self._handlers.discard(task)
             writer.close()
 
     def _reply(
