@@ -155,8 +155,9 @@ def _child_cpu_s() -> float:
 
 
 def _run_level(
-    url: str, model: str, concurrency: int, duration: float, warmup: float, out: Path
-) -> tuple[list[dict], float, dict]:
+    url: str, model: str, concurrency: int, duration: float, warmup: float, out: Path,
+    input_tokens: int = INPUT_TOKENS, output_tokens: int = OUTPUT_TOKENS,
+) -> tuple[list[dict], float, dict]:  # fmt: skip
     from sizing.loadtest import run_sweep
 
     cpu0 = _child_cpu_s()
@@ -166,8 +167,8 @@ def _run_level(
         model,
         [concurrency],
         out_dir=out,
-        input_tokens=INPUT_TOKENS,
-        output_tokens=OUTPUT_TOKENS,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
         duration_s=duration,
         warmup_s=warmup,
         save_requests=True,
@@ -260,6 +261,33 @@ def twin_capacity(duration: float, warmup: float) -> None:
     )
 
 
+#: The candidate of the twin-versus-estimator comparison: a common single-GPU deployment.
+COMPARE_MODEL, COMPARE_INSTANCE = "meta-llama/Llama-3.1-8B-Instruct", "g6e.xlarge"
+COMPARE_LEVELS = (1, 16, 64)
+
+
+def twin_vs_predict(duration: float, warmup: float) -> None:
+    """The twin under load against `sizing predict` for the same candidate (fixed 1000 in / 100 out)."""
+    from sizing.perf import HardwareConfig
+    from sizing.perf.predict import predict
+    from sizing.twin import start_twin
+
+    cfg = HardwareConfig.create(COMPARE_MODEL, COMPARE_INSTANCE)
+    print(f"twin vs sizing predict, {COMPARE_MODEL} on {COMPARE_INSTANCE}, 1000 in / 100 out (p50s):")
+    with start_twin(cfg) as twin, tempfile.TemporaryDirectory() as tmp:
+        for c in COMPARE_LEVELS:
+            p = predict(COMPARE_MODEL, COMPARE_INSTANCE, input_tokens=1000, output_tokens=100, concurrency=c)
+            _, _, step = _run_level(
+                twin.url, cfg.model_id, c, duration, warmup, Path(tmp) / f"c{c}", 1000, 100
+            )
+            print(
+                f"  concurrency {c:>3}: TTFT {p['ttft_ms']['p50']:.0f} predicted / {step['ttft_ms']['p50']:.0f} ms"
+                f" twin; TPOT {p['tpot_ms']['p50']:.1f} / {step['tpot_ms']['p50']:.1f} ms;"
+                f" {p['requests_per_s']:.2f} / {step['requests_per_s']:.2f} req/s",
+                flush=True,
+            )
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--serve-reference":
         asyncio.run(ReferenceServer().main(0))
@@ -272,11 +300,16 @@ def main() -> None:
     p.add_argument("--duration", type=float, default=10.0)
     p.add_argument("--warmup", type=float, default=3.0)
     p.add_argument("--skip-twin", action="store_true")
+    p.add_argument(
+        "--twin-vs-predict", action="store_true", help="also compare the twin under load with predict"
+    )
     a = p.parse_args()
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     fidelity([int(x) for x in a.levels.split(",")], a.duration, a.warmup)
     if not a.skip_twin:
         twin_capacity(a.duration, a.warmup)
+    if a.twin_vs_predict:
+        twin_vs_predict(a.duration, a.warmup)
 
 
 if __name__ == "__main__":
