@@ -113,7 +113,11 @@ def verify_request(
     signature = lowered.get(SIGNATURE_HEADER)
     if not timestamp or not signature:
         raise Unauthorized("missing Slack signature headers", code="unauthorized")
-    if not timestamp.isdigit() or len(signature) > MAX_SIGNATURE_CHARS:
+    # non-ASCII is malformed too: hmac.compare_digest raises TypeError on it (it was a 502 through the handler)
+    if (
+        not (timestamp.isascii() and timestamp.isdigit() and signature.isascii())
+        or len(signature) > MAX_SIGNATURE_CHARS
+    ):
         raise Unauthorized("malformed Slack signature headers", code="unauthorized")
     if abs(now() - int(timestamp)) > REPLAY_WINDOW_S:
         raise Unauthorized("stale Slack request (timestamp outside five minutes)", code="unauthorized")
