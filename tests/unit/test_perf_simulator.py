@@ -109,3 +109,18 @@ def test_stats_are_ordered(h100: StepModel):
     res = simulate(h100, OpenLoop(8.0), CHAT_IN, CHAT_OUT, n_requests=600)
     for stats in (res.ttft_ms, res.tpot_ms, res.itl_ms, res.e2e_s):
         assert stats.p50 <= stats.p95 <= stats.p99
+
+
+def test_request_overhead_adds_to_every_first_token():
+    # given the same replica with and without a 50 ms API-server overhead
+    from dataclasses import replace
+
+    cfg = HardwareConfig.create("meta-llama/Llama-3.1-8B-Instruct", "p5.48xlarge", tp=1)
+    fast = StepModel.for_config(cfg, replace(PROFILE, request_overhead_s=0.0))
+    slow = StepModel.for_config(cfg, replace(PROFILE, request_overhead_s=0.05))
+    fixed_in, fixed_out = TokenDistribution.fixed(500), TokenDistribution.fixed(50)
+    a = simulate(fast, ClosedLoop(1), fixed_in, fixed_out, n_requests=20)
+    b = simulate(slow, ClosedLoop(1), fixed_in, fixed_out, n_requests=20)
+    # then TTFT grows by the overhead and TPOT does not change
+    assert b.ttft_ms.p50 - a.ttft_ms.p50 == pytest.approx(50, abs=1)
+    assert b.tpot_ms.p50 == pytest.approx(a.tpot_ms.p50, rel=1e-6)

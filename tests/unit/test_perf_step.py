@@ -79,3 +79,20 @@ def test_scheduler_limits_are_exposed():
     assert sm.kv_capacity_tokens > 100_000
     small = _model("g5.xlarge")
     assert small.max_num_seqs == 256 and small.max_num_batched_tokens == 2048
+
+
+def test_neuron_decode_reads_the_whole_compiled_context():
+    # given a Neuron deployment compiled for 4096-token sequences
+    cfg = HardwareConfig.create(LLAMA_8B, "inf2.48xlarge", tp=8, engine="neuron", max_model_len=4096)
+    sm = StepModel.for_config(cfg, PROFILE)
+    # then a decode step costs the same whatever the sequences actually hold
+    assert sm.iteration_time(0, 8, 8 * 100) == sm.iteration_time(0, 8, 8 * 4000)
+    # while a GPU engine pays for the context it reads
+    gpu = _model()
+    assert gpu.iteration_time(0, 8, 8 * 100) < gpu.iteration_time(0, 8, 8 * 4000)
+
+
+def test_neuron_moe_is_costed_as_dense():
+    cfg = HardwareConfig.create("mistralai/Mixtral-8x7B-v0.1", "trn1.32xlarge", tp=16, engine="neuron")
+    sm = StepModel.for_config(cfg, PROFILE)
+    assert sm.weights_time(1) == sm.weights_time(512)

@@ -42,9 +42,11 @@ PRIOR = {
     # (X071 -> X072 TPOT) to ~0.7 ms on 2024 A10G stacks (X001 -> X005); the prior sits between
     "seq_overhead_s": 0.0002,
 }
-#: Prior widths in log space: family fits may move ~e^0.7 = 2x freely; engine fits stay nearer their family.
+#: Prior widths in log space (compute eff, bandwidth eff, step, per-sequence and request overheads). Efficiencies
+#: are mostly the hardware's: a family may move them ~2x from the prior, an engine only ~25% from its family.
+#: Overheads are mostly the software's and weakly identified: families and engines may move them ~3-4x.
 FAMILY_SIGMA = (0.7, 0.5, 1.5, 1.5, 1.5)
-ENGINE_SIGMA = (0.35, 0.3, 0.8, 0.8, 0.8)
+ENGINE_SIGMA = (0.25, 0.2, 1.2, 1.2, 1.2)
 #: Parameter bounds: efficiencies cannot exceed peak by much (1.2 leaves room for assumed datasheet figures,
 #: e.g. A10G TFLOPS); overhead between 0.05 ms and 100 ms per step.
 BOUNDS = ((0.02, 1.2), (0.05, 1.2), (5e-5, 0.1), (1e-4, 0.5), (1e-6, 0.005))
@@ -55,7 +57,7 @@ METRIC_WEIGHT = {"ttft": 1.0, "tpot": 1.0, "throughput": 1.0, "e2e": 0.5}
 #: Nelder-Mead evaluations per fit: family fits start from the prior (5 parameters converge to ~1% in ~110
 #: evaluations); engine fits start at their family's optimum and need fewer.
 MAX_EVALS = 110
-ENGINE_EVALS = 60
+ENGINE_EVALS = 70
 #: Requests simulated per reference row: closed loops need a few rounds of the concurrency; ShareGPT-shaped
 #: rows need a few hundred draws for stable means.
 MIN_REQUESTS_FIXED = 12
@@ -488,7 +490,11 @@ def run_calibration(
             entry["expected_error"] = {
                 m: fam_table[m]["mdape"] for m in ("ttft", "tpot", "throughput") if m in fam_table
             }
-    digest = inputs_digest([reference, ANNOTATIONS, *extra])
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    model_sources = [here / f for f in ("engines.py", "memory.py", "step.py", "simulator.py", "fit.py")]
+    digest = inputs_digest([reference, ANNOTATIONS, REFERENCE_MODELS, *extra, *model_sources])
     return {
         "format": PROFILE_FORMAT,
         "version": f"{date or 'undated'}+{digest}",
