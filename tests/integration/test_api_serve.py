@@ -24,6 +24,8 @@ SIZING = Path(sys.executable).with_name("sizing")
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 #: Seconds to wait for the server's first line (moto and the resolver import in ~2-4 s on this machine).
 START_TIMEOUT_S = 60
+#: Seconds schemathesis waits for one answer (estimates run the planner: seconds each under load).
+REQUEST_TIMEOUT_S = 120
 #: Checks the issue asks for: no server errors, and every answer matches the document.
 CHECKS = "not_a_server_error,response_schema_conformance"
 
@@ -103,6 +105,9 @@ def _schemathesis(server: str, *args: str) -> subprocess.CompletedProcess[str]:
             "--workers",
             "1",
             "--no-color",
+            # an estimate takes seconds on a busy 2-core machine: a slow answer is not the failure looked for
+            "--request-timeout",
+            str(REQUEST_TIMEOUT_S),
             *args,
         ],
         capture_output=True,
