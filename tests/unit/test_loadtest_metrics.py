@@ -15,8 +15,8 @@ def _ok(end: float, ttft: float, n_out: int = 11, e2e: float = 1.0) -> RequestRe
                          output_tokens=n_out)  # fmt: skip
 
 
-def test_only_requests_completed_inside_the_window_count_so_warm_up_is_excluded() -> None:
-    # given requests finishing during warm-up (first 5 s), during the window, and after it
+def test_only_requests_sent_inside_the_window_count_so_warm_up_is_excluded() -> None:
+    # given requests sent during warm-up (first 5 s), during the window, and after it
     records = [_ok(T0 + 1, 9.0), _ok(T0 + 6, 0.1), _ok(T0 + 7, 0.2), _ok(T0 + 40, 9.0)]
     # when the step with a 5 s warm-up and a 10 s window is summarized
     r = summarize(records, step=0, target={"concurrency": 4}, window=(T0 + 5, T0 + 15), warmup_s=5)

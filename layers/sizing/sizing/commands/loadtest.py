@@ -36,7 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--api", choices=["chat", "completions"], default="chat")
     p.add_argument("--sagemaker-payload", choices=["openai", "tgi"], default="openai")
     p.add_argument("--no-ignore-eos", action="store_true", help="let the server stop early (no ignore_eos)")
-    p.add_argument("--duration", type=float, default=None, help="measured seconds per step (default 25)")
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help="measured window per step in seconds (default 20; plus warm-up and a tail)",
+    )
     p.add_argument(
         "--warmup", type=float, default=None, help="warm-up seconds per step, excluded (default 5)"
     )

@@ -9,10 +9,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from sizing.workload import TokenDistribution, TokenSpec
 
-#: Default measured time per step and warm-up before it: 25 s + 5 s, so one step takes about 30 s (the issue's
-#: target); a warm-up of a few seconds lets a closed loop reach steady state (every user has one request in
-#: flight and the engine's batch has filled).
-DEFAULT_DURATION_S = 25.0
+#: Default measured window per step and warm-up before it: 20 s + 5 s, plus a tail while the window's last
+#: requests finish (about one answer), so one step takes about 30 s (the issue's target); a warm-up of a few
+#: seconds lets a closed loop reach steady state (every user has a request in flight, the batch has filled).
+DEFAULT_DURATION_S = 20.0
 DEFAULT_WARMUP_S = 5.0
 #: Default per-request timeout: the longest SLO anyone sets on e2e is minutes; 10 minutes bounds a stuck stream.
 DEFAULT_REQUEST_TIMEOUT_S = 600.0

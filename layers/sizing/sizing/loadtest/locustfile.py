@@ -9,9 +9,10 @@ that imports ssl/boto3.
   think time between requests). One connection per user, reused (keep-alive).
 - `RateUser`: a dispatcher of Poisson arrivals: each arrival runs in its own greenlet, however many are in flight
   (open loop), up to `max_inflight` after which arrivals are counted as `client_saturated` errors.
-- `SweepShape`: steps through the plan's levels (fixed list or SLA search), each `warmup_s + duration_s` long;
-  at the end of a step it summarizes the requests that completed in the measured window and asks the plan for
-  the next level.
+- `SweepShape`: steps through the plan's levels (fixed list or SLA search). A step is a warm-up, a measured
+  window, then a tail at the same load while the requests sent in the window finish (about one answer long, at
+  most one window); it then summarizes the requests sent in the window -- long ones included, none sent at
+  another level or before steady state -- and asks the plan for the next level.
 Each request is measured by `sizing.loadtest.streams` and reported both to Locust's own statistics (its UI and
 CSV keep working) and, as a raw record, to the collector that computes exact percentiles. Workers ship their raw
 records to the master with every report.
@@ -50,6 +51,8 @@ DRAIN_S = WORKER_REPORT_INTERVAL + 1.0
 #: stay in lock-step (waves of simultaneous arrivals no real population makes, and the estimator does not
 #: assume); the rest of the warm-up lets the spread population reach steady state.
 RAMP_SHARE_OF_WARMUP = 0.5
+#: Added to the longest answer seen in a step to decide how long its last requests may take to finish.
+TAIL_MARGIN_S = 1.0
 #: Spawn rate per user when there is no warm-up to spread over (everyone within ~0.1 s).
 FAST_SPAWN_PER_USER = 10
 #: Pause of a closed-loop user after a failed request: against a refused or broken endpoint a user with no think
@@ -96,9 +99,6 @@ class Collector:
     def drain(self) -> list[RequestRecord]:
         out, self.records = self.records, []
         return out
-
-    def prune(self, before: float) -> None:
-        self.records = [r for r in self.records if r.end >= before]
 
 
 COLLECTOR = Collector()
@@ -360,6 +360,7 @@ class SweepShape(LoadTestShape):
         self.began = time.time()
         self.stopped_by = "plan"
         self._started = False
+        self._tail_until: float | None = None
 
     @property
     def cfg(self) -> LoadTestConfig:
@@ -407,11 +408,21 @@ class SweepShape(LoadTestShape):
         if self.cfg.save_requests:
             with open(f"{self.cfg.out_dir}/requests.jsonl", "a") as f:
                 for r in COLLECTOR.records:
-                    if lo <= r.end < hi:
+                    if lo <= r.start < hi:
                         f.write(json.dumps({"step": result.step, **dataclasses.asdict(r)}) + "\n")
-        COLLECTOR.prune(before=hi)
+        COLLECTOR.records.clear()  # whatever finished so far belongs to this step or to none
+        self._tail_until = None
         if self.on_step is not None:
             self.on_step(result)
+
+    def _tail_end(self, window_end: float) -> float:
+        """When the step may end: once the requests sent in its window have had time to finish (the longest
+        answer seen in this step plus a margin, at most one more window), and the workers' reports are in."""
+        if self._tail_until is None:
+            longest = max((r.e2e_s for r in COLLECTOR.records if r.start >= self.step_start), default=0.0)
+            tail = min(longest + TAIL_MARGIN_S, self.cfg.duration_s)
+            self._tail_until = window_end + max(tail, self.drain_s)
+        return self._tail_until
 
     def _users(self) -> tuple[int, float]:
         assert self.level is not None
@@ -440,7 +451,8 @@ class SweepShape(LoadTestShape):
                 self._finish(end=min(now, self.step_start + cfg.warmup_s + cfg.duration_s))
             self.level = None
             return None
-        if elapsed >= cfg.warmup_s + cfg.duration_s + self.drain_s:
+        window_end = self.step_start + cfg.warmup_s + cfg.duration_s
+        if now >= window_end and now >= self._tail_end(window_end):
             self._finish()
             if not self._begin(now):
                 return None

@@ -89,7 +89,7 @@ class StepResult(Strict):
     e2e_s: Distribution
     input_tokens: float | None
     output_tokens: float | None
-    requests_per_s: float = Field(description="successful requests completed per second of the window")
+    requests_per_s: float = Field(description="successful requests sent per second of the window")
     output_tokens_per_s: float = Field(description="output tokens of successful requests per second")
     meets_slo: bool | None = None
     slo_failures: list[str] = Field(default_factory=list)
@@ -115,11 +115,11 @@ def summarize(
     records: Iterable[RequestRecord], *, step: int, target: dict[str, float], window: tuple[float, float],
     warmup_s: float,
 ) -> StepResult:  # fmt: skip
-    """Summarize the requests that completed inside `window` (epoch seconds, warm-up already cut off) and began
-    in this step (a long request sent at the previous level says nothing about this one)."""
+    """Summarize the requests sent inside `window` (epoch seconds, after the warm-up), however long they took:
+    counting by when requests were sent keeps long answers in (counting by when they finished would favour
+    short ones) and leaves out those sent before the load reached steady state."""
     lo, hi = window
-    began = lo - warmup_s
-    inside = [r for r in records if lo <= r.end < hi and r.start >= began]
+    inside = [r for r in records if lo <= r.start < hi]
     ok = [r for r in inside if r.error is None]
     errors = Counter(r.error for r in inside if r.error is not None)
     duration = max(hi - lo, 1e-9)
