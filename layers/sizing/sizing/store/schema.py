@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 
 TABLE_RESOURCE = "SizingTable"
 #: layers/sizing/sizing/store/schema.py → the repository root holding template.yaml.
-REPO_ROOT = Path(__file__).resolve().parents[4]
+#: (Installed elsewhere, e.g. in a Lambda layer at /opt/python, there is no template; the path is then unused.)
+_PARENTS = Path(__file__).resolve().parents
+REPO_ROOT = _PARENTS[4] if len(_PARENTS) > 4 else _PARENTS[-1]
 DEFAULT_TEMPLATE = REPO_ROOT / "template.yaml"
 
 
