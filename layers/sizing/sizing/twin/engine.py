@@ -1,13 +1,15 @@
 """The twin's inference engine: continuous batching in real time, timed by a step model.
 
-The scheduler follows vLLM V1's policy (notes/serving-facts.md): a request reaches the scheduler `request_overhead_s` after it
-arrives (the API server's share, when the step model has one); every running sequence that is decoding gets one
-token per step first; what is left of the token budget (`max_num_batched_tokens`) goes to prefills, oversized
-prompts in chunks; a waiting request is admitted only while fewer than `max_num_seqs` run and its next chunk's KV
-blocks are free; when a decoding sequence needs a block and none is free, the most recently admitted sequence is
-preempted by recompute (its blocks freed, it waits at the head of the queue and is prefilled again, prompt plus
-what it had generated). Each step lasts `iteration_time(prefill_tokens, decode_seqs, context_tokens)` seconds of
-wall-clock time; its tokens are handed to the sequences' sinks when the step ends.
+The scheduler follows vLLM V1's policy (notes/serving-facts.md). A request reaches the scheduler
+`request_overhead_s` after it arrives (the API server's share, when the step model has one). Every running
+sequence that is decoding gets one token per step first; what is left of the token budget
+(`max_num_batched_tokens`) goes to prefills, oversized prompts in chunks. A waiting request is admitted only while
+fewer than `max_num_seqs` run and its next chunk's KV blocks are free. When a decoding sequence needs a block and
+none is free, the most recently admitted sequence is preempted by recompute: its blocks are freed, it waits at the
+head of the queue and is prefilled again (prompt plus what it had generated). Engines the step model describes
+otherwise are followed too: no chunked prefill, prefill-only steps, or KV reserved for the whole answer at
+admission (TensorRT-LLM). Each step lasts `iteration_time(...)` seconds of wall-clock time; its tokens are handed
+to the sequences' sinks when the step ends.
 """
 
 from __future__ import annotations
@@ -145,7 +147,8 @@ class Engine:
         need = prompt_tokens + max_output
         if self._blocks_for(need) > self.total_blocks:
             raise InvalidInput(
-                f"this request needs {need} tokens of KV cache; the replica holds {self.total_blocks * self.block_size}",
+                f"this request needs {need} tokens of KV cache;"
+                f" the replica holds {self.total_blocks * self.block_size}",
                 [Problem("max_tokens", "prompt plus max_tokens exceeds the KV-cache capacity")],
             )
         seq = Sequence(next(self._ids), max(1, prompt_tokens), max(1, max_output), sink, self._loop.time())
