@@ -359,3 +359,73 @@ def test_when_the_state_machine_cannot_start_the_answer_is_503_and_the_run_faile
     assert_error_shape(answer)
     failed = aws.store.get_run(answer["details"]["run_id"])
     assert failed.status == "FAILED" and failed.error and "not started" in failed.error
+
+
+# --- GET /runs/{id}/report ---------------------------------------------------------------------------------------
+def _ranked_run(aws: SimpleNamespace, context: Any) -> str:
+    """A run whose architectures come from a real (small) estimate, as the state machine stores them."""
+    from sizing.plan import estimate
+    from sizing.workload import parse_spec
+
+    run_id = call(load_event("api_post_runs"), context)[2]["run_id"]
+    spec = parse_spec(
+        {
+            "model": "llama-3.1-8b",
+            "rate": {"peak_rps": 2},
+            "tokens": {"input": {"fixed": 500}, "output": {"fixed": 100}},
+            "slo": {"e2e_s": {"p95": 10}},
+            "constraints": {
+                "deployments": ["eks"],
+                "instance_types": ["g6e.xlarge"],
+                "quantizations": ["fp8"],
+            },
+        }
+    )
+    aws.store.put_architectures(run_id, estimate(spec)["architectures"])
+    return run_id
+
+
+def test_a_runs_report_is_a_self_contained_html_page_of_its_architectures(aws, context) -> None:
+    from sizing.report.reading import read_report
+
+    # given a ranked run
+    run_id = _ranked_run(aws, context)
+    # when its report is asked for
+    out = HANDLER.lambda_handler(for_run("api_get_run_report", run_id), context)
+    # then it is HTML naming the ranked architecture, with no external asset
+    headers = {k.lower(): v for k, v in (out.get("headers") or {}).items()}
+    for k, v in (out.get("multiValueHeaders") or {}).items():
+        headers.setdefault(k.lower(), v[0] if isinstance(v, list) else v)
+    assert out["statusCode"] == 200 and headers["content-type"].startswith("text/html")
+    assert "eks:g6e.xlarge:tp1:fp8:vllm" in out["body"]
+    page = read_report(out["body"])
+    assert not page.external
+
+
+def test_a_presigned_report_link_needs_a_bucket_and_then_points_at_it(aws, context, monkeypatch) -> None:
+    run_id = _ranked_run(aws, context)
+    event = for_run("api_get_run_report", run_id)
+    event["queryStringParameters"] = {"presign": "true"}
+    event["multiValueQueryStringParameters"] = {"presign": ["true"]}
+    # without a reports bucket: a clear 422 naming the parameter
+    status, _, body = call(event, context)
+    assert status == 422 and body["details"]["problems"][0]["field"] == "presign"
+    # with one: the report is stored and a time-limited link comes back
+    boto3.client("s3", region_name=REGION).create_bucket(Bucket="llm-sizing-reports-test")
+    monkeypatch.setenv("REPORT_BUCKET", "llm-sizing-reports-test")
+    deps.configure(dynamodb=aws.ddb, sfn=aws.sfn)
+    status, _, body = call(event, context)
+    assert status == 200 and "llm-sizing-reports-test" in body["url"] and "Expires=" in body["url"]
+    keys = [
+        o["Key"]
+        for o in boto3.client("s3", region_name=REGION).list_objects_v2(Bucket="llm-sizing-reports-test")[
+            "Contents"
+        ]
+    ]
+    assert any(k.endswith(f"{run_id}/report.html") for k in keys)
+
+
+def test_the_report_of_an_unknown_run_is_404(aws, context) -> None:
+    status, _, body = call(for_run("api_get_run_report", "nope"), context)
+    assert status == 404
+    assert_error_shape(body)

@@ -73,6 +73,7 @@ class RunRequest(Strict):
 class Links(Strict):
     self_: str = Field(alias="self", serialization_alias="self")
     architectures: str
+    report: str
     cancel: str
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -80,7 +81,14 @@ class Links(Strict):
     @classmethod
     def for_run(cls, run_id: str) -> Links:
         base = f"/runs/{run_id}"
-        return cls(self_=base, architectures=f"{base}/architectures", cancel=base)
+        return cls(self_=base, architectures=f"{base}/architectures", report=f"{base}/report", cancel=base)
+
+
+class ReportLink(Strict):
+    """A time-limited link to a run's report stored in S3."""
+
+    url: str
+    expires_in_s: int
 
 
 class RunOut(Strict):

@@ -23,6 +23,7 @@ class ApiSettings(BaseModel):
     state_machine_arn: str | None = Field(default=None, alias="STATE_MACHINE_ARN", pattern=r"^arn:")
     stage: str = Field(default="dev", alias="STAGE")
     idempotency_ttl_s: int = Field(default=IDEMPOTENCY_TTL_S, alias="IDEMPOTENCY_TTL_S", gt=0)
+    report_bucket: str | None = Field(default=None, alias="REPORT_BUCKET", min_length=3, max_length=63)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ApiSettings:

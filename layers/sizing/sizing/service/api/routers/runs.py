@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 from aws_lambda_powertools.metrics import MetricUnit
 
-from sizing.api_models import Links, RunArchitectures, RunCreated, RunOut, RunPage, RunRequest
+from sizing.api_models import Links, ReportLink, RunArchitectures, RunCreated, RunOut, RunPage, RunRequest
 from sizing.errors import Conflict, InvalidInput, NotFound, Problem
 from sizing.service.api import deps
 from sizing.service.api.responses import ERRORS
@@ -153,6 +153,62 @@ def get_run_architectures(run_id: RunId) -> RunArchitectures:
     return RunArchitectures(
         run_id=run.run_id, status=run.status, architectures=store.get_architectures(run_id)
     )
+
+
+#: Lifetime of a presigned report link: long enough to open and share in a meeting, short enough not to leak.
+REPORT_LINK_S = 3600
+
+
+@router.get(
+    "/runs/<run_id>/report",
+    summary="A run's HTML report",
+    description="The self-contained HTML report (ranking with measured beside predicted, curves, costs,"
+    " manifests). With `presign=true` and a reports bucket configured, the report is stored in S3 and the answer"
+    " is a time-limited link instead.",
+    tags=["runs"],
+    responses={
+        200: {
+            "description": "the report, or a link to it",
+            "content": {
+                "text/html": {"schema": {"type": "string"}},
+                "application/json": {"model": ReportLink},
+            },
+        },
+        **ERRORS,
+    },
+)
+@tracer.capture_method
+def get_run_report(
+    run_id: RunId,
+    presign: Annotated[bool, Query(description="store the report in S3 and answer a presigned link")] = False,
+) -> Response[str]:
+    from sizing.report import render_run_report
+
+    store = deps.store()
+    run = store.get_run(run_id)
+    payload = {
+        "run": run.model_dump(mode="json"),
+        "architectures": store.get_architectures(run_id),
+        "measurements": [m.model_dump(mode="json") for m in store.list_measurements(run_id)],
+        "ranking": store.get_ranking(run_id),
+    }
+    html = render_run_report(payload)
+    if not presign:
+        return Response(200, "text/html; charset=utf-8", html)
+    bucket = deps.settings().report_bucket
+    if not bucket:
+        raise InvalidInput(
+            "presigned report links need a reports bucket (REPORT_BUCKET), which this stage does not have",
+            [Problem("presign", "not available here; omit it to get the HTML")],
+        )
+    from sizing.report import run_result
+    from sizing.report.storage import ReportStore
+
+    reports = ReportStore(bucket)
+    result, measurements, _ = run_result(payload)
+    reports.publish(run_id, result, measurements=measurements, html=html)
+    link = ReportLink(url=reports.presigned_url(run_id, expires_s=REPORT_LINK_S), expires_in_s=REPORT_LINK_S)
+    return Response(200, content_types.APPLICATION_JSON, link.model_dump_json())
 
 
 @router.delete(
