@@ -1,5 +1,6 @@
 """`sizing twin --model M --instance I [--tp N] [--quant Q] [--engine E] --port P [--host H]`: serve a digital
-twin of one candidate (an OpenAI-compatible endpoint timed by the performance model) until interrupted."""
+twin of one candidate (an OpenAI-compatible endpoint timed by the performance model) until interrupted. It prints
+one line `... serving http://HOST:PORT ...` once it listens (with --port 0, the port it picked)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="name clients use (default: --model; the catalog id works too)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the answer-length draws")
+    # the engine settings a real deployment may override (vLLM's flags of the same names); default: the engine's
+    p.add_argument("--max-model-len", type=int, default=None)
+    p.add_argument("--max-num-seqs", type=int, default=None)
+    p.add_argument("--max-num-batched-tokens", type=int, default=None)
+    p.add_argument("--gpu-memory-utilization", type=float, default=None)
     p.set_defaults(func=run)
 
 
@@ -31,7 +37,17 @@ def run(args: argparse.Namespace) -> int:
     from sizing.perf import HardwareConfig
     from sizing.twin import serve, step_model_for
 
-    cfg = HardwareConfig.create(args.model, args.instance, args.tp, args.quant, args.engine)
+    cfg = HardwareConfig.create(
+        args.model,
+        args.instance,
+        args.tp,
+        args.quant,
+        args.engine,
+        max_model_len=args.max_model_len,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+    )
     sm = step_model_for(cfg)
 
     def ready(url: str) -> None:
