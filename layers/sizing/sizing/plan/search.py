@@ -7,6 +7,7 @@ options cannot enter the ranking and are reported as dominated, with their bound
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -50,9 +51,16 @@ class Option:
     step: Any
     bound_rps: float
     lb_cost: float
+    fit_accelerator: str
     capacity: Capacity | None = None
     #: predictions at an operating point, by rate: EKS and SageMaker share the hardware, hence the simulation
     predictions: dict[float, Any] = field(default_factory=dict)
+
+    @property
+    def perf_key(self) -> tuple[str, int, str, str]:
+        """What decides a replica's performance; instance sizes of one family (g6e.xlarge ... g6e.16xlarge) and
+        twins like p5e/p5en share it, so their capacity search runs once."""
+        return (self.fit_accelerator, self.hw.tensor_parallel, self.hw.quantization, self.hw.engine)
 
     def predict(self, wm: WorkloadModel, rate: float, seed: int) -> Any:
         key = round(rate, 9)
@@ -363,10 +371,13 @@ def estimate(
             pricing = _pricing(cat, wm, hw, d)
             proj = project(wm, b.max_requests_per_s, hw.replicas_per_instance, pricing, users)
             lb = min(lb, proj["usd_per_month"])
-        options.append(Option(hw, cfg, fit, step, b.max_requests_per_s, lb))
+        options.append(
+            Option(hw, cfg, fit, step, b.max_requests_per_s, lb, cat.instance(hw.instance_type).accelerator)
+        )
     options.sort(key=lambda o: o.lb_cost)
     # 2. simulate cheapest-bound first; stop when no remaining option can enter the certified ranking
     certify = max(top or 0, DEFAULT_CERTIFY)
+    by_performance: dict[tuple[str, int, str, str], Option] = {}
     feasible: list[dict[str, Any]] = []
     for i, opt in enumerate(options):
         costs = sorted(_rank_cost(a) for a in feasible)
@@ -383,7 +394,13 @@ def estimate(
             break
         if progress:
             progress(i + 1, len(options), opt.hw.key)
-        opt.capacity = max_rate_under_slo(opt.step, wm, opt.bound_rps, seed)
+        known = by_performance.get(opt.perf_key)
+        if known is not None:
+            # same accelerators, TP, quantization and engine as an option already searched: same replica
+            opt.capacity, opt.predictions = dataclasses.replace(known.capacity), known.predictions
+        else:
+            opt.capacity = max_rate_under_slo(opt.step, wm, opt.bound_rps, seed)
+            by_performance[opt.perf_key] = opt
         if not opt.capacity.feasible:
             rejected.append({"id": opt.hw.key, "kind": "slo", "reason": opt.capacity.reason})
             if opt.capacity.closest:
@@ -450,6 +467,7 @@ def estimate(
         "search": {
             "hardware_options": len(enum.hardware),
             "simulated": sum(1 for o in options if o.capacity is not None),
+            "capacity_searches": len(by_performance),
             "feasible": len(feasible),
             "seconds": round(elapsed, 3),
         },
