@@ -395,16 +395,18 @@ def estimate(
         if progress:
             progress(i + 1, len(options), opt.hw.key)
         known = by_performance.get(opt.perf_key)
-        if known is not None:
+        if known is not None and known.capacity is not None:
             # same accelerators, TP, quantization and engine as an option already searched: same replica
-            opt.capacity, opt.predictions = dataclasses.replace(known.capacity), known.predictions
+            capacity = dataclasses.replace(known.capacity)
+            opt.predictions = known.predictions
         else:
-            opt.capacity = max_rate_under_slo(opt.step, wm, opt.bound_rps, seed)
+            capacity = max_rate_under_slo(opt.step, wm, opt.bound_rps, seed)
             by_performance[opt.perf_key] = opt
-        if not opt.capacity.feasible:
-            rejected.append({"id": opt.hw.key, "kind": "slo", "reason": opt.capacity.reason})
-            if opt.capacity.closest:
-                near.append((opt, opt.capacity.closest))
+        opt.capacity = capacity
+        if not capacity.feasible:
+            rejected.append({"id": opt.hw.key, "kind": "slo", "reason": capacity.reason})
+            if capacity.closest:
+                near.append((opt, capacity.closest))
             continue
         archs = _verified(wm, cat, opt, deployments, headroom, seed)
         if archs is None:
