@@ -4,6 +4,7 @@
 
 Sections: `perf` (step model, simulator, saturation, one `sizing predict` process). Targets (perf issue):
 simulating 2,000 requests on a loaded replica <= 50 ms; one `sizing predict` whole process <= 1 s.
+`plan` (the full catalog search per example workload). Target: <= 2 s whole process.
 """
 
 from __future__ import annotations
@@ -114,13 +115,48 @@ def perf(repeat: int) -> None:
     )
 
 
+#: The planner's target (architecture search issue): the full catalog search for one workload, whole process.
+PLAN_TARGET_S = 2.0
+
+
+def plan(repeat: int) -> None:
+    """The full catalog search per example workload: in-process (warm) and as one `sizing estimate` process."""
+    from sizing.plan import estimate
+    from sizing.workload import load_spec
+
+    print("== plan ==")
+    print(
+        f"{'workload':<24}{'options':>8}{'searches':>9}{'warm p50 s':>11}{'warm max s':>11}{'process s':>10}"
+    )
+    for path in sorted((ROOT / "examples").glob("*.yaml")):
+        spec = load_spec(path)
+        result = estimate(spec)  # warm the catalog and imports
+        warm = _timed(lambda spec=spec: estimate(spec), repeat)  # type: ignore[misc]
+        proc = _timed(
+            lambda path=path: subprocess.run(  # type: ignore[misc]
+                [sys.executable, "-m", "sizing.cli", "estimate", str(path), "--json"],
+                check=True,
+                capture_output=True,
+            ),
+            max(1, repeat // 3),
+        )
+        s = result["search"]
+        print(
+            f"{path.stem:<24}{s['hardware_options']:>8}{s.get('capacity_searches', s['simulated']):>9}"
+            f"{statistics.median(warm):>11.2f}{max(warm):>11.2f}{statistics.median(proc):>10.2f}"
+        )
+    print(f"target: whole process <= {PLAN_TARGET_S:.1f} s per workload")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeat", type=int, default=7)
-    ap.add_argument("--section", choices=["perf", "all"], default="all")
+    ap.add_argument("--section", choices=["perf", "plan", "all"], default="all")
     args = ap.parse_args()
     if args.section in ("perf", "all"):
         perf(args.repeat)
+    if args.section in ("plan", "all"):
+        plan(args.repeat)
     return 0
 
 
