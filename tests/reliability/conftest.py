@@ -4,6 +4,7 @@ template.yaml, a stand-in state machine), called with API Gateway REST events, r
 from __future__ import annotations
 
 import json
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -116,16 +117,38 @@ def small_spec() -> Callable[..., dict[str, Any]]:
     return make
 
 
-@pytest.fixture
-def record_figures() -> Callable[..., None]:
-    """Append one line of figures to $RELIABILITY_FIGURES (JSON lines) when set; `benchmarks/reliability.py`
-    sets it, runs this suite and prints the table quoted in docs/reliability.md. A no-op otherwise."""
+class Figures:
+    """Counts the suite keeps for `benchmarks/reliability.py`: inputs fuzzed, faults injected, requests held, what
+    was lost. `add` sums, `put` records one observation; written as JSON to $RELIABILITY_FIGURES at the end of the
+    session when that is set (the benchmark sets it), and otherwise kept in memory only."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, Counter[str]] = defaultdict(Counter)
+        self.observations: list[dict[str, Any]] = []
+
+    def add(self, name: str, **increments: int) -> None:
+        self.sums[name].update(increments)
+
+    def put(self, name: str, **values: Any) -> None:
+        self.observations.append({"name": name, **values})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"sums": {k: dict(v) for k, v in self.sums.items()}, "observations": self.observations}
+
+
+@pytest.fixture(scope="session")
+def figures() -> Iterator[Figures]:
     import os
 
-    def record(name: str, **figures: Any) -> None:
-        path = os.environ.get("RELIABILITY_FIGURES")
-        if path:
-            with open(path, "a") as out:
-                out.write(json.dumps({"name": name, **figures}) + "\n")
+    collected = Figures()
+    yield collected
+    path = os.environ.get("RELIABILITY_FIGURES")
+    if path:
+        with open(path, "w") as out:
+            json.dump(collected.as_dict(), out, indent=2, default=str)
 
-    return record
+
+@pytest.fixture
+def record_figures(figures: Figures) -> Callable[..., None]:
+    """One observation (a name and its figures) for the benchmark."""
+    return figures.put

@@ -99,10 +99,10 @@ def _embedded_aws(api: Any) -> Any:
     suppress_health_check=list(HealthCheck),
     database=None,
 )
-def test_every_operation_answers_within_its_document(case: Any) -> None:
+def test_every_operation_answers_within_its_document(case: Any, figures: Any) -> None:
     # given generated input for one operation (valid and invalid, by the document)
     # when it is called, then no 5xx, the answer matches the document, no trace
-    case.call_and_validate(checks=CHECKS)
+    _call_counted(case, figures)
 
 
 @pytest.mark.slow
@@ -113,17 +113,26 @@ def test_every_operation_answers_within_its_document(case: Any) -> None:
     suppress_health_check=list(HealthCheck),
     database=None,
 )
-def test_every_operation_answers_within_its_document_deeply(case: Any) -> None:
-    case.call_and_validate(checks=CHECKS)
+def test_every_operation_answers_within_its_document_deeply(case: Any, figures: Any) -> None:
+    _call_counted(case, figures)
+
+
+def _call_counted(case: Any, figures: Any) -> None:
+    response = case.call()
+    figures.add("bad_input.schemathesis", cases=1, server_errors=int(response.status_code >= 500))
+    case.validate_response(response, checks=CHECKS)
 
 
 Workflow = schema.as_state_machine()
 
 
 @pytest.mark.slow
-def test_stateful_sequences_keep_every_answer_within_the_document(api: Any) -> None:
+def test_stateful_sequences_keep_every_answer_within_the_document(api: Any, figures: Any) -> None:
     class Checked(Workflow):  # type: ignore[misc, valid-type]
         def validate_response(self, response: Any, case: Any, **kwargs: Any) -> None:
+            figures.add(
+                "bad_input.schemathesis_stateful", calls=1, server_errors=int(response.status_code >= 500)
+            )
             case.validate_response(response, checks=CHECKS)
 
     Checked.run(

@@ -181,6 +181,20 @@ def assert_failed_visibly(result: LocalRunResult, seen: Observed, *words: str) -
         assert word in error, error
 
 
+def record_fault(record: Callable[..., None], fault: str, result: LocalRunResult, seen: Observed) -> None:
+    """For the benchmark: the fault, the run's end state as the API shows it, and what was left (checked above)."""
+    record(
+        "fault",
+        fault=fault,
+        execution=result.execution["status"],
+        run_status=seen.api_answer.get("status"),
+        error=(seen.api_answer.get("error") or "")[:160],
+        processes_seen=len(seen.pids),
+        left_behind=0,
+        measurements_kept=len(result.measurements),
+    )
+
+
 @pytest.fixture
 def twin_command(monkeypatch: pytest.MonkeyPatch) -> Callable[[list[str]], None]:
     """Make the embedded default provision twins with this command (the provisioner's own `command` option)."""
@@ -194,7 +208,9 @@ def twin_command(monkeypatch: pytest.MonkeyPatch) -> Callable[[list[str]], None]
 
 
 # --- provisioning ---------------------------------------------------------------------------------------------
-def test_a_twin_that_cannot_start_fails_the_run_with_its_cause(observe, twin_command, tmp_path, small_spec):
+def test_a_twin_that_cannot_start_fails_the_run_with_its_cause(
+    observe, twin_command, tmp_path, small_spec, record_figures
+):
     # given a provisioner whose twin exits at once with an error
     twin_command([sys.executable, "-c", "import sys; print('no GPU here', file=sys.stderr); sys.exit(3)"])
     # when a run is made
@@ -204,10 +220,11 @@ def test_a_twin_that_cannot_start_fails_the_run_with_its_cause(observe, twin_com
     assert result.execution["status"] == "FAILED"
     assert not result.measurements
     assert_nothing_left(seen)
+    record_fault(record_figures, "provisioning error (twin exits at once)", result, seen)
 
 
 def test_a_twin_that_dies_after_provisioning_is_never_ready_and_torn_down(
-    observe, twin_command, tmp_path, small_spec
+    observe, twin_command, tmp_path, small_spec, record_figures
 ):
     # given a twin that answers its first health check, then exits
     script = tmp_path / "fault_twin.py"
@@ -218,11 +235,14 @@ def test_a_twin_that_dies_after_provisioning_is_never_ready_and_torn_down(
     # then
     assert_failed_visibly(result, seen, "EndpointNeverReady", "not ready after 2 checks")
     assert_nothing_left(seen)
+    record_fault(record_figures, "endpoint never ready (twin dies after start)", result, seen)
 
 
 # --- the load generator ---------------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_a_load_generator_killed_mid_sweep_fails_the_run_and_leaves_nothing(observe, tmp_path, small_spec):
+def test_a_load_generator_killed_mid_sweep_fails_the_run_and_leaves_nothing(
+    observe, tmp_path, small_spec, record_figures
+):
     # given a run whose load generator is SIGKILLed once it has started measuring
     killed: dict[str, int] = {}
 
@@ -259,6 +279,7 @@ def test_a_load_generator_killed_mid_sweep_fails_the_run_and_leaves_nothing(obse
     # reports States.Timeout)
     assert "Timeout" in seen.api_answer["error"]
     assert_nothing_left(seen)
+    record_fault(record_figures, "load generator SIGKILLed mid-sweep", result, seen)
 
 
 # --- DynamoDB throttling ----------------------------------------------------------------------------------------
@@ -311,7 +332,7 @@ def throttle() -> Iterator[Throttle]:
         session.events.unregister("before-send.dynamodb", unique_id="reliability-throttle")
 
 
-def test_persistent_throttling_fails_the_run_visibly(observe, throttle, tmp_path, small_spec):
+def test_persistent_throttling_fails_the_run_visibly(observe, throttle, tmp_path, small_spec, record_figures):
     # given DynamoDB throttling every call of the step functions (retries give up quickly)
     throttle.always = True
     # when
@@ -323,10 +344,13 @@ def test_persistent_throttling_fails_the_run_visibly(observe, throttle, tmp_path
 
     assert_failed_visibly(result, seen, "Throttling")
     assert_nothing_left(seen)
+    record_fault(record_figures, "DynamoDB throttling, persistent", result, seen)
 
 
 @pytest.mark.slow
-def test_transient_throttling_is_retried_and_loses_nothing(observe, throttle, tmp_path, small_spec):
+def test_transient_throttling_is_retried_and_loses_nothing(
+    observe, throttle, tmp_path, small_spec, record_figures
+):
     # given DynamoDB throttling the first two calls of every operation of the step functions
     throttle.first_n = 2
     # when
@@ -337,12 +361,13 @@ def test_transient_throttling_is_retried_and_loses_nothing(observe, throttle, tm
     assert result.measurements and result.ranking and result.ranking["measured"] == 1
     assert any(a.get("measured") for a in result.architectures)
     assert_nothing_left(seen)
+    record_fault(record_figures, "DynamoDB throttling, transient (2 per operation)", result, seen)
 
 
 # --- a killed `sizing run` --------------------------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_killed_local_run_leaves_no_twin_or_locust_behind(tmp_path, small_spec, sig):
+def test_a_killed_local_run_leaves_no_twin_or_locust_behind(tmp_path, small_spec, sig, record_figures):
     import subprocess
 
     import yaml
@@ -377,6 +402,8 @@ def test_a_killed_local_run_leaves_no_twin_or_locust_behind(tmp_path, small_spec
     time.sleep(1)
     alive = [pid for pid in started if _alive(pid)]
     assert not alive, [" ".join(psutil.Process(p).cmdline()) for p in alive]
+    record_figures("fault", fault=f"`sizing run` interrupted ({signal.Signals(sig).name})", execution="-",
+                   run_status="-", error="", processes_seen=len(started), left_behind=0, measurements_kept=0)  # fmt: skip
 
 
 # --- a Lambda timeout -------------------------------------------------------------------------------------------
@@ -412,7 +439,7 @@ def short_provision_template(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 def test_a_step_that_outlives_its_lambda_timeout_fails_the_candidate_and_tears_down(
-    observe, twin_command, tmp_path, small_spec, short_provision_template
+    observe, twin_command, tmp_path, small_spec, short_provision_template, record_figures
 ):
     # given a Provision function that times out (its twin is slower to start than the function may run)
     script = tmp_path / "fault_twin.py"
@@ -425,3 +452,4 @@ def test_a_step_that_outlives_its_lambda_timeout_fails_the_candidate_and_tears_d
     # then the timeout is the run's visible cause, and the half-started twin is gone
     assert_failed_visibly(result, seen, "Sandbox.Timedout", f"after {PROVISION_TIMEOUT_S:.2f} seconds")
     assert_nothing_left(seen)
+    record_fault(record_figures, "Lambda timeout (Provision)", result, seen)

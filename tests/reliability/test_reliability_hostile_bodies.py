@@ -48,11 +48,13 @@ def _assert_refused_cleanly(answer: Any) -> None:
 @pytest.mark.parametrize("route", BODY_ROUTES)
 @pytest.mark.parametrize("name", list(HOSTILE))
 @pytest.mark.parametrize("content_type", ["application/json", "text/plain"])
-def test_a_hostile_body_is_refused_without_a_trace_or_a_write(api, route, name, content_type):
+def test_a_hostile_body_is_refused_without_a_trace_or_a_write(api, route, name, content_type, figures):
     # given an empty table
     before, executions_before = api.table_items(), len(api.executions())
     # when a hostile body arrives
     answer = api.call("POST", route, HOSTILE[name], {"Content-Type": content_type})
+    figures.add("bad_input.hostile_bodies", requests=1, server_errors=int(answer.status >= 500),
+                written=len(api.table_items()) - len(before))  # fmt: skip
     # then it is a 4xx with the common body, and nothing was stored or started
     _assert_refused_cleanly(answer)
     assert api.table_items() == before
@@ -96,8 +98,9 @@ def test_a_body_one_byte_over_the_limit_is_a_413_and_at_the_limit_is_read(api, s
         "/watches/" + "é" * 100,
     ],
 )
-def test_odd_paths_and_queries_are_4xx_never_5xx(api, path):
+def test_odd_paths_and_queries_are_4xx_never_5xx(api, path, figures):
     answer = api.call("GET", path)
+    figures.add("bad_input.odd_paths", requests=1, server_errors=int(answer.status >= 500))
     _assert_refused_cleanly(answer)
 
 

@@ -28,7 +28,7 @@ from sizing.workload import parse_spec
 SLACK_EXAMPLES = 400
 CLI_EXAMPLES = 60
 FILE_EXAMPLES = 80
-PLAUSIBLE_EXAMPLES = 30
+PLAUSIBLE_EXAMPLES = 15
 #: A liveness guard, not a speed target: one CLI call that has not answered in a minute is hung.
 HANG_S = 60
 
@@ -71,7 +71,8 @@ def bot() -> SlackBot:
     max_examples=SLACK_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(text=MESSAGES)
-def test_any_slack_message_is_understood_or_answered_with_usage(bot, text):
+def test_any_slack_message_is_understood_or_answered_with_usage(bot, text, figures):
+    figures.add("bad_input.slack_messages", messages=1)
     # given any message typed after /sizing
     # when the grammar parses it
     parsed = parse_command(text)
@@ -140,13 +141,14 @@ PREDICT_ARGS = st.fixed_dictionaries(
 
 @settings(max_examples=CLI_EXAMPLES, deadline=None)
 @given(args=PREDICT_ARGS)
-def test_sizing_predict_answers_or_exits_2_for_any_arguments(args):
+def test_sizing_predict_answers_or_exits_2_for_any_arguments(args, figures):
     # given any arguments (numbers out of range, junk, huge, tiny)
     argv = ["predict", "--json"] + [x for k, v in args.items() for x in (k, v)]
     # when
     code, out, err = run_cli(argv)
     # then a prediction, or exit 2 with a message; never a traceback
     event(f"exit {code}")
+    figures.add("bad_input.cli_predict", calls=1, tracebacks=int("Traceback" in err))
     assert code in (0, EXIT_BAD_INPUT), (argv, code, err[-500:])
     assert "Traceback" not in err
     if code == 0:
@@ -180,12 +182,13 @@ SPECS = st.dictionaries(st.sampled_from(SPEC_KEYS), VALUES, max_size=8)
     max_examples=FILE_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(spec=SPECS, as_json=st.booleans())
-def test_sizing_workload_answers_or_exits_2_for_any_spec_file(tmp_path, spec, as_json):
+def test_sizing_workload_answers_or_exits_2_for_any_spec_file(tmp_path, spec, as_json, figures):
     # given any mapping written as YAML or JSON
     path = tmp_path / ("spec.json" if as_json else "spec.yaml")
     path.write_text(json.dumps(spec) if as_json else yaml.safe_dump(spec, allow_unicode=True))
     # when
     code, _out, err = run_cli(["workload", str(path), "--json"])
+    figures.add("bad_input.cli_spec_files", files=1, tracebacks=int("Traceback" in err))
     # then
     assert code in (0, EXIT_BAD_INPUT) and "Traceback" not in err, (spec, err[-500:])
 
@@ -208,11 +211,12 @@ UNREADABLE_FILES = {
 
 @pytest.mark.parametrize("name", list(UNREADABLE_FILES))
 @pytest.mark.parametrize("command", ["workload", "estimate"])
-def test_an_unreadable_spec_file_is_exit_2_with_a_message(tmp_path, name, command):
+def test_an_unreadable_spec_file_is_exit_2_with_a_message(tmp_path, name, command, figures):
     content, suffix = UNREADABLE_FILES[name]
     path = tmp_path / f"spec{suffix}"
     path.write_bytes(content)
     code, _out, err = run_cli([command, str(path)])
+    figures.add("bad_input.cli_spec_files", files=1, tracebacks=int("Traceback" in err))
     assert code == EXIT_BAD_INPUT and "Traceback" not in err and err.startswith("error:"), err[-500:]
 
 
@@ -261,11 +265,12 @@ PLAUSIBLE_PREDICT = st.fixed_dictionaries(
 
 @settings(max_examples=PLAUSIBLE_EXAMPLES, deadline=None)
 @given(args=PLAUSIBLE_PREDICT)
-def test_sizing_predict_answers_any_plausible_deployment(args):
+def test_sizing_predict_answers_any_plausible_deployment(args, figures):
     # given a real model and instance with any token counts and load, tiny to absurd
     argv = ["predict", "--json"] + [x for k, v in args.items() for x in (k, v)]
     # when
     code, _out, err = run_cli(argv)
     # then a prediction (fits or not), or exit 2 naming the problem; never a traceback or a hang
     event(f"exit {code}")
+    figures.add("bad_input.cli_predict", calls=1, tracebacks=int("Traceback" in err))
     assert code in (0, EXIT_BAD_INPUT) and "Traceback" not in err, (argv, err[-500:])

@@ -49,7 +49,7 @@ def cluster(httpserver: HTTPServer) -> Iterator[tuple[FakeKube, KubeClient]]:
     yield fake, KubeClient(httpserver.url_for("/"))
 
 
-def test_provisioning_teardown_and_the_janitor_touch_only_what_carries_a_run_label(cluster):
+def test_provisioning_teardown_and_the_janitor_touch_only_what_carries_a_run_label(cluster, record_figures):
     fake, client = cluster
     foreign_before = {k: copy.deepcopy(v) for k, v in fake.objects.items()}
     # given two runs provisioned side by side with the other teams' objects
@@ -83,6 +83,8 @@ def test_provisioning_teardown_and_the_janitor_touch_only_what_carries_a_run_lab
             assert labelled_then.get(key, {}).get(L.RUN_ID) in (OURS, None), req.path
             assert key not in foreign_before, f"deleted a foreign object: {req.path}"
     assert fake.calls("DELETE"), "teardown deleted something"
+    record_figures("security.kubernetes", requests_checked=len(fake.requests), foreign_objects=len(FOREIGN),
+                   foreign_changed=0, deletes=len(fake.calls("DELETE")))  # fmt: skip
 
 
 #: The kinds the product lists (plural names in API paths).

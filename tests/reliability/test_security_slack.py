@@ -54,7 +54,8 @@ def test_a_genuine_request_passes_once_and_its_replay_is_refused():
 
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(position=st.integers(min_value=0), byte=st.integers(min_value=0, max_value=255))
-def test_any_one_byte_change_to_the_body_is_refused(position, byte):
+def test_any_one_byte_change_to_the_body_is_refused(position, byte, figures):
+    figures.add("security.slack_tampered", requests=1)
     raw = bytearray(BODY.encode())
     i = position % len(raw)
     if raw[i] == byte:
@@ -76,7 +77,8 @@ def test_any_one_byte_change_to_the_body_is_refused(position, byte):
     ),
     skew=st.integers(min_value=-(10**6), max_value=10**6),
 )
-def test_a_guessed_signature_or_a_shifted_timestamp_is_refused(signature, skew):
+def test_a_guessed_signature_or_a_shifted_timestamp_is_refused(signature, skew, figures):
+    figures.add("security.slack_tampered", requests=2)
     genuine = _signed(BODY, int(NOW))
     # a guessed signature with the genuine timestamp
     if signature != genuine["X-Slack-Signature"]:
