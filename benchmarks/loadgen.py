@@ -156,7 +156,7 @@ def _child_cpu_s() -> float:
 
 def _run_level(
     url: str, model: str, concurrency: int, duration: float, warmup: float, out: Path,
-    input_tokens: int = INPUT_TOKENS, output_tokens: int = OUTPUT_TOKENS,
+    input_tokens: int = INPUT_TOKENS, output_tokens: int = OUTPUT_TOKENS, workers: int = 0,
 ) -> tuple[list[dict], float, dict]:  # fmt: skip
     from sizing.loadtest import run_sweep
 
@@ -172,6 +172,7 @@ def _run_level(
         duration_s=duration,
         warmup_s=warmup,
         save_requests=True,
+        workers=workers,
         quiet=True,
         max_total_s=duration + warmup + 30,
     )
@@ -185,11 +186,15 @@ def _pct(a: np.ndarray, q: float) -> float:
     return float(np.percentile(a, q)) if a.size else float("nan")
 
 
-def fidelity(levels: list[int], duration: float, warmup: float) -> None:
+def _procs(workers: int) -> str:
+    return f"a master and {workers} worker processes" if workers else "one process"
+
+
+def fidelity(levels: list[int], duration: float, warmup: float, workers: int = 0) -> None:
     server, url = _start("--serve-reference")
     print(
         f"reference server: first token {FIRST_TOKEN_S * 1000:.0f} ms, then every {GAP_S * 1000:.0f} ms,"
-        f" {OUTPUT_TOKENS} tokens; load generator: Locust, one process, {duration:g} s per level"
+        f" {OUTPUT_TOKENS} tokens; load generator: Locust, {_procs(workers)}, {duration:g} s per level"
     )
     print(
         f"{'streams':>8} {'requests':>8} {'ttft err p50':>12} {'p99':>7} {'itl err p50':>11} {'p99':>7}"
@@ -200,7 +205,9 @@ def fidelity(levels: list[int], duration: float, warmup: float) -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for c in levels:
-                rows, cpu, _ = _run_level(url, "bench", c, duration, warmup, Path(tmp) / f"c{c}")
+                rows, cpu, _ = _run_level(
+                    url, "bench", c, duration, warmup, Path(tmp) / f"c{c}", workers=workers
+                )
                 log = json.load(urllib.request.urlopen(url + "/log"))
                 sent = log["sent"]
                 ok = [r for r in rows if r["error"] is None and r["response_id"] in sent]
@@ -299,13 +306,14 @@ def main() -> None:
     p.add_argument("--levels", default="16,64,128,256,384,512")
     p.add_argument("--duration", type=float, default=10.0)
     p.add_argument("--warmup", type=float, default=3.0)
+    p.add_argument("--workers", type=int, default=0, help="Locust worker processes (default: one process)")
     p.add_argument("--skip-twin", action="store_true")
     p.add_argument(
         "--twin-vs-predict", action="store_true", help="also compare the twin under load with predict"
     )
     a = p.parse_args()
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
-    fidelity([int(x) for x in a.levels.split(",")], a.duration, a.warmup)
+    fidelity([int(x) for x in a.levels.split(",")], a.duration, a.warmup, a.workers)
     if not a.skip_twin:
         twin_capacity(a.duration, a.warmup)
     if a.twin_vs_predict:

@@ -21,6 +21,7 @@ records to the master with every report.
 import locust  # noqa: I001  (first: gevent monkey-patching before ssl/boto3)
 
 import dataclasses
+import gc
 import itertools
 import json
 import random
@@ -412,6 +413,7 @@ class SweepShape(LoadTestShape):
                         f.write(json.dumps({"step": result.step, **dataclasses.asdict(r)}) + "\n")
         COLLECTOR.records.clear()  # whatever finished so far belongs to this step or to none
         self._tail_until = None
+        gc.collect()  # between steps, where a pause measures nothing (process.py turns automatic GC off)
         if self.on_step is not None:
             self.on_step(result)
 
