@@ -52,6 +52,8 @@ DRAIN_S = WORKER_REPORT_INTERVAL + 1.0
 #: stay in lock-step (waves of simultaneous arrivals no real population makes, and the estimator does not
 #: assume); the rest of the warm-up lets the spread population reach steady state.
 RAMP_SHARE_OF_WARMUP = 0.5
+#: Seconds between progress lines within a step.
+PROGRESS_EVERY_S = 10.0
 #: Added to the longest answer seen in a step to decide how long its last requests may take to finish.
 TAIL_MARGIN_S = 1.0
 #: Spawn rate per user when there is no warm-up to spread over (everyone within ~0.1 s).
@@ -362,6 +364,7 @@ class SweepShape(LoadTestShape):
         self.stopped_by = "plan"
         self._started = False
         self._tail_until: float | None = None
+        self._last_progress = time.time()
 
     @property
     def cfg(self) -> LoadTestConfig:
@@ -382,6 +385,7 @@ class SweepShape(LoadTestShape):
     def _begin(self, now: float) -> bool:
         self.level = self.plan.next_level(self.history)
         self.step_start = now
+        self._last_progress = now
         if self.level is None:
             return False
         if self.cfg.mode == "rate":
@@ -458,4 +462,12 @@ class SweepShape(LoadTestShape):
             self._finish()
             if not self._begin(now):
                 return None
+        elif now - self._last_progress >= PROGRESS_EVERY_S:
+            self._last_progress = now
+            phase = "warm-up" if elapsed < cfg.warmup_s else "measuring" if now < window_end else "tail"
+            print(
+                f"step {len(self.history)}: {phase}, {elapsed:.0f} s in, {len(COLLECTOR.records)} answers so far",
+                file=sys.stderr,
+                flush=True,
+            )
         return self._users()
