@@ -34,7 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from sizing.orchestrate.lifeline import exit_with_parent
     from sizing.perf import HardwareConfig
+
+    exit_with_parent()  # started by a local run: end with it, even if it is SIGKILLed
     from sizing.twin import serve, step_model_for
 
     cfg = HardwareConfig.create(

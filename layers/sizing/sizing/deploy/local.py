@@ -31,6 +31,7 @@ from sizing.deploy.base import (
     http_healthy,
 )
 from sizing.deploy.kube import ProvisioningError
+from sizing.orchestrate.lifeline import lifeline_env
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +170,7 @@ class LocalTwinProvisioner(Provisioner):
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env=lifeline_env(),  # the twin ends with this process, even a SIGKILLed one
             )
         endpoint = Endpoint(
             url=url,

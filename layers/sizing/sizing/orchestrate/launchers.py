@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
+from sizing.orchestrate.lifeline import lifeline_env
 from sizing.orchestrate.settings import OrchestrationSettings
 
 #: ECS container name of the load generator in template.yaml's task definition.
@@ -39,7 +40,7 @@ class LocalLauncher:
             [sys.executable, "-m", "sizing.orchestrate.loadtask", "run", str(path)],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=dict(os.environ),
+            env=lifeline_env(),  # it ends with this process, even a SIGKILLed one
             start_new_session=True,  # its own process group: stop_all ends Locust's children too
         )
         with self._lock:

@@ -116,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     task = LoadTask.model_validate_json(raw)
+    from sizing.orchestrate.lifeline import exit_with_parent
+
+    exit_with_parent()  # started by a local run: end with it (and end Locust), even if it is SIGKILLed
     import boto3
 
     from sizing.store import SizingStore

@@ -1,0 +1,65 @@
+"""The lifeline of a local run's children, on its own: a child started with `lifeline_env()` ends its process
+group once its parent is gone, however the parent went (here: SIGKILL)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+
+#: Seconds allowed for the child to notice (it polls every second) and stop.
+GRACE_S = 10
+#: The middle process: starts a grandchild with a lifeline (as LocalTwinProvisioner does), prints its pid, waits.
+PARENT = r"""
+import subprocess, sys, time
+from sizing.orchestrate.lifeline import lifeline_env
+child = subprocess.Popen([sys.executable, "-c", CHILD], env=lifeline_env(), start_new_session=True)
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+#: The grandchild: a twin or load generator stand-in with the watch started, and a Locust stand-in beside it.
+CHILD = (
+    "import subprocess, sys, time\n"
+    "from sizing.orchestrate.lifeline import exit_with_parent\n"
+    "assert exit_with_parent()\n"
+    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+    "time.sleep(600)\n"
+)
+
+
+def test_a_child_ends_with_its_sigkilled_parent_and_takes_its_group_along():
+    # given a parent whose child (and grandchild) hold a lifeline to it
+    parent = subprocess.Popen(
+        [sys.executable, "-c", f"CHILD = {CHILD!r}\n" + PARENT], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        time.sleep(1.0)
+        group = [child, *(p.pid for p in psutil.Process(child).children(recursive=True))]
+        assert len(group) == 2
+        # when the parent is SIGKILLed
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        # then the child and what it started are gone
+        deadline = time.monotonic() + GRACE_S
+        alive = group
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+            alive = [
+                pid for pid in group if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
+            ]
+        assert alive == []
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def test_without_a_lifeline_nothing_is_watched():
+    from sizing.orchestrate.lifeline import exit_with_parent
+
+    assert exit_with_parent(environ={}) is False
