@@ -29,7 +29,7 @@ from sizing.perf.config import HardwareConfig
 from sizing.perf.memory import memory_fit
 from sizing.perf.reference import REFERENCE_MODELS, SHAREGPT_SIGMA, CalRow
 from sizing.perf.simulator import ClosedLoop, OpenLoop, saturating_concurrency, simulate
-from sizing.perf.step import DEFAULT_STATIC_CONTEXT, ROOFLINE, Profile, StepModel
+from sizing.perf.step import ROOFLINE, Profile, StepModel
 
 #: Literature prior: prefill MFU ~50% and decode MBU 55-60% at batch 1 (Databricks, serving-facts.md s2);
 #: CPU/scheduling overhead of a few ms per step (vLLM V1: ~5 ms steps for 8B on H100 incl. GPU work, s2).
@@ -42,11 +42,11 @@ PRIOR = {
     # (X071 -> X072 TPOT) to ~0.7 ms on 2024 A10G stacks (X001 -> X005); the prior sits between
     "seq_overhead_s": 0.0002,
 }
-#: Prior widths in log space (compute eff, bandwidth eff, step, per-sequence and request overheads). Efficiencies
-#: are mostly the hardware's: a family may move them ~2x from the prior, an engine only ~25% from its family.
-#: Overheads are mostly the software's and weakly identified: families and engines may move them ~3-4x.
+#: Prior widths in log space (compute eff, bandwidth eff, step, per-sequence and request overheads): a family may
+#: move efficiencies ~2x and overheads ~4x from the prior; an engine stays nearer its family (~1.4x / ~2x).
+#: (Tighter engine efficiencies with wider engine overheads cross-validated worse: TTFT 45-59% vs 38%.)
 FAMILY_SIGMA = (0.7, 0.5, 1.5, 1.5, 1.5)
-ENGINE_SIGMA = (0.25, 0.2, 1.2, 1.2, 1.2)
+ENGINE_SIGMA = (0.35, 0.3, 0.8, 0.8, 0.8)
 #: Parameter bounds: efficiencies cannot exceed peak by much (1.2 leaves room for assumed datasheet figures,
 #: e.g. A10G TFLOPS); overhead between 0.05 ms and 100 ms per step.
 BOUNDS = ((0.02, 1.2), (0.05, 1.2), (5e-5, 0.1), (1e-4, 0.5), (1e-6, 0.005))
@@ -88,8 +88,6 @@ def reference_catalog() -> Any:
 
 def row_config(row: CalRow) -> HardwareConfig:
     context = math.ceil(row.input_tokens * (3 if row.token_dist == "sharegpt" else 1) + row.output_tokens * 2)
-    if row.engine == "neuron":  # compiled for a fixed sequence length: optimum-neuron's default when unstated
-        context = max(context, DEFAULT_STATIC_CONTEXT)
     return HardwareConfig(
         model_id=row.model,
         instance_type="",
