@@ -152,3 +152,24 @@ def test_bad_input_exits_2_with_the_reason(capsys: pytest.CaptureFixture[str]):
     )
     assert rc == 2
     assert "unknown instance type" in capsys.readouterr().err
+
+
+def test_a_request_longer_than_the_models_context_is_refused(capsys: pytest.CaptureFixture[str]):
+    rc = main(
+        [
+            "predict",
+            "--model",
+            "mistralai/Mistral-7B-v0.3",
+            "--instance",
+            "g6e.xlarge",
+            "--input-tokens",
+            "30000",
+            "--output-tokens",
+            "5000",
+            "--concurrency",
+            "1",
+        ]
+    )
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "35,000" in err and "32,768" in err

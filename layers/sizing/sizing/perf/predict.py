@@ -57,6 +57,15 @@ def predict(
     if concurrency is None and rate is None:
         concurrency = 1
     context = input_tokens + output_tokens
+    from sizing.catalog import load_catalog
+
+    spec = (catalog or load_catalog()).model(model)
+    if context > spec.max_position_embeddings:
+        raise InvalidInput(
+            f"input + output = {context:,} tokens exceeds the {spec.max_position_embeddings:,}-token context of"
+            f" {spec.id}",
+            [Problem("input_tokens", f"{input_tokens} + {output_tokens} > {spec.max_position_embeddings}")],
+        )
     cfg = HardwareConfig.create(model, instance, tp, quant, engine, catalog, max_model_len=context)
     fit = memory_fit(cfg, catalog)
     out: dict[str, Any] = {
