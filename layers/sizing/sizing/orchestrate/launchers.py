@@ -4,6 +4,7 @@ token itself, so the state machine waits for the measurement, not for the launch
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -45,6 +46,9 @@ class LocalLauncher:
         )
         with self._lock:
             self._children[f"{task['run_id']}/{task['candidate_id']}"] = proc
+        threading.Thread(
+            target=_report_crash, args=(proc, task["task_token"], out / "loadtask.log"), daemon=True
+        ).start()
         return {"launched": "local", "pid": proc.pid, "log": str(out / "loadtask.log")}
 
     @classmethod
@@ -78,6 +82,34 @@ class LocalLauncher:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
         return len(running)
+
+
+#: Exit codes of the load generator that mean it completed the task token itself (0: success; 1: it sent
+#: SendTaskFailure with the cause). Anything else (a signal, an interpreter crash) left the token open.
+TOKEN_COMPLETED_CODES = (0, 1)
+#: Characters of the load generator's log quoted in the failure cause.
+LOG_TAIL_CHARS = 1500
+
+
+def _report_crash(proc: subprocess.Popen[bytes], task_token: str, log_path: Path) -> None:
+    """Wait for the child; if it died without completing its task token, fail the token with the cause at once
+    (rather than leave the state machine waiting for the heartbeat to run out)."""
+    code = proc.wait()
+    if code in TOKEN_COMPLETED_CODES:
+        return
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        tail = log_path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
+    except OSError:
+        tail = ""
+    how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+    # the run was stopped (our own SIGTERM) or the token already closed: then nothing is waiting
+    with contextlib.suppress(BotoCoreError, ClientError):
+        boto3.client("stepfunctions").send_task_failure(
+            taskToken=task_token, error="LoadGeneratorCrashed", cause=f"the load generator {how}: {tail}"
+        )
 
 
 class FargateLauncher:
