@@ -123,7 +123,9 @@ def _write_report(payload: dict[str, Any], out: Path) -> None:
     """The report folder: the HTML report of the run (measured beside predicted) and the result as YAML."""
     from sizing.report import write_run_report
 
-    (out / "result.yaml").write_text(yaml.safe_dump(json.loads(json.dumps(payload, default=str)), sort_keys=False))
+    (out / "result.yaml").write_text(
+        yaml.safe_dump(json.loads(json.dumps(payload, default=str)), sort_keys=False)
+    )
     try:
         write_run_report(payload, out / "report.html")
     except Exception as exc:  # the report is a by-product: the run's results are already written
