@@ -23,7 +23,9 @@ def main() -> int:
         error_table,
         fit_profiles,
         format_error_table,
+        prediction_rows,
         reference_catalog,
+        row_config,
     )
     from sizing.perf.memory import memory_fit
     from sizing.perf.reference import DEFAULT_REFERENCE, parse_rows
@@ -36,11 +38,10 @@ def main() -> int:
     data = load_profiles()
     if args.recompute:
         rows, _ = parse_rows(DEFAULT_REFERENCE)
-        from sizing.perf.fit import row_config
-
         rows = [r for r in rows if memory_fit(row_config(r), reference_catalog()).fits]
         profiles = fit_profiles(rows)
-        table = error_table(cross_validate(rows, profiles, lambda m: print(m, file=sys.stderr)))
+        preds = cross_validate(rows, profiles, lambda m: print(m, file=sys.stderr))
+        table = {**error_table(preds), "rows": prediction_rows(preds)}
         print("recomputed now")
     else:
         table = data.get("cross_validation") or {}
@@ -62,6 +63,15 @@ def main() -> int:
             print(
                 f"{metric}: MdAPE {s['mdape']:.0%} {verdict} the {TARGET:.0%} target"
                 f" (plain roofline {s['roofline_mdape']:.0%})"
+            )
+    cv_rows = table.get("rows", [])
+    if cv_rows:
+        print()
+        print("Worst cross-validated predictions (row, metric: measured -> predicted):")
+        for r in sorted(cv_rows, key=lambda r: -abs(r["predicted"] / r["measured"] - 1))[:12]:
+            print(
+                f"  {r['row_id']} {r['family']}/{r['engine']} {r['metric']}: {r['measured']:.4g} ->"
+                f" {r['predicted']:.4g} ({r['predicted'] / r['measured'] - 1:+.0%})"
             )
     worst = max(table["by_family"].items(), key=lambda kv: kv[1]["all"]["mdape"])
     verdict = "meets" if worst[1]["all"]["mdape"] <= FAMILY_TARGET else "misses"

@@ -395,6 +395,22 @@ def cross_validate(
     return preds
 
 
+def prediction_rows(preds: Sequence[Prediction]) -> list[dict[str, Any]]:
+    """Every cross-validated prediction, for inspection (which rows the model gets wrong, and by how much)."""
+    return [
+        {
+            "row_id": p.row_id,
+            "family": p.family,
+            "engine": p.engine,
+            "metric": p.metric,
+            "measured": round(p.measured, 4),
+            "predicted": round(p.predicted, 4),
+            "roofline": None if p.roofline is None else round(p.roofline, 4),
+        }
+        for p in preds
+    ]
+
+
 def error_table(preds: Sequence[Prediction]) -> dict[str, Any]:
     """MdAPE and share within +-25% per metric (TTFT, TPOT, saturated throughput, all throughput, e2e) and per
     family, for the calibrated model and the plain roofline."""
@@ -482,6 +498,7 @@ def run_calibration(
         say("leave-one-source-out cross-validation ...")
         preds = cross_validate(usable, profiles, say)
         table = error_table(preds)
+        table["rows"] = prediction_rows(preds)
         for key, entry in profiles.items():
             fam = key.split("/")[0]
             fam_table = table["by_family"].get(fam, {})
