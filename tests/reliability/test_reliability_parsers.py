@@ -88,6 +88,23 @@ def test_any_slack_message_is_understood_or_answered_with_usage(bot, text, figur
     assert isinstance(understood, Message) or understood[0].model == understood[1]["model"]
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "9" * 400 + " users llama-3.1-8b ttft<1s",
+        "10 users llama-3.1-8b in=" + "9" * 400,
+        "10 users llama-3.1-8b out=" + "9" * 400 + "k",
+        "9" * 400 + "k users llama-3.1-8b",
+    ],
+)
+def test_a_number_past_float_range_gets_a_usage_reply_naming_the_field(bot, text):
+    # given a number of 400 digits (it parses to float infinity; round() of it raised OverflowError, a 502)
+    # when the bot reads it, then the reply names the field whose bound it exceeds
+    understood = bot.understand(text)
+    assert isinstance(understood, Message)
+    assert any(f in understood.text + str(understood.blocks_json()) for f in ("users.total", "tokens."))
+
+
 def test_a_message_past_slacks_limit_is_refused_unparsed():
     parsed = parse_command("10k users llama-3.1-8b " * 1000)
     assert parsed.kind == "usage" and "longer than" in parsed.problems[0]

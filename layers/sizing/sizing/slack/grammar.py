@@ -144,13 +144,18 @@ def normalize(text: str) -> str:
     return " ".join(t.split())
 
 
+#: Numbers are capped here: 400 nines parse to float infinity, and round(inf) raised OverflowError (a 502 from
+#: the command route). The cap is above every bound of the spec, so validation refuses it, naming the field.
+NUMBER_CAP = 1e18
+
+
 def _number(num: str, suffix: str | None) -> float:
     scale = {"k": 1e3, "m": 1e6}.get(suffix or "", 1.0)
-    return float(num) * scale
+    return min(float(num) * scale, NUMBER_CAP)
 
 
 def _tokens_value(text: str) -> float:
-    return float(text[:-1]) * 1000 if text.endswith("k") else float(text)
+    return min(float(text[:-1]) * 1000 if text.endswith("k") else float(text), NUMBER_CAP)
 
 
 def _slo_value(metric: str, value: float, unit: str | None) -> float:
