@@ -4,6 +4,7 @@ body, no stack trace in the answer, and nothing written to the table."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -110,3 +111,33 @@ def test_an_odd_idempotency_key_is_refused_and_starts_nothing(api, key, small_sp
     answer = api.post_json("/runs", {"spec": small_spec()}, {"Idempotency-Key": key})
     _assert_refused_cleanly(answer)
     assert len(api.executions()) == executions_before
+
+
+@pytest.mark.parametrize(
+    "path", ["/etc/passwd", "/proc/self/environ", "/dev/zero", "/nonexistent", "tokens.csv"]
+)
+@pytest.mark.parametrize(("route", "wrap"), [("/estimates", False), ("/runs", True), ("/watches", True)])
+def test_a_spec_naming_a_server_file_is_refused_unread(
+    api, small_spec, tmp_path, monkeypatch, path, route, wrap
+):
+    # given a spec whose token samples are "a file on the server" (the CLI's option for one's own machine)
+    opened: list[str] = []
+    real_open = Path.open
+
+    def spy(self: Path, *args: Any, **kwargs: Any) -> Any:
+        opened.append(str(self))
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", spy)
+    spec = small_spec(tokens={"samples_file": path})
+    body: dict[str, Any] = {"spec": spec} if wrap else spec
+    if route == "/watches":
+        body = {"name": "w", "model_pattern": "meta-llama/*", **body}
+    before, executions = api.table_items(), len(api.executions())
+    # when it is posted
+    answer = api.post_json(route, body)
+    # then it is refused naming the field, the file is never opened, and nothing is stored or started
+    assert answer.status == 422, answer.body[:300]
+    assert answer.json()["details"]["problems"][0]["field"].endswith("tokens.samples_file")
+    assert path not in " ".join(opened)
+    assert api.table_items() == before and len(api.executions()) == executions

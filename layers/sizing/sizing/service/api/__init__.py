@@ -80,9 +80,10 @@ def resolve(event: dict[str, Any], context: LambdaContext | Any) -> dict[str, An
             "body": answer.body,
             "isBase64Encoded": False,
         }
-    unreadable = _unreadable_body(event)
-    if unreadable:
-        answer = errors.sizing_error(InvalidInput(unreadable, [Problem("body", unreadable)]))
+    problem = _body_problem(event)
+    if problem:
+        message = problem.message if problem.field == "body" else f"{problem.field} {problem.message}"
+        answer = errors.sizing_error(InvalidInput(message, [problem]))
         return {
             "statusCode": answer.status_code,
             "headers": {"Content-Type": "application/json"},
@@ -92,25 +93,40 @@ def resolve(event: dict[str, Any], context: LambdaContext | Any) -> dict[str, An
     return app.resolve(_as_json(event), context)
 
 
-def _unreadable_body(event: dict[str, Any]) -> str | None:
+def _body_problem(event: dict[str, Any]) -> Problem | None:
     """Why a body that parses as JSON text still cannot be read, for what Python's json module raises on instead
     of reporting (each was a 500): bytes that are not UTF-8, nesting past the parser's recursion limit, an integer
     past CPython's digit limit, and a lone surrogate (a valid JSON escape but not Unicode: nothing downstream can
-    encode it). Malformed JSON is left to the resolver's validation, which names it."""
+    encode it); or a spec naming a file on the server. Malformed JSON is left to the resolver's validation."""
     body = event.get("body")
     if not body:
         return None
     try:
         text = base64.b64decode(body).decode() if event.get("isBase64Encoded") else body
-        json.dumps(json.loads(text), ensure_ascii=False).encode()
+        data = json.loads(text)
+        json.dumps(data, ensure_ascii=False).encode()
     except json.JSONDecodeError:
         return None
     except (UnicodeError, binascii.Error):
-        return "the request body is not UTF-8 text (or holds a lone surrogate)"
+        return Problem("body", "the request body is not UTF-8 text (or holds a lone surrogate)")
     except RecursionError:
-        return "the request body is nested too deeply"
+        return Problem("body", "the request body is nested too deeply")
     except ValueError:
-        return "the request body holds a number too long to read"
+        return Problem("body", "the request body holds a number too long to read")
+    return _server_file(data)
+
+
+def _server_file(data: Any) -> Problem | None:
+    """`tokens.samples_file` names a file to read: right for the CLI on one's own machine, but over HTTP it made
+    the server open any path a caller named (which files exist, what their first row holds; /dev/zero read for
+    ever). Specs arrive as the body (POST /estimates) or its `spec` (POST /runs, POST /watches)."""
+    for prefix, spec in (("", data), ("spec.", data.get("spec") if isinstance(data, dict) else None)):
+        tokens = spec.get("tokens") if isinstance(spec, dict) else None
+        if isinstance(tokens, dict) and "samples_file" in tokens:
+            return Problem(
+                f"{prefix}tokens.samples_file",
+                "names a file on the server, which the API does not read: give tokens.input and tokens.output",
+            )
     return None
 
 
