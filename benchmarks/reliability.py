@@ -72,6 +72,12 @@ def report(figures: dict[str, Any], summary: str, elapsed: float, quick: bool) -
             "server_errors",
         ),
         ("API, odd paths and queries", "bad_input.odd_paths", "requests", "server_errors"),
+        (
+            "API, almost-right workload specs (POST /estimates)",
+            "bad_input.structured_specs",
+            "specs",
+            "server_errors",
+        ),
         ("CLI, sizing predict arguments", "bad_input.cli_predict", "calls", "tracebacks"),
         ("CLI, spec files (workload/estimate)", "bad_input.cli_spec_files", "files", "tracebacks"),
         ("Slack, /sizing messages", "bad_input.slack_messages", "messages", None),
