@@ -139,6 +139,17 @@ def report(figures: dict[str, Any], summary: str, elapsed: float, quick: bool) -
                     0,
                 ]
             )
+        elif o["name"] == "concurrency.cancels":
+            rows.append(
+                [
+                    "DELETE /runs/{id}, one run",
+                    o["requests"],
+                    f"{o['containers']} containers",
+                    f"{o['accepted']} accepted, {o['conflicts']} conflicts, ends {o['final']}",
+                    0,
+                    0,
+                ]
+            )
         elif o["name"] == "concurrency.serve":
             rows.append(
                 [

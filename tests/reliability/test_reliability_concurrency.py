@@ -111,8 +111,9 @@ def _container(aws: SharedAws, jobs: list[dict[str, Any]], start: Any, out: Any)
         headers = {"Content-Type": ["application/json"]}
         if job.get("key"):
             headers["Idempotency-Key"] = [job["key"]]
-        body = json.dumps(job["body"]).encode()
-        answer = resolve(to_event("POST", job["path"], headers, body, "127.0.0.1"), None)
+        method = job.get("method", "POST")
+        body = json.dumps(job["body"]).encode() if method == "POST" else b""
+        answer = resolve(to_event(method, job["path"], headers, body, "127.0.0.1"), None)
         return {"status": int(answer["statusCode"]), "body": json.loads(answer["body"] or "null")}
 
     start.wait()
@@ -201,6 +202,30 @@ def test_parallel_estimates_all_answer_and_agree(shared_aws, record_figures):
     rankings = {json.dumps([x["id"] for x in a["body"]["architectures"]]) for a in answers}
     assert len(rankings) == 1
     record_figures("concurrency.estimates", requests=len(answers), containers=CONTAINERS, lost=0)
+
+
+#: Cancellations of one run sent by each container at once.
+CANCELS_PER_CONTAINER = 5
+
+
+def test_parallel_cancellations_of_one_run_agree(shared_aws, record_figures):
+    # given a run that is RUNNING (started through the API on the shared AWS)
+    started = _fire(shared_aws, [[{"path": "/runs", "key": "to-cancel", "body": {"spec": SPEC}}]])
+    run_id = started[0]["body"]["run_id"]
+    job = {"method": "DELETE", "path": f"/runs/{run_id}", "body": None}
+    # when every container cancels it several times at once
+    answers = _fire(shared_aws, [[job] * CANCELS_PER_CONTAINER for _ in range(CONTAINERS)])
+    # then each answer is an accepted cancellation or a conflict with the finished run; never a 5xx
+    statuses = Counter(a["first"] for a in answers)
+    assert set(statuses) <= {202, 409}, statuses
+    ddb, _sfn = shared_aws.clients()
+    from sizing.store import SizingStore
+
+    final = SizingStore(TABLE, client=ddb).get_run(run_id)
+    # and the run ends in one state, CANCELLING (its execution stopped; teardown follows) or CANCELLED
+    assert final.status in ("CANCELLING", "CANCELLED"), final.status
+    record_figures("concurrency.cancels", requests=len(answers), containers=CONTAINERS,
+                   accepted=statuses.get(202, 0), conflicts=statuses.get(409, 0), final=final.status)  # fmt: skip
 
 
 def _all_runs(store: Any) -> list[Any]:
