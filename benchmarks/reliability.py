@@ -72,6 +72,7 @@ def report(figures: dict[str, Any], summary: str, elapsed: float, quick: bool) -
             "server_errors",
         ),
         ("API, odd paths and queries", "bad_input.odd_paths", "requests", "server_errors"),
+        ("API, specs naming a server file", "bad_input.server_files", "requests", "server_errors"),
         (
             "API, almost-right workload specs (POST /estimates)",
             "bad_input.structured_specs",

@@ -118,7 +118,7 @@ def test_an_odd_idempotency_key_is_refused_and_starts_nothing(api, key, small_sp
 )
 @pytest.mark.parametrize(("route", "wrap"), [("/estimates", False), ("/runs", True), ("/watches", True)])
 def test_a_spec_naming_a_server_file_is_refused_unread(
-    api, small_spec, tmp_path, monkeypatch, path, route, wrap
+    api, small_spec, tmp_path, monkeypatch, path, route, wrap, figures
 ):
     # given a spec whose token samples are "a file on the server" (the CLI's option for one's own machine)
     opened: list[str] = []
@@ -136,6 +136,8 @@ def test_a_spec_naming_a_server_file_is_refused_unread(
     before, executions = api.table_items(), len(api.executions())
     # when it is posted
     answer = api.post_json(route, body)
+    figures.add("bad_input.server_files", requests=1, server_errors=int(answer.status >= 500),
+                written=len(api.table_items()) - len(before))  # fmt: skip
     # then it is refused naming the field, the file is never opened, and nothing is stored or started
     assert answer.status == 422, answer.body[:300]
     assert answer.json()["details"]["problems"][0]["field"].endswith("tokens.samples_file")
