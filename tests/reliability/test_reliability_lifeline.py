@@ -63,3 +63,26 @@ def test_without_a_lifeline_nothing_is_watched():
     from sizing.orchestrate.lifeline import exit_with_parent
 
     assert exit_with_parent(environ={}) is False
+
+
+def _armed_in_a_child(parent_env: str) -> str:
+    """Start a group leader with SIZING_PARENT_PID set; it prints whether its lifeline was armed."""
+    from sizing.orchestrate.lifeline import PARENT_ENV
+
+    code = "from sizing.orchestrate.lifeline import exit_with_parent; print(exit_with_parent())"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, PARENT_ENV: parent_env},
+        start_new_session=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return out.stdout.strip()
+
+
+def test_a_lifeline_inherited_from_further_up_is_not_armed():
+    # given a child whose environment names its real parent, and one naming a pid further up (a stale value
+    # passed on from a grandparent): only the first watches, so nothing is ended by mistake
+    assert _armed_in_a_child(str(os.getpid())) == "True"
+    assert _armed_in_a_child(str(os.getppid())) == "False"

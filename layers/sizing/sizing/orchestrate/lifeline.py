@@ -15,6 +15,8 @@ from collections.abc import Mapping
 PARENT_ENV = "SIZING_PARENT_PID"
 #: How often a child checks its parent: a second is soon enough for a process on loopback, and free.
 POLL_S = 1.0
+#: The pid an orphan is re-parented to (without a subreaper): a child that is already an orphan still ends.
+INIT_PID = 1
 
 
 def lifeline_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -29,6 +31,8 @@ def exit_with_parent(environ: Mapping[str, str] | None = None, poll_s: float = P
     if not raw.isdigit() or os.getpgrp() != os.getpid():
         return False  # no parent to watch, or not a group leader (ending the group would end others too)
     parent = int(raw)
+    if os.getppid() not in (parent, INIT_PID):
+        return False  # a value inherited from further up (not our parent's): nothing of ours to watch
 
     def watch() -> None:
         stop = threading.Event()
