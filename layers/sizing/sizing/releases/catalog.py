@@ -4,16 +4,14 @@ must know it is built as the shipped catalog plus the stored models (`with_model
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sizing.aws import DynamoTable
 from sizing.catalog import Catalog, ModelSpec, load_catalog
 from sizing.store.codec import from_item, to_item
 from sizing.store.items import now_iso
-
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
 
 MODELS_INDEX_PK = "MODELS"
 INDEX_NAME = "GSI1"
@@ -60,20 +58,8 @@ def with_models(catalog: Catalog, models: list[ModelSpec]) -> Catalog:
     )
 
 
-class ModelRegistry:
+class ModelRegistry(DynamoTable):
     """Models added by releases, in the table. `client` is a boto3 DynamoDB client (made lazily if absent)."""
-
-    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
-        self.table_name = table_name
-        self._client = client
-
-    @property
-    def client(self) -> DynamoDBClient:
-        if self._client is None:
-            import boto3
-
-            self._client = boto3.client("dynamodb")
-        return self._client
 
     def put(self, spec: ModelSpec, announced_by: str) -> AddedModel:
         """Store (or replace: a re-release with a changed config wins) a released model."""

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
+from sizing.aws import DynamoTable
 from sizing.errors import InvalidInput
 from sizing.releases.events import EVENT_SOURCE, MODEL_RELEASED, ModelReleased
 from sizing.releases.hub import HubClient, HubError, HubModel
@@ -26,7 +27,6 @@ from sizing.store.codec import from_item, to_item
 from sizing.store.items import now_iso
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_events import EventBridgeClient
 
     from sizing.releases.watches import ReleaseWatch
@@ -54,20 +54,8 @@ class SeenModel(BaseModel):
         return {"PK": f"HFSEEN#{model_id}", "SK": "SEEN"}
 
 
-class SeenState:
+class SeenState(DynamoTable):
     """Which Hub models the poller has handled. `client`: boto3 DynamoDB (lazy if absent)."""
-
-    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
-        self.table_name = table_name
-        self._client = client
-
-    @property
-    def client(self) -> DynamoDBClient:
-        if self._client is None:
-            import boto3
-
-            self._client = boto3.client("dynamodb")
-        return self._client
 
     def seen(self, model_ids: Iterable[str]) -> set[str]:
         ids = list(dict.fromkeys(model_ids))

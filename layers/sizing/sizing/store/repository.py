@@ -18,10 +18,11 @@ import base64
 import binascii
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sizing.aws import DynamoTable
 from sizing.errors import Conflict, InvalidInput, NotFound, Problem
 from sizing.store.codec import from_item, to_item, to_value
 from sizing.store.items import (
@@ -37,9 +38,6 @@ from sizing.store.items import (
     Watch,
     now_iso,
 )
-
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
 
 KEY_ATTRS = ("PK", "SK", "GSI1PK", "GSI1SK")
 RUNS_INDEX = "GSI1"
@@ -92,20 +90,8 @@ def _strip_keys(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k not in KEY_ATTRS and k != "type"}
 
 
-class SizingStore:
+class SizingStore(DynamoTable):
     """Repository over the one table. `client` is a boto3 DynamoDB client (made lazily when not given)."""
-
-    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
-        self.table_name = table_name
-        self._client = client
-
-    @property
-    def client(self) -> DynamoDBClient:
-        if self._client is None:
-            import boto3
-
-            self._client = boto3.client("dynamodb")
-        return self._client
 
     # --- helpers ------------------------------------------------------------------------------------------
     def _put(self, item_type: str, model: BaseModel, keys: dict[str, str], **kwargs: Any) -> None:

@@ -1,0 +1,25 @@
+"""The shared base of adapters over the product's one DynamoDB table: the boto3 client is made on first use
+(never at import, so handlers start fast) and can be injected (tests, the embedded AWS)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+class DynamoTable:
+    """An adapter over `table_name`; `client` is a boto3 DynamoDB client (made lazily when not given)."""
+
+    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
+        self.table_name = table_name
+        self._client = client
+
+    @property
+    def client(self) -> DynamoDBClient:
+        if self._client is None:
+            import boto3
+
+            self._client = boto3.client("dynamodb")
+        return self._client
