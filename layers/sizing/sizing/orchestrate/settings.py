@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
-from sizing.errors import InvalidInput, problems_from_pydantic
+from sizing.envsettings import EnvSettings
 
 #: How often the state machine polls a provisioned candidate, and for how long. On AWS a GPU node takes minutes
 #: (Karpenter launch 80-100 s, image pull 5-10 min, weights; notes/serving-facts.md s4): 30 s x 60 = 30 min.
@@ -25,11 +23,11 @@ STEP_S_AWS = 60.0
 WARMUP_S_AWS = 15.0
 
 
-class OrchestrationSettings(BaseModel):
+class OrchestrationSettings(EnvSettings):
     """What the sizing-run steps need; `backend` picks AWS parts (EKS, SageMaker, Fargate) or local ones (twins,
     child processes)."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+    OWNER = "the sizing-run function"
 
     table_name: str = Field(alias="TABLE_NAME", min_length=3, max_length=255)
     backend: Literal["aws", "local"] = Field(default="aws", alias="SIZING_BACKEND")
@@ -55,16 +53,6 @@ class OrchestrationSettings(BaseModel):
     security_groups: str | None = Field(default=None, alias="LOADTEST_SECURITY_GROUPS")
     loadtest_workers: int = Field(default=2, alias="LOADTEST_WORKERS", ge=0)
     sagemaker_role_arn: str | None = Field(default=None, alias="SAGEMAKER_EXECUTION_ROLE_ARN")
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> OrchestrationSettings:
-        env = os.environ if environ is None else environ
-        try:
-            return cls.model_validate({k: v for k, v in env.items() if v != ""})
-        except ValidationError as exc:
-            raise InvalidInput(
-                "the sizing-run function's environment is incomplete", problems_from_pydantic(exc)
-            ) from None
 
     def machine_settings(self) -> dict[str, int]:
         """The numbers the state machine reads from the Estimate step's output (Wait, Map, heartbeat, timeout)."""

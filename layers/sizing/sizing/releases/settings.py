@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
+from pydantic import Field
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from sizing.errors import InvalidInput, problems_from_pydantic
+from sizing.envsettings import EnvSettings
 from sizing.releases.hub import HUB_URL
 
 #: Idempotency records of (model, watch) live a week: EventBridge retries a delivery for up to 24 hours and a
@@ -16,10 +13,10 @@ from sizing.releases.hub import HUB_URL
 RELEASE_IDEMPOTENCY_TTL_S = 7 * 24 * 3600
 
 
-class ReleaseSettings(BaseModel):
+class ReleaseSettings(EnvSettings):
     """Set by template.yaml (or by tests)."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+    OWNER = "the release function"
 
     table_name: str = Field(alias="TABLE_NAME", min_length=3, max_length=255)
     event_bus_name: str = Field(alias="EVENT_BUS_NAME", min_length=1, max_length=256)
@@ -29,13 +26,3 @@ class ReleaseSettings(BaseModel):
     #: The Slack app's credentials secret (JSON with bot_token), the same one the Slack bot reads.
     slack_secret_id: str | None = Field(default=None, alias="SLACK_SECRET_ID")
     idempotency_ttl_s: int = Field(default=RELEASE_IDEMPOTENCY_TTL_S, alias="RELEASE_IDEMPOTENCY_TTL_S", gt=0)
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> ReleaseSettings:
-        env = os.environ if environ is None else environ
-        try:
-            return cls.model_validate({k: v for k, v in env.items() if v != ""})
-        except ValidationError as exc:
-            raise InvalidInput(
-                "the release function's environment is incomplete", problems_from_pydantic(exc)
-            ) from None

@@ -2,35 +2,22 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
+from pydantic import Field
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from sizing.errors import InvalidInput, problems_from_pydantic
+from sizing.envsettings import EnvSettings
 
 #: Idempotency records of POST /runs live one day: a client retrying a request (network error, timeout) does so
 #: within minutes; a day also covers a person re-running a script the next morning by mistake.
 IDEMPOTENCY_TTL_S = 24 * 3600
 
 
-class ApiSettings(BaseModel):
+class ApiSettings(EnvSettings):
     """What the API needs from its environment (set by template.yaml, or by `sizing serve`)."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+    OWNER = "the API function"
 
     table_name: str = Field(alias="TABLE_NAME", min_length=3, max_length=255)
     state_machine_arn: str | None = Field(default=None, alias="STATE_MACHINE_ARN", pattern=r"^arn:")
     stage: str = Field(default="dev", alias="STAGE")
     idempotency_ttl_s: int = Field(default=IDEMPOTENCY_TTL_S, alias="IDEMPOTENCY_TTL_S", gt=0)
     report_bucket: str | None = Field(default=None, alias="REPORT_BUCKET", min_length=3, max_length=63)
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> ApiSettings:
-        env = os.environ if environ is None else environ
-        try:
-            return cls.model_validate({k: v for k, v in env.items() if v != ""})
-        except ValidationError as exc:
-            raise InvalidInput(
-                "the API function's environment is incomplete", problems_from_pydantic(exc)
-            ) from None

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
+from pydantic import Field
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from sizing.errors import InvalidInput, problems_from_pydantic
+from sizing.envsettings import EnvSettings
 
 #: Secrets are re-read from Secrets Manager at most every five minutes per warm Lambda: a rotated signing secret
 #: or bot token takes effect within five minutes, and a busy channel costs one GetSecretValue per container per
@@ -20,10 +17,10 @@ REPORT_LINK_TTL_S = 24 * 3600
 SLACK_API_URL = "https://slack.com/api/"
 
 
-class SlackSettings(BaseModel):
+class SlackSettings(EnvSettings):
     """What the Slack functions need from their environment (set by template.yaml, or by tests)."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+    OWNER = "the Slack function"
 
     table_name: str = Field(alias="TABLE_NAME", min_length=3, max_length=255)
     #: One Secrets Manager secret holding {"signing_secret": ..., "bot_token": ...} (JSON).
@@ -49,13 +46,3 @@ class SlackSettings(BaseModel):
 
     def measure_allowlist(self) -> frozenset[str]:
         return frozenset(x.strip() for x in self.measure_allowed.split(",") if x.strip())
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> SlackSettings:
-        env = os.environ if environ is None else environ
-        try:
-            return cls.model_validate({k: v for k, v in env.items() if v != ""})
-        except ValidationError as exc:
-            raise InvalidInput(
-                "the Slack function's environment is incomplete", problems_from_pydantic(exc)
-            ) from None

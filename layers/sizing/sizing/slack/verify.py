@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from botocore.exceptions import ClientError
 from pydantic import SecretStr
 from slack_sdk.signature import Clock, SignatureVerifier
 
+from sizing.aws import DynamoTable
 from sizing.errors import SizingError
-
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
 
 #: Slack's replay window: requests whose timestamp is more than five minutes from now are refused
 #: (docs.slack.dev/authentication/verifying-requests-from-slack; also SignatureVerifier's own bound).
@@ -56,21 +54,9 @@ class MemoryReplayGuard:
         return True
 
 
-class DynamoReplayGuard:
+class DynamoReplayGuard(DynamoTable):
     """Guard on the sizing table: a conditional put of `PK=SLACKSIG#{signature}` that fails when the item
     exists; the item expires through the table's TTL attribute."""
-
-    def __init__(self, table_name: str, client: DynamoDBClient | None = None) -> None:
-        self.table_name = table_name
-        self._client = client
-
-    @property
-    def client(self) -> DynamoDBClient:
-        if self._client is None:
-            import boto3
-
-            self._client = boto3.client("dynamodb")
-        return self._client
 
     def first_time(self, signature: str, timestamp: int) -> bool:
         try:
