@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
 
+from sizing.lambdas import load_function
 from sizing.service.api import deps
 from sizing.store import SizingStore, create_table
 
@@ -30,16 +30,7 @@ def load_event(name: str) -> dict[str, Any]:
     return json.loads((EVENTS / f"{name}.json").read_text())
 
 
-def _load_handler() -> ModuleType:
-    """The function's app.py, loaded from its file as Lambda would (CodeUri functions/api/)."""
-    spec = importlib.util.spec_from_file_location("api_function_app", ROOT / "functions" / "api" / "app.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-HANDLER = _load_handler()
+HANDLER = load_function("functions/api/")
 
 
 @pytest.fixture

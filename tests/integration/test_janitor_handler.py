@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -19,6 +18,7 @@ from sizing.deploy.eks import EksProvisioner
 from sizing.deploy.fakekube import FakeKube
 from sizing.deploy.kube import KubeClient
 from sizing.deploy.sagemaker import SageMakerProvisioner
+from sizing.lambdas import load_function
 
 pytestmark = pytest.mark.integration
 
@@ -33,14 +33,7 @@ def load_event(name: str) -> dict[str, Any]:
 
 
 def load_handler() -> ModuleType:
-    """functions/janitor/app.py, loaded from its file as Lambda would (CodeUri functions/janitor/)."""
-    spec = importlib.util.spec_from_file_location(
-        "janitor_function_app", ROOT / "functions" / "janitor" / "app.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_function("functions/janitor/")
 
 
 @pytest.fixture

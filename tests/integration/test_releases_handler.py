@@ -3,17 +3,17 @@ EventBridge events and Slack messages a user would see out. Also the rule → ta
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
 
+from sizing.lambdas import load_function
 from sizing.releases import deps
 from sizing.releases.catalog import ModelRegistry
 from sizing.releases.hub import HubClient
@@ -53,17 +53,7 @@ def load_event(name: str) -> dict[str, Any]:
     return json.loads((EVENTS / f"{name}.json").read_text())
 
 
-def _load_handler() -> ModuleType:
-    """functions/model_release/app.py, loaded from its file as Lambda would."""
-    path = ROOT / "functions" / "model_release" / "app.py"
-    spec = importlib.util.spec_from_file_location("model_release_function_app", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-HANDLER = _load_handler()
+HANDLER = load_function("functions/model_release/")
 
 
 class FakeSlack:

@@ -3,12 +3,11 @@ recorded answers in tests/fixtures/hf/ — never the network."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -16,6 +15,7 @@ import pytest
 from moto import mock_aws
 from werkzeug import Request, Response
 
+from sizing.lambdas import load_function
 from sizing.releases import deps
 from sizing.releases.catalog import ModelRegistry
 from sizing.releases.events import parse_model_released, parse_poll_request
@@ -55,16 +55,7 @@ def fixture(name: str) -> Any:
     return json.loads((FIXTURES / name).read_text())
 
 
-def _load_handler() -> ModuleType:
-    path = ROOT / "functions" / "release_poller" / "app.py"
-    spec = importlib.util.spec_from_file_location("release_poller_function_app", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-HANDLER = _load_handler()
+HANDLER = load_function("functions/release_poller/")
 
 
 @pytest.fixture

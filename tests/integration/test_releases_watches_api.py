@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from moto import mock_aws
 
 from sizing.catalog.hf import model_from_config
+from sizing.lambdas import load_function
 from sizing.releases.catalog import ModelRegistry
 from sizing.releases.watches import WatchResult, WatchService
 from sizing.service.api import deps
@@ -44,13 +44,7 @@ WATCH: dict[str, Any] = {
 
 
 def _load_handler() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "api_function_app_watches", ROOT / "functions" / "api" / "app.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_function("functions/api/")
 
 
 HANDLER = _load_handler()

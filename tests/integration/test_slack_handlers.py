@@ -3,7 +3,6 @@ on moto, and a fake Slack API on loopback (pytest-httpserver) receiving what the
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import time
@@ -22,6 +21,7 @@ from slack_sdk.models.blocks import Block
 from slack_sdk.signature import SignatureVerifier
 from werkzeug import Request, Response
 
+from sizing.lambdas import load_function
 from sizing.service.observability import logger as powertools_logger
 from sizing.slack import deps
 from sizing.slack.bot import EstimateJob
@@ -40,13 +40,7 @@ TRIVIAL_ASL = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Pass",
 
 def _load(name: str) -> ModuleType:
     """A function module loaded from its file, as Lambda would (CodeUri functions/slack/)."""
-    spec = importlib.util.spec_from_file_location(
-        f"slack_fn_{name}", ROOT / "functions" / "slack" / f"{name}.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_function("functions/slack/", name)
 
 
 COMMANDS = _load("slack_commands")

@@ -8,13 +8,11 @@ substitutions template.yaml declares, Lambda tasks are dispatched in-process to 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import json
 import os
 import re
 import signal
-import sys
 import threading
 import time
 import uuid
@@ -150,24 +148,19 @@ def inprocess_lambdas(
 
 
 def _load_handler(code_uri: str, handler: str) -> Callable[[Any, Any], Any]:
+    from sizing.lambdas import load_function
+
     module_name, func = handler.rsplit(".", 1)
-    path = REPO_ROOT / code_uri / f"{module_name}.py"
-    key = f"_sizing_fn_{code_uri.strip('/').replace('/', '_')}_{module_name}"
-    module = sys.modules.get(key)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(key, path)
-        assert spec and spec.loader, path
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[key] = module
-        spec.loader.exec_module(module)
-    fn: Callable[[Any, Any], Any] = getattr(module, func)
+    fn: Callable[[Any, Any], Any] = getattr(load_function(code_uri, module_name), func)
     return fn
 
 
 def _reset_handler_state() -> None:
     """Handlers build their parts once per container; a new embedded AWS is a new container."""
-    for key, module in list(sys.modules.items()):
-        cached = getattr(module, "services", None) if key.startswith("_sizing_fn_") else None
+    from sizing.lambdas import loaded_functions
+
+    for module in loaded_functions():
+        cached = getattr(module, "services", None)
         if cached is not None and hasattr(cached, "cache_clear"):
             cached.cache_clear()
 
