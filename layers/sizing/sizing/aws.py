@@ -1,5 +1,5 @@
-"""The shared base of adapters over the product's one DynamoDB table: the boto3 client is made on first use
-(never at import, so handlers start fast) and can be injected (tests, the embedded AWS)."""
+"""Shared bases of the adapters over the product's DynamoDB table and EventBridge bus: the boto3 client is made
+on first use (never at import, so handlers start fast) and can be injected (tests, the embedded AWS)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_events import EventBridgeClient
 
 
 class DynamoTable:
@@ -22,4 +23,20 @@ class DynamoTable:
             import boto3
 
             self._client = boto3.client("dynamodb")
+        return self._client
+
+
+class EventBus:
+    """An adapter publishing on `bus_name`; `client` is a boto3 EventBridge client (made lazily when not given)."""
+
+    def __init__(self, bus_name: str, client: EventBridgeClient | None = None) -> None:
+        self.bus_name = bus_name
+        self._client = client
+
+    @property
+    def client(self) -> EventBridgeClient:
+        if self._client is None:
+            import boto3
+
+            self._client = boto3.client("events")
         return self._client

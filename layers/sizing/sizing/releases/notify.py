@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
+from sizing.aws import EventBus
 from sizing.errors import Problem
 from sizing.releases.compare import Comparison
 from sizing.releases.events import EVENT_SOURCE, MODEL_RELEASE_REJECTED, SIZING_ESTIMATE_READY
@@ -21,8 +22,6 @@ from sizing.service.errors import Unavailable
 from sizing.store.items import now_iso
 
 if TYPE_CHECKING:
-    from mypy_boto3_events import EventBridgeClient
-
     from sizing.releases.watches import ReleaseWatch
 
 
@@ -57,22 +56,10 @@ class SlackPoster(Protocol):
     def post_message(self, channel: str, text: str, thread_ts: str | None = None) -> None: ...
 
 
-class EventBridgeNotifier:
+class EventBridgeNotifier(EventBus):
     """PutEvents of `SizingEstimateReady` on the project bus. `client`: boto3 EventBridge (lazy if absent)."""
 
     name = "eventbridge"
-
-    def __init__(self, bus_name: str, client: EventBridgeClient | None = None) -> None:
-        self.bus_name = bus_name
-        self._client = client
-
-    @property
-    def client(self) -> EventBridgeClient:
-        if self._client is None:
-            import boto3
-
-            self._client = boto3.client("events")
-        return self._client
 
     def notify(self, watch: ReleaseWatch, note: ReleaseNote) -> None:
         if not watch.notify.eventbridge:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
-from sizing.aws import DynamoTable
+from sizing.aws import DynamoTable, EventBus
 from sizing.errors import InvalidInput
 from sizing.releases.events import EVENT_SOURCE, MODEL_RELEASED, ModelReleased
 from sizing.releases.hub import HubClient, HubError, HubModel
@@ -27,8 +27,6 @@ from sizing.store.codec import from_item, to_item
 from sizing.store.items import now_iso
 
 if TYPE_CHECKING:
-    from mypy_boto3_events import EventBridgeClient
-
     from sizing.releases.watches import ReleaseWatch
 
 #: Releases emitted per poll at most: each may start estimates (and measured runs) for every matching watch, so
@@ -82,20 +80,8 @@ class SeenState(DynamoTable):
         self.client.put_item(TableName=self.table_name, Item=to_item(body))
 
 
-class BusPublisher:
+class BusPublisher(EventBus):
     """Puts `ModelReleased` on the project bus. `client`: boto3 EventBridge (lazy if absent)."""
-
-    def __init__(self, bus_name: str, client: EventBridgeClient | None = None) -> None:
-        self.bus_name = bus_name
-        self._client = client
-
-    @property
-    def client(self) -> EventBridgeClient:
-        if self._client is None:
-            import boto3
-
-            self._client = boto3.client("events")
-        return self._client
 
     def __call__(self, release: ModelReleased) -> None:
         entry = {
