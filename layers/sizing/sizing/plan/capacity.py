@@ -1,22 +1,48 @@
 """Capacity under SLO: the highest per-replica request rate at which every SLO percentile holds.
 
 Found by search over the continuous-batching simulator (Poisson arrivals, the workload's token distributions):
-a check at one user first (an SLO that fails with no queueing fails at any load), then bisection between zero
-and the roofline's saturated rate, which no replica can exceed."""
+a check at one user first (an SLO that fails with no queueing fails at any load), then a search of the grid of
+2^BISECTION_STEPS rates between zero and the roofline's saturated rate, which no replica can exceed, for the edge
+between the last rate that meets the SLO and the first that misses it. Bisection finds that edge in
+BISECTION_STEPS probes whatever the workload; the search here guesses it from the latencies already simulated
+and confirms the guess, which usually takes two or three probes. Where meeting the SLO is monotone in the rate
+the two find the same edge, hence the same capacity (tests/unit/test_plan_capacity_search.py).
+
+Searches and operating-point predictions are memoised per process (`sizing.plan.memo`): a warm container
+answering the same workload again, or for another user count or region, does not simulate again."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sizing.plan.memo import LRU, fingerprint
 from sizing.workload import SLO, WorkloadModel
 
 #: Requests simulated per probe. p99 of 800 samples rests on 8 requests beyond it: enough to rank and size,
 #: and the bisection's own resolution (1/2^BISECTION_STEPS of the saturated rate) is coarser than that noise.
 PROBE_REQUESTS = 500
 #: Bisection steps between 0 and the saturated rate: 2^-5 = 3% of the saturated rate, finer than the
-#: estimator's own error (see benchmarks/accuracy.py) and than the 20% default headroom.
+#: estimator's own error (see benchmarks/accuracy.py) and than the 20% default headroom. The grid of probed rates
+#: is sat x k / 2^BISECTION_STEPS whatever order the probes take.
 BISECTION_STEPS = 5
+#: Probes the guided search may spend beyond plain bisection's BISECTION_STEPS before it falls back to halving the
+#: bracket: a bound on its worst case (three simulations more than bisection), not a tuning of its usual case.
+#: Over 691 feasible searches of workloads derived from examples/ it took 3.8 simulations on average (bisection:
+#: 6), used the whole budget in 5, and found bisection's capacity in every one.
+GUIDED_EXTRA_PROBES = 3
+#: Capacity searches memoised per process. An entry is a few numbers; the catalog offers ~200 hardware options a
+#: workload, so this holds every search of several recent workloads.
+CAPACITY_CACHE_SIZE = 1024
+#: Operating-point predictions memoised per process. An entry keeps the per-request arrays of REPORT_REQUESTS
+#: requests (~25 kB), so 256 entries stay under ~7 MB of a 1 GB Lambda; ~10 are made per workload.
+PREDICTION_CACHE_SIZE = 256
+#: Floor and ceiling of an SLO score (achieved / limit) used to guess the edge: keeps 1/score finite when a
+#: figure is zero (a one-token output has no TPOT) or a limit is tiny.
+SCORE_CLAMP = (1e-9, 1e9)
 #: Requests simulated for the reported prediction at the operating point: p99 rests on 10 requests.
 REPORT_REQUESTS = 1000
 #: Percentile used when the simulator does not report the one an SLO names (p90 -> p95, the stricter one).
@@ -62,8 +88,117 @@ class Capacity:
     closest: dict[str, float] | None = None  # best achieved figure per violated target (for diagnosis)
 
 
+_capacities: LRU[Capacity] = LRU(CAPACITY_CACHE_SIZE)
+_predictions: LRU[Any] = LRU(PREDICTION_CACHE_SIZE)
+
+
+def clear_caches() -> None:
+    """Forget every memoised search and prediction (benchmarks measuring a new workload; tests)."""
+    _capacities.clear()
+    _predictions.clear()
+
+
+def cache_info() -> dict[str, dict[str, int]]:
+    return {"capacity": _capacities.info(), "prediction": _predictions.info()}
+
+
+def score(sim: Any, slo: SLO) -> float:
+    """The SLO target closest to failing, as achieved / limit: at most 1 where every target holds."""
+    lo, hi = SCORE_CLAMP
+    ratios = [stat(sim, m, p) / max(limit, lo) for m, p, limit in slo.targets()]
+    finite = [r for r in ratios if not math.isnan(r)]
+    return min(max(max(finite, default=lo), lo), hi)
+
+
+def _crossing(a: tuple[float, float], b: tuple[float, float]) -> float | None:
+    """Where the line through (grid point, 1/score) pairs `a` and `b` reaches 1/score = 1, the SLO's edge."""
+    (xa, ya), (xb, yb) = a, b
+    if ya == yb:
+        return None
+    return xa + (ya - 1.0) / (ya - yb) * (xb - xa)
+
+
+def grid_rate(k: int, top: float, steps: int) -> float:
+    """Rate of grid point k of 2^steps between 0 and `top`, computed as bisection computes its midpoints (halving
+    sums along the path to k), so each probe simulates bisection's rate to the last bit."""
+    lo, hi = 0.0, top
+    lo_k, hi_k = 0, 2**steps
+    if k <= lo_k:
+        return lo
+    if k >= hi_k:
+        return hi
+    while True:
+        mid, mid_k = (lo + hi) / 2, (lo_k + hi_k) // 2
+        if k == mid_k:
+            return mid
+        if k > mid_k:
+            lo, lo_k = mid, mid_k
+        else:
+            hi, hi_k = mid, mid_k
+
+
+def find_edge(
+    probe: Callable[[int], tuple[bool, float]], grid: int, y0: float, budget: int
+) -> tuple[int, int]:
+    """The grid point k in [0, grid) with probe(k) passing and probe(k + 1) failing -- point 0 passes and point
+    `grid` fails without a probe -- and the probes made. `probe(k)` returns (meets the SLO, 1 / score); `y0` is
+    1 / score at no load.
+
+    Latency under load behaves like L0 / (1 - rate / R) (a queue: M/M/1 and its relatives), so 1 / score is
+    about linear in the rate and crosses 1 at the edge: the next probe is where the line through the two nearest
+    probes on either side of the edge crosses 1 (through the two highest passes while nothing has failed, and
+    toward `grid`, the saturated rate, at first). Once the probes made and the halvings still needed would exceed
+    `budget`, the bracket is halved instead, so the search never costs more than `budget` probes."""
+    lo, hi = 0, grid
+    passes = [(0.0, y0)]
+    fail: tuple[float, float] | None = None
+    probes = 0
+    while hi - lo > 1:
+        if probes + math.ceil(math.log2(hi - lo)) >= budget:
+            k = (lo + hi) // 2
+        else:
+            if fail is not None:
+                r = _crossing(passes[-1], fail)
+            elif len(passes) >= 2:
+                r = _crossing(passes[-2], passes[-1])
+                if r is None or r < lo:  # latency not rising with the rate: no edge in sight below the top
+                    r = float(hi)
+            else:
+                r = _crossing(passes[-1], (float(grid), 0.0))
+            k = (lo + hi) // 2 if r is None else min(max(math.floor(r), lo + 1), hi - 1)
+        ok, y = probe(k)
+        probes += 1
+        if ok:
+            lo = k
+            passes.append((float(k), y))
+        else:
+            hi = k
+            fail = (float(k), y)
+    return lo, probes
+
+
 def max_rate_under_slo(step: Any, wm: WorkloadModel, saturated_rps: float, seed: int = 0) -> Capacity:
-    """Bisection on the Poisson rate per replica; the simulator is deterministic for a seed."""
+    """The edge of the SLO on the grid of rates below the saturated rate (deterministic for a seed); memoised."""
+    key = (
+        fingerprint(step),
+        wm.input_tokens,
+        wm.output_tokens,
+        tuple(wm.slo.targets()),
+        float(saturated_rps),
+        seed,
+        PROBE_REQUESTS,
+        BISECTION_STEPS,
+        GUIDED_EXTRA_PROBES,
+    )
+    known = _capacities.get(key)
+    if known is None:
+        known = _search(step, wm, saturated_rps, seed)
+        _capacities.put(key, known)
+    # the caller owns its copy (a failed verification lowers rate_rps in place)
+    return dataclasses.replace(known, closest=dict(known.closest) if known.closest else None)
+
+
+def _search(step: Any, wm: WorkloadModel, saturated_rps: float, seed: int) -> Capacity:
     from sizing.perf.simulator import ClosedLoop, OpenLoop, simulate
 
     slo = wm.slo
@@ -75,27 +210,37 @@ def max_rate_under_slo(step: Any, wm: WorkloadModel, saturated_rps: float, seed:
         reasons = "; ".join(describe_violation(*v) for v in bad)
         closest = {f"{m}.{p}": v for m, p, v, _ in bad}
         return Capacity(0.0, False, f"{reasons} even at 1 user", 1, closest)
-    lo, hi = 0.0, max(saturated_rps, 1e-6)
-    probes = 1
-    for _ in range(BISECTION_STEPS):
-        mid = (lo + hi) / 2
+    grid = 2**BISECTION_STEPS
+    top = max(saturated_rps, 1e-6)
+
+    def probe(k: int) -> tuple[bool, float]:
         sim = simulate(
-            step, OpenLoop(mid), wm.input_tokens, wm.output_tokens, n_requests=PROBE_REQUESTS, seed=seed
+            step,
+            OpenLoop(grid_rate(k, top, BISECTION_STEPS)),
+            wm.input_tokens,
+            wm.output_tokens,
+            n_requests=PROBE_REQUESTS,
+            seed=seed,
         )
-        probes += 1
-        if violations(sim, slo):
-            hi = mid
-        else:
-            lo = mid
+        return not violations(sim, slo), 1.0 / score(sim, slo)
+
+    edge, probes = find_edge(probe, grid, 1.0 / score(single, slo), BISECTION_STEPS + GUIDED_EXTRA_PROBES)
+    lo = grid_rate(edge, top, BISECTION_STEPS)
     if lo <= 0:
         # passes at one user, fails at every probed rate: capacity is below the first probe; one user's worth
         lo = 1.0 / max(single.e2e_s.mean, 1e-3) * 0.5
-    return Capacity(lo, True, "", probes)
+    return Capacity(lo, True, "", 1 + probes)
 
 
 def predict_at(step: Any, wm: WorkloadModel, rate_rps: float, seed: int = 0) -> Any:
+    """The simulation reported for an operating point (REPORT_REQUESTS requests); memoised, so read-only."""
     from sizing.perf.simulator import OpenLoop, simulate
 
-    return simulate(
-        step, OpenLoop(rate_rps), wm.input_tokens, wm.output_tokens, n_requests=REPORT_REQUESTS, seed=seed
-    )
+    key = (fingerprint(step), wm.input_tokens, wm.output_tokens, float(rate_rps), seed, REPORT_REQUESTS)
+    sim = _predictions.get(key)
+    if sim is None:
+        sim = simulate(
+            step, OpenLoop(rate_rps), wm.input_tokens, wm.output_tokens, n_requests=REPORT_REQUESTS, seed=seed
+        )
+        _predictions.put(key, sim)
+    return sim

@@ -1,0 +1,158 @@
+"""Capacity under SLO: the guided search finds the edge plain bisection finds, on bisection's own grid of rates, in
+no more than its stated budget of simulations."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sizing.perf.config import HardwareConfig
+from sizing.perf.simulator import ClosedLoop, OpenLoop, bounds, simulate
+from sizing.perf.step import Profile, StepModel
+from sizing.plan.capacity import (
+    BISECTION_STEPS,
+    GUIDED_EXTRA_PROBES,
+    PROBE_REQUESTS,
+    clear_caches,
+    find_edge,
+    grid_rate,
+    max_rate_under_slo,
+    violations,
+)
+from sizing.workload import WorkloadModel, parse_spec, resolve
+
+GRID = 2**BISECTION_STEPS
+BUDGET = BISECTION_STEPS + GUIDED_EXTRA_PROBES
+PROFILE = Profile(0.5, 0.6, 0.003)
+
+
+def bisection(passes: Callable[[float], bool], top: float) -> float:
+    """The search this one replaces, verbatim: BISECTION_STEPS halvings of [0, top]."""
+    lo, hi = 0.0, top
+    for _ in range(BISECTION_STEPS):
+        mid = (lo + hi) / 2
+        if passes(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def queue_like(edge: int, shape: str) -> Callable[[int], tuple[bool, float]]:
+    """A probe whose SLO score grows with the grid point and first exceeds 1 at `edge + 1`."""
+    limit_at = edge + 0.5
+
+    def score(k: int) -> float:
+        x = k / limit_at  # 1 at the edge
+        if shape == "queue":  # latency ~ 1 / (1 - rate / R) with R past the grid
+            return 0.4 / (1 - 0.6 * x) if x < 1 / 0.6 else 1e6
+        if shape == "linear":
+            return 0.2 + 0.8 * x
+        if shape == "flat-then-cliff":  # nothing until a sudden wall (KV cache exhausted)
+            return 0.3 if x <= 1 else 50.0
+        return x**6  # steep convex
+
+    return lambda k: (score(k) <= 1, 1 / max(score(k), 1e-9))
+
+
+@pytest.mark.parametrize("shape", ["queue", "linear", "flat-then-cliff", "convex"])
+@pytest.mark.parametrize("edge", range(GRID))
+def test_on_a_monotone_slo_the_guided_search_finds_bisections_edge_within_budget(edge: int, shape: str):
+    # given an SLO met up to grid point `edge` and missed beyond it
+    probe = queue_like(edge, shape)
+    y0 = probe(0)[1]
+    # when the guided search looks for the edge
+    found, probes = find_edge(probe, GRID, y0, BUDGET)
+    # then it is bisection's edge, found in at most the budget of probes
+    reference = bisection(lambda rate: probe(round(rate * GRID))[0], 1.0)
+    assert found == round(reference * GRID) == edge
+    assert 1 <= probes <= BUDGET
+
+
+def test_when_the_slo_holds_everywhere_one_probe_at_the_top_settles_it():
+    # given latencies far below the SLO at every rate (a batch job with a loose deadline)
+    def probe(k: int) -> tuple[bool, float]:
+        return True, 5.0 - k / GRID
+
+    # when the guided search runs
+    found, probes = find_edge(probe, GRID, 5.0, BUDGET)
+    # then it takes the top of the grid after confirming it
+    assert found == GRID - 1
+    assert probes <= 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(top=st.floats(1e-4, 1e4), threshold=st.floats(0.0, 1.0))
+def test_the_capacity_is_bisections_rate_to_the_last_bit(top: float, threshold: float):
+    # given an SLO met up to some rate, and the saturated rate `top`
+    def passes(rate: float) -> bool:
+        return rate <= threshold * top
+
+    # when both searches run
+    expected = bisection(passes, top)
+    found, _ = find_edge(lambda k: (passes(grid_rate(k, top, BISECTION_STEPS)), 1.0), GRID, 1.0, BUDGET)
+    # then the guided one reports the very float bisection reports
+    assert grid_rate(found, top, BISECTION_STEPS) == expected
+
+
+def test_grid_rates_rise_from_zero_to_the_saturated_rate():
+    rates = [grid_rate(k, 3.7, BISECTION_STEPS) for k in range(GRID + 1)]
+    assert rates[0] == 0.0 and rates[-1] == 3.7
+    assert all(a < b for a, b in itertools.pairwise(rates))
+    assert rates[GRID // 2] == 3.7 / 2
+
+
+def _workload(slo: dict[str, Any]) -> WorkloadModel:
+    return resolve(
+        parse_spec(
+            {
+                "model": "meta-llama/Llama-3.1-8B-Instruct",
+                "rate": {"peak_rps": 2},
+                "tokens": {"input": {"mean": 1200, "p95": 3500}, "output": {"mean": 250, "p95": 700}},
+                "slo": slo,
+            }
+        )
+    )
+
+
+def _simulated_bisection(step: StepModel, wm: WorkloadModel, top: float) -> float:
+    def passes(rate: float) -> bool:
+        sim = simulate(step, OpenLoop(rate), wm.input_tokens, wm.output_tokens, n_requests=PROBE_REQUESTS)
+        return not violations(sim, wm.slo)
+
+    lo = bisection(passes, top)
+    if lo <= 0:
+        single = simulate(step, ClosedLoop(1), wm.input_tokens, wm.output_tokens, n_requests=PROBE_REQUESTS)
+        lo = 1.0 / max(single.e2e_s.mean, 1e-3) * 0.5
+    return lo
+
+
+@pytest.mark.parametrize(
+    "instance, slo",
+    [
+        ("g5.xlarge", {"ttft_ms": {"p95": 3000}, "e2e_s": {"p95": 60}}),
+        ("g5.xlarge", {"e2e_s": {"p99": 600}}),
+        ("p5.48xlarge", {"ttft_ms": {"p95": 300}, "tpot_ms": {"p95": 15}}),
+    ],
+)
+def test_with_the_simulator_the_capacity_is_the_one_bisection_finds(instance: str, slo: dict[str, Any]):
+    # given a replica and a workload
+    step = StepModel.for_config(
+        HardwareConfig.create("meta-llama/Llama-3.1-8B-Instruct", instance, 1), PROFILE
+    )
+    wm = _workload(slo)
+    top = bounds(step, wm.input_tokens.mean, wm.output_tokens.mean).max_requests_per_s
+    clear_caches()
+    # when the planner searches its capacity under the SLO
+    cap = max_rate_under_slo(step, wm, top)
+    # then it is the capacity plain bisection of the same simulations gives, within the simulation budget
+    assert cap.feasible
+    assert cap.rate_rps == _simulated_bisection(step, wm, top)
+    assert cap.probes <= 1 + BUDGET
+    assert math.isfinite(cap.rate_rps) and cap.rate_rps > 0
