@@ -87,6 +87,34 @@ def test_when_the_slo_holds_everywhere_one_probe_at_the_top_settles_it():
     assert probes <= 2
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    outcomes=st.lists(st.booleans(), min_size=GRID + 1, max_size=GRID + 1),
+    scores=st.lists(
+        st.one_of(st.floats(1e-9, 1e9), st.sampled_from([1e-9, 1.0, 1e9])),
+        min_size=GRID + 1,
+        max_size=GRID + 1,
+    ),
+    y0=st.floats(1e-9, 1e9),
+)
+def test_on_any_slo_the_edge_found_is_a_pass_next_to_a_fail_within_budget(
+    outcomes: list[bool], scores: list[float], y0: float
+):
+    # given an SLO met and missed at random across the grid (noise), with any latencies
+    seen: dict[int, bool] = {}
+
+    def probe(k: int) -> tuple[bool, float]:
+        seen[k] = outcomes[k]
+        return outcomes[k], 1 / scores[k]
+
+    # when the guided search runs
+    edge, probes = find_edge(probe, GRID, y0, BUDGET)
+    # then it stops within budget at a probed pass (or zero) next to a probed failure (or the saturated rate)
+    assert probes <= BUDGET and len(seen) == probes
+    assert edge == 0 or seen[edge] is True
+    assert edge + 1 == GRID or seen[edge + 1] is False
+
+
 @settings(max_examples=60, deadline=None)
 @given(top=st.floats(1e-4, 1e4), threshold=st.floats(0.0, 1.0))
 def test_the_capacity_is_bisections_rate_to_the_last_bit(top: float, threshold: float):

@@ -186,7 +186,7 @@ def _architecture(
     }
 
 
-#: When the operating point's full simulation misses an SLO the bisection's shorter probes passed (sampling
+#: When the operating point's full simulation misses an SLO the capacity search's shorter probes passed (sampling
 #: noise at the edge), the capacity is cut by this factor and re-checked, up to VERIFY_TRIES times.
 VERIFY_BACKOFF = 0.85
 VERIFY_TRIES = 4
