@@ -1,6 +1,10 @@
 """API speed figures: POST /estimates in-process (warm) on the example workloads, and the API handler's cold
 import. Targets (issue): p95 <= 300 ms warm; cold import <= 1.5 s. Prints figures; asserts nothing.
 
+The planner memoises capacity searches and predictions per process, so a request seen before costs little. The
+target is judged on a new request -- the memos emptied before each timed call, imports and catalog warm -- and the
+repeated request is shown beside it.
+
     .venv/bin/python benchmarks/api.py [--repeat 20]
 """
 
@@ -70,6 +74,8 @@ def estimate_event(spec: dict[str, Any]) -> dict[str, Any]:
 def bench_estimates(repeat: int) -> None:
     os.environ.update(ENV)
     handler = load_handler()
+    from sizing.plan.capacity import clear_caches
+
     context = SimpleNamespace(
         function_name="llm-sizing-api-bench",
         memory_limit_in_mb=1024,
@@ -78,13 +84,17 @@ def bench_estimates(repeat: int) -> None:
     )
     print(
         f"POST /estimates in-process, warm ({WARMUP} warm-up calls, then {repeat} timed), target p95 <= {P95_TARGET_MS:.0f} ms"
+        " on a new request (planner memos emptied before each call); a repeated request (memos warm) beside it"
     )
     every: list[float] = []
+    every_repeated: list[float] = []
     for path in sorted((ROOT / "examples").glob("*.yaml")):
         event = estimate_event(yaml.safe_load(path.read_text()))
         times: list[float] = []
+        repeated: list[float] = []
         status = 0
         for i in range(WARMUP + repeat):
+            clear_caches()
             t0 = time.perf_counter()
             with contextlib.redirect_stdout(io.StringIO()):  # the EMF metric lines
                 out = handler.lambda_handler(event, context)
@@ -92,17 +102,28 @@ def bench_estimates(repeat: int) -> None:
             status = out["statusCode"]
             if i >= WARMUP:
                 times.append(elapsed)
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            with contextlib.redirect_stdout(io.StringIO()):
+                handler.lambda_handler(event, context)
+            repeated.append((time.perf_counter() - t0) * 1000)
         every += times
+        every_repeated += repeated
         direct = _direct_estimate_ms(yaml.safe_load(path.read_text()), DIRECT_CALLS)
         overhead = _pct(times, 50) - statistics.median(direct)
         print(
             f"  {path.name:28s} status {status}  p50 {_pct(times, 50):7.1f} ms  p95 {_pct(times, 95):7.1f} ms"
             f"   (sizing.plan.estimate alone: median {statistics.median(direct):7.1f} ms; API overhead ~{overhead:.0f} ms)"
+            f"   repeated: p50 {_pct(repeated, 50):5.1f} ms  p95 {_pct(repeated, 95):5.1f} ms"
         )
     p95 = _pct(every, 95)
     verdict = "meets" if p95 <= P95_TARGET_MS else "MISSES"
     print(
         f"  {'all workloads':28s}             p50 {_pct(every, 50):7.1f} ms  p95 {p95:7.1f} ms  ({verdict} target)"
+        f"   repeated: p50 {_pct(every_repeated, 50):5.1f} ms  p95 {_pct(every_repeated, 95):5.1f} ms"
+    )
+    print(
+        f"  load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (wall times on a busy machine overstate the cost)"
     )
     _bench_api_layer(handler, context)
 
@@ -179,12 +200,14 @@ def _top_imports(stderr: str, n: int = 6) -> list[tuple[str, float]]:
 
 
 def _direct_estimate_ms(spec: dict[str, Any], calls: int) -> list[float]:
-    """The planner alone (no HTTP, no validation of the answer): what the API adds is the difference."""
+    """The planner alone (no HTTP, no validation of the answer), memos emptied: what the API adds is the difference."""
     from sizing.plan import estimate
+    from sizing.plan.capacity import clear_caches
     from sizing.workload import parse_spec
 
     out = []
     for _ in range(calls):
+        clear_caches()
         t0 = time.perf_counter()
         estimate(parse_spec(spec))
         out.append((time.perf_counter() - t0) * 1000)

@@ -120,9 +120,15 @@ PLAN_TARGET_S = 2.0
 
 
 def plan(repeat: int) -> None:
-    """The full catalog search per example workload: in-process (warm) and as one `sizing estimate` process."""
+    """The full catalog search per example workload: in-process (warm imports and catalog, the planner's memos
+    emptied before each call, as for a workload not seen before) and as one `sizing estimate` process."""
     from sizing.plan import estimate
-    from sizing.workload import load_spec
+    from sizing.plan.capacity import clear_caches
+    from sizing.workload import WorkloadSpec, load_spec
+
+    def fresh(spec: WorkloadSpec) -> object:
+        clear_caches()
+        return estimate(spec)
 
     print("== plan ==")
     print(
@@ -131,7 +137,7 @@ def plan(repeat: int) -> None:
     for path in sorted((ROOT / "examples").glob("*.yaml")):
         spec = load_spec(path)
         result = estimate(spec)  # warm the catalog and imports
-        warm = _timed(lambda spec=spec: estimate(spec), repeat)  # type: ignore[misc]
+        warm = _timed(lambda spec=spec: fresh(spec), repeat)  # type: ignore[misc]
         proc = _timed(
             lambda path=path: subprocess.run(  # type: ignore[misc]
                 [sys.executable, "-m", "sizing.cli", "estimate", str(path), "--json"],
