@@ -9,7 +9,8 @@ and confirms the guess, which usually takes two or three probes. Where meeting t
 the two find the same edge, hence the same capacity (tests/unit/test_plan_capacity_search.py).
 
 Searches and operating-point predictions are memoised per process (`sizing.plan.memo`): a warm container
-answering the same workload again, or for another user count or region, does not simulate again."""
+answering the same workload again does not simulate again, and one re-sizing it for another user count or region
+reuses its capacity searches (they depend on the replica, token shape, SLO and seed, not on the load offered)."""
 
 from __future__ import annotations
 
