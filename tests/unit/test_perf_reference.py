@@ -104,3 +104,44 @@ def test_load_test_rows_may_name_the_load_by_its_knob():
     data = {**row.model_dump(), "load": "concurrency", "origin": "loadtest"}
     assert CalRow.model_validate(data).load == "closed"
     assert CalRow.model_validate({**data, "load": "rate"}).load == "open"
+
+
+@pytest.mark.parametrize(
+    ("raw_engine", "hardware", "engine", "build"),
+    [
+        (
+            "Neuron (transformers-neuronx)",
+            "inf2.48xlarge (12x Inferentia2)",
+            "neuron",
+            "transformers-neuronx",
+        ),
+        ("Triton + DJL/transformers-neuronx", "trn1.32xlarge", "neuron", "transformers-neuronx"),
+        ("TGI (neuron)", "inf2.48xlarge", "neuron", "tgi"),
+        ("vLLM (optimum-neuron)", "inf2.48xlarge", "neuron", ""),
+        ("TGI (HF LLM DLC on SageMaker)", "1x A10G 24GB", "tgi", ""),
+    ],
+)
+def test_engine_builds_measured_apart_from_the_deployed_one_are_named(raw_engine, hardware, engine, build):
+    # GIVEN a row measured with a build of an engine the product does not deploy (or with the one it does)
+    row = parse_row(
+        {**BASE, "engine": raw_engine, "hardware": hardware, "tensor_parallel": "8", "ttft_ms_mean": "300"}
+    )
+    # THEN the row keeps the engine and names the build, so it calibrates its own profile
+    assert isinstance(row, CalRow)
+    assert (row.engine, row.build) == (engine, build)
+
+
+def test_rows_append_to_a_file_written_before_the_build_column(tmp_path):
+    # GIVEN a load-test rows file written by an earlier version (no `build` column)
+    ours = parse_row(BASE)
+    assert isinstance(ours, CalRow)
+    path = tmp_path / "own.csv"
+    old_columns = [c for c in ours.model_dump() if c != "build"]
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=old_columns, extrasaction="ignore")
+        w.writeheader()
+        w.writerow({k: ("" if v is None else v) for k, v in ours.model_dump().items()})
+    # WHEN another row is appended
+    add_rows([ours.model_copy(update={"row_id": "T2"})], path)
+    # THEN both read back, in the file's own columns
+    assert [r.row_id for r in read_rows(path)] == ["T1", "T2"]

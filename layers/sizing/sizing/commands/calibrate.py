@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -26,7 +27,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", type=Path, default=PROFILE_PATH, help="profile file to write")
     p.add_argument("--date", default=None, help="profile date (default: today, UTC)")
-    p.add_argument("--no-cv", action="store_true", help="skip the leave-one-source-out cross-validation")
+    p.add_argument(
+        "--no-cv",
+        action="store_true",
+        help="skip the leave-one-source-out and leave-one-study-out cross-validation",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=max(1, os.cpu_count() or 1),
+        help="processes for the cross-validation folds (default: the machine's cores; the result is the same)",
+    )
     p.add_argument("--json", action="store_true", help="print the error table as JSON")
     p.set_defaults(func=run)
 
@@ -49,14 +60,26 @@ def run(args: argparse.Namespace) -> int:
     def progress(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    result = run_calibration(args.reference, args.extra, date, cv=not args.no_cv, progress=progress)
+    if args.workers < 1:
+        raise InvalidInput(
+            f"--workers must be at least 1, got {args.workers}", [Problem("workers", "below 1")]
+        )
+    result = run_calibration(
+        args.reference, args.extra, date, cv=not args.no_cv, progress=progress, workers=args.workers
+    )
     args.out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     print(
         f"wrote {args.out} (version {result['version']}, {len(result['profiles'])} profiles)", file=sys.stderr
     )
     if args.json:
-        json.dump(result["cross_validation"], sys.stdout, indent=2)
+        json.dump(
+            {"by_source": result["cross_validation"], "by_study": result["cross_validation_by_study"]},
+            sys.stdout,
+            indent=2,
+        )
         print()
     elif result["cross_validation"]:
         print(format_error_table(result["cross_validation"]))
+        print()
+        print(format_error_table(result["cross_validation_by_study"]))
     return 0

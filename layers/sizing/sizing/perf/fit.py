@@ -2,13 +2,19 @@
 error honestly with leave-one-source-out cross-validation.
 
 Procedure (reproducible, no randomness beyond fixed simulation seeds):
-1. Every row is predicted by the simulator with its own deployment, request shape and load.
-2. Per accelerator family, fit (compute efficiency, bandwidth efficiency, per-step overhead) on all its rows,
-   pooled over engines, with a weak prior from the literature (`PRIOR`); then per (family, engine), fit the same
-   three factors with the family fit as a stronger prior (partial pooling: an engine with few rows stays near
-   its family). Loss: soft-L1 on log(predicted/measured) per metric, weighted by row quality. Never per row.
-3. Leave-one-source-out: for each study, refit without its rows and predict them; the table reports median
-   absolute percentage error and the share within +-25% per metric and per family, beside a plain roofline.
+1. Every row is simulated with its own deployment, request shape and load.
+2. Per accelerator family, fit five factors (compute efficiency, bandwidth efficiency, per-step, per-sequence and
+   per-request overhead) on all its rows, pooled over engines, in two stages: alone on a weak literature prior
+   (`PRIOR`), then with the other families of its kind (GPU or Neuron) as the prior (`kind_prior`). Then per
+   (family, engine) -- or per engine build measured apart from the deployed one (`ENGINE_BUILDS`) -- fit the
+   same factors with the family fit as a stronger prior (partial pooling: an engine with few rows stays near its
+   family, a family with few rows near its kind). Loss: soft-L1 on log(predicted/measured) per metric, weighted
+   by row quality. Never per row.
+3. Cross-validation: for each published source (a results file or page, the reference's `source` column), refit
+   without its rows and predict them; then the same holding out whole studies (every source of one lab or
+   repository), which is stricter. The tables report median absolute percentage error and the share within
+   +-25% per metric and per family, beside a plain roofline. The stricter study-level error is the one shipped
+   with each profile as the error a user should expect.
 """
 
 from __future__ import annotations
@@ -68,6 +74,9 @@ OPEN_LOOP_REQUESTS = 400
 WITHIN = 0.25
 
 METRICS = ("ttft", "tpot", "throughput", "e2e")
+#: The engine build whose batch runs are statically batched (transformers-neuronx `sample()`: the batch's
+#: prompts are encoded together and the first tokens come back together; AWS SDK throughput tables M020-M040).
+STATIC_BATCH_BUILD = "transformers-neuronx"
 
 
 @functools.cache
@@ -84,6 +93,12 @@ def reference_catalog() -> Any:
         list(base.models.values()) + extra,
         base.managed,
     )
+
+
+def profile_key(row: CalRow) -> str:
+    """The engine part of the profile a row calibrates: the engine, or `engine@build` for a build measured apart
+    from the one the product deploys (`sizing.perf.reference.ENGINE_BUILDS`)."""
+    return f"{row.engine}@{row.build}" if row.build else row.engine
 
 
 def row_config(row: CalRow) -> HardwareConfig:
@@ -152,6 +167,9 @@ def predict_row(row: CalRow, profile: Profile) -> dict[str, float]:
     want = measured(row)
     if "ttft" in want:
         out["ttft"] = res.ttft_ms.mean if row.ttft_stat == "mean" else res.ttft_ms.p50
+        if row.build == STATIC_BATCH_BUILD and row.load == "batch":
+            # static batching: one context encoding of the whole batch returns every first token together
+            out["ttft"] = float(res.per_request["ttft_ms"].max())
     if "tpot" in want:
         out["tpot"] = res.tpot_ms.mean
     if "throughput" in want:
@@ -270,6 +288,7 @@ def fit_group(
     family: str,
     engine: str,
     max_evals: int = MAX_EVALS,
+    start: list[float] | None = None,
 ) -> list[float]:
     def objective(theta: list[float]) -> float:
         prof = _profile(theta, family, engine, "fit")
@@ -277,7 +296,10 @@ def fit_group(
         return sum(row_loss(r, prof) for r in rows) + penalty
 
     return nelder_mead(
-        objective, list(prior), step=0.3 if max_evals >= MAX_EVALS else 0.15, max_evals=max_evals
+        objective,
+        list(start if start is not None else prior),
+        step=0.3 if max_evals >= MAX_EVALS else 0.15,
+        max_evals=max_evals,
     )
 
 
@@ -286,13 +308,74 @@ class FitResult:
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+#: Key suffix of a family's first-stage fit (on the literature prior alone): the other families of its kind use
+#: it as their prior in the second stage; never looked up for predictions.
+ALONE = "(alone)"
+
+
+def kind_of(family: str) -> str:
+    """GPU families share software stacks (CUDA engines) and datasheet conventions; Neuron generations share the
+    Neuron SDK."""
+    return "neuron" if family.startswith("neuron") else "gpu"
+
+
+#: Floor of the stage-2 prior widths (log space) when the other families agree closely: efficiencies may still
+#: move ~20% and overheads ~1.6x on a family's own rows (measured chips do differ by that much).
+KIND_SIGMA_FLOOR = (0.2, 0.2, 0.5, 0.5, 0.5)
+#: Families needed to estimate the spread between families; with fewer, the literature widths apply.
+KIND_SPREAD_MIN_FAMILIES = 3
+
+
+def kind_sigma(family: str, profiles: dict[str, dict[str, Any]]) -> tuple[float, ...]:
+    """Widths of the stage-2 prior: the spread (standard deviation in log space) of the other families' first-
+    stage fits, floored by `KIND_SIGMA_FLOOR` and never wider than the literature widths (`FAMILY_SIGMA`) --
+    empirical Bayes: the fleet says how far a family may plausibly sit from the rest."""
+    thetas = [
+        _theta(v)
+        for k, v in profiles.items()
+        if k.endswith("/" + ALONE)
+        and k.split("/")[0] != family
+        and kind_of(k.split("/")[0]) == kind_of(family)
+    ]
+    if len(thetas) < KIND_SPREAD_MIN_FAMILIES:
+        return FAMILY_SIGMA
+    return tuple(
+        min(max(statistics.pstdev(t[i] for t in thetas), floor), wide)
+        for i, (floor, wide) in enumerate(zip(KIND_SIGMA_FLOOR, FAMILY_SIGMA, strict=True))
+    )
+
+
+def kind_prior(family: str, profiles: dict[str, dict[str, Any]]) -> list[float]:
+    """The prior of a family's fit: the row-weighted mean (in log space) of the first-stage fits of the *other*
+    families of its kind -- what the rest of the fleet says about efficiencies and overheads -- or the literature
+    prior when no other family of the kind has rows. Partial pooling across families: a family with few rows (L4)
+    borrows strength from the others instead of from the literature alone; one with many rows barely moves."""
+    others = [
+        (v, v["rows"])
+        for k, v in profiles.items()
+        if k.endswith("/" + ALONE)
+        and k.split("/")[0] != family
+        and kind_of(k.split("/")[0]) == kind_of(family)
+    ]
+    if not others:
+        return _theta(PRIOR)
+    total = sum(n for _, n in others)
+    thetas = [(_theta(v), n) for v, n in others]
+    return [sum(t[i] * n for t, n in thetas) / total for i in range(len(PRIOR))]
+
+
 def fit_profiles(
     rows: Sequence[CalRow],
     only_families: Iterable[str] | None = None,
     base: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Fitted profiles keyed "family/engine" and "family/*". `only_families` refits just those (others copied
-    from `base`)."""
+    """Fitted profiles keyed "family/engine", "family/*" (and "family/(alone)", the first stage). `only_families`
+    refits just those (others copied from `base`).
+
+    Stage 1 fits each family alone on the literature prior. Stage 2 refits each family with the other families
+    of its kind as the prior (`kind_prior`), then each (family, engine) with its family as the prior. A family's
+    stage 2 never sees its own rows twice, and a cross-validation fold that refits family F uses the other
+    families' stage-1 fits, which never contained F's rows."""
     by_family: dict[str, list[CalRow]] = defaultdict(list)
     for r in rows:
         by_family[family_of(r.accelerator)].append(r)
@@ -300,16 +383,23 @@ def fit_profiles(
     wanted = set(only_families) if only_families is not None else set(by_family)
     if base:
         out.update({k: v for k, v in base.items() if k.split("/")[0] not in wanted})
-    prior = _theta(PRIOR)
+    literature = _theta(PRIOR)
+    alone: dict[str, list[float]] = {}
     for fam in sorted(wanted):
         frows = by_family.get(fam, [])
-        if not frows:
-            continue
-        ftheta = fit_group(frows, prior, FAMILY_SIGMA, fam, "*")
-        out[f"{fam}/*"] = _entry(ftheta, len(frows), "family pooled over engines")
+        if frows:
+            alone[fam] = fit_group(frows, literature, FAMILY_SIGMA, fam, "*")
+            out[f"{fam}/{ALONE}"] = _entry(alone[fam], len(frows), "family alone on the literature prior")
+    for fam in sorted(alone):
+        frows = by_family[fam]
+        prior = kind_prior(fam, out)
+        ftheta = fit_group(frows, prior, kind_sigma(fam, out), fam, "*", ENGINE_EVALS, start=alone[fam])
+        out[f"{fam}/*"] = _entry(
+            ftheta, len(frows), f"family pooled over engines, prior = other {kind_of(fam)} families"
+        )
         by_engine: dict[str, list[CalRow]] = defaultdict(list)
         for r in frows:
-            by_engine[r.engine].append(r)
+            by_engine[profile_key(r)].append(r)
         for eng, erows in sorted(by_engine.items()):
             if len(by_engine) == 1:
                 out[f"{fam}/{eng}"] = {
@@ -356,43 +446,75 @@ class Prediction:
         return abs(self.roofline / self.measured - 1) if self.roofline else math.inf
 
 
-def cross_validate(
-    rows: Sequence[CalRow], full: dict[str, dict[str, Any]], progress: Callable[[str], None] | None = None
-) -> list[Prediction]:
-    """Leave-one-source-out: each study's rows predicted by profiles fitted without that study."""
-    studies: dict[str, list[CalRow]] = defaultdict(list)
-    for r in rows:
-        studies[r.study].append(r)
+#: Cross-validation units: `source` holds out one published source at a time (a results file or page at a
+#: commit: the reference's `source` column); `study` holds out every
+#: source of one lab or repository together -- stricter, since a study's sources share engine builds and setup.
+CV_GROUPINGS = ("source", "study")
+
+
+def cv_key(row: CalRow, grouping: str) -> str:
+    if grouping not in CV_GROUPINGS:
+        raise ValueError(f"unknown cross-validation grouping {grouping!r} (one of {', '.join(CV_GROUPINGS)})")
+    return row.source if grouping == "source" else row.study
+
+
+def _fold(
+    rows: Sequence[CalRow], held_key: str, grouping: str, full: dict[str, dict[str, Any]]
+) -> tuple[str, list[Prediction]]:
+    """Refit without one group's rows (only the families it touches) and predict them."""
+    held = [r for r in rows if cv_key(r, grouping) == held_key]
+    fams = {family_of(r.accelerator) for r in held}
+    train = [r for r in rows if cv_key(r, grouping) != held_key]
+    profiles = fit_profiles(train, only_families=fams, base=full)
+    data = {"version": "cv", "profiles": profiles, "global": dict(PRIOR)}
     preds: list[Prediction] = []
-    for study, held in sorted(studies.items()):
-        fams = {family_of(r.accelerator) for r in held}
-        train = [r for r in rows if r.study != study]
-        profiles = fit_profiles(train, only_families=fams, base=full)
-        if progress:
-            progress(f"  held out {study} ({len(held)} rows; refit {', '.join(sorted(fams))})")
-        data = {"version": "cv", "profiles": profiles, "global": dict(PRIOR)}
-        for r in held:
-            prof = profile_for(r.accelerator, r.engine, data)
-            try:
-                got = predict_row(r, prof)
-                roof = roofline_row(r)
-            except ValueError:
-                continue
-            for k, v in measured(r).items():
-                if k in got:
-                    preds.append(
-                        Prediction(
-                            r.row_id,
-                            family_of(r.accelerator),
-                            r.engine,
-                            k,
-                            v,
-                            got[k],
-                            roof.get(k),
-                            r.saturated,
-                        )
+    for r in held:
+        prof = profile_for(r.accelerator, profile_key(r), data)
+        try:
+            got = predict_row(r, prof)
+            roof = roofline_row(r)
+        except ValueError:
+            continue
+        for k, v in measured(r).items():
+            if k in got:
+                preds.append(
+                    Prediction(
+                        r.row_id, family_of(r.accelerator), r.engine, k, v, got[k], roof.get(k), r.saturated
                     )
-    return preds
+                )
+    note = f"  held out {held_key[:90]} ({len(held)} rows; refit {', '.join(sorted(fams))})"
+    return note, preds
+
+
+def cross_validate(
+    rows: Sequence[CalRow],
+    full: dict[str, dict[str, Any]],
+    progress: Callable[[str], None] | None = None,
+    grouping: str = "source",
+    workers: int = 1,
+) -> list[Prediction]:
+    """Leave-one-group-out: each group's rows predicted by profiles fitted without that group (`grouping`:
+    "source" or "study", see `CV_GROUPINGS`). Folds are independent; `workers` > 1 runs them in processes. The
+    result does not depend on `workers` (folds are deterministic and collected in key order)."""
+    keys = sorted({cv_key(r, grouping) for r in rows})
+    results: list[tuple[str, list[Prediction]]]
+    if workers > 1 and len(keys) > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(_fold, rows, k, grouping, full) for k in keys]
+            results = []
+            for f in futures:
+                results.append(f.result())
+                if progress:
+                    progress(results[-1][0])
+    else:
+        results = []
+        for k in keys:
+            results.append(_fold(rows, k, grouping, full))
+            if progress:
+                progress(results[-1][0])
+    return [p for _, preds in results for p in preds]
 
 
 def prediction_rows(preds: Sequence[Prediction]) -> list[dict[str, Any]]:
@@ -467,6 +589,7 @@ def run_calibration(
     date: str = "",
     cv: bool = True,
     progress: Callable[[str], None] | None = None,
+    workers: int = 1,
 ) -> dict[str, Any]:
     """Parse, fit, cross-validate; the content of `data/calibration.json` (deterministic for the same inputs)."""
     from sizing.perf.reference import ANNOTATIONS, parse_rows, read_rows
@@ -494,14 +617,18 @@ def run_calibration(
     say("fitting profiles per family and per (family, engine) ...")
     profiles = fit_profiles(usable)
     table: dict[str, Any] = {}
+    by_study: dict[str, Any] = {}
     if cv:
         say("leave-one-source-out cross-validation ...")
-        preds = cross_validate(usable, profiles, say)
-        table = error_table(preds)
-        table["rows"] = prediction_rows(preds)
+        preds = cross_validate(usable, profiles, say, grouping="source", workers=workers)
+        table = {**error_table(preds), "grouping": "source", "rows": prediction_rows(preds)}
+        say("leave-one-study-out cross-validation (stricter) ...")
+        spreds = cross_validate(usable, profiles, say, grouping="study", workers=workers)
+        by_study = {**error_table(spreds), "grouping": "study", "rows": prediction_rows(spreds)}
+        # the error a user should expect: the stricter study-level figure (an unseen lab, engine build and setup)
         for key, entry in profiles.items():
             fam = key.split("/")[0]
-            fam_table = table["by_family"].get(fam, {})
+            fam_table = by_study["by_family"].get(fam, {})
             entry["expected_error"] = {
                 m: fam_table[m]["mdape"] for m in ("ttft", "tpot", "throughput") if m in fam_table
             }
@@ -521,7 +648,14 @@ def run_calibration(
         "profiles": profiles,
         "rows": {"usable": len(usable), "excluded": excluded + unusable},
         "cross_validation": table,
+        "cross_validation_by_study": by_study,
     }
+
+
+CV_TITLES = {
+    "source": "Leave-one-source-out",
+    "study": "Leave-one-study-out (stricter: every source of a lab or repository held out together)",
+}
 
 
 def format_error_table(table: dict[str, Any]) -> str:
@@ -541,7 +675,7 @@ def format_error_table(table: dict[str, Any]) -> str:
         ]
 
     head = ["", "n", "MdAPE", "within 25%", "roofline MdAPE", "roofline within 25%"]
-    parts = ["Leave-one-source-out error by metric:"]
+    parts = [f"{CV_TITLES[table.get('grouping', 'source')]} error by metric:"]
     parts.append(
         render(head, [line(k, v) for k, v in table["by_metric"].items()] + [line("all", table["overall"])])
     )

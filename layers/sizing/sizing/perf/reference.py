@@ -54,6 +54,18 @@ Engine = Literal["vllm", "trtllm", "sglang", "tgi", "neuron"]
 LoadKind = Literal["closed", "open", "batch", "offline", "saturate"]
 LOAD_ALIASES = {"concurrency": "closed", "rate": "open", "request_rate": "open"}
 
+#: Builds of an engine that measure differently from the build the product deploys, so they are calibrated as
+#: their own profile under the same family prior (never used for the product's predictions):
+#: - Neuron `transformers-neuronx`: static batching compiled into one graph, no serving scheduler in the loop
+#:   (the AWS SDK tables and FMBench's Triton rows); steps run ~3x faster than vLLM on Neuron for the same model
+#:   (M003 6.4 ms vs M069 26.6 ms TPOT for Llama-3.1-8B on inf2).
+#: - Neuron `tgi`: TGI's Neuron backend (optimum-neuron), padding-based batching, an older server.
+#: The product deploys vLLM on Neuron (vllm-neuron / optimum-neuron), the unnamed build.
+ENGINE_BUILDS: list[tuple[str, str, str]] = [
+    ("neuron", r"transformers-neuronx", "transformers-neuronx"),
+    ("neuron", r"\btgi\b", "tgi"),
+]
+
 
 class CalRow(BaseModel):
     """One normalised measurement: a deployment, a request shape, a load, and what was measured per replica."""
@@ -86,6 +98,11 @@ class CalRow(BaseModel):
     requests_per_s: float | None = Field(default=None, description="per replica")
     weight: float = Field(default=1.0, gt=0)
     origin: str = "reference"
+    build: str = Field(
+        default="",
+        description="engine build calibrated apart from the engine's product profile (see ENGINE_BUILDS); "
+        "empty for the build the product deploys",
+    )
 
     @field_validator("load", mode="before")
     @classmethod
@@ -365,6 +382,10 @@ def parse_row(r: dict[str, str], annotation: dict[str, Any] | None = None) -> Ca
     fields.update(_notes_overrides(r.get("notes", "")))
     if load == "batch" and engine == "neuron":
         fields["max_num_seqs"] = int(value)
+    fields["build"] = next(
+        (b for eng, pattern, b in ENGINE_BUILDS if eng == engine and re.search(pattern, r["engine"], re.I)),
+        "",
+    )
     fields.update(ann)
     return CalRow.model_validate(fields)
 
@@ -415,8 +436,14 @@ def add_rows(rows: Iterable[CalRow | dict[str, Any]], path: Path) -> int:
     `sizing calibrate --extra PATH` fits together with the reference rows. Returns the number written."""
     items = [r if isinstance(r, CalRow) else CalRow.model_validate(r) for r in rows]
     new = not path.exists()
+    # append in the file's own column order (a file written before a column was added keeps its header; columns
+    # it lacks are left at their defaults when read back)
+    columns = COLUMNS
+    if not new:
+        with path.open() as fh:
+            columns = next(csv.reader(fh), COLUMNS) or COLUMNS
     with path.open("a", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLUMNS)
+        w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
         if new:
             w.writeheader()
         for row in items:

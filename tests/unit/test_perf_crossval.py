@@ -1,0 +1,123 @@
+"""Cross-validation of the calibration: which rows a fold holds out, and that the folds' result does not depend
+on how many processes run them."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from sizing.perf.fit import (
+    CV_GROUPINGS,
+    cross_validate,
+    cv_key,
+    error_table,
+    fit_profiles,
+    format_error_table,
+)
+from sizing.perf.reference import CalRow, parse_row
+
+BASE = {
+    "row_id": "T1",
+    "source": "org/repo:bench-a.md@abc (table)",
+    "engine": "vLLM (OpenAI server)",
+    "engine_version_if_known": "",
+    "model": "meta-llama/Meta-Llama-3-8B-Instruct",
+    "dtype_quantization": "bf16",
+    "hardware": "1x A10G 24GB",
+    "tensor_parallel": "1",
+    "input_tokens": "256",
+    "output_tokens": "64",
+    "concurrency_or_request_rate": "concurrency=1",
+    "ttft_ms_mean": "90",
+    "ttft_ms_p50": "",
+    "ttft_ms_p99": "",
+    "tpot_ms_mean_or_itl": "32",
+    "e2e_s_mean": "",
+    "output_tokens_per_s_total": "",
+    "requests_per_s": "",
+    "tpot_ms_p50": "",
+    "tpot_ms_p99": "",
+    "e2e_s_p50": "",
+    "quality": "A (vendor)",
+    "notes": "",
+}
+
+
+def _row(row_id: str, source: str, ttft: float, tpot: float) -> CalRow:
+    row = parse_row(
+        {
+            **BASE,
+            "row_id": row_id,
+            "source": source,
+            "ttft_ms_mean": str(ttft),
+            "tpot_ms_mean_or_itl": str(tpot),
+        }
+    )
+    assert isinstance(row, CalRow)
+    return row
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[CalRow]:
+    # two sources of one study (org/repo) and one source of another study (other/lab)
+    return [
+        _row("T1", "org/repo:bench-a.md@abc (table)", 90, 32),
+        _row("T2", "org/repo:bench-b.md@abc (table)", 95, 33),
+        _row("T3", "other/lab:results.csv@def", 110, 36),
+    ]
+
+
+def test_sources_and_studies_are_different_units(rows):
+    # GIVEN two files of one repository and one file of another
+    # WHEN the rows are keyed by source and by study
+    by_source = {cv_key(r, "source") for r in rows}
+    by_study = {cv_key(r, "study") for r in rows}
+    # THEN there are three sources but only two studies
+    assert len(by_source) == 3 and by_study == {"org/repo", "other/lab"}
+
+
+def test_an_unknown_grouping_is_refused(rows):
+    with pytest.raises(ValueError, match="grouping"):
+        cv_key(rows[0], "row")
+    assert CV_GROUPINGS == ("source", "study")
+
+
+def test_every_row_is_predicted_once_per_metric_and_workers_do_not_change_the_result(rows):
+    # GIVEN profiles fitted on all rows
+    full = fit_profiles(rows)
+    # WHEN each source is held out in turn, in one process and in two
+    one = cross_validate(rows, full, grouping="source", workers=1)
+    two = cross_validate(rows, full, grouping="source", workers=2)
+    # THEN every row's TTFT and TPOT is predicted once, and the two runs agree exactly
+    assert sorted((p.row_id, p.metric) for p in one) == [
+        (rid, m) for rid in ("T1", "T2", "T3") for m in ("tpot", "ttft")
+    ]
+    assert [(p.row_id, p.metric, p.predicted) for p in one] == [
+        (p.row_id, p.metric, p.predicted) for p in two
+    ]
+    # AND the error table names its grouping and covers every prediction
+    table = {**error_table(one), "grouping": "source"}
+    assert table["overall"]["n"] == 6
+    assert format_error_table(table).startswith("Leave-one-source-out")
+
+
+def test_a_family_with_few_rows_takes_its_prior_from_the_other_families_of_its_kind():
+    from sizing.perf.fit import ALONE, PRIOR, _theta, kind_prior
+
+    # GIVEN first-stage fits of two GPU families and a Neuron family
+    def entry(bw: float, rows: int) -> dict:
+        return {**PRIOR, "bandwidth_eff": bw, "rows": rows}
+
+    profiles = {
+        f"a10g/{ALONE}": entry(0.9, 30),
+        f"hopper/{ALONE}": entry(0.6, 10),
+        f"neuron-v2/{ALONE}": entry(0.2, 50),
+    }
+    # WHEN the L4 prior is formed
+    prior = kind_prior("l4", profiles)
+    # THEN it is the row-weighted mean (in log space) of the GPU families only
+    assert math.exp(prior[1]) == pytest.approx(math.exp((30 * math.log(0.9) + 10 * math.log(0.6)) / 40))
+    # AND a family never forms its own prior; with no other family of its kind it gets the literature prior
+    assert kind_prior("a10g", profiles)[1] == pytest.approx(math.log(0.6))
+    assert kind_prior("neuron-v2", profiles) == pytest.approx(_theta(PRIOR))
