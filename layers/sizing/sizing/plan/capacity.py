@@ -210,7 +210,13 @@ def _search(step: Any, wm: WorkloadModel, saturated_rps: float, seed: int) -> Ca
 
     slo = wm.slo
     single = simulate(
-        step, ClosedLoop(1), wm.input_tokens, wm.output_tokens, n_requests=PROBE_REQUESTS, seed=seed
+        step,
+        ClosedLoop(1),
+        wm.input_tokens,
+        wm.output_tokens,
+        n_requests=PROBE_REQUESTS,
+        seed=seed,
+        itl=False,
     )
     bad = violations(single, slo)
     if bad:
@@ -228,6 +234,7 @@ def _search(step: Any, wm: WorkloadModel, saturated_rps: float, seed: int) -> Ca
             wm.output_tokens,
             n_requests=PROBE_REQUESTS,
             seed=seed,
+            itl=False,
         )
         return not violations(sim, slo), 1.0 / score(sim, slo)
 
@@ -240,14 +247,21 @@ def _search(step: Any, wm: WorkloadModel, saturated_rps: float, seed: int) -> Ca
 
 
 def predict_at(step: Any, wm: WorkloadModel, rate_rps: float, seed: int = 0) -> Any:
-    """The simulation reported for an operating point (REPORT_REQUESTS requests); memoised, so read-only."""
+    """The simulation reported for an operating point (REPORT_REQUESTS requests); memoised, so read-only. Without
+    inter-token latency (NaN): the planner reports TTFT, TPOT and e2e."""
     from sizing.perf.simulator import OpenLoop, simulate
 
     key = (fingerprint(step), wm.input_tokens, wm.output_tokens, float(rate_rps), seed, REPORT_REQUESTS)
     sim = _predictions.get(key)
     if sim is None:
         sim = simulate(
-            step, OpenLoop(rate_rps), wm.input_tokens, wm.output_tokens, n_requests=REPORT_REQUESTS, seed=seed
+            step,
+            OpenLoop(rate_rps),
+            wm.input_tokens,
+            wm.output_tokens,
+            n_requests=REPORT_REQUESTS,
+            seed=seed,
+            itl=False,
         )
         _predictions.put(key, sim)
     return sim
