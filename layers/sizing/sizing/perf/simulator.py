@@ -183,11 +183,13 @@ def _first_reaching(a: float, b: float, k0: int, delta: float) -> int:
     """Smallest m >= 1 with sum_{k=k0}^{k0+m-1} (a + b k) >= delta (delta > 0)."""
     alpha = a + b * k0
     if b <= 0:
-        return max(1, math.ceil(delta / alpha - 1e-12))
+        m = math.ceil(delta / alpha - 1e-12)
+        return m if m > 1 else 1
     # b/2 m^2 + (alpha - b/2) m - delta = 0
     h = alpha - b * 0.5
     m = math.ceil((-h + math.sqrt(h * h + 2 * b * delta)) / b - 1e-9)
-    m = max(m, 1)
+    if m < 1:
+        m = 1
     while m > 1 and (m - 1) * alpha + b * (m - 1) * (m - 2) * 0.5 >= delta:
         m -= 1
     while m * alpha + b * m * (m - 1) * 0.5 < delta:
@@ -375,47 +377,48 @@ def simulate(
                 gen_before[v] = generated
                 waiting.appendleft(v)
                 preemptions += 1
-        # schedule prefill chunks
-        budget = budget_max - (D if mixed else 0)
+        # schedule prefill chunks (a run of pure decode steps has none to schedule)
         P = 0
-        pairs = 0.0
-        nchunks = 0
-        done_any = False
-        if budget > 0:
-            for e in prefill:
-                room = budget - P
-                if room <= 0:
-                    break
-                take = e[1] if (e[1] <= room or (not chunked and P == 0)) else (room if chunked else 0)
-                if take <= 0:
-                    break
-                pairs += take * (e[2] + take * 0.5)
-                P += take
-                e[1] -= take
-                e[2] += take
-                nchunks += 1
-                if e[1] == 0:
-                    done_any = True
-            while waiting and budget - P > 0 and D + len(prefill) < max_seqs:
-                i = waiting[0]
-                p_eff = prompt[i] + gen_before[i]
-                r_out = out[i] - gen_before[i]
-                need = p_eff + r_out if reserve else p_eff
-                used = kv_fixed + (0 if reserve else S_base + D * G)
-                if used + need > adm_cap and (D + len(prefill)) > 0:
-                    break
-                room = budget - P
-                if p_eff > room and not chunked and P > 0:
-                    break
-                waiting.popleft()
-                take = room if chunked and room < p_eff else p_eff
-                kv_fixed += need
-                pairs += take * take * 0.5
-                P += take
-                nchunks += 1
-                prefill.append([i, p_eff - take, take, p_eff, r_out])
-                if take == p_eff:
-                    done_any = True
+        if prefill or waiting:
+            budget = budget_max - (D if mixed else 0)
+            pairs = 0.0
+            nchunks = 0
+            done_any = False
+            if budget > 0:
+                for e in prefill:
+                    room = budget - P
+                    if room <= 0:
+                        break
+                    take = e[1] if (e[1] <= room or (not chunked and P == 0)) else (room if chunked else 0)
+                    if take <= 0:
+                        break
+                    pairs += take * (e[2] + take * 0.5)
+                    P += take
+                    e[1] -= take
+                    e[2] += take
+                    nchunks += 1
+                    if e[1] == 0:
+                        done_any = True
+                while waiting and budget - P > 0 and D + len(prefill) < max_seqs:
+                    i = waiting[0]
+                    p_eff = prompt[i] + gen_before[i]
+                    r_out = out[i] - gen_before[i]
+                    need = p_eff + r_out if reserve else p_eff
+                    used = kv_fixed + (0 if reserve else S_base + D * G)
+                    if used + need > adm_cap and (D + len(prefill)) > 0:
+                        break
+                    room = budget - P
+                    if p_eff > room and not chunked and P > 0:
+                        break
+                    waiting.popleft()
+                    take = room if chunked and room < p_eff else p_eff
+                    kv_fixed += need
+                    pairs += take * take * 0.5
+                    P += take
+                    nchunks += 1
+                    prefill.append([i, p_eff - take, take, p_eff, r_out])
+                    if take == p_eff:
+                        done_any = True
         if P == 0:
             if D == 0:
                 # idle until the next arrival
