@@ -121,3 +121,15 @@ def test_a_family_with_few_rows_takes_its_prior_from_the_other_families_of_its_k
     # AND a family never forms its own prior; with no other family of its kind it gets the literature prior
     assert kind_prior("a10g", profiles)[1] == pytest.approx(math.log(0.6))
     assert kind_prior("neuron-v2", profiles) == pytest.approx(_theta(PRIOR))
+
+
+def test_without_moe_rows_the_moe_efficiency_stays_at_its_prior(rows):
+    from sizing.perf.fit import FAMILY_SIGMA, MOE, PRIOR, _theta, fit_group
+
+    # GIVEN dense-model rows only and a prior that says MoE models run 30% faster than modelled
+    prior = _theta({**PRIOR, "moe_eff": 1.3})
+    # WHEN the group is fitted
+    theta = fit_group(rows, prior, FAMILY_SIGMA, "a10g", "vllm", max_evals=30)
+    # THEN the MoE efficiency is the prior's exactly (nothing in the rows speaks to it)
+    assert theta[MOE] == prior[MOE]
+    assert len(theta) == len(prior)

@@ -96,3 +96,18 @@ def test_neuron_moe_is_costed_as_dense():
     cfg = HardwareConfig.create("mistralai/Mixtral-8x7B-v0.1", "trn1.32xlarge", tp=16, engine="neuron")
     sm = StepModel.for_config(cfg, PROFILE)
     assert sm.weights_time(1) == sm.weights_time(512)
+
+
+def test_the_moe_efficiency_slows_mixture_of_experts_models_only():
+    # GIVEN an MoE model and a dense model, each under a profile with and without an MoE penalty
+    penalised = replace(PROFILE, step_overhead_s=0.0, moe_eff=0.5)
+    plain = replace(PROFILE, step_overhead_s=0.0)
+    moe = "mistralai/Mixtral-8x7B-Instruct-v0.1"
+    moe_slow, moe_fast = _model(model=moe, tp=2, profile=penalised), _model(model=moe, tp=2, profile=plain)
+    dense_slow, dense_fast = _model(profile=penalised), _model(profile=plain)
+    for prefill, seqs, ctx in ((2048, 0, 0), (0, 1, 1000), (0, 64, 64 * 2000)):
+        # THEN the MoE model's compute and memory time double (the all-reduce is not an expert cost) ...
+        slow, fast = moe_slow.iteration_time(prefill, seqs, ctx), moe_fast.iteration_time(prefill, seqs, ctx)
+        assert 1.7 * fast < slow <= 2 * fast + 1e-12
+        # ... and the dense model is untouched
+        assert dense_slow.iteration_time(prefill, seqs, ctx) == dense_fast.iteration_time(prefill, seqs, ctx)

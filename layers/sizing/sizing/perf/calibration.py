@@ -76,6 +76,7 @@ def _profile(
         step_overhead_s=entry["step_overhead_s"],
         seq_overhead_s=entry.get("seq_overhead_s", 0.0),
         request_overhead_s=entry.get("request_overhead_s", 0.0),
+        moe_eff=entry.get("moe_eff", 1.0),
         family=family,
         engine=engine,
         basis=basis,

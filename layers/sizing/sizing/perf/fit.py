@@ -3,9 +3,11 @@ error honestly with leave-one-source-out cross-validation.
 
 Procedure (reproducible, no randomness beyond fixed simulation seeds):
 1. Every row is simulated with its own deployment, request shape and load.
-2. Per accelerator family, fit five factors (compute efficiency, bandwidth efficiency, per-step, per-sequence and
-   per-request overhead) on all its rows, pooled over engines, in two stages: alone on a weak literature prior
-   (`PRIOR`), then with the other families of its kind (GPU or Neuron) as the prior (`kind_prior`). Then per
+2. Per accelerator family, fit six factors (compute efficiency, bandwidth efficiency, per-step, per-sequence and
+   per-request overhead, and the efficiency of mixture-of-experts models relative to dense ones -- held at its
+   prior where no MoE row speaks to it) on all its rows, pooled over engines, in two stages: alone on a weak
+   literature prior (`PRIOR`), then with the other families of its kind (GPU or Neuron) as the prior
+   (`kind_prior`, widths from their spread: `kind_sigma`). Then per
    (family, engine) -- or per engine build measured apart from the deployed one (`ENGINE_BUILDS`) -- fit the
    same factors with the family fit as a stronger prior (partial pooling: an engine with few rows stays near its
    family, a family with few rows near its kind). Loss: soft-L1 on log(predicted/measured) per metric, weighted
@@ -47,23 +49,27 @@ PRIOR = {
     # sampling, detokenisation and streaming per running sequence per step: ~0.1 ms on current H100 stacks
     # (X071 -> X072 TPOT) to ~0.7 ms on 2024 A10G stacks (X001 -> X005); the prior sits between
     "seq_overhead_s": 0.0002,
+    # no MoE penalty a priori: an MoE model runs at its active/touched parameters' roofline like a dense one
+    "moe_eff": 1.0,
 }
 #: Prior widths in log space (compute eff, bandwidth eff, step, per-sequence and request overheads): a family may
 #: move efficiencies ~2x and overheads ~4x from the prior; an engine stays nearer its family (~1.4x / ~2x).
 #: (Tighter engine efficiencies with wider engine overheads cross-validated worse: TTFT 45-59% vs 38%.)
-FAMILY_SIGMA = (0.7, 0.5, 1.5, 1.5, 1.5)
-ENGINE_SIGMA = (0.35, 0.3, 0.8, 0.8, 0.8)
+#: The MoE efficiency may move ~2x from 1 in a family and ~1.4x for an engine; rows of dense models leave it at its
+#: prior.
+FAMILY_SIGMA = (0.7, 0.5, 1.5, 1.5, 1.5, 0.7)
+ENGINE_SIGMA = (0.35, 0.3, 0.8, 0.8, 0.8, 0.35)
 #: Parameter bounds: efficiencies cannot exceed peak by much (1.2 leaves room for assumed datasheet figures,
 #: e.g. A10G TFLOPS); overhead between 0.05 ms and 100 ms per step.
-BOUNDS = ((0.02, 1.2), (0.05, 1.2), (5e-5, 0.1), (1e-4, 0.5), (1e-6, 0.005))
+BOUNDS = ((0.02, 1.2), (0.05, 1.2), (5e-5, 0.1), (1e-4, 0.5), (1e-6, 0.005), (0.05, 1.5))
 #: Soft-L1 scale on log errors: errors beyond ~25% count linearly, so one odd row cannot drag a fit.
 LOSS_SCALE = 0.25
 #: Metric weights in the loss: e2e duplicates TTFT + TPOT information, so it counts half.
 METRIC_WEIGHT = {"ttft": 1.0, "tpot": 1.0, "throughput": 1.0, "e2e": 0.5}
-#: Nelder-Mead evaluations per fit: family fits start from the prior (5 parameters converge to ~1% in ~110
-#: evaluations); engine fits start at their family's optimum and need fewer.
-MAX_EVALS = 110
-ENGINE_EVALS = 70
+#: Nelder-Mead evaluations per fit: family fits start from the prior (5 parameters converged to ~1% in ~110
+#: evaluations; 6 with the MoE efficiency take ~20 more); engine fits start at their family's optimum and need fewer.
+MAX_EVALS = 130
+ENGINE_EVALS = 80
 #: Requests simulated per reference row: closed loops need a few rounds of the concurrency; ShareGPT-shaped
 #: rows need a few hundred draws for stable means.
 MIN_REQUESTS_FIXED = 12
@@ -212,8 +218,8 @@ def _soft_l1(r: float) -> float:
 
 
 def _profile(theta: Sequence[float], family: str, engine: str, basis: str) -> Profile:
-    c, b, o, r, q = (min(max(math.exp(t), lo), hi) for t, (lo, hi) in zip(theta, BOUNDS, strict=True))
-    return Profile(c, b, o, q, family, engine, basis, request_overhead_s=r)
+    c, b, o, r, q, m = (min(max(math.exp(t), lo), hi) for t, (lo, hi) in zip(theta, BOUNDS, strict=True))
+    return Profile(c, b, o, q, family, engine, basis, request_overhead_s=r, moe_eff=m)
 
 
 def _theta(p: dict[str, float]) -> list[float]:
@@ -223,6 +229,7 @@ def _theta(p: dict[str, float]) -> list[float]:
         math.log(p["step_overhead_s"]),
         math.log(p["request_overhead_s"]),
         math.log(p["seq_overhead_s"]),
+        math.log(p.get("moe_eff", 1.0)),
     ]
 
 
@@ -281,6 +288,14 @@ def nelder_mead(
     return pts[best]
 
 
+#: Index of the MoE efficiency in a parameter vector (see `_theta`).
+MOE = 5
+
+
+def is_moe(row: CalRow) -> bool:
+    return reference_catalog().models[row.model].moe is not None
+
+
 def fit_group(
     rows: Sequence[CalRow],
     prior: list[float],
@@ -290,17 +305,21 @@ def fit_group(
     max_evals: int = MAX_EVALS,
     start: list[float] | None = None,
 ) -> list[float]:
+    """The parameters minimising the rows' loss plus the prior penalty. Without a mixture-of-experts row the MoE
+    efficiency is not identified: it stays at its prior instead of drifting on a flat direction."""
+
     def objective(theta: list[float]) -> float:
         prof = _profile(theta, family, engine, "fit")
         penalty = sum(((t - p) / s) ** 2 for t, p, s in zip(theta, prior, sigma, strict=True)) * LOSS_SCALE**2
         return sum(row_loss(r, prof) for r in rows) + penalty
 
-    return nelder_mead(
-        objective,
-        list(start if start is not None else prior),
-        step=0.3 if max_evals >= MAX_EVALS else 0.15,
-        max_evals=max_evals,
-    )
+    x0 = list(start if start is not None else prior)
+    step = 0.3 if max_evals >= MAX_EVALS else 0.15
+    if any(is_moe(r) for r in rows):
+        return nelder_mead(objective, x0, step=step, max_evals=max_evals)
+    fixed = prior[MOE]
+    dense = nelder_mead(lambda t: objective([*t, fixed]), x0[:MOE], step=step, max_evals=max_evals)
+    return [*dense, fixed]
 
 
 @dataclass
@@ -321,7 +340,7 @@ def kind_of(family: str) -> str:
 
 #: Floor of the stage-2 prior widths (log space) when the other families agree closely: efficiencies may still
 #: move ~20% and overheads ~1.6x on a family's own rows (measured chips do differ by that much).
-KIND_SIGMA_FLOOR = (0.2, 0.2, 0.5, 0.5, 0.5)
+KIND_SIGMA_FLOOR = (0.2, 0.2, 0.5, 0.5, 0.5, 0.35)
 #: Families needed to estimate the spread between families; with fewer, the literature widths apply.
 KIND_SPREAD_MIN_FAMILIES = 3
 
@@ -420,6 +439,7 @@ def _entry(theta: Sequence[float], n: int, basis: str) -> dict[str, Any]:
         "step_overhead_s": round(p.step_overhead_s, 6),
         "seq_overhead_s": round(p.seq_overhead_s, 7),
         "request_overhead_s": round(p.request_overhead_s, 6),
+        "moe_eff": round(p.moe_eff, 4),
         "rows": n,
         "basis": basis,
     }

@@ -53,6 +53,10 @@ class Profile:
     #: time from a request's arrival to the scheduler seeing it, plus first-chunk streaming: API server,
     #: tokenisation, detokenisation (10-60 ms in the small-prompt TTFTs of the reference rows on H100)
     request_overhead_s: float = 0.02
+    #: efficiency of a mixture-of-experts model relative to a dense one on the same engine and chip (routing,
+    #: expert GEMMs on few tokens each, padding); multiplies both efficiencies for MoE models only. Neuron stacks
+    #: of 2025 run MoE models ~2x slower than their dense-equivalent (M060 vs M066 on trn2)
+    moe_eff: float = 1.0
 
     def params(self) -> dict[str, float]:
         return {
@@ -61,6 +65,7 @@ class Profile:
             "step_overhead_s": self.step_overhead_s,
             "seq_overhead_s": self.seq_overhead_s,
             "request_overhead_s": self.request_overhead_s,
+            "moe_eff": self.moe_eff,
         }
 
 
@@ -107,8 +112,9 @@ class StepModel:
 
         # int8/int4 are weight-only here (W8A16/W4A16: AWQ, GPTQ, Neuron int8 storage): the math runs in 16 bit
         math_dtype = cfg.quantization if cfg.quantization in ("bf16", "fp8") else "bf16"
-        flops = acc.device_flops(math_dtype) * profile.compute_eff
-        bw = acc.device_bw_bytes * profile.bandwidth_eff
+        moe = profile.moe_eff if spec.moe is not None else 1.0
+        flops = acc.device_flops(math_dtype) * profile.compute_eff * moe
+        bw = acc.device_bw_bytes * profile.bandwidth_eff * moe
         # compute seconds per token of linear layers, per context token of attention
         active = spec.params_b if d.moe_dense else spec.active_params_b
         self._c_tok = 2 * active * 1e9 / tp / flops
