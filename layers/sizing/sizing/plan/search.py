@@ -1,9 +1,10 @@
 """The product's answer: architectures ranked by monthly cost that meet the workload's SLOs.
 
 Search is branch and bound. Every hardware option gets a cheap roofline upper bound on per-replica capacity, hence
-a lower bound on its monthly cost; options are then simulated cheapest-bound first, and the search stops once the
-next option's *lower* bound exceeds the cost of the `certify`-th cheapest feasible architecture found -- such
-options cannot enter the ranking and are reported as dominated, with their bound."""
+a lower bound on the monthly cost it is ranked by (its spot cost where the workload allows only spot); options are
+then simulated cheapest-bound first, and the search stops once the next option's *lower* bound exceeds the cost of
+the `certify`-th cheapest feasible architecture found -- such options cannot enter the ranking and are reported as
+dominated, with their bound."""
 
 from __future__ import annotations
 
@@ -105,11 +106,15 @@ def _capacity_type(wm: WorkloadModel, deployment: str) -> str:
     return "spot"
 
 
-def _rank_cost(arch: dict[str, Any]) -> float:
-    cost = arch["cost"]
-    if arch["capacity_type"] == "spot" and cost.get("usd_per_month_spot") is not None:
+def _ranked_usd_per_month(cost: dict[str, Any], capacity_type: str) -> float:
+    """The monthly cost an architecture is ranked by: its spot cost where it runs on spot, else on-demand."""
+    if capacity_type == "spot" and cost.get("usd_per_month_spot") is not None:
         return float(cost["usd_per_month_spot"])
     return float(cost["usd_per_month"])
+
+
+def _rank_cost(arch: dict[str, Any]) -> float:
+    return _ranked_usd_per_month(arch["cost"], arch["capacity_type"])
 
 
 def _stats_dict(sim: Any, metric: str) -> dict[str, float]:
@@ -366,11 +371,13 @@ def estimate(
             rejected.append({"id": hw.key, "kind": "slo", "reason": early[0]})
             near.append((hw, early[1]))
             continue
+        # the cost the ranking reads (spot where the workload allows only spot), at the roofline's capacity: no
+        # replica serves more, and fewer requests per replica never cost less
         lb = math.inf
         for d in deployments:
             pricing = _pricing(cat, wm, hw, d)
             proj = project(wm, b.max_requests_per_s, hw.replicas_per_instance, pricing, users)
-            lb = min(lb, proj["usd_per_month"])
+            lb = min(lb, _ranked_usd_per_month(proj, _capacity_type(wm, d)))
         options.append(
             Option(hw, cfg, fit, step, b.max_requests_per_s, lb, cat.instance(hw.instance_type).accelerator)
         )
