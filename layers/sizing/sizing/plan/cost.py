@@ -61,32 +61,29 @@ def replicas_by_hour(
     return [max(min_replicas, math.ceil(r * rps_scale / capacity_rps - 1e-9)) for r in wm.hourly_rps]
 
 
-def nodes_for(replicas: int, replicas_per_instance: int, min_nodes: int) -> int:
-    return max(min_nodes, math.ceil(replicas / replicas_per_instance))
-
-
-def project(
-    wm: WorkloadModel,
-    capacity_rps: float,
-    replicas_per_instance: int,
-    pricing: Pricing,
-    users_total: int | None,
-) -> dict[str, Any]:
-    """Monthly cost figures for one architecture whose replica sustains `capacity_rps` under the SLO."""
+def _schedule(
+    wm: WorkloadModel, capacity_rps: float, replicas_per_instance: int, lead_time_s: float
+) -> tuple[list[int], list[int], float, int]:
+    """Replicas and nodes each hour, node-hours billed per day, and the nodes holding the min_replicas base."""
     c = wm.spec.constraints
     hourly = replicas_by_hour(wm, capacity_rps, c.min_replicas)
     min_nodes = min(c.min_replicas, AVAILABILITY_ZONES)
-    nodes = [nodes_for(r, replicas_per_instance, min_nodes) for r in hourly]
+    nodes = [max(min_nodes, math.ceil(r / replicas_per_instance)) for r in hourly]
     # node-hours billed per day: each hour's nodes, plus lead time for nodes added for the next hour and the
     # scale-down lag for nodes removed after it
     billed = 0.0
     for h in range(24):
         nxt, prev = nodes[(h + 1) % 24], nodes[h - 1]
         billed += nodes[h]
-        billed += max(0, nxt - nodes[h]) * pricing.lead_time_s / 3600
+        billed += max(0, nxt - nodes[h]) * lead_time_s / 3600
         billed += max(0, prev - nodes[h]) * SCALE_DOWN_LAG_S / 3600
-    always_on = min(nodes)  # nodes running every hour: what a Savings Plan commitment should cover
-    od_base = min_nodes  # nodes holding the min_replicas base: kept on-demand when the rest runs on spot
+    return hourly, nodes, billed, min_nodes
+
+
+def _on_demand_and_spot(
+    billed: float, od_base: int, pricing: Pricing
+) -> tuple[float, float | None, float, float]:
+    """Monthly cost on demand and on spot (None without spot), and the fixed and compute parts of the first."""
     price = pricing.usd_per_hour
     fixed_per_hour = pricing.control_plane_usd_per_hour + LOAD_BALANCER_USD_PER_HOUR
     fixed_month = fixed_per_hour * HOURS_PER_MONTH
@@ -98,6 +95,33 @@ def project(
         spot = (
             od_base * 24 * price + (billed - od_base * 24) * price * (1 - pricing.spot_discount)
         ) * DAYS_PER_MONTH + fixed_month
+    return on_demand, spot, fixed_month, compute_month
+
+
+def monthly_usd(
+    wm: WorkloadModel, capacity_rps: float, replicas_per_instance: int, pricing: Pricing
+) -> tuple[float, float | None]:
+    """`project`'s usd_per_month and usd_per_month_spot alone, to the cent: what the search's cost bound reads,
+    for every hardware option, without the rest of the figures."""
+    _hourly, _nodes, billed, od_base = _schedule(wm, capacity_rps, replicas_per_instance, pricing.lead_time_s)
+    on_demand, spot, _fixed, _compute = _on_demand_and_spot(billed, od_base, pricing)
+    return round(on_demand, 2), None if spot is None else round(spot, 2)
+
+
+def project(
+    wm: WorkloadModel,
+    capacity_rps: float,
+    replicas_per_instance: int,
+    pricing: Pricing,
+    users_total: int | None,
+) -> dict[str, Any]:
+    """Monthly cost figures for one architecture whose replica sustains `capacity_rps` under the SLO."""
+    hourly, nodes, billed, od_base = _schedule(wm, capacity_rps, replicas_per_instance, pricing.lead_time_s)
+    always_on = min(nodes)  # nodes running every hour: what a Savings Plan commitment should cover
+    # od_base: nodes holding the min_replicas base, kept on-demand when the rest runs on spot
+    price = pricing.usd_per_hour
+    fixed_per_hour = pricing.control_plane_usd_per_hour + LOAD_BALANCER_USD_PER_HOUR
+    on_demand, spot, fixed_month, compute_month = _on_demand_and_spot(billed, od_base, pricing)
     savings_plan = (
         always_on * 24 * price * (1 - SAVINGS_PLAN_1Y_DISCOUNT) + (billed - always_on * 24) * price
     ) * DAYS_PER_MONTH + fixed_month

@@ -32,6 +32,7 @@ from sizing.plan.cost import (
     SCALE_UP_LEAD_S_NEURON,
     Pricing,
     bedrock_bill,
+    monthly_usd,
     project,
 )
 from sizing.workload import SLO, WorkloadModel, WorkloadSpec, resolve
@@ -106,15 +107,16 @@ def _capacity_type(wm: WorkloadModel, deployment: str) -> str:
     return "spot"
 
 
-def _ranked_usd_per_month(cost: dict[str, Any], capacity_type: str) -> float:
+def _ranked_usd_per_month(on_demand: float, spot: float | None, capacity_type: str) -> float:
     """The monthly cost an architecture is ranked by: its spot cost where it runs on spot, else on-demand."""
-    if capacity_type == "spot" and cost.get("usd_per_month_spot") is not None:
-        return float(cost["usd_per_month_spot"])
-    return float(cost["usd_per_month"])
+    if capacity_type == "spot" and spot is not None:
+        return float(spot)
+    return float(on_demand)
 
 
 def _rank_cost(arch: dict[str, Any]) -> float:
-    return _ranked_usd_per_month(arch["cost"], arch["capacity_type"])
+    cost = arch["cost"]
+    return _ranked_usd_per_month(cost["usd_per_month"], cost.get("usd_per_month_spot"), arch["capacity_type"])
 
 
 def _stats_dict(sim: Any, metric: str) -> dict[str, float]:
@@ -354,7 +356,6 @@ def estimate(
     rejected: list[dict[str, str]] = list(enum.rejected)
     deployments = _deployments(wm)
     c = wm.spec.constraints
-    users = wm.spec.users.total if wm.spec.users else None
     options: list[Option] = []
     near: list[tuple[Any, dict[str, float]]] = []
     # 1. memory fit and roofline bounds for every hardware option (cheap)
@@ -376,8 +377,8 @@ def estimate(
         lb = math.inf
         for d in deployments:
             pricing = _pricing(cat, wm, hw, d)
-            proj = project(wm, b.max_requests_per_s, hw.replicas_per_instance, pricing, users)
-            lb = min(lb, _ranked_usd_per_month(proj, _capacity_type(wm, d)))
+            on_demand, spot = monthly_usd(wm, b.max_requests_per_s, hw.replicas_per_instance, pricing)
+            lb = min(lb, _ranked_usd_per_month(on_demand, spot, _capacity_type(wm, d)))
         options.append(
             Option(hw, cfg, fit, step, b.max_requests_per_s, lb, cat.instance(hw.instance_type).accelerator)
         )
