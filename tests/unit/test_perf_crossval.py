@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from test_perf_reference import BASE as REFERENCE_ROW
 
 from sizing.perf.fit import (
     CV_GROUPINGS,
@@ -17,30 +18,17 @@ from sizing.perf.fit import (
 )
 from sizing.perf.reference import CalRow, parse_row
 
+#: a reference-CSV row: the perf reference tests' typical row, here an A10G single-user measurement
 BASE = {
-    "row_id": "T1",
-    "source": "org/repo:bench-a.md@abc (table)",
-    "engine": "vLLM (OpenAI server)",
-    "engine_version_if_known": "",
-    "model": "meta-llama/Meta-Llama-3-8B-Instruct",
-    "dtype_quantization": "bf16",
+    **REFERENCE_ROW,
     "hardware": "1x A10G 24GB",
     "tensor_parallel": "1",
     "input_tokens": "256",
     "output_tokens": "64",
     "concurrency_or_request_rate": "concurrency=1",
     "ttft_ms_mean": "90",
-    "ttft_ms_p50": "",
-    "ttft_ms_p99": "",
     "tpot_ms_mean_or_itl": "32",
-    "e2e_s_mean": "",
     "output_tokens_per_s_total": "",
-    "requests_per_s": "",
-    "tpot_ms_p50": "",
-    "tpot_ms_p99": "",
-    "e2e_s_p50": "",
-    "quality": "A (vendor)",
-    "notes": "",
 }
 
 
@@ -133,3 +121,19 @@ def test_without_moe_rows_the_moe_efficiency_stays_at_its_prior(rows):
     # THEN the MoE efficiency is the prior's exactly (nothing in the rows speaks to it)
     assert theta[MOE] == prior[MOE]
     assert len(theta) == len(prior)
+
+
+def test_a_row_that_measured_the_median_inter_token_latency_is_compared_with_it():
+    from sizing.perf.fit import predict_row
+    from sizing.perf.step import Profile
+
+    # GIVEN a loaded replica whose decode steps share time with long prompts' prefill chunks
+    loaded = _row("T9", "org/repo:itl.md@abc", 300, 40).model_copy(
+        update={"input_tokens": 3000.0, "output_tokens": 200.0, "load_value": 16.0}
+    )
+    profile = Profile(0.5, 0.8, 0.003)
+    # WHEN the same row is read as a mean TPOT and as a median inter-token latency
+    mean_tpot = predict_row(loaded, profile)["tpot"]
+    itl_p50 = predict_row(loaded.model_copy(update={"tpot_stat": "itl_p50"}), profile)["tpot"]
+    # THEN the median gap between tokens is below the mean time per token (prefill stalls lengthen the mean)
+    assert 0 < itl_p50 < mean_tpot

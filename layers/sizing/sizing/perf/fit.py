@@ -177,7 +177,7 @@ def predict_row(row: CalRow, profile: Profile) -> dict[str, float]:
             # static batching: one context encoding of the whole batch returns every first token together
             out["ttft"] = float(res.per_request["ttft_ms"].max())
     if "tpot" in want:
-        out["tpot"] = res.tpot_ms.mean
+        out["tpot"] = res.tpot_ms.mean if row.tpot_stat == "mean" else res.itl_ms.p50
     if "throughput" in want:
         out["throughput"] = res.output_tokens_per_s if row.output_tokens_per_s else res.requests_per_s
     if "e2e" in want:

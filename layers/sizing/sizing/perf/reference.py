@@ -93,6 +93,8 @@ class CalRow(BaseModel):
     ttft_ms: float | None = None
     ttft_stat: Literal["mean", "p50"] = "mean"
     tpot_ms: float | None = None
+    #: what `tpot_ms` measured: the per-request mean time per output token, or the median inter-token latency
+    tpot_stat: Literal["mean", "itl_p50"] = "mean"
     e2e_s: float | None = None
     output_tokens_per_s: float | None = Field(default=None, description="per replica")
     requests_per_s: float | None = Field(default=None, description="per replica")
