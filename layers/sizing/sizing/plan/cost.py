@@ -6,6 +6,7 @@ Every figure here is arithmetic a finance team can redo: replicas x price x hour
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,10 +74,12 @@ def _schedule(
     # scale-down lag for nodes removed after it
     billed = 0.0
     for h in range(24):
-        nxt, prev = nodes[(h + 1) % 24], nodes[h - 1]
-        billed += nodes[h]
-        billed += max(0, nxt - nodes[h]) * lead_time_s / 3600
-        billed += max(0, prev - nodes[h]) * SCALE_DOWN_LAG_S / 3600
+        now, nxt, prev = nodes[h], nodes[(h + 1) % 24], nodes[h - 1]
+        billed += now
+        if nxt > now:
+            billed += (nxt - now) * lead_time_s / 3600
+        if prev > now:
+            billed += (prev - now) * SCALE_DOWN_LAG_S / 3600
     return hourly, nodes, billed, min_nodes
 
 
@@ -99,13 +102,21 @@ def _on_demand_and_spot(
 
 
 def monthly_usd(
-    wm: WorkloadModel, capacity_rps: float, replicas_per_instance: int, pricing: Pricing
-) -> tuple[float, float | None]:
-    """`project`'s usd_per_month and usd_per_month_spot alone, to the cent: what the search's cost bound reads,
-    for every hardware option, without the rest of the figures."""
-    _hourly, _nodes, billed, od_base = _schedule(wm, capacity_rps, replicas_per_instance, pricing.lead_time_s)
-    on_demand, spot, _fixed, _compute = _on_demand_and_spot(billed, od_base, pricing)
-    return round(on_demand, 2), None if spot is None else round(spot, 2)
+    wm: WorkloadModel, capacity_rps: float, replicas_per_instance: int, pricings: Sequence[Pricing]
+) -> list[tuple[float, float | None]]:
+    """`project`'s usd_per_month and usd_per_month_spot alone, to the cent, under each of `pricings` (the
+    deployments of one instance type): what the search's cost bound reads for every hardware option, without
+    the rest of the figures, and one schedule for the deployments that share a lead time."""
+    schedules: dict[float, tuple[list[int], list[int], float, int]] = {}
+    out: list[tuple[float, float | None]] = []
+    for pricing in pricings:
+        lead = pricing.lead_time_s
+        if lead not in schedules:
+            schedules[lead] = _schedule(wm, capacity_rps, replicas_per_instance, lead)
+        _hourly, _nodes, billed, od_base = schedules[lead]
+        on_demand, spot, _fixed, _compute = _on_demand_and_spot(billed, od_base, pricing)
+        out.append((round(on_demand, 2), None if spot is None else round(spot, 2)))
+    return out
 
 
 def project(

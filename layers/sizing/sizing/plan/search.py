@@ -374,11 +374,15 @@ def estimate(
             continue
         # the cost the ranking reads (spot where the workload allows only spot), at the roofline's capacity: no
         # replica serves more, and fewer requests per replica never cost less
-        lb = math.inf
-        for d in deployments:
-            pricing = _pricing(cat, wm, hw, d)
-            on_demand, spot = monthly_usd(wm, b.max_requests_per_s, hw.replicas_per_instance, pricing)
-            lb = min(lb, _ranked_usd_per_month(on_demand, spot, _capacity_type(wm, d)))
+        pricings = [_pricing(cat, wm, hw, d) for d in deployments]
+        monthly = monthly_usd(wm, b.max_requests_per_s, hw.replicas_per_instance, pricings)
+        lb = min(
+            (
+                _ranked_usd_per_month(on_demand, spot, _capacity_type(wm, d))
+                for d, (on_demand, spot) in zip(deployments, monthly, strict=True)
+            ),
+            default=math.inf,  # Bedrock alone: no instance to bound
+        )
         options.append(
             Option(hw, cfg, fit, step, b.max_requests_per_s, lb, cat.instance(hw.instance_type).accelerator)
         )
