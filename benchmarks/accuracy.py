@@ -38,11 +38,9 @@ def verdicts(table: dict, label: str) -> None:
 def main() -> int:
     from sizing.perf.calibration import load_profiles
     from sizing.perf.fit import (
-        cross_validate,
-        error_table,
+        cv_table,
         fit_profiles,
         format_error_table,
-        prediction_rows,
         reference_catalog,
         row_config,
     )
@@ -62,10 +60,9 @@ def main() -> int:
         rows = [r for r in rows if memory_fit(row_config(r), reference_catalog()).fits]
         profiles = fit_profiles(rows)
         for grouping in ("source", "study"):
-            preds = cross_validate(
-                rows, profiles, lambda m: print(m, file=sys.stderr), grouping=grouping, workers=args.workers
+            tables[grouping] = cv_table(
+                rows, profiles, grouping, lambda m: print(m, file=sys.stderr), args.workers
             )
-            tables[grouping] = {**error_table(preds), "grouping": grouping, "rows": prediction_rows(preds)}
         print("recomputed now")
     else:
         tables = {

@@ -28,6 +28,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import yaml
@@ -345,17 +346,22 @@ KIND_SIGMA_FLOOR = (0.2, 0.2, 0.5, 0.5, 0.5, 0.35)
 KIND_SPREAD_MIN_FAMILIES = 3
 
 
-def kind_sigma(family: str, profiles: dict[str, dict[str, Any]]) -> tuple[float, ...]:
-    """Widths of the stage-2 prior: the spread (standard deviation in log space) of the other families' first-
-    stage fits, floored by `KIND_SIGMA_FLOOR` and never wider than the literature widths (`FAMILY_SIGMA`) --
-    empirical Bayes: the fleet says how far a family may plausibly sit from the rest."""
-    thetas = [
-        _theta(v)
+def _kin(family: str, profiles: dict[str, dict[str, Any]]) -> list[tuple[list[float], int]]:
+    """(parameters, rows) of the first-stage fits of the *other* families of `family`'s kind."""
+    return [
+        (_theta(v), v["rows"])
         for k, v in profiles.items()
         if k.endswith("/" + ALONE)
         and k.split("/")[0] != family
         and kind_of(k.split("/")[0]) == kind_of(family)
     ]
+
+
+def kind_sigma(family: str, profiles: dict[str, dict[str, Any]]) -> tuple[float, ...]:
+    """Widths of the stage-2 prior: the spread (standard deviation in log space) of the other families' first-
+    stage fits, floored by `KIND_SIGMA_FLOOR` and never wider than the literature widths (`FAMILY_SIGMA`) --
+    empirical Bayes: the fleet says how far a family may plausibly sit from the rest."""
+    thetas = [t for t, _n in _kin(family, profiles)]
     if len(thetas) < KIND_SPREAD_MIN_FAMILIES:
         return FAMILY_SIGMA
     return tuple(
@@ -369,18 +375,11 @@ def kind_prior(family: str, profiles: dict[str, dict[str, Any]]) -> list[float]:
     families of its kind -- what the rest of the fleet says about efficiencies and overheads -- or the literature
     prior when no other family of the kind has rows. Partial pooling across families: a family with few rows (L4)
     borrows strength from the others instead of from the literature alone; one with many rows barely moves."""
-    others = [
-        (v, v["rows"])
-        for k, v in profiles.items()
-        if k.endswith("/" + ALONE)
-        and k.split("/")[0] != family
-        and kind_of(k.split("/")[0]) == kind_of(family)
-    ]
-    if not others:
+    kin = _kin(family, profiles)
+    if not kin:
         return _theta(PRIOR)
-    total = sum(n for _, n in others)
-    thetas = [(_theta(v), n) for v, n in others]
-    return [sum(t[i] * n for t, n in thetas) / total for i in range(len(PRIOR))]
+    total = sum(n for _, n in kin)
+    return [sum(t[i] * n for t, n in kin) / total for i in range(len(PRIOR))]
 
 
 def fit_profiles(
@@ -517,24 +516,34 @@ def cross_validate(
     "source" or "study", see `CV_GROUPINGS`). Folds are independent; `workers` > 1 runs them in processes. The
     result does not depend on `workers` (folds are deterministic and collected in key order)."""
     keys = sorted({cv_key(r, grouping) for r in rows})
-    results: list[tuple[str, list[Prediction]]]
+    preds: list[Prediction] = []
+
+    def collect(results: Iterable[tuple[str, list[Prediction]]]) -> None:
+        for note, fold in results:
+            preds.extend(fold)
+            if progress:
+                progress(note)
+
     if workers > 1 and len(keys) > 1:
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(_fold, rows, k, grouping, full) for k in keys]
-            results = []
-            for f in futures:
-                results.append(f.result())
-                if progress:
-                    progress(results[-1][0])
+            collect(pool.map(_fold, repeat(rows), keys, repeat(grouping), repeat(full)))
     else:
-        results = []
-        for k in keys:
-            results.append(_fold(rows, k, grouping, full))
-            if progress:
-                progress(results[-1][0])
-    return [p for _, preds in results for p in preds]
+        collect(map(_fold, repeat(rows), keys, repeat(grouping), repeat(full)))
+    return preds
+
+
+def cv_table(
+    rows: Sequence[CalRow],
+    full: dict[str, dict[str, Any]],
+    grouping: str,
+    progress: Callable[[str], None] | None = None,
+    workers: int = 1,
+) -> dict[str, Any]:
+    """One cross-validation's error table (`error_table`), named by its grouping, with every prediction."""
+    preds = cross_validate(rows, full, progress, grouping=grouping, workers=workers)
+    return {**error_table(preds), "grouping": grouping, "rows": prediction_rows(preds)}
 
 
 def prediction_rows(preds: Sequence[Prediction]) -> list[dict[str, Any]]:
@@ -640,11 +649,9 @@ def run_calibration(
     by_study: dict[str, Any] = {}
     if cv:
         say("leave-one-source-out cross-validation ...")
-        preds = cross_validate(usable, profiles, say, grouping="source", workers=workers)
-        table = {**error_table(preds), "grouping": "source", "rows": prediction_rows(preds)}
+        table = cv_table(usable, profiles, "source", say, workers)
         say("leave-one-study-out cross-validation (stricter) ...")
-        spreds = cross_validate(usable, profiles, say, grouping="study", workers=workers)
-        by_study = {**error_table(spreds), "grouping": "study", "rows": prediction_rows(spreds)}
+        by_study = cv_table(usable, profiles, "study", say, workers)
         # the error a user should expect: the stricter study-level figure (an unseen lab, engine build and setup)
         for key, entry in profiles.items():
             fam = key.split("/")[0]
