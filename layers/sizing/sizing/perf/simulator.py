@@ -206,10 +206,15 @@ def _run(
     c0, c1, m0, m1, o = lines
     a1, b1 = c0 + c1 * C + o, c1 * D
     a2, b2 = m0 + m1 * C + o, m1 * D
-    if a2 >= a1 and b2 >= b1:  # memory-bound throughout (the common decode case)
-        ks, A, B, A2, B2 = n, a2, b2, a2, b2
-    else:
-        ks, A, B, A2, B2 = _split(a1, b1, a2, b2, n)
+    if a2 >= a1 and b2 >= b1:  # memory-bound throughout (the common decode case): one line
+        elapsed = n * a2 + b2 * (n - 1) * n * 0.5
+        if delta != math.inf and elapsed >= delta:
+            reach = _first_reaching(a2, b2, 0, delta)
+            if reach < n:
+                n = reach
+                elapsed = n * a2 + b2 * (n - 1) * n * 0.5
+        return n, elapsed, a2, a2 + b2 * (n - 1)
+    ks, A, B, A2, B2 = _split(a1, b1, a2, b2, n)
     if delta == math.inf and ks >= n:
         last = A + B * (n - 1)
         return n, n * A + B * (n - 1) * n * 0.5, A, last
@@ -459,22 +464,7 @@ def simulate(
             lines = lines_by_d[D]
             if lines is None:
                 lines = lines_by_d[D] = sm.decode_lines(D)
-            c0, c1, m0, m1, o = lines
-            a1, b1 = c0 + c1 * C + o, c1 * D
-            a2, b2 = m0 + m1 * C + o, m1 * D
-            if a2 >= a1 and b2 >= b1 and steps >= 1:
-                # memory-bound throughout (the common decode case): _run's arithmetic on its first line only
-                k = steps
-                elapsed = k * a2 + b2 * (k - 1) * k * 0.5
-                if delta != inf and elapsed >= delta:
-                    reach = _first_reaching(a2, b2, 0, delta)
-                    if reach < k:
-                        k = reach
-                    elapsed = k * a2 + b2 * (k - 1) * k * 0.5
-                f_step = a2
-                l_step = a2 + b2 * (k - 1)
-            else:
-                k, elapsed, f_step, l_step = _run(lines, C, D, steps, delta)
+            k, elapsed, f_step, l_step = _run(lines, C, D, steps, delta)
             t += elapsed
             G += k
             emitted += D * k
