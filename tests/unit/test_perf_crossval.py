@@ -137,3 +137,24 @@ def test_a_row_that_measured_the_median_inter_token_latency_is_compared_with_it(
     itl_p50 = predict_row(loaded.model_copy(update={"tpot_stat": "itl_p50"}), profile)["tpot"]
     # THEN the median gap between tokens is below the mean time per token (prefill stalls lengthen the mean)
     assert 0 < itl_p50 < mean_tpot
+
+
+def test_a_row_counted_in_the_clients_tokens_is_compared_in_them():
+    from sizing.perf.fit import predict_row
+    from sizing.perf.step import Profile
+
+    # GIVEN one deployment and load measured twice: once in the model's tokens, once by a client (llmperf) that
+    # counts 1.2x as many tokens and reports the whole request time per counted token
+    model_units = _row("T10", "org/repo:a.md@abc", 300, 40).model_copy(
+        update={"output_tokens": 150.0, "output_tokens_per_s": 30.0, "e2e_s": 5.0, "load_value": 4.0}
+    )
+    client_units = model_units.model_copy(
+        update={"client_output_tokens": 180.0, "tpot_stat": "e2e_per_token"}
+    )
+    profile = Profile(0.5, 0.8, 0.003)
+    # WHEN both are predicted
+    plain = predict_row(model_units, profile)
+    counted = predict_row(client_units, profile)
+    # THEN the client's figures are in its units: throughput 1.2x, TPOT the request time over 180 tokens
+    assert counted["throughput"] == pytest.approx(plain["throughput"] * 1.2)
+    assert counted["tpot"] == pytest.approx(plain["e2e"] * 1e3 / 180.0)

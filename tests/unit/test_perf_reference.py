@@ -131,6 +131,49 @@ def test_engine_builds_measured_apart_from_the_deployed_one_are_named(raw_engine
     assert (row.engine, row.build) == (engine, build)
 
 
+@pytest.mark.parametrize(
+    ("version", "build"),
+    [
+        ("vllm/vllm-openai:v0.4.3", "v0"),
+        ("0.6.2", "v0"),
+        ("vLLM main at CI build 9513 (~late 2024; exact version not on page)", "v0"),
+        ("not stated (Aug 2024)", "v0"),
+        ("djl-inference:0.29.0-lmi11.0.0-cu124; FMBench 2.0.20", "v0"),
+        ("0.11.0", ""),
+        ("v0.23.0 (V1 engine)", ""),
+        ("vLLM V1 engine (image version not stated; Feb 2025)", ""),
+        ("", ""),
+    ],
+)
+def test_vllm_rows_of_the_earlier_engine_generation_are_named(version, build):
+    # GIVEN a vLLM row and the engine version its source states
+    row = parse_row({**BASE, "engine_version_if_known": version})
+    # THEN V0-era rows (before 0.8, 2024 and earlier) calibrate apart from the current vLLM the product deploys;
+    # a row that states no version counts as the current one
+    assert isinstance(row, CalRow)
+    assert (row.engine, row.build) == ("vllm", build)
+
+
+def test_llmperf_rows_keep_the_clients_token_count_and_its_per_token_latency():
+    # GIVEN an llmperf row: the server generated 150 of the model's tokens, the client counted 177.4 Llama-2 tokens
+    row = parse_row(
+        {
+            **BASE,
+            "input_tokens": "550 (Llama-2-tokenizer count)",
+            "output_tokens": "150 max_tokens (client-counted mean 177.4 Llama-2 tokens)",
+        }
+    )
+    # THEN the request is 150 model tokens, and the row says its TPOT is llmperf's e2e / client-counted tokens
+    assert isinstance(row, CalRow)
+    assert row.output_tokens == 150
+    assert row.client_output_tokens == pytest.approx(177.4)
+    assert row.tpot_stat == "e2e_per_token"
+    # AND a row counted with the model's own tokenizer has no client count
+    plain = parse_row(BASE)
+    assert isinstance(plain, CalRow)
+    assert (plain.client_output_tokens, plain.tpot_stat) == (None, "mean")
+
+
 def test_rows_append_to_a_file_written_before_the_build_column(tmp_path):
     # GIVEN a load-test rows file written by an earlier version (no `build` column)
     ours = parse_row(BASE)

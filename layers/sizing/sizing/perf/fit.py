@@ -177,10 +177,18 @@ def predict_row(row: CalRow, profile: Profile) -> dict[str, float]:
         if row.build == STATIC_BATCH_BUILD and row.load == "batch":
             # static batching: one context encoding of the whole batch returns every first token together
             out["ttft"] = float(res.per_request["ttft_ms"].max())
+    # the client's token units when it counted with another tokenizer (llmperf), else the model's
+    per_request = row.client_output_tokens or row.output_tokens
     if "tpot" in want:
-        out["tpot"] = res.tpot_ms.mean if row.tpot_stat == "mean" else res.itl_ms.p50
+        if row.tpot_stat == "e2e_per_token":
+            out["tpot"] = res.e2e_s.mean * 1e3 / per_request
+        else:
+            out["tpot"] = res.tpot_ms.mean if row.tpot_stat == "mean" else res.itl_ms.p50
     if "throughput" in want:
-        out["throughput"] = res.output_tokens_per_s if row.output_tokens_per_s else res.requests_per_s
+        if row.output_tokens_per_s:
+            out["throughput"] = res.output_tokens_per_s * per_request / row.output_tokens
+        else:
+            out["throughput"] = res.requests_per_s
     if "e2e" in want:
         out["e2e"] = res.e2e_s.mean
     return out
@@ -209,6 +217,10 @@ def roofline_row(row: CalRow) -> dict[str, float]:
     want = measured(row)
     out = {"ttft": ttft * 1e3, "tpot": tpot * 1e3, "e2e": e2e}
     out["throughput"] = tps if row.output_tokens_per_s else tps / outp
+    if row.client_output_tokens:  # the same units as the row (see predict_row)
+        out["throughput"] *= row.client_output_tokens / outp
+        if row.tpot_stat == "e2e_per_token":
+            out["tpot"] = e2e * 1e3 / row.client_output_tokens
     return {k: v for k, v in out.items() if k in want}
 
 
@@ -427,7 +439,60 @@ def fit_profiles(
                 continue
             etheta = fit_group(erows, ftheta, ENGINE_SIGMA, fam, eng, ENGINE_EVALS)
             out[f"{fam}/{eng}"] = _entry(etheta, len(erows), f"{fam} x {eng}, prior = {fam} pooled")
+    _current_generation(out)
     return out
+
+
+#: Engines whose product profile is the current generation, with the key of the earlier generation's rows
+#: (`reference.ENGINE_BUILDS`): vLLM V1 against V0.
+GENERATIONS = {"vllm": "vllm@v0"}
+#: What a generation moves: V1 removed CPU work between steps (serving-facts.md s2), so the per-step and
+#: per-sequence overheads (theta indices); the kernels, and so the efficiencies, are the same generation to generation.
+GENERATION_PARAMS = (2, 4)
+
+
+def generation_step(profiles: dict[str, dict[str, Any]], engine: str) -> tuple[list[float], list[str]]:
+    """The log-change of the overheads from `engine`'s earlier generation to its current one: the mean over the
+    families where both were fitted on their own rows (and those families)."""
+    old = GENERATIONS[engine]
+    fams = sorted(
+        k.split("/")[0]
+        for k, v in profiles.items()
+        if k.endswith(f"/{engine}")
+        and v.get("rows")
+        and profiles.get(f"{k.split('/')[0]}/{old}", {}).get("rows")
+    )
+    step = [0.0] * len(BOUNDS)
+    for fam in fams:
+        new_t, old_t = _theta(profiles[f"{fam}/{engine}"]), _theta(profiles[f"{fam}/{old}"])
+        for i in GENERATION_PARAMS:
+            step[i] += (new_t[i] - old_t[i]) / len(fams)
+    return step, fams
+
+
+def _current_generation(out: dict[str, dict[str, Any]]) -> None:
+    """A family measured only with an engine's earlier generation gets the engine's product profile from that fit
+    moved by the generation step the other families measured (`generation_step`). Such entries have no rows of
+    their own and are derived afresh on every (re)fit."""
+    for engine, old in GENERATIONS.items():
+        step, fams = generation_step(out, engine)
+        for fam in sorted({k.split("/")[0] for k in out}):
+            key = f"{fam}/{engine}"
+            if key in out and out[key].get("rows"):
+                continue
+            out.pop(key, None)
+            if not fams or f"{fam}/{old}" not in out:
+                continue
+            theta = [t + d for t, d in zip(_theta(out[f"{fam}/{old}"]), step, strict=True)]
+            moved = ", ".join(
+                f"{n} x{math.exp(step[i]):.2f}"
+                for i, n in zip(GENERATION_PARAMS, ("step", "sequence"), strict=True)
+            )
+            out[key] = _entry(
+                theta,
+                0,
+                f"{fam} x {old} moved to the current {engine} ({moved} overhead; from {', '.join(fams)})",
+            )
 
 
 def _entry(theta: Sequence[float], n: int, basis: str) -> dict[str, Any]:

@@ -60,10 +60,16 @@ LOAD_ALIASES = {"concurrency": "closed", "rate": "open", "request_rate": "open"}
 #:   (the AWS SDK tables and FMBench's Triton rows); steps run ~3x faster than vLLM on Neuron for the same model
 #:   (M003 6.4 ms vs M069 26.6 ms TPOT for Llama-3.1-8B on inf2).
 #: - Neuron `tgi`: TGI's Neuron backend (optimum-neuron), padding-based batching, an older server.
-#: The product deploys vLLM on Neuron (vllm-neuron / optimum-neuron), the unnamed build.
+#: - vLLM `v0`: releases before 0.8 (the V0 engine: 2024 and earlier, or DJL LMI images of that time). V1 (the
+#:   default from 0.8, 2025) removed most of the CPU work between steps, "up to 1.7x throughput vs V0"
+#:   (serving-facts.md s2); the V1 rows show it (Qwen2.5-0.5B on L4 at 5 ms per token, X056; Qwen3-8B on H100,
+#:   X071). A row with no version stated counts as the current build.
+#: The product deploys vLLM on Neuron (vllm-neuron / optimum-neuron) and the current vLLM, the unnamed builds.
+#: Each pattern is searched in the reference's engine and engine-version columns together.
 ENGINE_BUILDS: list[tuple[str, str, str]] = [
     ("neuron", r"transformers-neuronx", "transformers-neuronx"),
     ("neuron", r"\btgi\b", "tgi"),
+    ("vllm", r"\bv?0\.[0-7]\.\d|\bCI build\b|\b202[34]\b|djl-inference", "v0"),
 ]
 
 
@@ -93,8 +99,12 @@ class CalRow(BaseModel):
     ttft_ms: float | None = None
     ttft_stat: Literal["mean", "p50"] = "mean"
     tpot_ms: float | None = None
-    #: what `tpot_ms` measured: the per-request mean time per output token, or the median inter-token latency
-    tpot_stat: Literal["mean", "itl_p50"] = "mean"
+    #: what `tpot_ms` measured: the per-request mean time per output token, the median inter-token latency, or
+    #: llmperf's "inter-token latency": the whole request time over the output tokens the client counted
+    tpot_stat: Literal["mean", "itl_p50", "e2e_per_token"] = "mean"
+    #: output tokens per request as the client counted them, when it counted with another tokenizer than the
+    #: model's (llmperf counts with the Llama-2 tokenizer); the row's TPOT and throughput are in these units
+    client_output_tokens: float | None = Field(default=None, gt=0)
     e2e_s: float | None = None
     output_tokens_per_s: float | None = Field(default=None, description="per replica")
     requests_per_s: float | None = Field(default=None, description="per replica")
@@ -343,6 +353,7 @@ def parse_row(r: dict[str, str], annotation: dict[str, Any] | None = None) -> Ca
     if drop_ttft:
         ttft = None
     tpot = _f(r["tpot_ms_mean_or_itl"]) or _f(r["tpot_ms_p50"])
+    client = re.search(r"client-counted mean (\d+(?:\.\d+)?)", r["output_tokens"], re.I)
     e2e = _f(r["e2e_s_mean"]) or _f(r["e2e_s_p50"])
     tps = _f(r["output_tokens_per_s_total"])
     rps = _f(r["requests_per_s"])
@@ -381,11 +392,14 @@ def parse_row(r: dict[str, str], annotation: dict[str, Any] | None = None) -> Ca
         "requests_per_s": rps,
         "weight": QUALITY_WEIGHT.get(quality, 0.4),
     }
+    if client:  # llmperf: TPOT = e2e / client-counted tokens, throughput in client tokens per second
+        fields.update(client_output_tokens=float(client.group(1)), tpot_stat="e2e_per_token")
     fields.update(_notes_overrides(r.get("notes", "")))
     if load == "batch" and engine == "neuron":
         fields["max_num_seqs"] = int(value)
+    named = f"{r['engine']} {r.get('engine_version_if_known') or ''}"
     fields["build"] = next(
-        (b for eng, pattern, b in ENGINE_BUILDS if eng == engine and re.search(pattern, r["engine"], re.I)),
+        (b for eng, pattern, b in ENGINE_BUILDS if eng == engine and re.search(pattern, named, re.I)),
         "",
     )
     fields.update(ann)
