@@ -55,8 +55,12 @@ def test_a_family_measured_only_with_v0_gets_the_current_vllm_from_the_others_ge
     assert "a10g x vllm@v0 moved to the current vllm" in a10g["basis"]
     assert "hopper, l4" in a10g["basis"]
     # AND the product's vLLM prediction on A10G uses it, not the family pooled over engines
+    a10g["expected_error"] = {"tpot": 0.2}  # as `sizing calibrate` gives every entry its family's error
     prof = profile_for("a10g", "vllm", {"version": "t", "profiles": profiles})
     assert prof.step_overhead_s == pytest.approx(a10g["step_overhead_s"])
+    assert prof.basis == a10g["basis"]
+    # AND, as no row measured it, the error it states is wider than the family's
+    assert prof.expected_error["tpot"] > 0.2
     # AND families fitted on their own current-generation rows are left as fitted
     assert profiles["hopper/vllm"]["step_overhead_s"] == 0.002
 

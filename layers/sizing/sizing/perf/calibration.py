@@ -2,7 +2,9 @@
 
 `sizing calibrate` regenerates `data/calibration.json` from the reference measurements (see
 `sizing.perf.fit`). Look-ups fall back explicitly: (family, engine) -> (family, any engine) with a wider stated
-error -> the nearest relative family -> the global profile; the fallback taken is named in `Profile.basis`.
+error -> the nearest relative family -> the global profile; the fallback taken is named in `Profile.basis`. A
+(family, engine) entry with no rows of its own was derived from the engine's earlier generation on the family
+(`sizing.perf.fit.GENERATIONS`); it states its derivation and a wider error too.
 """
 
 from __future__ import annotations
@@ -92,6 +94,10 @@ def profile_for(accelerator_id: str, engine: str, data: dict[str, Any] | None = 
     profiles: dict[str, Any] = data.get("profiles", {})
     fam = family_of(accelerator_id)
     key = f"{fam}/{engine}"
+    if key in profiles and profiles[key].get("rows") == 0:
+        # derived, not fitted: the engine's earlier generation on this family moved to the current one
+        # (sizing.perf.fit.GENERATIONS); no row measured it, so the stated error widens as for a fallback
+        return _profile(profiles[key], fam, engine, profiles[key]["basis"], version, FALLBACK_ERROR_WIDENING)
     if key in profiles:
         return _profile(profiles[key], fam, engine, f"calibrated on {fam} x {engine}", version)
     if f"{fam}/*" in profiles:
