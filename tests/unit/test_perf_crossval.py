@@ -158,3 +158,25 @@ def test_a_row_counted_in_the_clients_tokens_is_compared_in_them():
     # THEN the client's figures are in its units: throughput 1.2x, TPOT the request time over 180 tokens
     assert counted["throughput"] == pytest.approx(plain["throughput"] * 1.2)
     assert counted["tpot"] == pytest.approx(plain["e2e"] * 1e3 / 180.0)
+
+
+def test_users_that_start_together_wait_for_each_others_prompts():
+    from sizing.perf.fit import predict_row
+    from sizing.perf.step import Profile
+
+    # GIVEN 16 users sending identical requests (fixed prompt and output lengths) to a replica whose KV cache holds
+    # them all, started by a client that issues them all at once, and the same users started spread out
+    spread = _row("T11", "org/repo:b.md@abc", 300, 40).model_copy(
+        update={"input_tokens": 200.0, "output_tokens": 300.0, "load_value": 16.0}
+    )
+    together = spread.model_copy(update={"start": "together"})
+    single = spread.model_copy(update={"load_value": 1.0})
+    profile = Profile(0.5, 0.8, 0.003)
+    # WHEN their time to first token is predicted
+    alone = predict_row(single, profile)["ttft"]
+    waves = predict_row(together, profile)["ttft"]
+    staggered = predict_row(spread, profile)["ttft"]
+    # THEN users in lock-step waves wait for the whole wave's prompts: several single prefills on average
+    assert waves > 5 * alone
+    # AND users that arrive spread out mostly find the engine decoding, and wait far less
+    assert staggered < waves / 3

@@ -188,3 +188,21 @@ def test_rows_append_to_a_file_written_before_the_build_column(tmp_path):
     add_rows([ours.model_copy(update={"row_id": "T2"})], path)
     # THEN both read back, in the file's own columns
     assert [r.row_id for r in read_rows(path)] == ["T1", "T2"]
+
+
+@pytest.mark.parametrize(
+    ("load", "start"),
+    [
+        ("concurrency=8 (genai-perf)", "together"),
+        ("max-concurrency=32, request-rate inf (closed loop)", "together"),
+        ("max-concurrency=2 (vllm bench serve, sonnet, 50 prompts)", "together"),
+        ("concurrency=16 (llmperf)", "spread"),
+        ("concurrency=25", "spread"),
+    ],
+)
+def test_clients_that_start_every_user_at_once_are_named(load, start):
+    # GIVEN a closed-loop row and the client that drove it
+    row = parse_row({**BASE, "concurrency_or_request_rate": load})
+    # THEN rows of clients that issue every user's first request at once are simulated that way
+    assert isinstance(row, CalRow)
+    assert (row.load, row.start) == ("closed", start)

@@ -160,7 +160,8 @@ def predict_row(row: CalRow, profile: Profile) -> dict[str, float]:
     load: ClosedLoop | OpenLoop
     if row.load == "closed":
         c = max(1, round(row.load_value))
-        load, n = ClosedLoop(c), min(MAX_REQUESTS, max(floor, ROUNDS * c))
+        load = ClosedLoop(c, ramp_s=0.0 if row.start == "together" else None)
+        n = min(MAX_REQUESTS, max(floor, ROUNDS * c))
     elif row.load in ("batch", "offline"):
         c = max(1, round(row.load_value))
         load, n, warmup = ClosedLoop(c, ramp_s=0.0), c, 0.0

@@ -40,6 +40,11 @@ SHAREGPT_SIGMA = 0.9
 #: Llama-2 tokenizer counts -> Llama-3 tokens: the 128k-vocabulary tokenizer needs ~15% fewer tokens for English
 #: (Meta's Llama-3 announcement); assumed for the llmperf rows counted with the Llama-2 tokenizer.
 LLAMA2_TO_LLAMA3_TOKENS = 0.85
+#: Load clients that start every user at once: genai-perf's concurrency mode, and vLLM's serving benchmark at an
+#: infinite request rate behind `max-concurrency` (all requests are issued at t=0 and a semaphore lets N through)
+LOCKSTEP_CLIENT = re.compile(
+    r"genai-perf|max-concurrency=\d+.*request-rate inf|max-concurrency=\d+ \(vllm bench", re.I
+)
 #: Trainium2 runs at logical NeuronCore config 2 by default: one logical core = 2 physical NeuronCore-v3
 #: [serving-facts.md s3, LNC=2 default]; the catalog's device on trn2 is a physical core.
 TRN2_LNC = 2
@@ -105,6 +110,10 @@ class CalRow(BaseModel):
     #: output tokens per request as the client counted them, when it counted with another tokenizer than the
     #: model's (llmperf counts with the Llama-2 tokenizer); the row's TPOT and throughput are in these units
     client_output_tokens: float | None = Field(default=None, gt=0)
+    #: how a closed loop's users start: spread over a request's duration (where closed loops settle), or together
+    #: (genai-perf's concurrency mode issues every user's request at once; identical synthetic prompts with fixed
+    #: output lengths then keep the users in lock-step waves, each wave's prompts prefilled together)
+    start: Literal["spread", "together"] = "spread"
     e2e_s: float | None = None
     output_tokens_per_s: float | None = Field(default=None, description="per replica")
     requests_per_s: float | None = Field(default=None, description="per replica")
@@ -392,6 +401,8 @@ def parse_row(r: dict[str, str], annotation: dict[str, Any] | None = None) -> Ca
         "requests_per_s": rps,
         "weight": QUALITY_WEIGHT.get(quality, 0.4),
     }
+    if LOCKSTEP_CLIENT.search(r["concurrency_or_request_rate"]):
+        fields["start"] = "together"
     if client:  # llmperf: TPOT = e2e / client-counted tokens, throughput in client tokens per second
         fields.update(client_output_tokens=float(client.group(1)), tpot_stat="e2e_per_token")
     fields.update(_notes_overrides(r.get("notes", "")))
