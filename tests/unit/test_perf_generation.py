@@ -80,3 +80,19 @@ def test_the_derived_profile_follows_a_refit_and_needs_families_with_both_genera
     _current_generation(profiles)
     assert generation_step(profiles, "vllm")[1] == []
     assert not any(k.endswith("/vllm") for k in profiles)
+
+
+def test_a_metric_the_familys_held_out_rows_never_measured_states_the_fleets_error_widened():
+    # GIVEN a family whose sources published TTFT and throughput but no TPOT
+    entry = {**_entry(0.003, 3e-5, 17), "expected_error": {"ttft": 0.3, "throughput": 0.15}}
+    data = {
+        "version": "t",
+        "profiles": {"l40s/vllm": entry},
+        "cross_validation_by_study": {"by_metric": {"ttft": {"mdape": 0.37}, "tpot": {"mdape": 0.28}}},
+    }
+    # WHEN a prediction asks for its profile
+    prof = profile_for("l40s", "vllm", data)
+    # THEN it keeps its family's own figures and states the all-families TPOT error, widened, rather than none
+    assert prof.expected_error["ttft"] == 0.3
+    assert prof.expected_error["throughput"] == 0.15
+    assert prof.expected_error["tpot"] == pytest.approx(0.28 * 1.5)

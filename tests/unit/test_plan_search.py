@@ -214,3 +214,17 @@ def test_more_users_never_lower_the_cheapest_cost(users: int, growth: float):
     many = copy.deepcopy(few)
     many["users"]["total"] = int(users * growth)
     assert cheapest(run(many)) >= cheapest(run(few)) - 1e-6
+
+
+def test_every_estimated_architecture_states_how_far_its_prediction_may_be_off(small_result):
+    # GIVEN a planned workload
+    estimated = [a for a in small_result["architectures"] if a["deployment"] != "bedrock"]
+    assert estimated
+    for a in estimated:
+        cal = a["calibration"]
+        # THEN each architecture the estimator predicted names the calibration it used (version, what it was
+        # fitted on) and the cross-validated error of that calibration, per metric, as a fraction
+        assert cal["version"] != "none" and cal["family"] and cal["engine"] == a["engine"]
+        assert cal["basis"]
+        assert {"ttft", "tpot"} <= set(cal["expected_error"])
+        assert all(0 < v < 5 for v in cal["expected_error"].values())

@@ -101,12 +101,16 @@ def test_every_figure_on_the_page_is_the_results_own(eks_first: dict[str, Any], 
         shown = shown_number(f.text)
         assert shown is not None, f"{f.path}: no number in {f.text!r}"
         number, rounding = shown
-        assert abs(number - f.value) <= rounding + 1e-9, f"{f.path}: page shows {f.text!r} for {f.value}"
+        assert abs(number - f.value * f.scale) <= rounding + 1e-9, (
+            f"{f.path}: page shows {f.text!r} for {f.value}"
+        )
     paths = {f.path for f in view.figures}
     for a in range(len(eks_first["architectures"])):
         assert f"architectures.{a}.cost.usd_per_month" in paths
         assert f"architectures.{a}.predicted.ttft_ms.p95" in paths
         assert f"architectures.{a}.predicted.e2e_s.p95" in paths
+        # beside each predicted latency, how far such a prediction typically is off
+        assert f"architectures.{a}.calibration.expected_error.ttft" in paths
     assert {
         "workload.peak_rps",
         "workload.slo.ttft_ms.p95",

@@ -4,7 +4,8 @@
 `sizing.perf.fit`). Look-ups fall back explicitly: (family, engine) -> (family, any engine) with a wider stated
 error -> the nearest relative family -> the global profile; the fallback taken is named in `Profile.basis`. A
 (family, engine) entry with no rows of its own was derived from the engine's earlier generation on the family
-(`sizing.perf.fit.GENERATIONS`); it states its derivation and a wider error too.
+(`sizing.perf.fit.GENERATIONS`); it states its derivation and a wider error too. A metric no held-out row of the
+family measured states the all-families error, widened (`_fleet_error`), so every prediction states one.
 """
 
 from __future__ import annotations
@@ -65,13 +66,36 @@ def load_profiles(path: str = str(PROFILE_PATH)) -> dict[str, Any]:
     return data
 
 
+#: The metrics a profile states its expected error for.
+ERROR_METRICS = ("ttft", "tpot", "throughput")
+
+
+def _fleet_error(data: dict[str, Any]) -> dict[str, float]:
+    """Per metric, the error over every family (leave-one-study-out), widened: what a profile states for a metric
+    no held-out row of its own family measured (e.g. TPOT on a family whose sources published none)."""
+    table = (data.get("cross_validation_by_study") or {}).get("by_metric", {})
+    return {
+        m: round(table[m]["mdape"] * FALLBACK_ERROR_WIDENING, 3)
+        for m in ERROR_METRICS
+        if isinstance(table.get(m, {}).get("mdape"), int | float)
+    }
+
+
 def _profile(
-    entry: dict[str, Any], family: str, engine: str, basis: str, version: str, widen: float = 1.0
+    entry: dict[str, Any],
+    family: str,
+    engine: str,
+    basis: str,
+    version: str,
+    widen: float = 1.0,
+    fleet: dict[str, float] | None = None,
 ) -> Profile:
     err = {
         k: (round(v * widen, 3) if isinstance(v, int | float) else v)
         for k, v in entry.get("expected_error", {}).items()
     }
+    for m, v in (fleet or {}).items():
+        err.setdefault(m, v)
     return Profile(
         compute_eff=entry["compute_eff"],
         bandwidth_eff=entry["bandwidth_eff"],
@@ -94,12 +118,15 @@ def profile_for(accelerator_id: str, engine: str, data: dict[str, Any] | None = 
     profiles: dict[str, Any] = data.get("profiles", {})
     fam = family_of(accelerator_id)
     key = f"{fam}/{engine}"
+    fleet = _fleet_error(data)
     if key in profiles and profiles[key].get("rows") == 0:
         # derived, not fitted: the engine's earlier generation on this family moved to the current one
         # (sizing.perf.fit.GENERATIONS); no row measured it, so the stated error widens as for a fallback
-        return _profile(profiles[key], fam, engine, profiles[key]["basis"], version, FALLBACK_ERROR_WIDENING)
+        return _profile(
+            profiles[key], fam, engine, profiles[key]["basis"], version, FALLBACK_ERROR_WIDENING, fleet
+        )
     if key in profiles:
-        return _profile(profiles[key], fam, engine, f"calibrated on {fam} x {engine}", version)
+        return _profile(profiles[key], fam, engine, f"calibrated on {fam} x {engine}", version, fleet=fleet)
     if f"{fam}/*" in profiles:
         return _profile(
             profiles[f"{fam}/*"],
@@ -108,6 +135,7 @@ def profile_for(accelerator_id: str, engine: str, data: dict[str, Any] | None = 
             f"no {engine} measurements on {fam}: the {fam} profile pooled over engines, error widened",
             version,
             FALLBACK_ERROR_WIDENING,
+            fleet,
         )
     rel = RELATIVE.get(fam)
     for k in (f"{rel}/{engine}", f"{rel}/*"):
@@ -119,6 +147,7 @@ def profile_for(accelerator_id: str, engine: str, data: dict[str, Any] | None = 
                 f"no measurements on {fam}: nearest relative {k} used, error widened",
                 version,
                 FALLBACK_ERROR_WIDENING,
+                fleet,
             )
     if data.get("global"):
         return _profile(
@@ -128,5 +157,18 @@ def profile_for(accelerator_id: str, engine: str, data: dict[str, Any] | None = 
             "no measurements on this family: global profile, error widened",
             version,
             FALLBACK_ERROR_WIDENING,
+            fleet,
         )
     return Profile(family=fam, engine=engine)
+
+
+def summary(profile: Profile) -> dict[str, Any]:
+    """What a prediction states about its calibration: the profile's version, what it was fitted on (or the
+    fallback taken) and the error to expect (cross-validated median absolute percentage error per metric)."""
+    return {
+        "version": profile.version,
+        "family": profile.family,
+        "engine": profile.engine,
+        "basis": profile.basis,
+        "expected_error": dict(profile.expected_error),
+    }

@@ -7,6 +7,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from sizing.errors import InvalidInput, Problem
+from sizing.perf.calibration import summary
 from sizing.perf.config import HardwareConfig
 from sizing.perf.memory import memory_fit
 from sizing.perf.simulator import ClosedLoop, OpenLoop, SimResult, saturating_concurrency, simulate
@@ -132,14 +133,7 @@ def predict(
         }
     )
     p = sm.profile
-    out["calibration"] = {
-        "version": p.version,
-        "family": p.family,
-        "engine": p.engine,
-        "basis": p.basis,
-        "expected_error": p.expected_error,
-        "factors": {k: round(v, 5) for k, v in p.params().items()},
-    }
+    out["calibration"] = {**summary(p), "factors": {k: round(v, 5) for k, v in p.params().items()}}
     out["notes"] = notes
     if rate is not None and res.requests_per_s < rate * 0.95 and not math.isinf(res.requests_per_s):
         notes.append(

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sizing.catalog import BedrockOffer, Catalog, load_catalog
+from sizing.perf.calibration import summary
 from sizing.plan.candidates import HardwareOption, enumerate_candidates
 from sizing.plan.capacity import (
     Capacity,
@@ -178,6 +179,8 @@ def _architecture(
             "kv_cache_tokens": int(opt.fit.kv_cache_tokens),
         },
         "predicted": {m: _stats_dict(sim, m) for m in ("ttft_ms", "tpot_ms", "e2e_s")},
+        # how far the prediction may be off: the calibration it used and that calibration's cross-validated error
+        "calibration": summary(opt.step.profile),
         "measured": None,
         "meets_slo": slo_ok,
         "headroom_pct": round(100 * (1 - per_replica_peak / opt.capacity.rate_rps), 1),

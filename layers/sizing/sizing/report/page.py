@@ -87,11 +87,18 @@ def pct(v: float) -> str:
     return f"{v:,.1f}%"
 
 
+def share(v: float) -> str:
+    """A fraction as a percentage (0.31 -> 31%)."""
+    return f"{v:.0%}"
+
+
 def plain(v: float) -> str:
     return f"{v:,.4g}" if abs(v) < 1000 else f"{v:,.0f}"
 
 
 UNIT_FMT: dict[str, Fmt] = {"ms": ms, "s": sec}
+#: The calibration's expected-error key of a predicted latency metric (the estimator states none for e2e).
+EXPECTED_ERROR_KEY = {"ttft_ms": "ttft", "tpot_ms": "tpot"}
 
 
 def lookup(result: dict[str, Any], path: str) -> Any:
@@ -116,11 +123,15 @@ class Page:
     def __init__(self, result: dict[str, Any]):
         self.r = result
 
-    def n(self, path: str, fmt: Fmt = plain, missing: str = "—") -> str:
+    def n(self, path: str, fmt: Fmt = plain, missing: str = "—", scale: float = 1.0) -> str:
+        """`scale`: the text shows the value times this (`share` shows a fraction as a percentage: 100)."""
         v = lookup(self.r, path)
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
             return f'<span class="na">{missing}</span>'
-        return f'<span class="n" data-path="{escape(path)}" data-value="{v!r}">{escape(fmt(v))}</span>'
+        scaled = f' data-scale="{scale:g}"' if scale != 1 else ""
+        return (
+            f'<span class="n" data-path="{escape(path)}" data-value="{v!r}"{scaled}>{escape(fmt(v))}</span>'
+        )
 
 
 # --- helpers --------------------------------------------------------------------------------------------------
@@ -407,6 +418,10 @@ def _ranked(pg: Page) -> str:
         for m, q in metrics:
             f = UNIT_FMT[METRIC_UNITS[m]]
             cell = pg.n(f"{p}.predicted.{m}.{q}", f)
+            err = f"{p}.calibration.expected_error.{EXPECTED_ERROR_KEY.get(m, '')}"
+            if isinstance(lookup(r, err), int | float):
+                # how far such a prediction typically is from a measurement (cross-validated median error)
+                cell += f' <small class="err" title="typical error of this prediction">±{pg.n(err, share, scale=100)}</small>'
             if any_measured:
                 meas = pg.n(f"{p}.measured.{m}.{q}", f, missing="")
                 limit = slo_limit(r, m, q)
@@ -443,6 +458,11 @@ def _ranked(pg: Page) -> str:
             " replicas and cost follow from its measured capacity. "
         )
     lead += "★ marks the Pareto front (no other architecture is both cheaper and faster at p95 end-to-end)."
+    if any(isinstance(lookup(a, "calibration.expected_error"), dict) for a in archs):
+        lead += (
+            " ±: the typical error of a prediction on that hardware and engine, the median error when the"
+            " estimator predicted published measurements it was not fitted on."
+        )
     return _section("ranked", "Ranked architectures", _table(head, rows, "num ranked") + _downloads(r), lead)
 
 

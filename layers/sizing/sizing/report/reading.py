@@ -25,6 +25,8 @@ class Figure:
     path: str
     value: float
     text: str
+    #: the text shows value x scale (a fraction shown as a percentage: 100)
+    scale: float = 1.0
 
 
 @dataclass
@@ -46,7 +48,7 @@ class _Reader(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.view = ReportView()
         self.stack: list[str] = []
-        self._fig: tuple[str, float, int] | None = None  # path, value, depth
+        self._fig: tuple[str, float, int, float] | None = None  # path, value, depth, scale
         self._text: list[str] = []
         self._script_json = False
         self._json: list[str] = []
@@ -73,7 +75,12 @@ class _Reader(HTMLParser):
         if tag == "link":
             self.view.external.append(f"<link href={a.get('href', '')}>")
         if "data-path" in a and "data-value" in a:
-            self._fig = (a["data-path"], float(a["data-value"]), len(self.stack))
+            self._fig = (
+                a["data-path"],
+                float(a["data-value"]),
+                len(self.stack),
+                float(a.get("data-scale") or 1),
+            )
             self._text = []
         if tag not in VOID:
             self.stack.append(tag)
@@ -94,8 +101,8 @@ class _Reader(HTMLParser):
         if tag == "script":
             self._script_json = False
         if self._fig is not None and len(self.stack) == self._fig[2]:
-            path, value, _ = self._fig
-            self.view.figures.append(Figure(path, value, "".join(self._text).strip()))
+            path, value, _, scale = self._fig
+            self.view.figures.append(Figure(path, value, "".join(self._text).strip(), scale))
             self._fig = None
 
     def handle_data(self, data: str) -> None:
