@@ -74,3 +74,25 @@ def test_add_model_with_a_broken_config_writes_nothing(tmp_path, monkeypatch):
     assert main(["catalog", "add-model", str(bad), "--id", "acme/x"]) == 2
     assert not (tmp_path / "models.yaml").exists()
     reset_cache()
+
+
+def test_estimate_says_how_far_the_best_architectures_prediction_may_be_off(tmp_path, capsys):
+    # GIVEN a small workload on 8B hardware
+    f = tmp_path / "chat.yaml"
+    f.write_text(
+        yaml.safe_dump(
+            {
+                "model": "llama-3.1-8b",
+                "users": {"total": 2000, "peak_active_fraction": 0.1, "requests_per_active_hour": 30},
+                "tokens": {"input": {"mean": 800, "p95": 2000}, "output": {"mean": 150, "p95": 400}},
+                "slo": {"ttft_ms": {"p95": 2000}, "e2e_s": {"p95": 20}},
+                "constraints": {"instance_families": ["g6e"], "deployments": ["eks"]},
+            }
+        )
+    )
+    # WHEN it is estimated
+    assert main(["estimate", str(f), "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    # THEN beside the best architecture the table says the typical error of its predictions and where it comes from
+    line = next(ln for ln in out.splitlines() if "typically within" in ln)
+    assert "TTFT ±" in line and "TPOT ±" in line and "calibration: l40s" in line

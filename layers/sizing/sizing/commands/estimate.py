@@ -153,6 +153,13 @@ def run(args: argparse.Namespace) -> int:
                 f", {_fmt_money(best['cost']['usd_per_month_spot'])}/month with spot above the base", end=""
             )
         print()
+        err = (best.get("calibration") or {}).get("expected_error") or {}
+        if err:
+            typical = ", ".join(f"{k.upper()} ±{err[k]:.0%}" for k in ("ttft", "tpot") if k in err)
+            print(
+                f"  its predictions are typically within {typical} of a measurement (cross-validated median"
+                f" error; calibration: {best['calibration']['basis']})"
+            )
     else:
         print("no architecture meets the SLOs:", result.get("infeasible", {}).get("message", ""))
     reasons: dict[str, int] = {}
