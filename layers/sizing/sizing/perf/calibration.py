@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -88,14 +89,11 @@ def _profile(
     basis: str,
     version: str,
     widen: float = 1.0,
-    fleet: dict[str, float] | None = None,
 ) -> Profile:
     err = {
         k: (round(v * widen, 3) if isinstance(v, int | float) else v)
         for k, v in entry.get("expected_error", {}).items()
     }
-    for m, v in (fleet or {}).items():
-        err.setdefault(m, v)
     return Profile(
         compute_eff=entry["compute_eff"],
         bandwidth_eff=entry["bandwidth_eff"],
@@ -112,21 +110,25 @@ def _profile(
 
 
 def profile_for(accelerator_id: str, engine: str, data: dict[str, Any] | None = None) -> Profile:
-    """The profile for an accelerator and engine, with the fallback taken named in `basis`."""
+    """The profile for an accelerator and engine, with the fallback taken named in `basis`; a metric its entry
+    states no error for states the all-families one (`_fleet_error`)."""
     data = data if data is not None else load_profiles()
+    prof = _lookup(accelerator_id, engine, data)
+    missing = {m: v for m, v in _fleet_error(data).items() if m not in prof.expected_error}
+    return replace(prof, expected_error={**prof.expected_error, **missing}) if missing else prof
+
+
+def _lookup(accelerator_id: str, engine: str, data: dict[str, Any]) -> Profile:
     version = str(data.get("version", "none"))
     profiles: dict[str, Any] = data.get("profiles", {})
     fam = family_of(accelerator_id)
     key = f"{fam}/{engine}"
-    fleet = _fleet_error(data)
     if key in profiles and profiles[key].get("rows") == 0:
         # derived, not fitted: the engine's earlier generation on this family moved to the current one
         # (sizing.perf.fit.GENERATIONS); no row measured it, so the stated error widens as for a fallback
-        return _profile(
-            profiles[key], fam, engine, profiles[key]["basis"], version, FALLBACK_ERROR_WIDENING, fleet
-        )
+        return _profile(profiles[key], fam, engine, profiles[key]["basis"], version, FALLBACK_ERROR_WIDENING)
     if key in profiles:
-        return _profile(profiles[key], fam, engine, f"calibrated on {fam} x {engine}", version, fleet=fleet)
+        return _profile(profiles[key], fam, engine, f"calibrated on {fam} x {engine}", version)
     if f"{fam}/*" in profiles:
         return _profile(
             profiles[f"{fam}/*"],
@@ -135,7 +137,6 @@ def profile_for(accelerator_id: str, engine: str, data: dict[str, Any] | None = 
             f"no {engine} measurements on {fam}: the {fam} profile pooled over engines, error widened",
             version,
             FALLBACK_ERROR_WIDENING,
-            fleet,
         )
     rel = RELATIVE.get(fam)
     for k in (f"{rel}/{engine}", f"{rel}/*"):
@@ -147,7 +148,6 @@ def profile_for(accelerator_id: str, engine: str, data: dict[str, Any] | None = 
                 f"no measurements on {fam}: nearest relative {k} used, error widened",
                 version,
                 FALLBACK_ERROR_WIDENING,
-                fleet,
             )
     if data.get("global"):
         return _profile(
@@ -157,7 +157,6 @@ def profile_for(accelerator_id: str, engine: str, data: dict[str, Any] | None = 
             "no measurements on this family: global profile, error widened",
             version,
             FALLBACK_ERROR_WIDENING,
-            fleet,
         )
     return Profile(family=fam, engine=engine)
 

@@ -178,20 +178,24 @@ def predict_row(row: CalRow, profile: Profile) -> dict[str, float]:
         if row.build == STATIC_BATCH_BUILD and row.load == "batch":
             # static batching: one context encoding of the whole batch returns every first token together
             out["ttft"] = float(res.per_request["ttft_ms"].max())
-    # the client's token units when it counted with another tokenizer (llmperf), else the model's
-    per_request = row.client_output_tokens or row.output_tokens
     if "tpot" in want:
-        if row.tpot_stat == "e2e_per_token":
-            out["tpot"] = res.e2e_s.mean * 1e3 / per_request
-        else:
-            out["tpot"] = res.tpot_ms.mean if row.tpot_stat == "mean" else res.itl_ms.p50
+        out["tpot"] = res.tpot_ms.mean if row.tpot_stat != "itl_p50" else res.itl_ms.p50
     if "throughput" in want:
-        if row.output_tokens_per_s:
-            out["throughput"] = res.output_tokens_per_s * per_request / row.output_tokens
-        else:
-            out["throughput"] = res.requests_per_s
+        out["throughput"] = res.output_tokens_per_s if row.output_tokens_per_s else res.requests_per_s
     if "e2e" in want:
         out["e2e"] = res.e2e_s.mean
+    return _in_client_units(row, out, res.e2e_s.mean)
+
+
+def _in_client_units(row: CalRow, out: dict[str, float], e2e_s: float) -> dict[str, float]:
+    """Predicted figures in the units the row was measured in: a client that counted output tokens with another
+    tokenizer (llmperf) reports throughput in its own tokens, and llmperf's "inter-token latency" is the whole
+    request time over those tokens."""
+    if row.client_output_tokens:
+        if "throughput" in out and row.output_tokens_per_s:
+            out["throughput"] *= row.client_output_tokens / row.output_tokens
+        if "tpot" in out and row.tpot_stat == "e2e_per_token":
+            out["tpot"] = e2e_s * 1e3 / row.client_output_tokens
     return out
 
 
@@ -218,11 +222,7 @@ def roofline_row(row: CalRow) -> dict[str, float]:
     want = measured(row)
     out = {"ttft": ttft * 1e3, "tpot": tpot * 1e3, "e2e": e2e}
     out["throughput"] = tps if row.output_tokens_per_s else tps / outp
-    if row.client_output_tokens:  # the same units as the row (see predict_row)
-        out["throughput"] *= row.client_output_tokens / outp
-        if row.tpot_stat == "e2e_per_token":
-            out["tpot"] = e2e * 1e3 / row.client_output_tokens
-    return {k: v for k, v in out.items() if k in want}
+    return _in_client_units(row, {k: v for k, v in out.items() if k in want}, e2e)
 
 
 # --- fitting ---------------------------------------------------------------------------------------------------
