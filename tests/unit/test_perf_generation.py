@@ -75,11 +75,14 @@ def test_the_derived_profile_follows_a_refit_and_needs_families_with_both_genera
     assert generation_step(profiles, "vllm")[1] == ["l4"]
     assert profiles["a10g/vllm"]["step_overhead_s"] == pytest.approx(0.0032 * 0.75, rel=1e-3)
     assert profiles["hopper/vllm"]["rows"] == 0
-    # AND with no family measured in both generations nothing is derived (look-ups fall back to the family)
+    # AND with no family measured in both generations, each family's earlier-generation fit stands in unchanged
+    # and says so (TGI: every TGI row is 2.x, the product deploys TGI 3)
     del profiles["l4/vllm"]
     _current_generation(profiles)
     assert generation_step(profiles, "vllm")[1] == []
-    assert not any(k.endswith("/vllm") for k in profiles)
+    a10g = profiles["a10g/vllm"]
+    assert a10g["step_overhead_s"] == pytest.approx(0.0032, rel=1e-3) and a10g["rows"] == 0
+    assert "no family measured both generations" in a10g["basis"]
 
 
 def test_a_metric_the_familys_held_out_rows_never_measured_states_the_fleets_error_widened():

@@ -196,13 +196,32 @@ def test_rows_append_to_a_file_written_before_the_build_column(tmp_path):
         ("concurrency=8 (genai-perf)", "together"),
         ("max-concurrency=32, request-rate inf (closed loop)", "together"),
         ("max-concurrency=2 (vllm bench serve, sonnet, 50 prompts)", "together"),
-        ("concurrency=16 (llmperf)", "spread"),
+        ("concurrency=16 (llmperf)", "waves"),
         ("concurrency=25", "spread"),
     ],
 )
-def test_clients_that_start_every_user_at_once_are_named(load, start):
+def test_how_the_client_starts_its_users_is_named(load, start):
     # GIVEN a closed-loop row and the client that drove it
     row = parse_row({**BASE, "concurrency_or_request_rate": load})
-    # THEN rows of clients that issue every user's first request at once are simulated that way
+    # THEN rows of clients that issue every user's first request at once are simulated that way, llmperf's in
+    # waves that wait for their last request, and other clients' users spread
     assert isinstance(row, CalRow)
     assert (row.load, row.start) == ("closed", start)
+
+
+@pytest.mark.parametrize(
+    ("version", "build"),
+    [
+        ("ghcr.io/huggingface/text-generation-inference:2.0.4", "v2"),
+        ("TGI ~1.x (2023, not stated)", "v2"),
+        ("latest (mid-June 2024, ~2.0.x)", "v2"),
+        ("3.0.1", ""),
+        ("", ""),
+    ],
+)
+def test_tgi_rows_before_3_0_are_the_earlier_generation(version, build):
+    # GIVEN a TGI row on a GPU and the version its source states
+    row = parse_row({**BASE, "engine": "TGI", "engine_version_if_known": version})
+    # THEN 2.x and older rows calibrate apart (their scheduler prefills alone and defers new prompts)
+    assert isinstance(row, CalRow)
+    assert (row.engine, row.build) == ("tgi", build)

@@ -8,7 +8,7 @@ each value; where that sheet has no figure the value is marked `assumed` with a 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 ENGINES = ("vllm", "trtllm", "sglang", "tgi", "neuron")
 GPU_ENGINES = ("vllm", "trtllm", "sglang", "tgi")
@@ -96,6 +96,11 @@ class EngineDefaults:
     #: every decode step reads the KV cache of the whole compiled context (static shapes), not just the tokens
     #: held: vllm-neuron sizes decode block tables to max_model_len [serving-facts.md s3]
     static_kv_reads: bool = False
+    #: TGI 2.x's router holds waiting requests back while a batch decodes until they number at least this share
+    #: of the running batch (`waiting_served_ratio`) or `prefill_defer_steps` decode steps have passed since the
+    #: last prefill (`max_waiting_tokens`); 0 admits at once
+    prefill_defer_ratio: float = 0.0
+    prefill_defer_steps: int = 0
 
 
 def engine_defaults(
@@ -186,3 +191,33 @@ def engine_defaults(
             static_kv_reads=True,
         )
     raise ValueError(f"unknown engine {engine}")
+
+
+#: TGI 2.x router defaults: waiting_served_ratio 0.3 (since PR #1820, 2024-04-26, in 2.0.2+), max_waiting_tokens
+#: 20 [huggingface/text-generation-inference launcher/src/main.rs]
+TGI2_WAITING_SERVED_RATIO = 0.3
+TGI2_MAX_WAITING_TOKENS = 20
+#: vLLM V0 without chunked prefill takes max(max_model_len, 2048) prompt tokens per prefill step
+#: [vllm/config.py SchedulerConfig, 0.4-0.7]
+VLLM_V0_MIN_BATCHED_TOKENS = 2048
+
+
+def build_scheduler(build: str, max_model_len: int) -> dict[str, Any]:
+    """Scheduler settings of an engine build measured apart from the one the product deploys (calibration rows
+    of older generations), where they differ from the current build's: vLLM V0 and TGI 2.x prefill whole prompts
+    in steps of their own, with every decode paused [vLLM V0 scheduler `_schedule_default`; TGI 2.x router
+    `batching_task`], and TGI 2.x defers new prefills while a batch runs."""
+    if build == "vllm@v0":
+        return {
+            "chunked_prefill": False,
+            "mixed_prefill_decode": False,
+            "max_num_batched_tokens": max(max_model_len, VLLM_V0_MIN_BATCHED_TOKENS),
+        }
+    if build == "tgi@v2":
+        return {
+            "chunked_prefill": False,
+            "mixed_prefill_decode": False,
+            "prefill_defer_ratio": TGI2_WAITING_SERVED_RATIO,
+            "prefill_defer_steps": TGI2_MAX_WAITING_TOKENS,
+        }
+    return {}

@@ -35,8 +35,9 @@ import yaml
 
 from sizing.perf.calibration import FAMILY, family_of, profile_for
 from sizing.perf.config import HardwareConfig
+from sizing.perf.engines import build_scheduler
 from sizing.perf.memory import memory_fit
-from sizing.perf.reference import REFERENCE_MODELS, SHAREGPT_SIGMA, CalRow
+from sizing.perf.reference import LLMPERF_LAUNCH_GAP_S, REFERENCE_MODELS, SHAREGPT_SIGMA, CalRow
 from sizing.perf.simulator import ClosedLoop, OpenLoop, saturating_concurrency, simulate
 from sizing.perf.step import ROOFLINE, Profile, StepModel
 
@@ -154,13 +155,20 @@ def predict_row(row: CalRow, profile: Profile) -> dict[str, float]:
     cat = reference_catalog()
     cfg = row_config(row)
     sm = StepModel(cfg, memory_fit(cfg, cat), profile, cat)
+    # an older engine build schedules as it did: the server ran with the model's own context unless the row says
+    served_len = row.max_model_len or cfg.parts(cat).model.max_position_embeddings
+    for name, value in build_scheduler(profile_key(row), served_len).items():
+        setattr(sm, name, value)
     i_dist, o_dist = _dists(row)
     floor = MIN_REQUESTS_SHAREGPT if row.token_dist == "sharegpt" else MIN_REQUESTS_FIXED
     warmup = 0.1
     load: ClosedLoop | OpenLoop
     if row.load == "closed":
         c = max(1, round(row.load_value))
-        load = ClosedLoop(c, ramp_s=0.0 if row.start == "together" else None)
+        if row.start == "waves":
+            load = ClosedLoop(c, wave_gap_s=LLMPERF_LAUNCH_GAP_S)
+        else:
+            load = ClosedLoop(c, ramp_s=0.0 if row.start == "together" else None)
         n = min(MAX_REQUESTS, max(floor, ROUNDS * c))
     elif row.load in ("batch", "offline"):
         c = max(1, round(row.load_value))
@@ -445,8 +453,8 @@ def fit_profiles(
 
 
 #: Engines whose product profile is the current generation, with the key of the earlier generation's rows
-#: (`reference.ENGINE_BUILDS`): vLLM V1 against V0.
-GENERATIONS = {"vllm": "vllm@v0"}
+#: (`reference.ENGINE_BUILDS`): vLLM V1 against V0, TGI 3 against 2.x.
+GENERATIONS = {"vllm": "vllm@v0", "tgi": "tgi@v2"}
 #: What a generation moves: V1 removed CPU work between steps (serving-facts.md s2), so the per-step and
 #: per-sequence overheads (theta indices); the kernels, and so the efficiencies, are the same generation to generation.
 GENERATION_PARAMS = (2, 4)
@@ -482,18 +490,18 @@ def _current_generation(out: dict[str, dict[str, Any]]) -> None:
             if key in out and out[key].get("rows"):
                 continue
             out.pop(key, None)
-            if not fams or f"{fam}/{old}" not in out:
+            if f"{fam}/{old}" not in out:
                 continue
             theta = [t + d for t, d in zip(_theta(out[f"{fam}/{old}"]), step, strict=True)]
-            moved = ", ".join(
-                f"{n} x{math.exp(step[i]):.2f}"
-                for i, n in zip(GENERATION_PARAMS, ("step", "sequence"), strict=True)
-            )
-            out[key] = _entry(
-                theta,
-                0,
-                f"{fam} x {old} moved to the current {engine} ({moved} overhead; from {', '.join(fams)})",
-            )
+            if fams:
+                moved = ", ".join(
+                    f"{n} x{math.exp(step[i]):.2f}"
+                    for i, n in zip(GENERATION_PARAMS, ("step", "sequence"), strict=True)
+                )
+                how = f"moved to the current {engine} ({moved} overhead; from {', '.join(fams)})"
+            else:
+                how = f"as the current {engine} (no family measured both generations: overheads unchanged)"
+            out[key] = _entry(theta, 0, f"{fam} x {old} {how}")
 
 
 def _entry(theta: Sequence[float], n: int, basis: str) -> dict[str, Any]:
@@ -728,7 +736,9 @@ def run_calibration(
     from pathlib import Path
 
     here = Path(__file__).parent
-    model_sources = [here / f for f in ("engines.py", "memory.py", "step.py", "simulator.py", "fit.py")]
+    model_sources = [
+        here / f for f in ("engines.py", "memory.py", "step.py", "simulator.py", "fit.py", "reference.py")
+    ]
     digest = inputs_digest([reference, ANNOTATIONS, REFERENCE_MODELS, *extra, *model_sources])
     return {
         "format": PROFILE_FORMAT,

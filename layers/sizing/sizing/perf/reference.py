@@ -45,6 +45,15 @@ LLAMA2_TO_LLAMA3_TOKENS = 0.85
 LOCKSTEP_CLIENT = re.compile(
     r"genai-perf|max-concurrency=\d+.*request-rate inf|max-concurrency=\d+ \(vllm bench", re.I
 )
+#: llmperf's 2024 loop (ray-project/llmperf `token_benchmark_ray.py` with `RequestsLauncher.get_next_ready`) sends a
+#: wave of N requests, then blocks until every one has ended before it sends the next wave
+WAVE_CLIENT = re.compile(r"\(llmperf\)", re.I)
+#: Seconds between the requests of one llmperf wave (the loop samples a prompt and submits to a ray actor per
+#: request): over philschmid's llmperf runs at 2-16 users (X002-X025), the wave period (users / requests per
+#: second) minus the mean request time, per request launched after the first, is 0.13-0.18 s in 11 of 13 runs
+#: (median 0.16; 0.15 taken). Derived from those rows, a property of the client machine; at 32-64 users it grows
+#: to 0.2-0.4 s as the client itself saturates, which is not modelled.
+LLMPERF_LAUNCH_GAP_S = 0.15
 #: Trainium2 runs at logical NeuronCore config 2 by default: one logical core = 2 physical NeuronCore-v3
 #: [serving-facts.md s3, LNC=2 default]; the catalog's device on trn2 is a physical core.
 TRN2_LNC = 2
@@ -69,12 +78,15 @@ LOAD_ALIASES = {"concurrency": "closed", "rate": "open", "request_rate": "open"}
 #:   default from 0.8, 2025) removed most of the CPU work between steps, "up to 1.7x throughput vs V0"
 #:   (serving-facts.md s2); the V1 rows show it (Qwen2.5-0.5B on L4 at 5 ms per token, X056; Qwen3-8B on H100,
 #:   X071). A row with no version stated counts as the current build.
+#: - TGI `v2`: releases before 3.0 (December 2024, which made chunked prefill the default): prompts prefill in steps
+#:   of their own, and the router holds new prompts back while a batch decodes (`engines.build_scheduler`).
 #: The product deploys vLLM on Neuron (vllm-neuron / optimum-neuron) and the current vLLM, the unnamed builds.
 #: Each pattern is searched in the reference's engine and engine-version columns together.
 ENGINE_BUILDS: list[tuple[str, str, str]] = [
     ("neuron", r"transformers-neuronx", "transformers-neuronx"),
     ("neuron", r"\btgi\b", "tgi"),
     ("vllm", r"\bv?0\.[0-7]\.\d|\bCI build\b|\b202[34]\b|djl-inference", "v0"),
+    ("tgi", r"(?<![\d.])[12]\.(?:\d+|x)\b|\b202[34]\b", "v2"),
 ]
 
 
@@ -110,10 +122,11 @@ class CalRow(BaseModel):
     #: output tokens per request as the client counted them, when it counted with another tokenizer than the
     #: model's (llmperf counts with the Llama-2 tokenizer); the row's TPOT and throughput are in these units
     client_output_tokens: float | None = Field(default=None, gt=0)
-    #: how a closed loop's users start: spread over a request's duration (where closed loops settle), or together
+    #: how a closed loop's users start: spread over a request's duration (where closed loops settle), together, or in
+    #: waves that each wait for their last request (`WAVE_CLIENT`)
     #: (genai-perf's concurrency mode issues every user's request at once; identical synthetic prompts with fixed
     #: output lengths then keep the users in lock-step waves, each wave's prompts prefilled together)
-    start: Literal["spread", "together"] = "spread"
+    start: Literal["spread", "together", "waves"] = "spread"
     e2e_s: float | None = None
     output_tokens_per_s: float | None = Field(default=None, description="per replica")
     requests_per_s: float | None = Field(default=None, description="per replica")
@@ -403,6 +416,8 @@ def parse_row(r: dict[str, str], annotation: dict[str, Any] | None = None) -> Ca
     }
     if LOCKSTEP_CLIENT.search(r["concurrency_or_request_rate"]):
         fields["start"] = "together"
+    elif WAVE_CLIENT.search(r["concurrency_or_request_rate"]):
+        fields["start"] = "waves"
     if client:  # llmperf: TPOT = e2e / client-counted tokens, throughput in client tokens per second
         fields.update(client_output_tokens=float(client.group(1)), tpot_stat="e2e_per_token")
     fields.update(_notes_overrides(r.get("notes", "")))

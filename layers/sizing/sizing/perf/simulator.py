@@ -4,6 +4,8 @@ Each engine step decodes one token for every running sequence and spends the res
 prefill chunks (FCFS, chunked when the engine chunks). New requests are admitted while the batch has room
 (`max_num_seqs`) and the KV cache has room for their prompt (or, for engines that reserve, prompt + output);
 when decoding outgrows the KV cache the newest sequence is preempted and recomputed later (vLLM V1 default).
+An engine whose router defers prefills (TGI 2.x) holds waiting prompts back while a batch decodes, until enough
+wait or enough decode steps have passed.
 Runs of pure-decode steps between events (an arrival, a completion, KV exhaustion) are summed in closed form,
 so 2,000 requests take milliseconds, not a per-token loop.
 """
@@ -37,11 +39,14 @@ class ClosedLoop:
 
     Users start evenly spread over one estimated request duration (`ramp_s=None`), where closed loops settle;
     `ramp_s=R` spreads them over R seconds, and `ramp_s=0` starts them all at once (a static batch, an offline
-    run)."""
+    run). `wave_gap_s=G` runs the users in waves instead: a wave sends `concurrency` requests G seconds apart, and
+    the next wave starts when every request of the wave has ended (a client that collects a whole wave's results
+    before launching more, as llmperf's 2024 loop does); think time does not apply to waves."""
 
     concurrency: int
     think_time_s: float = 0.0
     ramp_s: float | None = None
+    wave_gap_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -301,6 +306,9 @@ def simulate(
     chunked = sm.chunked_prefill
     mixed = sm.mixed_prefill_decode
     reserve = sm.admission == "reserve"
+    defer_ratio = sm.prefill_defer_ratio
+    defer_steps = sm.prefill_defer_steps
+    since_prefill = 0  # decode steps since the last prefill (TGI 2.x's waiting_tokens)
     adm_cap = cap * (1.0 - KV_WATERMARK)
     it = sm.iteration_time
     # decode_lines(D) by batch size D (admission keeps D <= max_num_seqs)
@@ -325,11 +333,17 @@ def simulate(
     next_idx = 0
     next_seen = arrival[0] + delay if not closed else inf
     users = iter(range(0))  # closed loop: the requests still to send, in order
+    k0 = 0
+    waves = False
+    wave_gap = 0.0
+    wave_left = [0]  # waves: requests of the current wave still running
     if closed:
         assert isinstance(load, ClosedLoop)
         k0 = min(load.concurrency, n)
         ramp = load.ramp_s
-        if ramp is None:
+        if load.wave_gap_s is not None:
+            ramp = load.wave_gap_s * k0
+        elif ramp is None:
             # users evenly spread over one request duration: closed loops settle there (a request delayed by a
             # collision shifts its user's next cycle); random phases predicted TTFT worse in cross-validation
             ramp = _request_duration(sm, float(np.mean(prompt)), float(np.mean(out)), k0)
@@ -341,6 +355,8 @@ def simulate(
             else:
                 heappush(future, (arrival[k] + delay, k))
         users = iter(range(k0, n))
+        if load.wave_gap_s is not None:
+            waves, wave_gap, wave_left[0] = True, load.wave_gap_s, k0
     completed = 0
     preemptions = 0
     itl_v: list[float] = []
@@ -348,7 +364,20 @@ def simulate(
     emitted = 0
 
     def next_of_user(when: float) -> None:
-        """Closed loop: a request ended at `when`; its user sends the next one after thinking."""
+        """Closed loop: a request ended at `when`; its user sends the next one after thinking (in waves: the last
+        request of a wave to end launches the next wave)."""
+        if waves:
+            wave_left[0] -= 1
+            if wave_left[0] > 0:
+                return
+            for k in range(k0):
+                j = next(users, -1)
+                if j < 0:
+                    break
+                wave_left[0] += 1
+                arrival[j] = when + k * wave_gap
+                heappush(future, (arrival[j] + delay, j))
+            return
         j = next(users, -1)
         if j >= 0:
             arrival[j] = when + think[j]
@@ -384,7 +413,15 @@ def simulate(
                 preemptions += 1
         # schedule prefill chunks (a run of pure decode steps has none to schedule)
         P = 0
-        if prefill or waiting:
+        # TGI 2.x: while a batch decodes, new prompts wait until they are numerous enough or waited long enough
+        deferred = (
+            defer_ratio > 0
+            and D > 0
+            and not prefill
+            and since_prefill < defer_steps
+            and len(waiting) < int(D * defer_ratio)
+        )
+        if (prefill or waiting) and not deferred:
             budget = budget_max - (D if mixed else 0)
             pairs = 0.0
             nchunks = 0
@@ -452,7 +489,12 @@ def simulate(
                     by_kv = 1
                 if by_kv < steps:
                     steps = by_kv
-            if waiting:
+            if deferred:
+                # until the deferral ends: enough decode steps, or an arrival that makes the waiting enough
+                steps = min(steps, defer_steps - since_prefill)
+                nxt = (future[0][0] if future else inf) if closed else next_seen
+                delta = max(nxt - t, 1e-12) if nxt != inf else inf
+            elif waiting:
                 delta = inf  # blocked requests wait for a completion; arrivals only join the queue
             else:
                 nxt = (future[0][0] if future else inf) if closed else next_seen
@@ -467,6 +509,7 @@ def simulate(
             k, elapsed, f_step, l_step = _run(lines, C, D, steps, delta)
             t += elapsed
             G += k
+            since_prefill += k
             emitted += D * k
             if itl:
                 half = D * k * 0.5
@@ -477,6 +520,7 @@ def simulate(
         else:
             dt = it(P, D if mixed else 0, (S_base + D * G) if mixed else 0, pairs, nchunks)
             t += dt
+            since_prefill = 0
             if D:
                 if itl:
                     itl_v.append(dt)

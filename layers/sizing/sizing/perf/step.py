@@ -104,6 +104,8 @@ class StepModel:
         self.chunked_prefill: bool = d.chunked_prefill
         self.mixed_prefill_decode: bool = d.mixed_prefill_decode
         self.admission: str = d.admission
+        self.prefill_defer_ratio: float = d.prefill_defer_ratio
+        self.prefill_defer_steps: int = d.prefill_defer_steps
         self.request_overhead_s: float = profile.request_overhead_s
         #: longest request the replica serves (requests beyond are cut): the configured max_model_len, else the
         #: model's context
