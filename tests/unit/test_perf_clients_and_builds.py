@@ -65,13 +65,21 @@ def lone_prefill_s(sm: StepModel) -> float:
 
 
 def test_older_builds_schedule_as_they_did_and_the_current_build_is_untouched():
-    # vLLM V0 prefills whole prompts alone, up to max(max_model_len, 2048) tokens a step
+    # vLLM V0 prefills whole prompts alone, up to max(max_model_len, 2048) tokens a step (a stated version or none)
     assert build_scheduler("vllm@v0", 1024) == {
         "chunked_prefill": False,
         "mixed_prefill_decode": False,
         "max_num_batched_tokens": 2048,
     }
     assert build_scheduler("vllm@v0", 8192)["max_num_batched_tokens"] == 8192
+    # from 0.5.3 a model served longer than 32K tokens is chunked into 512-token steps that carry the decodes
+    chunked = {"chunked_prefill": True, "mixed_prefill_decode": True, "max_num_batched_tokens": 512}
+    assert build_scheduler("vllm@v0", 131072, "0.6.3") == chunked
+    assert build_scheduler("vllm@v0", 131072, "vLLM main at CI build 9555 (~late 2024)") == chunked
+    # but not by 0.4.3, nor by the DJL LMI images of 2024, nor for a model served at 32K or less
+    assert not build_scheduler("vllm@v0", 131072, "vllm/vllm-openai:v0.4.3")["chunked_prefill"]
+    assert not build_scheduler("vllm@v0", 131072, "djl-inference:0.29.0-lmi11.0.0-cu124")["chunked_prefill"]
+    assert not build_scheduler("vllm@v0", 32768, "0.6.3")["chunked_prefill"]
     # TGI 2.x adds the router's deferral; the builds the product deploys keep the engine's defaults
     assert build_scheduler("tgi@v2", 4096)["prefill_defer_steps"] == 20
     assert build_scheduler("vllm", 4096) == build_scheduler("tgi", 4096) == {}

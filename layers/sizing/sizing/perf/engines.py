@@ -7,6 +7,7 @@ each value; where that sheet has no figure the value is marked `assumed` with a 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -197,17 +198,44 @@ def engine_defaults(
 #: 20 [huggingface/text-generation-inference launcher/src/main.rs]
 TGI2_WAITING_SERVED_RATIO = 0.3
 TGI2_MAX_WAITING_TOKENS = 20
-#: vLLM V0 without chunked prefill takes max(max_model_len, 2048) prompt tokens per prefill step
+#: vLLM V0 without chunked prefill takes max(max_model_len, 2048) prompt tokens per prefill step; with chunked
+#: prefill 512 tokens per step, decodes first ("the best balance between ITL and TTFT on A100")
 #: [vllm/config.py SchedulerConfig, 0.4-0.7]
 VLLM_V0_MIN_BATCHED_TOKENS = 2048
+VLLM_V0_CHUNKED_BATCHED_TOKENS = 512
+#: From 0.5.3 (PR #6666, 2024-07-23) V0 enables chunked prefill by default when max_model_len exceeds 32K tokens
+#: (GPU, no sliding window) [vllm/engine/arg_utils.py]; DJL LMI images kept it off until LMI 0.30 (djl-serving
+#: PR #2458, 2024-10)
+VLLM_V0_AUTO_CHUNK_SINCE = (0, 5, 3)
+VLLM_V0_AUTO_CHUNK_ABOVE_LEN = 32768
 
 
-def build_scheduler(build: str, max_model_len: int) -> dict[str, Any]:
+def _v0_chunks_long_context(version: str) -> bool:
+    """Whether a V0 release auto-enables chunked prefill for long-context models. A stated release is compared;
+    DJL LMI images of that time did not; a row that states only a date (all August 2024 or later here) did."""
+    low = version.lower()
+    if "djl" in low or "lmi" in low:
+        return False
+    m = re.search(r"\bv?(\d+)\.(\d+)\.(\d+)", low)
+    if m:
+        return tuple(int(x) for x in m.groups()) >= VLLM_V0_AUTO_CHUNK_SINCE
+    return True
+
+
+def build_scheduler(build: str, max_model_len: int, version: str = "") -> dict[str, Any]:
     """Scheduler settings of an engine build measured apart from the one the product deploys (calibration rows
     of older generations), where they differ from the current build's: vLLM V0 and TGI 2.x prefill whole prompts
     in steps of their own, with every decode paused [vLLM V0 scheduler `_schedule_default`; TGI 2.x router
-    `batching_task`], and TGI 2.x defers new prefills while a batch runs."""
+    `batching_task`], and TGI 2.x defers new prefills while a batch runs. V0 from 0.5.3 serving a model longer
+    than 32K tokens chunks prompts into 512-token steps that also carry the decodes (`_schedule_chunked_prefill`).
+    `max_model_len` is what the server ran with; `version` the engine version the row states."""
     if build == "vllm@v0":
+        if max_model_len > VLLM_V0_AUTO_CHUNK_ABOVE_LEN and _v0_chunks_long_context(version):
+            return {
+                "chunked_prefill": True,
+                "mixed_prefill_decode": True,
+                "max_num_batched_tokens": VLLM_V0_CHUNKED_BATCHED_TOKENS,
+            }
         return {
             "chunked_prefill": False,
             "mixed_prefill_decode": False,

@@ -157,7 +157,7 @@ def predict_row(row: CalRow, profile: Profile) -> dict[str, float]:
     sm = StepModel(cfg, memory_fit(cfg, cat), profile, cat)
     # an older engine build schedules as it did: the server ran with the model's own context unless the row says
     served_len = row.max_model_len or cfg.parts(cat).model.max_position_embeddings
-    for name, value in build_scheduler(profile_key(row), served_len).items():
+    for name, value in build_scheduler(profile_key(row), served_len, row.engine_version).items():
         setattr(sm, name, value)
     i_dist, o_dist = _dists(row)
     floor = MIN_REQUESTS_SHAREGPT if row.token_dist == "sharegpt" else MIN_REQUESTS_FIXED

@@ -137,6 +137,9 @@ class CalRow(BaseModel):
         description="engine build calibrated apart from the engine's product profile (see ENGINE_BUILDS); "
         "empty for the build the product deploys",
     )
+    #: the engine version as the source states it (release, image tag or date), for settings that changed
+    #: within a build (`engines.build_scheduler`)
+    engine_version: str = ""
 
     @field_validator("load", mode="before")
     @classmethod
@@ -423,6 +426,7 @@ def parse_row(r: dict[str, str], annotation: dict[str, Any] | None = None) -> Ca
     fields.update(_notes_overrides(r.get("notes", "")))
     if load == "batch" and engine == "neuron":
         fields["max_num_seqs"] = int(value)
+    fields["engine_version"] = (r.get("engine_version_if_known") or "").strip()
     named = f"{r['engine']} {r.get('engine_version_if_known') or ''}"
     fields["build"] = next(
         (b for eng, pattern, b in ENGINE_BUILDS if eng == engine and re.search(pattern, named, re.I)),
