@@ -80,8 +80,16 @@ def test_older_builds_schedule_as_they_did_and_the_current_build_is_untouched():
     assert not build_scheduler("vllm@v0", 131072, "vllm/vllm-openai:v0.4.3")["chunked_prefill"]
     assert not build_scheduler("vllm@v0", 131072, "djl-inference:0.29.0-lmi11.0.0-cu124")["chunked_prefill"]
     assert not build_scheduler("vllm@v0", 32768, "0.6.3")["chunked_prefill"]
-    # TGI 2.x adds the router's deferral; the builds the product deploys keep the engine's defaults
+    # TGI before 3.0 adds the router's deferral: 0.3 of the running batch from 2.0.2, 1.2 before
     assert build_scheduler("tgi@v2", 4096)["prefill_defer_steps"] == 20
+    assert build_scheduler("tgi@v2", 4096, "ghcr.io/huggingface/text-generation-inference:2.0.4")[
+        "prefill_defer_ratio"
+    ] == pytest.approx(0.3)
+    assert build_scheduler("tgi@v2", 4096, "2.0.0")["prefill_defer_ratio"] == pytest.approx(1.2)
+    assert build_scheduler("tgi@v2", 4096, "TGI ~1.x (2023, not stated)")[
+        "prefill_defer_ratio"
+    ] == pytest.approx(1.2)
+    # the builds the product deploys keep the engine's defaults
     assert build_scheduler("vllm", 4096) == build_scheduler("tgi", 4096) == {}
 
 

@@ -194,9 +194,11 @@ def engine_defaults(
     raise ValueError(f"unknown engine {engine}")
 
 
-#: TGI 2.x router defaults: waiting_served_ratio 0.3 (since PR #1820, 2024-04-26, in 2.0.2+), max_waiting_tokens
-#: 20 [huggingface/text-generation-inference launcher/src/main.rs]
+#: TGI router defaults before 3.0: waiting_served_ratio 1.2, lowered to 0.3 by PR #1820 (merged 2024-04-26, first
+#: released in 2.0.2); max_waiting_tokens 20 [huggingface/text-generation-inference launcher/src/main.rs]
 TGI2_WAITING_SERVED_RATIO = 0.3
+TGI_EARLY_WAITING_SERVED_RATIO = 1.2
+TGI_LOWER_RATIO_SINCE = (2, 0, 2)
 TGI2_MAX_WAITING_TOKENS = 20
 #: vLLM V0 without chunked prefill takes max(max_model_len, 2048) prompt tokens per prefill step; with chunked
 #: prefill 512 tokens per step, decodes first ("the best balance between ITL and TTFT on A100")
@@ -210,23 +212,39 @@ VLLM_V0_AUTO_CHUNK_SINCE = (0, 5, 3)
 VLLM_V0_AUTO_CHUNK_ABOVE_LEN = 32768
 
 
+def _release(version: str) -> tuple[int, ...] | None:
+    """The x.y.z release a version text names, if it names one."""
+    m = re.search(r"\bv?(\d+)\.(\d+)\.(\d+)", version)
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
+def _tgi_waiting_served_ratio(version: str) -> float:
+    """TGI's default waiting_served_ratio for a stated version: 1.2 before 2.0.2 (and for rows that state only
+    "1.x" or 2023), 0.3 from 2.0.2."""
+    release = _release(version)
+    if release is not None:
+        return (
+            TGI2_WAITING_SERVED_RATIO if release >= TGI_LOWER_RATIO_SINCE else TGI_EARLY_WAITING_SERVED_RATIO
+        )
+    early = re.search(r"(?<![\d.])1\.x\b|\b2023\b", version)
+    return TGI_EARLY_WAITING_SERVED_RATIO if early else TGI2_WAITING_SERVED_RATIO
+
+
 def _v0_chunks_long_context(version: str) -> bool:
     """Whether a V0 release auto-enables chunked prefill for long-context models. A stated release is compared;
     DJL LMI images of that time did not; a row that states only a date (all August 2024 or later here) did."""
     low = version.lower()
     if "djl" in low or "lmi" in low:
         return False
-    m = re.search(r"\bv?(\d+)\.(\d+)\.(\d+)", low)
-    if m:
-        return tuple(int(x) for x in m.groups()) >= VLLM_V0_AUTO_CHUNK_SINCE
-    return True
+    release = _release(low)
+    return release >= VLLM_V0_AUTO_CHUNK_SINCE if release is not None else True
 
 
 def build_scheduler(build: str, max_model_len: int, version: str = "") -> dict[str, Any]:
     """Scheduler settings of an engine build measured apart from the one the product deploys (calibration rows
     of older generations), where they differ from the current build's: vLLM V0 and TGI 2.x prefill whole prompts
     in steps of their own, with every decode paused [vLLM V0 scheduler `_schedule_default`; TGI 2.x router
-    `batching_task`], and TGI 2.x defers new prefills while a batch runs. V0 from 0.5.3 serving a model longer
+    `batching_task`], and TGI before 3.0 defers new prefills while a batch runs. V0 from 0.5.3 serving a model longer
     than 32K tokens chunks prompts into 512-token steps that also carry the decodes (`_schedule_chunked_prefill`).
     `max_model_len` is what the server ran with; `version` the engine version the row states."""
     if build == "vllm@v0":
@@ -245,7 +263,7 @@ def build_scheduler(build: str, max_model_len: int, version: str = "") -> dict[s
         return {
             "chunked_prefill": False,
             "mixed_prefill_decode": False,
-            "prefill_defer_ratio": TGI2_WAITING_SERVED_RATIO,
+            "prefill_defer_ratio": _tgi_waiting_served_ratio(version),
             "prefill_defer_steps": TGI2_MAX_WAITING_TOKENS,
         }
     return {}
