@@ -20,8 +20,7 @@ def _replica(build: str = "") -> StepModel:
     sm = StepModel.for_config(
         HardwareConfig.create("meta-llama/Llama-3.1-8B-Instruct", "g5.xlarge", tp=1, engine="tgi"), PROFILE
     )
-    for name, value in build_scheduler(build, 8192).items():
-        setattr(sm, name, value)
+    sm.schedule_as(build_scheduler(build, 8192))
     return sm
 
 

@@ -132,26 +132,37 @@ def test_engine_builds_measured_apart_from_the_deployed_one_are_named(raw_engine
 
 
 @pytest.mark.parametrize(
-    ("version", "build"),
+    ("raw_engine", "version", "engine", "build"),
     [
-        ("vllm/vllm-openai:v0.4.3", "v0"),
-        ("0.6.2", "v0"),
-        ("vLLM main at CI build 9513 (~late 2024; exact version not on page)", "v0"),
-        ("not stated (Aug 2024)", "v0"),
-        ("djl-inference:0.29.0-lmi11.0.0-cu124; FMBench 2.0.20", "v0"),
-        ("0.11.0", ""),
-        ("v0.23.0 (V1 engine)", ""),
-        ("vLLM V1 engine (image version not stated; Feb 2025)", ""),
-        ("", ""),
+        # vLLM V0 (before 0.8, 2024 and earlier); a row that states no version counts as the current one
+        ("vLLM (OpenAI server)", "vllm/vllm-openai:v0.4.3", "vllm", "v0"),
+        ("vLLM (OpenAI server)", "0.6.2", "vllm", "v0"),
+        (
+            "vLLM (OpenAI server)",
+            "vLLM main at CI build 9513 (~late 2024; exact version not on page)",
+            "vllm",
+            "v0",
+        ),
+        ("vLLM (OpenAI server)", "not stated (Aug 2024)", "vllm", "v0"),
+        ("vLLM (OpenAI server)", "djl-inference:0.29.0-lmi11.0.0-cu124; FMBench 2.0.20", "vllm", "v0"),
+        ("vLLM (OpenAI server)", "0.11.0", "vllm", ""),
+        ("vLLM (OpenAI server)", "v0.23.0 (V1 engine)", "vllm", ""),
+        ("vLLM (OpenAI server)", "vLLM V1 engine (image version not stated; Feb 2025)", "vllm", ""),
+        ("vLLM (OpenAI server)", "", "vllm", ""),
+        # TGI before 3.0 on a GPU (its scheduler prefills alone and defers new prompts)
+        ("TGI", "ghcr.io/huggingface/text-generation-inference:2.0.4", "tgi", "v2"),
+        ("TGI", "TGI ~1.x (2023, not stated)", "tgi", "v2"),
+        ("TGI", "latest (mid-June 2024, ~2.0.x)", "tgi", "v2"),
+        ("TGI", "3.0.1", "tgi", ""),
+        ("TGI", "", "tgi", ""),
     ],
 )
-def test_vllm_rows_of_the_earlier_engine_generation_are_named(version, build):
-    # GIVEN a vLLM row and the engine version its source states
-    row = parse_row({**BASE, "engine_version_if_known": version})
-    # THEN V0-era rows (before 0.8, 2024 and earlier) calibrate apart from the current vLLM the product deploys;
-    # a row that states no version counts as the current one
+def test_rows_of_an_engines_earlier_generation_are_named(raw_engine, version, engine, build):
+    # GIVEN a row and the engine version its source states
+    row = parse_row({**BASE, "engine": raw_engine, "engine_version_if_known": version})
+    # THEN rows of an earlier generation calibrate apart from the current build the product deploys
     assert isinstance(row, CalRow)
-    assert (row.engine, row.build) == ("vllm", build)
+    assert (row.engine, row.build) == (engine, build)
 
 
 def test_llmperf_rows_keep_the_clients_token_count_and_its_per_token_latency():
@@ -207,21 +218,3 @@ def test_how_the_client_starts_its_users_is_named(load, start):
     # waves that wait for their last request, and other clients' users spread
     assert isinstance(row, CalRow)
     assert (row.load, row.start) == ("closed", start)
-
-
-@pytest.mark.parametrize(
-    ("version", "build"),
-    [
-        ("ghcr.io/huggingface/text-generation-inference:2.0.4", "v2"),
-        ("TGI ~1.x (2023, not stated)", "v2"),
-        ("latest (mid-June 2024, ~2.0.x)", "v2"),
-        ("3.0.1", ""),
-        ("", ""),
-    ],
-)
-def test_tgi_rows_before_3_0_are_the_earlier_generation(version, build):
-    # GIVEN a TGI row on a GPU and the version its source states
-    row = parse_row({**BASE, "engine": "TGI", "engine_version_if_known": version})
-    # THEN 2.x and older rows calibrate apart (their scheduler prefills alone and defers new prompts)
-    assert isinstance(row, CalRow)
-    assert (row.engine, row.build) == ("tgi", build)

@@ -83,12 +83,7 @@ def _fleet_error(data: dict[str, Any]) -> dict[str, float]:
 
 
 def _profile(
-    entry: dict[str, Any],
-    family: str,
-    engine: str,
-    basis: str,
-    version: str,
-    widen: float = 1.0,
+    entry: dict[str, Any], family: str, engine: str, basis: str, version: str, widen: float = 1.0
 ) -> Profile:
     err = {
         k: (round(v * widen, 3) if isinstance(v, int | float) else v)

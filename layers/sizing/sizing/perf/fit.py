@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from sizing.perf.calibration import FAMILY, family_of, profile_for
+from sizing.perf.calibration import ERROR_METRICS, FAMILY, family_of, profile_for
 from sizing.perf.config import HardwareConfig
 from sizing.perf.engines import build_scheduler
 from sizing.perf.memory import memory_fit
@@ -157,8 +157,7 @@ def predict_row(row: CalRow, profile: Profile) -> dict[str, float]:
     sm = StepModel(cfg, memory_fit(cfg, cat), profile, cat)
     # an older engine build schedules as it did: the server ran with the model's own context unless the row says
     served_len = row.max_model_len or cfg.parts(cat).model.max_position_embeddings
-    for name, value in build_scheduler(profile_key(row), served_len, row.engine_version).items():
-        setattr(sm, name, value)
+    sm.schedule_as(build_scheduler(profile_key(row), served_len, row.engine_version))
     i_dist, o_dist = _dists(row)
     floor = MIN_REQUESTS_SHAREGPT if row.token_dist == "sharegpt" else MIN_REQUESTS_FIXED
     warmup = 0.1
@@ -730,9 +729,7 @@ def run_calibration(
         for key, entry in profiles.items():
             fam = key.split("/")[0]
             fam_table = by_study["by_family"].get(fam, {})
-            entry["expected_error"] = {
-                m: fam_table[m]["mdape"] for m in ("ttft", "tpot", "throughput") if m in fam_table
-            }
+            entry["expected_error"] = {m: fam_table[m]["mdape"] for m in ERROR_METRICS if m in fam_table}
     from pathlib import Path
 
     here = Path(__file__).parent

@@ -122,10 +122,10 @@ class CalRow(BaseModel):
     #: output tokens per request as the client counted them, when it counted with another tokenizer than the
     #: model's (llmperf counts with the Llama-2 tokenizer); the row's TPOT and throughput are in these units
     client_output_tokens: float | None = Field(default=None, gt=0)
-    #: how a closed loop's users start: spread over a request's duration (where closed loops settle), together, or in
-    #: waves that each wait for their last request (`WAVE_CLIENT`)
-    #: (genai-perf's concurrency mode issues every user's request at once; identical synthetic prompts with fixed
-    #: output lengths then keep the users in lock-step waves, each wave's prompts prefilled together)
+    #: how a closed loop's users start: spread over a request's duration (where closed loops settle); together
+    #: (`LOCKSTEP_CLIENT`: genai-perf's concurrency mode issues every user's request at once, and identical synthetic
+    #: prompts with fixed output lengths then keep the users in lock-step waves, each wave's prompts prefilled
+    #: together); or in waves that each wait for their last request (`WAVE_CLIENT`: llmperf)
     start: Literal["spread", "together", "waves"] = "spread"
     e2e_s: float | None = None
     output_tokens_per_s: float | None = Field(default=None, description="per replica")
@@ -427,7 +427,7 @@ def parse_row(r: dict[str, str], annotation: dict[str, Any] | None = None) -> Ca
     if load == "batch" and engine == "neuron":
         fields["max_num_seqs"] = int(value)
     fields["engine_version"] = (r.get("engine_version_if_known") or "").strip()
-    named = f"{r['engine']} {r.get('engine_version_if_known') or ''}"
+    named = f"{r['engine']} {fields['engine_version']}"
     fields["build"] = next(
         (b for eng, pattern, b in ENGINE_BUILDS if eng == engine and re.search(pattern, named, re.I)),
         "",

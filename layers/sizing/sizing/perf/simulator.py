@@ -334,9 +334,8 @@ def simulate(
     next_seen = arrival[0] + delay if not closed else inf
     users = iter(range(0))  # closed loop: the requests still to send, in order
     k0 = 0
-    waves = False
-    wave_gap = 0.0
-    wave_left = [0]  # waves: requests of the current wave still running
+    wave_gap: float | None = None  # closed loop in waves: the gap between a wave's requests
+    wave_left = 0  # requests of the current wave still running
     if closed:
         assert isinstance(load, ClosedLoop)
         k0 = min(load.concurrency, n)
@@ -355,8 +354,7 @@ def simulate(
             else:
                 heappush(future, (arrival[k] + delay, k))
         users = iter(range(k0, n))
-        if load.wave_gap_s is not None:
-            waves, wave_gap, wave_left[0] = True, load.wave_gap_s, k0
+        wave_gap, wave_left = load.wave_gap_s, k0
     completed = 0
     preemptions = 0
     itl_v: list[float] = []
@@ -366,15 +364,16 @@ def simulate(
     def next_of_user(when: float) -> None:
         """Closed loop: a request ended at `when`; its user sends the next one after thinking (in waves: the last
         request of a wave to end launches the next wave)."""
-        if waves:
-            wave_left[0] -= 1
-            if wave_left[0] > 0:
+        nonlocal wave_left
+        if wave_gap is not None:
+            wave_left -= 1
+            if wave_left > 0:
                 return
             for k in range(k0):
                 j = next(users, -1)
                 if j < 0:
                     break
-                wave_left[0] += 1
+                wave_left += 1
                 arrival[j] = when + k * wave_gap
                 heappush(future, (arrival[j] + delay, j))
             return
@@ -490,11 +489,9 @@ def simulate(
                 if by_kv < steps:
                     steps = by_kv
             if deferred:
-                # until the deferral ends: enough decode steps, or an arrival that makes the waiting enough
+                # until the deferral ends: enough decode steps, or (below) an arrival that makes the waiting enough
                 steps = min(steps, defer_steps - since_prefill)
-                nxt = (future[0][0] if future else inf) if closed else next_seen
-                delta = max(nxt - t, 1e-12) if nxt != inf else inf
-            elif waiting:
+            if waiting and not deferred:
                 delta = inf  # blocked requests wait for a completion; arrivals only join the queue
             else:
                 nxt = (future[0][0] if future else inf) if closed else next_seen

@@ -173,6 +173,14 @@ class StepModel:
             profile = profile_for(parts.accelerator.id, cfg.engine)
         return cls(cfg, fit, profile, catalog)
 
+    def schedule_as(self, settings: dict[str, Any]) -> None:
+        """Replace scheduler settings (`chunked_prefill`, `max_num_batched_tokens`, ...) with an engine build's own
+        (`sizing.perf.engines.build_scheduler`); a name the step model does not have is an error, not a new field."""
+        for name, value in settings.items():
+            if not hasattr(self, name):
+                raise AttributeError(f"StepModel has no scheduler setting {name!r}")
+            setattr(self, name, value)
+
     def weights_time(self, tokens: int) -> float:
         if not self._moe or tokens <= 0:
             return self._w_dense + self._w_expert

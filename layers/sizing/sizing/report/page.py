@@ -418,8 +418,8 @@ def _ranked(pg: Page) -> str:
         for m, q in metrics:
             f = UNIT_FMT[METRIC_UNITS[m]]
             cell = pg.n(f"{p}.predicted.{m}.{q}", f)
-            err = f"{p}.calibration.expected_error.{EXPECTED_ERROR_KEY.get(m)}"
-            if m in EXPECTED_ERROR_KEY and isinstance(lookup(r, err), int | float):
+            err = f"{p}.calibration.expected_error.{EXPECTED_ERROR_KEY[m]}" if m in EXPECTED_ERROR_KEY else ""
+            if err and isinstance(lookup(r, err), int | float):
                 # how far such a prediction typically is from a measurement (cross-validated median error)
                 cell += f' <small class="err" title="typical error of this prediction">±{pg.n(err, share, scale=100)}</small>'
             if any_measured:
