@@ -4,6 +4,7 @@ on how many processes run them."""
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 from test_perf_reference import BASE as REFERENCE_ROW
@@ -180,3 +181,35 @@ def test_users_that_start_together_wait_for_each_others_prompts():
     assert waves > 5 * alone
     # AND users that arrive spread out mostly find the engine decoding, and wait far less
     assert staggered < waves / 3
+
+
+def test_the_ttft_floor_shows_what_sources_disagreeing_on_fixed_costs_leave_to_the_model():
+    from sizing.perf.fit import PRIOR, predict_row, ttft_floor
+    from sizing.perf.step import Profile
+
+    # GIVEN one setup measured by two sources at two prompt lengths, as a known engine would run it, the second
+    # source 80 ms slower on every request (its client and network add a fixed cost the first does not have)
+    quick, slow = "org/repo:local.md@abc", "other/lab:remote.csv@def"
+
+    def at(row_id: str, source: str, prompt: int, overhead_s: float) -> CalRow:
+        row = _row(row_id, source, 100, 32).model_copy(update={"input_tokens": float(prompt)})
+        truth = Profile(0.5, 0.8, 0.003, request_overhead_s=overhead_s)
+        return row.model_copy(update={"ttft_ms": predict_row(row, truth)["ttft"]})
+
+    rows = [
+        at("F1", quick, 256, 0.01),
+        at("F2", quick, 2048, 0.01),
+        at("F3", slow, 256, 0.09),
+        at("F4", slow, 2048, 0.09),
+    ]
+    data = {"version": "t", "profiles": fit_profiles(rows), "global": dict(PRIOR)}
+    # WHEN the floor is computed with profiles fitted on all four rows
+    floor = ttft_floor(rows, data)
+    # THEN every row is predicted in sample and with its source's own overhead
+    assert sorted(p.row_id for p in floor.in_sample) == ["F1", "F2", "F3", "F4"]
+    assert sorted(p.row_id for p in floor.own_overhead) == ["F1", "F2", "F3", "F4"]
+    # AND the slower source chose the larger overhead, at least 50 ms more
+    assert floor.overheads[slow] - floor.overheads[quick] >= 0.05
+    # AND knowing each source's overhead leaves less error than one shared fit can
+    med = statistics.median
+    assert med(p.ape for p in floor.own_overhead) < med(p.ape for p in floor.in_sample) / 2
