@@ -70,6 +70,9 @@ def test_happy_path_measures_ranks_and_leaves_nothing_running(tmp_path):
     assert m["ttft_ms"]["p95"] > 0 and m["e2e_s"]["p95"] > 0 and m["levels"]
     assert result.measurements and all(x["record"]["requests"] > 0 for x in result.measurements)
     assert result.ranking and result.ranking["status"] == "SUCCEEDED"
+    # and its calibration rows say they were measured on a twin, which calibration refuses
+    rows = result.ranking["calibration_rows"]
+    assert rows and all(r["origin"] == "twin" and result.run["run_id"] in r["source"] for r in rows)
     # and nothing it started is still running
     urls = twin_urls(result)
     assert urls and not any(answers(u) for u in urls)

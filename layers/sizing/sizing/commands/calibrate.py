@@ -25,6 +25,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=[],
         help="normalised rows of our own load tests (sizing.perf.reference.add_rows format); repeatable",
     )
+    p.add_argument(
+        "--from-run",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="RESULT_JSON",
+        help="a sizing run's result file (`sizing run` writes result.json): its measured rows join the load-test "
+        "rows kept beside the profile (measurements-loadtest.csv), which every calibration includes; runs "
+        "measured on local twins are refused; repeatable",
+    )
     p.add_argument("--out", type=Path, default=PROFILE_PATH, help="profile file to write")
     p.add_argument("--date", default=None, help="profile date (default: today, UTC)")
     p.add_argument(
@@ -45,13 +55,35 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from sizing.errors import InvalidInput, Problem
     from sizing.perf.fit import format_error_table, run_calibration
-    from sizing.perf.reference import EXCLUDED, NORMALISED, parse_rows, write_rows
+    from sizing.perf.reference import (
+        EXCLUDED,
+        LOADTEST_ROWS_NAME,
+        NORMALISED,
+        merge_new_rows,
+        parse_rows,
+        rows_from_run,
+        write_rows,
+    )
 
     if not args.reference.exists():
         raise InvalidInput(
             f"reference measurements not found: {args.reference}", [Problem("reference", "missing")]
         )
     date = args.date or dt.datetime.now(dt.UTC).date().isoformat()
+    if args.workers < 1:
+        raise InvalidInput(
+            f"--workers must be at least 1, got {args.workers}", [Problem("workers", "below 1")]
+        )
+    # every run is read and checked before anything is written
+    imported = [row for path in args.from_run for row in rows_from_run(_read_json(path), str(path))]
+    loadtest_rows = args.out.parent / LOADTEST_ROWS_NAME
+    if imported:
+        added, held = merge_new_rows(imported, loadtest_rows)
+        print(f"{added} load-test rows added to {loadtest_rows} ({held} already there)", file=sys.stderr)
+    # the kept load-test rows, then any other row files (each file once)
+    extra = list(
+        {p.resolve(): p for p in [*([loadtest_rows] if loadtest_rows.exists() else []), *args.extra]}.values()
+    )
     rows, excluded = parse_rows(args.reference)
     if args.out == Path(args.out).resolve() and args.out.parent == NORMALISED.parent:
         write_rows(rows, NORMALISED)
@@ -60,12 +92,8 @@ def run(args: argparse.Namespace) -> int:
     def progress(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    if args.workers < 1:
-        raise InvalidInput(
-            f"--workers must be at least 1, got {args.workers}", [Problem("workers", "below 1")]
-        )
     result = run_calibration(
-        args.reference, args.extra, date, cv=not args.no_cv, progress=progress, workers=args.workers
+        args.reference, extra, date, cv=not args.no_cv, progress=progress, workers=args.workers
     )
     args.out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     print(
@@ -83,3 +111,19 @@ def run(args: argparse.Namespace) -> int:
         print()
         print(format_error_table(result["cross_validation_by_study"]))
     return 0
+
+
+def _read_json(path: Path) -> dict:
+    from sizing.errors import InvalidInput, Problem
+
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InvalidInput(f"--from-run: no such file: {path}", [Problem("from_run", "missing")]) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInput(
+            f"--from-run: {path} is not a JSON run result ({exc})", [Problem("from_run", "not JSON")]
+        ) from None
+    if not isinstance(data, dict):
+        raise InvalidInput(f"--from-run: {path} is not a run result", [Problem("from_run", "not an object")])
+    return data

@@ -12,7 +12,7 @@ from typing import Any
 
 from sizing.catalog import Catalog
 from sizing.plan.search import DEFAULT_HEADROOM
-from sizing.workload import WorkloadSpec, build_model
+from sizing.workload import WorkloadModel, WorkloadSpec, build_model
 
 METRICS = ("ttft_ms", "tpot_ms", "e2e_s")
 
@@ -69,8 +69,11 @@ def merge_measurements(
     spec: WorkloadSpec,
     cat: Catalog,
     headroom: float = DEFAULT_HEADROOM,
+    run_id: str = "",
+    origin: str = "loadtest",
 ) -> dict[str, Any]:
-    """Architectures with `measured` filled in and re-ranked; calibration rows from every measured step."""
+    """Architectures with `measured` filled in and re-ranked; calibration rows from every measured step (`origin`:
+    `loadtest` for real servers, `twin` for local twins, whose rows calibration refuses)."""
     from sizing.plan.cost import project
     from sizing.plan.search import _pricing, _rank_cost
 
@@ -115,7 +118,7 @@ def merge_measurements(
                 a["replicas"] = {"peak": max(sched), "min": min(sched), "mean": round(sum(sched) / 24, 2)}
                 a["instances"] = {"peak": nodes["peak"], "min": nodes["min"], "mean": round(nodes["mean"], 2)}
             if a["id"] == next((m_id for m_id, c in applies.items() if c == cid), None):
-                rows += calibration_rows(a, recs, cid)
+                rows += calibration_rows(a, recs, cid, run_id, origin, wm, cat)
         out.append(a)
     feasible = sorted((a for a in out if a["meets_slo"]), key=_rank_cost)
     rest = [a for a in out if not a["meets_slo"]]
@@ -127,9 +130,31 @@ def merge_measurements(
 
 
 def calibration_rows(
-    arch: dict[str, Any], records: list[dict[str, Any]], candidate_id: str
+    arch: dict[str, Any],
+    records: list[dict[str, Any]],
+    candidate_id: str,
+    run_id: str = "",
+    origin: str = "loadtest",
+    wm: WorkloadModel | None = None,
+    cat: Catalog | None = None,
 ) -> list[dict[str, Any]]:
-    """One normalised calibration row (sizing.perf.reference.CalRow format) per measured concurrency level."""
+    """One normalised calibration row (sizing.perf.reference.CalRow format) per measured concurrency level: the
+    deployment as served (its max_model_len and max_num_seqs), the lengths as drawn (measured means, the workload's
+    lognormal spread), the load and what was measured. Row ids and the source name the run, so rows of several
+    runs of one architecture stay apart."""
+    serving = arch.get("serving") or {}
+    max_model_len = serving.get("max_model_len")
+    if max_model_len is None and cat is not None:
+        max_model_len = cat.model(arch["model"]).max_position_embeddings
+    sigmas = {
+        f"{side}_sigma": dist.sigma
+        for side, dist in (
+            ("input", wm.input_tokens if wm else None),
+            ("output", wm.output_tokens if wm else None),
+        )
+        if dist is not None and dist.kind == "lognormal"
+    }
+    run = f"{run_id[:8]}-" if run_id else ""
     rows = []
     for r in records:
         conc = (r.get("target") or {}).get("concurrency")
@@ -137,8 +162,8 @@ def calibration_rows(
             continue
         rows.append(
             {
-                "row_id": f"LT-{candidate_id}-{int(conc)}",
-                "source": f"llm-sizing load test {arch['id']}",
+                "row_id": f"LT-{run}{candidate_id}-{int(conc)}",
+                "source": f"llm-sizing load test {arch['id']}" + (f" (run {run_id})" if run_id else ""),
                 "study": f"loadtest:{arch['id']}",
                 "engine": arch["engine"],
                 "accelerator": arch["accelerator"],
@@ -147,14 +172,17 @@ def calibration_rows(
                 "quantization": arch["quantization"],
                 "input_tokens": r.get("input_tokens") or 1,
                 "output_tokens": r.get("output_tokens") or 1,
+                **sigmas,
                 "load": "concurrency",
                 "load_value": conc,
+                "max_model_len": max_model_len,
+                "max_num_seqs": serving.get("max_num_seqs"),
                 "ttft_ms": (r.get("ttft_ms") or {}).get("mean"),
                 "tpot_ms": (r.get("tpot_ms") or {}).get("mean"),
                 "e2e_s": (r.get("e2e_s") or {}).get("mean"),
                 "output_tokens_per_s": r.get("output_tokens_per_s"),
                 "requests_per_s": r.get("requests_per_s"),
-                "origin": "loadtest",
+                "origin": origin,
             }
         )
     return rows

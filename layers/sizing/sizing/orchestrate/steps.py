@@ -276,6 +276,7 @@ def start_loadtest_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
 def collect_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     """Merge measured figures into the estimated architectures, write the ranking, append calibration rows."""
     from sizing.orchestrate.merge import merge_measurements
+    from sizing.perf.calibration import TWIN_ORIGIN
 
     run_id = event["run_id"]
     measured = event.get("measured") or []
@@ -283,7 +284,17 @@ def collect_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     steps = [m.model_dump(mode="json") for m in svc.store.list_measurements(run_id)]
     run = svc.store.get_run(run_id)
     spec = parse_spec(run.spec)
-    merged = merge_measurements(architectures, measured, steps, spec, svc.catalog)
+    # a local run without SIZING_ENDPOINT measured twins, which serve at the estimator's own predicted pace
+    twins = svc.settings.backend == "local" and not svc.settings.endpoint_url
+    merged = merge_measurements(
+        architectures,
+        measured,
+        steps,
+        spec,
+        svc.catalog,
+        run_id=run_id,
+        origin=TWIN_ORIGIN if twins else "loadtest",
+    )
     svc.store.put_architectures(run_id, merged["architectures"])
     ok = [m for m in measured if m.get("status") == "MEASURED"]
     status = "SUCCEEDED" if ok else "FAILED"

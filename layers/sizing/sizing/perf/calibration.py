@@ -19,6 +19,9 @@ from typing import Any
 from sizing.perf.step import Profile
 
 PROFILE_PATH = Path(__file__).parent / "data" / "calibration.json"
+#: Origin of measured rows that came from a local twin: the twin serves at the pace the estimator predicts, so its
+#: rows would calibrate the model against itself; calibration refuses them.
+TWIN_ORIGIN = "twin"
 
 #: Accelerator -> calibration family: chips of one architecture and memory technology share efficiencies.
 FAMILY: dict[str, str] = {

@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from sizing.perf.calibration import ERROR_METRICS, FAMILY, family_of, profile_for
+from sizing.perf.calibration import ERROR_METRICS, FAMILY, TWIN_ORIGIN, family_of, profile_for
 from sizing.perf.config import HardwareConfig
 from sizing.perf.engines import build_scheduler
 from sizing.perf.memory import memory_fit
@@ -110,8 +110,20 @@ def profile_key(row: CalRow) -> str:
     return f"{row.engine}@{row.build}" if row.build else row.engine
 
 
+#: z of the 99th percentile: a row's assumed context covers its lognormal lengths up to there
+Z99 = 2.326
+
+
+def _long(mean: float, sigma: float | None) -> float:
+    """A long draw of a length: the 99th percentile of a lognormal with this mean and sigma; the mean if fixed."""
+    return mean * math.exp(Z99 * sigma - sigma * sigma / 2) if sigma else mean
+
+
 def row_config(row: CalRow) -> HardwareConfig:
-    context = math.ceil(row.input_tokens * (3 if row.token_dist == "sharegpt" else 1) + row.output_tokens * 2)
+    prompt = (
+        row.input_tokens * 3 if row.token_dist == "sharegpt" else _long(row.input_tokens, row.input_sigma)
+    )
+    context = math.ceil(prompt + _long(row.output_tokens, row.output_sigma) * 2)
     return HardwareConfig(
         model_id=row.model,
         instance_type="",
@@ -148,7 +160,11 @@ def _dists(row: CalRow) -> tuple[Any, Any]:
             TokenDistribution.lognormal(row.input_tokens, SHAREGPT_SIGMA),
             TokenDistribution.lognormal(row.output_tokens, SHAREGPT_SIGMA),
         )
-    return TokenDistribution.fixed(round(row.input_tokens)), TokenDistribution.fixed(round(row.output_tokens))
+
+    def drawn(mean: float, sigma: float | None) -> Any:
+        return TokenDistribution.lognormal(mean, sigma) if sigma else TokenDistribution.fixed(round(mean))
+
+    return drawn(row.input_tokens, row.input_sigma), drawn(row.output_tokens, row.output_sigma)
 
 
 def predict_row(row: CalRow, profile: Profile) -> dict[str, float]:
@@ -765,6 +781,9 @@ def run_calibration(
     unusable: list[tuple[str, str]] = []
     usable: list[CalRow] = []
     for r in rows:
+        if r.origin == TWIN_ORIGIN:
+            unusable.append((r.row_id, "measured on a local twin, which runs at the estimator's own pace"))
+            continue
         try:
             cfg = row_config(r)
             fit = memory_fit(cfg, reference_catalog())

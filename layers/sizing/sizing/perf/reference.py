@@ -23,10 +23,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 DATA = Path(__file__).parent / "data"
 ANNOTATIONS = DATA / "reference_annotations.yaml"
 NORMALISED = DATA / "measurements-normalised.csv"
+#: This product's own load-test rows, kept beside the profile they calibrate (`sizing calibrate --from-run`)
+LOADTEST_ROWS_NAME = "measurements-loadtest.csv"
 EXCLUDED = DATA / "measurements-excluded.csv"
 REFERENCE_MODELS = DATA / "reference_models.yaml"
 #: Where the reference CSV lives in this repository layout (shared/ sits beside the checkout).
-DEFAULT_REFERENCE = Path(__file__).resolve().parents[5] / "shared" / "reference" / "measurements-train.csv"
+#: the workspace's shared reference, beside the repository checkout (a shallower install, e.g. a Lambda layer under
+#: /opt/python, has no such directory: the path then simply does not exist)
+_HERE = Path(__file__).resolve().parents
+DEFAULT_REFERENCE = _HERE[min(5, len(_HERE) - 1)] / "shared" / "reference" / "measurements-train.csv"
 
 #: Row weight by quality tier (reference/README.md: A/A- vendor tables with full configs, B CI or tutorials,
 #: C sanity checks): a C row counts 0.4 of an A row in the fit.
@@ -131,7 +136,14 @@ class CalRow(BaseModel):
     output_tokens_per_s: float | None = Field(default=None, description="per replica")
     requests_per_s: float | None = Field(default=None, description="per replica")
     weight: float = Field(default=1.0, gt=0)
+    #: where the row comes from: `reference` (published), `loadtest` (this product's load test of a real server), or
+    #: `twin` (a load test of a local twin, which serves at the estimator's own predicted pace: `calibration.TWIN_ORIGIN`,
+    #: never calibrated on)
     origin: str = "reference"
+    #: lognormal sigma of the prompt / output lengths drawn around the row's means (this product's load tests draw
+    #: from the workload's distribution); None: `token_dist` decides
+    input_sigma: float | None = Field(default=None, ge=0)
+    output_sigma: float | None = Field(default=None, ge=0)
     build: str = Field(
         default="",
         description="engine build calibrated apart from the engine's product profile (see ENGINE_BUILDS); "
@@ -495,3 +507,59 @@ def add_rows(rows: Iterable[CalRow | dict[str, Any]], path: Path) -> int:
         for row in items:
             w.writerow({k: ("" if v is None else v) for k, v in row.model_dump().items()})
     return len(items)
+
+
+def rows_from_run(result: dict[str, Any], where: str) -> list[CalRow]:
+    """The calibration rows a sizing run measured (`ranking.calibration_rows` of the result `sizing run` writes),
+    validated. Refuses, naming `where` and the row, a file that is not a run result, a run that measured nothing, a
+    row that is not a calibration row, and rows measured on local twins (`calibration.TWIN_ORIGIN`): those would
+    fit the model to its own predictions. Raises `InvalidInput`; nothing is returned half-read."""
+    from pydantic import ValidationError
+
+    from sizing.errors import InvalidInput, Problem, problems_from_pydantic
+    from sizing.perf.calibration import TWIN_ORIGIN
+
+    ranking = result.get("ranking") if isinstance(result, dict) else None
+    raw = ranking.get("calibration_rows") if isinstance(ranking, dict) else None
+    if not isinstance(raw, list):
+        raise InvalidInput(
+            f"{where} is not a sizing run result (no ranking.calibration_rows)",
+            [Problem("ranking.calibration_rows", "missing")],
+        )
+    if not raw:
+        raise InvalidInput(
+            f"{where}: the run measured no load level, so it has no calibration rows",
+            [Problem("ranking.calibration_rows", "empty")],
+        )
+    rows: list[CalRow] = []
+    for i, item in enumerate(raw):
+        try:
+            rows.append(CalRow.model_validate(item))
+        except ValidationError as exc:
+            rid = item.get("row_id", i) if isinstance(item, dict) else i
+            raise InvalidInput(
+                f"{where}: calibration row {rid} is not a calibration row",
+                problems_from_pydantic(exc, f"ranking.calibration_rows[{i}]"),
+            ) from None
+    twins = [r.row_id for r in rows if r.origin == TWIN_ORIGIN]
+    if twins:
+        raise InvalidInput(
+            f"{where}: the run measured local twins, which serve at the estimator's own predicted pace; calibrating"
+            " on them would fit the model to itself. Measure real servers (the AWS backend, or SIZING_ENDPOINT)",
+            [Problem(f"ranking.calibration_rows[{rid}].origin", TWIN_ORIGIN) for rid in twins[:3]],
+        )
+    return rows
+
+
+def merge_new_rows(rows: list[CalRow], path: Path) -> tuple[int, int]:
+    """Append to `path` the rows whose ids it does not hold yet (a run imported twice adds nothing).
+    Returns (added, already there)."""
+    held = {r.row_id for r in read_rows(path)} if path.exists() else set()
+    new: list[CalRow] = []
+    for r in rows:
+        if r.row_id not in held:
+            held.add(r.row_id)
+            new.append(r)
+    if new:
+        add_rows(new, path)
+    return len(new), len(rows) - len(new)
