@@ -83,9 +83,9 @@ def test_a_row_without_a_stated_context_covers_its_long_prompts():
     assert cfg.max_model_len is not None and cfg.max_model_len > p99 > 2 * row.input_tokens
 
 
-def _result(tmp_path, name: str, rows: list[dict]) -> str:
+def _result(tmp_path, name: str, rows: list[dict], run_id: str = "0123456789abcdef") -> str:
     path = tmp_path / name
-    path.write_text(json.dumps({"run": {"run_id": "r"}, "ranking": {"calibration_rows": rows}}))
+    path.write_text(json.dumps({"run": {"run_id": run_id}, "ranking": {"calibration_rows": rows}}))
     return str(path)
 
 
@@ -131,7 +131,8 @@ def test_calibrate_keeps_a_real_runs_rows_once_and_fits_on_them(tmp_path, capsys
 @pytest.mark.parametrize(
     ("content", "says"),
     [
-        (None, "local twins"),
+        ("twin", "local twins"),
+        ("old", "recorded before load-test rows said"),
         ({"ranking": {}}, "not a sizing run result"),
         ({"ranking": {"calibration_rows": []}}, "measured no load level"),
         (
@@ -142,10 +143,14 @@ def test_calibrate_keeps_a_real_runs_rows_once_and_fits_on_them(tmp_path, capsys
     ],
 )
 def test_calibrate_refuses_what_is_not_a_real_measurement_and_writes_nothing(tmp_path, capsys, content, says):
-    # GIVEN a twin-measured run, a file that is not a run result, an empty run, a broken row, or not JSON
-    good = _result(tmp_path, "good.json", _rows("loadtest", run_id="feedfacecafe0000"))
-    if content is None:
+    # GIVEN a twin-measured run, rows recorded before they said what they measured, a file that is not a run
+    # result, an empty run, a broken row, or not JSON
+    good = _result(tmp_path, "good.json", _rows("loadtest", "feedfacecafe0000"), "feedfacecafe0000")
+    if content == "twin":
         bad = _result(tmp_path, "twin.json", _rows("twin"))
+    elif content == "old":
+        old_rows = [{**r, "source": "llm-sizing load test " + ARCH["id"]} for r in _rows("loadtest")]
+        bad = _result(tmp_path, "old.json", old_rows)
     else:
         path = tmp_path / "bad.json"
         path.write_text(content if isinstance(content, str) else json.dumps(content))

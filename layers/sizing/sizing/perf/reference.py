@@ -512,8 +512,9 @@ def add_rows(rows: Iterable[CalRow | dict[str, Any]], path: Path) -> int:
 def rows_from_run(result: dict[str, Any], where: str) -> list[CalRow]:
     """The calibration rows a sizing run measured (`ranking.calibration_rows` of the result `sizing run` writes),
     validated. Refuses, naming `where` and the row, a file that is not a run result, a run that measured nothing, a
-    row that is not a calibration row, and rows measured on local twins (`calibration.TWIN_ORIGIN`): those would
-    fit the model to its own predictions. Raises `InvalidInput`; nothing is returned half-read."""
+    row that is not a calibration row, rows that do not name the run (recorded before rows said what they measured:
+    the embedded default's twins among them), and rows measured on local twins (`calibration.TWIN_ORIGIN`): those
+    would fit the model to its own predictions. Raises `InvalidInput`; nothing is returned half-read."""
     from pydantic import ValidationError
 
     from sizing.errors import InvalidInput, Problem, problems_from_pydantic
@@ -541,6 +542,17 @@ def rows_from_run(result: dict[str, Any], where: str) -> list[CalRow]:
                 f"{where}: calibration row {rid} is not a calibration row",
                 problems_from_pydantic(exc, f"ranking.calibration_rows[{i}]"),
             ) from None
+    run_id = str((result.get("run") or {}).get("run_id") or "")
+    unnamed = [r.row_id for r in rows if r.origin != TWIN_ORIGIN and (not run_id or run_id not in r.source)]
+    if unnamed:
+        raise InvalidInput(
+            f"{where}: rows that do not name run {run_id or '(no run id)'} were recorded before load-test rows said"
+            " whether they measured a real server or a twin; measure again to import them",
+            [
+                Problem(f"ranking.calibration_rows[{rid}].source", "does not name the run")
+                for rid in unnamed[:3]
+            ],
+        )
     twins = [r.row_id for r in rows if r.origin == TWIN_ORIGIN]
     if twins:
         raise InvalidInput(
