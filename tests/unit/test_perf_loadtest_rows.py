@@ -21,6 +21,7 @@ from sizing.workload import build_model, parse_spec
 #: an architecture as a run's ranking holds it: Llama-3.1-8B in fp8 on one L40S, served with the model's context
 ARCH = {
     "id": "eks:g6e.xlarge:tp1:fp8:vllm:on-demand",
+    "deployment": "eks",
     "engine": "vllm",
     "accelerator": "l40s",
     "tensor_parallel": 1,
@@ -70,6 +71,13 @@ def test_a_measured_level_becomes_a_row_of_the_deployment_as_served_and_the_leng
     # AND the lengths keep the spread the client drew (the workload's lognormal: mean 800, p95 2400)
     assert rows[0].input_sigma == pytest.approx(0.93, abs=0.01)
     assert rows[0].output_sigma is not None and rows[0].output_sigma > 0
+
+
+def test_a_managed_service_gives_no_rows():
+    # GIVEN a measured Bedrock architecture (the service does not say what hardware served it)
+    bedrock = {**ARCH, "id": "bedrock:llama-3.1-8b", "deployment": "bedrock", "accelerator": None}
+    # THEN it gives no calibration rows
+    assert calibration_rows(bedrock, [_record(2, 90.0)], "c2", "0123456789abcdef") == []
 
 
 def test_a_row_without_a_stated_context_covers_its_long_prompts():

@@ -141,7 +141,9 @@ def calibration_rows(
     """One normalised calibration row (sizing.perf.reference.CalRow format) per measured concurrency level: the
     deployment as served (its max_model_len and max_num_seqs), the lengths as drawn (measured means, the workload's
     lognormal spread), the load and what was measured. Row ids and the source name the run, so rows of several
-    runs of one architecture stay apart."""
+    runs of one architecture stay apart. A managed service (Bedrock) runs on hardware it does not name: no rows."""
+    if arch.get("deployment") == "bedrock" or not arch.get("accelerator"):
+        return []
     serving = arch.get("serving") or {}
     max_model_len = serving.get("max_model_len")
     if max_model_len is None and cat is not None:
