@@ -148,14 +148,11 @@ def calibration_rows(
     max_model_len = serving.get("max_model_len")
     if max_model_len is None and cat is not None:
         max_model_len = cat.model(arch["model"]).max_position_embeddings
-    sigmas = {
-        f"{side}_sigma": dist.sigma
-        for side, dist in (
-            ("input", wm.input_tokens if wm else None),
-            ("output", wm.output_tokens if wm else None),
-        )
-        if dist is not None and dist.kind == "lognormal"
-    }
+    sigmas: dict[str, float] = {}
+    if wm is not None:
+        for side, dist in (("input", wm.input_tokens), ("output", wm.output_tokens)):
+            if dist.kind == "lognormal":
+                sigmas[f"{side}_sigma"] = dist.sigma
     run = f"{run_id[:8]}-" if run_id else ""
     rows = []
     for r in records:

@@ -110,16 +110,20 @@ def profile_key(row: CalRow) -> str:
     return f"{row.engine}@{row.build}" if row.build else row.engine
 
 
-#: z of the 99th percentile: a row's assumed context covers its lognormal lengths up to there
-Z99 = 2.326
+def _drawn(mean: float, sigma: float | None) -> Any:
+    """The lengths a client drew around `mean`: lognormal with `sigma` when the row states one, else fixed."""
+    from sizing.workload import TokenDistribution
+
+    return TokenDistribution.lognormal(mean, sigma) if sigma else TokenDistribution.fixed(round(mean))
 
 
 def _long(mean: float, sigma: float | None) -> float:
-    """A long draw of a length: the 99th percentile of a lognormal with this mean and sigma; the mean if fixed."""
-    return mean * math.exp(Z99 * sigma - sigma * sigma / 2) if sigma else mean
+    """A long draw: the 99th percentile of the lengths drawn with `sigma`, the mean itself when fixed."""
+    return float(_drawn(mean, sigma).percentile("p99")) if sigma else mean
 
 
 def row_config(row: CalRow) -> HardwareConfig:
+    # the assumed context covers a long request: 3x a ShareGPT mean prompt, else the drawn lengths' long tail
     prompt = (
         row.input_tokens * 3 if row.token_dist == "sharegpt" else _long(row.input_tokens, row.input_sigma)
     )
@@ -160,11 +164,7 @@ def _dists(row: CalRow) -> tuple[Any, Any]:
             TokenDistribution.lognormal(row.input_tokens, SHAREGPT_SIGMA),
             TokenDistribution.lognormal(row.output_tokens, SHAREGPT_SIGMA),
         )
-
-    def drawn(mean: float, sigma: float | None) -> Any:
-        return TokenDistribution.lognormal(mean, sigma) if sigma else TokenDistribution.fixed(round(mean))
-
-    return drawn(row.input_tokens, row.input_sigma), drawn(row.output_tokens, row.output_sigma)
+    return _drawn(row.input_tokens, row.input_sigma), _drawn(row.output_tokens, row.output_sigma)
 
 
 def predict_row(row: CalRow, profile: Profile) -> dict[str, float]:

@@ -27,9 +27,8 @@ NORMALISED = DATA / "measurements-normalised.csv"
 LOADTEST_ROWS_NAME = "measurements-loadtest.csv"
 EXCLUDED = DATA / "measurements-excluded.csv"
 REFERENCE_MODELS = DATA / "reference_models.yaml"
-#: Where the reference CSV lives in this repository layout (shared/ sits beside the checkout).
-#: the workspace's shared reference, beside the repository checkout (a shallower install, e.g. a Lambda layer under
-#: /opt/python, has no such directory: the path then simply does not exist)
+#: Where the reference CSV lives in this repository layout (shared/ sits beside the checkout). A shallower install
+#: (a Lambda layer under /opt/python) has no such directory: the path then simply does not exist.
 _HERE = Path(__file__).resolve().parents
 DEFAULT_REFERENCE = _HERE[min(5, len(_HERE) - 1)] / "shared" / "reference" / "measurements-train.csv"
 
@@ -520,7 +519,7 @@ def rows_from_run(result: dict[str, Any], where: str) -> list[CalRow]:
     from sizing.errors import InvalidInput, Problem, problems_from_pydantic
     from sizing.perf.calibration import TWIN_ORIGIN
 
-    ranking = result.get("ranking") if isinstance(result, dict) else None
+    ranking = result.get("ranking")
     raw = ranking.get("calibration_rows") if isinstance(ranking, dict) else None
     if not isinstance(raw, list):
         raise InvalidInput(
