@@ -23,7 +23,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sizing.errors import InvalidInput, Problem, problems_from_pydantic
 
 #: z-scores of the standard normal at the percentiles we use.
-Z = {"p50": 0.0, "p90": 1.2815515655446004, "p95": 1.6448536269514722, "p99": 2.3263478740408408}
+Z = {
+    "p50": 0.0,
+    "p90": 1.2815515655446004,
+    "p95": 1.6448536269514722,
+    "p99": 2.3263478740408408,
+    "p99.9": 3.090232306167813,
+}
 PERCENTILES = ("p50", "p90", "p95", "p99")
 #: Largest token count a distribution may produce: the longest context of any catalog model (Llama-4-Scout).
 MAX_TOKENS = 10_485_760
@@ -592,10 +598,38 @@ def resolve(spec: WorkloadSpec, catalog: Any | None = None) -> WorkloadModel:
     cat = catalog or load_catalog()
     model = cat.model(spec.model)
     wm = build_model(spec, model.id)
-    longest = wm.input_tokens.percentile("p99") + wm.output_tokens.percentile("p99")
-    if longest > model.max_position_embeddings:
-        wm.notes.append(
-            f"p99 input+output ({longest:,.0f} tokens) exceeds {model.id}'s context of"
-            f" {model.max_position_embeddings:,}: the longest requests will be truncated or refused"
-        )
+    check_context(wm, model.id, model.max_position_embeddings)
     return wm
+
+
+def context_limit(spec: WorkloadSpec, model_context: int) -> int:
+    """The longest request a deployment may serve: the model's context, or `constraints.max_context_tokens` if
+    lower."""
+    cap = spec.constraints.max_context_tokens
+    return min(model_context, cap) if cap else model_context
+
+
+def check_context(wm: WorkloadModel, model_id: str, model_context: int) -> None:
+    """Refuse a workload whose requests exceed the allowed context at p99: no deployment serves them. `sizing
+    predict` refuses the same case for its one request shape."""
+    p_in, p_out = wm.input_tokens.percentile("p99"), wm.output_tokens.percentile("p99")
+    limit = context_limit(wm.spec, model_context)
+    what = f"{model_id}'s context of {limit:,} tokens"
+    if limit < model_context:
+        what = f"the allowed context of {limit:,} tokens (constraints.max_context_tokens)"
+    problems: list[Problem] = []
+    if p_in > limit:
+        problems.append(Problem("tokens.input", f"p99 of {p_in:,.0f} tokens exceeds {what}"))
+    if p_out > limit:
+        problems.append(Problem("tokens.output", f"p99 of {p_out:,.0f} tokens exceeds {what}"))
+    if not problems and p_in + p_out > limit:
+        problems.append(
+            Problem(
+                "tokens.input",
+                f"p99 input + p99 output = {p_in + p_out:,.0f} tokens exceeds {what}; shorten prompts or answers",
+            )
+        )
+    if problems:
+        raise InvalidInput(
+            f"the workload's longest requests do not fit: {problems[0].message}", problems
+        )

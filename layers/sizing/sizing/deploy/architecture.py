@@ -12,26 +12,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sizing.catalog import Catalog, load_catalog
-from sizing.errors import InvalidInput, problems_from_pydantic
+from sizing.errors import InvalidInput, Problem, problems_from_pydantic
+from sizing.serving import ServingConfig, check_for_hardware
 
 Deployment = Literal["eks", "sagemaker", "bedrock"]
 CapacityType = Literal["on-demand", "spot"]
 Quant = Literal["bf16", "fp8", "int8", "int4"]
-
-GIB = 2**30
-
-#: Context length when the planner gave none: covers the example workloads' p95 prompt + answer (3,500 + 700
-#: tokens) with room, without reserving KV cache for the 128k contexts the Llama configs allow.
-DEFAULT_MAX_MODEL_LEN = 8192
-#: vLLM's `gpu_memory_utilization` default in the releases we pin (0.90; newer main uses 0.92) —
-#: notes/serving-facts.md s1.
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.90
-#: vLLM API-server batch defaults (notes/serving-facts.md s1): >= 70 GiB devices other than A100 get
-#: 1024 sequences / 8192 batched tokens, every other device 256 / 2048.
-LARGE_DEVICE_GIB = 70
-LARGE_DEVICE_DEFAULTS = (1024, 8192)
-SMALL_DEVICE_DEFAULTS = (256, 2048)
-
 
 class _Loose(BaseModel):
     """Fed the planner's dicts: ignore keys we do not use (predicted, cost, measured, ...)."""
@@ -57,23 +43,6 @@ class Instances(_Loose):
     min: int = Field(ge=0)
 
 
-class Serving(_Loose):
-    """Engine settings; any the planner left out (None) are filled with vLLM's defaults by `resolve()`."""
-
-    max_model_len: int | None = Field(default=None, ge=1)
-    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
-    max_num_seqs: int | None = Field(default=None, ge=1)
-    max_num_batched_tokens: int | None = Field(default=None, ge=1)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _unset_is_none(cls, raw: Any) -> Any:
-        """The planner writes 0 for settings an engine does not have (e.g. batched tokens on Neuron)."""
-        if isinstance(raw, dict):
-            return {k: (None if v == 0 else v) for k, v in raw.items()}
-        return raw
-
-
 class PerReplica(_Loose):
     max_concurrency: float | None = Field(default=None, gt=0)
 
@@ -95,7 +64,8 @@ class Architecture(_Loose):
     replicas: Replicas = Replicas(peak=1, min=1, mean=1)
     replicas_per_instance: int | None = Field(default=None, ge=1)
     instances: Instances | None = None
-    serving: Serving | None = None
+    #: the replica as the engine runs it; a bare id gets the engine's defaults (`plan.serving.serving_for`)
+    serving: ServingConfig | None = None
     weights_gb: float | None = Field(default=None, gt=0)
     per_replica: PerReplica | None = None
 
@@ -149,15 +119,15 @@ class Architecture(_Loose):
                 f"{inst.instance_type}"
             )
         per_instance = self.replicas_per_instance or devices // self.tensor_parallel
-        given = self.serving or Serving()
-        large = acc.device_memory_bytes >= LARGE_DEVICE_GIB * GIB and "a100" not in acc.id
-        seqs, tokens = LARGE_DEVICE_DEFAULTS if large else SMALL_DEVICE_DEFAULTS
-        serving = Serving(
-            max_model_len=given.max_model_len or min(spec.max_position_embeddings, DEFAULT_MAX_MODEL_LEN),
-            gpu_memory_utilization=given.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION,
-            max_num_seqs=given.max_num_seqs or seqs,
-            max_num_batched_tokens=given.max_num_batched_tokens or tokens,
-        )
+        if self.serving is None:
+            from sizing.plan.serving import serving_for
+
+            serving = serving_for(
+                cat, self.model, inst.instance_type, self.tensor_parallel, self.quantization, self.engine
+            )
+        else:
+            serving = self.serving
+            self._check_serving(serving, cat)
         instances = self.instances or Instances(
             peak=math.ceil(self.replicas.peak / per_instance), min=math.ceil(self.replicas.min / per_instance)
         )
@@ -174,6 +144,35 @@ class Architecture(_Loose):
                 "model": spec.id,
             }
         )
+
+    def _check_serving(self, s: ServingConfig, cat: Catalog) -> None:
+        """A stated `ServingConfig` must describe this architecture's replica and run on its hardware."""
+        from sizing.perf.config import check_tp
+
+        inst = cat.instance(self.instance_type or "")
+        acc = cat.accelerator_of(inst)
+        for name, mine in (
+            ("tensor_parallel", self.tensor_parallel),
+            ("quantization", self.quantization),
+            ("engine", self.engine),
+        ):
+            if getattr(s, name) != mine:
+                raise InvalidInput(
+                    f"{self.id}: serving.{name} is {getattr(s, name)} but the architecture's {name} is {mine}",
+                    [Problem(f"serving.{name}", f"{getattr(s, name)} != architecture {name} {mine}")],
+                )
+        check_for_hardware(s, acc.kind, acc.supports("fp8"))
+        spec = cat.model(s.model)
+        try:
+            check_tp(spec, s.tensor_parallel, cat.devices(inst), inst.instance_type)
+        except InvalidInput as exc:
+            raise InvalidInput(str(exc.message), [Problem("serving.tensor_parallel", exc.message)]) from None
+        if s.max_model_len > spec.max_position_embeddings:
+            raise InvalidInput(
+                f"serving.max_model_len {s.max_model_len:,} exceeds {spec.id}'s context of"
+                f" {spec.max_position_embeddings:,} tokens",
+                [Problem("serving.max_model_len", f"> {spec.max_position_embeddings} (the model's context)")],
+            )
 
     def accelerator_kind(self, catalog: Catalog | None = None) -> Literal["gpu", "neuron"]:
         cat = catalog or load_catalog()

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sizing.catalog import Catalog, load_catalog
 from sizing.deploy import labels as L
-from sizing.deploy.architecture import GIB, Architecture
+from sizing.deploy.architecture import Architecture
 from sizing.errors import InvalidInput
 
 KARPENTER_API = "karpenter.sh/v1"
@@ -37,6 +37,7 @@ NEURON_TAINT = {"key": NEURON_RESOURCE, "value": "true", "effect": "NoSchedule"}
 #: vLLM's OpenAI server port (its default).
 SERVING_PORT = 8000
 SERVICE_PORT = 80
+GIB = 2**30
 #: vLLM needs shared memory for tensor-parallel workers; 2 GiB as in vLLM's Kubernetes deployment example.
 SHM_GIB = 2
 #: Share of a node's vCPUs and memory the serving pods request; the rest is left for the kubelet, system

@@ -10,6 +10,7 @@ from sizing.perf.engines import ENGINES, GPU_ENGINES, NEURON_ENGINES, EngineDefa
 
 if TYPE_CHECKING:
     from sizing.catalog import Accelerator, Catalog, InstanceType, ModelSpec
+    from sizing.serving import ServingConfig
 
 QUANTIZATIONS = ("bf16", "fp8", "int8", "int4")
 #: Context a replica must hold at least once when the caller gives no max_model_len: a 2k-token conversation
@@ -41,6 +42,12 @@ class HardwareConfig:
     gpu_memory_utilization: float | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
+    #: `auto` keeps K/V in bf16; `fp8` halves the KV bytes per token (None: the engine's choice for the quantization)
+    kv_cache_dtype: str | None = None
+    #: None: the engine's default (chunked prefill on vLLM/SGLang/TGI; off on TensorRT-LLM and Neuron)
+    enable_chunked_prefill: bool | None = None
+    #: requests' shared prefix is served from the KV cache instead of prefilled again (vLLM automatic prefix caching)
+    enable_prefix_caching: bool = False
     #: calibration only: an accelerator with no AWS instance in the catalog (e.g. A100 PCIe rows)
     accelerator_id: str | None = None
 
@@ -130,6 +137,24 @@ class HardwareConfig:
             if memory_fit(cfg, catalog=cat).fits:
                 return cfg
         return replace(base, tensor_parallel=candidates[-1])
+
+    @classmethod
+    def from_serving(cls, serving: ServingConfig, instance_type: str) -> HardwareConfig:
+        """The replica a `ServingConfig` deploys on `instance_type`: every setting the estimator reads."""
+        return cls(
+            serving.model,
+            instance_type,
+            serving.tensor_parallel,
+            serving.quantization,
+            serving.engine,
+            serving.max_model_len,
+            serving.gpu_memory_utilization,
+            serving.max_num_seqs,
+            serving.max_num_batched_tokens,
+            serving.kv_cache_dtype,
+            serving.enable_chunked_prefill,
+            serving.enable_prefix_caching,
+        )
 
     def parts(self, catalog: Catalog | None = None) -> Parts:
         from sizing.catalog import load_catalog

@@ -17,6 +17,19 @@ NEURON_ENGINES = ("neuron",)
 
 GIB = 2**30
 
+#: The container image each engine is deployed with: one pin, read by the estimate (its `ServingConfig`), the
+#: manifests and the SageMaker provisioner. vLLM v0.11.0 is the V1 engine whose scheduler and defaults this
+#: module states; the Neuron image is AWS's vLLM-on-NxD-Inference Deep Learning Container for Neuron SDK 2.25
+#: [gallery.ecr.aws/neuron/pytorch-inference-vllm-neuronx]. TensorRT-LLM, SGLang and TGI are estimated with their
+#: own defaults and images, but only vLLM and Neuron servers are rendered as manifests.
+ENGINE_IMAGES: dict[str, str] = {
+    "vllm": "vllm/vllm-openai:v0.11.0",
+    "neuron": "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04",
+    "sglang": "lmsysorg/sglang:v0.5.3-cu126",
+    "tgi": "ghcr.io/huggingface/text-generation-inference:3.3.6",
+    "trtllm": "nvcr.io/nvidia/tensorrt-llm/release:1.0.0",
+}
+
 #: vLLM picks its large batch defaults on GPUs with >= 70 GiB that are not A100s (H100/H200/B200).
 #: [vllm-project/vllm:vllm/engine/arg_utils.py@99d7eb5d `_set_default_args`]
 VLLM_LARGE_GPU_GIB = 70

@@ -25,7 +25,10 @@ KV_DTYPE_BYTES = 2.0
 FP8_KV_BYTES = 1.0
 
 
-def kv_dtype_bytes(engine: str, quantization: str) -> float:
+def kv_dtype_bytes(engine: str, quantization: str, kv_cache_dtype: str | None = None) -> float:
+    """Bytes per K/V element: as configured (`fp8` or `auto`), else the engine's choice for the quantization."""
+    if kv_cache_dtype is not None:
+        return FP8_KV_BYTES if kv_cache_dtype == "fp8" else KV_DTYPE_BYTES
     return FP8_KV_BYTES if engine == "trtllm" and quantization == "fp8" else KV_DTYPE_BYTES
 
 
@@ -112,7 +115,7 @@ def memory_fit(cfg: HardwareConfig, catalog: Catalog | None = None) -> MemoryFit
         usable = (dev_mem - runtime - acts) * fraction
         kv_bytes = dev_mem - runtime - acts - weights
         kv_bytes *= fraction
-    kv_elem = kv_dtype_bytes(cfg.engine, cfg.quantization)
+    kv_elem = kv_dtype_bytes(cfg.engine, cfg.quantization, cfg.kv_cache_dtype)
     kv_tok_dev = 2 * spec.layers * kv_heads_per_device(spec, tp) * spec.head_dim * kv_elem
     block = d.block_size
     kv_tokens = max(0, int(kv_bytes // kv_tok_dev) // block * block)

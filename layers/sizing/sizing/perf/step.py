@@ -101,7 +101,11 @@ class StepModel:
         self.max_num_batched_tokens: int = fit.max_num_batched_tokens
         self.kv_capacity_tokens: int = fit.kv_cache_tokens
         self.block_size: int = d.block_size
-        self.chunked_prefill: bool = d.chunked_prefill
+        self.chunked_prefill: bool = (
+            d.chunked_prefill if cfg.enable_chunked_prefill is None else cfg.enable_chunked_prefill
+        )
+        #: a request's shared prefix (the workload's `tokens.shared_prefix`) is read from the KV cache, not prefilled
+        self.prefix_caching: bool = cfg.enable_prefix_caching
         self.mixed_prefill_decode: bool = d.mixed_prefill_decode
         self.admission: str = d.admission
         self.prefill_defer_ratio: float = d.prefill_defer_ratio

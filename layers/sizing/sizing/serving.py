@@ -1,0 +1,151 @@
+"""The serving configuration: one replica's engine settings, exactly as estimated, deployed, twinned and measured.
+
+`ServingConfig` is the one place those settings live. The planner chooses it (and searches its runtime parameters),
+the estimator simulates it, `sizing.deploy.manifests` renders it as the engine's container arguments (and
+`from_vllm_args` reads them back), the local twin serves it, and the load test records it beside its figures. A
+setting has one value here; nothing downstream holds a default of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from sizing.errors import InvalidInput, Problem
+
+Engine = Literal["vllm", "trtllm", "sglang", "tgi", "neuron"]
+Quant = Literal["bf16", "fp8", "int8", "int4"]
+#: vLLM's `--kv-cache-dtype`: `auto` keeps K/V in the activation dtype (bf16); `fp8` (E4M3) halves its bytes.
+KvCacheDtype = Literal["auto", "fp8"]
+
+
+class ServingConfig(BaseModel):
+    """One replica as the engine runs it. On Neuron, `tensor_parallel` is the NxD Inference `tp_degree` (the
+    NeuronCores one replica spans); `max_num_batched_tokens` is None for an engine without a token budget."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: the served model id exactly as the workload named it (an -Instruct id serves the -Instruct checkpoint)
+    model: str = Field(min_length=1)
+    engine: Engine = "vllm"
+    image: str = Field(min_length=1)
+    tensor_parallel: int = Field(ge=1)
+    quantization: Quant = "bf16"
+    kv_cache_dtype: KvCacheDtype = "auto"
+    max_model_len: int = Field(ge=1)
+    max_num_seqs: int = Field(ge=1)
+    max_num_batched_tokens: int | None = Field(default=None, ge=1)
+    #: share of device memory the engine may use (vLLM `--gpu-memory-utilization`; Neuron/TRT-LLM: their fraction)
+    gpu_memory_utilization: float = Field(gt=0, le=1)
+    enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = False
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ServingConfig:
+        if self.max_num_batched_tokens is not None and self.enable_chunked_prefill is False:
+            if self.max_num_batched_tokens < self.max_model_len:
+                raise ValueError(
+                    f"max_num_batched_tokens ({self.max_num_batched_tokens}) is below max_model_len"
+                    f" ({self.max_model_len}) without chunked prefill: the longest prompt could never be scheduled"
+                )
+        return self
+
+    def label(self) -> str:
+        parts = [
+            f"max_model_len {self.max_model_len:,}",
+            f"max_num_seqs {self.max_num_seqs}",
+        ]
+        if self.max_num_batched_tokens:
+            parts.append(f"max_num_batched_tokens {self.max_num_batched_tokens}")
+        if self.kv_cache_dtype != "auto":
+            parts.append(f"kv_cache_dtype {self.kv_cache_dtype}")
+        if self.enable_prefix_caching:
+            parts.append("prefix caching")
+        return ", ".join(parts)
+
+
+#: vLLM flags of `ServingConfig` fields (the names of `vllm serve --help`).
+VLLM_FLAGS: dict[str, str] = {
+    "model": "--served-model-name",
+    "tensor_parallel": "--tensor-parallel-size",
+    "max_model_len": "--max-model-len",
+    "max_num_seqs": "--max-num-seqs",
+    "max_num_batched_tokens": "--max-num-batched-tokens",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+    "kv_cache_dtype": "--kv-cache-dtype",
+}
+#: vLLM's fp8 KV-cache format as written on the command line (`fp8` is an alias of it).
+VLLM_FP8_KV = "fp8_e4m3"
+
+
+def vllm_args(s: ServingConfig) -> list[str]:
+    """The `ServingConfig` part of a vLLM server's arguments (checkpoint, quantization and host flags are the
+    renderer's). Every field is stated, so the server never falls back to a default of its own."""
+    args = [
+        f"--served-model-name={s.model}",
+        f"--tensor-parallel-size={s.tensor_parallel}",
+        f"--max-model-len={s.max_model_len}",
+        f"--max-num-seqs={s.max_num_seqs}",
+    ]
+    if s.max_num_batched_tokens:
+        args.append(f"--max-num-batched-tokens={s.max_num_batched_tokens}")
+    if s.engine == "neuron":
+        # vllm-neuron sizes its memory, KV dtype and prefill buckets at compile time: these flags are GPU-only
+        return args
+    args.append(f"--gpu-memory-utilization={s.gpu_memory_utilization}")
+    args.append(f"--kv-cache-dtype={VLLM_FP8_KV if s.kv_cache_dtype == 'fp8' else 'auto'}")
+    args.append("--enable-chunked-prefill" if s.enable_chunked_prefill else "--no-enable-chunked-prefill")
+    # vLLM V1 caches prefixes unless told not to: stated either way, so the server caches what was estimated
+    args.append("--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching")
+    return args
+
+
+def parse_vllm_args(args: list[str]) -> dict[str, object]:
+    """The `ServingConfig` fields stated in a vLLM server's arguments (`--flag=value` or `--flag value`)."""
+    by_flag = {flag: name for name, flag in VLLM_FLAGS.items()}
+    out: dict[str, object] = {}
+    it = iter(range(len(args)))
+    for i in it:
+        arg = args[i]
+        if arg in ("--enable-chunked-prefill", "--no-enable-chunked-prefill"):
+            out["enable_chunked_prefill"] = not arg.startswith("--no-")
+            continue
+        if arg in ("--enable-prefix-caching", "--no-enable-prefix-caching"):
+            out["enable_prefix_caching"] = not arg.startswith("--no-")
+            continue
+        flag, sep, value = arg.partition("=")
+        if flag not in by_flag:
+            continue
+        if not sep:
+            value = args[i + 1] if i + 1 < len(args) else ""
+            next(it, None)
+        name = by_flag[flag]
+        if name == "kv_cache_dtype":
+            out[name] = "auto" if value == "auto" else "fp8"
+        elif name == "gpu_memory_utilization":
+            out[name] = float(value)
+        elif name == "model":
+            out[name] = value
+        else:
+            out[name] = int(value)
+    return out
+
+
+def check_for_hardware(s: ServingConfig, accelerator_kind: str, supports_fp8: bool) -> None:
+    """Refuse a configuration the hardware cannot run, naming the field."""
+    neuron = accelerator_kind == "neuron"
+    if neuron and s.engine != "neuron":
+        raise InvalidInput(
+            f"serving.engine '{s.engine}' does not run on Neuron devices (use neuron)",
+            [Problem("serving.engine", f"'{s.engine}' needs a GPU")],
+        )
+    if not neuron and s.engine == "neuron":
+        raise InvalidInput(
+            "serving.engine 'neuron' needs an inf2/trn instance", [Problem("serving.engine", "needs inf2/trn")]
+        )
+    if s.kv_cache_dtype == "fp8" and (neuron or not supports_fp8):
+        raise InvalidInput(
+            "serving.kv_cache_dtype fp8 needs an accelerator with fp8 support (L4, L40S, H100, H200, B200)",
+            [Problem("serving.kv_cache_dtype", "fp8 is not supported on this accelerator")],
+        )
