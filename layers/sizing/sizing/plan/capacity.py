@@ -10,7 +10,8 @@ the two find the same edge, hence the same capacity (tests/unit/test_plan_capaci
 
 Searches and operating-point predictions are memoised per process (`sizing.plan.memo`): a warm container
 answering the same workload again does not simulate again, and one re-sizing it for another user count or region
-reuses its capacity searches (they depend on the replica, token shape, SLO and seed, not on the load offered)."""
+reuses its capacity searches (they depend on the replica, token shape and shared prefix, SLO and seed, not on the
+load offered). The replica's prefix caching is part of its step model's fingerprint."""
 
 from __future__ import annotations
 
@@ -190,6 +191,7 @@ def max_rate_under_slo(step: Any, wm: WorkloadModel, saturated_rps: float, seed:
         fingerprint(step),
         wm.input_tokens,
         wm.output_tokens,
+        wm.shared_prefix_tokens,
         tuple(wm.slo.targets()),
         float(saturated_rps),
         seed,
@@ -217,6 +219,7 @@ def _search(step: Any, wm: WorkloadModel, saturated_rps: float, seed: int) -> Ca
         n_requests=PROBE_REQUESTS,
         seed=seed,
         itl=False,
+        prefix_tokens=wm.shared_prefix_tokens,
     )
     bad = violations(single, slo)
     if bad:
@@ -235,6 +238,7 @@ def _search(step: Any, wm: WorkloadModel, saturated_rps: float, seed: int) -> Ca
             n_requests=PROBE_REQUESTS,
             seed=seed,
             itl=False,
+            prefix_tokens=wm.shared_prefix_tokens,
         )
         return not violations(sim, slo), 1.0 / score(sim, slo)
 
@@ -251,7 +255,15 @@ def predict_at(step: Any, wm: WorkloadModel, rate_rps: float, seed: int = 0) -> 
     inter-token latency (NaN): the planner reports TTFT, TPOT and e2e."""
     from sizing.perf.simulator import OpenLoop, simulate
 
-    key = (fingerprint(step), wm.input_tokens, wm.output_tokens, float(rate_rps), seed, REPORT_REQUESTS)
+    key = (
+        fingerprint(step),
+        wm.input_tokens,
+        wm.output_tokens,
+        wm.shared_prefix_tokens,
+        float(rate_rps),
+        seed,
+        REPORT_REQUESTS,
+    )
     sim = _predictions.get(key)
     if sim is None:
         sim = simulate(
@@ -262,6 +274,7 @@ def predict_at(step: Any, wm: WorkloadModel, rate_rps: float, seed: int = 0) -> 
             n_requests=REPORT_REQUESTS,
             seed=seed,
             itl=False,
+            prefix_tokens=wm.shared_prefix_tokens,
         )
         _predictions.put(key, sim)
     return sim

@@ -23,9 +23,22 @@ EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
 #: [aws.amazon.com/elasticloadbalancing/pricing, us-east-1].
 LOAD_BALANCER_USD_PER_HOUR = 0.0225 + 0.008
 
-#: Availability zones replicas of the always-on base are spread over: two AZs give zone-failure tolerance, the
-#: usual EKS node-group minimum; a base of `min_replicas` occupies min(min_replicas, AZS) nodes at least.
+#: Availability zones replicas are spread over when `min_replicas` >= 2: two AZs give zone-failure tolerance, the
+#: usual EKS node-group minimum. The manifests' topology spread (maxSkew 1 over topology.kubernetes.io/zone) puts
+#: ceil(r / 2) replicas in one zone and floor(r / 2) in the other, and replicas pack only onto nodes of their zone.
 AVAILABILITY_ZONES = 2
+
+
+def spread_zones(wm: WorkloadModel) -> int:
+    """Zones the replicas spread over: AVAILABILITY_ZONES once the workload asks for two replicas or more."""
+    return AVAILABILITY_ZONES if wm.spec.constraints.min_replicas >= 2 else 1
+
+
+def nodes_for(replicas: int, replicas_per_instance: int, zones: int) -> int:
+    """Nodes holding `replicas` spread evenly over `zones` zones, each zone's replicas packed onto its own nodes."""
+    per_zone = [replicas // zones + (1 if z < replicas % zones else 0) for z in range(zones)]
+    return sum(math.ceil(n / replicas_per_instance) for n in per_zone)
+
 
 #: Scale-up lead time, seconds: Karpenter node launch to Ready 80-100 s, GPU allocatable lag, a ~12-28 GB vLLM
 #: image pull (5-10 min without a snapshotter) and weight loading (15-60 s from S3/EBS) [notes/serving-facts.md s4].
@@ -68,8 +81,9 @@ def _schedule(
     """Replicas and nodes each hour, node-hours billed per day, and the nodes holding the min_replicas base."""
     c = wm.spec.constraints
     hourly = replicas_by_hour(wm, capacity_rps, c.min_replicas)
-    min_nodes = min(c.min_replicas, AVAILABILITY_ZONES)
-    nodes = [max(min_nodes, math.ceil(r / replicas_per_instance)) for r in hourly]
+    zones = spread_zones(wm)
+    nodes = [nodes_for(r, replicas_per_instance, zones) for r in hourly]
+    min_nodes = nodes_for(c.min_replicas, replicas_per_instance, zones)
     # node-hours billed per day: each hour's nodes, plus lead time for nodes added for the next hour and the
     # scale-down lag for nodes removed after it
     billed = 0.0

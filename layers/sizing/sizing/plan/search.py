@@ -4,7 +4,12 @@ Search is branch and bound. Every hardware option gets a cheap roofline upper bo
 a lower bound on the monthly cost it is ranked by (its spot cost where the workload allows only spot); options are
 then simulated cheapest-bound first, and the search stops once the next option's *lower* bound exceeds the cost of
 the `certify`-th cheapest feasible architecture found -- such options cannot enter the ranking and are reported as
-dominated, with their bound."""
+dominated, with their bound.
+
+Each simulated option is a `ServingConfig`: the engine's defaults with a context covering the workload, then a
+coordinate search over its runtime parameters (`max_num_batched_tokens`, `max_num_seqs`, an fp8 KV cache) keeps the
+configuration with the highest capacity under the SLOs, hence the lowest cost; the architecture says what the
+tuning gained over the defaults."""
 
 from __future__ import annotations
 
@@ -20,10 +25,12 @@ from sizing.catalog import BedrockOffer, Catalog, load_catalog
 from sizing.perf.calibration import summary
 from sizing.plan.candidates import HardwareOption, enumerate_candidates
 from sizing.plan.capacity import (
+    UNITS,
     Capacity,
     describe_violation,
     max_rate_under_slo,
     predict_at,
+    stat,
     violations,
 )
 from sizing.plan.cost import (
@@ -35,40 +42,91 @@ from sizing.plan.cost import (
     bedrock_bill,
     monthly_usd,
     project,
+    spread_zones,
 )
+from sizing.plan.serving import Context, context_for, default_serving, tuning_variants, with_effective_batch
+from sizing.plan.serving import changes as serving_changes
+from sizing.results import (
+    AlsoFits,
+    Architecture,
+    ContextInfo,
+    EstimateResult,
+    Headroom,
+    NotCheaper,
+    Placement,
+    Rejected,
+    RejectedKind,
+    Tuning,
+    rank_cost,
+    ranked_usd_per_month,
+)
+from sizing.serving import ServingConfig
 from sizing.workload import SLO, WorkloadModel, WorkloadSpec, resolve
 
 #: Default share of a replica's SLO capacity kept free at peak (bursts within the hour, estimator error).
 DEFAULT_HEADROOM = 0.20
 #: Architectures certified by simulation even when the caller asks for fewer (the ranking's top stays exact).
 DEFAULT_CERTIFY = 8
+#: A tuned configuration replaces the engine's defaults only when it raises the SLO capacity by more than this: the
+#: capacity search's grid resolution is 1/2^5 (about 3%) of the saturated rate, so smaller gains are search noise.
+TUNING_MIN_GAIN = 0.03
+#: Rounds of the coordinate search: each round tries every single-setting change of the best configuration so far.
+TUNING_ROUNDS = 3
+#: Options tuned: the cheapest by cost bound that meet the SLOs at some load, up to this many distinct replicas
+#: (hardware x serving defaults). Tuning a replica costs a capacity search per variant (3-7 simulations each); the
+#: options further down the bound order rarely enter the ranking's top whatever their tuning.
+TUNED_REPLICAS = 3
+#: The summary names the SLO that excluded cheaper hardware when the answer costs at least this many times the
+#: cheapest hardware option's cost bound.
+MUCH_DEARER = 2.0
+#: Cheaper excluded options listed in `why_not_cheaper`.
+WHY_NOT_CHEAPER_SHOWN = 3
 
 Progress = Callable[[int, int, str], None]
 
 
 @dataclass
-class Option:
-    hw: HardwareOption
+class Replica:
+    """One serving configuration of a hardware option, with its memory fit and step model."""
+
+    serving: ServingConfig
     cfg: Any
     fit: Any
     step: Any
     bound_rps: float
+    capacity: Capacity | None = None
+
+
+@dataclass
+class Option:
+    hw: HardwareOption
+    default: Replica
     lb_cost: float
     fit_accelerator: str
-    capacity: Capacity | None = None
+    #: the configuration ranked (the default until tuning finds better)
+    chosen: Replica | None = None
+    searched: int = 1
     #: predictions at an operating point, by rate: EKS and SageMaker share the hardware, hence the simulation
     predictions: dict[float, Any] = field(default_factory=dict)
 
     @property
-    def perf_key(self) -> tuple[str, int, str, str]:
+    def replica(self) -> Replica:
+        return self.chosen or self.default
+
+    @property
+    def capacity(self) -> Capacity | None:
+        return self.replica.capacity
+
+    @property
+    def perf_key(self) -> tuple[str, ServingConfig]:
         """What decides a replica's performance; instance sizes of one family (g6e.xlarge ... g6e.16xlarge) and
-        twins like p5e/p5en share it, so their capacity search runs once."""
-        return (self.fit_accelerator, self.hw.tensor_parallel, self.hw.quantization, self.hw.engine)
+        twins like p5e/p5en share it, so their capacity search and tuning run once."""
+        return (self.fit_accelerator, self.default.serving)
 
     def predict(self, wm: WorkloadModel, rate: float, seed: int) -> Any:
         key = round(rate, 9)
         if key not in self.predictions:
-            self.predictions[key] = predict_at(self.step, wm, rate, seed)
+            self.predictions[key] = predict_at(self.replica.step, wm, rate, seed)
         return self.predictions[key]
 
 
@@ -108,29 +166,58 @@ def _capacity_type(wm: WorkloadModel, deployment: str) -> str:
     return "spot"
 
 
-def _ranked_usd_per_month(on_demand: float, spot: float | None, capacity_type: str) -> float:
-    """The monthly cost an architecture is ranked by: its spot cost where it runs on spot, else on-demand."""
-    if capacity_type == "spot" and spot is not None:
-        return float(spot)
-    return float(on_demand)
+#: The ranking's cost of an architecture (JSON or model): the rule lives on `sizing.results.Architecture`.
+_rank_cost = rank_cost
 
 
-def _rank_cost(arch: dict[str, Any]) -> float:
-    cost = arch["cost"]
-    return _ranked_usd_per_month(cost["usd_per_month"], cost.get("usd_per_month_spot"), arch["capacity_type"])
-
-
-def _stats_dict(sim: Any, metric: str) -> dict[str, float]:
+def _stats(sim: Any, metric: str) -> dict[str, float]:
     s = getattr(sim, metric)
     digits = 3 if metric == "e2e_s" else 1
     return {k: round(float(getattr(s, k)), digits) for k in ("p50", "p95", "p99")}
 
 
+def _predicted(sim: Any) -> dict[str, dict[str, float]]:
+    return {m: _stats(sim, m) for m in ("ttft_ms", "tpot_ms", "e2e_s")}
+
+
+def _headroom(sim: Any, slo: SLO, load_pct: float) -> Headroom:
+    """Load headroom and each SLO target's latency margin at the operating point."""
+    latency: dict[str, float] = {}
+    for metric, pct, limit in slo.targets():
+        latency[f"{metric}.{pct}"] = round(100 * (1 - stat(sim, metric, pct) / limit), 1)
+    tightest = min(latency, key=lambda k: latency[k]) if latency else None
+    return Headroom(
+        load_pct=load_pct,
+        latency=latency,
+        tightest=tightest,
+        tightest_pct=latency[tightest] if tightest else None,
+    )
+
+
+def _placement_note(hw: HardwareOption, placement: Placement, nodes_min: int) -> str | None:
+    per = hw.replicas_per_instance
+    if per <= 1 and placement.spread is None:
+        return None
+    devices = hw.devices_per_instance
+    text = (
+        f"up to {per} replicas per {hw.instance_type} (TP{hw.tensor_parallel} of its {devices} devices)"
+        if per > 1
+        else f"one replica per {hw.instance_type}"
+    )
+    if placement.spread == "zone":
+        text += (
+            f"; replicas spread over {placement.zones} availability zones (topology spread), so at least"
+            f" {nodes_min} nodes run and each zone's replicas pack onto its own nodes"
+        )
+    return text
+
+
 def _architecture(
-    wm: WorkloadModel, cat: Catalog, opt: Option, deployment: str, headroom: float, seed: int
-) -> dict[str, Any]:
+    wm: WorkloadModel, cat: Catalog, opt: Option, deployment: str, headroom: float, seed: int, ctx: Context
+) -> Architecture:
     assert opt.capacity is not None
     hw = opt.hw
+    rep = opt.replica
     usable = opt.capacity.rate_rps * (1 - headroom)
     pricing = _pricing(cat, wm, hw, deployment)
     users = wm.spec.users.total if wm.spec.users else None
@@ -140,60 +227,74 @@ def _architecture(
     peak_replicas = max(sched)
     per_replica_peak = wm.peak_rps / peak_replicas
     sim = opt.predict(wm, per_replica_peak, seed)
+    at_capacity = opt.predict(wm, opt.capacity.rate_rps, seed)
     cap_type = _capacity_type(wm, deployment)
     inst = cat.instance(hw.instance_type)
     acc = cat.accelerator_of(inst)
-    defaults = opt.cfg.defaults(cat)
     slo_ok = not violations(sim, wm.slo)
+    zones = spread_zones(wm)
+    placement = Placement(
+        replicas_per_instance=hw.replicas_per_instance,
+        spread="zone" if zones > 1 else None,
+        zones=zones,
+    )
     notes: list[str] = []
     if pricing.price_assumed:
         notes.append(f"price assumed: {pricing.price_source}")
-    if hw.replicas_per_instance > 1:
+    placed = _placement_note(hw, placement, nodes["min"])
+    if placed:
+        notes.append(placed)
+    if ctx.refused_share > 0:
         notes.append(
-            f"{hw.replicas_per_instance} replicas share one {hw.instance_type} (TP{hw.tensor_parallel})"
+            f"max_model_len {ctx.max_model_len:,}: {100 * ctx.refused_share:.2f}% of requests are longer and are"
+            f" refused by the server (the model's context is {ctx.model_context:,})"
         )
     if deployment == "sagemaker":
         notes.append("SageMaker real-time endpoint: same hardware model, SageMaker instance prices, no spot")
-    return {
-        "rank": None,
-        "id": f"{deployment}:{hw.instance_type}:tp{hw.tensor_parallel}:{hw.quantization}:{hw.engine}:{cap_type}",
-        "model": wm.model_id,
-        "deployment": deployment,
-        "instance_type": hw.instance_type,
-        "accelerator": acc.id,
-        "accelerators_per_replica": hw.tensor_parallel / acc.cores_per_chip
-        if acc.cores_per_chip > 1
-        else hw.tensor_parallel,
-        "tensor_parallel": hw.tensor_parallel,
-        "quantization": hw.quantization,
-        "engine": hw.engine,
-        "capacity_type": cap_type,
-        "replicas": {"peak": peak_replicas, "min": min(sched), "mean": round(sum(sched) / 24, 2)},
-        "replicas_per_instance": hw.replicas_per_instance,
-        "instances": {"peak": nodes["peak"], "min": nodes["min"], "mean": round(nodes["mean"], 2)},
-        "per_replica": {
-            "max_concurrency": round(opt.capacity.rate_rps * sim.e2e_s.mean, 1),
-            "rps": round(usable, 4),
-            "rps_slo_limit": round(opt.capacity.rate_rps, 4),
-            "rps_at_peak": round(per_replica_peak, 4),
-            "kv_cache_tokens": int(opt.fit.kv_cache_tokens),
-        },
-        "predicted": {m: _stats_dict(sim, m) for m in ("ttft_ms", "tpot_ms", "e2e_s")},
-        # how far the prediction may be off: the calibration it used and that calibration's cross-validated error
-        "calibration": summary(opt.step.profile),
-        "measured": None,
-        "meets_slo": slo_ok,
-        "headroom_pct": round(100 * (1 - per_replica_peak / opt.capacity.rate_rps), 1),
-        "cost": cost,
-        "serving": {
-            "max_model_len": defaults.max_model_len if hasattr(defaults, "max_model_len") else None,
-            "gpu_memory_utilization": getattr(defaults, "gpu_memory_utilization", None),
-            "max_num_seqs": getattr(defaults, "max_num_seqs", None),
-            "max_num_batched_tokens": getattr(defaults, "max_num_batched_tokens", None),
-        },
-        "weights_gb": round(cat.model(wm.model_id).weight_bytes(hw.quantization) / 1e9, 1),
-        "notes": notes,
-    }
+    load_pct = round(100 * (1 - per_replica_peak / opt.capacity.rate_rps), 1)
+    return Architecture.model_validate(
+        {
+            "id": Architecture.make_id(
+                deployment, hw.instance_type, hw.tensor_parallel, hw.quantization, hw.engine, cap_type
+            ),
+            "model": wm.spec.model,
+            "catalog_model": wm.model_id,
+            "deployment": deployment,
+            "instance_type": hw.instance_type,
+            "accelerator": acc.id,
+            "accelerators_per_replica": hw.tensor_parallel / acc.cores_per_chip
+            if acc.cores_per_chip > 1
+            else hw.tensor_parallel,
+            "tensor_parallel": hw.tensor_parallel,
+            "quantization": hw.quantization,
+            "engine": hw.engine,
+            "capacity_type": cap_type,
+            "replicas": {"peak": peak_replicas, "min": min(sched), "mean": round(sum(sched) / 24, 2)},
+            "replicas_per_instance": hw.replicas_per_instance,
+            "instances": {"peak": nodes["peak"], "min": nodes["min"], "mean": round(nodes["mean"], 2)},
+            "per_replica": {
+                "max_concurrency": round(opt.capacity.rate_rps * at_capacity.e2e_s.mean, 1),
+                "in_flight": round(per_replica_peak * sim.e2e_s.mean, 1),
+                "rps": round(usable, 4),
+                "rps_slo_limit": round(opt.capacity.rate_rps, 4),
+                "rps_at_peak": round(per_replica_peak, 4),
+                "kv_cache_tokens": int(rep.fit.kv_cache_tokens),
+            },
+            "predicted": _predicted(sim),
+            # how far the prediction may be off: the calibration it used and that calibration's cross-validated error
+            "calibration": summary(rep.step.profile),
+            "measured": None,
+            "meets_slo": slo_ok,
+            "headroom_pct": load_pct,
+            "headroom": _headroom(sim, wm.slo, load_pct),
+            "cost": cost,
+            "serving": rep.serving,
+            "context": ContextInfo(**ctx.describe()),  # type: ignore[arg-type]
+            "placement": placement,
+            "weights_gb": round(cat.model(wm.model_id).weight_bytes(hw.quantization) / 1e9, 1),
+            "notes": notes,
+        }
+    )
 
 
 #: When the operating point's full simulation misses an SLO the capacity search's shorter probes passed (sampling
@@ -203,19 +304,25 @@ VERIFY_TRIES = 4
 
 
 def _verified(
-    wm: WorkloadModel, cat: Catalog, opt: Option, deployments: list[str], headroom: float, seed: int
-) -> list[dict[str, Any]] | None:
+    wm: WorkloadModel,
+    cat: Catalog,
+    opt: Option,
+    deployments: list[str],
+    headroom: float,
+    seed: int,
+    ctx: Context,
+) -> list[Architecture] | None:
     """Architectures for an option whose own prediction at the operating point meets every SLO target."""
     assert opt.capacity is not None
     for _ in range(VERIFY_TRIES):
-        archs = [_architecture(wm, cat, opt, d, headroom, seed) for d in deployments]
-        if all(a["meets_slo"] for a in archs):
+        archs = [_architecture(wm, cat, opt, d, headroom, seed, ctx) for d in deployments]
+        if all(a.meets_slo for a in archs):
             return archs
         opt.capacity.rate_rps *= VERIFY_BACKOFF
     return None
 
 
-def _bedrock(wm: WorkloadModel, offer: BedrockOffer) -> tuple[dict[str, Any] | None, str | None]:
+def _bedrock(wm: WorkloadModel, offer: BedrockOffer) -> tuple[Architecture | None, str | None]:
     """A Bedrock on-demand architecture, or the reason it is rejected."""
     rid = f"bedrock:{offer.bedrock_model_id}"
     q = offer.quota
@@ -240,8 +347,7 @@ def _bedrock(wm: WorkloadModel, offer: BedrockOffer) -> tuple[dict[str, Any] | N
     ttft = {"p50": lat.ttft_ms_p50, "p95": lat.ttft_ms_p95, "p99": lat.ttft_ms_p95 * 1.3}
     tpot = {"p50": tpot_ms, "p95": tpot_ms * 1.2, "p99": tpot_ms * 1.4}
     e2e = {
-        k: round((ttft[k] + tpot[k] * max(out.percentile(k if k != "p50" else "p50") - 1, 0)) / 1000, 3)
-        for k in ("p50", "p95", "p99")
+        k: round((ttft[k] + tpot[k] * max(out.percentile(k) - 1, 0)) / 1000, 3) for k in ("p50", "p95", "p99")
     }
     predicted = {
         "ttft_ms": {k: round(v, 1) for k, v in ttft.items()},
@@ -255,57 +361,55 @@ def _bedrock(wm: WorkloadModel, offer: BedrockOffer) -> tuple[dict[str, Any] | N
     ]
     users = wm.spec.users.total if wm.spec.users else None
     cost = bedrock_bill(wm, offer.input_usd_per_1m_tokens, offer.output_usd_per_1m_tokens, users)
-    arch = {
-        "rank": None,
-        "id": rid,
-        "model": wm.model_id,
-        "deployment": "bedrock",
-        "instance_type": None,
-        "accelerator": None,
-        "accelerators_per_replica": None,
-        "tensor_parallel": None,
-        "quantization": None,
-        "engine": "bedrock",
-        "capacity_type": "on-demand",
-        "replicas": None,
-        "per_replica": None,
-        "predicted": predicted,
-        "measured": None,
-        "meets_slo": not bad,
-        "headroom_pct": None,
-        "cost": cost,
-        "bedrock": {
-            "model_id": offer.bedrock_model_id,
-            "quota": q.model_dump(mode="json"),
-            "latency_assumed": lat.assumed,
-            "latency_source": lat.source,
-        },
-        "notes": [
-            "latency profile assumed until measured: " + lat.source,
-            f"prices as of {offer.as_of}: {offer.source}",
-        ],
-    }
+    arch = Architecture.model_validate(
+        {
+            "id": rid,
+            "model": wm.spec.model,
+            "catalog_model": wm.model_id,
+            "deployment": "bedrock",
+            "engine": "bedrock",
+            "capacity_type": "on-demand",
+            "predicted": predicted,
+            "measured": None,
+            "meets_slo": not bad,
+            "cost": cost,
+            "bedrock": {
+                "model_id": offer.bedrock_model_id,
+                "quota": q.model_dump(mode="json"),
+                "latency_assumed": lat.assumed,
+                "latency_source": lat.source,
+            },
+            "notes": [
+                "latency profile assumed until measured: " + lat.source,
+                f"prices as of {offer.as_of}: {offer.source}",
+            ],
+        }
+    )
     if bad:
         return arch, "; ".join(bad) + " (assumed Bedrock latency profile)"
     return arch, None
 
 
-def _kind_of(reason: str | None) -> str:
+def _kind_of(reason: str | None) -> RejectedKind:
     if reason and reason.startswith("over the Bedrock quota"):
-        return "quota"
+        return RejectedKind.quota
     if reason and reason.startswith("no latency profile"):
-        return "unsupported"
-    return "slo"
+        return RejectedKind.unsupported
+    return RejectedKind.slo
 
 
-def _pareto(archs: list[dict[str, Any]]) -> None:
+def _pareto(archs: list[Architecture]) -> list[Architecture]:
     """Mark the architectures no other beats on both monthly cost and p95 e2e latency."""
-    pts = sorted(archs, key=lambda a: (_rank_cost(a), a["predicted"]["e2e_s"]["p95"]))
+    order = sorted(
+        range(len(archs)), key=lambda i: (archs[i].ranked_usd_per_month, archs[i].predicted.e2e_s.p95 or 0.0)
+    )
+    flags = [False] * len(archs)
     best = math.inf
-    for a in pts:
-        lat = a["predicted"]["e2e_s"]["p95"]
-        a["pareto"] = lat < best
+    for i in order:
+        lat = archs[i].predicted.e2e_s.p95 or 0.0
+        flags[i] = lat < best
         best = min(best, lat)
+    return [a.model_copy(update={"pareto": f}) for a, f in zip(archs, flags, strict=True)]
 
 
 def _diagnose(wm: WorkloadModel, near: list[tuple[Any, dict[str, float]]]) -> dict[str, Any]:
@@ -323,7 +427,7 @@ def _diagnose(wm: WorkloadModel, near: list[tuple[Any, dict[str, float]]]) -> di
                 best[key] = (value, label)
     binding = max(counts, key=lambda k: counts[k])
     value, where = best[binding]
-    metric, pct = binding.split(".")
+    metric, pct = binding.split(".", 1)
     name, unit, _ = {"ttft_ms": ("TTFT", "ms", 1), "tpot_ms": ("TPOT", "ms", 1), "e2e_s": ("e2e", "s", 1)}[
         metric
     ]
@@ -337,6 +441,361 @@ def _diagnose(wm: WorkloadModel, near: list[tuple[Any, dict[str, float]]]) -> di
     return {"binding": binding, "closest": {"value": value, "on": where}, "message": msg}
 
 
+def _replica(
+    cfg_for: Callable[[ServingConfig], Any], serving: ServingConfig, wm: WorkloadModel, cat: Catalog
+) -> Replica | None:
+    """The replica of `serving`, or None when it does not fit in memory."""
+    from sizing.perf.memory import memory_fit
+    from sizing.perf.simulator import bounds
+    from sizing.perf.step import StepModel
+
+    cfg = cfg_for(serving)
+    fit = memory_fit(cfg, catalog=cat)
+    if not fit.fits:
+        return None
+    serving = with_effective_batch(serving, fit.max_num_seqs)
+    if serving is not None and fit.max_num_seqs != cfg.max_num_seqs:
+        cfg = cfg_for(serving)
+    step = StepModel.for_config(cfg, catalog=cat)
+    b = bounds(step, wm.input_tokens.mean, wm.output_tokens.mean)
+    return Replica(serving, cfg, fit, step, b.max_requests_per_s)
+
+
+def _passes_at(step: Any, wm: WorkloadModel, rate: float, seed: int) -> bool:
+    """One probe of the capacity search at `rate`: whether every SLO target holds there."""
+    from sizing.perf.simulator import OpenLoop, simulate
+    from sizing.plan.capacity import PROBE_REQUESTS
+
+    extra: dict[str, Any] = {}
+    prefix = getattr(wm, "shared_prefix_tokens", 0)
+    if prefix:
+        extra["prefix_tokens"] = prefix
+    sim = simulate(
+        step,
+        OpenLoop(rate),
+        wm.input_tokens,
+        wm.output_tokens,
+        n_requests=PROBE_REQUESTS,
+        seed=seed,
+        itl=False,
+        **extra,
+    )
+    return not violations(sim, wm.slo)
+
+
+def _tune(
+    opt: Option,
+    wm: WorkloadModel,
+    cat: Catalog,
+    seed: int,
+    cfg_for: Callable[[ServingConfig], Any],
+    accelerator: Any,
+) -> None:
+    """Coordinate search over the runtime parameters: keep a change when it raises the SLO capacity by more than
+    TUNING_MIN_GAIN over the best configuration so far."""
+    best = opt.default
+    tried: set[ServingConfig] = {best.serving}
+    for _ in range(TUNING_ROUNDS):
+        improved = False
+        for variant in tuning_variants(best.serving, accelerator):
+            if variant in tried:
+                continue
+            tried.add(variant)
+            rep = _replica(cfg_for, variant, wm, cat)
+            if rep is None:
+                continue
+            base = best.capacity.rate_rps if best.capacity and best.capacity.feasible else 0.0
+            if rep.bound_rps <= base * (1 + TUNING_MIN_GAIN) or _early_reject(wm.slo, rep.step, wm):
+                continue  # its roofline capacity cannot beat the best so far, or no load meets the SLO
+            opt.searched += 1
+            if base and not _passes_at(rep.step, wm, base * (1 + TUNING_MIN_GAIN), seed):
+                continue  # misses the SLOs at the best capacity so far: cannot replace it
+            rep.capacity = max_rate_under_slo(rep.step, wm, rep.bound_rps, seed)
+            if not rep.capacity.feasible:
+                continue
+            if rep.capacity.rate_rps > base * (1 + TUNING_MIN_GAIN):
+                best, improved = rep, True
+        if not improved:
+            break
+    if best is not opt.default:
+        opt.chosen = best
+        opt.predictions = {}
+
+
+def _tuning(
+    wm: WorkloadModel, opt: Option, arch: Architecture, default_cost: float | None, seed: int
+) -> Tuning:
+    """What the tuned configuration gained over the engine's defaults, at the tuned operating point."""
+    if opt.chosen is None:
+        return Tuning(
+            searched=opt.searched,
+            summary="engine defaults kept: no searched setting raised the SLO capacity"
+            if opt.searched > 1
+            else "engine defaults (not tuned: far from the ranking's top)",
+            default_usd_per_month=arch.ranked_usd_per_month,
+        )
+    changed = serving_changes(opt.default.serving, opt.chosen.serving)
+    words = "; ".join(f"{k} {b} instead of {a}" for k, (a, b) in changed.items())
+    assert arch.per_replica is not None and opt.chosen.capacity is not None
+    rate = arch.per_replica.rps_at_peak
+    tuned = predict_at(opt.chosen.step, wm, rate, seed)
+    before = predict_at(opt.default.step, wm, rate, seed)
+    figures = []
+    for metric, pct, _limit in wm.slo.targets():
+        a, b = stat(before, metric, pct), stat(tuned, metric, pct)
+        name, unit, _ = UNITS[metric]
+        shown = (lambda x: f"{x:.2f}") if unit == "s" else (lambda x: f"{x:.0f}")
+        figures.append(f"{name} {pct} {shown(a)} → {shown(b)} {unit}")
+    d_cap = opt.default.capacity
+    if d_cap is not None and d_cap.feasible and d_cap.rate_rps > 0:
+        gain = 100 * (opt.chosen.capacity.rate_rps / d_cap.rate_rps - 1)
+        cap_text = f"capacity +{gain:.0f}%"
+    else:
+        gain = 0.0
+        cap_text = "meets the SLOs the engine defaults miss"
+    return Tuning(
+        searched=opt.searched,
+        changed={k: list(v) for k, v in changed.items()},
+        summary=f"{words}: " + ", ".join([*figures, cap_text]),
+        default_usd_per_month=default_cost,
+        capacity_gain_pct=round(gain, 1),
+    )
+
+
+def _fold(archs: list[Architecture]) -> list[Architecture]:
+    """Instance sizes with identical performance (one replica of the same accelerators and serving configuration,
+    packed alike) fold into the cheapest: one row with "also fits on"."""
+    kept: dict[tuple[Any, ...], int] = {}
+    out: list[Architecture] = []
+    extra: dict[int, list[AlsoFits]] = {}
+    for a in archs:
+        if a.deployment == "bedrock" or a.serving is None:
+            out.append(a)
+            continue
+        key = (a.deployment, a.capacity_type, a.accelerator, a.serving, a.replicas_per_instance)
+        if key in kept:
+            extra.setdefault(kept[key], []).append(
+                AlsoFits(instance_type=a.instance_type or "", usd_per_month=round(a.ranked_usd_per_month, 2))
+            )
+            continue
+        kept[key] = len(out)
+        out.append(a)
+    return [
+        a.model_copy(update={"also_fits_on": [*a.also_fits_on, *extra[i]]}) if i in extra else a
+        for i, a in enumerate(out)
+    ]
+
+
+def estimate_result(
+    spec: WorkloadSpec,
+    top: int | None = None,
+    *,
+    catalog: Catalog | None = None,
+    headroom: float = DEFAULT_HEADROOM,
+    seed: int = 0,
+    progress: Progress | None = None,
+    tune: bool = True,
+) -> EstimateResult:
+    """Estimate every candidate architecture for a workload, typed. `tune=False` keeps every option at its
+    engine's defaults (the benchmark's baseline)."""
+    from sizing.perf.config import HardwareConfig
+
+    t0 = time.perf_counter()
+    cat = catalog or load_catalog()
+    wm = resolve(spec, cat)
+    model_spec = cat.model(wm.model_id)
+    ctx = context_for(wm, model_spec.max_position_embeddings)
+    prefix = getattr(wm, "shared_prefix_tokens", 0) > 0
+    enum = enumerate_candidates(wm, cat)
+    rejected: list[Rejected] = [Rejected.model_validate(r) for r in enum.rejected]
+    deployments = _deployments(wm)
+    c = wm.spec.constraints
+    options: list[Option] = []
+    near: list[tuple[Any, dict[str, float]]] = []
+    excluded: list[tuple[float, str, str]] = []  # (cost bound, option, reason) of options an SLO excluded
+    # 1. memory fit and roofline bounds for every hardware option (cheap)
+    for hw in enum.hardware:
+        acc = cat.accelerator_of(cat.instance(hw.instance_type))
+
+        def cfg_for(s: ServingConfig, it: str = hw.instance_type) -> HardwareConfig:
+            return HardwareConfig.from_serving(s, it)
+
+        serving = default_serving(
+            wm.spec.model,
+            hw.engine,
+            hw.tensor_parallel,
+            hw.quantization,
+            acc,
+            ctx.max_model_len,
+            prefix_caching=prefix,
+        )
+        rep = _replica(cfg_for, serving, wm, cat)
+        if rep is None:
+            fit_reason = _memory_reason(cfg_for(serving), cat)
+            rejected.append(
+                Rejected(id=hw.key, kind=RejectedKind.memory, reason=f"does not fit: {fit_reason}")
+            )
+            continue
+        # the cost the ranking reads (spot where the workload allows only spot), at the roofline's capacity: no
+        # replica serves more, and fewer requests per replica never cost less
+        pricings = [_pricing(cat, wm, hw, d) for d in deployments]
+        monthly = monthly_usd(wm, rep.bound_rps, hw.replicas_per_instance, pricings)
+        lb = min(
+            (
+                ranked_usd_per_month(on_demand, spot, _capacity_type(wm, d))
+                for d, (on_demand, spot) in zip(deployments, monthly, strict=True)
+            ),
+            default=math.inf,  # Bedrock alone: no instance to bound
+        )
+        early = _early_reject(wm.slo, rep.step, wm)
+        if early:
+            rejected.append(Rejected(id=hw.key, kind=RejectedKind.slo, reason=early[0]))
+            near.append((hw, early[1]))
+            excluded.append((lb, _label(hw), early[0]))
+            continue
+        options.append(Option(hw, rep, lb, cat.instance(hw.instance_type).accelerator))
+    options.sort(key=lambda o: o.lb_cost)
+    # 2. simulate cheapest-bound first; stop when no remaining option can enter the certified ranking
+    certify = max(top or 0, DEFAULT_CERTIFY)
+    by_performance: dict[tuple[str, ServingConfig], Option] = {}
+    placed: list[tuple[Option, list[Architecture]]] = []
+    searches = 0
+    for i, opt in enumerate(options):
+        costs = sorted(a.ranked_usd_per_month for _, archs in placed for a in archs)
+        if len(costs) >= certify and opt.lb_cost > costs[certify - 1]:
+            for rest in options[i:]:
+                rejected.append(
+                    Rejected(
+                        id=rest.hw.key,
+                        kind=RejectedKind.dominated,
+                        reason=f"dominated: costs at least ${rest.lb_cost:,.0f}/month (roofline bound), more than"
+                        f" the {certify} cheapest feasible architectures",
+                    )
+                )
+            break
+        if progress:
+            progress(i + 1, len(options), opt.hw.key)
+        known = by_performance.get(opt.perf_key)
+        if known is not None and known.default.capacity is not None:
+            # same accelerators and serving configuration as an option already searched: same replica
+            opt.default.capacity = dataclasses.replace(known.default.capacity)
+            opt.predictions = known.predictions
+        else:
+            opt.default.capacity = max_rate_under_slo(opt.default.step, wm, opt.default.bound_rps, seed)
+            searches += 1
+            by_performance[opt.perf_key] = opt
+        capacity = opt.capacity
+        assert capacity is not None
+        if not capacity.feasible:
+            rejected.append(Rejected(id=opt.hw.key, kind=RejectedKind.slo, reason=capacity.reason))
+            excluded.append((opt.lb_cost, _label(opt.hw), capacity.reason))
+            if capacity.closest:
+                near.append((opt, capacity.closest))
+            continue
+        archs = _verified(wm, cat, opt, deployments, headroom, seed, ctx)
+        if archs is None:
+            rejected.append(
+                Rejected(
+                    id=opt.hw.key,
+                    kind=RejectedKind.slo,
+                    reason="SLO holds only at the edge: the full simulation at the operating point misses it",
+                )
+            )
+            continue
+        placed.append((opt, archs))
+    # 3. tune the runtime parameters of the replicas at the ranking's head (their capacity, hence cost, can only
+    # improve), then give every architecture its tuning block
+    tuned_keys: list[tuple[str, ServingConfig]] = []
+    if tune:
+        for _cost, key in sorted(
+            {(min(a.ranked_usd_per_month for a in archs), o.perf_key) for o, archs in placed},
+            key=lambda t: t[0],
+        ):
+            if len(tuned_keys) >= TUNED_REPLICAS:
+                break
+            if key in tuned_keys:
+                continue
+            tuned_keys.append(key)
+            lead = by_performance[key]
+            acc = cat.accelerator_of(cat.instance(lead.hw.instance_type))
+
+            def cfg_for(s: ServingConfig, it: str = lead.hw.instance_type) -> HardwareConfig:
+                return HardwareConfig.from_serving(s, it)
+
+            _tune(lead, wm, cat, seed, cfg_for, acc)
+            searches += lead.searched - 1
+    feasible: list[Architecture] = []
+    for opt, archs in placed:
+        lead = by_performance[opt.perf_key]
+        opt.searched = lead.searched
+        if lead.chosen is not None:
+            assert lead.chosen.capacity is not None
+            opt.chosen = dataclasses.replace(lead.chosen, capacity=dataclasses.replace(lead.chosen.capacity))
+            opt.predictions = {}
+            tuned = _verified(wm, cat, opt, deployments, headroom, seed, ctx)
+            if tuned is None:
+                opt.chosen, opt.predictions = None, lead.predictions
+            else:
+                archs = tuned
+        for arch in _with_tuning(wm, cat, opt, archs, deployments, headroom, seed, ctx):
+            if c.max_monthly_usd and arch.ranked_usd_per_month > c.max_monthly_usd:
+                rejected.append(
+                    Rejected(
+                        id=arch.id,
+                        kind=RejectedKind.budget,
+                        reason=f"over budget: ${arch.ranked_usd_per_month:,.0f}/month > max_monthly_usd"
+                        f" ${c.max_monthly_usd:,.0f}",
+                    )
+                )
+                continue
+            feasible.append(arch)
+    # 4. Bedrock
+    for offer in enum.bedrock:
+        bedrock_arch, reason = _bedrock(wm, offer)
+        if reason is None and bedrock_arch is not None:
+            if c.max_monthly_usd and bedrock_arch.ranked_usd_per_month > c.max_monthly_usd:
+                rejected.append(
+                    Rejected(
+                        id=bedrock_arch.id,
+                        kind=RejectedKind.budget,
+                        reason=f"over budget: ${bedrock_arch.ranked_usd_per_month:,.0f}/month",
+                    )
+                )
+            else:
+                feasible.append(bedrock_arch)
+        else:
+            rejected.append(
+                Rejected(
+                    id=f"bedrock:{offer.bedrock_model_id}", kind=_kind_of(reason), reason=reason or "rejected"
+                )
+            )
+    # 5. rank
+    feasible.sort(key=Architecture.rank_key)
+    feasible = _fold(feasible)
+    feasible = _pareto([a.model_copy(update={"rank": r}) for r, a in enumerate(feasible, start=1)])
+    shown = feasible[:top] if top else feasible
+    why, summary_text = _why_not_cheaper(feasible, excluded, wm)
+    elapsed = time.perf_counter() - t0
+    return EstimateResult(
+        workload=wm.derived(),
+        architectures=shown,
+        rejected=rejected,
+        assumptions=_assumptions(cat, headroom),
+        search={
+            "hardware_options": len(enum.hardware),
+            "simulated": sum(1 for o in options if o.capacity is not None),
+            "capacity_searches": searches,
+            "tuned_replicas": len(tuned_keys),
+            "feasible": len(feasible),
+            "seconds": round(elapsed, 3),
+        },
+        generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        infeasible=None if feasible else _diagnose(wm, near),
+        why_not_cheaper=why,
+        summary=summary_text,
+    )
+
+
 def estimate(
     spec: WorkloadSpec,
     top: int | None = None,
@@ -345,158 +804,98 @@ def estimate(
     headroom: float = DEFAULT_HEADROOM,
     seed: int = 0,
     progress: Progress | None = None,
+    tune: bool = True,
 ) -> dict[str, Any]:
-    """Estimate every candidate architecture for a workload; the JSON contract of DESIGN.md."""
-    from sizing.perf.config import HardwareConfig
-    from sizing.perf.memory import memory_fit
-    from sizing.perf.simulator import bounds
-    from sizing.perf.step import StepModel
-
-    t0 = time.perf_counter()
-    cat = catalog or load_catalog()
-    wm = resolve(spec, cat)
-    enum = enumerate_candidates(wm, cat)
-    rejected: list[dict[str, str]] = list(enum.rejected)
-    deployments = _deployments(wm)
-    c = wm.spec.constraints
-    options: list[Option] = []
-    near: list[tuple[Any, dict[str, float]]] = []
-    # 1. memory fit and roofline bounds for every hardware option (cheap)
-    for hw in enum.hardware:
-        cfg = HardwareConfig(wm.model_id, hw.instance_type, hw.tensor_parallel, hw.quantization, hw.engine)
-        fit = memory_fit(cfg, catalog=cat)
-        if not fit.fits:
-            rejected.append({"id": hw.key, "kind": "memory", "reason": f"does not fit: {fit.reason}"})
-            continue
-        step = StepModel.for_config(cfg, catalog=cat)
-        b = bounds(step, wm.input_tokens.mean, wm.output_tokens.mean)
-        early = _early_reject(wm.slo, b, wm)
-        if early:
-            rejected.append({"id": hw.key, "kind": "slo", "reason": early[0]})
-            near.append((hw, early[1]))
-            continue
-        # the cost the ranking reads (spot where the workload allows only spot), at the roofline's capacity: no
-        # replica serves more, and fewer requests per replica never cost less
-        pricings = [_pricing(cat, wm, hw, d) for d in deployments]
-        monthly = monthly_usd(wm, b.max_requests_per_s, hw.replicas_per_instance, pricings)
-        lb = min(
-            (
-                _ranked_usd_per_month(on_demand, spot, _capacity_type(wm, d))
-                for d, (on_demand, spot) in zip(deployments, monthly, strict=True)
-            ),
-            default=math.inf,  # Bedrock alone: no instance to bound
-        )
-        options.append(
-            Option(hw, cfg, fit, step, b.max_requests_per_s, lb, cat.instance(hw.instance_type).accelerator)
-        )
-    options.sort(key=lambda o: o.lb_cost)
-    # 2. simulate cheapest-bound first; stop when no remaining option can enter the certified ranking
-    certify = max(top or 0, DEFAULT_CERTIFY)
-    by_performance: dict[tuple[str, int, str, str], Option] = {}
-    feasible: list[dict[str, Any]] = []
-    for i, opt in enumerate(options):
-        costs = sorted(_rank_cost(a) for a in feasible)
-        if len(costs) >= certify and opt.lb_cost > costs[certify - 1]:
-            for rest in options[i:]:
-                rejected.append(
-                    {
-                        "id": rest.hw.key,
-                        "kind": "dominated",
-                        "reason": f"dominated: costs at least ${rest.lb_cost:,.0f}/month (roofline bound), more than"
-                        f" the {certify} cheapest feasible architectures",
-                    }
-                )
-            break
-        if progress:
-            progress(i + 1, len(options), opt.hw.key)
-        known = by_performance.get(opt.perf_key)
-        if known is not None and known.capacity is not None:
-            # same accelerators, TP, quantization and engine as an option already searched: same replica
-            capacity = dataclasses.replace(known.capacity)
-            opt.predictions = known.predictions
-        else:
-            capacity = max_rate_under_slo(opt.step, wm, opt.bound_rps, seed)
-            by_performance[opt.perf_key] = opt
-        opt.capacity = capacity
-        if not capacity.feasible:
-            rejected.append({"id": opt.hw.key, "kind": "slo", "reason": capacity.reason})
-            if capacity.closest:
-                near.append((opt, capacity.closest))
-            continue
-        archs = _verified(wm, cat, opt, deployments, headroom, seed)
-        if archs is None:
-            rejected.append(
-                {
-                    "id": opt.hw.key,
-                    "kind": "slo",
-                    "reason": "SLO holds only at the edge: the full simulation at the operating point misses it",
-                }
-            )
-            continue
-        for arch in archs:
-            if c.max_monthly_usd and _rank_cost(arch) > c.max_monthly_usd:
-                rejected.append(
-                    {
-                        "id": arch["id"],
-                        "kind": "budget",
-                        "reason": f"over budget: ${_rank_cost(arch):,.0f}/month > max_monthly_usd"
-                        f" ${c.max_monthly_usd:,.0f}",
-                    }
-                )
-                continue
-            feasible.append(arch)
-    # 3. Bedrock
-    for offer in enum.bedrock:
-        bedrock_arch, reason = _bedrock(wm, offer)
-        if reason is None and bedrock_arch is not None:
-            if c.max_monthly_usd and _rank_cost(bedrock_arch) > c.max_monthly_usd:
-                rejected.append(
-                    {
-                        "id": bedrock_arch["id"],
-                        "kind": "budget",
-                        "reason": f"over budget: ${_rank_cost(bedrock_arch):,.0f}/month",
-                    }
-                )
-            else:
-                feasible.append(bedrock_arch)
-        else:
-            rejected.append(
-                {
-                    "id": f"bedrock:{offer.bedrock_model_id}",
-                    "kind": _kind_of(reason),
-                    "reason": reason or "rejected",
-                }
-            )
-    # 4. rank
-    feasible.sort(
-        key=lambda a: (_rank_cost(a), -(a["headroom_pct"] or 0), (a.get("instances") or {}).get("peak", 0))
+    """Estimate every candidate architecture for a workload: the estimate result's JSON."""
+    result = estimate_result(
+        spec, top, catalog=catalog, headroom=headroom, seed=seed, progress=progress, tune=tune
     )
-    for rank, a in enumerate(feasible, start=1):
-        a["rank"] = rank
-    _pareto(feasible)
-    shown = feasible[:top] if top else feasible
-    elapsed = time.perf_counter() - t0
-    result: dict[str, Any] = {
-        "workload": wm.derived(),
-        "architectures": shown,
-        "rejected": rejected,
-        "assumptions": _assumptions(cat, headroom),
-        "search": {
-            "hardware_options": len(enum.hardware),
-            "simulated": sum(1 for o in options if o.capacity is not None),
-            "capacity_searches": len(by_performance),
-            "feasible": len(feasible),
-            "seconds": round(elapsed, 3),
-        },
-        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-    if not feasible:
-        result["infeasible"] = _diagnose(wm, near)
-    return result
+    out = result.as_json()
+    if out.get("infeasible") is None:
+        out.pop("infeasible", None)
+    return out
 
 
-def _early_reject(slo: SLO, b: Any, wm: WorkloadModel) -> tuple[str, dict[str, float]] | None:
+def _label(hw: HardwareOption) -> str:
+    return f"{hw.instance_type} TP{hw.tensor_parallel} {hw.quantization} {hw.engine}"
+
+
+def _memory_reason(cfg: Any, cat: Catalog) -> str:
+    from sizing.perf.memory import memory_fit
+
+    return memory_fit(cfg, catalog=cat).reason
+
+
+def _with_tuning(
+    wm: WorkloadModel,
+    cat: Catalog,
+    opt: Option,
+    archs: list[Architecture],
+    deployments: list[str],
+    headroom: float,
+    seed: int,
+    ctx: Context,
+) -> list[Architecture]:
+    """The option's architectures with their `tuning` block. A tuned configuration whose verified capacity fell
+    below the defaults' gives way to them: tuning never makes an answer dearer."""
+    d_cap = opt.default.capacity
+    if opt.chosen is not None and d_cap is not None and d_cap.feasible:
+        assert opt.capacity is not None
+        if opt.capacity.rate_rps <= d_cap.rate_rps:
+            alt = Option(opt.hw, opt.default, opt.lb_cost, opt.fit_accelerator)
+            defaults = _verified(wm, cat, alt, deployments, headroom, seed, ctx)
+            if defaults is not None:
+                opt.chosen, opt.predictions = None, {}
+                archs = defaults
+    out = []
+    for d, a in zip(deployments, archs, strict=True):
+        default_cost = None
+        if opt.chosen is not None and d_cap is not None and d_cap.feasible:
+            pricing = _pricing(cat, wm, opt.hw, d)
+            ((on_demand, spot),) = monthly_usd(
+                wm, d_cap.rate_rps * (1 - headroom), opt.hw.replicas_per_instance, [pricing]
+            )
+            default_cost = ranked_usd_per_month(on_demand, spot, a.capacity_type)
+        out.append(a.model_copy(update={"tuning": _tuning(wm, opt, a, default_cost, seed)}))
+    return out
+
+
+def _why_not_cheaper(
+    feasible: list[Architecture], excluded: list[tuple[float, str, str]], wm: WorkloadModel
+) -> tuple[list[NotCheaper], str | None]:
+    """The cheaper hardware an SLO excluded, and a sentence when the answer is much dearer than it."""
+    hosted = [a for a in feasible if a.deployment != "bedrock"]
+    if not hosted or not excluded:
+        return [], None
+    best = hosted[0]
+    cheaper = sorted(e for e in excluded if e[0] < best.ranked_usd_per_month)
+    shown = [
+        NotCheaper(option=o, usd_per_month=round(b, 2), reason=r)
+        for b, o, r in cheaper[:WHY_NOT_CHEAPER_SHOWN]
+    ]
+    if not cheaper or best.ranked_usd_per_month < MUCH_DEARER * cheaper[0][0]:
+        return shown, None
+    bound, option, reason = cheaper[0]
+    text = (
+        f"The answer costs {best.ranked_usd_per_month / bound:.1f}x the cheapest hardware that fits in memory:"
+        f" {option} (at least ${bound:,.0f}/month) misses {reason.split(' (')[0].split(' even')[0]}"
+    )
+    e2e = [(p, v) for m, p, v in wm.slo.targets() if m == "e2e_s"]
+    if e2e and "e2e" in reason:
+        pct, limit = e2e[0]
+        out_tokens = wm.output_tokens.percentile(pct if pct in ("p50", "p95", "p99") else "p95")
+        ttft_s = (best.predicted.ttft_ms.p50 or 0.0) / 1000
+        if out_tokens > 1:
+            need = max(limit - ttft_s, 0.0) / (out_tokens - 1) * 1000
+            text += f"; TPOT ≤ {need:.0f} ms is needed for {out_tokens:,.0f} output tokens within {limit:g} s"
+    return shown, text + "."
+
+
+def _early_reject(slo: SLO, step: Any, wm: WorkloadModel) -> tuple[str, dict[str, float]] | None:
     """Roofline lower bounds already above an SLO: no simulation can do better."""
+    from sizing.perf.simulator import bounds
+
+    b = bounds(step, wm.input_tokens.mean, wm.output_tokens.mean)
     floor = {
         "ttft_ms": b.min_ttft_s * 1000,
         "tpot_ms": b.min_tpot_s * 1000,
@@ -522,6 +921,7 @@ def _early_reject(slo: SLO, b: Any, wm: WorkloadModel) -> tuple[str, dict[str, f
 
 def _assumptions(cat: Catalog, headroom: float) -> dict[str, Any]:
     from sizing.perf.calibration import load_profiles
+    from sizing.plan.serving import CONTEXT_PERCENTILE
 
     prof = load_profiles()
     return {
@@ -533,4 +933,6 @@ def _assumptions(cat: Catalog, headroom: float) -> dict[str, Any]:
         "scale_up_lead_s": {"gpu": SCALE_UP_LEAD_S_GPU, "neuron": SCALE_UP_LEAD_S_NEURON},
         "bedrock_latency": "assumed until measured (catalog latency profiles)",
         "arrivals": "Poisson within each hour; hourly rates from the traffic profile",
+        "serving": f"each architecture's serving block is the deployment as estimated; max_model_len covers the"
+        f" {CONTEXT_PERCENTILE} of input + output; runtime parameters searched per hardware option (tuning)",
     }

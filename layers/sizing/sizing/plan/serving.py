@@ -33,15 +33,16 @@ PREFIX_CACHING_ENGINES = frozenset({"vllm", "sglang", "tgi", "trtllm"})
 #: Engines whose KV cache may be fp8 (vLLM/SGLang `--kv-cache-dtype fp8`, TensorRT-LLM FP8 KV), on accelerators
 #: with fp8 support (Ada, Hopper, Blackwell: L4, L40S, H100, H200, B200).
 FP8_KV_ENGINES = frozenset({"vllm", "sglang", "trtllm"})
-#: Token budgets (`max_num_batched_tokens`) searched, as multiples of the engine's default: a smaller budget splits
+#: Token budgets (`max_num_batched_tokens`) searched, as multiples of the current one (the coordinate search
+#: halves or doubles it again from a change that helped): a smaller budget splits
 #: long prompts into more chunks, so decodes sharing a step wait less (lower TPOT, higher TTFT); a larger one
 #: prefills in fewer steps. vLLM's auto_tune sweeps the same knob.
-BUDGET_FACTORS = (0.25, 0.5, 2.0)
+BUDGET_FACTORS = (0.5, 2.0)
 #: Smallest token budget searched: below it every prompt of a chat workload takes many steps.
 MIN_BUDGET = 256
-#: Batch caps (`max_num_seqs`) searched, as fractions of the engine's default: fewer sequences per step trade
+#: Batch caps (`max_num_seqs`) searched, as fractions of the current one: fewer sequences per step trade
 #: queueing for a faster step (TPOT-bound SLOs).
-SEQS_FACTORS = (0.5, 0.25)
+SEQS_FACTORS = (0.5,)
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,9 @@ def context_for(wm: WorkloadModel, model_context: int) -> Context:
 def refused_share(wm: WorkloadModel, max_model_len: int) -> float:
     """Share of requests whose input + output exceeds `max_model_len` (the server refuses them)."""
     rng = np.random.default_rng(0)
-    total = wm.input_tokens.sample(rng, REFUSED_SHARE_DRAWS) + wm.output_tokens.sample(rng, REFUSED_SHARE_DRAWS)
+    total = wm.input_tokens.sample(rng, REFUSED_SHARE_DRAWS) + wm.output_tokens.sample(
+        rng, REFUSED_SHARE_DRAWS
+    )
     return float(np.mean(total > max_model_len))
 
 

@@ -1,0 +1,250 @@
+"""The product's answer, typed: an estimate result and its architectures, as the planner builds them and every
+consumer (API, store, report, Slack, release comparisons, manifests, twin, load test) reads them.
+
+The JSON contract is these models' `model_dump(mode="json")`. Models are frozen; fields may be added, never renamed.
+Unknown keys are kept (`extra="allow"`): a run's merge step and older stored results carry keys a model does not
+name, and a consumer must keep reading them. The ranking rule and the architecture id live here, once."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sizing.serving import ServingConfig
+
+Deployment = Literal["eks", "sagemaker", "bedrock"]
+CapacityType = Literal["on-demand", "spot"]
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+class Percentiles(Frozen):
+    p50: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+
+
+class Predicted(Frozen):
+    """Latency distributions at an operating point: ms for TTFT and TPOT, seconds for e2e."""
+
+    ttft_ms: Percentiles
+    tpot_ms: Percentiles
+    e2e_s: Percentiles
+
+
+class Replicas(Frozen):
+    peak: int
+    min: int
+    mean: float
+
+
+class Instances(Frozen):
+    peak: int
+    min: int
+    mean: float
+
+
+class PerReplica(Frozen):
+    #: requests in flight at the SLO capacity, as the simulation saw them
+    max_concurrency: float
+    #: requests in flight at the operating point (the busiest hour), as the simulation saw them
+    in_flight: float | None = None
+    rps: float
+    rps_slo_limit: float
+    rps_at_peak: float
+    kv_cache_tokens: int
+
+
+class Cost(Frozen):
+    usd_per_hour_peak: float
+    usd_per_month: float
+    usd_per_month_spot: float | None = None
+    usd_per_month_savings_plan_1y: float | None = None
+    usd_per_million_output_tokens: float | None = None
+    usd_per_user_month: float | None = None
+    breakdown: dict[str, Any] = Field(default_factory=dict)
+    schedule: dict[str, Any] | None = None
+    price: dict[str, Any] | None = None
+
+
+class Headroom(Frozen):
+    """How far the operating point is from trouble: spare load, and each SLO target's margin."""
+
+    #: share of the replica's SLO capacity left free in the busiest hour
+    load_pct: float
+    #: per SLO target ("e2e_s.p95"): how far below its limit the prediction is, in percent of the limit
+    latency: dict[str, float] = Field(default_factory=dict)
+    tightest: str | None = None
+    tightest_pct: float | None = None
+
+
+class Tuning(Frozen):
+    """What the runtime-parameter search gained over the engine's defaults."""
+
+    searched: int
+    changed: dict[str, list[Any]] = Field(default_factory=dict)
+    summary: str
+    default_usd_per_month: float | None = None
+    capacity_gain_pct: float = 0.0
+
+
+class ContextInfo(Frozen):
+    max_model_len: int
+    covers: str
+    refused_share: float
+    model_context: int
+
+
+class Placement(Frozen):
+    """How replicas land on nodes, as the cost counts them and the manifests make them."""
+
+    replicas_per_instance: int
+    #: `zone`: replicas spread over `zones` availability zones (topology spread), nodes counted per zone
+    spread: Literal["zone"] | None = None
+    zones: int = 1
+
+
+class AlsoFits(Frozen):
+    instance_type: str
+    usd_per_month: float
+
+
+class Measured(Frozen):
+    """Figures from a load test. `origin` says what served them: `endpoint` (a real server: measured) or `twin`
+    (a local endpoint timed by our own model: simulated, never a measurement)."""
+
+    origin: Literal["twin", "endpoint"] | None = None
+    ttft_ms: Percentiles | None = None
+    tpot_ms: Percentiles | None = None
+    e2e_s: Percentiles | None = None
+
+
+class Architecture(Frozen):
+    """One deployable answer: hardware, its serving configuration, predicted figures and cost."""
+
+    rank: int | None = None
+    id: str
+    model: str
+    #: the catalog entry whose facts the estimate used (the model as named may be an alias of it)
+    catalog_model: str | None = None
+    deployment: Deployment
+    instance_type: str | None = None
+    accelerator: str | None = None
+    accelerators_per_replica: float | None = None
+    tensor_parallel: int | None = None
+    quantization: str | None = None
+    engine: str
+    capacity_type: CapacityType = "on-demand"
+    replicas: Replicas | None = None
+    replicas_per_instance: int | None = None
+    instances: Instances | None = None
+    per_replica: PerReplica | None = None
+    predicted: Predicted
+    calibration: dict[str, Any] | None = None
+    measured: Measured | None = None
+    meets_slo: bool
+    headroom_pct: float | None = None
+    headroom: Headroom | None = None
+    cost: Cost
+    serving: ServingConfig | None = None
+    context: ContextInfo | None = None
+    tuning: Tuning | None = None
+    placement: Placement | None = None
+    also_fits_on: list[AlsoFits] = Field(default_factory=list)
+    weights_gb: float | None = None
+    bedrock: dict[str, Any] | None = None
+    pareto: bool | None = None
+    notes: list[str] = Field(default_factory=list)
+
+    @staticmethod
+    def make_id(
+        deployment: str,
+        instance_type: str,
+        tensor_parallel: int,
+        quantization: str,
+        engine: str,
+        capacity: str,
+    ) -> str:
+        """`{deployment}:{instance_type}:tp{N}:{quantization}:{engine}:{capacity_type}`."""
+        return f"{deployment}:{instance_type}:tp{tensor_parallel}:{quantization}:{engine}:{capacity}"
+
+    @property
+    def ranked_usd_per_month(self) -> float:
+        """The monthly cost an architecture is ranked by: its spot cost where it runs on spot, else on-demand."""
+        return ranked_usd_per_month(self.cost.usd_per_month, self.cost.usd_per_month_spot, self.capacity_type)
+
+    def rank_key(self) -> tuple[float, float, int]:
+        """The ranking: cheapest first; then more load headroom; then fewer nodes at peak."""
+        return (
+            self.ranked_usd_per_month,
+            -(self.headroom_pct or 0.0),
+            self.instances.peak if self.instances else 0,
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=False)
+
+
+def ranked_usd_per_month(on_demand: float, spot: float | None, capacity_type: str) -> float:
+    """The ranking's cost rule, for figures not yet in an `Architecture` (the search's bounds)."""
+    if capacity_type == "spot" and spot is not None:
+        return float(spot)
+    return float(on_demand)
+
+
+def rank_cost(arch: dict[str, Any] | Architecture) -> float:
+    """The ranking's cost of an architecture given as a model or as its JSON (a stored or merged result)."""
+    if isinstance(arch, Architecture):
+        return arch.ranked_usd_per_month
+    cost = arch.get("cost") or {}
+    return ranked_usd_per_month(
+        float(cost.get("usd_per_month") or 0.0),
+        cost.get("usd_per_month_spot"),
+        str(arch.get("capacity_type")),
+    )
+
+
+class RejectedKind(StrEnum):
+    """Why a candidate is not in the ranking."""
+
+    memory = "memory"
+    slo = "slo"
+    dominated = "dominated"
+    budget = "budget"
+    quota = "quota"
+    unsupported = "unsupported"
+
+
+class Rejected(Frozen):
+    id: str
+    kind: RejectedKind
+    reason: str
+
+
+class NotCheaper(Frozen):
+    """A hardware option cheaper than the answer that an SLO excluded, and by how much."""
+
+    option: str
+    usd_per_month: float
+    reason: str
+
+
+class EstimateResult(Frozen):
+    """The estimate result contract: the workload as modelled, ranked architectures, what was rejected and why."""
+
+    workload: dict[str, Any]
+    architectures: list[Architecture]
+    rejected: list[Rejected] = Field(default_factory=list)
+    assumptions: dict[str, Any] = Field(default_factory=dict)
+    search: dict[str, Any] | None = None
+    generated_at: str | None = None
+    infeasible: dict[str, Any] | None = None
+    why_not_cheaper: list[NotCheaper] = Field(default_factory=list)
+    summary: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
