@@ -3,6 +3,7 @@ no more than its stated budget of simulations."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable
@@ -19,12 +20,15 @@ from sizing.plan.capacity import (
     BISECTION_STEPS,
     GUIDED_EXTRA_PROBES,
     PROBE_REQUESTS,
+    cache_info,
     clear_caches,
     find_edge,
     grid_rate,
     max_rate_under_slo,
+    predict_at,
     violations,
 )
+from sizing.plan.memo import fingerprint
 from sizing.workload import WorkloadModel, parse_spec, resolve
 
 GRID = 2**BISECTION_STEPS
@@ -184,3 +188,66 @@ def test_with_the_simulator_the_capacity_is_the_one_bisection_finds(instance: st
     assert cap.rate_rps == _simulated_bisection(step, wm, top)
     assert cap.probes <= 1 + BUDGET
     assert math.isfinite(cap.rate_rps) and cap.rate_rps > 0
+
+
+# --- a shared prompt prefix ---------------------------------------------------------------------------------------
+def _chatbot(shared_prefix: int | None) -> WorkloadModel:
+    """The issue's chatbot: 2,000-token prompts on average, optionally 1,500 of them a shared system prompt."""
+    tokens: dict[str, Any] = {"input": {"mean": 2000, "p95": 4000}, "output": {"mean": 250, "p95": 700}}
+    if shared_prefix is not None:
+        tokens["shared_prefix"] = shared_prefix
+    return resolve(
+        parse_spec(
+            {
+                "model": "meta-llama/Llama-3.1-8B-Instruct",
+                "rate": {"peak_rps": 2},
+                "tokens": tokens,
+                "slo": {"ttft_ms": {"p95": 500}, "e2e_s": {"p95": 30}},
+            }
+        )
+    )
+
+
+def _l40s(caching: bool) -> StepModel:
+    cfg = HardwareConfig.create("meta-llama/Llama-3.1-8B-Instruct", "g6e.xlarge", 1)
+    return StepModel.for_config(dataclasses.replace(cfg, enable_prefix_caching=caching), PROFILE)
+
+
+def test_a_cached_shared_prefix_raises_the_capacity_under_a_ttft_slo():
+    # given the chatbot with and without its 1,500-token shared prefix, on replicas with and without caching
+    shared, plain = _chatbot(1500), _chatbot(None)
+    on, off = _l40s(True), _l40s(False)
+    clear_caches()
+
+    def capacity(step: StepModel, wm: WorkloadModel) -> float:
+        top = bounds(step, wm.input_tokens.mean, wm.output_tokens.mean, wm.shared_prefix_tokens)
+        return max_rate_under_slo(step, wm, top.max_requests_per_s).rate_rps
+
+    # when the planner searches each replica's capacity under the 500 ms TTFT p95
+    cached, uncached, today = capacity(on, shared), capacity(off, shared), capacity(off, plain)
+    # then caching the prefix serves substantially more requests per replica
+    assert cached > 1.3 * today
+    # and a prefix the replica does not cache changes nothing
+    assert uncached == today
+
+
+def test_the_shared_prefix_and_prefix_caching_are_part_of_the_memo_keys():
+    # given a search and a prediction of the chatbot without a declared prefix, on a caching replica
+    on = _l40s(True)
+    plain, shared = _chatbot(None), _chatbot(1500)
+    top = bounds(on, 2000, 250).max_requests_per_s
+    clear_caches()
+    before = max_rate_under_slo(on, plain, top)
+    at_rate = predict_at(on, plain, 1.0)
+    # when the same workload with a shared prefix is searched and predicted
+    after = max_rate_under_slo(on, shared, top)
+    at_rate_shared = predict_at(on, shared, 1.0)
+    # then neither comes from the cache: both are simulated afresh, with the prefix read from the cache
+    assert cache_info()["capacity"]["hits"] == 0 and cache_info()["prediction"]["hits"] == 0
+    assert after.rate_rps > before.rate_rps
+    assert at_rate_shared.ttft_ms.p95 < at_rate.ttft_ms.p95
+    # and a replica that does not cache prefixes has another fingerprint, however the setting was made
+    assert fingerprint(_l40s(False)) != fingerprint(on)
+    rescheduled = _l40s(False)
+    rescheduled.schedule_as({"prefix_caching": True})
+    assert fingerprint(rescheduled) != fingerprint(_l40s(False))

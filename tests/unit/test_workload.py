@@ -8,9 +8,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sizing.cli import main
 from sizing.errors import InvalidInput, NotFound
 from sizing.workload import PRESETS, TokenDistribution, build_model, load_spec, parse_spec, resolve
 
@@ -186,3 +188,99 @@ def test_every_example_workload_is_valid(examples_dir):
     for f in files:
         wm = resolve(load_spec(f))
         assert wm.peak_rps > 0
+
+
+# --- a shared prompt prefix ---------------------------------------------------------------------------------------
+def test_a_shared_prefix_is_carried_into_the_model_and_shown():
+    # given prompts of 2,000 tokens on average whose first 1,500 are a shared system prompt
+    raw = spec_with(
+        tokens={"input": {"mean": 2000, "p95": 4000}, "output": {"fixed": 200}, "shared_prefix": 1500}
+    )
+    # when the workload is derived
+    wm = build_model(parse_spec(raw))
+    # then the model and its derived figures carry the prefix
+    assert wm.shared_prefix_tokens == 1500
+    assert wm.derived()["shared_prefix_tokens"] == 1500
+    # and a spec without one shares nothing
+    plain = build_model(parse_spec(BASE))
+    assert plain.shared_prefix_tokens == 0 and plain.derived()["shared_prefix_tokens"] == 0
+
+
+@pytest.mark.parametrize(
+    "tokens",
+    [
+        {"input": {"mean": 2000, "p95": 4000}, "output": {"fixed": 200}, "shared_prefix": 2500},
+        {"input": {"mean": 2000, "p95": 4000}, "output": {"fixed": 200}, "shared_prefix": 2000},
+        {"input": {"fixed": 800}, "output": {"fixed": 200}, "shared_prefix": 1000},
+    ],
+)
+def test_a_shared_prefix_not_below_the_inputs_mean_is_refused_by_name(tokens: dict[str, Any]):
+    # when a spec declares a prefix as long as (or longer than) a typical prompt
+    probs = problems_of(spec_with(tokens=tokens))
+    # then the problem names tokens.shared_prefix and says why
+    assert [f for f, _ in probs] == ["tokens.shared_prefix"]
+    assert "not below the input's mean" in probs[0][1]
+
+
+def test_a_negative_shared_prefix_is_refused_by_name():
+    probs = problems_of(spec_with(tokens={**BASE["tokens"], "shared_prefix": -1}))
+    assert probs[0][0] == "tokens.shared_prefix" and "greater than or equal to 0" in probs[0][1]
+
+
+def test_a_shared_prefix_is_checked_against_a_samples_files_mean(tmp_path):
+    # given samples whose prompts average 200 tokens, and a 300-token shared prefix
+    f = tmp_path / "tokens.csv"
+    f.write_text("input_tokens,output_tokens\n100,10\n200,20\n300,30\n")
+    spec = parse_spec(spec_with(tokens={"samples_file": str(f), "shared_prefix": 300}))
+    # when the workload is derived, then the prefix is refused by name
+    with pytest.raises(InvalidInput) as exc:
+        build_model(spec)
+    assert [p.field for p in exc.value.problems] == ["tokens.shared_prefix"]
+    # and a prefix below the samples' mean is kept
+    ok = build_model(parse_spec(spec_with(tokens={"samples_file": str(f), "shared_prefix": 150})))
+    assert ok.shared_prefix_tokens == 150
+
+
+# --- contradictory SLOs ---------------------------------------------------------------------------------------
+def test_an_e2e_bound_below_the_ttft_bound_of_the_same_percentile_is_refused_naming_both():
+    # given a TTFT p95 of 3 s and an e2e p95 of 2 s: the answer would end before its first token
+    probs = problems_of(spec_with(slo={"ttft_ms": {"p95": 3000}, "e2e_s": {"p95": 2}}))
+    # then both fields are named, in words
+    fields = dict(probs)
+    assert set(fields) == {"slo.e2e_s.p95", "slo.ttft_ms.p95"}
+    assert fields["slo.e2e_s.p95"].startswith("e2e p95 2 s is below TTFT p95 3 s: ")
+    assert "cannot end before its first token" in fields["slo.ttft_ms.p95"]
+
+
+def test_every_contradicting_percentile_is_reported_and_sub_second_ttft_reads_in_ms():
+    probs = problems_of(
+        spec_with(slo={"ttft_ms": {"p50": 900, "p99": 5000}, "e2e_s": {"p50": 0.5, "p99": 4}})
+    )
+    fields = dict(probs)
+    assert set(fields) == {"slo.e2e_s.p50", "slo.ttft_ms.p50", "slo.e2e_s.p99", "slo.ttft_ms.p99"}
+    assert fields["slo.e2e_s.p50"].startswith("e2e p50 0.5 s is below TTFT p50 900 ms")
+
+
+@pytest.mark.parametrize(
+    "slo",
+    [
+        {
+            "ttft_ms": {"p95": 2000},
+            "e2e_s": {"p95": 2},
+        },  # equal: a one-token answer ends with its first token
+        {"ttft_ms": {"p99": 3000}, "e2e_s": {"p50": 2}},  # different percentiles do not contradict
+        {"ttft_ms": {"p95": 3000}, "tpot_ms": {"p95": 50}, "e2e_s": {"p95": 3.1}},  # tight, not contradictory
+    ],
+)
+def test_slos_that_do_not_contradict_are_accepted(slo: dict[str, Any]):
+    assert parse_spec(spec_with(slo=slo)).slo.targets()
+
+
+def test_contradictory_slos_exit_2_on_the_command_line(tmp_path, capsys):
+    # given a workload file whose e2e p95 is below its TTFT p95
+    f = tmp_path / "w.yaml"
+    f.write_text(yaml.safe_dump(spec_with(slo={"ttft_ms": {"p95": 3000}, "e2e_s": {"p95": 2}})))
+    # when `sizing workload` reads it, then it exits 2 naming both fields
+    assert main(["workload", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "slo.e2e_s.p95" in err and "slo.ttft_ms.p95" in err and "Traceback" not in err

@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from sizing.errors import InvalidInput, Problem, problems_from_pydantic
 
@@ -43,6 +44,22 @@ PresetName = Literal["chat", "rag", "summarization", "code-completion", "batch"]
 
 class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def _field_errors(title: str, errors: list[tuple[tuple[str, ...], Any, str]]) -> ValidationError:
+    """A ValidationError with one error per (location, value, message): raised inside a model validator, pydantic
+    reports each under its own field path (e.g. `slo.e2e_s.p95`) instead of the model's."""
+    return ValidationError.from_exception_data(
+        title,
+        [
+            InitErrorDetails(
+                type=PydanticCustomError("value_error", "{message}", {"message": message}),
+                loc=loc,
+                input=value,
+            )
+            for loc, value, message in errors
+        ],
+    )
 
 
 class Users(Spec):
@@ -121,6 +138,22 @@ class TokenSpec(Spec):
             )
         return self
 
+    def mean_tokens(self) -> float:
+        """The distribution's mean as given (`fixed` or `mean`)."""
+        return float(self.fixed) if self.fixed is not None else float(self.mean or 0.0)
+
+
+def shared_prefix_problem(prefix: int, input_mean: float) -> str | None:
+    """Why a shared prefix of `prefix` tokens cannot belong to prompts of `input_mean` tokens on average, or None:
+    the prefix starts every prompt, so one as long as a typical prompt is a mistake (a prefix length given for the
+    whole prompt, or in characters)."""
+    if prefix > 0 and prefix >= input_mean:
+        return (
+            f"a shared prefix of {prefix:,} tokens is not below the input's mean of {input_mean:,.0f} tokens: the"
+            " prefix starts every prompt, so it must be shorter than a typical prompt"
+        )
+    return None
+
 
 class Tokens(Spec):
     input: TokenSpec | None = None
@@ -128,11 +161,25 @@ class Tokens(Spec):
     samples_file: str | None = Field(
         default=None, description="CSV or JSONL with input_tokens and output_tokens per request"
     )
+    shared_prefix: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_TOKENS,
+        description="tokens at the start of every prompt that all requests share (a system prompt, few-shot"
+        " examples); counted in tokens.input. With prefix caching (vLLM --enable-prefix-caching) they are read"
+        " from the KV cache instead of prefilled again, and held there once for all requests. Must be below the"
+        " input's mean",
+    )
 
     @model_validator(mode="after")
     def _complete(self) -> Tokens:
         if self.samples_file is None and (self.input is None or self.output is None):
             raise ValueError("give tokens.input and tokens.output, or tokens.samples_file")
+        # with a samples_file the input's mean is known once the file is read (build_model checks it there)
+        if self.shared_prefix and self.input is not None and self.samples_file is None:
+            problem = shared_prefix_problem(self.shared_prefix, self.input.mean_tokens())
+            if problem:
+                raise _field_errors("Tokens", [(("shared_prefix",), self.shared_prefix, problem)])
         return self
 
 
@@ -165,6 +212,40 @@ class SLO(Spec):
     def _some(self) -> SLO:
         if not (self.ttft_ms or self.tpot_ms or self.e2e_s):
             raise ValueError("give at least one SLO: ttft_ms, tpot_ms or e2e_s")
+        return self
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SLO:
+        """An e2e bound below the TTFT bound of the same percentile contradicts itself: a request cannot end
+        before its first token. Only that pure contradiction is refused; whether the bounds can be met is the
+        estimate's question."""
+        if self.ttft_ms is None or self.e2e_s is None:
+            return self
+        errors: list[tuple[tuple[str, ...], Any, str]] = []
+        for q in PERCENTILES:
+            ttft, e2e = getattr(self.ttft_ms, q), getattr(self.e2e_s, q)
+            if ttft is None or e2e is None or e2e * 1000 >= ttft:
+                continue
+            ttft_text = f"{ttft / 1000:g} s" if ttft >= 1000 else f"{ttft:g} ms"
+            why = "a request cannot end before its first token"
+            errors.append(
+                (
+                    ("e2e_s", q),
+                    e2e,
+                    f"e2e {q} {e2e:g} s is below TTFT {q} {ttft_text}: {why}; raise slo.e2e_s.{q}"
+                    f" or lower slo.ttft_ms.{q}",
+                )
+            )
+            errors.append(
+                (
+                    ("ttft_ms", q),
+                    ttft,
+                    f"TTFT {q} {ttft_text} is above e2e {q} {e2e:g} s: {why}; lower"
+                    f" slo.ttft_ms.{q} or raise slo.e2e_s.{q}",
+                )
+            )
+        if errors:
+            raise _field_errors("SLO", errors)
         return self
 
     def targets(self) -> list[tuple[str, str, float]]:
@@ -487,6 +568,8 @@ class WorkloadModel:
     peak_active_users: int | None
     think_time_s: float | None
     notes: list[str] = field(default_factory=list)
+    #: tokens at the start of every prompt common to all requests (`tokens.shared_prefix`; 0: none declared)
+    shared_prefix_tokens: int = 0
 
     @property
     def avg_rps(self) -> float:
@@ -535,6 +618,7 @@ class WorkloadModel:
             "requests_per_month": round(self.avg_rps * 86400 * 30.4375),
             "input_tokens": i.describe(),
             "output_tokens": o.describe(),
+            "shared_prefix_tokens": self.shared_prefix_tokens,
             "input_tokens_per_s_peak": round(self.peak_rps * i.mean, 1),
             "output_tokens_per_s_peak": round(self.peak_rps * o.mean, 1),
             "hourly_rps": [round(x, 4) for x in self.hourly_rps],
@@ -572,6 +656,10 @@ def build_model(spec: WorkloadSpec, model_id: str | None = None) -> WorkloadMode
     else:
         assert spec.tokens.input is not None and spec.tokens.output is not None
         i_dist, o_dist = _dist(spec.tokens.input), _dist(spec.tokens.output)
+    prefix = spec.tokens.shared_prefix or 0
+    problem = shared_prefix_problem(prefix, i_dist.mean)
+    if problem:  # a samples_file's mean (the spec's own input was checked when it was parsed)
+        raise InvalidInput(f"tokens.shared_prefix: {problem}", [Problem("tokens.shared_prefix", problem)])
     if spec.preset:
         notes.append(f"preset {spec.preset}: {PRESETS[spec.preset]['reason']}")
     wm = WorkloadModel(
@@ -584,6 +672,7 @@ def build_model(spec: WorkloadSpec, model_id: str | None = None) -> WorkloadMode
         peak_active_users=active_users,
         think_time_s=think,
         notes=notes,
+        shared_prefix_tokens=prefix,
     )
     if think is not None:
         # a user's cycle is request time + think time; what is left of the cycle is thinking
@@ -630,6 +719,4 @@ def check_context(wm: WorkloadModel, model_id: str, model_context: int) -> None:
             )
         )
     if problems:
-        raise InvalidInput(
-            f"the workload's longest requests do not fit: {problems[0].message}", problems
-        )
+        raise InvalidInput(f"the workload's longest requests do not fit: {problems[0].message}", problems)

@@ -8,6 +8,9 @@ An engine whose router defers prefills (TGI 2.x) holds waiting prompts back whil
 wait or enough decode steps have passed.
 Runs of pure-decode steps between events (an arrival, a completion, KV exhaustion) are summed in closed form,
 so 2,000 requests take milliseconds, not a per-token loop.
+With prefix caching (vLLM's automatic prefix caching) and a prefix every prompt shares, a request reads the full KV
+blocks of that prefix from the cache instead of prefilling them, and the cache holds those blocks once for all
+requests (`cached_share`).
 """
 
 from __future__ import annotations
@@ -240,10 +243,27 @@ def _run(
 
 
 # --- the simulation ---------------------------------------------------------------------------------------------
-def _request_duration(sm: StepModel, inp: float, outp: float, concurrency: int) -> float:
-    """Rough time one request spends in a replica holding `concurrency` of them (spreads closed-loop starts)."""
+def cached_share(step_model: StepModel, prefix_tokens: int, prompt_tokens: int) -> int:
+    """Tokens of a `prompt_tokens` prompt that prefix caching serves from the KV cache when every prompt starts
+    with the same `prefix_tokens`: vLLM's automatic prefix caching reuses full KV blocks only, and always computes
+    the prompt's last token (its logits give the first output token), so floor(min(prefix, prompt - 1) / block) x
+    block; 0 when the step model does not cache prefixes.
+    https://docs.vllm.ai/en/latest/design/prefix_caching.html"""
+    if not step_model.prefix_caching or prefix_tokens <= 0 or prompt_tokens <= 1:
+        return 0
+    block = max(1, step_model.block_size)
+    return (min(prefix_tokens, prompt_tokens - 1) // block) * block
+
+
+def _request_duration(sm: StepModel, inp: float, outp: float, concurrency: int, cached: float = 0.0) -> float:
+    """Rough time one request spends in a replica holding `concurrency` of them (spreads closed-loop starts);
+    `cached` of its `inp` prompt tokens come from the prefix cache."""
     b = max(1, min(concurrency, sm.max_num_seqs))
-    prefill = sm.iteration_time(int(inp), 0, 0)
+    if cached > 0:
+        todo = inp - cached
+        prefill = sm.iteration_time(int(todo), 0, 0, todo * (cached + todo / 2))
+    else:
+        prefill = sm.iteration_time(int(inp), 0, 0)
     return prefill + outp * sm.iteration_time(0, b, int(b * (inp + outp / 2)))
 
 
@@ -256,11 +276,19 @@ def simulate(
     seed: int = 0,
     warmup: float = 0.1,
     itl: bool = True,
+    prefix_tokens: int = 0,
 ) -> SimResult:
     """Simulate `n_requests` through one replica under `load`. Deterministic for a seed.
 
     `itl=False` skips the inter-token latency bookkeeping (its Stats are then NaN) for callers that do not read
-    it, as the planner does not; every other figure is the same either way."""
+    it, as the planner does not; every other figure is the same either way.
+
+    `prefix_tokens`: tokens at the start of every prompt that all requests share (the workload's
+    `tokens.shared_prefix`). When the step model caches prefixes, the first request admitted computes them (a cold
+    cache) and every later admission, a preempted request's recomputation included, reads its `cached_share`
+    from the cache: those tokens are not prefilled, though the prompt's remaining tokens still attend to them, and
+    the KV cache holds the shared blocks once, not once per request. Without prefix caching, or with 0, the run is
+    the one without a prefix to the last bit."""
     sm = step_model
     n = int(n_requests)
     if n < 1:
@@ -279,6 +307,19 @@ def simulate(
     inp_a = np.where(over, np.maximum(limit - out_a, 1), inp_a)
     prompt = inp_a.tolist()
     out = out_a.tolist()
+    if prefix_tokens < 0:
+        raise ValueError("prefix_tokens must not be negative")
+    # per request: its prompt tokens in the shared prefix's full blocks (empty: nothing shared, the plain run)
+    shared: list[int] = []
+    pinned = 0  # KV tokens of the shared blocks, held once for every request
+    if sm.prefix_caching and prefix_tokens > 0:
+        block = max(1, sm.block_size)
+        share_a = (np.minimum(int(prefix_tokens), inp_a - 1) // block) * block
+        if share_a.any():
+            shared = share_a.tolist()
+            pinned = int(share_a.max())
+    sharing = bool(shared)
+    cold = sharing  # the first admission computes the prefix; every later one finds it cached
 
     closed = isinstance(load, ClosedLoop)
     arrival = [0.0] * n
@@ -322,7 +363,12 @@ def simulate(
     G = 0
     D = 0
     S_base = 0
-    kv_fixed = 0  # tokens held by prefilling requests (incremental) or by every admitted request (reserve)
+    # tokens held by prefilling requests (incremental) or by every admitted request (reserve), and the shared
+    # prefix blocks
+    kv_fixed = pinned
+    # decoding sequences' tokens in the shared blocks: in their context (S_base + D G, which their attention reads)
+    # but held once, in `pinned`, so the KV cache holds S_base + D G - S_shared of theirs
+    S_shared = 0
     heap: list[tuple[int, int, int]] = []  # (g_finish, idx, version)
     decode_order: list[int] = []
     in_decode = [False] * n
@@ -345,7 +391,13 @@ def simulate(
         elif ramp is None:
             # users evenly spread over one request duration: closed loops settle there (a request delayed by a
             # collision shifts its user's next cycle); random phases predicted TTFT worse in cross-validation
-            ramp = _request_duration(sm, float(np.mean(prompt)), float(np.mean(out)), k0)
+            ramp = _request_duration(
+                sm,
+                float(np.mean(prompt)),
+                float(np.mean(out)),
+                k0,
+                float(np.mean(shared)) if sharing else 0.0,
+            )
         starts = [ramp * k / k0 for k in range(k0)]
         for k in range(k0):
             arrival[k] = starts[k]
@@ -397,7 +449,7 @@ def simulate(
                 next_seen = arrival[next_idx] + delay if next_idx < n else inf
         # make room for this step's decode tokens (incremental KV)
         if D and not reserve:
-            while kv_fixed + S_base + D * G + D > cap and D > 1:
+            while kv_fixed + S_base - S_shared + D * G + D > cap and D > 1:
                 while True:
                     v = decode_order.pop()
                     if in_decode[v]:
@@ -406,6 +458,8 @@ def simulate(
                 version[v] += 1
                 D -= 1
                 S_base -= base[v]
+                if sharing:
+                    S_shared -= shared[v]
                 generated = gen_before[v] + (G - g_start[v])
                 gen_before[v] = generated
                 waiting.appendleft(v)
@@ -445,20 +499,27 @@ def simulate(
                     p_eff = prompt[i] + gen_before[i]
                     r_out = out[i] - gen_before[i]
                     need = p_eff + r_out if reserve else p_eff
-                    used = kv_fixed + (0 if reserve else S_base + D * G)
+                    hit = 0  # prompt tokens read from the prefix cache, not prefilled
+                    if sharing:
+                        need -= shared[i]  # its shared blocks are held once, in `pinned`
+                        hit = 0 if cold else shared[i]
+                    todo = p_eff - hit
+                    used = kv_fixed + (0 if reserve else S_base - S_shared + D * G)
                     if used + need > adm_cap and (D + len(prefill)) > 0:
                         break
                     room = budget - P
-                    if p_eff > room and not chunked and P > 0:
+                    if todo > room and not chunked and P > 0:
                         break
                     waiting.popleft()
-                    take = room if chunked and room < p_eff else p_eff
+                    cold = False
+                    take = room if chunked and room < todo else todo
                     kv_fixed += need
-                    pairs += take * take * 0.5
+                    # the chunk's queries attend to the cached prefix too
+                    pairs += take * (hit + take * 0.5) if hit else take * take * 0.5
                     P += take
                     nchunks += 1
-                    prefill.append([i, p_eff - take, take, p_eff, r_out])
-                    if take == p_eff:
+                    prefill.append([i, todo - take, hit + take, p_eff, r_out])
+                    if take == todo:
                         done_any = True
         if P == 0:
             if D == 0:
@@ -483,7 +544,7 @@ def simulate(
             steps = top[0] - G
             C = S_base + D * G
             if not reserve:
-                by_kv = (cap - (kv_fixed + C)) // D
+                by_kv = (cap - (kv_fixed + C - S_shared)) // D
                 if by_kv < 1:
                     by_kv = 1
                 if by_kv < steps:
@@ -537,11 +598,12 @@ def simulate(
                     if isnan(first[i]):
                         first[i] = t
                     gen = gen_before[i] + 1
+                    s_i = shared[i] if sharing else 0
                     if not reserve:
-                        kv_fixed -= e[3]
+                        kv_fixed -= e[3] - s_i
                     if gen >= out[i]:
                         if reserve:
-                            kv_fixed -= e[3] + e[4]
+                            kv_fixed -= e[3] + e[4] - s_i
                         finish[i] = t
                         completed += 1
                         if closed:
@@ -551,6 +613,7 @@ def simulate(
                     g_start[i] = G
                     base[i] = e[3] + 1 - G
                     S_base += base[i]
+                    S_shared += s_i
                     D += 1
                     in_decode[i] = True
                     decode_order.append(i)
@@ -564,8 +627,10 @@ def simulate(
             in_decode[i] = False
             D -= 1
             S_base -= base[i]
+            if sharing:
+                S_shared -= shared[i]
             if reserve:
-                kv_fixed -= prompt[i] + out[i]
+                kv_fixed -= prompt[i] + out[i] - (shared[i] if sharing else 0)
             finish[i] = t
             completed += 1
             if closed:
@@ -662,10 +727,18 @@ class Bounds:
     max_requests_per_s: float
 
 
-def saturating_concurrency(step_model: StepModel, input_mean: float, output_mean: float) -> int:
-    """Concurrency beyond which requests only queue: the batch limit or what the KV cache holds."""
-    per_request = max(1.0, input_mean + output_mean / 2)
-    by_kv = math.ceil(step_model.kv_capacity_tokens / per_request * 1.25)
+def saturating_concurrency(
+    step_model: StepModel, input_mean: float, output_mean: float, prefix_tokens: int = 0
+) -> int:
+    """Concurrency beyond which requests only queue: the batch limit or what the KV cache holds (a cached shared
+    prefix held once, the rest of each request per request)."""
+    shared = cached_share(step_model, prefix_tokens, max(1, int(input_mean)))
+    if shared:
+        per_request = max(1.0, input_mean - shared + output_mean / 2)
+        by_kv = math.ceil(max(1, step_model.kv_capacity_tokens - shared) / per_request * 1.25)
+    else:
+        per_request = max(1.0, input_mean + output_mean / 2)
+        by_kv = math.ceil(step_model.kv_capacity_tokens / per_request * 1.25)
     return max(1, min(step_model.max_num_seqs, by_kv))
 
 
@@ -675,8 +748,9 @@ def saturated(
     output_dist: TokenDistribution,
     n_requests: int = 2000,
     seed: int = 0,
+    prefix_tokens: int = 0,
 ) -> SimResult:
-    """Maximum throughput: a closed loop at the saturating concurrency."""
+    """Maximum throughput: a closed loop at the saturating concurrency (`prefix_tokens` as for `simulate`)."""
     from sizing.perf.step import StepModel
 
     sm = (
@@ -684,25 +758,49 @@ def saturated(
         if isinstance(cfg_or_step_model, StepModel)
         else StepModel.for_config(cfg_or_step_model)
     )
-    c = saturating_concurrency(sm, input_dist.mean, output_dist.mean)
+    c = saturating_concurrency(sm, input_dist.mean, output_dist.mean, prefix_tokens)
     n = max(n_requests, MIN_ROUNDS_FOR_WINDOW * c + c)
-    return simulate(sm, ClosedLoop(c), input_dist, output_dist, n_requests=n, seed=seed)
+    return simulate(
+        sm, ClosedLoop(c), input_dist, output_dist, n_requests=n, seed=seed, prefix_tokens=prefix_tokens
+    )
 
 
-def bounds(step_model: StepModel, input_tokens: float, output_tokens: float) -> Bounds:
+def bounds(
+    step_model: StepModel, input_tokens: float, output_tokens: float, prefix_tokens: int = 0
+) -> Bounds:
     """Roofline limits: TTFT of a lone prompt, TPOT of a lone sequence, and requests/s with a full batch and
-    prefill perfectly packed into the token budget."""
+    prefill perfectly packed into the token budget. With a shared prefix the step model caches (`prefix_tokens`
+    as for `simulate`), a prompt prefills only what the cache does not hold, and the KV cache holds the shared
+    blocks once."""
     sm = step_model
     inp = max(1, int(input_tokens))
     outp = max(1, int(output_tokens))
+    shared = cached_share(sm, prefix_tokens, inp)
+    todo = inp - shared  # prompt tokens prefilled
     budget = sm.max_num_batched_tokens if sm.max_num_batched_tokens > 0 else sm.max_model_len
-    chunk = min(inp, budget) if sm.chunked_prefill else inp
-    chunks = math.ceil(inp / chunk)
-    ttft = sum(sm.iteration_time(chunk, 0, 0, chunk * (k * chunk + chunk / 2)) for k in range(chunks))
+    chunk = min(todo, budget) if sm.chunked_prefill else todo
+    chunks = math.ceil(todo / chunk)
+    if shared:
+        ttft = sum(
+            sm.iteration_time(chunk, 0, 0, chunk * (shared + k * chunk + chunk / 2)) for k in range(chunks)
+        )
+    else:
+        ttft = sum(sm.iteration_time(chunk, 0, 0, chunk * (k * chunk + chunk / 2)) for k in range(chunks))
     tpot = sm.iteration_time(0, 1, inp + outp // 2)
-    b = saturating_concurrency(sm, inp, outp)
-    b = max(1, min(b, int(sm.kv_capacity_tokens // max(1, inp + outp)) or 1))
-    prefill_s = inp * b / budget * sm.iteration_time(budget, 0, 0) if budget else ttft * b
+    b = saturating_concurrency(sm, inp, outp, prefix_tokens)
+    if shared:
+        # the cache holds the shared blocks once and each sequence its own tokens, todo + outp / 2 over its life:
+        # with most of the prompt shared, the answer's share is too large to count in full (the run would beat
+        # the bound)
+        b = max(1, min(b, int((sm.kv_capacity_tokens - shared) // max(1, todo + outp // 2)) or 1))
+    else:
+        b = max(1, min(b, int(sm.kv_capacity_tokens // max(1, inp + outp)) or 1))
+    prefill_s = todo * b / budget * sm.iteration_time(budget, 0, 0) if budget else ttft * b
     decode_s = (outp - 1) * sm.iteration_time(0, b, b * (inp + outp // 2))
-    rps = b / (prefill_s + decode_s) if prefill_s + decode_s > 0 else math.inf
+    busy = prefill_s + decode_s
+    if shared and sm.mixed_prefill_decode:
+        # what is left of a prompt to prefill is short enough to ride in the decode steps (memory-bound, their
+        # compute idle), so the two overlap: at best the replica is busy for the longer of them, not their sum
+        busy = max(prefill_s, decode_s)
+    rps = b / busy if busy > 0 else math.inf
     return Bounds(ttft, tpot, rps)
