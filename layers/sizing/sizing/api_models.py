@@ -1,4 +1,5 @@
-"""Request and response models of the HTTP API (they also make its OpenAPI document).
+"""Request and response models of the HTTP API (the estimate result and its architectures are
+`sizing.results`'s) (they also make its OpenAPI document).
 
 Requests are strict (`extra="forbid"`): a misspelt field is an error naming it, not silently ignored. The
 workload spec inside a request stays a mapping here and is validated by `sizing.workload.parse_spec`, the one
@@ -11,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sizing.results import Architecture
 from sizing.service.runs import DEFAULT_TOP_K, MAX_TOP_K
 from sizing.store import Run, RunSource, RunStatus, SlackThread
 
@@ -38,17 +40,6 @@ class ErrorBody(Strict):
     error: str = Field(description="stable code: invalid_input, not_found, conflict, payload_too_large, ...")
     message: str
     details: dict[str, Any] = Field(default_factory=dict)
-
-
-class EstimateResult(BaseModel):
-    """The 'Estimate result' contract of DESIGN.md. Open to additions: the planner extends it compatibly."""
-
-    model_config = ConfigDict(extra="allow")
-
-    workload: dict[str, Any]
-    architectures: list[dict[str, Any]]
-    rejected: list[dict[str, Any]] = Field(default_factory=list)
-    assumptions: dict[str, Any] = Field(default_factory=dict)
 
 
 #: A budget is money: a cent is the smallest amount; a million dollars is far above any sizing run (a few
@@ -132,7 +123,7 @@ class RunPage(Strict):
 class RunArchitectures(Strict):
     run_id: str
     status: RunStatus
-    architectures: list[dict[str, Any]] = Field(description="ranked; empty until the run has ranked any")
+    architectures: list[Architecture] = Field(description="ranked; empty until the run has ranked any")
 
 
 class InstanceOut(Strict):

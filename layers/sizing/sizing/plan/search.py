@@ -65,8 +65,10 @@ from sizing.workload import SLO, WorkloadModel, WorkloadSpec, resolve
 
 #: Default share of a replica's SLO capacity kept free at peak (bursts within the hour, estimator error).
 DEFAULT_HEADROOM = 0.20
-#: Architectures certified by simulation even when the caller asks for fewer (the ranking's top stays exact).
-DEFAULT_CERTIFY = 8
+#: Rows of the ranking certified by simulation even when the caller asks for fewer (the ranking's top stays
+#: exact). A row is one replica configuration: same-performance instance sizes fold into it ("also fits on"), so
+#: five rows show as many distinct choices as the eight sizes-apart architectures this certified before folding.
+DEFAULT_CERTIFY = 5
 #: A tuned configuration replaces the engine's defaults only when it raises the SLO capacity by more than this: the
 #: capacity search's grid resolution is 1/2^5 (about 3%) of the saturated rate, so smaller gains are search noise.
 TUNING_MIN_GAIN = 0.03
@@ -105,7 +107,10 @@ class Option:
     fit_accelerator: str
     #: the configuration ranked (the default until tuning finds better)
     chosen: Replica | None = None
+    #: serving configurations simulated for this replica (the defaults and each tuning variant probed)
     searched: int = 1
+    #: of those, the ones given a whole capacity search
+    capacity_searches: int = 0
     #: predictions at an operating point, by rate: EKS and SageMaker share the hardware, hence the simulation
     predictions: dict[float, Any] = field(default_factory=dict)
 
@@ -457,7 +462,7 @@ def _replica(
     if serving is not None and fit.max_num_seqs != cfg.max_num_seqs:
         cfg = cfg_for(serving)
     step = StepModel.for_config(cfg, catalog=cat)
-    b = bounds(step, wm.input_tokens.mean, wm.output_tokens.mean)
+    b = bounds(step, wm.input_tokens.mean, wm.output_tokens.mean, prefix_tokens=wm.shared_prefix_tokens)
     return Replica(serving, cfg, fit, step, b.max_requests_per_s)
 
 
@@ -466,10 +471,6 @@ def _passes_at(step: Any, wm: WorkloadModel, rate: float, seed: int) -> bool:
     from sizing.perf.simulator import OpenLoop, simulate
     from sizing.plan.capacity import PROBE_REQUESTS
 
-    extra: dict[str, Any] = {}
-    prefix = getattr(wm, "shared_prefix_tokens", 0)
-    if prefix:
-        extra["prefix_tokens"] = prefix
     sim = simulate(
         step,
         OpenLoop(rate),
@@ -478,7 +479,7 @@ def _passes_at(step: Any, wm: WorkloadModel, rate: float, seed: int) -> bool:
         n_requests=PROBE_REQUESTS,
         seed=seed,
         itl=False,
-        **extra,
+        prefix_tokens=wm.shared_prefix_tokens,
     )
     return not violations(sim, wm.slo)
 
@@ -511,6 +512,7 @@ def _tune(
             if base and not _passes_at(rep.step, wm, base * (1 + TUNING_MIN_GAIN), seed):
                 continue  # misses the SLOs at the best capacity so far: cannot replace it
             rep.capacity = max_rate_under_slo(rep.step, wm, rep.bound_rps, seed)
+            opt.capacity_searches += 1
             if not rep.capacity.feasible:
                 continue
             if rep.capacity.rate_rps > base * (1 + TUNING_MIN_GAIN):
@@ -562,6 +564,13 @@ def _tuning(
     )
 
 
+def _fold_key(a: Architecture) -> tuple[Any, ...]:
+    """What makes two architectures one row: deployment, capacity, accelerator, serving configuration, packing."""
+    if a.deployment == "bedrock" or a.serving is None:
+        return (a.id,)
+    return (a.deployment, a.capacity_type, a.accelerator, a.serving, a.replicas_per_instance)
+
+
 def _fold(archs: list[Architecture]) -> list[Architecture]:
     """Instance sizes with identical performance (one replica of the same accelerators and serving configuration,
     packed alike) fold into the cheapest: one row with "also fits on"."""
@@ -572,7 +581,7 @@ def _fold(archs: list[Architecture]) -> list[Architecture]:
         if a.deployment == "bedrock" or a.serving is None:
             out.append(a)
             continue
-        key = (a.deployment, a.capacity_type, a.accelerator, a.serving, a.replicas_per_instance)
+        key = _fold_key(a)
         if key in kept:
             extra.setdefault(kept[key], []).append(
                 AlsoFits(instance_type=a.instance_type or "", usd_per_month=round(a.ranked_usd_per_month, 2))
@@ -605,7 +614,7 @@ def estimate_result(
     wm = resolve(spec, cat)
     model_spec = cat.model(wm.model_id)
     ctx = context_for(wm, model_spec.max_position_embeddings)
-    prefix = getattr(wm, "shared_prefix_tokens", 0) > 0
+    prefix = wm.shared_prefix_tokens > 0
     enum = enumerate_candidates(wm, cat)
     rejected: list[Rejected] = [Rejected.model_validate(r) for r in enum.rejected]
     deployments = _deployments(wm)
@@ -661,7 +670,12 @@ def estimate_result(
     placed: list[tuple[Option, list[Architecture]]] = []
     searches = 0
     for i, opt in enumerate(options):
-        costs = sorted(a.ranked_usd_per_month for _, archs in placed for a in archs)
+        # rows of the ranking found so far (same-performance instance sizes fold into one row)
+        rows: dict[tuple[Any, ...], float] = {}
+        for _, archs in placed:
+            for a in archs:
+                rows[_fold_key(a)] = min(rows.get(_fold_key(a), math.inf), a.ranked_usd_per_month)
+        costs = sorted(rows.values())
         if len(costs) >= certify and opt.lb_cost > costs[certify - 1]:
             for rest in options[i:]:
                 rejected.append(
@@ -723,7 +737,7 @@ def estimate_result(
                 return HardwareConfig.from_serving(s, it)
 
             _tune(lead, wm, cat, seed, cfg_for, acc)
-            searches += lead.searched - 1
+            searches += lead.capacity_searches
     feasible: list[Architecture] = []
     for opt, archs in placed:
         lead = by_performance[opt.perf_key]
@@ -895,7 +909,7 @@ def _early_reject(slo: SLO, step: Any, wm: WorkloadModel) -> tuple[str, dict[str
     """Roofline lower bounds already above an SLO: no simulation can do better."""
     from sizing.perf.simulator import bounds
 
-    b = bounds(step, wm.input_tokens.mean, wm.output_tokens.mean)
+    b = bounds(step, wm.input_tokens.mean, wm.output_tokens.mean, prefix_tokens=wm.shared_prefix_tokens)
     floor = {
         "ttft_ms": b.min_ttft_s * 1000,
         "tpot_ms": b.min_tpot_s * 1000,

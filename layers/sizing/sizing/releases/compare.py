@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from sizing.results import rank_cost
+
 #: Cost differences under half a percent are below the estimator's price resolution (prices carry 4 decimals,
 #: replica counts round): say "about the same cost" rather than a misleading "0% cheaper".
 SAME_COST_PCT = 0.5
@@ -46,14 +48,6 @@ class Comparison(BaseModel):
 def short_name(model_id: str) -> str:
     """`meta-llama/Llama-4-Scout-17B-16E-Instruct` → `Llama-4-Scout-17B-16E`."""
     return _VARIANT_SUFFIX.sub("", model_id.split("/")[-1]) or model_id
-
-
-def rank_cost(arch: dict[str, Any]) -> float:
-    """The monthly cost the planner ranks by (spot price for spot capacity)."""
-    cost = arch["cost"]
-    if arch.get("capacity_type") == "spot" and cost.get("usd_per_month_spot") is not None:
-        return float(cost["usd_per_month_spot"])
-    return float(cost["usd_per_month"])
 
 
 def best_of(result: dict[str, Any] | None) -> Best | None:

@@ -6,7 +6,8 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.metrics import MetricUnit
 
-from sizing.api_models import EXAMPLE_SPEC, SPEC_DESCRIPTION, EstimateResult
+from sizing.api_models import EXAMPLE_SPEC, SPEC_DESCRIPTION
+from sizing.results import EstimateResult
 from sizing.service.api.responses import ERRORS
 from sizing.service.observability import metrics, tracer
 from sizing.workload import parse_spec
@@ -21,7 +22,7 @@ MAX_TOP = 50
     "/estimates",
     summary="Estimate the architectures for a workload",
     description="Models the workload, estimates every candidate architecture and ranks those that meet the SLOs"
-    " by cost (DESIGN.md 'Estimate result').",
+    " by cost, each with the serving configuration it deploys.",
     tags=["estimates"],
     responses=ERRORS,
 )
@@ -30,9 +31,9 @@ def post_estimate(
     spec: Annotated[dict[str, Any], Body(description=SPEC_DESCRIPTION, examples=[EXAMPLE_SPEC])],
     top: Annotated[int | None, Query(ge=1, le=MAX_TOP, description="ranked architectures to return")] = None,
 ) -> EstimateResult:
-    from sizing.plan import estimate
+    from sizing.plan.search import estimate_result
 
     workload = parse_spec(spec)
-    result = estimate(workload, top=top)
+    result = estimate_result(workload, top=top)
     metrics.add_metric(name="EstimatesServed", unit=MetricUnit.Count, value=1)
-    return EstimateResult.model_validate(result)
+    return result
