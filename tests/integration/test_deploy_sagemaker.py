@@ -13,6 +13,7 @@ from sizing.deploy import labels as L
 from sizing.deploy.architecture import Architecture
 from sizing.deploy.kube import ProvisioningError
 from sizing.deploy.sagemaker import SageMakerProvisioner, tag_map
+from sizing.errors import InvalidInput
 
 pytestmark = pytest.mark.integration
 
@@ -97,4 +98,32 @@ def test_a_failed_apply_leaves_nothing(sm: Any) -> None:
         prov.apply(ARCH, "run-fail", ARCH.id)
     sm.create_endpoint = original
     # then the model and config created before are gone
+    assert names(sm) == {"endpoints": [], "configs": [], "models": []}
+
+
+def test_the_endpoint_states_the_serving_config_as_estimated(sm: Any) -> None:
+    # given an -Instruct model on its hardware defaults
+    arch = Architecture.from_id(
+        "sagemaker:g4dn.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B-Instruct"
+    )
+    serving = arch.resolve().serving
+    assert serving is not None
+    # when
+    endpoint = SageMakerProvisioner(ROLE, client=sm).apply(arch, "run-sm", arch.id)
+    env = sm.describe_model(ModelName=endpoint.details["endpoint_name"])["PrimaryContainer"]["Environment"]
+    # then LMI is told the served model exactly as named and every setting of the ServingConfig
+    assert env["HF_MODEL_ID"] == endpoint.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert env["OPTION_MAX_MODEL_LEN"] == str(serving.max_model_len)
+    assert env["OPTION_MAX_ROLLING_BATCH_SIZE"] == str(serving.max_num_seqs)
+    assert env["OPTION_MAX_ROLLING_BATCH_PREFILL_TOKENS"] == str(serving.max_num_batched_tokens)
+    assert env["OPTION_GPU_MEMORY_UTILIZATION"] == str(serving.gpu_memory_utilization)
+    assert env["OPTION_KV_CACHE_DTYPE"] == "auto"
+    assert env["OPTION_ENABLE_PREFIX_CACHING"] == str(serving.enable_prefix_caching).lower()
+
+
+def test_an_engine_lmi_does_not_run_is_refused_before_anything_is_created(sm: Any) -> None:
+    arch = Architecture.from_id("sagemaker:g4dn.12xlarge:tp4:bf16:tgi:on-demand", "meta-llama/Llama-3.1-8B")
+    with pytest.raises(InvalidInput) as info:
+        SageMakerProvisioner(ROLE, client=sm).apply(arch, "run-sm", arch.id)
+    assert [p.field for p in info.value.problems] == ["serving.engine"]
     assert names(sm) == {"endpoints": [], "configs": [], "models": []}

@@ -9,13 +9,33 @@ from typing import Any
 import pytest
 import yaml
 
+from sizing.catalog import load_catalog
 from sizing.cli import main
 from sizing.deploy import labels as L
 from sizing.deploy.architecture import Architecture, pick_architecture
-from sizing.deploy.manifests import RenderOptions, render, to_yaml
+from sizing.deploy.manifests import (
+    AMI_VERSIONS,
+    ORDER,
+    SHARED_KINDS,
+    RenderOptions,
+    nodes_for,
+    render,
+    serving_from_manifests,
+    to_yaml,
+)
 from sizing.errors import InvalidInput
+from sizing.plan.serving import serving_for
+from sizing.serving import vllm_args
 
 RUN = "run-01HZX"
+
+
+def full_serving(
+    model: str, instance: str, tp: int, quant: str, engine: str = "vllm", **changes: Any
+) -> dict:
+    """A complete `serving` dict: the engine's defaults for the hardware, with `changes`."""
+    base = serving_for(load_catalog(), model, instance, tp, quant, engine)
+    return base.model_copy(update=changes).model_dump()
 
 
 def by_kind(objs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -68,7 +88,15 @@ def test_vllm_arguments_come_from_the_architecture() -> None:
             "tensor_parallel": 4,
             "quantization": "fp8",
             "replicas": {"peak": 2, "min": 2},
-            "serving": {"max_model_len": 6144, "gpu_memory_utilization": 0.92, "max_num_seqs": 128},
+            "serving": full_serving(
+                "meta-llama/Llama-3.1-70B-Instruct",
+                "p5.48xlarge",
+                4,
+                "fp8",
+                max_model_len=6144,
+                gpu_memory_utilization=0.92,
+                max_num_seqs=128,
+            ),
             "predicted": {"ignored": True},
         }
     )
@@ -106,12 +134,12 @@ def test_several_replicas_share_a_node_when_tp_is_smaller_than_its_gpus() -> Non
 
 
 def test_neuron_instances_get_neuron_devices_taint_and_image() -> None:
-    # given Llama-70B over 24 NeuronCores of an inf2.48xlarge (12 chips of 2 cores)
-    arch = Architecture.from_id("eks:inf2.48xlarge:tp24:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B")
+    # given Llama-70B over 16 NeuronCores of an inf2.48xlarge (8 of its 12 chips of 2 cores)
+    arch = Architecture.from_id("eks:inf2.48xlarge:tp16:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B")
     objs = by_kind(render(arch, RUN))
     c = container(list(objs.values()))
-    # then the pod asks for 12 Neuron chips, tolerates the Neuron taint and runs vLLM-Neuron
-    assert c["resources"]["requests"]["aws.amazon.com/neuron"] == "12"
+    # then the pod asks for 8 Neuron chips, tolerates the Neuron taint and runs vLLM-Neuron
+    assert c["resources"]["requests"]["aws.amazon.com/neuron"] == "8"
     assert "nvidia.com/gpu" not in c["resources"]["requests"]
     assert "neuron" in c["image"]
     assert not any(a.startswith("--gpu-memory-utilization") for a in c["args"])
@@ -124,6 +152,10 @@ def test_every_object_carries_the_run_and_candidate_labels() -> None:
     arch = Architecture.from_id("eks:g6.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
     objs = render(arch, RUN, arch.id)
     for obj in objs:
+        if obj["kind"] in SHARED_KINDS:
+            # the Namespace and the adapter rule serve every deployment: no run owns (or tears down) them
+            assert obj["metadata"]["labels"] == {L.MANAGED_BY: L.MANAGER}
+            continue
         assert obj["metadata"]["labels"][L.RUN_ID] == RUN
         assert obj["metadata"]["labels"][L.CANDIDATE_ID] == "eks-g6.12xlarge-tp4-bf16-vllm-on-demand"
         assert obj["metadata"]["annotations"][L.CANDIDATE_ID_FULL] == arch.id
@@ -131,7 +163,6 @@ def test_every_object_carries_the_run_and_candidate_labels() -> None:
     assert kinds["NodePool"]["spec"]["template"]["metadata"]["labels"][L.RUN_ID] == RUN
     pod = kinds["Deployment"]["spec"]["template"]["metadata"]
     assert pod["labels"][L.RUN_ID] == RUN
-    assert pod["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
 
 
 def test_rendering_twice_gives_the_same_objects_so_reapply_changes_nothing() -> None:
@@ -229,9 +260,11 @@ def test_cli_writes_one_yaml_file_per_kind(tmp_path: Any, capsys: pytest.Capture
     assert rc == 0
     names = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert names == [
+        "configmap.yaml",
         "deployment.yaml",
         "ec2nodeclass.yaml",
         "horizontalpodautoscaler.yaml",
+        "namespace.yaml",
         "nodepool.yaml",
         "poddisruptionbudget.yaml",
         "service.yaml",
@@ -252,12 +285,12 @@ def test_cli_prints_yaml_for_an_id_and_a_model(capsys: pytest.CaptureFixture[str
     )
     assert rc == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
-    assert [d["kind"] for d in docs][:2] == ["EC2NodeClass", "NodePool"]
+    assert [d["kind"] for d in docs][:3] == ["Namespace", "EC2NodeClass", "NodePool"]
 
 
 def test_trn2_pins_one_logical_core_per_physical_core_so_tp_means_what_the_planner_sized() -> None:
     trn2 = Architecture.from_id("eks:trn2.48xlarge:tp64:fp8:neuron:on-demand", "meta-llama/Llama-3.1-70B")
-    inf2 = Architecture.from_id("eks:inf2.48xlarge:tp24:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B")
+    inf2 = Architecture.from_id("eks:inf2.48xlarge:tp16:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B")
     env_trn2 = {e["name"]: e.get("value") for e in container(render(trn2, RUN))["env"]}
     env_inf2 = {e["name"]: e.get("value") for e in container(render(inf2, RUN))["env"]}
     assert env_trn2["NEURON_LOGICAL_NC_CONFIG"] == "1"
@@ -266,15 +299,13 @@ def test_trn2_pins_one_logical_core_per_physical_core_so_tp_means_what_the_plann
     assert container(render(trn2, RUN))["resources"]["requests"]["aws.amazon.com/neuron"] == "8"
 
 
-def test_an_engine_we_do_not_render_is_served_by_vllm_and_says_so() -> None:
+def test_an_engine_without_manifests_is_refused_naming_serving_engine() -> None:
+    # given a TensorRT-LLM architecture (estimated with TensorRT-LLM's defaults)
     arch = Architecture.from_id("eks:p5.48xlarge:tp8:fp8:trtllm:on-demand", "meta-llama/Llama-3.1-70B")
-    pod = by_kind(render(arch, RUN))["Deployment"]["spec"]["template"]["metadata"]
-    assert "served by vLLM" in pod["annotations"]["sizing.llm/engine-note"]
-    plain = Architecture.from_id("eks:p5.48xlarge:tp8:fp8:vllm:on-demand", "meta-llama/Llama-3.1-70B")
-    assert (
-        "sizing.llm/engine-note"
-        not in by_kind(render(plain, RUN))["Deployment"]["spec"]["template"]["metadata"]["annotations"]
-    )
+    # when it is rendered, then it is refused (not served by vLLM instead), saying which engines have manifests
+    with pytest.raises(InvalidInput, match="only vllm and neuron") as info:
+        render(arch, RUN)
+    assert [p.field for p in info.value.problems] == ["serving.engine"]
 
 
 @pytest.mark.parametrize(
@@ -321,3 +352,392 @@ def test_cli_takes_the_model_from_a_workload_for_a_bare_id(capsys: pytest.Captur
     deployment = next(d for d in yaml.safe_load_all(capsys.readouterr().out) if d["kind"] == "Deployment")
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--model=meta-llama/Llama-3.1-70B-Instruct" in args
+
+
+# --- the ServingConfig, exactly -----------------------------------------------------------------------------
+
+
+def test_the_container_runs_the_serving_config_image_and_the_model_exactly_as_named() -> None:
+    # given an -Instruct model named by the workload, served on its own hardware defaults
+    arch = Architecture.from_id(
+        "eks:g6e.12xlarge:tp2:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B-Instruct"
+    )
+    serving = arch.resolve().serving
+    assert serving is not None
+    # when
+    c = container(render(arch, RUN))
+    # then the image is the ServingConfig's, every setting is on the command line, and the -Instruct
+    # checkpoint (not the catalog's base model) is downloaded and served under that name
+    assert c["image"] == serving.image
+    assert "--model=meta-llama/Llama-3.1-8B-Instruct" in c["args"]
+    assert "--served-model-name=meta-llama/Llama-3.1-8B-Instruct" in c["args"]
+    assert set(vllm_args(serving)) <= set(c["args"])
+    assert "--no-enable-prefix-caching" in c["args"]
+
+
+@pytest.mark.parametrize(
+    ("arch_id", "model"),
+    [
+        ("eks:g6e.12xlarge:tp2:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B-Instruct"),
+        ("eks:p5.48xlarge:tp4:fp8:vllm:spot", "meta-llama/Llama-3.1-70B"),
+        ("eks:g6e.48xlarge:tp2:int4:vllm:spot", "meta-llama/Llama-3.1-70B"),
+        ("eks:inf2.48xlarge:tp16:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B"),
+        ("eks:trn2.48xlarge:tp64:fp8:neuron:on-demand", "meta-llama/Llama-3.1-70B"),
+    ],
+)
+def test_the_serving_config_read_back_from_the_manifests_is_the_one_estimated_for_an_id(
+    arch_id: str, model: str
+) -> None:
+    # given a bare id (the engine's defaults for that hardware)
+    arch = Architecture.from_id(arch_id, model)
+    # when its manifests are rendered and read back
+    back = serving_from_manifests(render(arch, RUN))
+    # then the Deployment runs exactly the ServingConfig the estimate used
+    assert back == arch.resolve().serving
+
+
+def test_a_stated_serving_config_round_trips_through_the_deployment() -> None:
+    # given an architecture whose tuned serving config differs from every engine default
+    serving = full_serving(
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "p5.48xlarge",
+        2,
+        "fp8",
+        kv_cache_dtype="fp8",
+        max_model_len=12288,
+        max_num_seqs=96,
+        max_num_batched_tokens=1024,
+        gpu_memory_utilization=0.88,
+        enable_prefix_caching=True,
+    )
+    raw = {
+        "id": "eks:p5.48xlarge:tp2:fp8:vllm:on-demand",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "instance_type": "p5.48xlarge",
+        "tensor_parallel": 2,
+        "quantization": "fp8",
+        "replicas": {"peak": 4, "min": 2},
+        "serving": serving,
+    }
+    arch = Architecture.from_dict(raw)
+    # when
+    objs = render(arch, RUN)
+    # then reading the Deployment back gives that config, field for field
+    assert serving_from_manifests(objs) == arch.resolve().serving
+    assert serving_from_manifests(objs).model_dump() == serving
+    assert "--kv-cache-dtype=fp8_e4m3" in container(objs)["args"]
+
+
+def test_a_pre_quantized_checkpoint_is_downloaded_and_still_reads_back_as_its_quantization() -> None:
+    arch = Architecture.from_id(
+        "eks:g6e.12xlarge:tp1:int8:vllm:on-demand", "meta-llama/Llama-3.1-8B-Instruct"
+    )
+    objs = render(arch, RUN, options=RenderOptions(checkpoints={"int8": "org/llama-8b-w8a8"}))
+    c = container(objs)
+    assert "--model=org/llama-8b-w8a8" in c["args"]
+    assert "--served-model-name=meta-llama/Llama-3.1-8B-Instruct" in c["args"]
+    assert serving_from_manifests(objs) == arch.resolve().serving
+
+
+def test_a_neuron_setting_vllm_neuron_cannot_honour_is_refused_naming_the_field() -> None:
+    # given a Neuron architecture stating prefix caching, which the Neuron image cannot do
+    serving = full_serving(
+        "meta-llama/Llama-3.1-8B", "inf2.48xlarge", 8, "bf16", "neuron", enable_prefix_caching=True
+    )
+    arch = Architecture.from_dict(
+        {
+            "id": "eks:inf2.48xlarge:tp8:bf16:neuron:on-demand",
+            "model": "meta-llama/Llama-3.1-8B",
+            "instance_type": "inf2.48xlarge",
+            "tensor_parallel": 8,
+            "engine": "neuron",
+            "serving": serving,
+        }
+    )
+    # when / then
+    with pytest.raises(InvalidInput) as info:
+        render(arch, RUN)
+    assert [p.field for p in info.value.problems] == ["serving.enable_prefix_caching"]
+
+
+@pytest.mark.parametrize(
+    ("arch_id", "field"),
+    [
+        ("eks:g6e.12xlarge:tp3:bf16:vllm:on-demand", "serving.tensor_parallel"),  # 32 heads / 3
+        ("eks:g6e.12xlarge:tp1:bf16:neuron:on-demand", "serving.engine"),  # Neuron engine on a GPU
+        ("eks:inf2.48xlarge:tp8:bf16:vllm:on-demand", "serving.engine"),  # CUDA vLLM on Neuron
+        ("eks:g5.12xlarge:tp1:fp8:vllm:on-demand", "serving.quantization"),  # A10G has no fp8
+    ],
+)
+def test_what_predict_refuses_is_refused_naming_the_field(arch_id: str, field: str) -> None:
+    arch = Architecture.from_id(arch_id, "meta-llama/Llama-3.1-8B")
+    with pytest.raises(InvalidInput) as info:
+        render(arch, RUN)
+    assert field in [p.field for p in info.value.problems]
+
+
+# --- placement ----------------------------------------------------------------------------------------------
+
+
+def test_replicas_sharing_a_node_pack_onto_it_and_spread_over_two_zones() -> None:
+    # given TP1 on a 4-GPU node, 2 replicas at least, 7 at peak
+    arch = Architecture.from_id(
+        "eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B", replicas={"peak": 7, "min": 2}
+    )
+    # when
+    objs = by_kind(render(arch, RUN))
+    pod = objs["Deployment"]["spec"]["template"]["spec"]
+    # then pods prefer the node their app already runs on, and spread over zones with skew 1
+    term = pod["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"] == objs["Deployment"]["spec"]["selector"]
+    [spread] = pod["topologySpreadConstraints"]
+    assert (spread["topologyKey"], spread["maxSkew"], spread["whenUnsatisfiable"]) == (
+        "topology.kubernetes.io/zone",
+        1,
+        "DoNotSchedule",
+    )
+    assert spread["minDomains"] == 2
+    # and the pool holds the peak as the cost counts it (4+3 replicas in two zones: 1+1 nodes) plus one spare
+    assert objs["NodePool"]["spec"]["limits"]["nodes"] == str(nodes_for(7, 4, 2) + 1) == "3"
+    assert "spread over" in objs["Deployment"]["metadata"]["annotations"]["sizing.llm/placement"]
+
+
+def test_a_single_replica_is_not_spread_and_a_whole_node_replica_does_not_pack() -> None:
+    arch = Architecture.from_id("eks:p5.48xlarge:tp8:fp8:vllm:on-demand", "meta-llama/Llama-3.1-70B")
+    pod = by_kind(render(arch, RUN))["Deployment"]["spec"]["template"]["spec"]
+    assert "topologySpreadConstraints" not in pod
+    assert "affinity" not in pod
+
+
+def test_named_zones_restrict_the_pool_and_one_zone_cannot_hold_a_spread() -> None:
+    arch = Architecture.from_id(
+        "eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B", replicas={"peak": 4, "min": 2}
+    )
+    pool = by_kind(render(arch, RUN, options=RenderOptions(zones=["us-east-1a", "us-east-1b"])))["NodePool"]
+    reqs = {r["key"]: r["values"] for r in pool["spec"]["template"]["spec"]["requirements"]}
+    assert reqs["topology.kubernetes.io/zone"] == ["us-east-1a", "us-east-1b"]
+    with pytest.raises(InvalidInput) as info:
+        render(arch, RUN, options=RenderOptions(zones=["us-east-1a"]))
+    assert [p.field for p in info.value.problems] == ["zones"]
+
+
+@pytest.mark.parametrize(
+    ("replicas", "per_node", "zones", "nodes"),
+    [(2, 2, 2, 2), (4, 2, 2, 2), (5, 4, 2, 2), (1, 4, 2, 1), (6, 8, 1, 1)],
+)
+def test_nodes_are_counted_per_zone(replicas: int, per_node: int, zones: int, nodes: int) -> None:
+    assert nodes_for(replicas, per_node, zones) == nodes
+
+
+# --- what a Karpenter engineer applies ----------------------------------------------------------------------
+
+
+def test_serving_nodes_never_expire_and_are_not_disrupted_in_business_hours() -> None:
+    # given the default purpose (serve)
+    arch = Architecture.from_id("eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+    objs = by_kind(render(arch, RUN))
+    tmpl = objs["NodePool"]["spec"]["template"]["spec"]
+    # then nodes never expire (a forced expiry would reload every model), drain one pod replacement at a time
+    assert tmpl["expireAfter"] == "Never"
+    assert tmpl["terminationGracePeriod"] == f"{(4 * 30 + 10)}m"  # 4 pods x the 30 min GPU startup + 10
+    budgets = objs["NodePool"]["spec"]["disruption"]["budgets"]
+    blocked = [b for b in budgets if b["nodes"] == "0"]
+    assert blocked == [
+        {
+            "nodes": "0",
+            "reasons": ["Drifted", "Underutilized"],
+            "schedule": "0 8 * * 1-5",
+            "duration": "10h",
+        }
+    ]
+    assert {"nodes": "1", "reasons": ["Drifted", "Underutilized"]} in budgets
+    # and pods do not block drift forever (the budgets decide when)
+    pod = objs["Deployment"]["spec"]["template"]["metadata"]
+    assert "karpenter.sh/do-not-disrupt" not in pod["annotations"]
+
+
+def test_a_sizing_runs_nodes_expire_after_the_runs_maximum_duration() -> None:
+    # given what the provisioner renders (a run deadline)
+    arch = Architecture.from_id("eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+    objs = render(arch, RUN, options=RenderOptions(expires_at=1_900_000_000, max_duration_s=3 * 3600))
+    kinds = by_kind(objs)
+    tmpl = kinds["NodePool"]["spec"]["template"]["spec"]
+    # then a bounded expiry is the backstop and measurements are not disrupted until then
+    assert (tmpl["expireAfter"], tmpl["terminationGracePeriod"]) == ("180m", "10m")
+    pod = kinds["Deployment"]["spec"]["template"]["metadata"]
+    assert pod["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
+    assert {"nodes": "0", "reasons": ["Drifted", "Underutilized"]} in kinds["NodePool"]["spec"]["disruption"][
+        "budgets"
+    ]
+    # and the shared namespace and adapter rule are left to the provisioner / the cluster
+    assert [o["kind"] for o in objs] == ORDER
+
+
+def test_the_ami_is_pinned_and_latest_is_refused() -> None:
+    arch = Architecture.from_id("eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+    for family in ("al2023", "bottlerocket"):
+        nc = by_kind(render(arch, RUN, options=RenderOptions(ami_family=family)))["EC2NodeClass"]
+        assert nc["spec"]["amiSelectorTerms"] == [{"alias": f"{family}@{AMI_VERSIONS[family]}"}]
+        assert AMI_VERSIONS[family].startswith("v") and AMI_VERSIONS[family] != "latest"
+    with pytest.raises(InvalidInput) as info:
+        render(arch, RUN, options=RenderOptions(ami_version="latest"))
+    assert [p.field for p in info.value.problems] == ["ami_version"]
+
+
+def test_the_autoscalers_metric_is_served_by_a_rendered_prometheus_adapter_rule() -> None:
+    arch = Architecture.from_id(
+        "eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B", replicas={"peak": 6, "min": 2}
+    )
+    objs = by_kind(render(arch, RUN))
+    metric = objs["HorizontalPodAutoscaler"]["spec"]["metrics"][0]["pods"]["metric"]["name"]
+    config = yaml.safe_load(objs["ConfigMap"]["data"]["config.yaml"])
+    [rule] = config["rules"]
+    assert rule["name"]["as"] == metric == "vllm_num_requests_running"
+    assert rule["seriesQuery"].startswith("vllm:num_requests_running{")
+    assert objs["ConfigMap"]["metadata"] == {
+        "name": "prometheus-adapter",
+        "namespace": "monitoring",
+        "labels": {L.MANAGED_BY: L.MANAGER},
+    }
+    pod = objs["Deployment"]["spec"]["template"]["metadata"]["annotations"]
+    assert (pod["prometheus.io/scrape"], pod["prometheus.io/port"]) == ("true", "8000")
+
+
+def test_the_namespace_is_rendered_and_the_token_secret_is_documented_never_rendered(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # when the CLI prints the manifests
+    rc = main(
+        [
+            "manifests",
+            "--architecture",
+            "eks:g6e.12xlarge:tp1:bf16:vllm:on-demand",
+            "--model",
+            "meta-llama/Llama-3.1-8B",
+            "--namespace",
+            "chat",
+        ]
+    )
+    out = capsys.readouterr().out
+    # then the Namespace comes first, no Secret is rendered, and the header says how to create it
+    assert rc == 0
+    docs = list(yaml.safe_load_all(out))
+    assert docs[0] == {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "chat", "labels": {L.MANAGED_BY: L.MANAGER}},
+    }
+    assert "Secret" not in [d["kind"] for d in docs]
+    assert "# " in out.splitlines()[0]
+    assert "kubectl -n chat create secret generic hf-token --from-literal=token=hf_..." in out
+
+
+@pytest.mark.parametrize(
+    ("arch_id", "model", "shm"),
+    [
+        ("eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B", "2Gi"),
+        ("eks:p5.48xlarge:tp8:fp8:vllm:on-demand", "meta-llama/Llama-3.1-70B", "9Gi"),
+        ("eks:inf2.48xlarge:tp16:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B", "2Gi"),
+    ],
+)
+def test_shared_memory_grows_with_the_engines_worker_processes(arch_id: str, model: str, shm: str) -> None:
+    volumes = by_kind(render(Architecture.from_id(arch_id, model), RUN))["Deployment"]["spec"]["template"][
+        "spec"
+    ]["volumes"]
+    dshm = next(v for v in volumes if v["name"] == "dshm")
+    assert dshm["emptyDir"] == {"medium": "Memory", "sizeLimit": shm}
+
+
+def test_a_capacity_reservation_is_selected_and_reserved_capacity_allowed() -> None:
+    # given p5 with a Capacity Block
+    arch = Architecture.from_id("eks:p5.48xlarge:tp8:fp8:vllm:on-demand", "meta-llama/Llama-3.1-70B")
+    objs = by_kind(render(arch, RUN, options=RenderOptions(capacity_reservation="cr-0123456789abcdef0")))
+    # then the node class selects it and the pool launches reserved capacity first, on-demand after
+    assert objs["EC2NodeClass"]["spec"]["capacityReservationSelectorTerms"] == [
+        {"id": "cr-0123456789abcdef0"}
+    ]
+    reqs = {r["key"]: r["values"] for r in objs["NodePool"]["spec"]["template"]["spec"]["requirements"]}
+    assert reqs["karpenter.sh/capacity-type"] == ["reserved", "on-demand"]
+    # and without one, neither appears
+    plain = by_kind(render(arch, RUN))
+    assert "capacityReservationSelectorTerms" not in plain["EC2NodeClass"]["spec"]
+    with pytest.raises(InvalidInput) as info:
+        render(arch, RUN, options=RenderOptions(capacity_reservation="reservation-1"))
+    assert [p.field for p in info.value.problems] == ["capacity_reservation"]
+
+
+# --- the command --------------------------------------------------------------------------------------------
+
+
+def test_cli_validate_says_what_it_checked_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(
+        [
+            "manifests",
+            "--architecture",
+            "eks:p5.48xlarge:tp8:fp8:vllm:on-demand",
+            "--model",
+            "meta-llama/Llama-3.1-70B",
+            "--capacity-reservation",
+            "cr-0123456789abcdef0",
+            "--validate",
+        ]
+    )
+    captured = capsys.readouterr()
+    assert rc == 0
+    assert next(d["kind"] for d in yaml.safe_load_all(captured.out)) == "Namespace"
+    err = captured.err
+    assert "NodePool/" in err and "schemas/karpenter.sh_nodepools.yaml" in err and "CEL rules" in err
+    assert "Deployment/" in err and "1.31, 1.32, 1.33, 1.34" in err
+    assert "ConfigMap/prometheus-adapter" in err
+    assert "rule placement.spread" in err and "rule adapter.metric" in err
+
+
+@pytest.mark.parametrize(
+    ("arch_id", "field"),
+    [
+        ("eks:g6e.12xlarge:tp3:bf16:vllm:on-demand", "tensor_parallel"),
+        ("eks:g6e.12xlarge:tp1:bf16:neuron:on-demand", "engine"),
+        ("eks:p5.48xlarge:tp8:fp8:trtllm:on-demand", "serving.engine"),
+    ],
+)
+def test_cli_refuses_before_writing_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], arch_id: str, field: str
+) -> None:
+    out = tmp_path / "out"
+    rc = main(
+        ["manifests", "--architecture", arch_id, "--model", "meta-llama/Llama-3.1-8B", "--out", str(out)]
+    )
+    assert rc == 2
+    assert field in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_cli_max_model_len_sets_a_bare_ids_context(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(
+        [
+            "manifests",
+            "--architecture",
+            "eks:g6e.12xlarge:tp1:bf16:vllm:on-demand",
+            "--model",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "--max-model-len",
+            "32768",
+        ]
+    )
+    assert rc == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert serving_from_manifests(docs).max_model_len == 32768
+    rc = main(
+        [
+            "manifests",
+            "--architecture",
+            "eks:g6e.12xlarge:tp1:bf16:vllm:on-demand",
+            "--model",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "--max-model-len",
+            "1000000",
+        ]
+    )
+    assert rc == 2
+    assert "max_model_len" in capsys.readouterr().err

@@ -11,7 +11,7 @@ import pytest
 
 from sizing.deploy import validate as checks
 from sizing.deploy.architecture import Architecture
-from sizing.deploy.manifests import RenderOptions, render
+from sizing.deploy.manifests import RENDERED_ENGINES, RenderOptions, render
 from sizing.errors import InvalidInput
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.yaml"))
@@ -22,7 +22,7 @@ REPRESENTATIVE = [
     ("eks:g5.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B", {"peak": 7, "min": 2}),
     ("eks:p5.48xlarge:tp8:bf16:vllm:on-demand", "meta-llama/Llama-3.1-405B", {"peak": 1, "min": 1}),
     ("eks:p4d.24xlarge:tp8:bf16:vllm:spot", "meta-llama/Llama-3.1-70B", {"peak": 3, "min": 1}),
-    ("eks:inf2.48xlarge:tp24:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B", {"peak": 2, "min": 1}),
+    ("eks:inf2.48xlarge:tp16:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B", {"peak": 2, "min": 1}),
     ("eks:inf2.xlarge:tp1:bf16:neuron:on-demand", "meta-llama/Llama-3.1-8B", {"peak": 4, "min": 0}),
     ("eks:trn2.48xlarge:tp64:fp8:neuron:on-demand", "meta-llama/Llama-3.1-70B", {"peak": 3, "min": 2}),
     ("eks:g6e.48xlarge:tp2:int4:vllm:spot", "meta-llama/Llama-3.1-70B", {"peak": 9, "min": 3}),
@@ -50,8 +50,19 @@ def test_representative_architectures_validate(
     arch_id: str, model: str, replicas: dict[str, int], ami: str
 ) -> None:
     arch = Architecture.from_id(arch_id, model, replicas=replicas)
-    objs = render(arch, "run-1", options=RenderOptions(ami_family=ami, expires_at=1_900_000_000))
-    assert checks.problems(objs) == []
+    # a sizing run's objects (the provisioner sets a deadline) and a production deployment's
+    run = render(arch, "run-1", options=RenderOptions(ami_family=ami, expires_at=1_900_000_000))
+    serve = render(arch, "run-1", options=RenderOptions(ami_family=ami))
+    assert checks.problems(run) == []
+    assert checks.problems(serve) == []
+
+
+def test_a_capacity_reservation_and_named_zones_validate() -> None:
+    arch = Architecture.from_id(
+        "eks:p5.48xlarge:tp4:fp8:vllm:on-demand", "meta-llama/Llama-3.1-70B", replicas={"peak": 5, "min": 2}
+    )
+    opts = RenderOptions(capacity_reservation="cr-0123456789abcdef0", zones=["us-east-1a", "us-east-1b"])
+    assert checks.problems(render(arch, "run-1", options=opts)) == []
 
 
 def test_every_architecture_the_example_workloads_produce_validates() -> None:
@@ -62,6 +73,12 @@ def test_every_architecture_the_example_workloads_produce_validates() -> None:
     # when each is rendered, then every manifest is valid
     for raw in archs:
         opts = RenderOptions(checkpoints={"int8": "org/pre-quantized-w8a8"})
+        if raw.get("engine") not in RENDERED_ENGINES:
+            # an engine without manifests is refused, naming it, rather than deployed on another engine
+            with pytest.raises(InvalidInput) as info:
+                render(raw, "run-examples", raw["id"], opts)
+            assert "serving.engine" in [p.field for p in info.value.problems], raw["id"]
+            continue
         objs = render(raw, "run-examples", raw["id"], opts)
         assert checks.problems(objs) == [], raw["id"]
 
@@ -186,3 +203,61 @@ def test_nodepool_rules_report_the_crds_own_message() -> None:
     assert "'schedule' must be set with 'duration'" in messages
     assert "name may not be empty" in messages
     assert all(checks.CEL_COVERAGE[m] == "checked" for m in messages)
+
+
+def _serve(replicas: dict[str, int]) -> dict[str, dict[str, Any]]:
+    arch = Architecture.from_id(
+        "eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B", replicas=replicas
+    )
+    return {o["kind"]: o for o in render(arch, "run-1")}
+
+
+def test_replicas_that_should_spread_but_do_not_are_reported() -> None:
+    # given two replicas whose zone spread was removed, sharing nodes without the packing preference
+    objs = _serve({"peak": 4, "min": 2})
+    pod = objs["Deployment"]["spec"]["template"]["spec"]
+    del pod["topologySpreadConstraints"]
+    del pod["affinity"]
+    objs["NodePool"]["spec"]["template"]["spec"]["requirements"].append(
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]}
+    )
+    # when
+    messages = [p.message for p in checks.cross_problems(list(objs.values()))]
+    # then each placement rule says what is missing
+    assert checks.RULES["placement.spread"] in messages
+    assert checks.RULES["placement.pack"] in messages
+    assert checks.RULES["placement.zones"] in messages
+
+
+def test_an_hpa_metric_no_adapter_rule_serves_is_reported() -> None:
+    objs = _serve({"peak": 4, "min": 1})
+    objs["HorizontalPodAutoscaler"]["spec"]["metrics"][0]["pods"]["metric"]["name"] = (
+        "vllm_num_requests_waiting"
+    )
+    found = checks.cross_problems(list(objs.values()))
+    assert [p.message for p in found] == [f"{checks.RULES['adapter.metric']} (vllm_num_requests_waiting)"]
+    objs["ConfigMap"]["data"]["config.yaml"] = "rules: []"
+    assert checks.RULES["adapter.rules"] in [p.message for p in checks.cross_problems(list(objs.values()))]
+
+
+def test_capacity_reservation_terms_report_the_crds_own_messages() -> None:
+    nc = copy.deepcopy(_objs()["EC2NodeClass"])
+    nc["spec"]["capacityReservationSelectorTerms"] = [{"id": "cr-1", "ownerID": "123456789012"}]
+    assert (
+        "'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation selector term"
+        in [p.message for p in checks.cel_problems(nc)]
+    )
+    nc["spec"]["capacityReservationSelectorTerms"] = [{"ownerID": "123456789012"}]
+    assert "expected at least one, got none, ['tags', 'id', 'instanceMatchCriteria']" in [
+        p.message for p in checks.cel_problems(nc)
+    ]
+
+
+def test_checked_names_each_object_its_schema_and_the_rules() -> None:
+    objs = list(_serve({"peak": 4, "min": 2}).values())
+    lines = checks.checked(objs)
+    assert len(lines) == len(objs) + len(checks.RULES)
+    assert any(line.startswith("NodePool/") and "karpenter.sh_nodepools.yaml" in line for line in lines)
+    assert any(
+        line.startswith("Namespace/llm-sizing: kubernetes-validate strict v1 Namespace") for line in lines
+    )

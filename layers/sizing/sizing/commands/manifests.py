@@ -2,17 +2,20 @@
 (`sizing manifests --rbac [GROUP]`: the RBAC the provisioning identity needs).
 
 FILE is one architecture (JSON) or a whole estimate result (then `--id` picks one; default: the best-ranked EKS
-architecture). An ID (`eks:p5.48xlarge:tp4:fp8:vllm:on-demand`) needs `--model` or `--workload` for the model.
-Writes one YAML file per object kind into `--out`, or prints one YAML stream."""
+architecture). An ID (`eks:p5.48xlarge:tp4:fp8:vllm:on-demand`) needs `--model` or `--workload` for the model, and
+takes the engine's default serving configuration (`--max-model-len` states its context).
+Refuses what `sizing predict` refuses (exit 2, naming the field) before writing anything. Writes one YAML file
+per object kind into `--out`, or prints one YAML stream. See docs/manifests.md."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-from sizing.errors import InvalidInput
+from sizing.errors import InvalidInput, Problem
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,8 +35,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cluster-name", default="llm-sizing", help="karpenter.sh/discovery tag value")
     p.add_argument("--node-role", default="KarpenterNodeRole-llm-sizing", help="IAM role of the nodes")
     p.add_argument("--ami-family", choices=["al2023", "bottlerocket"], default="al2023")
+    p.add_argument("--ami-version", help="AMI release of the alias (default: the pinned one)")
     p.add_argument(
-        "--validate", action="store_true", help="validate against the CRDs and Kubernetes 1.31-1.34"
+        "--purpose",
+        choices=["serve", "run"],
+        default="serve",
+        help="serve: a production deployment (default); run: a sizing run's short-lived nodes",
+    )
+    p.add_argument(
+        "--capacity-reservation",
+        metavar="ID",
+        help="EC2 capacity reservation or Capacity Block (cr-...) the nodes launch into first",
+    )
+    p.add_argument("--zones", help="comma-separated availability zones the nodes may use (default: all)")
+    p.add_argument(
+        "--max-model-len",
+        type=int,
+        metavar="N",
+        help="context of a bare id's serving configuration (default 8192, capped by the model's)",
+    )
+    p.add_argument(
+        "--validate",
+        action="store_true",
+        help="validate against the CRDs and Kubernetes 1.31-1.34 and print what was checked",
     )
     p.add_argument(
         "--rbac",
@@ -58,6 +82,11 @@ def load_architecture(args: argparse.Namespace) -> Any:
 
     path = Path(args.architecture)
     if path.is_file():
+        if args.max_model_len is not None:
+            raise InvalidInput(
+                "--max-model-len applies to a bare architecture id; a file states its serving.max_model_len",
+                [Problem("max_model_len", "only with an architecture id")],
+            )
         raw = _load_json(path)
         if isinstance(raw, dict) and "architectures" in raw:
             raw = pick_architecture(raw, args.id, deployment=None if args.id else "eks")
@@ -71,21 +100,53 @@ def load_architecture(args: argparse.Namespace) -> Any:
         model = load_spec(args.workload).model
     if not model:
         raise InvalidInput("--model (or --workload) is required when --architecture is an id")
-    return Architecture.from_id(args.architecture, model)
+    arch = Architecture.from_id(args.architecture, model)
+    if args.max_model_len is None:
+        return arch
+    return arch.model_copy(update={"serving": _serving_with_context(arch, args.max_model_len)})
+
+
+def _serving_with_context(arch: Any, max_model_len: int) -> Any:
+    """The engine's default `ServingConfig` for a bare id, with the stated context."""
+    from sizing.catalog import load_catalog
+    from sizing.plan.serving import serving_for
+
+    cat = load_catalog()
+    spec = cat.model(arch.model)
+    if max_model_len < 1 or max_model_len > spec.max_position_embeddings:
+        raise InvalidInput(
+            f"--max-model-len {max_model_len:,} is outside 1..{spec.max_position_embeddings:,} (the context of"
+            f" {spec.id})",
+            [Problem("max_model_len", f"must be 1..{spec.max_position_embeddings}")],
+        )
+    return serving_for(
+        cat,
+        arch.model,
+        arch.instance_type or "",
+        arch.tensor_parallel,
+        arch.quantization,
+        arch.engine,
+        max_model_len=max_model_len,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from sizing.deploy import validate as checks
-    from sizing.deploy.manifests import RenderOptions, render, to_yaml
+    from sizing.deploy.manifests import RenderOptions, header, render, to_yaml
 
     opts = RenderOptions(
         namespace=args.namespace,
         cluster_name=args.cluster_name,
         node_role=args.node_role,
         ami_family=args.ami_family,
+        ami_version=args.ami_version,
         replicas=args.replicas,
         autoscale=not args.no_autoscale,
+        purpose=args.purpose,
+        capacity_reservation=args.capacity_reservation,
+        zones=[z.strip() for z in args.zones.split(",") if z.strip()] if args.zones else None,
     )
+    comment = ""
     if args.rbac:
         from sizing.deploy.rbac import rbac
 
@@ -95,15 +156,21 @@ def run(args: argparse.Namespace) -> int:
     else:
         arch = load_architecture(args)
         objs = render(arch, args.run_id, args.candidate_id or arch.id, opts)
+        comment = header(objs, opts)
+    # Everything that can refuse runs before the first file is written.
     if args.validate:
         checks.validate(objs)
+        report = sys.stderr if not args.out else sys.stdout
+        print(f"validated {len(objs)} objects:", file=report)
+        for line in checks.checked(objs):
+            print(f"  {line}", file=report)
     if not args.out:
-        print(to_yaml(objs), end="")
+        print(to_yaml(objs, comment), end="")
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for obj in objs:
         target = out / f"{obj['kind'].lower()}.yaml"
-        target.write_text(to_yaml([obj]))
+        target.write_text(to_yaml([obj], comment))
         print(target)
     return 0

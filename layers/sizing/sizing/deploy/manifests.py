@@ -1,20 +1,31 @@
-"""Kubernetes objects that run one architecture on EKS: Karpenter NodePool + EC2NodeClass, and vLLM's
-OpenAI server as a Deployment with its Service, PodDisruptionBudget and HorizontalPodAutoscaler.
+"""Kubernetes objects that run one architecture on EKS: Karpenter NodePool + EC2NodeClass, and the engine's
+OpenAI server (vLLM, or vLLM on Neuron) as a Deployment with its Service, PodDisruptionBudget and
+HorizontalPodAutoscaler, configured exactly by the architecture's `ServingConfig` (`arch.serving`).
 
-Autoscaler: **HPA v2** on a per-pod serving metric (running requests), not KEDA. HPA is a core API, so it is
-validated offline by kubernetes-validate like the Deployment, it needs no extra operator or CRD in the
-measurement cluster (only a custom-metrics adapter exposing vLLM's Prometheus metric, which a cluster without one
-simply ignores — the Deployment still runs its fixed replicas), and a sizing run never needs KEDA's
-scale-to-zero: the load test decides the load, and teardown removes everything afterwards.
+Two purposes (`RenderOptions.purpose`):
+- `serve` (the default of `sizing manifests`): a production deployment. Also renders the Namespace and the
+  prometheus-adapter rule the autoscaler's metric needs; nodes never expire on their own and are replaced (on
+  drift, i.e. a new AMI pin) only outside business hours, one at a time. See docs/manifests.md.
+- `run` (what a sizing run's provisioner renders: it sets `expires_at`): short-lived measurement nodes that expire
+  after the run's maximum duration whatever happens, the backstop behind teardown and the janitor. The provisioner
+  creates the shared namespace itself, and a run's fixed load needs no adapter.
 
-Every object carries the run and candidate labels of `sizing.deploy.labels`; teardown and the janitor select
-on exactly those. Nothing that changes between two applies of the same candidate (such as a deadline) is put in
-a pod or node template, so re-applying never restarts pods nor replaces GPU nodes."""
+Autoscaler: **HPA v2** on a per-pod serving metric (running requests), not KEDA. HPA is a core API, validated
+offline by kubernetes-validate like the Deployment, and needs no extra operator or CRD; the metric reaches it
+through **prometheus-adapter**, whose rule (vLLM's `vllm:num_requests_running` exposed as the custom metric
+`vllm_num_requests_running`) is rendered as a ConfigMap for `serve`. A cluster without the adapter simply ignores
+the HPA: the Deployment still runs its fixed replicas.
+
+Every per-run object carries the run and candidate labels of `sizing.deploy.labels`; teardown and the janitor
+select on exactly those (the shared Namespace and adapter ConfigMap carry only the manager label, so no teardown
+removes them). Nothing that changes between two applies of the same candidate (such as a deadline) is put in a
+pod or node template, so re-applying never restarts pods nor replaces GPU nodes."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Literal
 
 import yaml
@@ -23,7 +34,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from sizing.catalog import Catalog, load_catalog
 from sizing.deploy import labels as L
 from sizing.deploy.architecture import Architecture
-from sizing.errors import InvalidInput
+from sizing.errors import InvalidInput, Problem
+from sizing.perf.engines import NEURON_MEMORY_FRACTION
+from sizing.plan.cost import AVAILABILITY_ZONES
+from sizing.serving import ServingConfig, parse_vllm_args, vllm_args
 
 KARPENTER_API = "karpenter.sh/v1"
 NODECLASS_API = "karpenter.k8s.aws/v1"
@@ -34,12 +48,20 @@ NEURON_RESOURCE = "aws.amazon.com/neuron"
 GPU_TAINT = {"key": GPU_RESOURCE, "value": "true", "effect": "NoSchedule"}
 NEURON_TAINT = {"key": NEURON_RESOURCE, "value": "true", "effect": "NoSchedule"}
 
-#: vLLM's OpenAI server port (its default).
+#: vLLM's OpenAI server port (its default); it serves Prometheus metrics on `/metrics` of the same port.
 SERVING_PORT = 8000
 SERVICE_PORT = 80
 GIB = 2**30
-#: vLLM needs shared memory for tensor-parallel workers; 2 GiB as in vLLM's Kubernetes deployment example.
-SHM_GIB = 2
+#: `/dev/shm` (a memory-backed emptyDir, counted against the pod's memory limit): 1 GiB for the API server
+#: process plus 1 GiB per engine worker process. vLLM runs one worker per tensor-parallel rank on GPUs; they
+#: exchange inputs through a shared-memory broadcast queue, and NCCL falls back to its SHM transport (buffers of
+#: NCCL_BUFFSIZE = 4 MiB per channel and peer) between GPUs without peer-to-peer access (PCIe g5/g6/g6e). vLLM's
+#: docs: "vLLM uses PyTorch, which uses shared memory to share data between processes under the hood,
+#: particularly for tensor parallel inference" (docs.vllm.ai, Using Docker); TP1 gives 2 GiB, the size of vLLM's
+#: Kubernetes example. vLLM on Neuron drives every NeuronCore from one worker process (NxD Inference parallelises
+#: inside the Neuron runtime), so it gets the TP1 size whatever its tp_degree.
+SHM_BASE_GIB = 1
+SHM_GIB_PER_WORKER = 1
 #: Share of a node's vCPUs and memory the serving pods request; the rest is left for the kubelet, system
 #: reservations and DaemonSets (device plugin, CNI, kube-proxy, CSI), which together take well under 20%.
 POD_SHARE_OF_NODE = 0.8
@@ -70,12 +92,33 @@ PROBE_PERIOD_S = 10
 #: Karpenter waits this long before removing an empty node: long enough that a restarting pod does not bounce
 #: its GPU node, short enough that an idle GPU node costs minutes, not hours.
 CONSOLIDATE_AFTER = "2m"
-#: Bound on how long Karpenter waits for pods (do-not-disrupt included) when a node expires or is deleted.
+#: Sizing run: bound on how long Karpenter waits for pods (do-not-disrupt included) when a node expires or is
+#: deleted; the run is over by then.
 NODE_TERMINATION_GRACE = "10m"
+#: Serving: a node being replaced drains one pod at a time (the PDB allows one unavailable); each evicted pod's
+#: replacement loads the model within the startup budget before the next may go. The grace period is that budget
+#: for every pod of the node plus this margin for the eviction and the scheduling of the replacement.
+SERVE_GRACE_MARGIN_S = 10 * 60
+#: Serving nodes do not expire: in Karpenter v1 expiry is forceful (it ignores disruption budgets and
+#: `karpenter.sh/do-not-disrupt`), so an expiry would reload models at any hour. Nodes are replaced by drift
+#: instead (a new AMI pin below), which the disruption budgets keep outside business hours.
+SERVE_EXPIRE_AFTER = "Never"
+#: Business hours during which serving nodes are never disrupted for Drifted/Underutilized: Karpenter budget
+#: cron (UTC; Karpenter schedules have no time zone) and duration: 08:00-18:00 UTC, Monday to Friday.
+BUSINESS_HOURS_SCHEDULE = "0 8 * * 1-5"
+BUSINESS_HOURS_DURATION = "10h"
 #: HPA: scale up at once, scale down only after 10 minutes of lower load (a GPU pod takes minutes to start).
 SCALE_DOWN_WINDOW_S = 600
 #: A sizing run's resources live at most this long unless told otherwise (the janitor's deadline).
 DEFAULT_MAX_DURATION_S = 4 * 3600
+
+#: Pinned EKS-optimized AMI releases (Karpenter `amiSelectorTerms` alias `family@version`). A pin makes node
+#: images reproducible; `@latest` would drift every node whenever AWS publishes an AMI. AL2023 v20260818:
+#: https://github.com/awslabs/amazon-eks-ami/releases/tag/v20260818 (its NVIDIA and Neuron variants are what
+#: Karpenter picks for GPU and Neuron instances); Bottlerocket v1.62.0:
+#: https://github.com/bottlerocket-os/bottlerocket/releases/tag/v1.62.0. Bump the pin deliberately: the change
+#: drifts the nodes, which the serving budgets replace outside business hours.
+AMI_VERSIONS: dict[str, str] = {"al2023": "v20260818", "bottlerocket": "v1.62.0"}
 
 #: Arguments per quantization when the model's own (unquantized) checkpoint is served: vLLM quantizes fp8
 #: dynamically and int4 in flight with bitsandbytes. int8 has no in-flight path in vLLM: it needs a
@@ -89,13 +132,42 @@ GPU_QUANT_ARGS: dict[str, list[str]] = {
 NEURON_QUANT_DTYPE = {"fp8": "f8e4m3fn", "int8": "s8"}
 #: Logical NeuronCores per trn2 chip at the runtime's default LNC=2 (notes/serving-facts.md s3).
 TRN2_LOGICAL_CORES_PER_CHIP = 4
-#: Engines whose own server we render; the planner's other engines (trtllm, tgi, sglang) are measured on vLLM
-#: and the Deployment says so in an annotation.
-RENDERED_ENGINES = {"vllm", "neuron"}
-ENGINE_NOTE = f"{L.PREFIX}/engine-note"
+#: What vLLM on Neuron runs with whatever it is told: it has no flag for these `ServingConfig` fields (memory and
+#: KV cache are laid out at compile time, prefill runs alone in static buckets, no prefix cache in the image), so a
+#: configuration stating other values cannot be deployed as estimated. `sizing.perf.engines`' Neuron defaults.
+NEURON_FIXED: dict[str, object] = {
+    "gpu_memory_utilization": NEURON_MEMORY_FRACTION,
+    "kv_cache_dtype": "auto",
+    "enable_chunked_prefill": False,
+    "enable_prefix_caching": False,
+}
+#: Engines whose own server we render: vLLM on GPUs and vLLM on Neuron. The planner also estimates TensorRT-LLM,
+#: SGLang and TGI; their manifests are not written, so such an architecture is refused rather than deployed on
+#: another engine than the one estimated.
+RENDERED_ENGINES = ("vllm", "neuron")
+#: Pod annotation naming the quantization of a pre-quantized checkpoint (no vLLM flag states it then).
+CHECKPOINT_QUANT = f"{L.PREFIX}/checkpoint-quantization"
+#: Deployment annotation stating how replicas land on nodes and zones (the rule the cost counts).
+PLACEMENT = f"{L.PREFIX}/placement"
 #: Quantizations served from a downloaded 16-bit checkpoint (what the cache must hold).
 ONLINE_FROM_BF16 = {"fp8", "int4", "int8"}
+ZONE_KEY = "topology.kubernetes.io/zone"
+HOST_KEY = "kubernetes.io/hostname"
+#: Preferred-affinity weight (Kubernetes' maximum, 100): packing onto a node already running the app outweighs
+#: the scheduler's default spreading scores.
+PACK_WEIGHT = 100
+#: Zones the always-on replicas are spread over when min replicas >= 2: the number the cost counts nodes for
+#: (two: zone-failure tolerance), from the cost model itself so the two never disagree.
+SPREAD_ZONES = AVAILABILITY_ZONES
+#: prometheus-adapter's configuration as its Helm chart installs it (release `prometheus-adapter` in
+#: `monitoring`: ConfigMap `prometheus-adapter`, key `config.yaml`).
+ADAPTER_NAMESPACE = "monitoring"
+ADAPTER_CONFIGMAP = "prometheus-adapter"
+ADAPTER_CONFIG_KEY = "config.yaml"
+#: EC2 capacity reservation ids (On-Demand Capacity Reservations and Capacity Blocks): the CRD's pattern.
+CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-z]+$")
 
+#: Kinds of one candidate, in apply order (teardown deletes these, in reverse).
 ORDER = [
     "EC2NodeClass",
     "NodePool",
@@ -104,10 +176,15 @@ ORDER = [
     "Deployment",
     "HorizontalPodAutoscaler",
 ]
+#: Shared by every deployment in the cluster (rendered for `serve` only, never deleted by a teardown).
+SHARED_KINDS = ["Namespace", "ConfigMap"]
+
+Purpose = Literal["run", "serve"]
 
 
 class RenderOptions(BaseModel):
-    """Cluster-specific settings of the rendered manifests; the defaults suit the stack's own cluster."""
+    """Cluster-specific settings of the rendered manifests; the defaults suit the stack's own cluster. The
+    container image and every engine setting come from the architecture's `ServingConfig`, not from here."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -116,14 +193,9 @@ class RenderOptions(BaseModel):
     cluster_name: str = "llm-sizing"
     node_role: str = "KarpenterNodeRole-llm-sizing"
     ami_family: Literal["al2023", "bottlerocket"] = "al2023"
-    ami_version: str = "latest"
+    #: AMI release of the alias (default: the pin in AMI_VERSIONS); `latest` is refused.
+    ami_version: str | None = None
     restrict_to: Literal["instance-type", "instance-family"] = "instance-type"
-    gpu_image: str = "vllm/vllm-openai:v0.11.0"
-    neuron_image: str = (
-        "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py310-sdk2.25.0-ubuntu22.04"
-    )
-    #: Hugging Face repo to serve (default: the catalog id of the architecture's model).
-    hf_model: str | None = None
     #: Pre-quantized checkpoints by quantization, e.g. {"int8": "RedHatAI/Meta-Llama-3.1-70B-Instruct-quantized.w8a8"}.
     checkpoints: dict[str, str] = Field(default_factory=dict)
     hf_token_secret: str = "hf-token"
@@ -135,8 +207,27 @@ class RenderOptions(BaseModel):
     service_type: Literal["ClusterIP", "LoadBalancer"] = "LoadBalancer"
     #: Unix time after which the janitor removes the objects; set once per run by the provisioner.
     expires_at: float | None = None
-    #: Karpenter expires the nodes after this long whatever happens (the backstop behind teardown/janitor).
+    #: Sizing run: Karpenter expires the nodes after this long whatever happens (the backstop behind
+    #: teardown/janitor).
     max_duration_s: int = Field(default=DEFAULT_MAX_DURATION_S, ge=600)
+    #: `serve` (production) or `run` (a sizing run's measurement nodes). Unset: `run` when a run deadline
+    #: (`expires_at`) is given, which is how the provisioner renders, else `serve`.
+    purpose: Purpose | None = None
+    #: Availability zones the NodePool may use (default: every zone of the discovered subnets). Name two to
+    #: make the spread exactly what the cost counts.
+    zones: list[str] | None = None
+    #: EC2 capacity reservation or Capacity Block id (`cr-...`) the nodes launch into first (p5/p5e/p6).
+    capacity_reservation: str | None = None
+    #: Serving: when Drifted/Underutilized disruption is blocked (Karpenter budget cron, UTC, and duration).
+    business_hours_schedule: str = BUSINESS_HOURS_SCHEDULE
+    business_hours_duration: str = BUSINESS_HOURS_DURATION
+    adapter_namespace: str = ADAPTER_NAMESPACE
+    adapter_configmap: str = ADAPTER_CONFIGMAP
+
+    def resolved_purpose(self) -> Purpose:
+        if self.purpose:
+            return self.purpose
+        return "run" if self.expires_at is not None else "serve"
 
 
 def _quantity_gib(gib: float) -> str:
@@ -147,6 +238,20 @@ def _round_up(x: float, step: int) -> int:
     return int(math.ceil(x / step) * step)
 
 
+def nodes_for(replicas: int, per_node: int, zones: int) -> int:
+    """Nodes `replicas` occupy when spread evenly over `zones` (maxSkew 1) and packed `per_node` to a node:
+    per zone ceil(replicas in zone / per_node), the count the cost uses."""
+    zones = max(1, min(zones, replicas))
+    base, extra = divmod(replicas, zones)
+    return sum(math.ceil((base + (1 if z < extra else 0)) / per_node) for z in range(zones))
+
+
+def shm_gib(serving: ServingConfig) -> int:
+    """`/dev/shm` for one replica (see SHM_BASE_GIB)."""
+    workers = 1 if serving.engine == "neuron" else serving.tensor_parallel
+    return SHM_BASE_GIB + SHM_GIB_PER_WORKER * workers
+
+
 class _Plan:
     """Facts about the architecture that several objects share."""
 
@@ -155,12 +260,12 @@ class _Plan:
             raise InvalidInput(
                 f"{arch.id}: only EKS architectures have Kubernetes manifests (this one is {arch.deployment})"
             )
-        #: The model as the caller named it (e.g. an -Instruct alias): what is served and requested by name.
-        self.requested_model = arch.model
         self.arch = arch = arch.resolve(cat)
         assert arch.instance_type and arch.serving and arch.replicas_per_instance and arch.weights_gb
-        assert arch.serving.max_num_seqs and arch.serving.gpu_memory_utilization
+        self.serving = s = arch.serving
+        _check_deployable(arch, s, cat)
         self.opts = opts
+        self.purpose = opts.resolved_purpose()
         self.inst = cat.instance(arch.instance_type)
         self.acc = cat.accelerator_of(self.inst)
         self.neuron = self.acc.kind == "neuron"
@@ -171,26 +276,39 @@ class _Plan:
         self.resource = NEURON_RESOURCE if self.neuron else GPU_RESOURCE
         self.taint = NEURON_TAINT if self.neuron else GPU_TAINT
         # Pods ask for TP devices; Neuron's device plugin counts chips, each holding `cores_per_chip` cores.
-        self.devices_per_pod = math.ceil(arch.tensor_parallel / self.acc.cores_per_chip)
+        self.devices_per_pod = math.ceil(s.tensor_parallel / self.acc.cores_per_chip)
         self.per_node = arch.replicas_per_instance
-        self.nodes_max = arch.node_count(headroom=1)
         self.replicas = opts.replicas or max(1, arch.replicas.min)
+        self.peak = max(self.replicas, arch.replicas.peak)
+        self.spread = self.replicas >= 2
+        self.zones = _zones(opts, self.spread)
+        zone_count = len(self.zones) if self.zones else SPREAD_ZONES
+        # One spare node above the peak placement: room for a replacement while a node drains.
+        self.nodes_max = nodes_for(self.peak, self.per_node, zone_count if self.spread else 1) + 1
+        self.ami_version = _ami_version(opts)
+        if opts.capacity_reservation is not None and not CAPACITY_RESERVATION_ID.fullmatch(
+            opts.capacity_reservation
+        ):
+            raise InvalidInput(
+                f"capacity reservation '{opts.capacity_reservation}' is not an EC2 capacity reservation id",
+                [Problem("capacity_reservation", "expected cr- followed by lowercase letters and digits")],
+            )
         spec = cat.model(arch.model)
-        quant = arch.quantization
+        quant = s.quantization
         self.checkpoint = opts.checkpoints.get(quant)
         if quant == "int8" and not self.checkpoint and not self.neuron:
             raise InvalidInput(
                 f"{arch.id}: vLLM cannot quantize to int8 on load; give a pre-quantized checkpoint "
-                "(RenderOptions.checkpoints {'int8': 'org/model-w8a8'})"
+                "(RenderOptions.checkpoints {'int8': 'org/model-w8a8'})",
+                [Problem("checkpoints.int8", "required for int8 on GPUs")],
             )
         if quant == "int4" and self.neuron:
-            raise InvalidInput(f"{arch.id}: vLLM on Neuron does not serve int4")
-        self.hf_model = self.checkpoint or opts.hf_model or self.requested_model
-        self.engine_note = (
-            {ENGINE_NOTE: f"planned for {arch.engine}; served by vLLM (no {arch.engine} server is rendered)"}
-            if arch.engine not in RENDERED_ENGINES
-            else {}
-        )
+            raise InvalidInput(
+                f"{arch.id}: vLLM on Neuron does not serve int4",
+                [Problem("serving.quantization", "int4 is not served on Neuron")],
+            )
+        #: What vLLM downloads: a pre-quantized checkpoint, else the served model exactly as named.
+        self.hf_model = self.checkpoint or s.model
         from_bf16 = quant in ONLINE_FROM_BF16 and not self.checkpoint
         download_gb = spec.weight_bytes("bf16") / 1e9 if from_bf16 else arch.weights_gb
         # Whole GiB: what each pod requests, so the volume is sized from the same number.
@@ -199,6 +317,7 @@ class _Plan:
         )
         needed = OS_GIB + IMAGE_GIB + self.per_node * self.cache_gib
         self.volume_gib = _round_up(needed / (1 - NODEFS_EVICTION_FRACTION), VOLUME_STEP_GIB)
+        self.startup_s = NEURON_STARTUP_S if self.neuron else GPU_STARTUP_S
 
     def meta(self, name: str, namespaced: bool = True) -> dict[str, Any]:
         m: dict[str, Any] = {"name": name}
@@ -207,6 +326,84 @@ class _Plan:
         m["labels"] = dict(self.meta_labels)
         m["annotations"] = dict(self.annotations)
         return m
+
+    def placement_rule(self) -> str:
+        pack = (
+            f"{self.per_node} replicas per {self.inst.instance_type} node (each pod requests 1/{self.per_node} of"
+            " it; a preferred pod affinity on kubernetes.io/hostname fills a node before another starts)"
+            if self.per_node > 1
+            else f"one replica per {self.inst.instance_type} node"
+        )
+        if not self.spread:
+            return f"{pack}; a single replica is not spread over zones"
+        zones = ", ".join(self.zones) if self.zones else f"at least {SPREAD_ZONES} zones"
+        return (
+            f"{pack}; {self.replicas}+ replicas spread over {zones} (topology spread on {ZONE_KEY}, maxSkew 1,"
+            " DoNotSchedule): nodes = per zone ceil(replicas in zone / replicas per node), as the cost counts them"
+        )
+
+
+def _check_deployable(arch: Architecture, s: ServingConfig, cat: Catalog) -> None:
+    """Refuse what `sizing predict` refuses (quantization, engine or TP the hardware or the model's heads do not
+    allow), an engine without manifests, and Neuron settings vLLM-Neuron cannot honour: each names its field."""
+    from sizing.perf.config import HardwareConfig
+
+    try:
+        HardwareConfig.create(
+            s.model, arch.instance_type or "", s.tensor_parallel, s.quantization, s.engine, cat
+        )
+    except InvalidInput as exc:
+        raise InvalidInput(
+            f"{arch.id}: {exc.message}",
+            [Problem(f"serving.{p.field}" if p.field else "serving", p.message) for p in exc.problems],
+        ) from None
+    if s.engine not in RENDERED_ENGINES:
+        raise InvalidInput(
+            f"{arch.id}: serving.engine '{s.engine}' has no manifests: only {' and '.join(RENDERED_ENGINES)}"
+            " servers are rendered (vLLM on GPUs, vLLM on Neuron for inf2/trn); choose a vllm architecture"
+            " rather than deploy another engine than the one estimated",
+            [Problem("serving.engine", f"'{s.engine}' has no manifests (use {', '.join(RENDERED_ENGINES)})")],
+        )
+    if s.engine == "neuron":
+        for name, fixed in NEURON_FIXED.items():
+            if getattr(s, name) != fixed:
+                raise InvalidInput(
+                    f"{arch.id}: serving.{name} {getattr(s, name)} cannot be deployed on vLLM-Neuron, which"
+                    f" always runs with {fixed}",
+                    [Problem(f"serving.{name}", f"vLLM-Neuron runs with {fixed}")],
+                )
+
+
+def _zones(opts: RenderOptions, spread: bool) -> list[str] | None:
+    if not opts.zones:
+        return None
+    zones = list(dict.fromkeys(opts.zones))
+    if spread and len(zones) < SPREAD_ZONES:
+        raise InvalidInput(
+            f"zones {', '.join(zones)}: replicas are spread over at least {SPREAD_ZONES} zones",
+            [Problem("zones", f"name at least {SPREAD_ZONES} zones (or none: every subnet's zone)")],
+        )
+    return zones
+
+
+def _ami_version(opts: RenderOptions) -> str:
+    version = opts.ami_version or AMI_VERSIONS[opts.ami_family]
+    if version == "latest":
+        raise InvalidInput(
+            f"{opts.ami_family}@latest drifts every node whenever AWS publishes an AMI: pin a release",
+            [Problem("ami_version", f"pin a release, e.g. {AMI_VERSIONS[opts.ami_family]}")],
+        )
+    return version
+
+
+def _namespace(p: _Plan) -> dict[str, Any]:
+    # Shared by every deployment: the manager label only, as the provisioner creates it, so no teardown
+    # (which selects on run labels) ever deletes it.
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": p.opts.namespace, "labels": {L.MANAGED_BY: L.MANAGER}},
+    }
 
 
 def _nodeclass(p: _Plan) -> dict[str, Any]:
@@ -234,25 +431,66 @@ def _nodeclass(p: _Plan) -> dict[str, Any]:
         devices = [
             {"deviceName": "/dev/xvda", "rootVolume": True, "ebs": {"volumeSize": f"{p.volume_gib}Gi", **ebs}}
         ]
+    spec: dict[str, Any] = {
+        "amiSelectorTerms": [{"alias": f"{p.opts.ami_family}@{p.ami_version}"}],
+        "role": p.opts.node_role,
+        "subnetSelectorTerms": [{"tags": discovery}],
+        "securityGroupSelectorTerms": [{"tags": discovery}],
+        "blockDeviceMappings": devices,
+        "metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 1},
+        # Tags reach the EC2 instances and volumes: a leak is traceable to its run from the EC2 console.
+        "tags": {
+            L.RUN_ID: p.labels[L.RUN_ID],
+            L.CANDIDATE_ID: p.labels[L.CANDIDATE_ID],
+            L.MANAGED_BY: L.MANAGER,
+        },
+    }
+    if p.opts.capacity_reservation:
+        # Karpenter v1.3+ (the CRD in deploy/schemas/ has it): nodes launch into this On-Demand Capacity
+        # Reservation or Capacity Block first, labelled karpenter.sh/capacity-type=reserved.
+        spec["capacityReservationSelectorTerms"] = [{"id": p.opts.capacity_reservation}]
     return {
         "apiVersion": NODECLASS_API,
         "kind": "EC2NodeClass",
         "metadata": p.meta(p.name, namespaced=False),
-        "spec": {
-            "amiSelectorTerms": [{"alias": f"{p.opts.ami_family}@{p.opts.ami_version}"}],
-            "role": p.opts.node_role,
-            "subnetSelectorTerms": [{"tags": discovery}],
-            "securityGroupSelectorTerms": [{"tags": discovery}],
-            "blockDeviceMappings": devices,
-            "metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 1},
-            # Tags reach the EC2 instances and volumes: a leak is traceable to its run from the EC2 console.
-            "tags": {
-                L.RUN_ID: p.labels[L.RUN_ID],
-                L.CANDIDATE_ID: p.labels[L.CANDIDATE_ID],
-                L.MANAGED_BY: L.MANAGER,
-            },
-        },
+        "spec": spec,
     }
+
+
+def _disruption(p: _Plan) -> dict[str, Any]:
+    """Only empty nodes are consolidated. A sizing run's nodes are never disrupted for drift or utilisation
+    (the run ends first). Serving nodes: never for Drifted/Underutilized during business hours, one node at a
+    time otherwise (an AMI pin bump rolls through the nodes overnight)."""
+    reasons = ["Drifted", "Underutilized"]
+    if p.purpose == "run":
+        budgets: list[dict[str, Any]] = [
+            {"nodes": "1", "reasons": ["Empty"]},
+            {"nodes": "0", "reasons": reasons},
+        ]
+    else:
+        budgets = [
+            {"nodes": "1", "reasons": ["Empty"]},
+            {
+                "nodes": "0",
+                "reasons": reasons,
+                "schedule": p.opts.business_hours_schedule,
+                "duration": p.opts.business_hours_duration,
+            },
+            {"nodes": "1", "reasons": reasons},
+        ]
+    return {"consolidationPolicy": "WhenEmpty", "consolidateAfter": CONSOLIDATE_AFTER, "budgets": budgets}
+
+
+def _expiry(p: _Plan) -> tuple[str, str]:
+    """(expireAfter, terminationGracePeriod) of the NodePool's nodes.
+
+    Sizing run: the run's maximum duration, a bounded backstop should teardown and the janitor both fail; the
+    pods' do-not-disrupt annotation holds everything else off until then. Serving: never expire (SERVE_EXPIRE_AFTER)
+    and give a draining node long enough for each of its pods to be replaced in turn."""
+    if p.purpose == "run":
+        return f"{math.ceil(p.opts.max_duration_s / 60)}m", NODE_TERMINATION_GRACE
+    grace_s = p.per_node * p.startup_s + SERVE_GRACE_MARGIN_S
+    return SERVE_EXPIRE_AFTER, f"{math.ceil(grace_s / 60)}m"
 
 
 def _nodepool(p: _Plan) -> dict[str, Any]:
@@ -271,6 +509,10 @@ def _nodepool(p: _Plan) -> dict[str, Any]:
         shape = [
             {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [p.inst.instance_type]}
         ]
+    # With a reservation, Karpenter fills it first and falls back to the capacity type the cost counted.
+    capacity = ["reserved", arch.capacity_type] if p.opts.capacity_reservation else [arch.capacity_type]
+    zones = [{"key": ZONE_KEY, "operator": "In", "values": p.zones}] if p.zones else []
+    expire_after, grace = _expiry(p)
     accel_per_node = p.inst.accelerator_count
     return {
         "apiVersion": KARPENTER_API,
@@ -284,17 +526,14 @@ def _nodepool(p: _Plan) -> dict[str, Any]:
                     "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": p.name},
                     "requirements": [
                         *shape,
-                        {
-                            "key": "karpenter.sh/capacity-type",
-                            "operator": "In",
-                            "values": [arch.capacity_type],
-                        },
+                        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity},
+                        *zones,
                         {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
                         {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
                     ],
                     "taints": [dict(p.taint)],
-                    "expireAfter": f"{math.ceil(p.opts.max_duration_s / 60)}m",
-                    "terminationGracePeriod": NODE_TERMINATION_GRACE,
+                    "expireAfter": expire_after,
+                    "terminationGracePeriod": grace,
                 },
             },
             "limits": {
@@ -303,54 +542,65 @@ def _nodepool(p: _Plan) -> dict[str, Any]:
                 p.resource: str(p.nodes_max * accel_per_node),
                 "nodes": str(p.nodes_max),
             },
-            "disruption": {
-                "consolidationPolicy": "WhenEmpty",
-                "consolidateAfter": CONSOLIDATE_AFTER,
-                "budgets": [
-                    {"nodes": "1", "reasons": ["Empty"]},
-                    {"nodes": "0", "reasons": ["Drifted", "Underutilized"]},
-                ],
-            },
+            "disruption": _disruption(p),
         },
     }
 
 
 def _serving_args(p: _Plan) -> tuple[list[str], list[dict[str, Any]]]:
-    arch, s = p.arch, p.arch.serving
-    assert s is not None
-    args = [
-        f"--model={p.hf_model}",
-        f"--served-model-name={p.requested_model}",
-        "--host=0.0.0.0",
-        f"--port={SERVING_PORT}",
-        f"--tensor-parallel-size={arch.tensor_parallel}",
-        f"--max-model-len={s.max_model_len}",
-        f"--max-num-seqs={s.max_num_seqs}",
-    ]
-    if s.max_num_batched_tokens:
-        args.append(f"--max-num-batched-tokens={s.max_num_batched_tokens}")
+    """The container's arguments: the checkpoint, the `ServingConfig` (`vllm_args`), host/port and the
+    quantization flags; and the Neuron environment."""
+    s = p.serving
+    args = [f"--model={p.hf_model}", *vllm_args(s), "--host=0.0.0.0", f"--port={SERVING_PORT}"]
     env: list[dict[str, Any]] = []
     if p.neuron:
-        if arch.quantization in NEURON_QUANT_DTYPE:
+        if s.quantization in NEURON_QUANT_DTYPE:
             args.append("--quantization=neuron_quant")
-            env.append({"name": "NEURON_QUANT_DTYPE", "value": NEURON_QUANT_DTYPE[arch.quantization]})
+            env.append({"name": "NEURON_QUANT_DTYPE", "value": NEURON_QUANT_DTYPE[s.quantization]})
         # Compiled NEFFs go to $VLLM_CACHE_ROOT/neuron/compile_cache (s3): keep them on the cache volume.
         env.append({"name": "VLLM_CACHE_ROOT", "value": "/models/vllm"})
         if p.acc.cores_per_chip > TRN2_LOGICAL_CORES_PER_CHIP:
             # The catalog counts trn2's 8 physical NeuronCores per chip; the runtime pairs them by default
             # (LNC=2, s3). LNC=1 makes `--tensor-parallel-size N` mean the N cores the planner sized for.
             env.append({"name": "NEURON_LOGICAL_NC_CONFIG", "value": "1"})
-    else:
-        args.append(f"--gpu-memory-utilization={s.gpu_memory_utilization}")
-        if not p.checkpoint:
-            args += GPU_QUANT_ARGS[arch.quantization]
+    elif not p.checkpoint:
+        args += GPU_QUANT_ARGS[s.quantization]
     return args, env
+
+
+def _placement(p: _Plan) -> dict[str, Any]:
+    """Pod affinity (pack) and topology spread (zones), exactly as the cost counts nodes."""
+    select = {"matchLabels": {"app.kubernetes.io/instance": p.name}}
+    out: dict[str, Any] = {}
+    if p.per_node > 1:
+        out["affinity"] = {
+            "podAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": PACK_WEIGHT,
+                        "podAffinityTerm": {"labelSelector": select, "topologyKey": HOST_KEY},
+                    }
+                ]
+            }
+        }
+    if p.spread:
+        out["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": ZONE_KEY,
+                "whenUnsatisfiable": "DoNotSchedule",
+                # Counts a zone with no node yet as a domain, so Karpenter launches the second zone's node
+                # instead of stacking every replica in the first.
+                "minDomains": SPREAD_ZONES,
+                "labelSelector": select,
+            }
+        ]
+    return out
 
 
 def _deployment(p: _Plan) -> dict[str, Any]:
     args, env = _serving_args(p)
     probe = {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": PROBE_PERIOD_S}
-    startup_s = NEURON_STARTUP_S if p.neuron else GPU_STARTUP_S
     cpu_m = int(p.inst.vcpu * 1000 * POD_SHARE_OF_NODE / p.per_node)
     mem_gib = p.inst.memory_gib * POD_SHARE_OF_NODE / p.per_node
     cache = _quantity_gib(p.cache_gib)
@@ -364,28 +614,41 @@ def _deployment(p: _Plan) -> dict[str, Any]:
         },
         "limits": {"memory": f"{math.floor(mem_gib)}Gi", p.resource: str(p.devices_per_pod)},
     }
+    pod_annotations = {
+        **p.annotations,
+        # Prometheus' kubernetes-pods scrape job (community chart) reads these: vLLM's /metrics feeds the
+        # adapter rule behind the HPA.
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": str(SERVING_PORT),
+        "prometheus.io/path": "/metrics",
+    }
+    if p.purpose == "run":
+        # A measurement must not be interrupted by consolidation or drift; the NodePool's expiry still ends it.
+        pod_annotations["karpenter.sh/do-not-disrupt"] = "true"
+    if p.checkpoint:
+        pod_annotations[CHECKPOINT_QUANT] = p.serving.quantization
+    meta = p.meta(p.name)
+    meta["annotations"][PLACEMENT] = p.placement_rule()
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": p.meta(p.name),
+        "metadata": meta,
         "spec": {
             "replicas": p.replicas,
             "selector": {"matchLabels": {"app.kubernetes.io/instance": p.name}},
             # A surge pod would need one more GPU node; replace one pod at a time instead.
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
             "template": {
-                "metadata": {
-                    "labels": pod_labels,
-                    "annotations": {"karpenter.sh/do-not-disrupt": "true", **p.annotations, **p.engine_note},
-                },
+                "metadata": {"labels": pod_labels, "annotations": pod_annotations},
                 "spec": {
                     "nodeSelector": {"karpenter.sh/nodepool": p.name},
                     "tolerations": [{"key": p.taint["key"], "operator": "Exists", "effect": "NoSchedule"}],
+                    **_placement(p),
                     "terminationGracePeriodSeconds": 60,
                     "containers": [
                         {
                             "name": "vllm",
-                            "image": p.opts.neuron_image if p.neuron else p.opts.gpu_image,
+                            "image": p.serving.image,
                             "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
                             "args": args,
                             "ports": [{"name": "http", "containerPort": SERVING_PORT, "protocol": "TCP"}],
@@ -403,7 +666,7 @@ def _deployment(p: _Plan) -> dict[str, Any]:
                                 *env,
                             ],
                             "resources": resources,
-                            "startupProbe": {**probe, "failureThreshold": startup_s // PROBE_PERIOD_S},
+                            "startupProbe": {**probe, "failureThreshold": p.startup_s // PROBE_PERIOD_S},
                             "readinessProbe": {**probe, "failureThreshold": 3},
                             "livenessProbe": {**probe, "failureThreshold": 6},
                             "volumeMounts": [
@@ -414,7 +677,10 @@ def _deployment(p: _Plan) -> dict[str, Any]:
                     ],
                     "volumes": [
                         {"name": "model-cache", "emptyDir": {"sizeLimit": cache}},
-                        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{SHM_GIB}Gi"}},
+                        {
+                            "name": "dshm",
+                            "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_gib(p.serving)}Gi"},
+                        },
                     ],
                 },
             },
@@ -456,8 +722,7 @@ def _pdb(p: _Plan) -> dict[str, Any]:
 
 def _hpa(p: _Plan) -> dict[str, Any]:
     arch = p.arch
-    assert arch.serving is not None
-    per_pod = (arch.per_replica.max_concurrency if arch.per_replica else None) or arch.serving.max_num_seqs
+    per_pod = (arch.per_replica.max_concurrency if arch.per_replica else None) or p.serving.max_num_seqs
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
@@ -465,7 +730,7 @@ def _hpa(p: _Plan) -> dict[str, Any]:
         "spec": {
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": p.name},
             "minReplicas": p.replicas,
-            "maxReplicas": max(p.replicas, arch.replicas.peak),
+            "maxReplicas": p.peak,
             "metrics": [
                 {
                     "type": "Pods",
@@ -484,6 +749,34 @@ def _hpa(p: _Plan) -> dict[str, Any]:
     }
 
 
+def adapter_rule(metric: str) -> dict[str, Any]:
+    """The prometheus-adapter rule exposing vLLM's per-pod gauge (`vllm:num_requests_running`; vLLM names its
+    metrics `vllm:<name>`, a colon the custom-metrics API does not take) as the HPA's metric `vllm_<name>`."""
+    series = f"vllm:{metric.removeprefix('vllm_')}" if metric.startswith("vllm_") else metric
+    return {
+        "seriesQuery": f'{series}{{namespace!="",pod!=""}}',
+        "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
+        "name": {"matches": f"^{re.escape(series)}$", "as": metric},
+        "metricsQuery": "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)",
+    }
+
+
+def _adapter_config(p: _Plan) -> dict[str, Any]:
+    # The whole adapter configuration (the Helm chart's ConfigMap and key): applying it replaces the chart's
+    # rules, or paste the rule into the chart's values under `rules.custom` instead (docs/manifests.md).
+    config = {"rules": [adapter_rule(p.opts.autoscale_metric)]}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": p.opts.adapter_configmap,
+            "namespace": p.opts.adapter_namespace,
+            "labels": {L.MANAGED_BY: L.MANAGER},
+        },
+        "data": {ADAPTER_CONFIG_KEY: yaml.safe_dump(config, sort_keys=False)},
+    }
+
+
 def render(
     architecture: Architecture | dict[str, Any],
     run_id: str,
@@ -491,14 +784,71 @@ def render(
     options: RenderOptions | None = None,
     catalog: Catalog | None = None,
 ) -> list[dict[str, Any]]:
-    """The Kubernetes objects for one candidate, in apply order (node classes first, autoscaler last)."""
+    """The Kubernetes objects for one candidate, in apply order (namespace and node classes first, autoscaler
+    last). Raises InvalidInput naming the field for anything that cannot be deployed as estimated."""
     arch = architecture if isinstance(architecture, Architecture) else Architecture.from_dict(architecture)
     opts = options or RenderOptions()
     p = _Plan(arch, run_id, candidate_id or arch.id, opts, catalog or load_catalog())
-    objs = [_nodeclass(p), _nodepool(p), _service(p), _pdb(p), _deployment(p)]
+    serve = p.purpose == "serve"
+    objs = [_namespace(p)] if serve else []
+    objs += [_nodeclass(p), _nodepool(p), _service(p), _pdb(p), _deployment(p)]
     if opts.autoscale:
+        if serve:
+            objs.append(_adapter_config(p))
         objs.append(_hpa(p))
     return objs
+
+
+def header(objs: list[dict[str, Any]], options: RenderOptions | None = None) -> str:
+    """Comment lines for the top of the YAML: what to create before applying (the token Secret is never
+    rendered with a value) and what the autoscaler needs."""
+    opts = options or RenderOptions()
+    dep = next((o for o in objs if o.get("kind") == "Deployment"), None)
+    what = dep["metadata"]["annotations"].get(L.CANDIDATE_ID_FULL, "") if dep else ""
+    lines = [
+        f"Rendered by `sizing manifests` for {what} (purpose: {opts.resolved_purpose()}); see docs/manifests.md.",
+        "Before applying, create the Hugging Face token Secret the pods read (never written to these files):",
+        f"  kubectl create namespace {opts.namespace}   # or apply the Namespace below first",
+        f"  kubectl -n {opts.namespace} create secret generic {opts.hf_token_secret}"
+        f" --from-literal={opts.hf_token_key}=hf_...",
+    ]
+    if any(o.get("kind") == "HorizontalPodAutoscaler" for o in objs):
+        lines.append(
+            f"The HPA scales on {opts.autoscale_metric} through prometheus-adapter (rule in ConfigMap"
+            f" {opts.adapter_namespace}/{opts.adapter_configmap}); Prometheus must scrape the pods' /metrics."
+        )
+    return "".join(f"# {line}\n" for line in lines)
+
+
+def serving_from_manifests(objs: list[dict[str, Any]]) -> ServingConfig:
+    """The `ServingConfig` a rendered Deployment runs, read back from its container: image, the vLLM arguments,
+    the quantization (flags, Neuron environment, or a pre-quantized checkpoint's annotation)."""
+    dep = next((o for o in objs if o.get("kind") == "Deployment"), None)
+    if dep is None:
+        raise InvalidInput("the manifests have no Deployment", [Problem("kind", "no Deployment")])
+    template = dep["spec"]["template"]
+    c = template["spec"]["containers"][0]
+    args = [str(a) for a in c.get("args") or []]
+    env = {e["name"]: e.get("value") for e in c.get("env") or []}
+    neuron = NEURON_RESOURCE in (c.get("resources", {}).get("requests") or {})
+    fields: dict[str, Any] = dict(parse_vllm_args(args))
+    fields.update(engine="neuron" if neuron else "vllm", image=c["image"])
+    fields["quantization"] = _quantization_of(args, env, template["metadata"].get("annotations") or {})
+    if neuron:
+        for name, fixed in NEURON_FIXED.items():
+            fields.setdefault(name, fixed)
+    return ServingConfig(**fields)
+
+
+def _quantization_of(args: list[str], env: dict[str, Any], annotations: dict[str, str]) -> str:
+    if "--quantization=neuron_quant" in args:
+        by_dtype = {v: k for k, v in NEURON_QUANT_DTYPE.items()}
+        return by_dtype[str(env.get("NEURON_QUANT_DTYPE"))]
+    by_args = {tuple(v): k for k, v in GPU_QUANT_ARGS.items()}
+    for arg in args:
+        if (arg,) in by_args:
+            return by_args[(arg,)]
+    return annotations.get(CHECKPOINT_QUANT, "bf16")
 
 
 class _Dumper(yaml.SafeDumper):
@@ -508,9 +858,17 @@ class _Dumper(yaml.SafeDumper):
         return True
 
 
-def to_yaml(objs: list[dict[str, Any]]) -> str:
-    """A multi-document YAML stream (what `kubectl apply -f` takes)."""
-    return yaml.dump_all(objs, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
+def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    # Multi-line values (the adapter's config.yaml) as readable `|` blocks rather than escaped one-liners.
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def to_yaml(objs: list[dict[str, Any]], comment: str = "") -> str:
+    """A multi-document YAML stream (what `kubectl apply -f` takes), after optional `# ...` comment lines."""
+    return comment + yaml.dump_all(objs, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
 
 
 def to_json(obj: dict[str, Any]) -> str:

@@ -2,7 +2,11 @@
 the run and candidate ids (and the run's deadline) so teardown and the janitor find exactly them by tag.
 
 The container is AWS's LMI (Large Model Inference) image running vLLM, configured through its `OPTION_*`
-environment variables from the architecture."""
+environment variables from the architecture's `ServingConfig`: the same settings the EKS manifests give vLLM's
+command line. The image is LMI's, not `serving.image`: a SageMaker container must answer SageMaker's own
+protocol (`/ping`, `/invocations` on port 8080), which the plain vLLM OpenAI image does not; LMI hosts the same
+engine behind it. Only vLLM architectures are provisioned here (LMI's `vllm` rolling batch on GPUs); another
+engine is refused rather than served by a different one than was estimated."""
 
 from __future__ import annotations
 
@@ -17,6 +21,8 @@ from sizing.deploy.architecture import Architecture
 from sizing.deploy.base import Endpoint, EndpointKind, Provisioner, TeardownReport, as_architecture
 from sizing.deploy.kube import ProvisioningError
 from sizing.deploy.manifests import DEFAULT_MAX_DURATION_S
+from sizing.errors import InvalidInput, Problem
+from sizing.serving import VLLM_FP8_KV, ServingConfig
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +32,6 @@ VARIANT = "AllTraffic"
 #: Model download + load of a 70B model takes tens of minutes (notes/serving-facts.md s4); SageMaker allows 3600.
 STARTUP_HEALTH_TIMEOUT_S = 3600
 DOWNLOAD_TIMEOUT_S = 3600
-#: SageMaker LMI rolling batch size default when the planner gave none (the vLLM default for small GPUs).
-DEFAULT_MAX_ROLLING_BATCH = 256
 #: In-flight quantization the LMI vLLM backend does on an unquantized checkpoint (as RenderOptions for EKS).
 LMI_QUANTIZE = {"fp8": "fp8", "int4": "bitsandbytes"}
 
@@ -80,19 +84,40 @@ class SageMakerProvisioner(Provisioner):
         return L.object_name(run_id, candidate_id, arch.instance_type or "")
 
     def _environment(self, arch: Architecture) -> dict[str, str]:
+        """LMI's settings for `arch.serving`. LMI passes `OPTION_<vLLM engine arg>` through to vLLM; its own
+        names stand for tensor_parallel_size (TENSOR_PARALLEL_DEGREE), max_num_seqs (MAX_ROLLING_BATCH_SIZE),
+        max_num_batched_tokens (MAX_ROLLING_BATCH_PREFILL_TOKENS) and quantization (QUANTIZE)
+        [deepjavalibrary/djl-serving djl_python/properties_manager/vllm_rb_properties.py]."""
         s = arch.serving
         assert s is not None
         env = {
-            "HF_MODEL_ID": arch.model,
+            # The served model exactly as the workload named it (never the catalog's base model).
+            "HF_MODEL_ID": s.model,
             "OPTION_ROLLING_BATCH": "vllm",
-            "OPTION_TENSOR_PARALLEL_DEGREE": str(arch.tensor_parallel),
+            "OPTION_TENSOR_PARALLEL_DEGREE": str(s.tensor_parallel),
             "OPTION_MAX_MODEL_LEN": str(s.max_model_len),
-            "OPTION_MAX_ROLLING_BATCH_SIZE": str(s.max_num_seqs or DEFAULT_MAX_ROLLING_BATCH),
+            "OPTION_MAX_ROLLING_BATCH_SIZE": str(s.max_num_seqs),
             "OPTION_GPU_MEMORY_UTILIZATION": str(s.gpu_memory_utilization),
+            "OPTION_KV_CACHE_DTYPE": VLLM_FP8_KV if s.kv_cache_dtype == "fp8" else "auto",
+            # LMI turns a "false" of a passthrough boolean into no flag at all (vLLM's default then applies):
+            # stated anyway so the endpoint's configuration reads as estimated.
+            "OPTION_ENABLE_CHUNKED_PREFILL": str(s.enable_chunked_prefill).lower(),
+            "OPTION_ENABLE_PREFIX_CACHING": str(s.enable_prefix_caching).lower(),
         }
-        if arch.quantization in LMI_QUANTIZE:
-            env["OPTION_QUANTIZE"] = LMI_QUANTIZE[arch.quantization]
+        if s.max_num_batched_tokens:
+            env["OPTION_MAX_ROLLING_BATCH_PREFILL_TOKENS"] = str(s.max_num_batched_tokens)
+        if s.quantization in LMI_QUANTIZE:
+            env["OPTION_QUANTIZE"] = LMI_QUANTIZE[s.quantization]
         return env
+
+    @staticmethod
+    def _check(serving: ServingConfig) -> None:
+        if serving.engine != "vllm":
+            raise InvalidInput(
+                f"serving.engine '{serving.engine}': SageMaker endpoints are provisioned with LMI's vLLM backend"
+                " only; choose a vllm architecture",
+                [Problem("serving.engine", f"'{serving.engine}' is not provisioned on SageMaker (use vllm)")],
+            )
 
     # --- apply ----------------------------------------------------------------------------------------
     def apply(
@@ -104,8 +129,11 @@ class SageMakerProvisioner(Provisioner):
             raise ProvisioningError(
                 "no SageMaker execution role configured (SageMakerProvisioner(execution_role_arn=...))"
             )
+        # Checked before anything is created: a refusal leaves nothing to tear down.
+        arch = raw.resolve()
+        assert arch.serving is not None
+        self._check(arch.serving)
         try:
-            arch = raw.resolve()
             name = self.name(arch, run_id, cand)
             tags = _tags(run_id, cand, L.deadline(self.max_duration_s, self.clock()))
             assert arch.instance_type and arch.replicas_per_instance
@@ -147,7 +175,7 @@ class SageMakerProvisioner(Provisioner):
             kind=self.kind,
             run_id=run_id,
             candidate_id=cand,
-            model=arch.model,
+            model=arch.serving.model,
             details={"endpoint_name": name, "region": self.region},
         )
 

@@ -148,11 +148,9 @@ CEL_COVERAGE: dict[str, str] = {
         "checked"
     ),
     "'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation selector term": (
-        "unused: we never select capacity reservations"
+        "checked"
     ),
-    "expected at least one, got none, ['tags', 'id', 'instanceMatchCriteria']": (
-        "unused: we never select capacity reservations"
-    ),
+    "expected at least one, got none, ['tags', 'id', 'instanceMatchCriteria']": "checked",
     "'name' and 'id' are mutually exclusive": "unused: we never set a placement group",
     "expected at least one, got none, ['name', 'id']": "unused: we never set a placement group",
     "at least one of tcpEstablishedTimeout, udpStreamTimeout, or udpTimeout must be set": (
@@ -391,6 +389,21 @@ def _nodeclass_cel(spec: dict[str, Any], where: str) -> list[Problem]:
             )
         )
     out += _tags_problems(groups, at)
+    reservations = spec.get("capacityReservationSelectorTerms") or []
+    at = f"{s}.capacityReservationSelectorTerms"
+    if any(not any(k in t for k in ("tags", "id", "instanceMatchCriteria")) for t in reservations):
+        out.append(Problem(at, "expected at least one, got none, ['tags', 'id', 'instanceMatchCriteria']"))
+    if reservations and all(
+        "id" in t and any(k in t for k in ("tags", "ownerID", "instanceMatchCriteria")) for t in reservations
+    ):
+        out.append(
+            Problem(
+                at,
+                "'id' is mutually exclusive, cannot be set along with other fields in a capacity reservation "
+                "selector term",
+            )
+        )
+    out += _tags_problems(reservations, at)
     bdm = spec.get("blockDeviceMappings") or []
     if sum(1 for b in bdm if b.get("rootVolume")) > 1:
         out.append(
@@ -480,6 +493,151 @@ def core_problems(obj: dict[str, Any], versions: tuple[str, ...] = K8S_VERSIONS)
     return out
 
 
+# --- rules across objects ---------------------------------------------------------------------------------
+# What the renderer promises beyond any one schema: placement as the cost counts it, and an autoscaler metric
+# some rendered adapter rule serves. Each rule below is named in `RULES` and reported by `checked`.
+
+RULES = {
+    "placement.spread": "min replicas >= 2 spread over zones (topology.kubernetes.io/zone, maxSkew 1, DoNotSchedule)",
+    "placement.zones": "the NodePool's zone requirement, if any, allows at least 2 zones",
+    "placement.pack": "replicas sharing a node prefer its hostname (preferred pod affinity on the same app)",
+    "adapter.rules": "the prometheus-adapter config.yaml parses and each rule has seriesQuery, metricsQuery, name.as",
+    "adapter.metric": "every HPA Pods metric is the name.as of a rendered adapter rule",
+    "namespace": "namespaced objects are in the rendered Namespace",
+}  # fmt: skip
+
+_ZONE = "topology.kubernetes.io/zone"
+
+
+def _pod_spec(dep: dict[str, Any]) -> dict[str, Any]:
+    return ((dep.get("spec") or {}).get("template") or {}).get("spec") or {}
+
+
+def _app(dep: dict[str, Any]) -> str | None:
+    return (((dep.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}).get(
+        "app.kubernetes.io/instance"
+    )
+
+
+def _spread_problems(dep: dict[str, Any]) -> list[Problem]:
+    if int((dep.get("spec") or {}).get("replicas") or 1) < 2:
+        return []
+    ok = any(
+        c.get("topologyKey") == _ZONE
+        and c.get("maxSkew") == 1
+        and c.get("whenUnsatisfiable") == "DoNotSchedule"
+        for c in _pod_spec(dep).get("topologySpreadConstraints") or []
+    )
+    if ok:
+        return []
+    return [Problem(f"{_where(dep)}.spec.template.spec.topologySpreadConstraints", RULES["placement.spread"])]
+
+
+def _pack_problems(dep: dict[str, Any], per_node: int) -> list[Problem]:
+    if per_node <= 1:
+        return []
+    terms = ((_pod_spec(dep).get("affinity") or {}).get("podAffinity") or {}).get(
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ) or []
+    app = _app(dep)
+    ok = any(
+        (t.get("podAffinityTerm") or {}).get("topologyKey") == "kubernetes.io/hostname"
+        and ((t.get("podAffinityTerm") or {}).get("labelSelector") or {})
+        .get("matchLabels", {})
+        .get("app.kubernetes.io/instance")
+        == app
+        for t in terms
+    )
+    return [] if ok else [Problem(f"{_where(dep)}.spec.template.spec.affinity", RULES["placement.pack"])]
+
+
+def _zone_problems(pool: dict[str, Any], spread: bool) -> list[Problem]:
+    if not spread:
+        return []
+    reqs = (((pool.get("spec") or {}).get("template") or {}).get("spec") or {}).get("requirements") or []
+    out = []
+    for i, r in enumerate(reqs):
+        if r.get("key") == _ZONE and r.get("operator") == "In" and len(set(r.get("values") or [])) < 2:
+            out.append(
+                Problem(f"{_where(pool)}.spec.template.spec.requirements.{i}", RULES["placement.zones"])
+            )
+    return out
+
+
+def _adapter_metrics(objs: list[dict[str, Any]]) -> tuple[set[str], list[Problem], bool]:
+    """Metric names the rendered prometheus-adapter rules serve, problems with them, whether any was rendered."""
+    names: set[str] = set()
+    out: list[Problem] = []
+    found = False
+    for cm in objs:
+        if cm.get("kind") != "ConfigMap" or "config.yaml" not in (cm.get("data") or {}):
+            continue
+        found = True
+        at = f"{_where(cm)}.data.config.yaml"
+        try:
+            config = yaml.safe_load(cm["data"]["config.yaml"]) or {}
+        except yaml.YAMLError as exc:
+            out.append(Problem(at, f"not YAML: {exc}"))
+            continue
+        rules = config.get("rules") if isinstance(config, dict) else None
+        if not isinstance(rules, list) or not rules:
+            out.append(Problem(at, RULES["adapter.rules"]))
+            continue
+        for i, rule in enumerate(rules):
+            name = (rule.get("name") or {}).get("as") if isinstance(rule, dict) else None
+            if not (isinstance(rule, dict) and rule.get("seriesQuery") and rule.get("metricsQuery") and name):
+                out.append(Problem(f"{at}.rules.{i}", RULES["adapter.rules"]))
+                continue
+            names.add(str(name))
+    return names, out, found
+
+
+def _pods_per_node(pool: dict[str, Any], requests: dict[str, Any]) -> int:
+    """Pods of these accelerator requests one node of the pool holds (from its limits per node)."""
+    limits = (pool.get("spec") or {}).get("limits") or {}
+    nodes = int(limits.get("nodes") or 0)
+    for resource in ("nvidia.com/gpu", "aws.amazon.com/neuron"):
+        if nodes and resource in limits and resource in requests:
+            return int(limits[resource]) // nodes // max(1, int(requests[resource]))
+    return 1
+
+
+def cross_problems(objs: list[dict[str, Any]]) -> list[Problem]:
+    """The rules of `RULES` over a set of rendered objects (each applies only when its objects are present)."""
+    out: list[Problem] = []
+    pools = [o for o in objs if o.get("kind") == "NodePool"]
+    for dep in (o for o in objs if o.get("kind") == "Deployment"):
+        out += _spread_problems(dep)
+        spread = int((dep.get("spec") or {}).get("replicas") or 1) >= 2
+        requests = ((_pod_spec(dep).get("containers") or [{}])[0].get("resources") or {}).get(
+            "requests"
+        ) or {}
+        for pool in pools:
+            out += _zone_problems(pool, spread)
+            out += _pack_problems(dep, _pods_per_node(pool, requests))
+    served, found_problems, rendered = _adapter_metrics(objs)
+    out += found_problems
+    if rendered:
+        for hpa in (o for o in objs if o.get("kind") == "HorizontalPodAutoscaler"):
+            for i, m in enumerate((hpa.get("spec") or {}).get("metrics") or []):
+                name = (
+                    ((m.get("pods") or {}).get("metric") or {}).get("name")
+                    if m.get("type") == "Pods"
+                    else None
+                )
+                if name and name not in served:
+                    out.append(
+                        Problem(f"{_where(hpa)}.spec.metrics.{i}", f"{RULES['adapter.metric']} ({name})")
+                    )
+    namespaces = {o["metadata"]["name"] for o in objs if o.get("kind") == "Namespace"}
+    if namespaces:
+        for o in objs:
+            ns = (o.get("metadata") or {}).get("namespace")
+            if ns and ns not in namespaces and o.get("kind") != "ConfigMap":
+                out.append(Problem(f"{_where(o)}.metadata.namespace", f"{RULES['namespace']} ({ns})"))
+    return out
+
+
 def problems(objs: list[dict[str, Any]], versions: tuple[str, ...] = K8S_VERSIONS) -> list[Problem]:
     """Everything wrong with a set of manifests (empty when they are valid)."""
     out: list[Problem] = []
@@ -488,7 +646,29 @@ def problems(objs: list[dict[str, Any]], versions: tuple[str, ...] = K8S_VERSION
             out += crd_problems(obj)
         else:
             out += core_problems(obj, versions)
-    return out
+    return out + cross_problems(objs)
+
+
+def checked(objs: list[dict[str, Any]], versions: tuple[str, ...] = K8S_VERSIONS) -> list[str]:
+    """One line per object saying what `problems` checks it against, then the rules across objects."""
+    lines = []
+    cel = {
+        kind: sum(1 for m in crd_cel_messages(kind) if CEL_COVERAGE.get(m) == "checked") for kind in CRD_FILES
+    }
+    for obj in objs:
+        kind = obj.get("kind", "")
+        if kind in CRD_FILES:
+            lines.append(
+                f"{_where(obj)}: CRD schema {obj.get('apiVersion')} (schemas/{CRD_FILES[kind]}, strict: unknown"
+                f" fields are errors) + {cel[kind]} CEL rules"
+            )
+        else:
+            lines.append(
+                f"{_where(obj)}: kubernetes-validate strict {obj.get('apiVersion')} {kind}, Kubernetes"
+                f" {', '.join(versions)}"
+            )
+    lines += [f"rule {name}: {text}" for name, text in RULES.items()]
+    return lines
 
 
 def validate(objs: list[dict[str, Any]], versions: tuple[str, ...] = K8S_VERSIONS) -> None:
