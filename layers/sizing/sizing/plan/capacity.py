@@ -140,7 +140,7 @@ def grid_rate(k: int, top: float, steps: int) -> float:
 
 
 def find_edge(
-    probe: Callable[[int], tuple[bool, float]], grid: int, y0: float, budget: int
+    probe: Callable[[int], tuple[bool, float]], grid: int, y0: float, budget: int, start: int = 0
 ) -> tuple[int, int]:
     """The grid point k in [0, grid) with probe(k) passing and probe(k + 1) failing -- point 0 passes and point
     `grid` fails without a probe -- and the probes made. `probe(k)` returns (meets the SLO, 1 / score); `y0` is
@@ -150,9 +150,10 @@ def find_edge(
     about linear in the rate and crosses 1 at the edge: the next probe is next to where the line through the two
     nearest probes on either side of the edge crosses 1 (through the two highest passes while nothing has failed,
     and toward `grid`, the saturated rate, at first). Once the probes made and the halvings still needed would
-    exceed `budget`, the bracket is halved instead, so the search never costs more than `budget` probes."""
-    lo, hi = 0, grid
-    passes = [(0.0, y0)]
+    exceed `budget`, the bracket is halved instead, so the search never costs more than `budget` probes. `start`
+    (with `y0` its 1 / score) is a point known to pass other than 0."""
+    lo, hi = start, grid
+    passes = [(float(start), y0)]
     fail: tuple[float, float] | None = None
     probes = 0
     while hi - lo > 1:
@@ -185,9 +186,18 @@ def find_edge(
     return lo, probes
 
 
-def max_rate_under_slo(step: Any, wm: WorkloadModel, saturated_rps: float, seed: int = 0) -> Capacity:
-    """The edge of the SLO on the grid of rates below the saturated rate (deterministic for a seed); memoised."""
+def max_rate_under_slo(
+    step: Any,
+    wm: WorkloadModel,
+    saturated_rps: float,
+    seed: int = 0,
+    start: tuple[int, float] | None = None,
+) -> Capacity:
+    """The edge of the SLO on the grid of rates below the saturated rate (deterministic for a seed); memoised.
+    `start` is a grid point already known to meet the SLOs and its 1 / score (`probe`'s answer): the search then
+    looks for the edge above it only."""
     key = (
+        start,
         fingerprint(step),
         wm.input_tokens,
         wm.output_tokens,
@@ -201,16 +211,54 @@ def max_rate_under_slo(step: Any, wm: WorkloadModel, saturated_rps: float, seed:
     )
     known = _capacities.get(key)
     if known is None:
-        known = _search(step, wm, saturated_rps, seed)
+        known = _search(step, wm, saturated_rps, seed, start)
         _capacities.put(key, known)
     # the caller owns its copy (a failed verification lowers rate_rps in place)
     return dataclasses.replace(known, closest=dict(known.closest) if known.closest else None)
 
 
-def _search(step: Any, wm: WorkloadModel, saturated_rps: float, seed: int) -> Capacity:
-    from sizing.perf.simulator import ClosedLoop, OpenLoop, simulate
+def probe(step: Any, wm: WorkloadModel, saturated_rps: float, k: int, seed: int = 0) -> tuple[bool, float]:
+    """One probe of the capacity search: grid point `k` of the rates below `saturated_rps` meets every SLO target,
+    and 1 / score there."""
+    from sizing.perf.simulator import OpenLoop, simulate
+
+    sim = simulate(
+        step,
+        OpenLoop(grid_rate(k, max(saturated_rps, 1e-6), BISECTION_STEPS)),
+        wm.input_tokens,
+        wm.output_tokens,
+        n_requests=PROBE_REQUESTS,
+        seed=seed,
+        itl=False,
+        prefix_tokens=wm.shared_prefix_tokens,
+    )
+    return not violations(sim, wm.slo), 1.0 / score(sim, wm.slo)
+
+
+def grid_point_above(rate: float, saturated_rps: float) -> int | None:
+    """The first grid point of the search below `saturated_rps` whose rate exceeds `rate` (None: none does)."""
+    top = max(saturated_rps, 1e-6)
+    for k in range(1, 2**BISECTION_STEPS):
+        if grid_rate(k, top, BISECTION_STEPS) > rate:
+            return k
+    return None
+
+
+def _search(
+    step: Any, wm: WorkloadModel, saturated_rps: float, seed: int, start: tuple[int, float] | None = None
+) -> Capacity:
+    from sizing.perf.simulator import ClosedLoop, simulate
 
     slo = wm.slo
+    grid = 2**BISECTION_STEPS
+    top = max(saturated_rps, 1e-6)
+    budget = BISECTION_STEPS + GUIDED_EXTRA_PROBES
+    if start is not None:
+        # a grid point known to pass: no one-user check, the edge lies above it
+        edge, probes = find_edge(
+            lambda k: probe(step, wm, saturated_rps, k, seed), grid, start[1], budget, start=start[0]
+        )
+        return Capacity(grid_rate(edge, top, BISECTION_STEPS), True, "", probes)
     single = simulate(
         step,
         ClosedLoop(1),
@@ -226,23 +274,9 @@ def _search(step: Any, wm: WorkloadModel, saturated_rps: float, seed: int) -> Ca
         reasons = "; ".join(describe_violation(*v) for v in bad)
         closest = {f"{m}.{p}": v for m, p, v, _ in bad}
         return Capacity(0.0, False, f"{reasons} even at 1 user", 1, closest)
-    grid = 2**BISECTION_STEPS
-    top = max(saturated_rps, 1e-6)
-
-    def probe(k: int) -> tuple[bool, float]:
-        sim = simulate(
-            step,
-            OpenLoop(grid_rate(k, top, BISECTION_STEPS)),
-            wm.input_tokens,
-            wm.output_tokens,
-            n_requests=PROBE_REQUESTS,
-            seed=seed,
-            itl=False,
-            prefix_tokens=wm.shared_prefix_tokens,
-        )
-        return not violations(sim, slo), 1.0 / score(sim, slo)
-
-    edge, probes = find_edge(probe, grid, 1.0 / score(single, slo), BISECTION_STEPS + GUIDED_EXTRA_PROBES)
+    edge, probes = find_edge(
+        lambda k: probe(step, wm, saturated_rps, k, seed), grid, 1.0 / score(single, slo), budget
+    )
     lo = grid_rate(edge, top, BISECTION_STEPS)
     if lo <= 0:
         # passes at one user, fails at every probed rate: capacity is below the first probe; one user's worth

@@ -28,8 +28,10 @@ from sizing.plan.capacity import (
     UNITS,
     Capacity,
     describe_violation,
+    grid_point_above,
     max_rate_under_slo,
     predict_at,
+    probe,
     stat,
     violations,
 )
@@ -97,6 +99,15 @@ class Replica:
     step: Any
     bound_rps: float
     capacity: Capacity | None = None
+    #: predictions at an operating point, by rate: shared by every option holding this replica (EKS and SageMaker,
+    #: instance sizes of one accelerator), which the simulation does not tell apart
+    predictions: dict[float, Any] = field(default_factory=dict)
+
+    def predict(self, wm: WorkloadModel, rate: float, seed: int) -> Any:
+        key = round(rate, 9)
+        if key not in self.predictions:
+            self.predictions[key] = predict_at(self.step, wm, rate, seed)
+        return self.predictions[key]
 
 
 @dataclass
@@ -111,8 +122,6 @@ class Option:
     searched: int = 1
     #: of those, the ones given a whole capacity search
     capacity_searches: int = 0
-    #: predictions at an operating point, by rate: EKS and SageMaker share the hardware, hence the simulation
-    predictions: dict[float, Any] = field(default_factory=dict)
 
     @property
     def replica(self) -> Replica:
@@ -129,10 +138,7 @@ class Option:
         return (self.fit_accelerator, self.default.serving)
 
     def predict(self, wm: WorkloadModel, rate: float, seed: int) -> Any:
-        key = round(rate, 9)
-        if key not in self.predictions:
-            self.predictions[key] = predict_at(self.replica.step, wm, rate, seed)
-        return self.predictions[key]
+        return self.replica.predict(wm, rate, seed)
 
 
 def _pricing(cat: Catalog, wm: WorkloadModel, hw: HardwareOption, deployment: str) -> Pricing:
@@ -294,7 +300,7 @@ def _architecture(
             "headroom": _headroom(sim, wm.slo, load_pct),
             "cost": cost,
             "serving": rep.serving,
-            "context": ContextInfo(**ctx.describe()),  # type: ignore[arg-type]
+            "context": ContextInfo.model_validate(ctx.describe()),
             "placement": placement,
             "weights_gb": round(cat.model(wm.model_id).weight_bytes(hw.quantization) / 1e9, 1),
             "notes": notes,
@@ -466,24 +472,6 @@ def _replica(
     return Replica(serving, cfg, fit, step, b.max_requests_per_s)
 
 
-def _passes_at(step: Any, wm: WorkloadModel, rate: float, seed: int) -> bool:
-    """One probe of the capacity search at `rate`: whether every SLO target holds there."""
-    from sizing.perf.simulator import OpenLoop, simulate
-    from sizing.plan.capacity import PROBE_REQUESTS
-
-    sim = simulate(
-        step,
-        OpenLoop(rate),
-        wm.input_tokens,
-        wm.output_tokens,
-        n_requests=PROBE_REQUESTS,
-        seed=seed,
-        itl=False,
-        prefix_tokens=wm.shared_prefix_tokens,
-    )
-    return not violations(sim, wm.slo)
-
-
 def _tune(
     opt: Option,
     wm: WorkloadModel,
@@ -509,19 +497,24 @@ def _tune(
             if rep.bound_rps <= base * (1 + TUNING_MIN_GAIN) or _early_reject(wm.slo, rep.step, wm):
                 continue  # its roofline capacity cannot beat the best so far, or no load meets the SLO
             opt.searched += 1
-            if base and not _passes_at(rep.step, wm, base * (1 + TUNING_MIN_GAIN), seed):
-                continue  # misses the SLOs at the best capacity so far: cannot replace it
-            rep.capacity = max_rate_under_slo(rep.step, wm, rep.bound_rps, seed)
+            start: tuple[int, float] | None = None
+            if base:
+                # the variant must meet the SLOs above the best capacity so far: one probe there decides
+                k = grid_point_above(base * (1 + TUNING_MIN_GAIN), rep.bound_rps)
+                if k is None:
+                    continue
+                ok, y = probe(rep.step, wm, rep.bound_rps, k, seed)
+                if not ok:
+                    continue
+                start = (k, y)
+            rep.capacity = max_rate_under_slo(rep.step, wm, rep.bound_rps, seed, start=start)
             opt.capacity_searches += 1
-            if not rep.capacity.feasible:
-                continue
-            if rep.capacity.rate_rps > base * (1 + TUNING_MIN_GAIN):
+            if rep.capacity.feasible and rep.capacity.rate_rps > base * (1 + TUNING_MIN_GAIN):
                 best, improved = rep, True
         if not improved:
             break
     if best is not opt.default:
         opt.chosen = best
-        opt.predictions = {}
 
 
 def _tuning(
@@ -540,8 +533,8 @@ def _tuning(
     words = "; ".join(f"{k} {b} instead of {a}" for k, (a, b) in changed.items())
     assert arch.per_replica is not None and opt.chosen.capacity is not None
     rate = arch.per_replica.rps_at_peak
-    tuned = predict_at(opt.chosen.step, wm, rate, seed)
-    before = predict_at(opt.default.step, wm, rate, seed)
+    tuned = opt.chosen.predict(wm, rate, seed)
+    before = opt.default.predict(wm, rate, seed)
     figures = []
     for metric, pct, _limit in wm.slo.targets():
         a, b = stat(before, metric, pct), stat(tuned, metric, pct)
@@ -693,7 +686,7 @@ def estimate_result(
         if known is not None and known.default.capacity is not None:
             # same accelerators and serving configuration as an option already searched: same replica
             opt.default.capacity = dataclasses.replace(known.default.capacity)
-            opt.predictions = known.predictions
+            opt.default.predictions = known.default.predictions
         else:
             opt.default.capacity = max_rate_under_slo(opt.default.step, wm, opt.default.bound_rps, seed)
             searches += 1
@@ -706,8 +699,8 @@ def estimate_result(
             if capacity.closest:
                 near.append((opt, capacity.closest))
             continue
-        archs = _verified(wm, cat, opt, deployments, headroom, seed, ctx)
-        if archs is None:
+        verified = _verified(wm, cat, opt, deployments, headroom, seed, ctx)
+        if verified is None:
             rejected.append(
                 Rejected(
                     id=opt.hw.key,
@@ -716,7 +709,7 @@ def estimate_result(
                 )
             )
             continue
-        placed.append((opt, archs))
+        placed.append((opt, verified))
     # 3. tune the runtime parameters of the replicas at the ranking's head (their capacity, hence cost, can only
     # improve), then give every architecture its tuning block
     tuned_keys: list[tuple[str, ServingConfig]] = []
@@ -745,10 +738,9 @@ def estimate_result(
         if lead.chosen is not None:
             assert lead.chosen.capacity is not None
             opt.chosen = dataclasses.replace(lead.chosen, capacity=dataclasses.replace(lead.chosen.capacity))
-            opt.predictions = {}
             tuned = _verified(wm, cat, opt, deployments, headroom, seed, ctx)
             if tuned is None:
-                opt.chosen, opt.predictions = None, lead.predictions
+                opt.chosen = None
             else:
                 archs = tuned
         for arch in _with_tuning(wm, cat, opt, archs, deployments, headroom, seed, ctx):
@@ -859,7 +851,7 @@ def _with_tuning(
             alt = Option(opt.hw, opt.default, opt.lb_cost, opt.fit_accelerator)
             defaults = _verified(wm, cat, alt, deployments, headroom, seed, ctx)
             if defaults is not None:
-                opt.chosen, opt.predictions = None, {}
+                opt.chosen = None
                 archs = defaults
     out = []
     for d, a in zip(deployments, archs, strict=True):

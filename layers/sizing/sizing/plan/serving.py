@@ -104,10 +104,10 @@ def default_serving(
     kv = "fp8" if engine == "trtllm" and quantization == "fp8" else "auto"
     return ServingConfig(
         model=model,
-        engine=engine,  # type: ignore[arg-type]
+        engine=engine,
         image=ENGINE_IMAGES[engine],
         tensor_parallel=tensor_parallel,
-        quantization=quantization,  # type: ignore[arg-type]
+        quantization=quantization,
         kv_cache_dtype=kv,
         max_model_len=max_model_len,
         max_num_seqs=d.max_num_seqs,
