@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from sizing.deploy.architecture import Architecture
 from sizing.deploy.base import ExistingEndpoint
 from sizing.deploy.kube import ProvisioningError
 from sizing.deploy.local import LocalTwinProvisioner
+from sizing.plan.serving import serving_for
 
 pytestmark = pytest.mark.integration
 
@@ -51,6 +53,57 @@ def test_a_twin_serves_until_teardown_stops_it(tmp_path: Path) -> None:
         assert len(report.deleted) == 1
         assert not alive(pid)
         assert not prov.ready(endpoint)
+
+
+def test_the_twin_serves_the_architectures_serving_config_not_the_engine_defaults(tmp_path: Path) -> None:
+    # given an architecture whose serving config differs from the engine's defaults: the workload's -Instruct
+    # name, a 5,000-token context, 7 sequences per batch, an fp8 KV cache, no chunked prefill, an older image
+    from sizing.catalog import load_catalog
+
+    default = serving_for(load_catalog(), "meta-llama/Llama-3.1-8B-Instruct", "g6e.xlarge", 1, "bf16", "vllm")
+    serving = default.model_copy(
+        update={
+            "max_model_len": 5000,
+            "max_num_seqs": 7,
+            "max_num_batched_tokens": 6144,
+            "kv_cache_dtype": "fp8",
+            "enable_chunked_prefill": False,
+            "image": "vllm/vllm-openai:v0.10.2",
+        }
+    )
+    assert (serving.max_model_len, serving.max_num_seqs) != (default.max_model_len, default.max_num_seqs)
+    arch = Architecture.from_id(
+        "eks:g6e.xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B-Instruct", serving=serving
+    )
+    with LocalTwinProvisioner(log_dir=tmp_path, startup_timeout_s=TWIN_START_S) as prov:
+        # when it is provisioned as a local twin
+        endpoint = prov.apply(arch, "run-serving", arch.id)
+        # then the twin serves the model under its name exactly as the workload named it
+        assert endpoint.model == "meta-llama/Llama-3.1-8B-Instruct"
+        with urllib.request.urlopen(endpoint.openai_base_url + "/models", timeout=5) as resp:
+            card = json.load(resp)["data"][0]
+        assert card["id"] == "meta-llama/Llama-3.1-8B-Instruct"
+        # and its model card states the architecture's config, field for field
+        assert card["max_model_len"] == 5000
+        assert card["serving"] == serving.model_dump(mode="json")
+        # and it behaves like it: a 6,000-token prompt is refused with 400 as vLLM refuses it
+        body = {"model": endpoint.model, "prompt": [1] * 6000, "max_tokens": 1}
+        req = urllib.request.Request(endpoint.openai_base_url + "/completions", json.dumps(body).encode())
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=10)
+        assert err.value.code == 400
+        assert "maximum context length is 5000 tokens" in json.load(err.value)["error"]["message"]
+        # while a prompt within the context is answered
+        body["prompt"] = [1] * 4000
+        req = urllib.request.Request(endpoint.openai_base_url + "/completions", json.dumps(body).encode())
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            assert json.load(resp)["usage"]["prompt_tokens"] == 4000
+        # and its log's ready line names the batch limit it runs with
+        log = Path(endpoint.details["log"]).read_text()
+        assert "max_model_len 5,000, max_num_seqs 7" in log and "engine max_num_seqs 7" in log
+        # and it says what it is when asked for its version, as vLLM answers GET /version
+        with urllib.request.urlopen(endpoint.url + "/version", timeout=5) as resp:
+            assert json.load(resp)["version"].startswith("twin-")
 
 
 def test_a_twin_that_exits_at_start_is_reported_and_reaped(tmp_path: Path) -> None:

@@ -153,3 +153,38 @@ def test_a_request_whose_client_hangs_up_while_queued_leaves_the_queue() -> None
 
 def _metrics(twin: TwinHandle) -> str:
     return urllib.request.urlopen(twin.url + "/metrics").read().decode()
+
+
+def _serving(**changes: Any) -> Any:
+    from sizing.catalog import load_catalog
+    from sizing.plan.serving import serving_for
+
+    base = serving_for(load_catalog(), "meta-llama/Llama-3.1-8B", "g6e.xlarge", 1, "bf16", "vllm")
+    return base.model_copy(update={"model": MODEL, **changes})
+
+
+def test_the_context_limit_is_the_serving_configs_and_refused_as_vllm_refuses_it() -> None:
+    # given a twin serving a config with a 1,000-token context
+    with start_twin(None, step_model=StandInStepModel(), serving=_serving(max_model_len=1000)) as twin:
+        # when a request's prompt plus max_tokens is longer than the context
+        body = {"model": MODEL, "prompt": [7] * 990, "max_tokens": 20}
+        with pytest.raises(urllib.error.HTTPError) as err:
+            _post(twin.url + "/v1/completions", body)
+        # then it is refused with 400, in vLLM's words, before any token is generated
+        assert err.value.code == 400
+        message = json.load(err.value)["error"]["message"]
+        assert "maximum context length is 1000 tokens" in message and "1010 tokens" in message
+        # and without max_tokens the answer stops where the context ends
+        resp = json.load(_post(twin.url + "/v1/completions", {"model": MODEL, "prompt": [7] * 995}))
+        assert resp["usage"]["completion_tokens"] <= 5
+        # and the model card states the config
+        card = json.load(urllib.request.urlopen(twin.url + "/v1/models"))["data"][0]
+        assert card["max_model_len"] == 1000 and card["serving"]["max_model_len"] == 1000
+        assert _metrics(twin).count("vllm:request_success_total") >= 1
+
+
+def test_the_version_says_it_is_a_twin_where_vllm_gives_its_own(twin: TwinHandle) -> None:
+    # when a client asks the twin's version, as it asks vLLM's GET /version
+    version = json.load(urllib.request.urlopen(twin.url + "/version"))["version"]
+    # then the answer names the twin, not an engine build
+    assert version.startswith("twin-") and len(version) > len("twin-")

@@ -1,4 +1,6 @@
-"""Provision candidates as local twins: `sizing twin` child processes on free loopback ports.
+"""Provision candidates as local twins: `sizing twin` child processes on free loopback ports, each serving its
+architecture's whole `ServingConfig` (served name, TP, quantization, engine, context and batch limits, memory
+share, KV dtype, prefix caching, chunked prefill) as the estimator simulated it.
 
 Every child runs in its own process group and is stopped by `teardown`, by `close()` (also a context manager),
 and at interpreter exit, so a run — finished, failed or interrupted — leaves no process behind."""
@@ -32,6 +34,7 @@ from sizing.deploy.base import (
 )
 from sizing.deploy.kube import ProvisioningError
 from sizing.orchestrate.lifeline import lifeline_env
+from sizing.serving import ServingConfig
 
 log = logging.getLogger(__name__)
 
@@ -118,18 +121,37 @@ class LocalTwinProvisioner(Provisioner):
         self.close()
 
     # --- apply ----------------------------------------------------------------------------------------
+    @staticmethod
+    def serving_of(arch: Architecture) -> ServingConfig:
+        """The architecture's `ServingConfig`: the one it states, else the engine defaults of its bare id."""
+        if arch.serving is not None:
+            return arch.serving
+        serving = arch.resolve().serving
+        assert serving is not None  # resolve() always fills it
+        return serving
+
     def _argv(self, arch: Architecture, port: int) -> list[str]:
-        return [
+        """`sizing twin` for the architecture's whole serving configuration, with vLLM's flag names, so the twin's
+        step model is the estimator's for exactly that config."""
+        s = self.serving_of(arch)
+        argv = [
             *self.command,
-            "--model", arch.model,
+            "--model", s.model,
             "--instance", arch.instance_type or "",
-            "--tp", str(arch.tensor_parallel),
-            "--quant", arch.quantization,
-            "--engine", arch.engine,
-            "--port", str(port),
-            "--host", self.host,
-            *self.extra_args,
+            "--tp", str(s.tensor_parallel),
+            "--quant", s.quantization,
+            "--engine", s.engine,
+            "--image", s.image,
+            "--max-model-len", str(s.max_model_len),
+            "--max-num-seqs", str(s.max_num_seqs),
+            "--gpu-memory-utilization", str(s.gpu_memory_utilization),
+            "--kv-cache-dtype", s.kv_cache_dtype,
+            "--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching",
+            "--enable-chunked-prefill" if s.enable_chunked_prefill else "--no-enable-chunked-prefill",
         ]  # fmt: skip
+        if s.max_num_batched_tokens is not None:
+            argv += ["--max-num-batched-tokens", str(s.max_num_batched_tokens)]
+        return [*argv, "--port", str(port), "--host", self.host, *self.extra_args]
 
     def apply(
         self, architecture: Architecture | dict[str, Any], run_id: str, candidate_id: str | None = None
@@ -177,7 +199,7 @@ class LocalTwinProvisioner(Provisioner):
             kind=self.kind,
             run_id=run_id,
             candidate_id=cand,
-            model=arch.model,
+            model=self.serving_of(arch).model,  # the served name, exactly as the workload named the model
             details={"pid": str(proc.pid), "port": str(port), "log": str(log_path)},
         )
         return _Child(proc, log_path, endpoint)

@@ -36,15 +36,25 @@ def step_model_for(cfg: Any) -> StepModelLike:
     return model
 
 
-def _settings(cfg: Any, sm: StepModelLike, served_model: str | None, seed: int) -> TwinSettings:
-    """Served name: the one given, else the config's model id (also accepted when a name is given); context
-    limit: the config's, else the step model's (the model's)."""
+def _settings(
+    cfg: Any, sm: StepModelLike, served_model: str | None, seed: int, serving: Any = None
+) -> TwinSettings:
+    """Served name: the one given, else the serving config's, else the config's model id (also accepted when a
+    name is given); context limit: the serving config's, else the hardware config's, else the step model's (the
+    model's). `serving` (a `sizing.serving.ServingConfig`) is stated on the model card."""
     model_id = getattr(cfg, "model_id", None)
+    max_model_len = (
+        getattr(serving, "max_model_len", None)
+        or getattr(cfg, "max_model_len", None)
+        or getattr(sm, "max_model_len", None)
+    )
+    served_model = served_model or getattr(serving, "model", None)
     return TwinSettings(
         served_model=served_model or str(model_id or "twin"),
         aliases=[model_id] if model_id and served_model and model_id != served_model else [],
         seed=seed,
-        max_model_len=getattr(cfg, "max_model_len", None) or getattr(sm, "max_model_len", None),
+        max_model_len=max_model_len,
+        serving=serving.model_dump(mode="json") if serving is not None else None,
     )
 
 
@@ -87,11 +97,13 @@ def start_twin(
     step_model: StepModelLike | None = None,
     served_model: str | None = None,
     seed: int = 0,
+    serving: Any = None,
 ) -> TwinHandle:
     """Start a twin for `cfg` (a `sizing.perf.HardwareConfig`) in a daemon thread with its own event loop and
-    return once it listens. `step_model` replaces the perf model (tests); `port=0` picks a free port."""
+    return once it listens. `step_model` replaces the perf model (tests); `port=0` picks a free port; `serving`
+    (the `ServingConfig` `cfg` was built from) sets the context limit and is stated on the model card."""
     sm = step_model or step_model_for(cfg)
-    server = TwinServer(sm, _settings(cfg, sm, served_model, seed))
+    server = TwinServer(sm, _settings(cfg, sm, served_model, seed, serving))
     loop = asyncio.new_event_loop()
     ready: dict[str, Any] = {}
     started = threading.Event()
@@ -124,11 +136,12 @@ def serve(
     step_model: StepModelLike | None = None,
     served_model: str | None = None,
     seed: int = 0,
+    serving: Any = None,
     on_ready: Any = None,
 ) -> None:
     """Run a twin in the foreground until interrupted (the `sizing twin` command)."""
     sm = step_model or step_model_for(cfg)
-    server = TwinServer(sm, _settings(cfg, sm, served_model, seed))
+    server = TwinServer(sm, _settings(cfg, sm, served_model, seed, serving))
 
     async def main() -> None:
         bound = await server.start(host, port)

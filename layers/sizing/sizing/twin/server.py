@@ -1,8 +1,10 @@
 """The twin's HTTP front end: a small HTTP/1.1 server on `asyncio.start_server` speaking the OpenAI API.
 
 Routes: `POST /v1/chat/completions` and `POST /v1/completions` (streamed as server-sent events in chunked
-transfer encoding, or one JSON body, both with a usage block), `GET /v1/models`, `GET /health`, `GET /metrics`
-(Prometheus text with vLLM's metric names). The stdlib server keeps one coroutine and a few buffers per
+transfer encoding, or one JSON body, both with a usage block), `GET /v1/models` (the card states max_model_len,
+as vLLM's does, and the twin's whole serving configuration), `GET /version` (`{"version": "twin-<sizing
+version>"}`, where vLLM answers its own version), `GET /health`, `GET /metrics` (Prometheus text with vLLM's
+metric names). The stdlib server keeps one coroutine and a few buffers per
 connection, and tokens are written straight from the engine's step loop without a task switch per token, which
 keeps 500+ concurrent streams cheap on one core.
 """
@@ -54,6 +56,23 @@ class TwinSettings(BaseModel):
     output_mean: float = Field(default=DEFAULT_OUTPUT_MEAN, gt=0)
     output_p95: float = Field(default=DEFAULT_OUTPUT_P95, gt=0)
     max_model_len: int | None = Field(default=None, gt=0)
+    #: the `sizing.serving.ServingConfig` served, as a dict (stated on the model card)
+    serving: dict[str, Any] | None = None
+
+
+#: Prefix of the version a twin reports on GET /version: it is our model, not an engine build.
+TWIN_VERSION_PREFIX = "twin-"
+
+
+def twin_version() -> str:
+    """`twin-<version of the sizing package>` (`twin-unknown` where the package is not installed, e.g. a Lambda
+    layer copied as source)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return TWIN_VERSION_PREFIX + version("llm-sizing")
+    except PackageNotFoundError:
+        return TWIN_VERSION_PREFIX + "unknown"
 
 
 class _StreamOptions(BaseModel):
@@ -215,6 +234,8 @@ class TwinServer:
             self._reply(writer, 200, b"", keep_alive=keep_alive)
         elif path == "/v1/models" and method == "GET":
             self._reply(writer, 200, self._models(), keep_alive=keep_alive)
+        elif path == "/version" and method == "GET":
+            self._reply(writer, 200, {"version": twin_version()}, keep_alive=keep_alive)
         elif path == "/metrics" and method == "GET":
             self._reply(writer, 200, self.metrics_text().encode(), keep_alive=keep_alive, ctype="text/plain")
         elif path in ("/v1/chat/completions", "/v1/completions"):
@@ -234,6 +255,8 @@ class TwinServer:
         }
         if self.settings.max_model_len:
             card["max_model_len"] = self.settings.max_model_len
+        if self.settings.serving:
+            card["serving"] = self.settings.serving
         return {"object": "list", "data": [card]}
 
     # --- completions --------------------------------------------------------------------------------------
@@ -294,12 +317,20 @@ class TwinServer:
             self._error(writer, 404, f"The model `{req.model}` does not exist.", keep_alive)
             return
         n_out = self.output_length(req)
-        if self.settings.max_model_len and prompt + n_out > self.settings.max_model_len:
-            self._error(
-                writer, 400, f"prompt ({prompt}) + max_tokens ({n_out}) exceeds max_model_len "
-                f"{self.settings.max_model_len}", keep_alive,
-            )  # fmt: skip
-            return
+        limit = self.settings.max_model_len
+        if limit:
+            # as vLLM: the prompt plus the tokens asked for (max_tokens; without it, at least one) must fit the
+            # context; an answer drawn without max_tokens stops where the context ends
+            cap = req.max_completion_tokens or req.max_tokens
+            asked = cap if cap is not None else 1
+            if prompt + asked > limit:
+                self._error(
+                    writer, 400, f"This model's maximum context length is {limit} tokens. However, you requested "
+                    f"{prompt + asked} tokens ({prompt} in the messages, {asked} in the completion): prompt + "
+                    f"max_tokens exceeds max_model_len {limit}", keep_alive,
+                )  # fmt: skip
+                return
+            n_out = min(n_out, limit - prompt)
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
         created = int(time.time())
         model = self.settings.served_model
