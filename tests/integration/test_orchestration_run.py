@@ -70,6 +70,12 @@ def test_happy_path_measures_ranks_and_leaves_nothing_running(tmp_path):
     assert m["ttft_ms"]["p95"] > 0 and m["e2e_s"]["p95"] > 0 and m["levels"]
     assert result.measurements and all(x["record"]["requests"] > 0 for x in result.measurements)
     assert result.ranking and result.ranking["status"] == "SUCCEEDED"
+    # and they say a local twin produced them, with the configuration it served and the version it reported
+    assert m["origin"] == "twin"
+    assert m["serving"] == measured[0]["serving"] and m["serving"]["model"] == "llama-3.1-8b"
+    assert m["engine_version"].startswith("twin-")
+    # and the prediction beside them is re-simulated at the load level they were taken at
+    assert m["predicted_at_level"]["at"] == m["at"] and m["predicted_at_level"]["ttft_ms"]["p95"] > 0
     # and its calibration rows say they were measured on a twin, which calibration refuses
     rows = result.ranking["calibration_rows"]
     assert rows and all(r["origin"] == "twin" and result.run["run_id"] in r["source"] for r in rows)
@@ -77,6 +83,21 @@ def test_happy_path_measures_ranks_and_leaves_nothing_running(tmp_path):
     urls = twin_urls(result)
     assert urls and not any(answers(u) for u in urls)
     assert not LocalLauncher._children
+
+
+def test_sizing_run_labels_a_twins_figures_simulated_never_measured(tmp_path, capsys):
+    # given the workload as a file, run by `sizing run` as `make run` does
+    from sizing.cli import main
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(SPEC))
+    # when it runs on local twins
+    rc = main(["run", str(spec), "--top", "1", "--out", str(tmp_path / "out"), "--step-seconds", "1.5"])
+    out = capsys.readouterr().out
+    # then the table calls the twin's figures simulated (twin), and nothing on it is called measured
+    assert rc == 0, out
+    assert "simulated (twin)" in out and "sim (twin)" in out
+    assert "measured" not in out.lower()
 
 
 def test_budget_refusal_states_the_arithmetic(tmp_path):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -77,6 +77,15 @@ class LoadTestConfig(Strict):
     max_inflight: int = Field(default=DEFAULT_MAX_INFLIGHT, gt=0)
     save_requests: bool = Field(
         default=False, description="also write every measured request to requests.jsonl"
+    )
+    serving: dict[str, Any] | None = Field(
+        default=None,
+        description="the serving configuration measured (a sizing.serving.ServingConfig as a dict), recorded so"
+        " each figure belongs to a configuration",
+    )
+    engine_version: str | None = Field(
+        default=None,
+        description="the version the server reported (vLLM: GET /version; a local twin: twin-<sizing version>)",
     )
 
     @field_validator("endpoint")

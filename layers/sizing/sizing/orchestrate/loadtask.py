@@ -2,7 +2,12 @@
 or with the task in `$LOADTEST_TASK` (the Fargate container). It sweeps the candidate with the Locust harness (in
 its own child process: Locust must not share a process with boto3), stores every step in DynamoDB, and completes
 the state machine's task token: SendTaskSuccess with a summary, or SendTaskFailure with the cause. A heartbeat
-thread tells Step Functions it is alive while the sweep runs."""
+thread tells Step Functions it is alive while the sweep runs.
+
+Every stored step, the sweep's config and the summary record the serving configuration measured (`serving`, the
+architecture's `ServingConfig` dict) and the engine version the server reports (`engine_version`: vLLM's
+GET /version, `twin-<version>` from a local twin, None from a server that does not say), so a measurement
+belongs to a configuration."""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ import json
 import os
 import sys
 import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +26,12 @@ from pydantic import BaseModel, ConfigDict, Field
 HEARTBEAT_FRACTION = 1 / 3
 #: Step Functions' limit on a failure cause (characters).
 MAX_CAUSE = 32_000
+#: How long the engine-version probe waits: the server answered its health check already, so a few seconds.
+VERSION_TIMEOUT_S = 5.0
+#: Longest version string recorded (vLLM's are like "0.11.0"; a longer answer is not a version).
+MAX_VERSION_CHARS = 100
+#: Most of the /version body read: vLLM's is a few dozen bytes.
+MAX_VERSION_BODY_BYTES = 64 * 1024
 
 
 class LoadTask(BaseModel):
@@ -39,6 +52,22 @@ class LoadTask(BaseModel):
     table_name: str
     heartbeat_s: int = Field(ge=1)
     out_dir: str
+    #: the architecture's ServingConfig as a dict (optional: tasks written before it was recorded have none)
+    serving: dict[str, Any] | None = None
+
+
+def engine_version(endpoint: str, timeout_s: float = VERSION_TIMEOUT_S) -> str | None:
+    """The version an OpenAI-compatible server reports on GET /version (vLLM: `{"version": "0.11.0"}`); None
+    when it does not answer one (other engines, Bedrock and SageMaker URLs, a proxy in front)."""
+    if not endpoint.startswith(("http://", "https://")):
+        return None
+    try:
+        with urllib.request.urlopen(endpoint.rstrip("/") + "/version", timeout=timeout_s) as resp:
+            body = json.loads(resp.read(MAX_VERSION_BODY_BYTES) or b"{}")
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    version = body.get("version") if isinstance(body, dict) else None
+    return version if isinstance(version, str) and 0 < len(version) <= MAX_VERSION_CHARS else None
 
 
 class Heartbeat(threading.Thread):
@@ -63,6 +92,7 @@ def execute(task: LoadTask, sfn: Any, store: Any) -> dict[str, Any]:
     beat = Heartbeat(sfn, task.task_token, max(1.0, task.heartbeat_s * HEARTBEAT_FRACTION))
     beat.start()
     try:
+        version = engine_version(task.endpoint)
         steps = run_sweep(
             task.endpoint,
             task.model,
@@ -76,6 +106,8 @@ def execute(task: LoadTask, sfn: Any, store: Any) -> dict[str, Any]:
             slo=[(m, p, float(v)) for m, p, v in task.slo],
             workers=task.workers,
             quiet=True,
+            serving=task.serving,
+            engine_version=version,
         )
         ok = sum(s.requests - sum(s.errors.values()) for s in steps)
         if not steps or ok <= 0:
@@ -84,10 +116,12 @@ def execute(task: LoadTask, sfn: Any, store: Any) -> dict[str, Any]:
                 for kind, n in s.errors.items():
                     errors[kind] = errors.get(kind, 0) + n
             raise RuntimeError(f"no request to {task.endpoint} succeeded during the sweep (errors: {errors})")
+        recorded = {"serving": task.serving, "engine_version": version}
         for s in steps:
-            store.put_measurement(task.run_id, task.candidate_id, s.model_dump(mode="json"))
+            store.put_measurement(task.run_id, task.candidate_id, {**s.model_dump(mode="json"), **recorded})
         summary = {
             "candidate_id": task.candidate_id,
+            "engine_version": version,
             "steps": len(steps),
             "requests": sum(s.requests for s in steps),
             "errors": sum(sum(s.errors.values()) for s in steps),

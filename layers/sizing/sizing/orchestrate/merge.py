@@ -3,18 +3,41 @@ rows for the estimator.
 
 A measured candidate's capacity is the highest measured load whose every SLO percentile holds; its replicas and
 cost are recomputed from that capacity (with the same headroom as the estimate). Architectures that were not
-measured keep their estimate; the `measured` field says which is which."""
+measured keep their estimate; the `measured` field says which is which, and `measured.origin` what measured it:
+`endpoint` (a real server) or `twin` (a local twin, which serves at our own model's pace: its figures are
+simulated, not measured). `measured.predicted_at_level` is the estimator re-simulated at the load level the block
+shows, so predicted and measured figures compare at the same load point; `measured.serving` and
+`measured.engine_version` say which configuration was measured."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from sizing.catalog import Catalog
+from sizing.errors import SizingError
 from sizing.plan.search import DEFAULT_HEADROOM
 from sizing.workload import WorkloadModel, WorkloadSpec, build_model
 
 METRICS = ("ttft_ms", "tpot_ms", "e2e_s")
+Origin = Literal["twin", "endpoint"]
+#: `measured.origin` of a local twin (simulated by our own model) and of a real server.
+TWIN: Origin = "twin"
+ENDPOINT: Origin = "endpoint"
+#: What callers may pass as `origin`: `loadtest` is the earlier name of a real server's measurement.
+ORIGIN_ALIASES: dict[str, Origin] = {"twin": TWIN, "endpoint": ENDPOINT, "loadtest": ENDPOINT}
+#: The calibration rows' own `origin` (sizing.perf.reference.CalRow): `twin` rows are refused by calibration
+#: (sizing.perf.calibration.TWIN_ORIGIN), `loadtest` rows are this product's measurements of real servers.
+ROW_ORIGIN: dict[Origin, str] = {TWIN: "twin", ENDPOINT: "loadtest"}
+#: Requests simulated per re-simulated level: the planner's operating-point figure (plan.capacity.REPORT_REQUESTS)
+#: and, for a closed loop, at least this many rounds of its users so a steady state exists (perf.predict.ROUNDS).
+LEVEL_REQUESTS = 1000
+LEVEL_ROUNDS = 4
+#: Largest closed-loop level re-simulated as given (perf.predict.MAX_SIMULATED_CONCURRENCY): beyond it a replica
+#: is long saturated and only the queue grows.
+MAX_LEVEL_CONCURRENCY = 4096
 
 
 def _value(step: dict[str, Any], metric: str, pct: str) -> float | None:
@@ -39,10 +62,19 @@ def step_meets(step: dict[str, Any], spec: WorkloadSpec) -> bool:
 
 
 def _measured_block(
-    steps: list[dict[str, Any]], best: dict[str, Any] | None, spec: WorkloadSpec
+    steps: list[dict[str, Any]],
+    best: dict[str, Any] | None,
+    spec: WorkloadSpec,
+    origin: Origin = ENDPOINT,
+    arch: dict[str, Any] | None = None,
+    wm: WorkloadModel | None = None,
+    cat: Catalog | None = None,
 ) -> dict[str, Any]:
     shown = best or min(steps, key=lambda s: s.get("target", {}).get("concurrency", 0))
-    return {
+    served = (
+        "a local twin (our own model's simulation, not a measurement)" if origin == TWIN else "the endpoint"
+    )
+    block: dict[str, Any] = {
         **{m: {k: (shown.get(m) or {}).get(k) for k in ("p50", "p95", "p99")} for m in METRICS},
         "requests_per_s": shown.get("requests_per_s"),
         "output_tokens_per_s": shown.get("output_tokens_per_s"),
@@ -57,8 +89,84 @@ def _measured_block(
             }
             for s in steps
         ],
+        "origin": origin,
+        "serving": next((s["serving"] for s in steps if s.get("serving")), None) or (arch or {}).get("serving"),
+        "engine_version": next((s["engine_version"] for s in steps if s.get("engine_version")), None),
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "how": "Locust sweep (closed-loop concurrency levels), per-request TTFT/ITL/e2e from the token stream",
+        "how": "Locust sweep (closed-loop concurrency levels) of " + served
+        + ", per-request TTFT/ITL/e2e from the token stream",
+    }  # fmt: skip
+    if arch is not None and wm is not None and cat is not None:
+        block["predicted_at_level"] = predicted_at_level(arch, shown.get("target"), wm, cat)
+    return block
+
+
+def _replica(arch: dict[str, Any], cat: Catalog) -> Any:
+    """The estimator's replica of an architecture: its ServingConfig (`HardwareConfig.from_serving`), or for a
+    result that predates it, the hardware with the engine's defaults."""
+    from pydantic import ValidationError
+
+    from sizing.perf.config import HardwareConfig
+    from sizing.serving import ServingConfig
+
+    perf_model = cat.model(arch.get("catalog_model") or arch["model"]).id
+    try:
+        serving = ServingConfig.model_validate(arch.get("serving"))
+    except ValidationError:
+        return HardwareConfig.create(
+            perf_model,
+            arch["instance_type"],
+            arch["tensor_parallel"],
+            arch["quantization"],
+            arch["engine"],
+            cat,
+        )
+    return dataclasses.replace(
+        HardwareConfig.from_serving(serving, arch["instance_type"]), model_id=perf_model
+    )
+
+
+def predicted_at_level(
+    arch: dict[str, Any], target: dict[str, Any] | None, wm: WorkloadModel, cat: Catalog, seed: int = 0
+) -> dict[str, Any] | None:
+    """The estimator's TTFT/TPOT/e2e percentiles re-simulated at a measured load level (`target`: closed-loop
+    `concurrency`, `users` with `think_time_s`, or an open-loop `rate_rps`) with the workload's token
+    distributions on the architecture's serving config. None when there is no replica to simulate (Bedrock) or
+    no level."""
+    from sizing.perf.simulator import ClosedLoop, OpenLoop, simulate
+    from sizing.perf.step import StepModel
+
+    if not target or arch.get("deployment") == "bedrock" or not arch.get("instance_type"):
+        return None
+    load: ClosedLoop | OpenLoop
+    n = LEVEL_REQUESTS
+    if target.get("rate_rps"):
+        load = OpenLoop(float(target["rate_rps"]))
+    else:
+        users = target.get("concurrency") or target.get("users")
+        if not users:
+            return None
+        c = min(max(1, int(users)), MAX_LEVEL_CONCURRENCY)
+        load = ClosedLoop(c, think_time_s=float(target.get("think_time_s") or 0.0))
+        n = max(LEVEL_REQUESTS, LEVEL_ROUNDS * c)
+    try:
+        step = StepModel.for_config(_replica(arch, cat), catalog=cat)
+        sim = simulate(step, load, wm.input_tokens, wm.output_tokens, n_requests=n, seed=seed, itl=False)
+    except (SizingError, ValueError):  # the replica does not fit or cannot be built: nothing to compare
+        return None
+    digits = {"ttft_ms": 1, "tpot_ms": 2, "e2e_s": 3}
+
+    def stat(metric: str) -> dict[str, float | None]:
+        st = getattr(sim, metric)
+        return {
+            q: None if math.isnan(st.get(q)) else round(st.get(q), digits[metric])
+            for q in ("p50", "p95", "p99")
+        }
+
+    return {
+        **{m: stat(m) for m in METRICS},
+        "requests_per_s": round(sim.requests_per_s, 4),
+        "at": dict(target),
     }
 
 
@@ -70,12 +178,21 @@ def merge_measurements(
     cat: Catalog,
     headroom: float = DEFAULT_HEADROOM,
     run_id: str = "",
-    origin: str = "loadtest",
+    origin: str = ENDPOINT,
 ) -> dict[str, Any]:
-    """Architectures with `measured` filled in and re-ranked; calibration rows from every measured step (`origin`:
-    `loadtest` for real servers, `twin` for local twins, whose rows calibration refuses)."""
+    """Architectures with `measured` filled in and re-ranked; calibration rows from every measured step. `origin`:
+    `endpoint` for real servers (`loadtest`, its earlier name, is accepted), `twin` for local twins, whose rows
+    calibration refuses; it becomes `measured.origin`."""
+    from sizing.errors import InvalidInput, Problem
     from sizing.plan.cost import project
     from sizing.plan.search import _pricing, _rank_cost
+
+    kind = ORIGIN_ALIASES.get(origin)
+    if kind is None:
+        raise InvalidInput(
+            f"unknown measurement origin '{origin}' (use twin or endpoint)",
+            [Problem("origin", f"'{origin}' is not twin or endpoint")],
+        )
 
     wm = build_model(spec, cat.model(spec.model).id)
     by_candidate: dict[str, list[dict[str, Any]]] = {}
@@ -94,7 +211,7 @@ def merge_measurements(
         if cid and recs:
             passing = [r for r in recs if step_meets(r, spec)]
             best = max(passing, key=lambda r: r.get("requests_per_s", 0)) if passing else None
-            a["measured"] = _measured_block(recs, best, spec)
+            a["measured"] = _measured_block(recs, best, spec, kind, a, wm, cat)
             a["meets_slo"] = best is not None
             if best is not None and a["deployment"] != "bedrock":
                 from sizing.plan.candidates import HardwareOption
@@ -118,7 +235,7 @@ def merge_measurements(
                 a["replicas"] = {"peak": max(sched), "min": min(sched), "mean": round(sum(sched) / 24, 2)}
                 a["instances"] = {"peak": nodes["peak"], "min": nodes["min"], "mean": round(nodes["mean"], 2)}
             if a["id"] == next((m_id for m_id, c in applies.items() if c == cid), None):
-                rows += calibration_rows(a, recs, cid, run_id, origin, wm, cat)
+                rows += calibration_rows(a, recs, cid, run_id, ROW_ORIGIN[kind], wm, cat)
         out.append(a)
     feasible = sorted((a for a in out if a["meets_slo"]), key=_rank_cost)
     rest = [a for a in out if not a["meets_slo"]]
@@ -167,7 +284,7 @@ def calibration_rows(
                 "engine": arch["engine"],
                 "accelerator": arch["accelerator"],
                 "tp": arch["tensor_parallel"],
-                "model": arch["model"],
+                "model": arch.get("catalog_model") or arch["model"],
                 "quantization": arch["quantization"],
                 "input_tokens": r.get("input_tokens") or 1,
                 "output_tokens": r.get("output_tokens") or 1,

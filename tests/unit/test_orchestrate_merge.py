@@ -1,0 +1,135 @@
+"""A run's load-test steps merged into the estimate: what served them (a twin or a real endpoint), the configuration
+they belong to, and the prediction re-simulated at the same load level the figures were taken at."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sizing.catalog import load_catalog
+from sizing.errors import InvalidInput
+from sizing.orchestrate.merge import merge_measurements, predicted_at_level
+from sizing.plan import estimate
+from sizing.workload import build_model, parse_spec
+
+#: An 8B model on one L40S with short fixed requests: the estimate takes a fraction of a second.
+SPEC = parse_spec(
+    {
+        "name": "merge-test",
+        "model": "llama-3.1-8b",
+        "rate": {"peak_rps": 2},
+        "traffic": {"profile": "flat"},
+        "tokens": {"input": {"fixed": 200}, "output": {"fixed": 20}},
+        "slo": {"ttft_ms": {"p95": 2000}, "e2e_s": {"p95": 10}},
+        "constraints": {"deployments": ["eks"], "instance_types": ["g6e.xlarge"], "quantizations": ["fp8"]},
+    }
+)
+CAT = load_catalog()
+
+
+@pytest.fixture(scope="module")
+def arch() -> dict[str, Any]:
+    return dict(estimate(SPEC, catalog=CAT)["architectures"][0])
+
+
+def _record(users: int, ttft_ms: float = 80.0, **extra: Any) -> dict[str, Any]:
+    """One sweep level as the load generator stores it."""
+    return {
+        "target": {"concurrency": users},
+        "requests": 50 * users,
+        "errors": {},
+        "input_tokens": 200.0,
+        "output_tokens": 20.0,
+        "ttft_ms": {"p50": ttft_ms / 2, "p95": ttft_ms, "p99": ttft_ms * 1.2, "mean": ttft_ms / 2},
+        "tpot_ms": {"p50": 10.0, "p95": 12.0, "p99": 13.0, "mean": 10.0},
+        "e2e_s": {"p50": 0.3, "p95": 0.4, "p99": 0.5, "mean": 0.3},
+        "requests_per_s": 2.0 * users,
+        "output_tokens_per_s": 40.0 * users,
+        **extra,
+    }
+
+
+def _merge(arch: dict[str, Any], records: list[dict[str, Any]], origin: str) -> dict[str, Any]:
+    steps = [{"candidate_id": "c1", "record": r} for r in records]
+    return merge_measurements(
+        [arch],
+        [{"candidate_id": "c1", "applies_to": [arch["id"]]}],
+        steps,
+        SPEC,
+        CAT,
+        run_id="run12345",
+        origin=origin,
+    )
+
+
+def test_a_twins_figures_are_marked_as_the_twins_and_its_rows_as_refused_by_calibration(arch) -> None:
+    # given three levels load-tested on a local twin
+    # when they are merged
+    merged = _merge(arch, [_record(2), _record(4), _record(8)], origin="twin")
+    measured = merged["architectures"][0]["measured"]
+    # then the architecture says a twin produced them, and the calibration rows say so too
+    assert measured["origin"] == "twin"
+    assert "twin" in measured["how"] and "not a measurement" in measured["how"]
+    assert merged["calibration_rows"] and all(r["origin"] == "twin" for r in merged["calibration_rows"])
+
+
+@pytest.mark.parametrize("origin", ["endpoint", "loadtest"])
+def test_a_real_servers_figures_are_measured_and_its_rows_join_calibration(arch, origin: str) -> None:
+    # given levels load-tested on a real server (`loadtest` is the name callers used before `endpoint`)
+    merged = _merge(arch, [_record(2), _record(4)], origin=origin)
+    # then the figures are the endpoint's, and the rows are load-test rows calibration keeps
+    assert merged["architectures"][0]["measured"]["origin"] == "endpoint"
+    assert all(r["origin"] == "loadtest" for r in merged["calibration_rows"])
+
+
+def test_an_unknown_origin_is_refused_naming_it(arch) -> None:
+    with pytest.raises(InvalidInput) as err:
+        _merge(arch, [_record(2)], origin="lab")
+    assert err.value.problems[0].field == "origin"
+
+
+def test_the_measurement_names_the_configuration_and_engine_version_it_belongs_to(arch) -> None:
+    # given steps recorded with the serving config measured and the version the server reported
+    records = [_record(c, serving=arch["serving"], engine_version="0.11.0") for c in (2, 4)]
+    # when merged
+    measured = _merge(arch, records, origin="endpoint")["architectures"][0]["measured"]
+    # then the measured block carries both
+    assert measured["serving"] == arch["serving"] and measured["engine_version"] == "0.11.0"
+    # and steps recorded before either was kept fall back to the architecture's config, with no version
+    older = _merge(arch, [_record(2)], origin="endpoint")["architectures"][0]["measured"]
+    assert older["serving"] == arch["serving"] and older["engine_version"] is None
+
+
+def test_the_prediction_is_re_simulated_at_the_level_the_figures_were_taken_at(arch) -> None:
+    # given a sweep whose highest passing level is 8 users
+    measured = _merge(arch, [_record(1), _record(8)], origin="twin")["architectures"][0]["measured"]
+    at_level = measured["predicted_at_level"]
+    # then the prediction shown beside the figures is at 8 users too
+    assert measured["at"] == {"concurrency": 8} and at_level["at"] == {"concurrency": 8}
+    assert all(at_level[m]["p95"] > 0 for m in ("ttft_ms", "tpot_ms", "e2e_s"))
+    # and it is the load that sets it: 8 users share the replica, so each token comes slower than for one user
+    wm = build_model(SPEC, CAT.model(SPEC.model).id)
+    alone = predicted_at_level(arch, {"concurrency": 1}, wm, CAT)
+    assert alone is not None and at_level["tpot_ms"]["p95"] > alone["tpot_ms"]["p95"]
+
+
+def test_the_re_simulation_runs_the_architectures_serving_config(arch) -> None:
+    # given the same architecture served one sequence at a time instead of the engine's default batch
+    wm = build_model(SPEC, CAT.model(SPEC.model).id)
+    one_at_a_time = {**arch, "serving": {**arch["serving"], "max_num_seqs": 1}}
+    # when both are re-simulated at 8 users
+    default = predicted_at_level(arch, {"concurrency": 8}, wm, CAT)
+    serial = predicted_at_level(one_at_a_time, {"concurrency": 8}, wm, CAT)
+    # then the single-sequence config queues its requests: first tokens come far later, and fewer requests finish
+    assert default is not None and serial is not None
+    assert serial["ttft_ms"]["p95"] > 3 * default["ttft_ms"]["p95"]
+    assert serial["requests_per_s"] < default["requests_per_s"]
+
+
+def test_an_open_loop_level_is_re_simulated_as_poisson_arrivals_and_bedrock_is_not(arch) -> None:
+    wm = build_model(SPEC, CAT.model(SPEC.model).id)
+    at_rate = predicted_at_level(arch, {"rate_rps": 3.0}, wm, CAT)
+    assert at_rate is not None and at_rate["requests_per_s"] == pytest.approx(3.0, rel=0.15)
+    bedrock = {**arch, "deployment": "bedrock", "instance_type": None}
+    assert predicted_at_level(bedrock, {"concurrency": 4}, wm, CAT) is None
