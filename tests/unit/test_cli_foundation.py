@@ -96,3 +96,48 @@ def test_estimate_says_how_far_the_best_architectures_prediction_may_be_off(tmp_
     # THEN beside the best architecture the table says the typical error of its predictions and where it comes from
     line = next(ln for ln in out.splitlines() if "typically within" in ln)
     assert "TTFT ±" in line and "TPOT ±" in line and "calibration: l40s" in line
+
+
+def test_the_estimate_table_shows_in_flight_both_headrooms_the_tuning_and_the_sizes_folded_in(
+    monkeypatch, capsys, examples_dir
+):
+    # GIVEN an estimate result whose best row was tuned and also fits on a dearer size
+    import sizing.plan
+
+    arch = {
+        "rank": 1, "id": "eks:g6e.xlarge:tp1:fp8:vllm:on-demand", "deployment": "eks", "instance_type": "g6e.xlarge",
+        "tensor_parallel": 1, "quantization": "fp8", "replicas": {"min": 2, "peak": 3},
+        "per_replica": {"max_concurrency": 16.3, "in_flight": 3.4},
+        "predicted": {"ttft_ms": {"p95": 161.0}, "tpot_ms": {"p95": 10.8}, "e2e_s": {"p95": 1.48}},
+        "headroom_pct": 67.9,
+        "headroom": {"load_pct": 67.9, "latency": {"e2e_s.p95": 40.9}, "tightest": "e2e_s.p95", "tightest_pct": 40.9},
+        "tuning": {"summary": "max_num_seqs 128 instead of 256: capacity +12%"},
+        "also_fits_on": [{"instance_type": "g6e.2xlarge", "usd_per_month": 2500.0}],
+        "cost": {"usd_per_month": 2000.0},
+    }  # fmt: skip
+    older = {**arch, "rank": 2, "per_replica": {"max_concurrency": 9.0}, "headroom": None, "tuning": None}
+    older.pop("also_fits_on")
+    result = {
+        "workload": {
+            "name": "w", "model": "m", "peak_rps": 2.0, "peak_concurrency": 4.0, "avg_rps": 1.0,
+            "input_tokens": {"mean": 200}, "output_tokens": {"mean": 20}, "slo": {},
+        },
+        "search": {"hardware_options": 1, "simulated": 1, "feasible": 2, "seconds": 0.1},
+        "architectures": [arch, older],
+        "rejected": [],
+        "summary": "The answer costs 3.9x the cheapest hardware that fits in memory.",
+    }  # fmt: skip
+    monkeypatch.setattr(sizing.plan, "estimate", lambda *a, **k: result)
+    # WHEN the table is printed
+    assert main(["estimate", str(examples_dir / "chatbot.yaml")]) == 0
+    out = capsys.readouterr().out
+    row = next(ln for ln in out.splitlines() if ln.startswith("1 "))
+    # THEN "in flight" is the simulation's count at the operating point, and headroom shows load and latency
+    assert " 3.4 " in row and "16.3" not in row
+    assert "68% load, e2e p95 41%" in row
+    # AND a result written before those fields falls back to what it has
+    old_row = next(ln for ln in out.splitlines() if ln.startswith("2 "))
+    assert " 9.0 " in old_row and "68% load" in old_row
+    # AND the row's tuning, the sizes folded into it and the result's summary are printed
+    assert "#1 max_num_seqs 128 instead of 256: capacity +12%; also fits on g6e.2xlarge ($2,500/month)" in out
+    assert "The answer costs 3.9x the cheapest hardware" in out

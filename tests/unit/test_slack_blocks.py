@@ -118,6 +118,48 @@ def test_measured_figures_win_over_predicted_ones() -> None:
     assert "https://api.example/runs/run1/report" in text and "run1" in text
 
 
+def _run_arch(origin: str) -> dict[str, Any]:
+    """An architecture of a finished run: its figures, where they came from, and the prediction at that level."""
+    return {
+        "rank": 1,
+        "deployment": "eks",
+        "instance_type": "g6e.xlarge",
+        "instances": {"peak": 1},
+        "tensor_parallel": 1,
+        "quantization": "fp8",
+        "engine": "vllm",
+        "predicted": {"ttft_ms": {"p95": 300.0}},
+        "measured": {
+            "ttft_ms": {"p95": 412.0},
+            "origin": origin,
+            "at": {"concurrency": 8},
+            "predicted_at_level": {"ttft_ms": {"p95": 398.0}, "at": {"concurrency": 8}},
+        },
+        "meets_slo": True,
+        "cost": {"usd_per_month": 2000.0},
+    }
+
+
+def test_a_twins_figures_are_called_simulated_never_measured() -> None:
+    # given a run whose candidate was load-tested on a local twin (our own model's pace)
+    message = blocks.measured_message("run2", [_run_arch("twin")], None, None)
+    payload = valid_block_kit(message)
+    text = json.dumps(payload, ensure_ascii=False) + message.text
+    # then its figures, the header and the notification text say simulated (twin), and nothing says measured
+    assert "_simulated (twin)_: TTFT p95 412 ms" in text
+    assert "Simulated ranking (twin)" in text and "simulated (twin)" in message.text
+    assert "measured" not in text.lower()
+    # and beside them is the prediction at the same load level
+    assert "_predicted at the same load_: TTFT p95 398 ms" in text
+
+
+def test_an_endpoints_figures_are_measured_beside_the_prediction_at_their_level() -> None:
+    message = blocks.measured_message("run3", [_run_arch("endpoint")], None, None)
+    text = json.dumps(valid_block_kit(message), ensure_ascii=False)
+    assert "Measured ranking" in text and "_measured_: TTFT p95 412 ms" in text
+    assert "_predicted at the same load_: TTFT p95 398 ms" in text and "twin" not in text
+
+
 @pytest.mark.parametrize(
     "message",
     [

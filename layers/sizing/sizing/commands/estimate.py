@@ -70,6 +70,34 @@ def _fmt_money(x: float | None) -> str:
     return "-" if x is None else f"${x:,.0f}"
 
 
+def _in_flight(a: dict[str, Any]) -> str:
+    """Requests in flight per replica at the operating point (the simulation's `per_replica.in_flight`; results
+    written before it carry only `max_concurrency`, the in-flight count at the SLO capacity)."""
+    per = a.get("per_replica") or {}
+    v = per.get("in_flight")
+    if v is None:
+        v = per.get("max_concurrency")
+    return "-" if v is None else f"{float(v):.1f}"
+
+
+def _metric_label(key: str) -> str:
+    """`e2e_s.p95` -> `e2e p95`."""
+    metric, _, pct = key.partition(".")
+    return f"{metric.split('_', 1)[0]} {pct}".strip()
+
+
+def _headroom(a: dict[str, Any]) -> str:
+    """Load headroom (spare share of the SLO capacity at peak) and the tightest SLO's latency margin:
+    `68% load, e2e p95 41%`."""
+    raw = a.get("headroom")
+    h: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    load = h.get("load_pct", a.get("headroom_pct"))
+    parts = [] if load is None else [f"{float(load):.0f}% load"]
+    if h.get("tightest") and h.get("tightest_pct") is not None:
+        parts.append(f"{_metric_label(str(h['tightest']))} {float(h['tightest_pct']):.0f}%")
+    return ", ".join(parts) or "-"
+
+
 def render_table(result: dict[str, Any], top: int) -> str:
     rows = []
     for a in result["architectures"][:top]:
@@ -84,9 +112,11 @@ def render_table(result: dict[str, Any], top: int) -> str:
                 where,
                 hw,
                 f"{reps['min']}-{reps['peak']}" if reps else "-",
+                _in_flight(a) if a.get("instance_type") else "-",
                 f"{p['ttft_ms']['p95']:.0f}",
                 f"{p['tpot_ms']['p95']:.1f}",
                 f"{p['e2e_s']['p95']:.2f}",
+                _headroom(a),
                 _fmt_money(a["cost"]["usd_per_month"]),
                 _fmt_money(a["cost"].get("usd_per_month_spot")),
                 f"{a['cost']['usd_per_million_output_tokens']:.2f}"
@@ -100,14 +130,37 @@ def render_table(result: dict[str, Any], top: int) -> str:
         "instance / model",
         "config",
         "replicas",
+        "in flight",
         "TTFT p95 ms",
         "TPOT p95 ms",
         "e2e p95 s",
+        "headroom",
         "per month",
         "spot/month",
         "$/M out",
     ]
     return table(head, rows)
+
+
+def render_notes(result: dict[str, Any], top: int) -> list[str]:
+    """Per row, when the result has them: its tuning summary and the dearer instance sizes folded into it."""
+    lines = []
+    for a in result["architectures"][:top]:
+        notes = []
+        tuning = a.get("tuning")
+        if isinstance(tuning, dict) and tuning.get("summary"):
+            notes.append(str(tuning["summary"]))
+        others = [o for o in a.get("also_fits_on") or [] if isinstance(o, dict) and o.get("instance_type")]
+        if others:
+            notes.append(
+                "also fits on "
+                + ", ".join(
+                    f"{o['instance_type']} ({_fmt_money(o.get('usd_per_month'))}/month)" for o in others
+                )
+            )
+        if notes:
+            lines.append(f"  #{a.get('rank', '?')} " + "; ".join(notes))
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:
@@ -146,6 +199,15 @@ def run(args: argparse.Namespace) -> int:
     )
     if result["architectures"]:
         print(render_table(result, args.top or 10))
+        print(
+            "  in flight: requests per replica at peak (simulated); headroom: spare share of the SLO capacity at"
+            " peak, and the tightest SLO's margin below its limit"
+        )
+        notes = render_notes(result, args.top or 10)
+        if notes:
+            print("\n".join(notes))
+        if result.get("summary"):
+            print(f"\n{result['summary']}")
         best = result["architectures"][0]
         print(f"\nbest: {best['id']} — {_fmt_money(best['cost']['usd_per_month'])}/month on-demand", end="")
         if best["cost"].get("usd_per_month_spot"):

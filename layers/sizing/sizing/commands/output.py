@@ -7,6 +7,17 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+#: How a run's figures are named by `measured.origin`: a local twin serves at our own model's pace, so its figures
+#: are a simulation, never a measurement; a real server's are measured. A block without an origin predates it
+#: and was taken as measured.
+ORIGIN_LABELS = {"twin": "simulated (twin)", "endpoint": "measured"}
+
+
+def measured_label(measured: Any) -> str:
+    """`simulated (twin)` for a local twin's figures, `measured` for a real server's."""
+    origin = measured.get("origin") if isinstance(measured, dict) else None
+    return ORIGIN_LABELS.get(str(origin), ORIGIN_LABELS["endpoint"])
+
 
 def print_json(obj: Any) -> None:
     json.dump(obj, sys.stdout, indent=2, default=str)

@@ -1,7 +1,8 @@
 """`sizing run FILE [--endpoint URL] [--top K] [--out DIR]`: a full sizing run on the embedded default.
 
 The same state machine as in AWS executes on moto; candidates become local twins (or the given endpoint), real
-Locust measures them, and the ranking shows measured figures beside predicted ones."""
+Locust load-tests them, and the ranking shows their figures beside the predicted ones at the same load level.
+A twin's figures are our own model's simulation: they are labelled "simulated (twin)", an endpoint's "measured"."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from sizing.commands.output import table
+from sizing.commands.output import measured_label, table
 from sizing.errors import InvalidInput, Problem
 
 
@@ -77,9 +78,15 @@ def run(args: argparse.Namespace) -> int:
         return 0 if result.run["status"] == "SUCCEEDED" else 1
     run_ = result.run
     print(f"\nrun {run_['run_id']}: {run_['status']}" + (f" — {run_['error']}" if run_.get("error") else ""))
+    archs = result.architectures[:10]
+    twin = any((a.get("measured") or {}).get("origin") == "twin" for a in archs)
+    label = measured_label({"origin": "twin" if twin else "endpoint"})
+    short = "sim (twin)" if twin else "meas"
     rows = []
-    for a in result.architectures[:10]:
-        p, m = a["predicted"], a.get("measured") or {}
+    for a in archs:
+        m = a.get("measured") or {}
+        # predicted at the load level the run measured, when the run re-simulated it; else at the peak
+        p = m.get("predicted_at_level") or a["predicted"]
         rows.append(
             [
                 a.get("rank") or "-",
@@ -100,20 +107,28 @@ def run(args: argparse.Namespace) -> int:
                 "#",
                 "architecture",
                 "TTFT p95 ms pred",
-                "meas",
+                short,
                 "e2e p95 s pred",
-                "meas",
+                short,
                 "max rps/replica pred",
-                "meas",
+                short,
                 "meets SLO",
                 "per month",
             ],
             rows,
         )
     )
+    if twin:
+        how = (
+            f"'{short}' figures are {label}: a local twin serves at our own performance model's pace, so they"
+            " check the pipeline, not the model's accuracy"
+        )
+    else:
+        how = f"'{short}' figures are {label} on the endpoint"
     print(
-        "\npredicted latencies are at the peak operating point, measured ones at the highest load level that met"
-        " the SLOs; max rps/replica is the load at which the SLOs still hold (before headroom)"
+        f"\n{how}. They are at the highest load level that met the SLOs (the lowest level when none did); the"
+        " predicted ones are re-simulated at that same level (at the peak operating point for a row the run did"
+        " not load); max rps/replica is the load at which the SLOs still hold (before headroom)"
     )
     print(f"results: {out / 'result.json'}; report: {out / 'report.html'}")
     return 0 if run_["status"] == "SUCCEEDED" else 1

@@ -144,20 +144,37 @@ class WebClientSlackPoster:
         self._client.chat_postMessage(channel=channel, text=text, thread_ts=thread_ts)
 
 
+#: The key a run's p95 figures go under: a local twin's are our own model's simulation, never "measured".
+RUN_FIGURES_KEYS = {"twin": "simulated_twin_p95", "endpoint": "measured_p95"}
+
+
+def _p95(figures: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: v.get("p95")
+        for k, v in figures.items()
+        if k in ("ttft_ms", "tpot_ms", "e2e_s") and isinstance(v, dict)
+    }
+
+
 def summary(result: dict[str, Any], n: int) -> list[dict[str, Any]]:
-    """The best `n` architectures of an estimate in a few fields (events stay far below EventBridge's 256 KB)."""
+    """The best `n` architectures of an estimate in a few fields (events stay far below EventBridge's 256 KB).
+    An architecture a run load-tested also carries that run's p95 figures, as `measured_p95` from a real
+    endpoint or `simulated_twin_p95` from a local twin (`measured.origin`)."""
     out = []
     for a in result.get("architectures", [])[:n]:
-        out.append(
-            {
-                "id": a.get("id"),
-                "deployment": a.get("deployment"),
-                "instance_type": a.get("instance_type"),
-                "usd_per_month": (a.get("cost") or {}).get("usd_per_month"),
-                "meets_slo": a.get("meets_slo"),
-                "predicted_p95": {
-                    k: v.get("p95") for k, v in (a.get("predicted") or {}).items() if isinstance(v, dict)
-                },
-            }
-        )
+        row = {
+            "id": a.get("id"),
+            "deployment": a.get("deployment"),
+            "instance_type": a.get("instance_type"),
+            "usd_per_month": (a.get("cost") or {}).get("usd_per_month"),
+            "meets_slo": a.get("meets_slo"),
+            "predicted_p95": {
+                k: v.get("p95") for k, v in (a.get("predicted") or {}).items() if isinstance(v, dict)
+            },
+        }
+        run = a.get("measured")
+        if isinstance(run, dict) and _p95(run):
+            origin = "twin" if run.get("origin") == "twin" else "endpoint"
+            row[RUN_FIGURES_KEYS[origin]] = _p95(run)
+        out.append(row)
     return json.loads(json.dumps(out))

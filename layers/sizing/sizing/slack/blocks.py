@@ -1,6 +1,8 @@
 """Block Kit messages of the Slack bot, built from `slack_sdk.models` classes (which validate lengths and shapes
 when serialized): help, usage replies, the acknowledgement, the estimate (top three architectures with cost and
-SLO figures, a "Measure these" button, a report link) and the measured ranking of a finished run."""
+SLO figures, a "Measure these" button, a report link) and the ranking of a finished run. A run's figures are
+labelled by where they came from: "measured" on a real endpoint, "simulated (twin)" on a local twin (our own
+model's simulation, never called measured), each beside the prediction at the same load level."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
+from sizing.commands.output import measured_label
 from sizing.slack.client import Message
 from sizing.slack.grammar import EXAMPLES, PRESET_ALIASES
 from sizing.workload import PRESETS, WorkloadSpec
@@ -130,10 +133,16 @@ def architecture_title(a: dict[str, Any]) -> str:
 
 
 def _figures(a: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The figures to show and their label: a run's (`measured` or `simulated (twin)`), else the prediction."""
     measured = a.get("measured")
     if isinstance(measured, dict) and any(k in measured for k in METRIC_NAMES):
-        return "measured", measured
+        return measured_label(measured), measured
     return "predicted", a.get("predicted") or {}
+
+
+def _is_twin(a: dict[str, Any]) -> bool:
+    measured = a.get("measured")
+    return isinstance(measured, dict) and measured.get("origin") == "twin"
 
 
 def architecture_section(a: dict[str, Any], slo_pcts: dict[str, str]) -> SectionBlock:
@@ -146,21 +155,33 @@ def architecture_section(a: dict[str, Any], slo_pcts: dict[str, str]) -> Section
     per_m = cost.get("usd_per_million_output_tokens")
     cost_text = month + (f"\n{_usd(per_m)} per million output tokens" if per_m is not None else "")
     how, figures = _figures(a)
+    lines = _latency_lines(figures, slo_pcts)
+    slo_text = f"_{how}_: " + " · ".join(lines)
+    at_level = figures.get("predicted_at_level") if how != "predicted" else None
+    if isinstance(at_level, dict):
+        predicted = _latency_lines(at_level, slo_pcts)
+        if predicted:
+            slo_text += "\n_predicted at the same load_: " + " · ".join(predicted)
+    verdict = ":white_check_mark: meets the SLOs" if a.get("meets_slo") else ":warning: misses an SLO"
+    headroom = a.get("headroom_pct")
+    if a.get("meets_slo") and headroom is not None:
+        verdict += f" ({headroom:g}% headroom)"
+    slo_text += f"\n{verdict}"
+    return SectionBlock(
+        text=_md(f"*{architecture_title(a)}*"),
+        fields=[_md(f"*Cost*\n{cost_text}"), _md(f"*Latency*\n{slo_text}")],
+    )
+
+
+def _latency_lines(figures: dict[str, Any], slo_pcts: dict[str, str]) -> list[str]:
+    """`TTFT p95 412 ms`, one per metric the figures have, at each SLO's percentile (p95 when none)."""
     lines = []
     for metric, (name, _) in METRIC_NAMES.items():
         pct = slo_pcts.get(metric, "p95")
         value = (figures.get(metric) or {}).get(pct)
         if value is not None:
             lines.append(f"{name} {pct} {_latency(metric, value)}")
-    verdict = ":white_check_mark: meets the SLOs" if a.get("meets_slo") else ":warning: misses an SLO"
-    headroom = a.get("headroom_pct")
-    if a.get("meets_slo") and headroom is not None:
-        verdict += f" ({headroom:g}% headroom)"
-    slo_text = f"_{how}_: " + " · ".join(lines) + f"\n{verdict}"
-    return SectionBlock(
-        text=_md(f"*{architecture_title(a)}*"),
-        fields=[_md(f"*Cost*\n{cost_text}"), _md(f"*Latency*\n{slo_text}")],
-    )
+    return lines
 
 
 def _slo_pcts(spec: WorkloadSpec | None) -> dict[str, str]:
@@ -325,9 +346,12 @@ def run_started_message(run_id: str, top_k: int, user: str | None) -> Message:
 def measured_message(
     run_id: str, architectures: list[dict[str, Any]], spec: WorkloadSpec | None, report_url: str | None
 ) -> Message:
-    """The ranking of a finished run, measured figures first."""
+    """The ranking of a finished run, its figures first: "Measured ranking" on real endpoints, "Simulated
+    ranking (twin)" when local twins served it."""
     shown = architectures[:TOP_SHOWN]
-    blocks: list[Block] = [_header("Measured ranking")]
+    twin = any(_is_twin(a) for a in shown)
+    title = "Simulated ranking (twin)" if twin else "Measured ranking"
+    blocks: list[Block] = [_header(title)]
     if spec is not None:
         blocks.append(ContextBlock(elements=[_md(describe_spec(spec, spec.model))]))
     if not shown:
@@ -346,9 +370,15 @@ def measured_message(
                 ]
             )
         )
-    blocks.append(ContextBlock(elements=[_md(f"run `{escape(run_id)}`")]))
+    note = (
+        " · figures simulated (twin): local twins serve at our own model's pace, so they are not measurements"
+        if twin
+        else ""
+    )
+    blocks.append(ContextBlock(elements=[_md(f"run `{escape(run_id)}`{note}")]))
     first = architecture_title(shown[0]) if shown else "nothing ranked"
-    return Message(text=f"Run {run_id} measured: {first}", blocks=blocks)
+    done = "simulated (twin)" if twin else "measured"
+    return Message(text=f"Run {run_id} {done}: {first}", blocks=blocks)
 
 
 def run_ended_message(run_id: str, status: str, error: str | None) -> Message:
