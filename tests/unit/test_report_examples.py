@@ -10,7 +10,7 @@ import pytest
 from sizing.plan import estimate
 from sizing.report import render_report
 from sizing.report.page import lookup
-from sizing.report.reading import read_report, shown_number
+from sizing.report.reading import chart_geometry, read_report, shown_number
 from sizing.workload import load_spec
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
@@ -23,7 +23,8 @@ def test_every_example_renders_a_complete_report(example: Path) -> None:
     # given
     result = estimate(load_spec(example))
     # when
-    view = read_report(render_report(result))
+    html = render_report(result)
+    view = read_report(html)
     # then
     assert view.faults == [] and view.external == []
     if result["architectures"]:
@@ -32,4 +33,15 @@ def test_every_example_renders_a_complete_report(example: Path) -> None:
     for f in view.figures:
         assert lookup(result, f.path) == f.value, f.path
         shown = shown_number(f.text)
-        assert shown is not None and abs(shown[0] - f.value) <= shown[1] + 1e-9, (f.path, f.text, f.value)
+        assert shown is not None and abs(shown[0] - f.value * f.scale) <= shown[1] + 1e-9, (
+            f.path,
+            f.text,
+            f.value,
+        )
+    # and every operating point drawn is a point of its own curve
+    for name, geo in chart_geometry(html).items():
+        if not name.startswith("latency-"):
+            continue
+        for m in geo.markers:
+            curve = geo.series[m.series]
+            assert (m.x, m.y) in curve, f"{example.stem} {name}: {m.label} is off its curve"

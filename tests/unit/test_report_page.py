@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import json
+import re
+from html import unescape
 from typing import Any
 
 import pytest
@@ -193,20 +195,241 @@ def test_measured_steps_are_plotted_beside_the_predicted_curve(eks_first: dict[s
     assert '<span class="miss">no</span>' in latency
 
 
-def test_a_measured_architecture_shows_measured_beside_predicted(eks_first: dict[str, Any]) -> None:
-    # given
-    result = copy.deepcopy(eks_first)
-    measured = copy.deepcopy(result["architectures"][0]["predicted"])
-    measured["ttft_ms"]["p95"] = 1234.0
-    measured.update({"when": "2026-11-30T10:00:00+00:00", "how": "locust against the twin"})
-    result["architectures"][0]["measured"] = measured
+def _visible(html: str) -> str:
+    """The page's text as a reader sees it: no tags, attributes, styles or the embedded JSON."""
+    text = re.sub(r"<(script|style)\b.*?</\1>", " ", html, flags=re.S)
+    text = re.sub(r"<title\b.*?</title>", " ", text, flags=re.S)
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", text)).split())
+
+
+def _with_load_test(result: dict[str, Any], **measured: Any) -> dict[str, Any]:
+    """The result with its first architecture load-tested: TTFT p95 1,234 ms at the level that met the SLOs."""
+    out = copy.deepcopy(result)
+    # the planner's own note on Bedrock ("assumed until measured") speaks of measuring, not of these figures
+    out["assumptions"].pop("bedrock_latency", None)
+    figures = copy.deepcopy(out["architectures"][0]["predicted"])
+    figures["ttft_ms"]["p95"] = 1234.0
+    figures.update({"when": "2026-11-30T10:00:00+00:00", "capacity_rps": 2.5, **measured})
+    out["architectures"][0]["measured"] = figures
+    return out
+
+
+def _steps(arch_id: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "step": i,
+            "target": {"concurrency": c},
+            "requests_per_s": r,
+            "ttft_ms": {"p50": 100.0, "p95": 200.0 * (i + 1), "p99": 300.0 * (i + 1)},
+            "tpot_ms": {"p50": 20.0, "p95": 25.0, "p99": 30.0},
+            "e2e_s": {"p50": 4.0, "p95": 6.0, "p99": 7.0},
+            "errors": {},
+            "meets_slo": True,
+            "candidate_id": arch_id,
+        }
+        for i, (c, r) in enumerate([(2, 0.8), (4, 1.5)])
+    ]
+
+
+def test_an_endpoints_figures_are_labelled_measured_beside_predicted(eks_first: dict[str, Any]) -> None:
+    # given: a load test of a real server
+    result = _with_load_test(eks_first, origin="endpoint", how="locust against a vLLM endpoint")
     # when
     html = render_report(result, curves=False)
     # then
     ranked = _section(html, "ranked")
-    assert "measured" in ranked
+    assert "measured" in ranked and "simulated (twin)" not in ranked
     assert 'data-path="architectures.0.measured.ttft_ms.p95" data-value="1234.0">1,234 ms' in ranked
-    assert "Measured:" in html[html.index('<div class="answer') : html.index('<section id="workload"')]
+    answer = html[html.index('<div class="answer') : html.index('<section id="workload"')]
+    assert "Measured at the highest load level that met the SLOs:" in answer
+
+
+def test_a_twins_figures_are_simulated_twin_everywhere_never_measured(eks_first: dict[str, Any]) -> None:
+    # given: a run against local twins, with its steps plotted
+    best = eks_first["architectures"][0]
+    result = _with_load_test(eks_first, origin="twin", how="Locust sweep")
+    # when
+    html = render_report(result, measurements=_steps(best["id"]), manifests={}, curves=False)
+    # then: table headers, the answer, the legend, the steps table and the notes say simulated (twin)
+    assert "simulated (twin)" in _section(html, "ranked")
+    answer = html[html.index('<div class="answer') : html.index('<section id="workload"')]
+    assert "Simulated (twin) at the highest load level that met the SLOs:" in answer
+    latency = _section(html, "latency")
+    assert "(simulated (twin))" in latency  # the chart's legend
+    assert "<td>simulated (twin)</td>" in latency  # the load-test steps
+    assert "simulated (twin)" in _section(html, "assumptions")
+    # and nowhere does the page call them measured
+    assert re.search(r"\bmeasured\b", _visible(html), re.I) is None
+
+
+def test_figures_without_an_origin_from_a_twin_run_are_simulated_twin(eks_first: dict[str, Any]) -> None:
+    # given: figures recorded before `origin`, in a run whose calibration rows say it measured local twins
+    result = _with_load_test(eks_first, how="Locust sweep")
+    result["calibration_rows"] = [{"row_id": "LT-c0-2", "origin": "twin"}]
+    # when
+    html = render_report(result, manifests={}, curves=False)
+    # then
+    assert "simulated (twin)" in _section(html, "ranked")
+    assert re.search(r"\bmeasured\b", _visible(html), re.I) is None
+
+
+def test_the_prediction_at_the_measured_level_stands_beside_the_measured_figure(
+    eks_first: dict[str, Any],
+) -> None:
+    # given: the run re-simulated the estimator at the load level it measured
+    at_level = {"ttft_ms": {"p50": 90.0, "p95": 1187.5, "p99": 1400.0}}
+    result = _with_load_test(eks_first, origin="endpoint", predicted_at_level=at_level)
+    # when
+    html = render_report(result, curves=False)
+    # then: in the table and in the answer, next to the measured 1,234 ms
+    path = 'data-path="architectures.0.measured.predicted_at_level.ttft_ms.p95" data-value="1187.5">1,188 ms'
+    ranked = _section(html, "ranked")
+    measured_at = ranked.index('data-path="architectures.0.measured.ttft_ms.p95"')
+    assert path in ranked[measured_at : measured_at + 400]
+    answer = html[html.index('<div class="answer') : html.index('<section id="workload"')]
+    assert path in answer and "predicted at that load" in answer
+
+
+def _with_figures(result: dict[str, Any]) -> dict[str, Any]:
+    """The result with the figures of issue 19 stated on its first architecture: the simulation's concurrency, an
+    e2e close to its SLO, a tuned serving configuration, a refused share, dearer sizes that also fit, and why the
+    cheaper hardware was excluded."""
+    out = copy.deepcopy(result)
+    a = out["architectures"][0]
+    a["per_replica"]["in_flight"] = 3.1
+    a["headroom"] = {
+        "load_pct": 43.9,
+        "latency": {"ttft_ms.p95": 48.5, "e2e_s.p95": 3.0},
+        "tightest": "e2e_s.p95",
+        "tightest_pct": 3.0,
+    }
+    a["headroom_pct"] = 43.9
+    a["serving"] = {
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "engine": "vllm",
+        "image": "vllm/vllm-openai:v0.11.0",
+        "tensor_parallel": 1,
+        "quantization": "fp8",
+        "kv_cache_dtype": "fp8",
+        "max_model_len": 15104,
+        "max_num_seqs": 256,
+        "max_num_batched_tokens": 1024,
+        "gpu_memory_utilization": 0.92,
+        "enable_chunked_prefill": True,
+        "enable_prefix_caching": True,
+    }
+    a["tuning"] = {
+        "searched": 10,
+        "changed": {"max_num_batched_tokens": [2048, 1024]},
+        "summary": "max_num_batched_tokens 1024 instead of 2048: TPOT p95 38 → 29 ms, capacity +22%",
+        "default_usd_per_month": 3400.0,
+        "capacity_gain_pct": 22.0,
+    }
+    a["context"] = {
+        "max_model_len": 15104,
+        "covers": "p99.9 of input + output (15,092 tokens)",
+        "refused_share": 0.0125,
+        "model_context": 131072,
+    }
+    a["also_fits_on"] = [{"instance_type": "g6e.2xlarge", "usd_per_month": 3371.01}]
+    out["summary"] = "The answer costs 2.2x the cheapest hardware: g5.xlarge misses e2e p95 5.1 s > 4 s."
+    out["why_not_cheaper"] = [
+        {"option": "g5.xlarge TP1 bf16 vllm", "usd_per_month": 1271.14, "reason": "e2e p95 5.1 s > 4 s"}
+    ]
+    return out
+
+
+def test_both_headrooms_are_shown_and_named(eks_first: dict[str, Any]) -> None:
+    # given: 43.9% of the load capacity free, but e2e p95 only 3% below its SLO
+    result = _with_figures(eks_first)
+    # when
+    html = render_report(result, curves=False, manifests={})
+    # then: neither figure stands alone unnamed
+    answer = _visible(html[html.index('<div class="answer') : html.index('<section id="workload"')])
+    assert "load headroom 43.9% (capacity left free at peak)" in answer
+    assert (
+        "latency headroom TTFT p95 48.5% below its SLO, end-to-end p95 3.0% below its SLO (tightest)"
+        in answer
+    )
+    ranked = _section(html, "ranked")
+    assert "load headroom" in ranked and "latency headroom" in ranked
+    assert 'data-path="architectures.0.headroom.tightest_pct" data-value="3.0">3.0%' in ranked
+    view = read_report(html)
+    assert all(lookup(result, f.path) == f.value for f in view.figures)
+    assert "architectures.0.headroom.latency.e2e_s.p95" in {f.path for f in view.figures}
+
+
+def test_the_simulations_concurrency_tuning_and_serving_settings_are_shown(eks_first: dict[str, Any]) -> None:
+    # given
+    result = _with_figures(eks_first)
+    # when
+    html = render_report(result, curves=False, manifests={})
+    # then: in flight is the simulation's, beside what the tuning changed and the settings deployed
+    answer = html[html.index('<div class="answer') : html.index('<section id="workload"')]
+    assert (
+        'data-path="architectures.0.per_replica.in_flight" data-value="3.1">3.1</span> requests in flight'
+        in answer
+    )
+    assert "max_num_batched_tokens 1024 instead of 2048: TPOT p95 38 → 29 ms, capacity +22%" in _visible(
+        answer
+    )
+    serving = _section(html, "serving")
+    for path, text in (
+        ("serving.max_model_len", "15,104"),
+        ("serving.max_num_seqs", "256"),
+        ("serving.max_num_batched_tokens", "1,024"),
+        ("per_replica.in_flight", "3.1"),
+        ("context.refused_share", "1.2%"),
+    ):
+        assert f'data-path="architectures.0.{path}"' in serving and text in serving, path
+    row = _visible(serving)
+    assert "fp8" in row and " on " in row and "capacity +22%" in row
+    assert "covers p99.9 of input + output (15,092 tokens)" in row
+
+
+def test_the_reason_the_answer_is_not_cheaper_is_near_the_top(eks_first: dict[str, Any]) -> None:
+    # given
+    result = _with_figures(eks_first)
+    # when
+    html = render_report(result, curves=False, manifests={})
+    # then: in the answer block, before any section
+    answer = html[html.index('<div class="answer') : html.index('<section id="workload"')]
+    assert "The answer costs 2.2x the cheapest hardware" in answer
+    assert "g5.xlarge TP1 bf16 vllm" in answer and "e2e p95 5.1 s &gt; 4 s" in answer
+    assert 'data-path="why_not_cheaper.0.usd_per_month" data-value="1271.14">$1,271' in answer
+
+
+def test_dearer_sizes_that_also_fit_are_named_in_the_row(eks_first: dict[str, Any]) -> None:
+    # given
+    result = _with_figures(eks_first)
+    # when
+    ranked = _section(render_report(result, curves=False, manifests={}), "ranked")
+    # then
+    assert "also fits on: g6e.2xlarge" in _visible(ranked)
+    assert 'data-path="architectures.0.also_fits_on.0.usd_per_month" data-value="3371.01">$3,371' in ranked
+
+
+def test_an_older_result_without_the_new_figures_still_reports(eks_first: dict[str, Any]) -> None:
+    # given: a result from before serving settings, tuning, headroom blocks, in-flight counts and summaries
+    result = copy.deepcopy(eks_first)
+    for k in ("summary", "why_not_cheaper"):
+        result.pop(k, None)
+    for a in result["architectures"]:
+        for k in ("headroom", "tuning", "context", "also_fits_on", "placement", "catalog_model"):
+            a.pop(k, None)
+        if a.get("per_replica"):
+            a["per_replica"].pop("in_flight", None)
+        if a.get("serving"):
+            a["serving"] = {"max_num_seqs": 256, "max_num_batched_tokens": 2048, "max_model_len": None}
+    # when
+    html = render_report(result, manifests={})
+    view = read_report(html)
+    # then: a complete page; the load headroom is still shown and named, nothing made up
+    assert view.faults == []
+    assert all(lookup(result, f.path) == f.value for f in view.figures)
+    assert view.charts.get("latency-ttft_ms", 0) > 0
+    answer = _visible(html[html.index('<div class="answer') : html.index('<section id="workload"')])
+    assert "load headroom" in answer and "latency headroom" not in answer and "in flight" not in answer
 
 
 def test_an_infeasible_workload_says_so_and_why(eks_first: dict[str, Any]) -> None:
@@ -257,7 +480,7 @@ def test_a_runs_payload_reports_its_workload_and_plots_its_candidates_steps(
 ) -> None:
     # given: a run whose candidate c0 measured the best architecture at three concurrency levels
     best = copy.deepcopy(eks_first["architectures"][0])
-    records = [
+    records: list[dict[str, Any]] = [
         {"step": i, "target": {"concurrency": c}, "requests": 50, "errors": {}, "requests_per_s": r,
          "ttft_ms": {"p50": 90.0, "p95": 120.0 * (i + 1), "p99": 150.0 * (i + 1)},
          "tpot_ms": {"p50": 12.0, "p95": 14.0, "p99": 15.0},
@@ -328,7 +551,7 @@ def test_a_result_that_cannot_be_reported_is_a_clear_input_error(eks_first: dict
         render_report(result)
     assert [p.field for p in err.value.problems] == ["result.architectures.0.id"]
     with pytest.raises(InvalidInput):
-        render_report(eks_first, measurements={"not": "a list"})  # type: ignore[arg-type]
+        render_report(eks_first, measurements={"not": "a list"})
 
 
 def test_an_incomplete_architecture_still_renders_or_is_refused_cleanly(eks_first: dict[str, Any]) -> None:

@@ -96,3 +96,34 @@ def test_counts_get_whole_number_ticks() -> None:
     labels = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text") if t.get("text-anchor") == "end"]
     # then
     assert labels and all(label is not None and label.isdigit() for label in labels)
+
+
+def test_a_chart_carries_the_data_it_plots_and_draws_each_marker_where_its_data_says() -> None:
+    # given: a curve, a star on its second point, an SLO line and a capacity line
+    from sizing.report.reading import chart_geometry
+
+    curve = svg.Series("curve <1>", [(0.5, 100.0), (1.0, 150.0), (2.0, 900.0)])
+    text = svg.xy_chart(
+        "c",
+        "t",
+        x_label="x",
+        y_label="y",
+        series=[curve, svg.Series("tests", [(0.8, 120.0)], kind="points", marker="square")],
+        ref_lines=[svg.RefLine(500.0, "SLO"), svg.RefLine(1.6, "capacity", axis="x")],
+        markers=[svg.Marker(1.0, 150.0, "chosen", shape="star", series="curve <1>")],
+        x_axis=svg.Axis(0.0, 2.5),
+        y_axis=svg.Axis(0.0, 1000.0),
+    )
+    # when
+    geo = chart_geometry(text)["c"]
+    # then: the data come back exactly, the star names its curve
+    assert geo.series == {"curve <1>": curve.points, "tests": [(0.8, 120.0)]}
+    assert sorted(geo.refs) == [("x", 1.6, "capacity"), ("y", 500.0, "SLO")]
+    (star,) = geo.markers
+    assert (star.shape, star.x, star.y, star.series) == ("star", 1.0, 150.0, "curve <1>")
+    # and the star is drawn at that point: x = 1.0 of 0..2.5, y = 150 of 0..1000 inside the plot area
+    left, right = svg.MARGIN_LEFT, svg.WIDTH - svg.MARGIN_RIGHT
+    top, bottom = svg.MARGIN_TOP, svg.HEIGHT - svg.MARGIN_BOTTOM
+    assert star.px is not None
+    assert abs(star.px[0] - (left + 0.4 * (right - left))) < 0.2
+    assert abs(star.px[1] - (bottom - 0.15 * (bottom - top))) < 0.2

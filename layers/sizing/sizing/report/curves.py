@@ -1,11 +1,21 @@
-"""Latency-against-throughput curves of the top candidates, predicted by the continuous-batching simulator.
+"""Latency-against-load curves of the top candidates, from the very simulations the ranked table reports.
 
 The planner keeps only the operating point of each architecture; a reader also wants to see how far that point
-is from the knee. One replica is simulated at a ladder of Poisson rates around its SLO capacity; EKS and SageMaker
-architectures on the same hardware share one curve."""
+is from the knee. Each curve is one replica simulated by `sizing.plan.capacity.predict_at` -- the planner's own
+call, so the same request count, the same seed and the same memo -- on the architecture's serving configuration
+(`serving`), at a ladder of offered Poisson rates that includes exactly the operating point
+(`per_replica.rps_at_peak`) and the SLO capacity (`per_replica.rps_slo_limit`). The star a chart draws at the
+operating point is therefore a point of its curve, and the capacity line is where that curve crosses the SLO.
+
+Every point is placed at its *offered* rate (what the planner sizes by; past saturation a replica serves less
+than it is offered, and a served-rate axis would fold the curve back on itself). Architectures with the same
+hardware and serving configuration (EKS and SageMaker, instance sizes of one family) share one curve."""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,13 +25,20 @@ from sizing.workload import TokenDistribution, WorkloadModel
 #: Distinct hardware configurations given a curve (the report's charts stay readable with four lines).
 CURVE_CANDIDATES = 4
 #: Offered rates as fractions of the replica's SLO capacity (`per_replica.rps_slo_limit`): from light load,
-#: through the capacity, to clearly past it so the knee shows.
+#: through the capacity (1.0: the table's capacity itself is a point of the curve), to clearly past it so the
+#: knee shows. The operating point's own rate is added to these.
 RATE_FRACTIONS = (0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0, 1.15, 1.3, 1.5)
-#: Requests per simulated point: p95 rests on 25 requests beyond it -- enough for a curve's shape; the ranked
-#: table's figures come from the planner's longer runs. Keeps a report's curves around half a second.
-CURVE_REQUESTS = 500
+#: Further fractions simulated, in order, only while every SLO target still holds at the last rate: the curve
+#: must reach the SLO for the capacity line to sit on its crossing. 3x is beyond any capacity the planner's
+#: 1000-request check can have passed where its 500-request search failed.
+EXTRA_FRACTIONS = (1.75, 2.0, 2.5, 3.0)
 METRICS = ("ttft_ms", "tpot_ms", "e2e_s")
 PERCENTILES = ("p50", "p90", "p95", "p99")
+#: Half the last digit the planner keeps of a predicted figure (`plan.search`: ms to 0.1, seconds to 0.001): a
+#: simulation "reproduces the table" when each figure is within this of the table's.
+TABLE_ROUNDING = {"ttft_ms": 0.05, "tpot_ms": 0.05, "e2e_s": 0.0005}
+#: Seed of the planner's simulations when the result does not record one (`sizing.plan.search.estimate`).
+DEFAULT_SEED = 0
 
 
 @dataclass
@@ -31,36 +48,90 @@ class CurvePoint:
     #: metric -> percentile -> value (ms for ttft/tpot, s for e2e)
     latency: dict[str, dict[str, float]]
 
+    def value(self, metric: str, q: str) -> float | None:
+        v = (self.latency.get(metric) or {}).get(q)
+        return v if v is not None and math.isfinite(v) else None
+
 
 @dataclass
 class Curve:
-    """Predicted latency against throughput of one replica of one hardware configuration."""
+    """Predicted latency against offered load of one replica of one hardware and serving configuration."""
 
     key: str
     label: str
     architecture_ids: list[str]
     points: list[CurvePoint] = field(default_factory=list)
+    #: the operating point of the curve's first architecture (its busiest hour): one of `points`
+    operating: CurvePoint | None = None
+    #: the SLO capacity the planner reported for that architecture (`per_replica.rps_slo_limit`)
+    slo_limit_rps: float | None = None
+    #: the simulation at the operating point gives the ranked table's figures (False: the result lacked what
+    #: the planner simulated exactly -- its workload or its exact rates -- and the curve is re-simulated from
+    #: the result's rounded figures)
+    matches_table: bool = False
+
+    def value_at(self, metric: str, q: str, x: float) -> float | None:
+        """The curve's `metric` `q` at offered rate `x`, linear between its points; None outside them."""
+        pts = [(p.offered_rps, p.value(metric, q)) for p in self.points]
+        for (x0, y0), (x1, y1) in itertools.pairwise(pts):
+            if y0 is None or y1 is None or not x0 <= x <= x1:
+                continue
+            return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+        return None
+
+    def crossing(self, metric: str, q: str, limit: float) -> float | None:
+        """The offered rate at which the curve reaches `limit`: linear between the last point that meets it and
+        the first that misses it. None when no point misses it, or the first point already does."""
+        last: tuple[float, float] | None = None
+        for p in self.points:
+            y = p.value(metric, q)
+            if y is None:
+                continue
+            if y > limit:
+                if last is None:
+                    return None
+                (x0, y0), x1 = last, p.offered_rps
+                return x0 + (limit - y0) * (x1 - x0) / (y - y0)
+            last = (p.offered_rps, y)
+        return None
+
+    def capacity(self, targets: list[tuple[str, str, float]]) -> tuple[float, str, str] | None:
+        """(rate, metric, percentile) of the first SLO target the curve crosses as load rises: its capacity under
+        every target. None when it crosses none of them."""
+        found = [(x, m, q) for m, q, limit in targets if (x := self.crossing(m, q, limit)) is not None]
+        return min(found) if found else None
 
 
 def token_distribution(block: dict[str, Any]) -> TokenDistribution:
-    """Rebuild a token distribution from the result's `workload.input_tokens` (or output) block."""
+    """Rebuild a token distribution from the result's `workload.input_tokens` (or output) block: a lognormal
+    through its mean and p95 (how most specs state it, and both are kept, so this is then the spec's own), else a
+    fixed length."""
     kind = block.get("kind")
     mean = float(block["mean"])
-    if kind == "lognormal" and block.get("sigma") is not None and block.get("mu") is not None:
-        return TokenDistribution("lognormal", mean, float(block["mu"]), float(block["sigma"]))
     if kind == "fixed" or block.get("p95") is None or float(block["p95"]) <= mean:
         return TokenDistribution.fixed(max(1, round(mean)))
     # empirical samples are not in the result: a lognormal through the same mean and p95 stands in for them
     return TokenDistribution.from_mean_p95(mean, float(block["p95"]))
 
 
+def serving_signature(arch: dict[str, Any]) -> str:
+    """The architecture's serving settings as a stable string ('' when it states none)."""
+    s = arch.get("serving")
+    if not isinstance(s, dict):
+        return ""
+    return json.dumps({k: v for k, v in s.items() if v is not None}, sort_keys=True, default=str)
+
+
 def hardware_key(arch: dict[str, Any]) -> str | None:
-    """What the performance model depends on: accelerator, tensor parallelism, quantization and engine (g6e.xlarge
-    and g6e.8xlarge both hold one L40S: one curve). None for per-token services and incomplete entries."""
+    """What the performance model depends on: accelerator, tensor parallelism, quantization, engine and the
+    serving settings (g6e.xlarge and g6e.8xlarge both hold one L40S: one curve). None for per-token services and
+    incomplete entries."""
     if not all(arch.get(k) for k in ("instance_type", "tensor_parallel", "quantization", "engine")):
         return None
     device = arch.get("accelerator") or arch["instance_type"]
-    return f"{device}:tp{arch['tensor_parallel']}:{arch['quantization']}:{arch['engine']}"
+    key = f"{device}:tp{arch['tensor_parallel']}:{arch['quantization']}:{arch['engine']}"
+    sig = serving_signature(arch)
+    return f"{key}:{sig}" if sig else key
 
 
 def hardware_label(arch: dict[str, Any]) -> str:
@@ -89,6 +160,32 @@ def pick_candidates(
     return [(a, ids[key]) for key, a in chosen.items()]
 
 
+def step_model(arch: dict[str, Any], model_id: str | None) -> Any:
+    """The replica the planner simulated for `arch`: its full serving configuration on its instance type
+    (`HardwareConfig.from_serving`); for an older result whose `serving` block is partial, the hardware alone
+    with the engine's defaults, as the planner then built it. Raises SizingError/ValueError/KeyError/TypeError
+    when neither can be built."""
+    from pydantic import ValidationError
+
+    from sizing.perf.config import HardwareConfig
+    from sizing.perf.step import StepModel
+    from sizing.serving import ServingConfig
+
+    serving = arch.get("serving")
+    cfg = None
+    if isinstance(serving, dict):
+        try:
+            cfg = HardwareConfig.from_serving(ServingConfig.model_validate(serving), arch["instance_type"])
+        except ValidationError:
+            cfg = None  # an older result: max_num_seqs and the like only
+    if cfg is None:
+        model = arch.get("catalog_model") or arch.get("model") or model_id
+        cfg = HardwareConfig(
+            model, arch["instance_type"], arch["tensor_parallel"], arch["quantization"], arch["engine"]
+        )
+    return StepModel.for_config(cfg)
+
+
 def _summary(sim: Any) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for m in METRICS:
@@ -97,49 +194,137 @@ def _summary(sim: Any) -> dict[str, dict[str, float]]:
     return out
 
 
+def reproduces(sim: Any, predicted: Any) -> bool:
+    """The simulation gives the table's predicted figures (each within the table's rounding)."""
+    if not isinstance(predicted, dict):
+        return False
+    checked = 0
+    for m, tol in TABLE_ROUNDING.items():
+        block = predicted.get(m)
+        if not isinstance(block, dict):
+            continue
+        for q in ("p50", "p95", "p99"):
+            v = block.get(q)
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                continue
+            got = float(getattr(getattr(sim, m), q))
+            if not math.isfinite(got) or abs(got - float(v)) > tol + 1e-9:
+                return False
+            checked += 1
+    return checked > 0
+
+
+def rebuilt_workload(result: dict[str, Any]) -> WorkloadModel | None:
+    """The WorkloadModel the result's workload block describes, for a report rendered from the JSON alone (its
+    token shapes and peak rate are kept rounded there); None when the block is unusable."""
+    from sizing.errors import SizingError
+    from sizing.workload import build_model, parse_spec
+
+    w = result.get("workload") or {}
+    try:
+        ins, outs = token_distribution(w["input_tokens"]), token_distribution(w["output_tokens"])
+        model = str(w.get("model") or "model")
+        base = parse_spec(
+            {
+                "name": str(w.get("name") or "report"),
+                "model": model,
+                "rate": {"peak_rps": float(w["peak_rps"])},
+                "tokens": {"input": {"fixed": 1}, "output": {"fixed": 1}},
+                "slo": w.get("slo") or {},
+            }
+        )
+    except (KeyError, TypeError, ValueError, AttributeError, SizingError):
+        return None
+    wm = build_model(base, model)
+    extra: dict[str, Any] = {}
+    prefix = w.get("shared_prefix_tokens")
+    if (
+        isinstance(prefix, int)
+        and prefix > 0
+        and "shared_prefix_tokens" in {f.name for f in dataclasses.fields(wm)}
+    ):
+        extra["shared_prefix_tokens"] = prefix
+    return dataclasses.replace(wm, input_tokens=ins, output_tokens=outs, **extra)
+
+
+def _rates_to_try(arch: dict[str, Any], wm: WorkloadModel, exact: bool) -> list[float]:
+    """The operating point's rate as the planner computed it (the exact workload's peak rate / replicas at peak,
+    unrounded), then as the result rounds it (all a rebuilt workload has)."""
+    out: list[float] = []
+    peak_replicas = (arch.get("replicas") or {}).get("peak")
+    if exact and isinstance(peak_replicas, int | float) and peak_replicas > 0:
+        out.append(wm.peak_rps / peak_replicas)
+    at_peak = (arch.get("per_replica") or {}).get("rps_at_peak")
+    if isinstance(at_peak, int | float) and at_peak > 0 and float(at_peak) not in out:
+        out.append(float(at_peak))
+    return out
+
+
+def _misses(point: CurvePoint, targets: list[tuple[str, str, float]]) -> bool:
+    return any((v := point.value(m, q)) is not None and v > limit for m, q, limit in targets)
+
+
 def latency_curves(
     result: dict[str, Any],
     workload: WorkloadModel | None = None,
     *,
     limit: int = CURVE_CANDIDATES,
     always: list[str] | None = None,
-    n_requests: int = CURVE_REQUESTS,
-    seed: int = 0,
+    seed: int | None = None,
 ) -> list[Curve]:
-    """Simulated curves for the top distinct hardware configurations of `result` (none for Bedrock)."""
-    from sizing.errors import SizingError
-    from sizing.perf.config import HardwareConfig
-    from sizing.perf.simulator import OpenLoop, simulate
-    from sizing.perf.step import StepModel
+    """Simulated curves for the top distinct hardware configurations of `result` (none for Bedrock).
 
-    w = result.get("workload") or {}
-    if workload is not None:
-        in_dist, out_dist = workload.input_tokens, workload.output_tokens
-    else:
-        try:
-            in_dist, out_dist = token_distribution(w["input_tokens"]), token_distribution(w["output_tokens"])
-        except (KeyError, TypeError, ValueError, AttributeError):
-            return []  # no usable token distributions: no predicted curve (measured points still show)
+    `workload`: the WorkloadModel the planner sized (exact token shapes and rates); without it the workload is
+    rebuilt from the result's block. `seed`: the planner's (the result's `search.seed`, else 0)."""
+    from sizing.errors import SizingError
+    from sizing.plan.capacity import predict_at
+
+    if seed is None:
+        recorded = (result.get("search") or {}).get("seed")
+        seed = recorded if isinstance(recorded, int) and not isinstance(recorded, bool) else DEFAULT_SEED
+    exact = workload is not None
+    wm = workload if workload is not None else rebuilt_workload(result)
+    if wm is None:
+        return []  # no usable token distributions: no predicted curve (measured points still show)
+    targets = list(wm.slo.targets())
+    model_id = (result.get("workload") or {}).get("model")
     curves: list[Curve] = []
     for a, ids in pick_candidates(result, limit, always):
-        slo_rps = (a.get("per_replica") or {}).get("rps_slo_limit")
+        per = a.get("per_replica") or {}
+        slo_rps = per.get("rps_slo_limit")
         limit_rps = float(slo_rps) if isinstance(slo_rps, int | float) else 0.0
         if limit_rps <= 0:
             continue
-        model = a.get("model") or w.get("model")
         try:
-            cfg = HardwareConfig(
-                model, a["instance_type"], a["tensor_parallel"], a["quantization"], a["engine"]
-            )
-            step = StepModel.for_config(cfg)
+            step = step_model(a, model_id)
         except (SizingError, ValueError, KeyError, TypeError):
             continue  # a hardware entry the catalog or the perf model cannot build: no curve for it
-        curve = Curve(hardware_key(a) or a["id"], hardware_label(a), ids)
-        for f in RATE_FRACTIONS:
-            rate = limit_rps * f
-            sim = simulate(step, OpenLoop(rate), in_dist, out_dist, n_requests=n_requests, seed=seed)
-            if not math.isfinite(sim.requests_per_s):
-                continue
-            curve.points.append(CurvePoint(rate, float(sim.requests_per_s), _summary(sim)))
+        # the operating rate whose simulation is the table's (the planner's memo has it); else the table's rate
+        rates_tried = _rates_to_try(a, wm, exact)
+        operating = rates_tried[0] if rates_tried else None
+        matched = False
+        for rate in rates_tried:
+            if reproduces(predict_at(step, wm, rate, seed), a.get("predicted")):
+                operating, matched = rate, True
+                break
+        if not matched and len(rates_tried) > 1:
+            operating = rates_tried[-1]  # the table's own rounded rate: the star's x is the table's figure
+        curve = Curve(hardware_key(a) or a["id"], hardware_label(a), ids, slo_limit_rps=limit_rps)
+        curve.matches_table = matched
+        for rate in sorted({limit_rps * f for f in RATE_FRACTIONS} | ({operating} if operating else set())):
+            _add_point(curve, step, wm, rate, seed)
+        for f in EXTRA_FRACTIONS:
+            if not curve.points or _misses(curve.points[-1], targets):
+                break
+            _add_point(curve, step, wm, limit_rps * f, seed)
+        curve.operating = next((p for p in curve.points if p.offered_rps == operating), None)
         curves.append(curve)
     return curves
+
+
+def _add_point(curve: Curve, step: Any, wm: WorkloadModel, rate: float, seed: int) -> None:
+    from sizing.plan.capacity import predict_at
+
+    sim = predict_at(step, wm, rate, seed)
+    if math.isfinite(sim.requests_per_s):
+        curve.points.append(CurvePoint(rate, float(sim.requests_per_s), _summary(sim)))

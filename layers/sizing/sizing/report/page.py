@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sizing.report import svg
-from sizing.report.curves import Curve, hardware_key, latency_curves
+from sizing.report.curves import Curve, latency_curves
 from sizing.report.model import check_result
 from sizing.workload import WorkloadModel
 
@@ -79,6 +79,10 @@ def two(v: float) -> str:
     return f"{v:,.2f}"
 
 
+def tenths(v: float) -> str:
+    return f"{v:,.1f}"
+
+
 def token_count(v: float) -> str:
     return f"{v:,.0f}"
 
@@ -92,6 +96,11 @@ def share(v: float) -> str:
     return f"{v:.0%}"
 
 
+def fine_share(v: float) -> str:
+    """A small fraction as a percentage that does not round it away (0.0003 -> 0.03%)."""
+    return f"{v * 100:.2f}%" if abs(v) < 0.01 else f"{v * 100:.1f}%"
+
+
 def plain(v: float) -> str:
     return f"{v:,.4g}" if abs(v) < 1000 else f"{v:,.0f}"
 
@@ -102,19 +111,28 @@ EXPECTED_ERROR_KEY = {"ttft_ms": "ttft", "tpot_ms": "tpot"}
 
 
 def lookup(result: dict[str, Any], path: str) -> Any:
-    """The value at a dotted path (`architectures.0.cost.usd_per_month`) of the result; None if absent."""
-    cur: Any = result
-    for part in path.split("."):
-        if isinstance(cur, list):
-            try:
-                cur = cur[int(part)]
-            except (ValueError, IndexError):
-                return None
-        elif isinstance(cur, dict):
-            cur = cur.get(part)
-        else:
+    """The value at a dotted path (`architectures.0.cost.usd_per_month`) of the result; None if absent. A key that
+    itself holds a dot (`headroom.latency` is keyed by `ttft_ms.p95`) is found too."""
+    return _walk(result, path.split("."))
+
+
+def _walk(cur: Any, parts: list[str]) -> Any:
+    if not parts:
+        return cur
+    if isinstance(cur, list):
+        try:
+            return _walk(cur[int(parts[0])], parts[1:])
+        except (ValueError, IndexError):
             return None
-    return cur
+    if isinstance(cur, dict):
+        for n in range(1, len(parts) + 1):
+            key = ".".join(parts[:n])
+            if key in cur:
+                found = _walk(cur[key], parts[n:])
+                if found is not None:
+                    return found
+        return None
+    return None
 
 
 class Page:
@@ -188,6 +206,59 @@ def rank_cost(a: dict[str, Any]) -> float:
     if a.get("capacity_type") == "spot" and c.get("usd_per_month_spot") is not None:
         return float(c["usd_per_month_spot"])
     return float(c.get("usd_per_month") or 0.0)
+
+
+#: What served a load test's figures (`measured.origin`), as the report names it: a local twin serves at the
+#: estimator's own predicted pace, so its figures are simulations of our model, never measurements.
+TWIN = "twin"
+ENDPOINT = "endpoint"
+ORIGIN_LABELS = {TWIN: "simulated (twin)", ENDPOINT: "measured"}
+
+
+def _twin_run(result: dict[str, Any]) -> bool:
+    """The run says it load-tested local twins (for figures recorded before `measured.origin`)."""
+    if result.get("origin") == TWIN or result.get("twins") is True:
+        return True
+    ranking = result.get("ranking")
+    rows = result.get("calibration_rows") or (
+        ranking.get("calibration_rows") if isinstance(ranking, dict) else None
+    )
+    return isinstance(rows, list) and any(isinstance(x, dict) and x.get("origin") == TWIN for x in rows)
+
+
+def measured_origin(a: dict[str, Any], result: dict[str, Any]) -> str | None:
+    """`twin` or `endpoint` for an architecture with load-test figures, None without. `measured.origin` says;
+    without it, a run of local twins (or figures that say they came from a twin) is a twin's."""
+    m = a.get("measured")
+    if not isinstance(m, dict) or not m:
+        return None
+    origin = m.get("origin")
+    if origin == TWIN:
+        return TWIN
+    if origin == ENDPOINT:
+        return ENDPOINT
+    if _twin_run(result) or TWIN in str(m.get("how") or "").lower():
+        return TWIN
+    return ENDPOINT
+
+
+def origin_label(a: dict[str, Any], result: dict[str, Any]) -> str:
+    """ "measured" or "simulated (twin)" for the architecture's load-test figures."""
+    return ORIGIN_LABELS[measured_origin(a, result) or ENDPOINT]
+
+
+def origin_labels(result: dict[str, Any]) -> list[str]:
+    """The labels of every architecture's load-test figures, each once: ["simulated (twin)"], ["measured"], ..."""
+    out: list[str] = []
+    for a in result.get("architectures") or []:
+        o = measured_origin(a, result)
+        if o is not None and ORIGIN_LABELS[o] not in out:
+            out.append(ORIGIN_LABELS[o])
+    return out
+
+
+def _text(v: Any) -> str:
+    return escape(str(v)) if isinstance(v, str) and v else ""
 
 
 def _section(sid: str, title: str, body: str, lead: str = "") -> str:
@@ -268,6 +339,62 @@ def _span(pg: Page, path: str) -> str:
 
 
 # --- sections -------------------------------------------------------------------------------------------------
+def _headroom(pg: Page, p: str) -> str:
+    """Both headrooms, named: spare load at peak, and how far the tightest SLO target's prediction is below it."""
+    a = lookup(pg.r, p) or {}
+    load_path = (
+        f"{p}.headroom.load_pct"
+        if isinstance(lookup(a, "headroom.load_pct"), int | float)
+        else f"{p}.headroom_pct"
+    )
+    parts = [f"load headroom {pg.n(load_path, pct)} (capacity left free at peak)"]
+    lat = lookup(a, "headroom.latency")
+    if isinstance(lat, dict) and lat:
+        tightest = lookup(a, "headroom.tightest")
+        items = []
+        for target, v in lat.items():
+            if not isinstance(v, int | float) or isinstance(v, bool) or "." not in str(target):
+                continue
+            metric, q = str(target).split(".", 1)
+            name = f"{METRIC_NAMES.get(metric, metric)} {q}"
+            mark = " (tightest)" if target == tightest and len(lat) > 1 else ""
+            items.append(f"{escape(name)} {pg.n(f'{p}.headroom.latency.{target}', pct)} below its SLO{mark}")
+        if items:
+            parts.append("latency headroom " + ", ".join(items))
+    return "; ".join(parts)
+
+
+def _at_level_note(pg: Page, p: str, metric: str, q: str, fmt: Fmt) -> str:
+    """`(predicted there X)`: the estimator's figure at the load level the figure beside it was taken at."""
+    path = f"{p}.measured.predicted_at_level.{metric}.{q}"
+    if not isinstance(lookup(pg.r, path), int | float):
+        return ""
+    return f" <small>(predicted at that load {pg.n(path, fmt)})</small>"
+
+
+def _why_not_cheaper(pg: Page) -> str:
+    r = pg.r
+    parts = []
+    if _text(r.get("summary")):
+        parts.append(f'<p class="why">{_text(r.get("summary"))}</p>')
+    rows = []
+    for i, x in enumerate(r.get("why_not_cheaper") or []):
+        if isinstance(x, dict):
+            rows.append(
+                [
+                    escape(str(x.get("option") or "")),
+                    "≥ " + pg.n(f"why_not_cheaper.{i}.usd_per_month", usd),
+                    escape(str(x.get("reason") or "")),
+                ]
+            )
+    if rows:
+        parts.append(
+            f"<details><summary>Why not cheaper: <strong>{len(rows)}</strong> cheaper hardware options miss an"
+            f" SLO</summary>{_table(['option', 'per month (at least)', 'why excluded'], rows)}</details>"
+        )
+    return "".join(parts)
+
+
 def _answer(pg: Page) -> str:
     r = pg.r
     archs = r.get("architectures") or []
@@ -280,7 +407,10 @@ def _answer(pg: Page) -> str:
             else "no candidate meets the SLOs (see the rejected candidates)"
         )
         msg = escape(str(inf.get("message") or default))
-        return f'<div class="answer bad"><p class="big">No architecture meets the SLOs.</p><p>{msg}</p></div>'
+        return (
+            f'<div class="answer bad"><p class="big">No architecture meets the SLOs.</p><p>{msg}</p>'
+            f"{_why_not_cheaper(pg)}</div>"
+        )
     a = archs[wi]
     p = f"architectures.{wi}"
     name = f"<strong>{escape(short_label(a))}</strong>"
@@ -290,11 +420,14 @@ def _answer(pg: Page) -> str:
         cost = f"{pg.n(p + '.cost.usd_per_month', usd)} a month on demand"
     parts = [f'<p class="big">Run {name} for {cost}.</p>']
     if a.get("replicas"):
+        in_flight = ""
+        if isinstance(lookup(a, "per_replica.in_flight"), int | float):
+            in_flight = f", {pg.n(p + '.per_replica.in_flight', tenths)} requests in flight per replica at peak (simulated)"
         parts.append(
             f"<p>{_span(pg, p + '.replicas')} replicas on {_span(pg, p + '.instances')}"
-            f" × {escape(str(a.get('instance_type')))} ({escape(str(a.get('capacity_type')))}),"
-            f" {pg.n(p + '.headroom_pct', pct)} headroom at peak.</p>"
+            f" × {escape(str(a.get('instance_type')))} ({escape(str(a.get('capacity_type')))}){in_flight}.</p>"
         )
+        parts.append(f"<p>Headroom: {_headroom(pg, p)}.</p>")
     extras = []
     if (a.get("cost") or {}).get("usd_per_month_spot") is not None and a.get("capacity_type") != "spot":
         extras.append(f"{pg.n(p + '.cost.usd_per_month_spot', usd)} with spot above the base")
@@ -304,18 +437,35 @@ def _answer(pg: Page) -> str:
         extras.append(f"{pg.n(p + '.cost.usd_per_user_month', usd)} per user per month")
     if extras:
         parts.append("<p>" + "; ".join(extras) + ".</p>")
+    measured = a.get("measured") if isinstance(a.get("measured"), dict) else {}
     lat = []
     for metric in ("ttft_ms", "tpot_ms", "e2e_s"):
         q = shown_percentile(r, metric)
         f = UNIT_FMT[METRIC_UNITS[metric]]
         limit = slo_limit(r, metric, q)
-        src = "measured" if (a.get("measured") or {}).get(metric) else "predicted"
+        from_test = bool(measured.get(metric))
+        src = "measured" if from_test else "predicted"
         txt = f"{METRIC_NAMES[metric]} {q} {pg.n(f'{p}.{src}.{metric}.{q}', f)}"
+        if from_test:
+            txt += _at_level_note(pg, p, metric, q, f)
         if limit is not None:
             txt += f" (SLO {escape(f(limit))})"
         lat.append(txt)
-    basis = "Measured" if a.get("measured") else "Predicted"
+    if measured:
+        basis = origin_label(a, r).capitalize() + " at the highest load level that met the SLOs"
+    else:
+        basis = "Predicted at peak"
     parts.append(f"<p>{basis}: " + ", ".join(lat) + ".</p>")
+    if measured_origin(a, r) == TWIN:
+        parts.append(
+            "<p><small>Simulated (twin): a local twin serves at the estimator's own predicted pace, so these"
+            " figures check the pipeline, not the prediction; only a load test of a real endpoint measures."
+            "</small></p>"
+        )
+    tuning = _text(lookup(a, "tuning.summary"))
+    if tuning:
+        parts.append(f"<p>Runtime settings: {tuning}.</p>")
+    parts.append(_why_not_cheaper(pg))
     ok = "good" if a.get("meets_slo") else "bad"
     return f'<div class="answer {ok}">' + "".join(parts) + "</div>"
 
@@ -369,13 +519,46 @@ def _workload(pg: Page, wl: WorkloadModel | None) -> str:
     return _section("workload", "Workload", body)
 
 
+def _also_fits(pg: Page, p: str) -> str:
+    """`also fits: g6e.2xlarge $3,371`: dearer instance sizes with the same performance, folded into the row."""
+    alts = lookup(pg.r, p + ".also_fits_on")
+    if not isinstance(alts, list) or not alts:
+        return ""
+    items = [
+        f"{escape(str(x.get('instance_type')))} {pg.n(f'{p}.also_fits_on.{j}.usd_per_month', usd)}"
+        for j, x in enumerate(alts)
+        if isinstance(x, dict) and x.get("instance_type")
+    ]
+    return f"<br><small>also fits on: {', '.join(items)}</small>" if items else ""
+
+
+def _tightest(pg: Page, p: str) -> str:
+    """The tightest SLO target's margin below its limit, named."""
+    target = lookup(pg.r, p + ".headroom.tightest")
+    if not isinstance(lookup(pg.r, p + ".headroom.tightest_pct"), int | float):
+        return '<span class="na">—</span>'
+    name = ""
+    if isinstance(target, str) and "." in target:
+        metric, q = target.split(".", 1)
+        name = f"<br><small>{escape(METRIC_NAMES.get(metric, metric))} {escape(q)}</small>"
+    return pg.n(p + ".headroom.tightest_pct", pct) + name
+
+
+def _load_headroom(pg: Page, p: str) -> str:
+    if isinstance(lookup(pg.r, p + ".headroom.load_pct"), int | float):
+        return pg.n(p + ".headroom.load_pct", pct)
+    return pg.n(p + ".headroom_pct", pct)
+
+
 def _ranked(pg: Page) -> str:
     r = pg.r
     archs = r.get("architectures") or []
     if not archs:
         return _section("ranked", "Ranked architectures", "<p>None: no candidate meets the SLOs.</p>")
     metrics = [(m, shown_percentile(r, m)) for m in ("ttft_ms", "tpot_ms", "e2e_s")]
-    any_measured = any(a.get("measured") for a in archs)
+    labels = origin_labels(r)
+    any_measured = bool(labels)
+    tested = " / ".join(labels)
     head = ["#", "architecture", "replicas<br><small>min–peak (mean)</small>"]
     for m, q in metrics:
         limit = slo_limit(r, m, q)
@@ -384,11 +567,11 @@ def _ranked(pg: Page) -> str:
             if limit is not None
             else ""
         )
-        both = "predicted<br>measured" if any_measured else "predicted"
+        both = f"predicted at peak<br>{tested}" if any_measured else "predicted at peak"
         head.append(f"{METRIC_NAMES[m]} {q}<br><small>{both}</small>{slo}")
     head.append(
         "capacity per replica<br><small>"
-        + ("predicted<br>measured" if any_measured else "predicted")
+        + (f"predicted<br>{tested}" if any_measured else "predicted")
         + "</small>"
     )
     head += [
@@ -397,7 +580,8 @@ def _ranked(pg: Page) -> str:
         "per month<br><small>1-yr plan</small>",
         "per 1M out<br><small>tokens</small>",
         "per user<br><small>month</small>",
-        "headroom",
+        "load headroom<br><small>capacity free at peak</small>",
+        "latency headroom<br><small>tightest SLO margin</small>",
         "Pareto",
     ]
     rows = []
@@ -412,7 +596,11 @@ def _ranked(pg: Page) -> str:
         if a.get("capacity_type") == "spot":
             name += ' <span class="tag">spot</span>'
         if not feasible(a):
-            name += ' <span class="tag miss">missed an SLO when measured</span>'
+            when = "when simulated (twin)" if measured_origin(a, r) == TWIN else "when measured"
+            name += f' <span class="tag miss">missed an SLO {when}</span>'
+        elif measured_origin(a, r) == TWIN:
+            name += ' <span class="tag">simulated (twin)</span>'
+        name += _also_fits(pg, p)
         rank = pg.n(p + ".rank", count) if feasible(a) else '<span class="miss">✗</span>'
         row = [rank, name, reps]
         for m, q in metrics:
@@ -427,7 +615,10 @@ def _ranked(pg: Page) -> str:
                 limit = slo_limit(r, m, q)
                 mv = lookup(r, f"{p}.measured.{m}.{q}")
                 miss = " miss" if limit is not None and isinstance(mv, int | float) and mv > limit else ""
-                cell += f'<br><span class="meas{miss}">{meas}</span>'
+                title = f' title="{escape(origin_label(a, r))}"' if a.get("measured") else ""
+                cell += f'<br><span class="meas{miss}"{title}>{meas}</span>'
+                if isinstance(mv, int | float):
+                    cell += _at_level_note(pg, p, m, q, f)
             row.append(cell)
         cap = pg.n(p + ".per_replica.rps_slo_limit", rps)
         if any_measured:
@@ -439,7 +630,8 @@ def _ranked(pg: Page) -> str:
             pg.n(p + ".cost.usd_per_month_savings_plan_1y", usd),
             pg.n(p + ".cost.usd_per_million_output_tokens", usd),
             pg.n(p + ".cost.usd_per_user_month", usd),
-            pg.n(p + ".headroom_pct", pct),
+            _load_headroom(pg, p),
+            _tightest(pg, p),
             "★" if a.get("pareto") else "",
         ]
         rows.append(row)
@@ -454,9 +646,19 @@ def _ranked(pg: Page) -> str:
         )
     if any_measured:
         lead += (
-            "Measured latencies are at the highest load level that met the SLOs; a measured architecture's"
-            " replicas and cost follow from its measured capacity. "
+            f"Second lines ({escape(tested)}) are at the highest load level that met the SLOs, with the estimator's"
+            " prediction at that same load beside them where the run re-simulated it; such an architecture's"
+            " replicas and cost follow from that capacity. "
         )
+    if TWIN in {measured_origin(a, r) for a in archs}:
+        lead += (
+            "Simulated (twin) figures come from local twins, which serve at the estimator's own predicted pace:"
+            " they are not measurements. "
+        )
+    lead += (
+        "Load headroom: the share of a replica's SLO capacity left free in the busiest hour. Latency headroom: how"
+        " far the tightest SLO target's prediction is below its limit. "
+    )
     lead += "★ marks the Pareto front (no other architecture is both cheaper and faster at p95 end-to-end)."
     if any(isinstance(lookup(a, "calibration.expected_error"), dict) for a in archs):
         lead += (
@@ -464,6 +666,69 @@ def _ranked(pg: Page) -> str:
             " estimator predicted published measurements it was not fitted on."
         )
     return _section("ranked", "Ranked architectures", _table(head, rows, "num ranked") + _downloads(r), lead)
+
+
+def _refused(pg: Page, p: str) -> str:
+    """The share of requests the server refuses (input + output over max_model_len), and what the context covers."""
+    refused = lookup(pg.r, p + ".context.refused_share")
+    if isinstance(refused, bool) or not isinstance(refused, int | float):
+        return '<span class="na">—</span>'
+    covers = _text(lookup(pg.r, p + ".context.covers"))
+    note = f"<br><small>covers {covers}</small>" if covers else ""
+    if refused <= 0:
+        return "none" + note
+    return pg.n(p + ".context.refused_share", fine_share, scale=100) + note
+
+
+def _serving(pg: Page) -> str:
+    """Each architecture's serving configuration as deployed, what the tuning changed, and the load it carries."""
+    r = pg.r
+    rows = []
+    for i, a in enumerate(r.get("architectures") or []):
+        if a.get("deployment") == "bedrock":
+            continue
+        p = f"architectures.{i}"
+        srv = a.get("serving") if isinstance(a.get("serving"), dict) else {}
+        kv = srv.get("kv_cache_dtype")
+        prefix = srv.get("enable_prefix_caching")
+        refused_cell = _refused(pg, p)
+        rows.append(
+            [
+                pg.n(p + ".rank", count) if feasible(a) else '<span class="miss">✗</span>',
+                escape(short_label(a)),
+                pg.n(p + ".serving.max_model_len", token_count),
+                pg.n(p + ".serving.max_num_seqs", count),
+                pg.n(p + ".serving.max_num_batched_tokens", token_count),
+                escape(str(kv)) if isinstance(kv, str) else '<span class="na">—</span>',
+                ("on" if prefix else "off") if isinstance(prefix, bool) else '<span class="na">—</span>',
+                pg.n(p + ".per_replica.in_flight", tenths),
+                pg.n(p + ".per_replica.max_concurrency", tenths),
+                refused_cell,
+                _text(lookup(a, "tuning.summary")) or '<span class="na">—</span>',
+            ]
+        )
+    if not rows:
+        return _section(
+            "serving", "Serving configuration", "<p>No self-hosted architecture in this result.</p>"
+        )
+    head = [
+        "#",
+        "architecture",
+        "max_model_len",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "KV cache dtype",
+        "prefix caching",
+        "in flight at peak<br><small>per replica, simulated</small>",
+        "in flight at SLO capacity<br><small>per replica, simulated</small>",
+        "refused<br><small>longer than max_model_len</small>",
+        "tuning<br><small>vs engine defaults</small>",
+    ]
+    lead = (
+        "The engine settings each replica is estimated, deployed and load-tested with, the requests it holds in"
+        " flight, and what the runtime-parameter search changed from the engine's defaults."
+    )
+    return _section("serving", "Serving configuration", _table(head, rows, "num serving"), lead)
 
 
 def _data_uri(text: str, mime: str) -> str:
@@ -483,18 +748,48 @@ def _downloads(result: dict[str, Any]) -> str:
     return '<p class="downloads">Download: ' + " · ".join(links) + "</p>"
 
 
+def chart_targets(result: dict[str, Any]) -> list[tuple[str, str, float]]:
+    """(metric, percentile, limit) of each SLO target as the latency charts draw it (the percentile shown)."""
+    out = []
+    for m in ("ttft_ms", "tpot_ms", "e2e_s"):
+        q = shown_percentile(result, m)
+        limit = slo_limit(result, m, q)
+        if limit is not None:
+            out.append((m, q, limit))
+    return out
+
+
+def _measured_points(steps: Sequence[dict[str, Any]], metric: str, q: str) -> list[tuple[float, float]]:
+    return sorted(
+        (float(s["requests_per_s"]), float(s[metric][q]))
+        for s in steps
+        if isinstance(s.get(metric), dict) and s[metric].get(q) is not None and s.get("requests_per_s")
+    )
+
+
+def _step_label(cid: str, result: dict[str, Any]) -> str:
+    """What served a candidate's load-test steps: its architecture's origin, else measured."""
+    a = next((x for x in result.get("architectures") or [] if x.get("id") == cid), None)
+    return origin_label(a, result) if a is not None else ORIGIN_LABELS[ENDPOINT]
+
+
 def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, Any]]]) -> str:
     r = pg.r
     archs = r.get("architectures") or []
     if not curves and not measured:
         return _section(
             "latency",
-            "Latency against throughput",
+            "Latency against load",
             "<p>No curve: the ranked architectures are per-token services (Bedrock) or none is feasible.</p>",
         )
     by_id = {a["id"]: (i, a) for i, a in enumerate(archs)}
     wi = winner_index(r)
-    winner_key = hardware_key(archs[wi]) if wi is not None else None
+    winner_id = archs[wi]["id"] if wi is not None else None
+    winner_curve = next(
+        (c for c in curves if c.architecture_ids and c.architecture_ids[0] == winner_id), None
+    )
+    targets = chart_targets(r)
+    capacity = winner_curve.capacity(targets) if winner_curve is not None else None
     metrics = ["ttft_ms", "e2e_s"]
     if any(m == "tpot_ms" for m, _, _ in slo_targets(r)):
         metrics.insert(1, "tpot_ms")
@@ -508,38 +803,41 @@ def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, A
         tops: list[float] = []
         for k, c in enumerate(curves):
             color = svg.PALETTE[k % len(svg.PALETTE)]
-            pts = [(p.requests_per_s, p.latency[metric][q]) for p in c.points]
+            pts = [(p.offered_rps, v) for p in c.points if (v := p.value(metric, q)) is not None]
             tips = [
                 f"{c.label}: offered {p.offered_rps:.2f} req/s, served {p.requests_per_s:.2f} req/s, "
-                f"{METRIC_NAMES[metric]} {q} {f(p.latency[metric][q])}"
+                f"{METRIC_NAMES[metric]} {q} {f(v)}"
                 for p in c.points
+                if (v := p.value(metric, q)) is not None
             ]
             series.append(svg.Series(c.label, pts, color, "line", tips=tips))
-            first = next((by_id[i] for i in c.architecture_ids if i in by_id), None)
-            if first is not None:
+            first = by_id.get(c.architecture_ids[0]) if c.architecture_ids else None
+            op = c.operating
+            y = op.value(metric, q) if op is not None else None
+            if first is not None and op is not None and y is not None:
                 _, a = first
-                x = lookup(a, "per_replica.rps_at_peak")
-                y = lookup(a, f"predicted.{metric}.{q}")
-                if isinstance(x, int | float) and isinstance(y, int | float):
-                    win = hardware_key(a) == winner_key
-                    tip = f"operating point of {short_label(a)} at peak: {x:.2f} req/s per replica, {f(y)}"
-                    label = f"chosen: {x:.2f} req/s, {f(y)}"
-                    markers.append(
-                        svg.Marker(x, y, label, color, "star" if win else "ring", tip, show_label=win)
+                win = c is winner_curve
+                x = op.offered_rps
+                tip = (
+                    f"operating point of {short_label(a)} at peak: {x:.2f} req/s offered per replica, {f(y)}"
+                )
+                table = lookup(a, f"predicted.{metric}.{q}")
+                if not c.matches_table and isinstance(table, int | float):
+                    tip += f" (re-simulated; the table says {f(float(table))})"
+                label = f"{'chosen' if win else '#' + str(a.get('rank'))}: {x:.2f} req/s, {f(y)}"
+                markers.append(
+                    svg.Marker(
+                        x, y, label, color, "star" if win else "ring", tip, show_label=win, series=c.label
                     )
-                    tops.append(y)
+                )
+                tops.append(y)
             for cid in c.architecture_ids:
-                steps = measured.get(cid) or []
-                mpts = [
-                    (float(s["requests_per_s"]), float(s[metric][q]))
-                    for s in steps
-                    if isinstance(s.get(metric), dict)
-                    and s[metric].get(q) is not None
-                    and s.get("requests_per_s")
-                ]
+                mpts = _measured_points(measured.get(cid) or [], metric, q)
                 if mpts:
                     series.append(
-                        svg.Series(f"{c.label} (measured)", sorted(mpts), color, "points", marker="square")
+                        svg.Series(
+                            f"{c.label} ({_step_label(cid, r)})", mpts, color, "points", marker="square"
+                        )
                     )
                     tops += [y for _, y in mpts]
         # measured candidates that have no predicted curve (e.g. an external endpoint)
@@ -547,24 +845,25 @@ def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, A
         for j, (cid, steps) in enumerate(sorted(measured.items())):
             if cid in curve_ids:
                 continue
-            mpts = [
-                (float(s["requests_per_s"]), float(s[metric][q]))
-                for s in steps
-                if isinstance(s.get(metric), dict)
-                and s[metric].get(q) is not None
-                and s.get("requests_per_s")
-            ]
+            mpts = _measured_points(steps, metric, q)
             if mpts:
                 color = svg.PALETTE[(len(curves) + j) % len(svg.PALETTE)]
-                series.append(svg.Series(f"{cid} (measured)", sorted(mpts), color, "line", marker="square"))
+                series.append(
+                    svg.Series(f"{cid} ({_step_label(cid, r)})", mpts, color, "line", marker="square")
+                )
                 tops += [y for _, y in mpts]
         if not any(s.points for s in series):
             continue
         refs = [svg.RefLine(limit, f"SLO {q} {f(limit)}")] if limit is not None else []
-        cap = lookup(archs[wi], "per_replica.rps_slo_limit") if wi is not None else None
-        if isinstance(cap, int | float) and cap > 0:
+        if capacity is not None:
+            x_cap, m_cap, q_cap = capacity
             refs.append(
-                svg.RefLine(float(cap), f"chosen: SLO capacity {cap:.2f} req/s", axis="x", color=svg.MUTED)
+                svg.RefLine(
+                    x_cap,
+                    f"SLO capacity {x_cap:.2f} req/s ({METRIC_NAMES[m_cap]} {q_cap})",
+                    axis="x",
+                    color=svg.MUTED,
+                )
             )
         y_hi = max(
             (limit or 0.0) * Y_CAP_SLO_FACTOR,
@@ -573,8 +872,8 @@ def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, A
         y_axis = svg.axis_for([0.0, y_hi], pad=0.0)
         chart = svg.xy_chart(
             f"latency-{metric}",
-            f"{METRIC_NAMES[metric]} {q} against throughput per replica",
-            x_label="throughput per replica (requests/s)",
+            f"{METRIC_NAMES[metric]} {q} against offered load per replica",
+            x_label="offered load per replica (requests/s)",
             y_label=f"{METRIC_NAMES[metric]} {q} ({METRIC_UNITS[metric]})",
             series=series,
             ref_lines=refs,
@@ -583,27 +882,65 @@ def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, A
         )
         figs.append(
             _figure(
-                f"latency-{metric}",
-                chart,
-                f"{METRIC_NAMES[metric]} {q} of one replica as load rises (predicted by the batching simulator"
-                + (", measured points as squares" if measured else "")
-                + "). ★ is the chosen architecture's operating point at peak; rings the others'. The dotted line is"
-                " the chosen replica's capacity under every SLO target: the gap to the star is the headroom.",
+                f"latency-{metric}", chart, _latency_caption(pg, metric, q, measured, winner_curve, capacity)
             )
         )
-    lead = (
-        "How each of the leading hardware configurations behaves as load per replica rises. The operating point"
-        " sits left of where a curve crosses its SLO line; the gap is the headroom."
-    )
+    lead = "How each of the leading hardware configurations behaves as the load offered to one replica rises"
+    if winner_curve is not None and winner_curve.matches_table:
+        lead += (
+            ", simulated as for the ranked table (the same simulator, serving settings, requests and seed)"
+        )
+    lead += ". The operating point sits left of where its curve crosses the SLO line; the gap is the load headroom."
     shared = []
     for c in curves:
         ranks = [f"#{by_id[i][1].get('rank')}" for i in c.architecture_ids if i in by_id]
         if ranks:
             shared.append(f"{escape(c.label)}: {', '.join(ranks)}")
     if shared:
-        lead += " Architectures on the same accelerators share a curve — " + "; ".join(shared) + "."
+        lead += (
+            " Architectures with the same accelerators and serving settings share a curve — "
+            + "; ".join(shared)
+            + "."
+        )
     table = _measurements_table(measured, r) if measured else ""
-    return _section("latency", "Latency against throughput", "".join(figs) + table, lead)
+    return _section("latency", "Latency against load", "".join(figs) + table, lead)
+
+
+def _latency_caption(
+    pg: Page,
+    metric: str,
+    q: str,
+    measured: dict[str, list[dict[str, Any]]],
+    winner_curve: Curve | None,
+    capacity: tuple[float, str, str] | None,
+) -> str:
+    r = pg.r
+    kinds = " / ".join(sorted({_step_label(cid, r) for cid in measured})) if measured else ""
+    text = (
+        f"{METRIC_NAMES[metric]} {q} of one replica as the offered load rises (predicted by the batching simulator"
+        + (f"; load-test points ({escape(kinds)}) as squares, at the rate they served" if measured else "")
+        + "). ★ is the chosen architecture's operating point at peak, a point of its own curve; rings the others'."
+    )
+    if capacity is not None:
+        x_cap, m_cap, q_cap = capacity
+        text += (
+            f" The dotted line is where the chosen curve first reaches an SLO target ({METRIC_NAMES[m_cap]} {q_cap}):"
+            " its capacity under every target. The gap to the star is the load headroom."
+        )
+        table = winner_curve.slo_limit_rps if winner_curve is not None else None
+        if table is not None and abs(table - x_cap) >= 0.005:
+            text += (
+                f" The planner's capacity search, with shorter simulations, put that capacity at {table:.2f} req/s"
+                " (the table's figure)."
+            )
+    elif winner_curve is not None:
+        text += " The chosen curve meets every SLO target over the simulated range."
+    if winner_curve is not None and not winner_curve.matches_table:
+        text += (
+            " This result does not carry the exact workload the planner simulated, so the curves were"
+            " re-simulated from its rounded figures and may differ slightly from the table's."
+        )
+    return text
 
 
 def _measurements_table(measured: dict[str, list[dict[str, Any]]], result: dict[str, Any]) -> str:
@@ -619,6 +956,7 @@ def _measurements_table(measured: dict[str, list[dict[str, Any]]], result: dict[
             )
             cells = [
                 escape(names.get(cid, cid)),
+                escape(_step_label(cid, result)),
                 escape(tgt),
                 escape(rps(float(s.get("requests_per_s") or 0))),
             ]
@@ -636,7 +974,14 @@ def _measurements_table(measured: dict[str, list[dict[str, Any]]], result: dict[
     head = ["candidate", "load step", "served"] + [
         f"{METRIC_NAMES[m]} {shown_percentile(result, m)}" for m in ("ttft_ms", "tpot_ms", "e2e_s")
     ]
-    return "<h3>Load-test steps</h3>" + _table([*head, "errors", "meets SLO"], rows, "num steps")
+    head.insert(1, "figures")
+    note = ""
+    if ORIGIN_LABELS[TWIN] in {_step_label(cid, result) for cid in measured}:
+        note = (
+            '<p class="lead">Steps marked simulated (twin) ran against local twins, which serve at the'
+            " estimator's own predicted pace: simulations of our model, not measurements.</p>"
+        )
+    return "<h3>Load-test steps</h3>" + note + _table([*head, "errors", "meets SLO"], rows, "num steps")
 
 
 def _pareto(pg: Page) -> str:
@@ -905,8 +1250,16 @@ def _assumptions(pg: Page) -> str:
         assumed.append("Spot discounts are assumed per family, not quoted; spot capacity may be interrupted.")
     if any(a.get("deployment") == "bedrock" for a in archs):
         assumed.append("Bedrock latency follows an assumed profile until measured.")
-    if not any(a.get("measured") for a in archs):
+    origins = {measured_origin(a, r) for a in archs} - {None}
+    if not origins:
         assumed.append("Nothing here is measured yet: every latency is a prediction.")
+    if TWIN in origins:
+        assumed.append(
+            "Figures labelled simulated (twin) come from local twins serving at the estimator's own predicted"
+            " pace: they test the pipeline, not the prediction, and are never calibration data."
+        )
+    if origins == {TWIN}:
+        assumed.append("No figure here comes from a load test of a real endpoint yet.")
     items = [
         ("Calibration version", escape(str(version if version is not None else "none"))),
         ("Calibration date", escape(str((cal.get("date") if isinstance(cal, dict) else None) or "—"))),
@@ -1005,6 +1358,7 @@ details{margin:6px 0}summary{cursor:pointer}pre{background:#0f1720;color:#e6edf3
 NAV = [
     ("workload", "Workload"),
     ("ranked", "Ranking"),
+    ("serving", "Serving"),
     ("latency", "Latency"),
     ("pareto", "Cost vs latency"),
     ("cost", "Schedule & cost"),
@@ -1035,6 +1389,7 @@ def render_report(
     manifests: dict[str, str] | None = None,
     workload: WorkloadModel | None = None,
     curves: bool = True,
+    seed: int | None = None,
 ) -> str:
     """The self-contained HTML report of an estimate or run `result` (the planner's JSON).
 
@@ -1042,12 +1397,14 @@ def render_report(
         optional `candidate_id`), plotted beside the predicted curves. manifests: file name -> YAML of the
         winner; by default rendered with `sizing.deploy` for the best-ranked EKS architecture. workload: the
         WorkloadModel, when at hand (exact token distributions, the business terms); else rebuilt from the
-        result. curves: False skips the simulated latency curves (measured points are still plotted)."""
+        result. curves: False skips the simulated latency curves (measured points are still plotted). seed: the
+        planner's seed (default: the result's `search.seed`, else the planner's default 0); with the workload,
+        the curves are then the very simulations the table reports."""
     check_result(result, measurements)
     pg = Page(result)
     measured = measured_steps(measurements or [], result)
     always = list(measured) + [a["id"] for a in result.get("architectures") or [] if a.get("measured")]
-    curve_list = latency_curves(result, workload, always=always) if curves else []
+    curve_list = latency_curves(result, workload, always=always, seed=seed) if curves else []
     if manifests is None:
         manifests, note = winner_manifests(result)
     else:
@@ -1069,6 +1426,7 @@ def render_report(
         _answer(pg),
         _workload(pg, workload),
         _ranked(pg),
+        _serving(pg),
         _latency(pg, curve_list, measured),
         _pareto(pg),
         _schedule_and_cost(pg),
@@ -1097,12 +1455,13 @@ def write_report(
     manifests: dict[str, str] | None = None,
     workload: WorkloadModel | None = None,
     curves: bool = True,
+    seed: int | None = None,
 ) -> Path:
     """Render the report and write it to `path` (parent folders created); returns the path."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     html = render_report(
-        result, measurements=measurements, manifests=manifests, workload=workload, curves=curves
+        result, measurements=measurements, manifests=manifests, workload=workload, curves=curves, seed=seed
     )
     out.write_text(html, encoding="utf-8")
     return out

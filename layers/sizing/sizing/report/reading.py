@@ -154,3 +154,81 @@ def shown_number(text: str) -> tuple[float, float] | None:
     digits = m.group(0).replace(",", "")
     decimals = len(digits.split(".")[1]) if "." in digits else 0
     return float(digits), 0.5 * 10.0**-decimals
+
+
+@dataclass
+class MarkerGeometry:
+    """A highlighted point (the operating point's star, another architecture's ring), in the chart's units."""
+
+    shape: str
+    x: float
+    y: float
+    label: str = ""
+    #: the series (curve) it belongs to; '' when it names none
+    series: str = ""
+    #: where it is drawn, in SVG user units (the star's centre, the ring's)
+    px: tuple[float, float] | None = None
+
+
+@dataclass
+class ChartGeometry:
+    """What a chart draws, in its own units, read from the data attributes of its marks."""
+
+    #: series label -> its points (x, y) in the order drawn
+    series: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    markers: list[MarkerGeometry] = field(default_factory=list)
+    #: reference lines: (axis, at, label); axis "x" is a vertical line at x = at
+    refs: list[tuple[str, float, str]] = field(default_factory=list)
+
+
+def _centre(el: ET.Element) -> tuple[float, float] | None:
+    if el.get("cx") is not None:
+        return float(el.get("cx") or 0), float(el.get("cy") or 0)
+    pts = [tuple(map(float, p.split(","))) for p in (el.get("points") or "").split()]
+    if not pts:
+        return None
+    # a star's vertices are symmetric about its centre: their mean is the centre
+    return sum(p[0] for p in pts) / len(pts), sum(p[1] for p in pts) / len(pts)
+
+
+def chart_geometry(html: str) -> dict[str, ChartGeometry]:
+    """Every chart's series, markers and reference lines by chart name, from the data the page plotted."""
+    out: dict[str, ChartGeometry] = {}
+    for m in _SVG.finditer(html):
+        try:
+            root = ET.fromstring(m.group(0))
+        except ET.ParseError:
+            continue
+        geo = ChartGeometry()
+        # a line's points are its polyline's; a series of unconnected points is read point by point
+        lines = {el.get("data-series") or "" for el in root.iter() if el.get("data-xy")}
+        for el in root.iter():
+            classes = (el.get("class") or "").split()
+            if "ref" in classes and el.get("data-at") is not None:
+                geo.refs.append(
+                    (el.get("data-axis") or "", float(el.get("data-at") or 0), el.get("data-label") or "")
+                )
+            elif "op" in classes and el.get("data-x") is not None:
+                geo.markers.append(
+                    MarkerGeometry(
+                        el.get("data-shape") or "",
+                        float(el.get("data-x") or 0),
+                        float(el.get("data-y") or 0),
+                        el.get("data-label") or "",
+                        el.get("data-series") or "",
+                        _centre(el),
+                    )
+                )
+            elif "mark" in classes and el.get("data-xy"):
+                pts = [tuple(map(float, p.split(","))) for p in (el.get("data-xy") or "").split()]
+                geo.series[el.get("data-series") or ""] = [(p[0], p[1]) for p in pts]
+            elif (
+                "mark" in classes
+                and el.get("data-x") is not None
+                and (el.get("data-series") or "") not in lines
+            ):
+                geo.series.setdefault(el.get("data-series") or "", []).append(
+                    (float(el.get("data-x") or 0), float(el.get("data-y") or 0))
+                )
+        out[root.get("data-chart") or f"svg-{len(out)}"] = geo
+    return out

@@ -2,7 +2,9 @@
 
 Written here rather than taken from matplotlib so the report stays dependency-free in the Lambda layer and every
 chart is plain text a test can parse. Each data mark carries `class="mark"`, so "the chart is not empty" is
-checkable without a browser."""
+checkable without a browser, and the data it was drawn from (`data-xy` on a line, `data-x`/`data-y` on a point or
+marker, `data-at` on a reference line), so "the star lies on its curve" is checkable in the chart's own units
+(`sizing.report.reading.chart_geometry`)."""
 
 from __future__ import annotations
 
@@ -146,21 +148,33 @@ class Marker:
     #: Tooltip; the label is printed beside the marker only when `show_label`.
     tip: str = ""
     show_label: bool = True
+    #: label of the series the marker belongs to (the curve a star is an operating point of), if any
+    series: str = ""
 
 
-def _marker(shape: str, x: float, y: float, color: str, tip: str = "", r: float = 3.0) -> str:
+def _num(v: float) -> str:
+    """A data value as written in a data attribute: exact (repr), so a reader gets back the plotted number."""
+    return repr(float(v))
+
+
+def _data(**attrs: str) -> str:
+    return "".join(f' data-{k}="{escape(v)}"' for k, v in attrs.items() if v)
+
+
+def _marker(shape: str, x: float, y: float, color: str, tip: str = "", r: float = 3.0, data: str = "") -> str:
+    """A point mark at pixel (x, y); `data`: its data attributes."""
     title = f"<title>{escape(tip)}</title>" if tip else ""
     if shape == "square":
         return (
             f'<rect class="mark" x="{x - r:.1f}" y="{y - r:.1f}" width="{2 * r:.1f}" height="{2 * r:.1f}" '
-            f'fill="{color}">{title}</rect>'
+            f'fill="{color}"{data}>{title}</rect>'
         )
     if shape == "diamond":
         pts = (
             f"{x:.1f},{y - r - 1:.1f} {x + r + 1:.1f},{y:.1f} {x:.1f},{y + r + 1:.1f} {x - r - 1:.1f},{y:.1f}"
         )
-        return f'<polygon class="mark" points="{pts}" fill="{color}">{title}</polygon>'
-    return f'<circle class="mark" cx="{x:.1f}" cy="{y:.1f}" r="{r}" fill="{color}">{title}</circle>'
+        return f'<polygon class="mark" points="{pts}" fill="{color}"{data}>{title}</polygon>'
+    return f'<circle class="mark" cx="{x:.1f}" cy="{y:.1f}" r="{r}" fill="{color}"{data}>{title}</circle>'
 
 
 def _star(x: float, y: float, r: float) -> str:
@@ -299,7 +313,7 @@ def xy_chart(
             y = py(r.at)
             out.append(
                 f'<line class="ref" x1="{left}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="{r.color}" '
-                f'stroke-width="1.5" stroke-dasharray="6 4"/>'
+                f'stroke-width="1.5" stroke-dasharray="6 4"{_data(axis="y", at=_num(r.at), label=r.label)}/>'
             )
             out.append(
                 f'<text x="{right - 4}" y="{y - 5:.1f}" font-size="11" text-anchor="end" fill="{r.color}">{escape(r.label)}</text>'
@@ -308,7 +322,7 @@ def xy_chart(
             x = px(r.at)
             out.append(
                 f'<line class="ref" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="{r.color}" '
-                f'stroke-width="1.2" stroke-dasharray="2 3"/>'
+                f'stroke-width="1.2" stroke-dasharray="2 3"{_data(axis="x", at=_num(r.at), label=r.label)}/>'
             )
             # label on the side with room: left of a line in the right half of the chart
             anchor, dx = ("end", -4) if x > (left + right) / 2 else ("start", 4)
@@ -328,30 +342,33 @@ def xy_chart(
                     coords += [f"{x1:.1f},{y0:.1f}", f"{x1:.1f},{y1:.1f}"]
             else:
                 coords = [f"{x:.1f},{y:.1f}" for x, y, _ in pts]
+            xy = " ".join(f"{_num(s.points[i][0])},{_num(s.points[i][1])}" for _, _, i in pts)
             out.append(
                 f'<polyline class="mark" points="{" ".join(coords)}" fill="none" stroke="{s.color}" '
-                f'stroke-width="2"{dash}/>'
+                f'stroke-width="2"{dash}{_data(series=s.label, kind=s.kind, xy=xy)}/>'
             )
         if s.marker != "none":
             for x, y, i in pts:
                 tip = (
                     s.tips[i] if i < len(s.tips) else f"{s.label}: {s.points[i][0]:.3g}, {s.points[i][1]:.3g}"
                 )
-                out.append(_marker(s.marker, x, y, s.color, tip))
+                data = _data(series=s.label, x=_num(s.points[i][0]), y=_num(s.points[i][1]))
+                out.append(_marker(s.marker, x, y, s.color, tip, data=data))
     out.append("</g>")
     for m in markers:
         if not inside(m.x, m.y):
             continue
         x, y = px(m.x), py(m.y)
+        data = _data(shape=m.shape, series=m.series, x=_num(m.x), y=_num(m.y), label=m.label)
         if m.shape == "star":
             out.append(
                 f'<polygon class="mark op" points="{_star(x, y, 9)}" fill="{m.color}" stroke="#fff" '
-                f'stroke-width="1"><title>{escape(m.tip or m.label)}</title></polygon>'
+                f'stroke-width="1"{data}><title>{escape(m.tip or m.label)}</title></polygon>'
             )
         else:
             out.append(
                 f'<circle class="mark op" cx="{x:.1f}" cy="{y:.1f}" r="7" fill="none" stroke="{m.color}" '
-                f'stroke-width="2.5"><title>{escape(m.tip or m.label)}</title></circle>'
+                f'stroke-width="2.5"{data}><title>{escape(m.tip or m.label)}</title></circle>'
             )
         if not m.show_label:
             continue
