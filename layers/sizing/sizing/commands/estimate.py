@@ -180,8 +180,10 @@ def run(args: argparse.Namespace) -> int:
         bar.close()
     if args.report:
         from sizing.report import write_report
+        from sizing.workload import resolve
 
-        write_report(result, args.report)
+        # the report's curves re-simulate exactly what the table's figures came from: this workload, this seed
+        write_report(result, args.report, workload=resolve(spec), seed=args.seed)
     if args.json:
         print_json(result)
         return 0

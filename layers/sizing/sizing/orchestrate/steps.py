@@ -258,6 +258,8 @@ def start_loadtest_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
         "candidate_id": cand["candidate_id"],
         "endpoint": endpoint["url"],
         "model": endpoint.get("model") or cand["architecture"]["model"],
+        # the configuration the endpoint serves: every stored step belongs to it
+        "serving": cand["architecture"].get("serving"),
         "levels": cand["levels"],
         "input_tokens": plan.get("input_tokens") or {"fixed": 512},
         "output_tokens": plan.get("output_tokens") or {"fixed": 128},
@@ -293,7 +295,7 @@ def collect_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
         spec,
         svc.catalog,
         run_id=run_id,
-        origin=TWIN_ORIGIN if twins else "loadtest",
+        origin=TWIN_ORIGIN if twins else "endpoint",
     )
     svc.store.put_architectures(run_id, merged["architectures"])
     ok = [m for m in measured if m.get("status") == "MEASURED"]

@@ -792,6 +792,7 @@ def estimate_result(
             "simulated": sum(1 for o in options if o.capacity is not None),
             "capacity_searches": searches,
             "tuned_replicas": len(tuned_keys),
+            "seed": seed,
             "feasible": len(feasible),
             "seconds": round(elapsed, 3),
         },
