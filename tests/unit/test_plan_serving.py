@@ -128,9 +128,10 @@ def test_tuning_never_makes_the_cheapest_answer_dearer_than_the_defaults(users, 
     # then the tuned answer costs no more (and answers whenever the defaults do)
     if default["architectures"]:
         assert tuned["architectures"]
-        assert tuned["architectures"][0]["cost"]["usd_per_month"] <= default["architectures"][0]["cost"][
-            "usd_per_month"
-        ] + 0.01
+        assert (
+            tuned["architectures"][0]["cost"]["usd_per_month"]
+            <= default["architectures"][0]["cost"]["usd_per_month"] + 0.01
+        )
 
 
 def test_each_architecture_says_what_tuning_gained(example_results):
@@ -200,7 +201,13 @@ def test_same_performance_dearer_sizes_fold_into_one_row(example_results):
     # given the rag example, where several g6e sizes hold one L40S each
     archs = example_results["rag"]["architectures"]
     rows = [
-        (a["deployment"], a["capacity_type"], a.get("accelerator"), str(a.get("serving")), a["replicas_per_instance"])
+        (
+            a["deployment"],
+            a["capacity_type"],
+            a.get("accelerator"),
+            str(a.get("serving")),
+            a["replicas_per_instance"],
+        )
         for a in archs
     ]
     # then each replica configuration is one row, and the dearer sizes are listed beside it

@@ -172,6 +172,22 @@ class Architecture(Frozen):
         """`{deployment}:{instance_type}:tp{N}:{quantization}:{engine}:{capacity_type}`."""
         return f"{deployment}:{instance_type}:tp{tensor_parallel}:{quantization}:{engine}:{capacity}"
 
+    @staticmethod
+    def parse_id(arch_id: str) -> dict[str, Any] | None:
+        """The fields `make_id` joined, or None when `arch_id` is not of that form."""
+        parts = arch_id.split(":")
+        if len(parts) != 6 or not parts[2].startswith("tp") or not parts[2][2:].isdigit():
+            return None
+        deployment, instance_type, tp, quant, engine, capacity = parts
+        return {
+            "deployment": deployment,
+            "instance_type": instance_type,
+            "tensor_parallel": int(tp[2:]),
+            "quantization": quant,
+            "engine": engine,
+            "capacity_type": capacity,
+        }
+
     @property
     def ranked_usd_per_month(self) -> float:
         """The monthly cost an architecture is ranked by: its spot cost where it runs on spot, else on-demand."""

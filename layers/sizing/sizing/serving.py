@@ -43,12 +43,12 @@ class ServingConfig(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> ServingConfig:
-        if self.max_num_batched_tokens is not None and self.enable_chunked_prefill is False:
-            if self.max_num_batched_tokens < self.max_model_len:
-                raise ValueError(
-                    f"max_num_batched_tokens ({self.max_num_batched_tokens}) is below max_model_len"
-                    f" ({self.max_model_len}) without chunked prefill: the longest prompt could never be scheduled"
-                )
+        budget = self.max_num_batched_tokens
+        if budget is not None and not self.enable_chunked_prefill and budget < self.max_model_len:
+            raise ValueError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) is below max_model_len"
+                f" ({self.max_model_len}) without chunked prefill: the longest prompt could never be scheduled"
+            )
         return self
 
     def label(self) -> str:
@@ -142,7 +142,8 @@ def check_for_hardware(s: ServingConfig, accelerator_kind: str, supports_fp8: bo
         )
     if not neuron and s.engine == "neuron":
         raise InvalidInput(
-            "serving.engine 'neuron' needs an inf2/trn instance", [Problem("serving.engine", "needs inf2/trn")]
+            "serving.engine 'neuron' needs an inf2/trn instance",
+            [Problem("serving.engine", "needs inf2/trn")],
         )
     if s.kv_cache_dtype == "fp8" and (neuron or not supports_fp8):
         raise InvalidInput(

@@ -19,6 +19,7 @@ Deployment = Literal["eks", "sagemaker", "bedrock"]
 CapacityType = Literal["on-demand", "spot"]
 Quant = Literal["bf16", "fp8", "int8", "int4"]
 
+
 class _Loose(BaseModel):
     """Fed the planner's dicts: ignore keys we do not use (predicted, cost, measured, ...)."""
 
@@ -79,27 +80,16 @@ class Architecture(_Loose):
     @classmethod
     def from_id(cls, arch_id: str, model: str, **extra: Any) -> Architecture:
         """Parse `{deployment}:{instance_type}:tp{N}:{quantization}:{engine}:{capacity_type}`."""
-        parts = arch_id.split(":")
-        if len(parts) != 6 or not parts[2].startswith("tp") or not parts[2][2:].isdigit():
+        from sizing.results import Architecture as Answer
+
+        fields = Answer.parse_id(arch_id)
+        if fields is None:
             raise InvalidInput(
                 f"cannot parse architecture id '{arch_id}': expected "
                 "deployment:instance_type:tpN:quantization:engine:capacity_type, "
                 "e.g. eks:p5.48xlarge:tp4:fp8:vllm:on-demand"
             )
-        deployment, instance_type, tp, quant, engine, capacity = parts
-        return cls.from_dict(
-            {
-                "id": arch_id,
-                "model": model,
-                "deployment": deployment,
-                "instance_type": instance_type,
-                "tensor_parallel": int(tp[2:]),
-                "quantization": quant,
-                "engine": engine,
-                "capacity_type": capacity,
-                **extra,
-            }
-        )
+        return cls.from_dict({"id": arch_id, "model": model, **fields, **extra})
 
     # --- derived facts --------------------------------------------------------------------------------
     def resolve(self, catalog: Catalog | None = None) -> Architecture:

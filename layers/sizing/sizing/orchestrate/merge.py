@@ -185,7 +185,8 @@ def merge_measurements(
     calibration refuses; it becomes `measured.origin`."""
     from sizing.errors import InvalidInput, Problem
     from sizing.plan.cost import project
-    from sizing.plan.search import _pricing, _rank_cost
+    from sizing.plan.search import _pricing
+    from sizing.results import rank_cost
 
     kind = ORIGIN_ALIASES.get(origin)
     if kind is None:
@@ -237,7 +238,7 @@ def merge_measurements(
             if a["id"] == next((m_id for m_id, c in applies.items() if c == cid), None):
                 rows += calibration_rows(a, recs, cid, run_id, ROW_ORIGIN[kind], wm, cat)
         out.append(a)
-    feasible = sorted((a for a in out if a["meets_slo"]), key=_rank_cost)
+    feasible = sorted((a for a in out if a["meets_slo"]), key=rank_cost)
     rest = [a for a in out if not a["meets_slo"]]
     for rank, a in enumerate(feasible, start=1):
         a["rank"] = rank

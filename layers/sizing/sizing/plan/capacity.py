@@ -220,19 +220,29 @@ def max_rate_under_slo(
 def probe(step: Any, wm: WorkloadModel, saturated_rps: float, k: int, seed: int = 0) -> tuple[bool, float]:
     """One probe of the capacity search: grid point `k` of the rates below `saturated_rps` meets every SLO target,
     and 1 / score there."""
-    from sizing.perf.simulator import OpenLoop, simulate
+    from sizing.perf.simulator import OpenLoop
 
-    sim = simulate(
+    sim = _simulated(
+        step, wm, OpenLoop(grid_rate(k, max(saturated_rps, 1e-6), BISECTION_STEPS)), PROBE_REQUESTS, seed
+    )
+    return not violations(sim, wm.slo), 1.0 / score(sim, wm.slo)
+
+
+def _simulated(step: Any, wm: WorkloadModel, arrivals: Any, n_requests: int, seed: int) -> Any:
+    """The workload's requests under `arrivals` on `step`, without inter-token latency (the planner reads TTFT,
+    TPOT and e2e)."""
+    from sizing.perf.simulator import simulate
+
+    return simulate(
         step,
-        OpenLoop(grid_rate(k, max(saturated_rps, 1e-6), BISECTION_STEPS)),
+        arrivals,
         wm.input_tokens,
         wm.output_tokens,
-        n_requests=PROBE_REQUESTS,
+        n_requests=n_requests,
         seed=seed,
         itl=False,
         prefix_tokens=wm.shared_prefix_tokens,
     )
-    return not violations(sim, wm.slo), 1.0 / score(sim, wm.slo)
 
 
 def grid_point_above(rate: float, saturated_rps: float) -> int | None:
@@ -247,7 +257,7 @@ def grid_point_above(rate: float, saturated_rps: float) -> int | None:
 def _search(
     step: Any, wm: WorkloadModel, saturated_rps: float, seed: int, start: tuple[int, float] | None = None
 ) -> Capacity:
-    from sizing.perf.simulator import ClosedLoop, simulate
+    from sizing.perf.simulator import ClosedLoop
 
     slo = wm.slo
     grid = 2**BISECTION_STEPS
@@ -259,16 +269,7 @@ def _search(
             lambda k: probe(step, wm, saturated_rps, k, seed), grid, start[1], budget, start=start[0]
         )
         return Capacity(grid_rate(edge, top, BISECTION_STEPS), True, "", probes)
-    single = simulate(
-        step,
-        ClosedLoop(1),
-        wm.input_tokens,
-        wm.output_tokens,
-        n_requests=PROBE_REQUESTS,
-        seed=seed,
-        itl=False,
-        prefix_tokens=wm.shared_prefix_tokens,
-    )
+    single = _simulated(step, wm, ClosedLoop(1), PROBE_REQUESTS, seed)
     bad = violations(single, slo)
     if bad:
         reasons = "; ".join(describe_violation(*v) for v in bad)
@@ -287,7 +288,7 @@ def _search(
 def predict_at(step: Any, wm: WorkloadModel, rate_rps: float, seed: int = 0) -> Any:
     """The simulation reported for an operating point (REPORT_REQUESTS requests); memoised, so read-only. Without
     inter-token latency (NaN): the planner reports TTFT, TPOT and e2e."""
-    from sizing.perf.simulator import OpenLoop, simulate
+    from sizing.perf.simulator import OpenLoop
 
     key = (
         fingerprint(step),
@@ -300,15 +301,6 @@ def predict_at(step: Any, wm: WorkloadModel, rate_rps: float, seed: int = 0) -> 
     )
     sim = _predictions.get(key)
     if sim is None:
-        sim = simulate(
-            step,
-            OpenLoop(rate_rps),
-            wm.input_tokens,
-            wm.output_tokens,
-            n_requests=REPORT_REQUESTS,
-            seed=seed,
-            itl=False,
-            prefix_tokens=wm.shared_prefix_tokens,
-        )
+        sim = _simulated(step, wm, OpenLoop(rate_rps), REPORT_REQUESTS, seed)
         _predictions.put(key, sim)
     return sim

@@ -59,7 +59,6 @@ from sizing.results import (
     Rejected,
     RejectedKind,
     Tuning,
-    rank_cost,
     ranked_usd_per_month,
 )
 from sizing.serving import ServingConfig
@@ -175,10 +174,6 @@ def _capacity_type(wm: WorkloadModel, deployment: str) -> str:
     if deployment == "sagemaker" or "on-demand" in caps:
         return "on-demand"
     return "spot"
-
-
-#: The ranking's cost of an architecture (JSON or model): the rule lives on `sizing.results.Architecture`.
-_rank_cost = rank_cost
 
 
 def _stats(sim: Any, metric: str) -> dict[str, float]:
@@ -803,20 +798,10 @@ def estimate_result(
     )
 
 
-def estimate(
-    spec: WorkloadSpec,
-    top: int | None = None,
-    *,
-    catalog: Catalog | None = None,
-    headroom: float = DEFAULT_HEADROOM,
-    seed: int = 0,
-    progress: Progress | None = None,
-    tune: bool = True,
-) -> dict[str, Any]:
-    """Estimate every candidate architecture for a workload: the estimate result's JSON."""
-    result = estimate_result(
-        spec, top, catalog=catalog, headroom=headroom, seed=seed, progress=progress, tune=tune
-    )
+def estimate(spec: WorkloadSpec, top: int | None = None, **options: Any) -> dict[str, Any]:
+    """Estimate every candidate architecture for a workload: the estimate result's JSON (`estimate_result`'s
+    keyword options: catalog, headroom, seed, progress, tune)."""
+    result = estimate_result(spec, top, **options)
     out = result.as_json()
     if out.get("infeasible") is None:
         out.pop("infeasible", None)

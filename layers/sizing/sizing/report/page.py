@@ -18,6 +18,7 @@ from typing import Any
 from sizing.report import svg
 from sizing.report.curves import Curve, latency_curves
 from sizing.report.model import check_result
+from sizing.results import rank_cost
 from sizing.workload import WorkloadModel
 
 METRIC_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "end-to-end"}
@@ -198,14 +199,6 @@ def feasible(a: dict[str, Any]) -> bool:
 def winner_index(result: dict[str, Any]) -> int | None:
     """Index of the chosen architecture: the best-ranked one that meets the SLOs."""
     return next((i for i, a in enumerate(result.get("architectures") or []) if feasible(a)), None)
-
-
-def rank_cost(a: dict[str, Any]) -> float:
-    """The cost the planner ranks by: spot when the architecture runs on spot, else on-demand."""
-    c = a.get("cost") or {}
-    if a.get("capacity_type") == "spot" and c.get("usd_per_month_spot") is not None:
-        return float(c["usd_per_month_spot"])
-    return float(c.get("usd_per_month") or 0.0)
 
 
 #: What served a load test's figures (`measured.origin`), as the report names it: a local twin serves at the
