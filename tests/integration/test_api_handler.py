@@ -14,8 +14,10 @@ import pytest
 from moto import mock_aws
 
 from sizing.lambdas import load_function
+from sizing.plan import estimate
 from sizing.service.api import deps
 from sizing.store import SizingStore, create_table
+from sizing.workload import parse_spec
 
 pytestmark = pytest.mark.integration
 
@@ -237,14 +239,31 @@ def test_a_bad_page_token_is_400_and_a_bad_status_422(aws, context) -> None:
 def test_a_run_and_its_architectures_are_readable(aws, context) -> None:
     # given a run that has ranked two architectures
     run_id = call(load_event("api_post_runs"), context)[2]["run_id"]
-    aws.store.put_architectures(run_id, [{"rank": 1, "id": "eks-g6e"}, {"rank": 2, "id": "bedrock"}])
+    ranked = estimate(
+        parse_spec(
+            {
+                "model": "meta-llama/Llama-3.1-8B-Instruct",
+                "rate": {"peak_rps": 1},
+                "tokens": {"input": {"fixed": 500}, "output": {"fixed": 100}},
+                "slo": {"e2e_s": {"p95": 20}},
+                "constraints": {
+                    "instance_types": ["g6e.xlarge"],
+                    "deployments": ["eks"],
+                    "quantizations": ["fp8"],
+                },
+            }
+        ),
+        top=2,
+    )["architectures"]
+    aws.store.put_architectures(run_id, ranked)
     # when
     status, _, run = call(for_run("api_get_run", run_id), context)
     a_status, _, archs = call(for_run("api_get_run_architectures", run_id), context)
     # then
     assert status == 200 and run["run_id"] == run_id and run["status"] == "RUNNING"
     assert run["spec"]["model"] == "meta-llama/Llama-3.1-70B-Instruct"
-    assert a_status == 200 and [a["id"] for a in archs["architectures"]] == ["eks-g6e", "bedrock"]
+    assert a_status == 200 and [a["id"] for a in archs["architectures"]] == [a["id"] for a in ranked]
+    assert archs["architectures"][0]["serving"] == ranked[0]["serving"]
 
 
 def test_an_unknown_run_is_404(aws, context) -> None:

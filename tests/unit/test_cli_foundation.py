@@ -111,7 +111,7 @@ def test_the_estimate_table_shows_in_flight_both_headrooms_the_tuning_and_the_si
         "predicted": {"ttft_ms": {"p95": 161.0}, "tpot_ms": {"p95": 10.8}, "e2e_s": {"p95": 1.48}},
         "headroom_pct": 67.9,
         "headroom": {"load_pct": 67.9, "latency": {"e2e_s.p95": 40.9}, "tightest": "e2e_s.p95", "tightest_pct": 40.9},
-        "tuning": {"summary": "max_num_seqs 128 instead of 256: capacity +12%"},
+        "tuning": {"summary": "max_num_seqs 128 instead of 256: capacity +12%", "changed": {"max_num_seqs": [256, 128]}},
         "also_fits_on": [{"instance_type": "g6e.2xlarge", "usd_per_month": 2500.0}],
         "cost": {"usd_per_month": 2000.0},
     }  # fmt: skip

@@ -143,12 +143,12 @@ def render_table(result: dict[str, Any], top: int) -> str:
 
 
 def render_notes(result: dict[str, Any], top: int) -> list[str]:
-    """Per row, when the result has them: its tuning summary and the dearer instance sizes folded into it."""
+    """Per row, when the result has them: what tuning changed and the dearer instance sizes folded into it."""
     lines = []
     for a in result["architectures"][:top]:
         notes = []
         tuning = a.get("tuning")
-        if isinstance(tuning, dict) and tuning.get("summary"):
+        if isinstance(tuning, dict) and tuning.get("summary") and tuning.get("changed"):
             notes.append(str(tuning["summary"]))
         others = [o for o in a.get("also_fits_on") or [] if isinstance(o, dict) and o.get("instance_type")]
         if others:
@@ -190,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     w = result["workload"]
     print(f"{w['name']}: {w['model']}")
     print(
-        f"  peak {w['peak_rps']:.2f} req/s ({w['peak_concurrency']:.0f} in flight), average {w['avg_rps']:.2f} req/s;"
+        f"  peak {w['peak_rps']:.2f} req/s, average {w['avg_rps']:.2f} req/s;"
         f" tokens in {w['input_tokens']['mean']:.0f} / out {w['output_tokens']['mean']:.0f} (mean)"
     )
     print(f"  SLO: {w['slo']}")
