@@ -144,20 +144,31 @@ def test_when_nothing_is_feasible_the_binding_slo_and_closest_candidate_are_name
     assert "relax e2e p95" in diag["message"] and "cap output" in diag["message"]
 
 
-def test_bedrock_is_priced_per_token_and_checked_against_its_quota():
+def test_bedrock_is_priced_per_token_and_an_over_quota_offer_is_ranked_with_its_flag():
+    # given: an 8B chat workload allowed on Bedrock through the US cross-Region profile
     raw = copy.deepcopy(SMALL)
-    raw["constraints"] = {"deployments": ["bedrock"]}
+    raw["constraints"] = {"deployments": ["bedrock"], "data_residency": "geography"}
+    # when
     small = run(raw)
+    # then: priced per token, within the default quota
     (arch,) = [a for a in small["architectures"] if a["deployment"] == "bedrock"]
     assert arch["bedrock"]["latency_assumed"] is True
     b = arch["cost"]["breakdown"]
     assert arch["cost"]["usd_per_month"] == pytest.approx(
         b["input_usd_per_month"] + b["output_usd_per_month"], abs=0.02
     )
+    assert arch["quota"]["needs_increase"] is False
+    # when: a hundred times the users, far above the default tokens-per-minute quota
     raw["users"]["total"] = 400_000
     big = run(raw)
-    assert not [a for a in big["architectures"] if a["deployment"] == "bedrock"]
-    assert any(x.get("kind") == "quota" and "tokens/minute" in x["reason"] for x in big["rejected"])
+    # then: still ranked by its cost, flagged with the increase to request
+    (flagged,) = [a for a in big["architectures"] if a["deployment"] == "bedrock"]
+    assert flagged["quota"]["needs_increase"] is True
+    assert flagged["quota"]["tokens_per_minute_needed"] > flagged["quota"]["tokens_per_minute_default"]
+    assert flagged["quota"]["message"].startswith("needs a quota increase to ")
+    assert "(default 600,000)" in flagged["quota"]["message"]
+    assert flagged["cost"]["usd_per_month"] == pytest.approx(100 * arch["cost"]["usd_per_month"], rel=0.01)
+    assert not [x for x in big["rejected"] if x["kind"] == "quota"]
 
 
 def test_budget_cap_rejects_what_costs_more():

@@ -123,6 +123,37 @@ class Measured(Frozen):
     e2e_s: Percentiles | None = None
 
 
+class QuotaFlag(Frozen):
+    """An adjustable service quota the architecture needs raised: a caveat, not a rejection. Bedrock reserves a
+    request's input plus `max_tokens` of output against the tokens-per-minute quota when the request starts."""
+
+    needs_increase: bool
+    tokens_per_minute_needed: int | None = None
+    tokens_per_minute_default: int | None = None
+    requests_per_minute_needed: int | None = None
+    requests_per_minute_default: int | None = None
+    #: the one line to show: "needs a quota increase to N tokens/min (default M)"
+    message: str
+    #: what to file, and where (Service Quotas console or `aws service-quotas request-service-quota-increase`)
+    request: str | None = None
+    source: str | None = None
+
+
+class BatchJob(Frozen):
+    """A batch inference job costed as a whole: the hours of traffic a day submitted as one job."""
+
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    usd_per_job: float
+    usd_per_million_tokens: float
+    #: expected wall time of the job, hours (Bedrock's completion window is the bound AWS states)
+    wall_time_h: float
+    wall_time_bound_h: float | None = None
+    wall_time_assumed: bool = True
+    note: str | None = None
+
+
 class Architecture(Frozen):
     """One deployable answer: hardware, its serving configuration, predicted figures and cost."""
 
@@ -157,6 +188,12 @@ class Architecture(Frozen):
     also_fits_on: list[AlsoFits] = Field(default_factory=list)
     weights_gb: float | None = None
     bedrock: dict[str, Any] | None = None
+    #: a quota to raise before this architecture can serve the peak (ranked by its cost all the same)
+    quota: QuotaFlag | None = None
+    #: the Region the architecture runs in and its prices are from
+    region: str | None = None
+    #: a batch job's cost and wall time (Bedrock batch inference)
+    batch: BatchJob | None = None
     pareto: bool | None = None
     notes: list[str] = Field(default_factory=list)
 
@@ -261,6 +298,11 @@ class EstimateResult(Frozen):
     infeasible: dict[str, Any] | None = None
     why_not_cheaper: list[NotCheaper] = Field(default_factory=list)
     summary: str | None = None
+    #: the Region estimated, where its prices come from, and hardware it lacks
+    region: dict[str, Any] | None = None
+    #: every managed (Bedrock) offer priced for the workload, whether or not it meets the SLOs: what a buyer
+    #: compares the ranking with (`meets_slo`, `quota` and `notes` say why it is or is not ranked)
+    managed_options: list[Architecture] = Field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

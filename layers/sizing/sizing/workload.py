@@ -276,6 +276,12 @@ def _default_engines() -> list[Engine]:
 
 class Constraints(Spec):
     region: str = "us-east-1"
+    #: Where requests and their data may be processed: `in-region` (only `region`), `geography` (a geographic
+    #: Bedrock cross-Region inference profile, e.g. `us.` or `eu.`), `any` (a `global.` profile too).
+    data_residency: Literal["in-region", "geography", "any"] = "in-region"
+    #: For a batch workload (preset `batch`, or an e2e SLO of an hour or more): also consider batch modes (Bedrock
+    #: batch inference). `false` keeps only the real-time answers.
+    batch_inference: bool = True
     deployments: list[Deployment] = Field(default_factory=_default_deployments, min_length=1)
     instance_families: list[str] | None = None
     instance_types: list[str] | None = None
@@ -286,6 +292,24 @@ class Constraints(Spec):
     min_replicas: int = Field(default=2, ge=1, le=1000)
     max_monthly_usd: float | None = Field(default=None, gt=0)
     max_context_tokens: int | None = Field(default=None, gt=0)
+
+    @field_validator("region")
+    @classmethod
+    def _known_region(cls, v: str) -> str:
+        from sizing.catalog.regions import is_region, suggest_regions
+
+        code = v.strip().lower()
+        if not is_region(code):
+            hint = suggest_regions(code)
+            raise ValueError(
+                f"unknown AWS Region '{v}'"
+                + (
+                    f"; did you mean {', '.join(hint)}?"
+                    if hint
+                    else " (use a code such as us-east-1 or eu-central-1)"
+                )
+            )
+        return code
 
 
 class WorkloadSpec(Spec):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import functools
 import os
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Literal
@@ -181,8 +182,35 @@ class ModelSpec(Sourced):
 
 
 class BedrockQuota(Strict):
+    """Default on-demand quotas of one offer (per account, per Region). `adjustable`: AWS raises it on request
+    (Service Quotas); a non-adjustable limit is a hard limit and rejects what exceeds it."""
+
     requests_per_minute: int | None = None
     tokens_per_minute: int | None = None
+    adjustable: bool = True
+    #: the Service Quotas name to file an increase under
+    quota_name: str | None = None
+    source: str
+    as_of: date
+
+
+class TokenPrices(Strict):
+    input_usd_per_1m_tokens: float = Field(ge=0)
+    output_usd_per_1m_tokens: float = Field(ge=0)
+    source: str
+    as_of: date
+    assumed: bool = False
+    notes: str | None = None
+
+
+class BedrockProfile(Strict):
+    """A cross-Region inference profile: requests from `source_regions` may be served in any Region of its scope,
+    at the source Region's on-demand price (aws.amazon.com/bedrock/pricing: "the price is calculated basis the
+    region you made the request in")."""
+
+    id: str
+    scope: Literal["geography", "global"]
+    source_regions: list[str]
     source: str
     as_of: date
 
@@ -198,6 +226,11 @@ class BedrockLatency(Strict):
 
 
 class BedrockOffer(Sourced):
+    """One Bedrock model as sold. `input/output_usd_per_1m_tokens` are the reference (US East) on-demand prices;
+    `region_prices` overrides them where a Region's price is known. `in_region`: Regions that serve the model id
+    directly; `profiles`: cross-Region inference profiles. An offer listing neither is taken as in-Region in
+    us-east-1 only (older entries)."""
+
     name: str
     bedrock_model_id: str
     model: str | None = None
@@ -205,6 +238,71 @@ class BedrockOffer(Sourced):
     output_usd_per_1m_tokens: float = Field(ge=0)
     quota: BedrockQuota
     latency: BedrockLatency | None = None
+    in_region: list[str] = Field(default_factory=list)
+    profiles: list[BedrockProfile] = Field(default_factory=list)
+    regions_source: str | None = None
+    region_prices: dict[str, TokenPrices] = Field(default_factory=dict)
+    #: batch inference prices (input and output per 1M tokens); None where Bedrock offers no batch for the model
+    batch: TokenPrices | None = None
+    #: the model's context window on Bedrock (input + output): a hard limit
+    context_tokens: int | None = Field(default=None, gt=0)
+
+    def price_in(self, region: str) -> TokenPrices:
+        """On-demand prices in `region`: its own when known, else the reference price marked assumed."""
+        if region in self.region_prices:
+            return self.region_prices[region]
+        ref = TokenPrices(
+            input_usd_per_1m_tokens=self.input_usd_per_1m_tokens,
+            output_usd_per_1m_tokens=self.output_usd_per_1m_tokens,
+            source=self.source,
+            as_of=self.as_of,
+        )
+        if region in REFERENCE_PRICE_REGIONS:
+            return ref
+        return ref.model_copy(
+            update={"assumed": True, "notes": f"no {region} price found: the US East price is used"}
+        )
+
+
+#: Regions whose Bedrock on-demand price is the reference (US East) price: AWS's pricing page shows one price for
+#: the US Regions of the open-weight models (aws.amazon.com/bedrock/pricing, transcriptions of 2025-07 and 2026-02).
+REFERENCE_PRICE_REGIONS = frozenset({"us-east-1", "us-east-2", "us-west-2"})
+
+
+@dataclass(frozen=True)
+class BedrockChoice:
+    """An offer as callable from one Region: the id to invoke, how far requests may travel, and its prices."""
+
+    offer: BedrockOffer
+    invoke_id: str
+    scope: Literal["in-region", "geography", "global"]
+    region: str
+    prices: TokenPrices
+
+    @property
+    def batch_prices(self) -> TokenPrices | None:
+        """Batch prices in the Region: the offer's batch list price, scaled like the Region's on-demand price."""
+        b = self.offer.batch
+        if b is None:
+            return None
+        ref_in = self.offer.input_usd_per_1m_tokens or 1.0
+        ref_out = self.offer.output_usd_per_1m_tokens or 1.0
+        if self.prices.input_usd_per_1m_tokens == self.offer.input_usd_per_1m_tokens and (
+            self.prices.output_usd_per_1m_tokens == self.offer.output_usd_per_1m_tokens
+        ):
+            return b if not self.prices.assumed else b.model_copy(update={"assumed": True})
+        return b.model_copy(
+            update={
+                "input_usd_per_1m_tokens": round(
+                    b.input_usd_per_1m_tokens * self.prices.input_usd_per_1m_tokens / ref_in, 6
+                ),
+                "output_usd_per_1m_tokens": round(
+                    b.output_usd_per_1m_tokens * self.prices.output_usd_per_1m_tokens / ref_out, 6
+                ),
+                "assumed": True,
+                "notes": f"batch price scaled from US East by the {self.region} on-demand price",
+            }
+        )
 
 
 class BedrockProvisioned(Sourced):
@@ -336,6 +434,52 @@ class Catalog:
             if o.model and self._alias.get(o.model.lower()) == model_id:
                 out.append(o)
         return out
+
+    def bedrock_choices(
+        self, model_id: str, region: str, data_residency: str = "in-region"
+    ) -> tuple[list[BedrockChoice], list[str]]:
+        """The offers of a model callable from `region` under `data_residency`, and, when there is none, why
+        (the Regions and profiles that would serve it)."""
+        from sizing.catalog.regions import DATA_RESIDENCY, nearest
+
+        allowed = (
+            {"in-region"}
+            | ({"geography"} if DATA_RESIDENCY.index(data_residency) >= 1 else set())
+            | ({"global"} if data_residency == "any" else set())
+        )
+        out: list[BedrockChoice] = []
+        why: list[str] = []
+        for o in self.bedrock_offers(model_id):
+            in_region = o.in_region or ([] if o.profiles else ["us-east-1"])
+            picked: BedrockChoice | None = None
+            if region in in_region:
+                picked = BedrockChoice(o, o.bedrock_model_id, "in-region", region, o.price_in(region))
+            else:
+                for scope in ("geography", "global"):
+                    prof = next(
+                        (p for p in o.profiles if p.scope == scope and region in p.source_regions), None
+                    )
+                    if prof is None:
+                        continue
+                    if scope not in allowed:
+                        why.append(
+                            f"{o.name} is served from {region} only through the {scope} cross-Region profile"
+                            f" {prof.id} (constraints.data_residency is {data_residency}; "
+                            f"{'geography' if scope == 'geography' else 'any'} allows it)"
+                        )
+                        break
+                    picked = BedrockChoice(o, prof.id, scope, region, o.price_in(region))
+                    break
+            if picked is not None:
+                out.append(picked)
+            elif not any(o.name in w for w in why):
+                where = sorted(set(in_region) | {r for p in o.profiles for r in p.source_regions})
+                close = nearest(region, where)[:3]
+                why.append(
+                    f"{o.name} is not offered in {region}"
+                    + (f" (nearest Regions that offer it: {', '.join(close)})" if close else "")
+                )
+        return out, why
 
     def bedrock_provisioned(self, model_id: str) -> list[BedrockProvisioned]:
         return [

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sizing.catalog import BedrockOffer, Catalog, InstanceType, ModelSpec
+from sizing.catalog import Catalog, InstanceType, ModelSpec
+from sizing.catalog.models import BedrockChoice
 from sizing.errors import InvalidInput, Problem
 from sizing.workload import WorkloadModel
 
@@ -39,7 +40,7 @@ class HardwareOption:
 @dataclass
 class Enumeration:
     hardware: list[HardwareOption] = field(default_factory=list)
-    bedrock: list[BedrockOffer] = field(default_factory=list)
+    bedrock: list[BedrockChoice] = field(default_factory=list)
     rejected: list[dict[str, str]] = field(default_factory=list)
 
 
@@ -126,5 +127,8 @@ def enumerate_candidates(wm: WorkloadModel, cat: Catalog) -> Enumeration:
                     "reason": f"Bedrock does not offer {model.id}",
                 }
             )
-        out.bedrock.extend(offers)
+        choices, why = cat.bedrock_choices(model.id, c.region, c.data_residency)
+        for reason in why:
+            out.rejected.append({"id": f"bedrock:{model.id}", "kind": "unsupported", "reason": reason})
+        out.bedrock.extend(choices)
     return out

@@ -215,3 +215,72 @@ def bedrock_bill(
             "output_usd_per_million": usd_out_per_m,
         },
     }
+
+
+#: A workload is a batch workload when it uses the `batch` preset or its e2e SLO allows at least this many seconds
+#: (an hour: a person is no longer waiting on the answer).
+BATCH_E2E_S = 3600.0
+#: Bedrock batch inference: "batch inference jobs ... typically completed within 24 hours"
+#: (docs.aws.amazon.com/bedrock/latest/userguide/batch-inference.html). AWS publishes no faster bound, so a job's
+#: wall time is taken as this bound.
+BEDROCK_BATCH_WINDOW_H = 24.0
+#: A batch workload's requests are submitted as one job per day (the nightly run); its deadline is the day.
+BATCH_JOB_WINDOW_H = 24.0
+
+
+def is_batch_workload(wm: WorkloadModel) -> bool:
+    if wm.spec.preset == "batch":
+        return True
+    e2e = [limit for metric, _pct, limit in wm.slo.targets() if metric == "e2e_s"]
+    return bool(e2e) and min(e2e) >= BATCH_E2E_S
+
+
+def batch_deadline_h(wm: WorkloadModel) -> float:
+    """Hours a batch job may take: the tightest e2e SLO, but at least the day of a `batch` preset job."""
+    e2e = [limit for metric, _pct, limit in wm.slo.targets() if metric == "e2e_s"]
+    tightest = min(e2e) / 3600 if e2e else BATCH_JOB_WINDOW_H
+    return max(tightest, BATCH_JOB_WINDOW_H) if wm.spec.preset == "batch" else tightest
+
+
+def token_bill(
+    requests: float, in_tokens: float, out_tokens: float, usd_in_per_m: float, usd_out_per_m: float
+) -> float:
+    """Dollars for `requests` requests of `in_tokens` + `out_tokens` each at per-million-token prices."""
+    return requests * (in_tokens * usd_in_per_m + out_tokens * usd_out_per_m) / 1e6
+
+
+def bedrock_batch_bill(
+    wm: WorkloadModel, usd_in_per_m: float, usd_out_per_m: float, users_total: int | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Bedrock batch inference: a day's requests as one job, billed per token at batch prices. Returns the monthly
+    cost block and the job (requests, tokens, dollars per job and per million tokens, wall time)."""
+    cost = bedrock_bill(wm, usd_in_per_m, usd_out_per_m, users_total)
+    requests_day = wm.avg_rps * 86400
+    in_day = requests_day * wm.input_tokens.mean
+    out_day = requests_day * wm.output_tokens.mean
+    per_job = token_bill(
+        requests_day, wm.input_tokens.mean, wm.output_tokens.mean, usd_in_per_m, usd_out_per_m
+    )
+    tokens = in_day + out_day
+    job = {
+        "requests": round(requests_day),
+        "input_tokens": round(in_day),
+        "output_tokens": round(out_day),
+        "usd_per_job": round(per_job, 2),
+        "usd_per_million_tokens": round(per_job / (tokens / 1e6), 4) if tokens else 0.0,
+        "wall_time_h": BEDROCK_BATCH_WINDOW_H,
+        "wall_time_bound_h": BEDROCK_BATCH_WINDOW_H,
+        "wall_time_assumed": True,
+        "note": "one job a day of the day's requests; wall time is AWS's stated completion window (typically"
+        " within 24 h), not a measurement",
+    }
+    cost["usd_per_hour_peak"] = 0.0  # a batch job has no peak hour: it is billed per token whenever it runs
+    cost["breakdown"] = {**cost["breakdown"], "mode": "batch", "jobs_per_month": round(DAYS_PER_MONTH, 2)}
+    return cost, job
+
+
+def provisioned_throughput_bill(
+    usd_per_hour_per_unit: float, units: int, hours: float = HOURS_PER_MONTH
+) -> float:
+    """Bedrock Provisioned Throughput: model units x hourly price x hours (billed while provisioned, used or not)."""
+    return units * usd_per_hour_per_unit * hours

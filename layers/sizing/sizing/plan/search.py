@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sizing.catalog import BedrockOffer, Catalog, load_catalog
+from sizing.catalog import Catalog, load_catalog
+from sizing.catalog.models import BedrockChoice
 from sizing.perf.calibration import summary
 from sizing.plan.candidates import HardwareOption, enumerate_candidates
 from sizing.plan.capacity import (
@@ -36,12 +37,16 @@ from sizing.plan.capacity import (
     violations,
 )
 from sizing.plan.cost import (
+    BEDROCK_BATCH_WINDOW_H,
     EKS_CONTROL_PLANE_USD_PER_HOUR,
     SAVINGS_PLAN_1Y_DISCOUNT,
     SCALE_UP_LEAD_S_GPU,
     SCALE_UP_LEAD_S_NEURON,
     Pricing,
+    batch_deadline_h,
+    bedrock_batch_bill,
     bedrock_bill,
+    is_batch_workload,
     monthly_usd,
     project,
     spread_zones,
@@ -56,6 +61,7 @@ from sizing.results import (
     Headroom,
     NotCheaper,
     Placement,
+    QuotaFlag,
     Rejected,
     RejectedKind,
     Tuning,
@@ -233,7 +239,10 @@ def _architecture(
     peak_replicas = max(sched)
     per_replica_peak = wm.peak_rps / peak_replicas
     sim = opt.predict(wm, per_replica_peak, seed)
-    at_capacity = opt.predict(wm, opt.capacity.rate_rps, seed)
+    # in flight at the SLO capacity, from the capacity search's own probe there (a simulation at it otherwise)
+    e2e_at_capacity = opt.capacity.e2e_mean_s
+    if e2e_at_capacity is None:
+        e2e_at_capacity = float(opt.predict(wm, opt.capacity.rate_rps, seed).e2e_s.mean)
     cap_type = _capacity_type(wm, deployment)
     inst = cat.instance(hw.instance_type)
     acc = cat.accelerator_of(inst)
@@ -279,7 +288,7 @@ def _architecture(
             "replicas_per_instance": hw.replicas_per_instance,
             "instances": {"peak": nodes["peak"], "min": nodes["min"], "mean": round(nodes["mean"], 2)},
             "per_replica": {
-                "max_concurrency": round(opt.capacity.rate_rps * at_capacity.e2e_s.mean, 1),
+                "max_concurrency": round(opt.capacity.rate_rps * e2e_at_capacity, 1),
                 "in_flight": round(per_replica_peak * sim.e2e_s.mean, 1),
                 "rps": round(usable, 4),
                 "rps_slo_limit": round(opt.capacity.rate_rps, 4),
@@ -325,29 +334,87 @@ def _verified(
         if all(a.meets_slo for a in archs):
             return archs
         opt.capacity.rate_rps *= VERIFY_BACKOFF
+        opt.capacity.e2e_mean_s = None  # no probe ran at the lowered capacity
     return None
 
 
-def _bedrock(wm: WorkloadModel, offer: BedrockOffer) -> tuple[Architecture | None, str | None]:
-    """A Bedrock on-demand architecture, or the reason it is rejected."""
-    rid = f"bedrock:{offer.bedrock_model_id}"
-    q = offer.quota
-    if q.tokens_per_minute:
-        # TPM is reserved at request start as input + max tokens (the p99 output bounds max_tokens)
-        tpm = wm.peak_rps * 60 * (wm.input_tokens.mean + wm.output_tokens.percentile("p99"))
-        if tpm > q.tokens_per_minute:
-            return None, (
-                f"over the Bedrock quota: {tpm:,.0f} tokens/minute at peak > {q.tokens_per_minute:,} default"
-                " (request an increase, or use provisioned throughput)"
-            )
-    if q.requests_per_minute and wm.peak_rps * 60 > q.requests_per_minute:
-        return (
-            None,
-            f"over the Bedrock quota: {wm.peak_rps * 60:,.0f} requests/minute > {q.requests_per_minute:,}",
+#: The output budget a Bedrock request reserves (`max_tokens`): the p99 of the workload's output lengths, so 99% of
+#: answers finish within it. Bedrock reserves input + max_tokens against the tokens-per-minute quota at request start.
+BEDROCK_MAX_TOKENS_PERCENTILE = "p99"
+#: A quota increase is asked for with room above the peak need, rounded up to this many tokens (or requests) per
+#: minute: the need is an hourly mean, and a minute within the hour runs above it.
+QUOTA_REQUEST_HEADROOM = 1.2
+QUOTA_ROUND_TOKENS = 100_000
+QUOTA_ROUND_REQUESTS = 100
+
+
+def _round_up(x: float, step: int) -> int:
+    return int(math.ceil(x / step) * step)
+
+
+def _bedrock_quota(wm: WorkloadModel, choice: BedrockChoice) -> tuple[QuotaFlag | None, str | None]:
+    """The quota caveat of a Bedrock offer at the workload's peak, or the hard limit that rejects it."""
+    q = choice.offer.quota
+    max_tokens = wm.output_tokens.percentile(BEDROCK_MAX_TOKENS_PERCENTILE)
+    tpm = wm.peak_rps * 60 * (wm.input_tokens.mean + max_tokens)
+    rpm = wm.peak_rps * 60
+    over_t = bool(q.tokens_per_minute) and tpm > (q.tokens_per_minute or 0)
+    over_r = bool(q.requests_per_minute) and rpm > (q.requests_per_minute or 0)
+    if (over_t or over_r) and not q.adjustable:
+        return None, (
+            f"over a hard Bedrock limit: {tpm:,.0f} tokens/minute and {rpm:,.0f} requests/minute at peak exceed"
+            f" {q.tokens_per_minute or '-'} / {q.requests_per_minute or '-'}, which AWS does not raise"
         )
-    lat = offer.latency
-    if lat is None:
-        return None, f"no latency profile for {offer.name} on Bedrock (not measured, none assumed)"
+    if not q.tokens_per_minute and not q.requests_per_minute:
+        return (
+            QuotaFlag(
+                needs_increase=False,
+                tokens_per_minute_needed=round(tpm),
+                requests_per_minute_needed=round(rpm),
+                message=f"needs {tpm:,.0f} tokens/min at peak; default quota not published (check Service Quotas)",
+                source=q.source,
+            ),
+            None,
+        )
+    parts: list[str] = []
+    need_t = _round_up(tpm * QUOTA_REQUEST_HEADROOM, QUOTA_ROUND_TOKENS) if over_t else None
+    need_r = _round_up(rpm * QUOTA_REQUEST_HEADROOM, QUOTA_ROUND_REQUESTS) if over_r else None
+    if need_t:
+        parts.append(f"{need_t:,} tokens/min (default {q.tokens_per_minute:,})")
+    if need_r:
+        parts.append(f"{need_r:,} requests/min (default {q.requests_per_minute:,})")
+    name = q.quota_name or f"tokens per minute for {choice.offer.name}"
+    if not parts:
+        return (
+            QuotaFlag(
+                needs_increase=False,
+                tokens_per_minute_needed=round(tpm),
+                tokens_per_minute_default=q.tokens_per_minute,
+                requests_per_minute_needed=round(rpm),
+                requests_per_minute_default=q.requests_per_minute,
+                message=f"within the default quota: {tpm:,.0f} of {q.tokens_per_minute or 0:,} tokens/min at peak",
+                source=q.source,
+            ),
+            None,
+        )
+    return (
+        QuotaFlag(
+            needs_increase=True,
+            tokens_per_minute_needed=need_t or round(tpm),
+            tokens_per_minute_default=q.tokens_per_minute,
+            requests_per_minute_needed=need_r or round(rpm),
+            requests_per_minute_default=q.requests_per_minute,
+            message="needs a quota increase to " + " and ".join(parts),
+            request=f"Service Quotas > Amazon Bedrock > '{name}' in {choice.region}: request"
+            f" {need_t or need_r:,} (peak need {tpm:,.0f} tokens/min = {rpm:,.0f} requests/min x"
+            f" ({wm.input_tokens.mean:,.0f} input + {max_tokens:,.0f} max_tokens))",
+            source=q.source,
+        ),
+        None,
+    )
+
+
+def _bedrock_predicted(wm: WorkloadModel, lat: Any) -> dict[str, dict[str, float]]:
     tpot_ms = 1000 / lat.output_tokens_per_s
     out = wm.output_tokens
     ttft = {"p50": lat.ttft_ms_p50, "p95": lat.ttft_ms_p95, "p99": lat.ttft_ms_p95 * 1.3}
@@ -355,18 +422,77 @@ def _bedrock(wm: WorkloadModel, offer: BedrockOffer) -> tuple[Architecture | Non
     e2e = {
         k: round((ttft[k] + tpot[k] * max(out.percentile(k) - 1, 0)) / 1000, 3) for k in ("p50", "p95", "p99")
     }
-    predicted = {
+    return {
         "ttft_ms": {k: round(v, 1) for k, v in ttft.items()},
         "tpot_ms": {k: round(v, 1) for k, v in tpot.items()},
         "e2e_s": e2e,
     }
+
+
+def _price_note(choice: BedrockChoice) -> str:
+    p = choice.prices
+    where = (
+        choice.region
+        if not p.assumed
+        else f"us-east-1 (assumed for {choice.region}: no {choice.region} price found)"
+    )
+    return (
+        f"prices from {where}: ${p.input_usd_per_1m_tokens:g} in / ${p.output_usd_per_1m_tokens:g} out per 1M"
+        f" tokens, as of {p.as_of}: {p.source}"
+    )
+
+
+def _scope_note(choice: BedrockChoice) -> str:
+    if choice.scope == "in-region":
+        return f"in-Region: requests are served in {choice.region}"
+    if choice.scope == "geography":
+        return (
+            f"cross-Region inference profile {choice.invoke_id}: requests from {choice.region} may be served in"
+            " another Region of its geography, at the source Region's price"
+        )
+    return f"global inference profile {choice.invoke_id}: requests may be served in any Region"
+
+
+def _bedrock(wm: WorkloadModel, choice: BedrockChoice) -> tuple[Architecture | None, str | None]:
+    """A Bedrock on-demand architecture, or the reason it is rejected. A default quota below the peak is a caveat
+    (`quota`), not a rejection: AWS raises it on request. Hard limits (a non-adjustable quota, the context window)
+    and SLO misses reject."""
+    offer = choice.offer
+    rid = f"bedrock:{choice.invoke_id}"
+    flag, hard = _bedrock_quota(wm, choice)
+    if hard:
+        return None, hard
+    max_tokens = wm.output_tokens.percentile(BEDROCK_MAX_TOKENS_PERCENTILE)
+    if offer.context_tokens and wm.input_tokens.percentile("p95") + max_tokens > offer.context_tokens:
+        return None, (
+            f"over a hard Bedrock limit: p95 input {wm.input_tokens.percentile('p95'):,.0f} + max_tokens"
+            f" {max_tokens:,.0f} exceeds {offer.name}'s {offer.context_tokens:,}-token context window"
+        )
+    lat = offer.latency
+    if lat is None:
+        return None, f"no latency profile for {offer.name} on Bedrock (not measured, none assumed)"
+    predicted = _bedrock_predicted(wm, lat)
     bad = [
         describe_violation(m, p, predicted[m][p if p in predicted[m] else "p95"], limit)
         for m, p, limit in wm.slo.targets()
         if predicted[m][p if p in predicted[m] else "p95"] > limit
     ]
     users = wm.spec.users.total if wm.spec.users else None
-    cost = bedrock_bill(wm, offer.input_usd_per_1m_tokens, offer.output_usd_per_1m_tokens, users)
+    prices = choice.prices
+    cost = bedrock_bill(wm, prices.input_usd_per_1m_tokens, prices.output_usd_per_1m_tokens, users)
+    cost["price"] = {
+        "source": prices.source,
+        "as_of": str(prices.as_of),
+        "assumed": prices.assumed,
+        "region": choice.region,
+    }
+    notes = [
+        "latency profile assumed until measured: " + lat.source,
+        _price_note(choice),
+        _scope_note(choice),
+    ]
+    if flag is not None and flag.needs_increase:
+        notes.insert(0, f"{flag.message}: {flag.request}")
     arch = Architecture.model_validate(
         {
             "id": rid,
@@ -380,15 +506,19 @@ def _bedrock(wm: WorkloadModel, offer: BedrockOffer) -> tuple[Architecture | Non
             "meets_slo": not bad,
             "cost": cost,
             "bedrock": {
-                "model_id": offer.bedrock_model_id,
-                "quota": q.model_dump(mode="json"),
+                "model_id": choice.invoke_id,
+                "base_model_id": offer.bedrock_model_id,
+                "mode": "on-demand",
+                "scope": choice.scope,
+                "region": choice.region,
+                "quota": offer.quota.model_dump(mode="json"),
+                "max_tokens": round(max_tokens),
                 "latency_assumed": lat.assumed,
                 "latency_source": lat.source,
             },
-            "notes": [
-                "latency profile assumed until measured: " + lat.source,
-                f"prices as of {offer.as_of}: {offer.source}",
-            ],
+            "quota": flag,
+            "region": choice.region,
+            "notes": notes,
         }
     )
     if bad:
@@ -396,10 +526,76 @@ def _bedrock(wm: WorkloadModel, offer: BedrockOffer) -> tuple[Architecture | Non
     return arch, None
 
 
+def _bedrock_batch(wm: WorkloadModel, choice: BedrockChoice) -> tuple[Architecture | None, str | None]:
+    """Bedrock batch inference for a batch workload: a day's requests as one job at batch prices."""
+    offer = choice.offer
+    rid = f"bedrock:{choice.invoke_id}:batch"
+    prices = choice.batch_prices
+    if prices is None:
+        return None, f"{offer.name} has no batch inference on Bedrock"
+    deadline = batch_deadline_h(wm)
+    if deadline < BEDROCK_BATCH_WINDOW_H:
+        return None, (
+            f"Bedrock batch jobs complete within {BEDROCK_BATCH_WINDOW_H:g} h, not guaranteed within the e2e SLO"
+            f" of {deadline:g} h"
+        )
+    users = wm.spec.users.total if wm.spec.users else None
+    cost, job = bedrock_batch_bill(wm, prices.input_usd_per_1m_tokens, prices.output_usd_per_1m_tokens, users)
+    cost["price"] = {
+        "source": prices.source,
+        "as_of": str(prices.as_of),
+        "assumed": prices.assumed,
+        "region": choice.region,
+    }
+    window = {
+        "p50": BEDROCK_BATCH_WINDOW_H * 3600,
+        "p95": BEDROCK_BATCH_WINDOW_H * 3600,
+        "p99": BEDROCK_BATCH_WINDOW_H * 3600,
+    }
+    arch = Architecture.model_validate(
+        {
+            "id": rid,
+            "model": wm.spec.model,
+            "catalog_model": wm.model_id,
+            "deployment": "bedrock",
+            "engine": "bedrock",
+            "capacity_type": "on-demand",
+            # a batch request's latency is its job's: the completion window bounds every percentile
+            "predicted": {"ttft_ms": {}, "tpot_ms": {}, "e2e_s": window},
+            "measured": None,
+            "meets_slo": True,
+            "cost": cost,
+            "bedrock": {
+                "model_id": choice.invoke_id,
+                "base_model_id": offer.bedrock_model_id,
+                "mode": "batch",
+                "scope": choice.scope,
+                "region": choice.region,
+                "quota": offer.quota.model_dump(mode="json"),
+            },
+            "batch": job,
+            "region": choice.region,
+            "notes": [
+                f"Bedrock batch inference: {job['requests']:,} requests a day as one job, ${job['usd_per_job']:,.2f}"
+                f" per job (${job['usd_per_million_tokens']:.4f} per 1M tokens), done within"
+                f" {BEDROCK_BATCH_WINDOW_H:g} h (AWS's completion window; deadline {deadline:g} h)",
+                f"batch prices from {choice.region}: ${prices.input_usd_per_1m_tokens:g} in /"
+                f" ${prices.output_usd_per_1m_tokens:g} out per 1M tokens, as of {prices.as_of}"
+                + (" (assumed)" if prices.assumed else "")
+                + f": {prices.source}",
+                _scope_note(choice),
+                "batch jobs have their own quotas (records per job, jobs in progress), not the on-demand"
+                " tokens-per-minute quota",
+            ],
+        }
+    )
+    return arch, None
+
+
 def _kind_of(reason: str | None) -> RejectedKind:
-    if reason and reason.startswith("over the Bedrock quota"):
+    if reason and reason.startswith("over a hard Bedrock limit"):
         return RejectedKind.quota
-    if reason and reason.startswith("no latency profile"):
+    if reason and (reason.startswith("no latency profile") or "no batch inference" in reason):
         return RejectedKind.unsupported
     return RejectedKind.slo
 
@@ -750,26 +946,29 @@ def estimate_result(
                 )
                 continue
             feasible.append(arch)
-    # 4. Bedrock
-    for offer in enum.bedrock:
-        bedrock_arch, reason = _bedrock(wm, offer)
-        if reason is None and bedrock_arch is not None:
-            if c.max_monthly_usd and bedrock_arch.ranked_usd_per_month > c.max_monthly_usd:
-                rejected.append(
-                    Rejected(
-                        id=bedrock_arch.id,
-                        kind=RejectedKind.budget,
-                        reason=f"over budget: ${bedrock_arch.ranked_usd_per_month:,.0f}/month",
+    # 4. Bedrock: on-demand, and batch inference for a batch workload
+    batch = is_batch_workload(wm) and c.batch_inference
+    managed: list[Architecture] = []
+    for choice in enum.bedrock:
+        modes = [_bedrock, _bedrock_batch] if batch else [_bedrock]
+        for mode in modes:
+            bedrock_arch, reason = mode(wm, choice)
+            if bedrock_arch is not None:
+                managed.append(bedrock_arch)
+            rid = f"bedrock:{choice.invoke_id}" + (":batch" if mode is _bedrock_batch else "")
+            if reason is None and bedrock_arch is not None:
+                if c.max_monthly_usd and bedrock_arch.ranked_usd_per_month > c.max_monthly_usd:
+                    rejected.append(
+                        Rejected(
+                            id=bedrock_arch.id,
+                            kind=RejectedKind.budget,
+                            reason=f"over budget: ${bedrock_arch.ranked_usd_per_month:,.0f}/month",
+                        )
                     )
-                )
+                else:
+                    feasible.append(bedrock_arch)
             else:
-                feasible.append(bedrock_arch)
-        else:
-            rejected.append(
-                Rejected(
-                    id=f"bedrock:{offer.bedrock_model_id}", kind=_kind_of(reason), reason=reason or "rejected"
-                )
-            )
+                rejected.append(Rejected(id=rid, kind=_kind_of(reason), reason=reason or "rejected"))
     # 5. rank
     feasible.sort(key=Architecture.rank_key)
     feasible = _fold(feasible)
@@ -795,6 +994,7 @@ def estimate_result(
         infeasible=None if feasible else _diagnose(wm, near),
         why_not_cheaper=why,
         summary=summary_text,
+        managed_options=sorted(managed, key=Architecture.rank_key),
     )
 
 
