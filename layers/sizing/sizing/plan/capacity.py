@@ -88,6 +88,9 @@ class Capacity:
     reason: str = ""
     probes: int = 0
     closest: dict[str, float] | None = None  # best achieved figure per violated target (for diagnosis)
+    #: mean e2e seconds the search's probe at `rate_rps` saw (None when no probe ran there): with the rate, the
+    #: requests in flight at the SLO capacity (Little's law on the simulation)
+    e2e_mean_s: float | None = None
 
 
 _capacities: LRU[Capacity] = LRU(CAPACITY_CACHE_SIZE)
@@ -257,32 +260,35 @@ def grid_point_above(rate: float, saturated_rps: float) -> int | None:
 def _search(
     step: Any, wm: WorkloadModel, saturated_rps: float, seed: int, start: tuple[int, float] | None = None
 ) -> Capacity:
-    from sizing.perf.simulator import ClosedLoop
+    from sizing.perf.simulator import ClosedLoop, OpenLoop
 
     slo = wm.slo
     grid = 2**BISECTION_STEPS
     top = max(saturated_rps, 1e-6)
     budget = BISECTION_STEPS + GUIDED_EXTRA_PROBES
+    e2e: dict[int, float] = {}
+
+    def probed(k: int) -> tuple[bool, float]:
+        sim = _simulated(step, wm, OpenLoop(grid_rate(k, top, BISECTION_STEPS)), PROBE_REQUESTS, seed)
+        e2e[k] = float(sim.e2e_s.mean)
+        return not violations(sim, slo), 1.0 / score(sim, slo)
+
     if start is not None:
         # a grid point known to pass: no one-user check, the edge lies above it
-        edge, probes = find_edge(
-            lambda k: probe(step, wm, saturated_rps, k, seed), grid, start[1], budget, start=start[0]
-        )
-        return Capacity(grid_rate(edge, top, BISECTION_STEPS), True, "", probes)
+        edge, probes = find_edge(probed, grid, start[1], budget, start=start[0])
+        return Capacity(grid_rate(edge, top, BISECTION_STEPS), True, "", probes, e2e_mean_s=e2e.get(edge))
     single = _simulated(step, wm, ClosedLoop(1), PROBE_REQUESTS, seed)
     bad = violations(single, slo)
     if bad:
         reasons = "; ".join(describe_violation(*v) for v in bad)
         closest = {f"{m}.{p}": v for m, p, v, _ in bad}
         return Capacity(0.0, False, f"{reasons} even at 1 user", 1, closest)
-    edge, probes = find_edge(
-        lambda k: probe(step, wm, saturated_rps, k, seed), grid, 1.0 / score(single, slo), budget
-    )
+    edge, probes = find_edge(probed, grid, 1.0 / score(single, slo), budget)
     lo = grid_rate(edge, top, BISECTION_STEPS)
     if lo <= 0:
         # passes at one user, fails at every probed rate: capacity is below the first probe; one user's worth
         lo = 1.0 / max(single.e2e_s.mean, 1e-3) * 0.5
-    return Capacity(lo, True, "", 1 + probes)
+    return Capacity(lo, True, "", 1 + probes, e2e_mean_s=e2e.get(edge))
 
 
 def predict_at(step: Any, wm: WorkloadModel, rate_rps: float, seed: int = 0) -> Any:
