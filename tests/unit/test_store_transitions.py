@@ -12,8 +12,8 @@ def test_a_finished_run_never_moves_again() -> None:
         )
 
 
-def test_running_only_follows_pending() -> None:
-    assert ALLOWED_FROM["RUNNING"] == {"PENDING"}
+def test_running_only_follows_pending_or_queued() -> None:
+    assert ALLOWED_FROM["RUNNING"] == {"PENDING", "QUEUED"}
 
 
 def test_every_status_is_reachable_from_pending_and_every_unfinished_run_can_finish() -> None:

@@ -82,6 +82,26 @@ class ReportLink(Strict):
     expires_in_s: int
 
 
+class CandidateProgress(Strict):
+    """One measured candidate of a run, as far as its execution has gone."""
+
+    candidate_id: str = Field(description="c1, c2, ... in estimate order")
+    architecture: str | None = Field(default=None, description="the architecture id it measures")
+    levels: list[int] = Field(default_factory=list, description="load levels (concurrent users) of its sweep")
+    state: str | None = Field(
+        default=None,
+        description="last state entered: Provision, WaitUntilReady, StartLoadTest, Teardown, ...",
+    )
+
+
+class RunProgress(Strict):
+    """What a run's execution has done so far (shown where the server follows executions: `sizing serve`)."""
+
+    state: str | None = Field(default=None, description="the state machine state entered last")
+    queue_position: int | None = Field(default=None, description="while QUEUED: 1 for the next run to start")
+    candidates: list[CandidateProgress] = Field(default_factory=list)
+
+
 class RunOut(Strict):
     """A run as the API shows it."""
 
@@ -98,10 +118,17 @@ class RunOut(Strict):
     source: RunSource
     slack: SlackThread | None = None
     links: Links
+    progress: RunProgress | None = Field(
+        default=None, description="the execution's progress (GET /runs/{id} under `sizing serve`)"
+    )
 
     @classmethod
-    def of(cls, run: Run) -> RunOut:
-        return cls(**run.model_dump(), links=Links.for_run(run.run_id))
+    def of(cls, run: Run, progress: dict[str, Any] | None = None) -> RunOut:
+        return cls(
+            **run.model_dump(),
+            links=Links.for_run(run.run_id),
+            progress=RunProgress.model_validate(progress) if progress is not None else None,
+        )
 
 
 class RunCreated(Strict):

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sizing.service.runs import RunsService
 from sizing.store.schema import DEFAULT_TEMPLATE, REPO_ROOT, load_template
 
 REGION = "us-east-1"
@@ -319,10 +320,12 @@ def watch_execution(
     poll_s: float = 0.5,
     timeout_s: float = 3600,
     cancelled: Callable[[], bool] = lambda: False,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Poll the execution; call on_state(event_type, state_name) for every state entered or failed. Returns
-    at once (status ABORTED) when `cancelled()` says the run was cancelled: moto's engine does not interrupt a
-    Map iteration on StopExecution as AWS does, so the runner stops waiting and tears down itself."""
+    """Poll the execution; call on_state(event_type, state_name) for every state entered or failed (and
+    `on_event` with every history event). Returns at once (status ABORTED) when `cancelled()` says the run was
+    cancelled: moto's engine does not interrupt a Map iteration on StopExecution as AWS does, so the runner
+    stops waiting and tears down itself."""
     seen = 0
     deadline = time.monotonic() + timeout_s
     while True:
@@ -330,6 +333,8 @@ def watch_execution(
             return {**sfn.describe_execution(executionArn=execution_arn), "status": "ABORTED"}
         history = sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
         for ev in history[seen:]:
+            if on_event is not None:
+                on_event(ev)
             details = ev.get("stateEnteredEventDetails") or {}
             if details.get("name"):
                 on_state("entered", details["name"])
@@ -373,7 +378,6 @@ def run_local(
     """Start the embedded AWS, run one sizing run through the real state machine, tear everything down."""
     from sizing.orchestrate.launchers import LocalLauncher
     from sizing.orchestrate.steps import close_local_twins
-    from sizing.service.runs import RunsService
     from sizing.store import SizingStore
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -474,3 +478,265 @@ def _cleanup_on_signals() -> Iterator[None]:
 
 def quiet_stdio() -> contextlib.AbstractContextManager[Any]:
     return contextlib.redirect_stdout(io.StringIO())
+
+
+# --- the embedded default as a service: `sizing serve` ---------------------------------------------------------
+#: Runs `sizing serve` executes at once; the others wait QUEUED. One by default: a run load-tests its candidates
+#: one at a time for the same reason (two load tests sharing this machine's cores distort each other).
+DEFAULT_MAX_ACTIVE_RUNS = 1
+#: Seconds between two looks at an execution's history (a state of a local run lasts a second or more).
+WATCH_POLL_S = 0.5
+#: Seconds `stop()` waits for cancelled runs to tear down before ending their children itself.
+STOP_WAIT_S = 10.0
+@dataclass
+class RunProgressState:
+    """What a run's execution has done so far, read from its history: the last state entered and, per
+    measured candidate, its architecture, load levels and the last state it entered."""
+
+    state: str | None = None
+    candidates: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def note(self, event: dict[str, Any]) -> None:
+        details = event.get("stateEnteredEventDetails") or {}
+        name = details.get("name")
+        if not name:
+            return
+        self.state = name
+        try:
+            data = json.loads(details.get("input") or "{}")
+        except (TypeError, ValueError):
+            return
+        cand = data.get("candidate") if isinstance(data, dict) else None
+        if not isinstance(cand, dict) or "candidate_id" not in cand:
+            return
+        entry = self.candidates.setdefault(
+            str(cand["candidate_id"]),
+            {
+                "candidate_id": str(cand["candidate_id"]),
+                "architecture": (cand.get("architecture") or {}).get("id"),
+                "levels": list(cand.get("levels") or []),
+            },
+        )
+        entry["state"] = name
+
+
+class LocalRuns:
+    """The embedded AWS of `sizing serve`: one moto server for the server's lifetime with the stack
+    template.yaml declares (table, bus, step functions dispatched in-process, the real state machine), and a
+    runs service whose runs execute on it exactly as `sizing run`'s do -- twins (or `endpoint_url`), real
+    Locust as child processes. At most `max_active` runs execute at once; the others wait QUEUED and start, in
+    order, as slots free. A watcher per run follows its execution, records its progress and, when it is
+    cancelled or its execution stops, tears down what it started and records the final state."""
+
+    def __init__(
+        self,
+        *,
+        out_dir: Path,
+        endpoint_url: str | None = None,
+        step_s: float = 8.0,
+        warmup_s: float = 2.0,
+        max_active: int = DEFAULT_MAX_ACTIVE_RUNS,
+        template_path: Path = DEFAULT_TEMPLATE,
+        extra_env: dict[str, str] | None = None,
+        timeout_s: float = 1800,
+    ) -> None:
+        if max_active < 1:
+            raise ValueError("max_active must be at least 1")
+        self.out_dir = out_dir
+        self.endpoint_url = endpoint_url
+        self.max_active = max_active
+        self.template_path = template_path
+        self.timeout_s = timeout_s
+        self._env = {
+            "LOADTEST_STEP_S": str(step_s),
+            "LOADTEST_WARMUP_S": str(warmup_s),
+            "SIZING_OUT_DIR": str(out_dir),
+            **({"SIZING_ENDPOINT": endpoint_url} if endpoint_url else {}),
+            **(extra_env or {}),
+        }
+        self._aws = EmbeddedAws()
+        self._lambdas: contextlib.ExitStack | None = None
+        self._lock = threading.Lock()
+        self._active: set[str] = set()
+        self._queue: list[str] = []
+        self._watchers: dict[str, threading.Thread] = {}
+        self._progress: dict[str, RunProgressState] = {}
+        self._stopping = False
+        self.endpoint = ""
+        self.session: Any = None
+        self.ddb: Any = None
+        self.sfn: Any = None
+        self.stack: LocalStack | None = None
+        self.store: Any = None
+        self.service: Any = None
+
+    def start(self) -> LocalRuns:
+        from sizing.store import SizingStore
+
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._aws.start(self._env)
+        self.endpoint = self._aws.endpoint
+        self.session = self._aws.session()
+        self.stack = deploy_local(self.session, self.endpoint, self.template_path)
+        self.ddb = self.session.client("dynamodb", endpoint_url=self.endpoint)
+        self.sfn = self.session.client("stepfunctions", endpoint_url=self.endpoint)
+        self.store = SizingStore(TABLE, client=self.ddb)
+        self._lambdas = contextlib.ExitStack()
+        self._lambdas.enter_context(inprocess_lambdas(self.stack.handlers, self.stack.timeouts))
+        self.service = _QueuedRunsService(self)
+        return self
+
+    # --- admission ---------------------------------------------------------------------------------------
+    def admit(self, run: Any, start: Callable[[Any], Any]) -> Any:
+        """Start `run` (PENDING) now when a slot is free, else mark it QUEUED behind the others."""
+        with self._lock:
+            if self._stopping:
+                from sizing.service.errors import Unavailable
+
+                self.store.transition(run.run_id, "FAILED", expected_from="PENDING", error="server stopping")
+                raise Unavailable("the local server is stopping; no run is started")
+            if len(self._active) >= self.max_active:
+                queued = self.store.transition(run.run_id, "QUEUED", expected_from="PENDING")
+                self._queue.append(run.run_id)
+                return queued
+            self._active.add(run.run_id)
+        return self._launch(run, start)
+
+    def _launch(self, run: Any, start: Callable[[Any], Any]) -> Any:
+        try:
+            started = start(run)
+        except BaseException:
+            self._release(run.run_id)
+            raise
+        self._progress[run.run_id] = RunProgressState()
+        watcher = threading.Thread(
+            target=self._watch, args=(started,), name=f"run-{run.run_id[:8]}", daemon=True
+        )
+        self._watchers[run.run_id] = watcher
+        watcher.start()
+        return started
+
+    def dequeue(self, run_id: str) -> bool:
+        """Take a queued run out of the queue (it is being cancelled); False when it is not queued (any more)."""
+        with self._lock:
+            if run_id in self._queue:
+                self._queue.remove(run_id)
+                return True
+            return False
+
+    def queue_position(self, run_id: str) -> int | None:
+        """1 for the next run to start; None when the run is not queued."""
+        with self._lock:
+            return self._queue.index(run_id) + 1 if run_id in self._queue else None
+
+    def _release(self, run_id: str) -> None:
+        """A run's slot is free: start the queued runs that now fit, in order."""
+        with self._lock:
+            self._active.discard(run_id)
+            nexts = []
+            while self._queue and len(self._active) < self.max_active and not self._stopping:
+                nxt = self._queue.pop(0)
+                self._active.add(nxt)
+                nexts.append(nxt)
+        for nxt in nexts:
+            run = self.store.get_run(nxt)
+            if run.status != "QUEUED":  # cancelled while it waited
+                self._release(nxt)
+                continue
+            try:
+                self._launch(run, self.service.start_queued)
+            except Exception:  # recorded on the run (FAILED: not started); the next one may still start
+                continue
+
+    # --- following a run ---------------------------------------------------------------------------------
+    def _watch(self, run: Any) -> None:
+        run_id = run.run_id
+        progress = self._progress[run_id]
+        try:
+            execution = watch_execution(
+                self.sfn,
+                run.execution_arn,
+                lambda *_: None,
+                poll_s=WATCH_POLL_S,
+                timeout_s=self.timeout_s,
+                cancelled=lambda: self._stopping or self.store.get_run(run_id).status == "CANCELLING",
+                on_event=progress.note,
+            )
+            if execution["status"] in ("ABORTED", "TIMED_OUT", "FAILED"):
+                cause = first_failure(self.sfn, run.execution_arn) if execution["status"] == "FAILED" else ""
+                if self._stopping and self.store.get_run(run_id).status == "RUNNING":
+                    self.store.transition(run_id, "CANCELLING", expected_from="RUNNING")
+                finish_stopped_run(self.store, run_id, execution["status"], cause)
+        except Exception as exc:  # a fault of the watcher must not leave the run RUNNING for good
+            with contextlib.suppress(Exception):
+                finish_stopped_run(self.store, run_id, "FAILED", f"{type(exc).__name__}: {exc}")
+        finally:
+            self._release(run_id)
+
+    def progress(self, run_id: str) -> dict[str, Any] | None:
+        """The run's state-machine progress (None when this server did not execute it)."""
+        position = self.queue_position(run_id)
+        if position is not None:
+            return {"state": None, "queue_position": position, "candidates": []}
+        p = self._progress.get(run_id)
+        if p is None:
+            return None
+        return {"state": p.state, "queue_position": None, "candidates": list(p.candidates.values())}
+
+    def wait(self, run_id: str, timeout_s: float) -> bool:
+        """Wait until the run's watcher is done; False when it still runs after `timeout_s`."""
+        watcher = self._watchers.get(run_id)
+        if watcher is not None:
+            watcher.join(timeout_s)
+            return not watcher.is_alive()
+        return True
+
+    def stop(self) -> None:
+        """Cancel what still runs (queued runs end CANCELLED, running ones are torn down), end every child
+        process, and stop the embedded AWS."""
+        from sizing.orchestrate.launchers import LocalLauncher
+        from sizing.orchestrate.steps import close_local_twins
+
+        with self._lock:
+            self._stopping = True
+            queued, self._queue = list(self._queue), []
+        if self.store is not None:
+            for run_id in queued:
+                with contextlib.suppress(Exception):
+                    self.store.transition(run_id, "CANCELLED", expected_from="QUEUED", error="server stopped")
+        deadline = time.monotonic() + STOP_WAIT_S
+        for watcher in list(self._watchers.values()):
+            watcher.join(max(0.0, deadline - time.monotonic()))
+        LocalLauncher.stop_all(timeout_s=3)
+        close_local_twins()
+        if self._lambdas is not None:
+            self._lambdas.close()
+            self._lambdas = None
+        self._aws.stop()
+
+
+class _QueuedRunsService(RunsService):
+    """The runs service of `sizing serve`: the deployed rules (validation, store, execution), with admission
+    through the local runner (a run waits QUEUED when the limit of runs at once is reached)."""
+
+    def __init__(self, runner: LocalRuns) -> None:
+        assert runner.stack is not None
+        super().__init__(runner.store, runner.stack.state_machine_arn, sfn_client=runner.sfn)
+        self.runner = runner
+
+    def _start(self, run: Any) -> Any:
+        return self.runner.admit(run, super()._start)
+
+    def start_queued(self, run: Any) -> Any:
+        return super()._start(run)
+
+    def cancel_run(self, run_id: str) -> Any:
+        from sizing.errors import Conflict
+
+        run = self.store.get_run(run_id)
+        if run.status == "QUEUED" and self.runner.dequeue(run_id):
+            try:
+                return self.store.transition(run_id, "CANCELLED", expected_from="QUEUED", error="cancelled")
+            except Conflict:
+                pass  # started meanwhile: cancel it as a running run
+        return super().cancel_run(run_id)

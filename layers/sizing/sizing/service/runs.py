@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 DEFAULT_TOP_K = 3
 #: Each measured candidate is a real deployment with GPU nodes: ten bounds what one run can spend.
 MAX_TOP_K = 10
+#: Statuses of a run whose execution has not started: stored (PENDING), or waiting for a slot (QUEUED, under
+#: `sizing serve`, which bounds the runs it executes at once).
+NOT_STARTED = ("PENDING", "QUEUED")
 
 
 class RunsService:
@@ -106,13 +109,13 @@ class RunsService:
         except (ClientError, BotoCoreError) as exc:
             reason = _aws_reason(exc)
             self.store.transition(
-                run.run_id, "FAILED", expected_from="PENDING", error=f"not started: {reason}"
+                run.run_id, "FAILED", expected_from=NOT_STARTED, error=f"not started: {reason}"
             )
             raise Unavailable(
                 "the sizing run could not be started; try again later", details={"run_id": run.run_id}
             ) from None
         return self.store.transition(
-            run.run_id, "RUNNING", expected_from="PENDING", execution_arn=out["executionArn"]
+            run.run_id, "RUNNING", expected_from=NOT_STARTED, execution_arn=out["executionArn"]
         )
 
     def get_run(self, run_id: str) -> Run:
@@ -132,7 +135,7 @@ class RunsService:
                 code="conflict",
             )
         if run.execution_arn is None:
-            return self.store.transition(run_id, "CANCELLED", expected_from=("PENDING",), error="cancelled")
+            return self.store.transition(run_id, "CANCELLED", expected_from=NOT_STARTED, error="cancelled")
         from botocore.exceptions import ClientError
 
         run = self.store.transition(run_id, "CANCELLING", expected_from=("PENDING", "RUNNING"))

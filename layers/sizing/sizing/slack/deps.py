@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sizing.slack.bot import Invoker, LambdaInvoker, SlackBot
+from sizing.slack.bot import Invoker, LambdaInvoker, Secrets, SlackBot
 from sizing.slack.client import SlackPoster
 from sizing.slack.secrets import SlackSecrets
 from sizing.slack.settings import SlackSettings
@@ -34,6 +34,8 @@ class _State:
     store: SizingStore | None = None
     runs: RunsService | None = None
     layers: dict[str, DynamoDBPersistenceLayer] | None = None
+    secrets: Secrets | None = None
+    poster: SlackPoster | None = None
 
 
 _state = _State()
@@ -48,8 +50,13 @@ def configure(
     lambda_client: Any = None,
     s3: Any = None,
     invoker: Invoker | None = None,
+    runs: RunsService | None = None,
+    secrets: Secrets | None = None,
+    poster: SlackPoster | None = None,
 ) -> None:
-    """Replace settings and/or clients (an `invoker` replaces the asynchronous Lambda invoke, e.g. inline)."""
+    """Replace settings and/or clients (an `invoker` replaces the asynchronous Lambda invoke, e.g. inline).
+    `sizing serve` also gives its runs service, fixed secrets (a local signing secret) and a local sink for
+    messages."""
     global _state
     _state = _State(
         settings=settings,
@@ -59,6 +66,9 @@ def configure(
         lambda_client=lambda_client,
         s3=s3,
         invoker=invoker,
+        runs=runs,
+        secrets=secrets,
+        poster=poster,
     )
 
 
@@ -105,13 +115,15 @@ def idempotency_layer(static_pk: str) -> DynamoDBPersistenceLayer:
 def bot() -> SlackBot:
     if _state.bot is None:
         s = settings()
-        secrets = SlackSecrets(s.secret_id, max_age_s=s.secret_max_age_s, client=_state.secretsmanager)
+        secrets: Secrets = _state.secrets or SlackSecrets(
+            s.secret_id, max_age_s=s.secret_max_age_s, client=_state.secretsmanager
+        )
         invoker = _state.invoker
         if invoker is None and s.worker_function:
             invoker = LambdaInvoker(s.worker_function, client=_state.lambda_client)
         _state.bot = SlackBot(
             secrets=secrets,
-            poster=SlackPoster(s.slack_api_url, secrets.bot_token),
+            poster=_state.poster or SlackPoster(s.slack_api_url, secrets.bot_token),
             replay_guard=DynamoReplayGuard(s.table_name, client=store().client),
             invoker=invoker,
             runs=runs,

@@ -12,11 +12,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-RunStatus = Literal["PENDING", "RUNNING", "REFUSED", "SUCCEEDED", "FAILED", "CANCELLING", "CANCELLED"]
+RunStatus = Literal[
+    "PENDING", "QUEUED", "RUNNING", "REFUSED", "SUCCEEDED", "FAILED", "CANCELLING", "CANCELLED"
+]
 RunSource = Literal["api", "slack", "event"]
 
 RUN_STATUSES: tuple[RunStatus, ...] = (
     "PENDING",
+    "QUEUED",
     "RUNNING",
     "REFUSED",
     "SUCCEEDED",
@@ -27,17 +30,19 @@ RUN_STATUSES: tuple[RunStatus, ...] = (
 #: Statuses a run never leaves.
 TERMINAL: frozenset[str] = frozenset({"REFUSED", "SUCCEEDED", "FAILED", "CANCELLED"})
 
-#: Allowed predecessors of each status. PENDING is only ever the first status (create_run). A run is REFUSED
-#: by the budget guard before anything is provisioned; CANCELLING waits for teardown, which ends in CANCELLED
-#: (or FAILED when teardown itself fails).
+#: Allowed predecessors of each status. PENDING is only ever the first status (create_run). QUEUED is a run
+#: waiting for a free slot before its execution starts (`sizing serve` bounds the runs it executes at once). A
+#: run is REFUSED by the budget guard before anything is provisioned; CANCELLING waits for teardown, which ends
+#: in CANCELLED (or FAILED when teardown itself fails).
 ALLOWED_FROM: dict[str, frozenset[str]] = {
     "PENDING": frozenset(),
-    "RUNNING": frozenset({"PENDING"}),
+    "QUEUED": frozenset({"PENDING"}),
+    "RUNNING": frozenset({"PENDING", "QUEUED"}),
     "REFUSED": frozenset({"PENDING", "RUNNING"}),
     "SUCCEEDED": frozenset({"RUNNING"}),
-    "FAILED": frozenset({"PENDING", "RUNNING", "CANCELLING"}),
+    "FAILED": frozenset({"PENDING", "QUEUED", "RUNNING", "CANCELLING"}),
     "CANCELLING": frozenset({"PENDING", "RUNNING"}),
-    "CANCELLED": frozenset({"PENDING", "RUNNING", "CANCELLING"}),
+    "CANCELLED": frozenset({"PENDING", "QUEUED", "RUNNING", "CANCELLING"}),
 }
 
 #: Raw per-step measurements are kept 90 days: long enough to re-calibrate on a quarter's runs; the ranking

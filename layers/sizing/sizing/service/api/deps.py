@@ -28,15 +28,30 @@ class _State:
     store: SizingStore | None = None
     runs: RunsService | None = None
     idempotency: DynamoDBPersistenceLayer | None = None
+    progress: Callable[[str], dict[str, Any] | None] | None = None
 
 
 _state = _State()
 
 
-def configure(settings: ApiSettings | None = None, *, dynamodb: Any = None, sfn: Any = None) -> None:
-    """Replace the settings and/or clients; everything built from them is rebuilt on next use."""
+def configure(
+    settings: ApiSettings | None = None,
+    *,
+    dynamodb: Any = None,
+    sfn: Any = None,
+    runs: RunsService | None = None,
+    progress: Callable[[str], dict[str, Any] | None] | None = None,
+) -> None:
+    """Replace the settings and/or clients; everything built from them is rebuilt on next use. `sizing serve`
+    also gives its own runs service (runs executed on the embedded AWS, bounded, queued) and `progress`, what
+    a run's execution has done so far."""
     global _state
-    _state = _State(settings=settings, dynamodb=dynamodb, sfn=sfn)
+    _state = _State(settings=settings, dynamodb=dynamodb, sfn=sfn, runs=runs, progress=progress)
+
+
+def progress(run_id: str) -> dict[str, Any] | None:
+    """A run's execution progress where this server follows executions itself (`sizing serve`); else None."""
+    return _state.progress(run_id) if _state.progress is not None else None
 
 
 def settings() -> ApiSettings:

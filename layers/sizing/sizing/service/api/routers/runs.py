@@ -140,7 +140,7 @@ def _catalog_id(name: str) -> str:
 @router.get("/runs/<run_id>", summary="One run", tags=["runs"], responses=ERRORS)
 @tracer.capture_method
 def get_run(run_id: RunId) -> RunOut:
-    return RunOut.of(deps.store().get_run(run_id))
+    return RunOut.of(deps.store().get_run(run_id), deps.progress(run_id))
 
 
 @router.get(
