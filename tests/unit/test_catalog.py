@@ -113,8 +113,21 @@ def test_kv_cache_bytes_per_token_of_llama_70b():
 
 
 def test_missing_region_price_falls_back_to_us_east_1_marked_assumed():
+    # given a Region outside the price snapshot (ap-south-1) and a family the snapshot does not sample (inf2)
+    cat = load_catalog()
+    # when
+    outside = cat.instance("g5.xlarge").price("ap-south-1")
+    unsampled = cat.instance("inf2.xlarge").price("eu-west-1")
+    # then: both fall back to us-east-1, marked assumed
+    for p in (outside, unsampled):
+        assert p.assumed and "us-east-1" in (p.notes or "")
+
+
+def test_snapshot_region_price_is_the_regions_own():
+    # given g5 in Ireland, sampled in the snapshot
     p = load_catalog().instance("g5.xlarge").price("eu-west-1")
-    assert p.assumed and "us-east-1" in (p.notes or "")
+    # then
+    assert not p.assumed and p.usd_per_hour == pytest.approx(1.006 * 6.33167 / 5.672, rel=1e-4)
 
 
 def test_sagemaker_price_is_listed_or_derived_and_flagged():

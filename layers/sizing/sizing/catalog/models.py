@@ -117,6 +117,21 @@ class InstanceType(Sourced):
     network_gbps: float = Field(gt=0)
     prices: dict[str, Price]
     spot_discount: SpotDiscount
+    #: Regions of the price snapshot (data/regions.yaml) that sell this type; None: the snapshot does not cover it
+    regions_available: list[str] | None = None
+    #: Regions of the price snapshot, when the type's family is in it
+    regions_known: list[str] | None = None
+    #: spot discount per Region from the snapshot (median spot over the Region's availability zones)
+    spot_by_region: dict[str, SpotDiscount] = Field(default_factory=dict)
+
+    def available_in(self, region: str) -> bool | None:
+        """True/False where the price snapshot covers the Region and the type's family; None: not known."""
+        if self.regions_known is None or region not in self.regions_known:
+            return None
+        return region in (self.regions_available or [])
+
+    def spot_in(self, region: str) -> SpotDiscount:
+        return self.spot_by_region.get(region, self.spot_discount)
 
     def price(self, region: str) -> Price:
         """On-demand price in a region; falls back to us-east-1 marked `assumed` when the region is missing."""
@@ -508,10 +523,53 @@ def _merge_models(base: list[dict], extra: list[dict]) -> list[dict]:
     return list(by_id.values())
 
 
+def _apply_region_snapshot(instances: list[dict], snap: dict) -> None:
+    """Per-Region prices, availability and spot discounts from the price snapshot (data/regions.yaml), for the
+    instance families it samples. A price already in instances.yaml for a Region (`refresh-prices`) wins."""
+    regions: list[str] = list(snap.get("regions") or [])
+    src, as_of = str(snap.get("source", "")), snap.get("as_of")
+    for entry in instances:
+        fam = (snap.get("families") or {}).get(entry.get("family"))
+        if not fam:
+            continue
+        od: dict[str, float | None] = fam.get("on_demand") or {}
+        entry["regions_known"] = regions
+        entry["regions_available"] = [r for r in regions if r in od]
+        base = (entry.get("prices") or {}).get("us-east-1", {}).get("usd_per_hour")
+        ref = od.get("us-east-1")
+        assumed = bool(fam.get("ratio_assumed"))
+        for region in regions:
+            here = od.get(region)
+            if region == "us-east-1" or not here or not ref or not base or region in entry["prices"]:
+                continue
+            entry["prices"][region] = {
+                "usd_per_hour": round(base * here / ref, 5),
+                "source": f"{src}: {fam['sample']} {region} / us-east-1 = {here / ref:.4f} x this type's us-east-1"
+                " price",
+                "as_of": as_of,
+                "assumed": assumed,
+                "notes": None
+                if not assumed
+                else "Regional ratio from pre-2025-06 list prices applied to the current us-east-1 price",
+            }
+        spots: dict[str, dict] = {}
+        for region, spot in (fam.get("spot") or {}).items():
+            here = od.get(region)
+            if spot and here:
+                spots[region] = {
+                    "fraction": round(max(0.0, 1 - spot / here), 3),
+                    "source": f"{src}: median {fam['sample']} spot price over {region}'s availability zones",
+                    "assumed": False,
+                }
+        entry["spot_by_region"] = spots
+
+
 def build_catalog(data_dir: Path = DATA_DIR, overlay_dir: Path | None = None) -> Catalog:
     raw = {
         name: _read(data_dir / f"{name}.yaml") for name in ("accelerators", "instances", "models", "managed")
     }
+    if (data_dir / "regions.yaml").exists():
+        _apply_region_snapshot(raw["instances"]["instances"], _read(data_dir / "regions.yaml"))
     if overlay_dir and (overlay_dir / "models.yaml").exists():
         raw["models"]["models"] = _merge_models(
             raw["models"]["models"], _read(overlay_dir / "models.yaml").get("models", [])

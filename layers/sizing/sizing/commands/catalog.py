@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +124,25 @@ def _refresh(args: argparse.Namespace) -> int:
 
     path = DATA_DIR / "instances.yaml"
     doc = yaml.safe_load(path.read_text())
-    prices = fetch_prices([e["instance_type"] for e in doc["instances"]], args.region)
+    try:
+        prices = fetch_prices([e["instance_type"] for e in doc["instances"]], args.region)
+    except Exception as exc:  # botocore's credential and endpoint errors: one line, exit 2
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+        if isinstance(exc, NoCredentialsError):
+            print(
+                "sizing catalog refresh-prices: no AWS credentials found (the Pricing API needs an account:"
+                " set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY); the price snapshot is unchanged",
+                file=sys.stderr,
+            )
+            return 2
+        if isinstance(exc, (BotoCoreError, ClientError)):
+            print(
+                f"sizing catalog refresh-prices: the AWS Pricing API refused the request: {exc}",
+                file=sys.stderr,
+            )
+            return 2
+        raise
     changed = apply_prices(doc, args.region, prices)
     missing = sorted(k for k, v in prices.items() if v is None)
     print(f"{len(changed)} prices changed in {args.region}: {', '.join(changed) or 'none'}")

@@ -40,6 +40,9 @@ class HardwareOption:
 @dataclass
 class Enumeration:
     hardware: list[HardwareOption] = field(default_factory=list)
+    #: when no allowed instance type is sold in the workload's Region: the sentence saying so and where they are
+    region_gap: str | None = None
+    nearest_region: str | None = None
     bedrock: list[BedrockChoice] = field(default_factory=list)
     rejected: list[dict[str, str]] = field(default_factory=list)
 
@@ -88,7 +91,28 @@ def enumerate_candidates(wm: WorkloadModel, cat: Catalog) -> Enumeration:
     model = cat.model(wm.model_id)
     out = Enumeration()
     if "eks" in c.deployments or "sagemaker" in c.deployments:
-        for inst in _allowed_instances(cat, wm):
+        allowed = _allowed_instances(cat, wm)
+        sold = [i for i in allowed if i.available_in(c.region) is not False]
+        for inst in allowed:
+            if inst.available_in(c.region) is False:
+                out.rejected.append(
+                    {
+                        "id": f"{inst.instance_type}@{c.region}",
+                        "kind": "unsupported",
+                        "reason": f"{inst.instance_type} is not sold in {c.region} (price snapshot)",
+                    }
+                )
+        if allowed and not sold:
+            from sizing.catalog.regions import nearest
+
+            elsewhere = {r for i in allowed for r in (i.regions_available or [])}
+            close = nearest(c.region, elsewhere)
+            out.nearest_region = close[0] if close else None
+            types = ", ".join(sorted({i.family for i in allowed}))
+            out.region_gap = f"no allowed instance type ({types}) is sold in {c.region}" + (
+                f"; the nearest Region that has them is {close[0]}" if close else ""
+            )
+        for inst in sold:
             acc = cat.accelerator_of(inst)
             devices = cat.devices(inst)
             if acc.kind == "neuron":

@@ -23,6 +23,7 @@ from typing import Any
 
 from sizing.catalog import Catalog, load_catalog
 from sizing.catalog.models import BedrockChoice
+from sizing.catalog.regions import region_name
 from sizing.perf.calibration import summary
 from sizing.plan.candidates import HardwareOption, enumerate_candidates
 from sizing.plan.capacity import (
@@ -156,7 +157,7 @@ def _pricing(cat: Catalog, wm: WorkloadModel, hw: HardwareOption, deployment: st
         control = 0.0
     else:
         p = inst.price(region)
-        spot = inst.spot_discount.fraction
+        spot = inst.spot_in(region).fraction
         control = EKS_CONTROL_PLANE_USD_PER_HOUR
     assert p.usd_per_hour is not None
     return Pricing(
@@ -165,10 +166,16 @@ def _pricing(cat: Catalog, wm: WorkloadModel, hw: HardwareOption, deployment: st
         price_source=p.source,
         price_as_of=str(p.as_of),
         spot_discount=spot,
-        spot_assumed=inst.spot_discount.assumed,
+        spot_assumed=inst.spot_in(region).assumed,
         control_plane_usd_per_hour=control,
         lead_time_s=SCALE_UP_LEAD_S_NEURON if neuron else SCALE_UP_LEAD_S_GPU,
     )
+
+
+def inst_price_region(cat: Catalog, hw: HardwareOption, region: str) -> bool:
+    """Whether the instance's price is the Region's own (else the us-east-1 price stands in, marked assumed)."""
+    p = cat.instance(hw.instance_type).prices.get(region)
+    return bool(p and p.usd_per_hour)
 
 
 def _deployments(wm: WorkloadModel) -> list[str]:
@@ -254,8 +261,13 @@ def _architecture(
         zones=zones,
     )
     notes: list[str] = []
+    region = wm.spec.constraints.region
     if pricing.price_assumed:
         notes.append(f"price assumed: {pricing.price_source}")
+    notes.append(
+        f"price ${pricing.usd_per_hour:g}/h from {region if inst_price_region(cat, hw, region) else 'us-east-1'}"
+        f" ({'SageMaker ml.' if deployment == 'sagemaker' else 'EC2 '}{hw.instance_type}, as of {pricing.price_as_of})"
+    )
     placed = _placement_note(hw, placement, nodes["min"])
     if placed:
         notes.append(placed)
@@ -307,6 +319,7 @@ def _architecture(
             "context": ContextInfo.model_validate(ctx.describe()),
             "placement": placement,
             "weights_gb": round(cat.model(wm.model_id).weight_bytes(hw.quantization) / 1e9, 1),
+            "region": region,
             "notes": notes,
         }
     )
@@ -991,7 +1004,30 @@ def estimate_result(
             "seconds": round(elapsed, 3),
         },
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        infeasible=None if feasible else _diagnose(wm, near),
+        infeasible=None
+        if feasible
+        else (
+            {
+                "binding": None,
+                "region": c.region,
+                "nearest_region": enum.nearest_region,
+                "message": enum.region_gap,
+            }
+            if enum.region_gap and not enum.hardware
+            else _diagnose(wm, near)
+        ),
+        region={
+            "code": c.region,
+            "name": region_name(c.region),
+            "data_residency": c.data_residency,
+            "prices": "EC2 prices per Region from the price snapshot (catalog data/regions.yaml) where it covers the"
+            " family, else the us-east-1 price marked assumed; SageMaker ml.* prices outside us-east-1 are derived"
+            " from EC2 (assumed); Bedrock prices per offer (cost.price.region)",
+            "unavailable_here": sorted(
+                {r["id"].split("@")[0] for r in enum.rejected if r["id"].endswith(f"@{c.region}")}
+            ),
+            "nearest_region_with_hardware": enum.nearest_region,
+        },
         why_not_cheaper=why,
         summary=summary_text,
         managed_options=sorted(managed, key=Architecture.rank_key),
