@@ -328,9 +328,7 @@ class WorkloadSpec(Spec):
     @model_validator(mode="after")
     def _users_or_rate(self) -> WorkloadSpec:
         if (self.users is None) == (self.rate is None):
-            raise ValueError(
-                "give either users (business terms) or rate (peak_rps), not both and not neither"
-            )
+            raise ValueError(USERS_OR_RATE)
         return self
 
 
@@ -418,16 +416,61 @@ def _apply_preset(raw: dict[str, Any]) -> dict[str, Any]:
     return _deep_merge(base, raw)
 
 
-def parse_spec(raw: Any, *, prefix: str = "") -> WorkloadSpec:
-    """Validate a spec given as a mapping. Raises InvalidInput with one problem per field."""
+USERS_OR_RATE = "give either users (business terms) or rate (peak_rps), not both and not neither"
+
+
+def parse_spec(raw: Any, *, prefix: str = "", catalog: Any = None) -> WorkloadSpec:
+    """Validate a spec given as a mapping. Raises InvalidInput with every problem at once, one per field, in the
+    user's words (unknown fields with a did-you-mean). When the spec has problems, an unknown `model` is
+    reported among them (against `catalog`, the shipped one by default) rather than only once the rest is
+    fixed; a spec whose only problem is its model passes here and is refused by the catalog lookup after."""
     if not isinstance(raw, dict):
         raise InvalidInput(
             "a workload spec must be a mapping (YAML or JSON object)", [Problem(prefix, "not a mapping")]
         )
+    merged = _apply_preset(raw)
     try:
-        return WorkloadSpec.model_validate(_apply_preset(raw))
+        return WorkloadSpec.model_validate(merged)
     except ValidationError as exc:
-        raise InvalidInput("the workload spec is not valid", problems_from_pydantic(exc, prefix)) from None
+        problems = problems_from_pydantic(exc, prefix, model=WorkloadSpec, quote=True)
+    # what WorkloadSpec's own validator says only once every field is valid: say it with the rest
+    if (merged.get("users") is None) == (merged.get("rate") is None) and not any(
+        p.message == USERS_OR_RATE for p in problems
+    ):
+        problems.append(Problem(_join(prefix, "users"), USERS_OR_RATE))
+    for p in problems:
+        if p.field == prefix and p.message == USERS_OR_RATE:
+            p.field = _join(prefix, "users")
+    model_problem = _model_problem(merged.get("model"), prefix, catalog)
+    if model_problem is not None and not any(p.field == model_problem.field for p in problems):
+        problems.insert(0, model_problem)
+    raise InvalidInput(_summary(problems), problems)
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _summary(problems: list[Problem]) -> str:
+    n = len(problems)
+    return "the workload spec is not valid" + (f" ({n} problems)" if n > 1 else "")
+
+
+def _model_problem(name: Any, prefix: str, catalog: Any) -> Problem | None:
+    """The catalog's refusal of an unknown model name, as a problem of the spec (None when known or not text)."""
+    if not isinstance(name, str) or not name:
+        return None
+    from sizing.errors import NotFound
+
+    if catalog is None:
+        from sizing.catalog import load_catalog
+
+        catalog = load_catalog()
+    try:
+        catalog.model(name, field_name=_join(prefix, "model"))
+    except NotFound as exc:
+        return exc.problems[0] if exc.problems else Problem(_join(prefix, "model"), exc.message)
+    return None
 
 
 def load_spec(path: str | Path) -> WorkloadSpec:

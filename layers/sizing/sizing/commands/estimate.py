@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from sizing.commands.output import print_json, table
+from sizing.outcome import EXIT_NO_ARCHITECTURE, impossible_constraints
 from sizing.workload import load_spec
 
 #: Searches shorter than this show no progress bar.
@@ -51,13 +52,19 @@ KIND_LABELS = {
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "estimate", help="rank candidate architectures by monthly cost under the workload's SLOs"
+        "estimate",
+        help="rank candidate architectures by monthly cost under the workload's SLOs (exit 3 when none meets"
+        " them, 2 for bad input)",
     )
     p.add_argument("file", help="workload spec (YAML or JSON)")
     p.add_argument(
         "--top", type=int, default=None, help="show the N cheapest (default: 10 in the table, all in JSON)"
     )
-    p.add_argument("--json", action="store_true", help="print the JSON result (DESIGN.md contract)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the JSON result (sizing.results.EstimateResult; docs/api.md)",
+    )
     p.add_argument(
         "--headroom", type=float, default=None, help="share of SLO capacity kept free at peak (0.2)"
     )
@@ -178,6 +185,9 @@ def run(args: argparse.Namespace) -> int:
         )
     finally:
         bar.close()
+    refusal = impossible_constraints(result, spec)
+    if refusal is not None:
+        raise refusal  # exit 2: the constraints contradict the model, nothing could be estimated
     if args.report:
         from sizing.report import write_report
         from sizing.workload import resolve
@@ -186,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
         write_report(result, args.report, workload=resolve(spec), seed=args.seed)
     if args.json:
         print_json(result)
-        return 0
+        return 0 if result["architectures"] else EXIT_NO_ARCHITECTURE
     w = result["workload"]
     print(f"{w['name']}: {w['model']}")
     print(
@@ -225,11 +235,15 @@ def run(args: argparse.Namespace) -> int:
                 f" error; calibration: {best['calibration']['basis']})"
             )
     else:
-        print("no architecture meets the SLOs:", result.get("infeasible", {}).get("message", ""))
+        inf = result.get("infeasible") or {}
+        print(
+            f"no architecture meets the SLOs (exit {EXIT_NO_ARCHITECTURE}): binding SLO"
+            f" {inf.get('binding') or '-'}; {inf.get('message', '')}"
+        )
     reasons: dict[str, int] = {}
     for r in result["rejected"]:
         key = KIND_LABELS.get(r.get("kind", ""), "other")
         reasons[key] = reasons.get(key, 0) + 1
     if reasons:
         print("rejected: " + ", ".join(f"{n} {k}" for k, n in sorted(reasons.items(), key=lambda kv: -kv[1])))
-    return 0
+    return 0 if result["architectures"] else EXIT_NO_ARCHITECTURE

@@ -71,7 +71,7 @@ def validation_error(exc: RequestValidationError) -> Response:
             path = "body"
         msg = str(err.get("msg", "invalid"))
         if err.get("type") == "extra_forbidden":
-            msg = "unknown field (check the spelling)"
+            msg = _unknown_field(loc)
         problems.append({"field": path or where, "message": msg})
     if malformed:
         return error_response(
@@ -83,6 +83,18 @@ def validation_error(exc: RequestValidationError) -> Response:
     return error_response(
         HTTPStatus.UNPROCESSABLE_ENTITY, "invalid_input", "the request is not valid", {"problems": problems}
     )
+
+
+def _unknown_field(loc: list[str]) -> str:
+    """An unknown field of a request body, with a did-you-mean from the request models' fields."""
+    from sizing.api_models import RunRequest
+    from sizing.errors import unknown_field_message
+    from sizing.releases.watches import WatchRequest
+
+    if len(loc) == 2 and loc[0] == "body":
+        known = sorted(set(RunRequest.model_fields) | set(WatchRequest.model_fields))
+        return unknown_field_message(loc[1], known)
+    return "unknown field (check the spelling)"
 
 
 def register(app: APIGatewayRestResolver) -> None:

@@ -31,9 +31,13 @@ def post_estimate(
     spec: Annotated[dict[str, Any], Body(description=SPEC_DESCRIPTION, examples=[EXAMPLE_SPEC])],
     top: Annotated[int | None, Query(ge=1, le=MAX_TOP, description="ranked architectures to return")] = None,
 ) -> EstimateResult:
+    from sizing.outcome import impossible_constraints
     from sizing.plan.search import estimate_result
 
     workload = parse_spec(spec)
     result = estimate_result(workload, top=top)
+    refusal = impossible_constraints(result, workload)
+    if refusal is not None:
+        raise refusal  # 422: the constraints leave nothing to estimate
     metrics.add_metric(name="EstimatesServed", unit=MetricUnit.Count, value=1)
     return result
