@@ -157,6 +157,16 @@ def render_notes(result: dict[str, Any], top: int) -> list[str]:
         tuning = a.get("tuning")
         if isinstance(tuning, dict) and tuning.get("summary") and tuning.get("changed"):
             notes.append(str(tuning["summary"]))
+        quota = a.get("quota")
+        if isinstance(quota, dict) and quota.get("needs_increase"):
+            notes.append(
+                f"{quota.get('message')}" + (f": {quota['request']}" if quota.get("request") else "")
+            )
+        batch = a.get("batch")
+        if isinstance(batch, dict) and batch.get("usd_per_job") is not None:
+            notes.append(
+                f"batch inference: {_fmt_money(batch['usd_per_job'])} a job, done within {batch.get('wall_time_h')} h"
+            )
         others = [o for o in a.get("also_fits_on") or [] if isinstance(o, dict) and o.get("instance_type")]
         if others:
             notes.append(
@@ -167,6 +177,23 @@ def render_notes(result: dict[str, Any], top: int) -> list[str]:
             )
         if notes:
             lines.append(f"  #{a.get('rank', '?')} " + "; ".join(notes))
+    return lines
+
+
+def render_managed(result: dict[str, Any]) -> list[str]:
+    """The managed offers priced but not ranked (they miss an SLO), one line each: what they would cost and why
+    they are not in the table, so a buyer sees the managed price beside the hosted answers."""
+    ranked = {a.get("id") for a in result.get("architectures") or []}
+    reasons = {r.get("id"): r.get("reason") for r in result.get("rejected") or [] if isinstance(r, dict)}
+    lines = []
+    for m in result.get("managed_options") or []:
+        if not isinstance(m, dict) or m.get("id") in ranked or m.get("meets_slo"):
+            continue
+        cost = (m.get("cost") or {}).get("usd_per_month")
+        why = reasons.get(m.get("id")) or "misses an SLO"
+        quota = m.get("quota") or {}
+        flag = f"; {quota['message']}" if quota.get("needs_increase") and quota.get("message") else ""
+        lines.append(f"  not ranked: {m.get('id')} {_fmt_money(cost)}/month -- {why}{flag}")
     return lines
 
 
@@ -218,6 +245,9 @@ def run(args: argparse.Namespace) -> int:
         notes = render_notes(result, args.top or 10)
         if notes:
             print("\n".join(notes))
+        managed = render_managed(result)
+        if managed:
+            print("\n".join(managed))
         if result.get("summary"):
             print(f"\n{result['summary']}")
         best = result["architectures"][0]
