@@ -6,7 +6,11 @@
 Targets (perf issue): cross-validated (leave-one-source-out) MdAPE <= 20% for each of TTFT, TPOT and saturated
 output throughput; no accelerator family worse than 35%. The stricter leave-one-study-out table is printed beside,
 and TTFT against what the reference data allow (`sizing.perf.fit.ttft_floor`: in sample, and with each source's
-own per-request overhead). Prints figures; asserts nothing.
+own per-request overhead). Also prints, per metric and family, the share of held-out predictions faster than
+measured (latency below, throughput above: 40-60% is balanced), and how often the stated 80% interval
+(`sizing.perf.calibration.band_for`: the 10th-90th percentile of the cross-validated predicted/measured ratio for
+the row's family, engine and metric) contains the measurement, each row's interval computed without its own
+source's rows (target 75-85%). Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -68,6 +72,96 @@ def floor(data: dict, loso: dict) -> None:
     )
 
 
+LATENCY = ("ttft", "tpot", "e2e")
+
+
+def _faster(r: dict) -> bool:
+    """A prediction faster than measured: latency below it, throughput above it."""
+    below = r["predicted"] < r["measured"]
+    return below if r["metric"] in LATENCY else not below
+
+
+def _row_facts() -> dict[str, dict[str, str]]:
+    """source and saturation of every reference row, by row id (the stored predictions name only the row)."""
+    import csv
+
+    from sizing.perf.calibration import PROFILE_PATH
+
+    path = PROFILE_PATH.parent / "measurements-normalised.csv"
+    with path.open() as fh:
+        return {r["row_id"]: r for r in csv.DictReader(fh)}
+
+
+def _groups(rows: list[dict], facts: dict[str, dict[str, str]]) -> dict[str, list[dict]]:
+    sat = {k for k, v in facts.items() if v.get("saturated") in ("True", "true", "1")}
+    return {
+        "ttft": [r for r in rows if r["metric"] == "ttft"],
+        "tpot": [r for r in rows if r["metric"] == "tpot"],
+        "saturated_throughput": [
+            r for r in rows if r["metric"] == "throughput" and (r.get("saturated") or r["row_id"] in sat)
+        ],
+        "throughput": [r for r in rows if r["metric"] == "throughput"],
+    }
+
+
+def one_sided(loso: dict) -> None:
+    """The share of held-out predictions faster than measured, per metric and per family."""
+    rows = loso.get("rows", [])
+    if not rows:
+        return
+    facts = _row_facts()
+    print()
+    print("Share of leave-one-source-out predictions faster than measured (balanced: 40-60%):")
+    for metric, items in _groups(rows, facts).items():
+        if items:
+            share = sum(map(_faster, items)) / len(items)
+            verdict = "balanced" if 0.4 <= share <= 0.6 else "one-sided"
+            print(f"  {metric}: {share:.0%} of {len(items)} ({verdict})")
+    fams = sorted({r["family"] for r in rows})
+    cells = []
+    for fam in fams:
+        parts = []
+        for metric in ("ttft", "tpot", "throughput"):
+            items = [r for r in rows if r["family"] == fam and r["metric"] == metric]
+            parts.append(f"{sum(map(_faster, items)) / len(items):.0%} ({len(items)})" if items else "-")
+        cells.append(f"  {fam}: TTFT {parts[0]}, TPOT {parts[1]}, throughput {parts[2]}")
+    print("\n".join(cells))
+
+
+def coverage(loso: dict) -> None:
+    """How often the stated 80% interval contains the measurement, each row's interval fitted without its own
+    source's predictions (so the check is cross-validated, like the error it states)."""
+    from sizing.perf.calibration import INTERVAL_METRICS, band_for
+
+    rows = loso.get("rows", [])
+    if not rows:
+        return
+    facts = _row_facts()
+    ratios = [
+        (r["family"], r["engine"], r["metric"], r["predicted"] / r["measured"], r["row_id"])
+        for r in rows
+        if r["metric"] in INTERVAL_METRICS
+    ]
+    source = {k: v["source"] for k, v in facts.items()}
+    print()
+    print("Stated 80% interval: share of held-out rows whose measurement it contains (target 75-85%):")
+    for metric in INTERVAL_METRICS:
+        hits, n = 0, 0
+        for fam, eng, m, ratio, rid in ratios:
+            if m != metric:
+                continue
+            others = [x for x in ratios if source.get(x[4]) != source.get(rid)]
+            band = band_for(others, fam, eng, metric)
+            if not band:
+                continue
+            lo, hi = band["ratio"]
+            n += 1
+            hits += min(lo, 1.0) <= ratio <= max(hi, 1.0)
+        if n:
+            verdict = "meets" if 0.75 <= hits / n <= 0.85 else "misses"
+            print(f"  {metric}: {hits / n:.0%} of {n} ({verdict} the 75-85% target)")
+
+
 def main() -> int:
     from sizing.perf.calibration import load_profiles
     from sizing.perf.fit import (
@@ -120,6 +214,8 @@ def main() -> int:
     verdicts(tables["source"], "leave-one-source-out")
     if tables.get("study"):
         verdicts(tables["study"], "leave-one-study-out (stricter)")
+    one_sided(tables["source"])
+    coverage(tables["source"])
     floor(data, tables["source"])
     cv_rows = tables["source"].get("rows", [])
     if cv_rows:

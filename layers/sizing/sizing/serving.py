@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sizing.errors import InvalidInput, Problem
 
 Engine = Literal["vllm", "trtllm", "sglang", "tgi", "neuron"]
-Quant = Literal["bf16", "fp8", "int8", "int4"]
+Quant = Literal["bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4"]
 #: vLLM's `--kv-cache-dtype`: `auto` keeps K/V in the activation dtype (bf16); `fp8` (E4M3) halves its bytes.
 KvCacheDtype = Literal["auto", "fp8"]
 
@@ -40,9 +40,25 @@ class ServingConfig(BaseModel):
     gpu_memory_utilization: float = Field(gt=0, le=1)
     enable_chunked_prefill: bool = True
     enable_prefix_caching: bool = False
+    #: Neuron logical-core configuration (`NEURON_LOGICAL_NC_CONFIG`): None is the chip's default (LNC=2 on trn2,
+    #: where `tensor_parallel` counts logical cores of two physical NeuronCore-v3 each); 1 on trn2 makes TP count
+    #: physical cores. Not a vLLM flag: the manifests render it as the runtime's environment
+    lnc: int | None = Field(default=None, ge=1, le=2)
+    #: Neuron context-encoding buckets (prompt lengths compiled; each prompt pads to the next). None: the SDK's
+    #: default, powers of two from 128 up to max_model_len
+    context_buckets: tuple[int, ...] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> ServingConfig:
+        if self.context_buckets is not None:
+            b = self.context_buckets
+            if not b or list(b) != sorted(set(b)) or b[0] < 1:
+                raise ValueError("context_buckets must be increasing positive prompt lengths")
+            if b[-1] < self.max_model_len:
+                raise ValueError(
+                    f"the largest context bucket ({b[-1]}) is below max_model_len ({self.max_model_len}):"
+                    " the longest prompt would have no compiled shape"
+                )
         budget = self.max_num_batched_tokens
         if budget is not None and not self.enable_chunked_prefill and budget < self.max_model_len:
             raise ValueError(
@@ -62,6 +78,10 @@ class ServingConfig(BaseModel):
             parts.append(f"kv_cache_dtype {self.kv_cache_dtype}")
         if self.enable_prefix_caching:
             parts.append("prefix caching")
+        if self.lnc is not None:
+            parts.append(f"LNC {self.lnc}")
+        if self.context_buckets is not None:
+            parts.append(f"context buckets {', '.join(map(str, self.context_buckets))}")
         return ", ".join(parts)
 
 
@@ -77,6 +97,9 @@ VLLM_FLAGS: dict[str, str] = {
 }
 #: vLLM's fp8 KV-cache format as written on the command line (`fp8` is an alias of it).
 VLLM_FP8_KV = "fp8_e4m3"
+#: vLLM-on-Neuron's pass-through of NxD Inference settings (a JSON object) [NxD Inference vLLM user guide,
+#: awsdocs-neuron.readthedocs-hosted.com .../nxd-inference/developer_guides/vllm-user-guide.html]
+NEURON_OVERRIDE_FLAG = "--override-neuron-config"
 
 
 def vllm_args(s: ServingConfig) -> list[str]:
@@ -91,7 +114,13 @@ def vllm_args(s: ServingConfig) -> list[str]:
     if s.max_num_batched_tokens:
         args.append(f"--max-num-batched-tokens={s.max_num_batched_tokens}")
     if s.engine == "neuron":
-        # vllm-neuron sizes its memory, KV dtype and prefill buckets at compile time: these flags are GPU-only
+        # vllm-neuron sizes its memory and KV dtype at compile time: these flags are GPU-only. Buckets other than
+        # the SDK's default are NxD Inference settings passed through vLLM's `--override-neuron-config`
+        if s.context_buckets is not None:
+            buckets = ",".join(map(str, s.context_buckets))
+            args.append(
+                f'{NEURON_OVERRIDE_FLAG}={{"enable_bucketing":true,"context_encoding_buckets":[{buckets}]}}'
+            )
         return args
     args.append(f"--gpu-memory-utilization={s.gpu_memory_utilization}")
     args.append(f"--kv-cache-dtype={VLLM_FP8_KV if s.kv_cache_dtype == 'fp8' else 'auto'}")
@@ -115,11 +144,18 @@ def parse_vllm_args(args: list[str]) -> dict[str, object]:
             out["enable_prefix_caching"] = not arg.startswith("--no-")
             continue
         flag, sep, value = arg.partition("=")
-        if flag not in by_flag:
+        if flag not in by_flag and flag != NEURON_OVERRIDE_FLAG:
             continue
         if not sep:
             value = args[i + 1] if i + 1 < len(args) else ""
             next(it, None)
+        if flag == NEURON_OVERRIDE_FLAG:
+            import json
+
+            buckets = json.loads(value).get("context_encoding_buckets")
+            if buckets is not None:
+                out["context_buckets"] = tuple(int(b) for b in buckets)
+            continue
         name = by_flag[flag]
         if name == "kv_cache_dtype":
             out[name] = "auto" if value == "auto" else "fp8"
@@ -144,6 +180,16 @@ def check_for_hardware(s: ServingConfig, accelerator_kind: str, supports_fp8: bo
         raise InvalidInput(
             "serving.engine 'neuron' needs an inf2/trn instance",
             [Problem("serving.engine", "needs inf2/trn")],
+        )
+    if s.lnc is not None and not neuron:
+        raise InvalidInput(
+            "serving.lnc is a Neuron logical-core setting; leave it unset on a GPU",
+            [Problem("serving.lnc", "only inf2/trn instances have logical NeuronCores")],
+        )
+    if s.context_buckets is not None and not neuron:
+        raise InvalidInput(
+            "serving.context_buckets are compiled Neuron shapes; leave them unset on a GPU",
+            [Problem("serving.context_buckets", "only the neuron engine compiles buckets")],
         )
     if s.kv_cache_dtype == "fp8" and (neuron or not supports_fp8):
         raise InvalidInput(

@@ -23,10 +23,34 @@ OVERLAY_ENV = "SIZING_CATALOG_DIR"
 GB = 1e9
 MIB = 2**20
 
-Quantization = Literal["bf16", "fp8", "int8", "int4"]
-#: Bytes per weight by quantization. int4 carries group scales (AWQ/GPTQ g128: 16-bit scale + zero per 128
-#: weights = 0.03 bytes/weight), rounded to 0.53.
-BYTES_PER_PARAM: dict[str, float] = {"bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.53}
+Quantization = Literal["bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4"]
+#: Bytes per weight by format. int4 carries group scales (AWQ/GPTQ g128: 16-bit scale + zero per 128 weights =
+#: 0.03 bytes/weight), rounded to 0.53. MXFP4 (OCP Microscaling): 4-bit E2M1 elements in blocks of 32 sharing one
+#: 8-bit E8M0 scale = 4 + 8/32 = 4.25 bits [OCP Microscaling Formats (MX) v1.0, opencompute.org]. NVFP4: 4-bit E2M1
+#: in blocks of 16 with an FP8 E4M3 scale = 4 + 8/16 = 4.5 bits (the per-tensor FP32 scale is negligible)
+#: [NVIDIA, "Introducing NVFP4", developer.nvidia.com/blog, 2025-06].
+BYTES_PER_PARAM: dict[str, float] = {
+    "bf16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "int4": 0.53,
+    "mxfp4": 4.25 / 8,
+    "nvfp4": 4.5 / 8,
+}
+#: Which weights a format quantizes. mxfp4 is gpt-oss's native checkpoint: MoE experts in MXFP4, attention, router
+#: and embeddings in bf16 [huggingface.co/openai/gpt-oss-120b config.json `quantization_config`:
+#: modules_to_not_convert = attention, router, embed_tokens, lm_head]. nvfp4 (NVIDIA ModelOpt checkpoints)
+#: quantizes every linear layer (experts, dense MLP, attention) and keeps embeddings and the LM head in bf16.
+#: Other formats apply to every weight (the embeddings of int4/int8/fp8 checkpoints are counted at the same
+#: width: a small over- or under-count the calibration absorbs, as before).
+QUANTIZED_PARTS: dict[str, frozenset[str]] = {
+    "mxfp4": frozenset({"experts"}),
+    "nvfp4": frozenset({"experts", "mlp", "attention"}),
+}
+#: Bytes of the weights a format leaves unquantized (bf16).
+UNQUANTIZED_BYTES = 2.0
+#: Weight parts of a model, by layer type.
+WEIGHT_PARTS = ("experts", "mlp", "attention", "embeddings", "other")
 
 
 class Strict(BaseModel):
@@ -66,6 +90,19 @@ class Accelerator(Sourced):
     usable_memory_mib: int | None = None
     confidence: str = ""
     assumed: list[str] = Field(default_factory=list)
+    #: dense FP4 peak (Blackwell's NVFP4/MXFP4 tensor cores); None: FP4 weights run 16-bit math (weight-only)
+    fp4_tflops: float | None = None
+    #: weight formats beyond bf16/fp8/int8/int4 the accelerator's engines serve: `mxfp4` (vLLM's Marlin/Triton
+    #: MXFP4 kernels on Ampere and later), `nvfp4` (Blackwell FP4 tensor cores only)
+    weight_formats: list[str] = Field(default_factory=list)
+    #: Neuron logical NeuronCore configuration the `cores_per_chip` figure is stated at: LNC=2 on trn2 (the SDK's
+    #: default: one logical core = two physical NeuronCore-v3, 4 per chip); 1 elsewhere
+    lnc: int = Field(default=1, ge=1)
+    #: LNC settings the chip supports (trn2: 1 and 2)
+    lnc_options: list[int] = Field(default_factory=lambda: [1])
+    #: tensor-parallel degrees (NxD Inference `tp_degree`) the Neuron SDK compiles on this chip; None: any degree
+    #: that divides the heads (GPU engines)
+    tp_degrees: list[int] | None = None
 
     @property
     def device_memory_bytes(self) -> float:
@@ -78,11 +115,14 @@ class Accelerator(Sourced):
         return self.memory_bw_gbs * GB / self.cores_per_chip
 
     def device_flops(self, quantization: str) -> float:
-        """Dense peak FLOP/s of one device for the math a quantization runs (weight-only int4 runs 16-bit math)."""
+        """Dense peak FLOP/s of one device for the math a quantization runs (weight-only int4, and FP4 formats
+        without FP4 tensor cores, run 16-bit math)."""
         if quantization == "fp8" and self.fp8_tflops:
             tflops = self.fp8_tflops
         elif quantization == "int8" and self.int8_tops:
             tflops = self.int8_tops
+        elif quantization in ("mxfp4", "nvfp4") and self.fp4_tflops:
+            tflops = self.fp4_tflops
         else:
             tflops = self.bf16_tflops
         return tflops * 1e12 / self.cores_per_chip
@@ -90,7 +130,20 @@ class Accelerator(Sourced):
     def supports(self, quantization: str) -> bool:
         if quantization == "fp8":
             return self.fp8_tflops is not None
+        if quantization in ("mxfp4", "nvfp4"):
+            return quantization in self.weight_formats
         return True
+
+    def at_lnc(self, lnc: int | None) -> Accelerator:
+        """The chip as the Neuron runtime exposes it at logical-core configuration `lnc`: `cores_per_chip` logical
+        cores of `lnc` physical cores each (memory, bandwidth and FLOP/s per device scale with it). None or the
+        stated LNC: the chip as catalogued."""
+        if lnc is None or lnc == self.lnc:
+            return self
+        physical = self.cores_per_chip * self.lnc
+        if lnc not in self.lnc_options or physical % lnc:
+            raise ValueError(f"{self.name} supports LNC {', '.join(map(str, self.lnc_options))}, not {lnc}")
+        return self.model_copy(update={"cores_per_chip": physical // lnc, "lnc": lnc})
 
 
 class Price(Strict):
@@ -192,8 +245,48 @@ class ModelSpec(Sourced):
         """K and V for every layer: 2 x layers x kv_heads x head_dim x bytes."""
         return 2 * self.layers * self.num_key_value_heads * self.head_dim * kv_dtype_bytes
 
+    def param_parts(self) -> dict[str, float]:
+        """Parameters by layer type (`WEIGHT_PARTS`), from the architecture: MoE experts (gate, up and down of every
+        expert), the dense MLP, attention projections (Q, K, V, O), input embeddings plus the LM head (once when
+        tied), and the rest of the stated total (norms, routers, biases, shared experts). Each part is capped so
+        the parts never exceed the stated total."""
+        total = self.params_b * 1e9
+        emb = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
+        q_width = self.num_attention_heads * self.head_dim
+        kv_width = self.num_key_value_heads * self.head_dim
+        attn = self.layers * self.hidden_size * (2 * q_width + 2 * kv_width)
+        if self.moe is not None:
+            m = self.moe
+            experts = float(self.layers * m.num_experts * 3 * self.hidden_size * m.expert_intermediate_size)
+            mlp = 0.0
+        else:
+            experts = 0.0
+            mlp = float(self.layers * 3 * self.hidden_size * self.intermediate_size)
+        parts = {
+            "embeddings": float(emb),
+            "attention": float(attn),
+            "experts": float(experts),
+            "mlp": float(mlp),
+        }
+        left = total
+        for name in ("embeddings", "attention", "experts", "mlp"):
+            parts[name] = min(parts[name], max(0.0, left))
+            left -= parts[name]
+        parts["other"] = max(0.0, left)
+        return parts
+
+    def part_bytes(self, quantization: str) -> dict[str, float]:
+        """Weight bytes by layer type at `quantization` (`QUANTIZED_PARTS`: which parts a format quantizes)."""
+        width = BYTES_PER_PARAM[quantization]
+        only = QUANTIZED_PARTS.get(quantization)
+        return {
+            k: v * (width if only is None or k in only else UNQUANTIZED_BYTES)
+            for k, v in self.param_parts().items()
+        }
+
     def weight_bytes(self, quantization: str) -> float:
-        return self.params_b * 1e9 * BYTES_PER_PARAM[quantization]
+        """All weight bytes at `quantization`, each layer type at the width its format gives it."""
+        return sum(self.part_bytes(quantization).values())
 
 
 class BedrockQuota(Strict):

@@ -6,7 +6,7 @@ import argparse
 
 from sizing.commands.output import print_json
 
-QUANTS = ("bf16", "fp8", "int8", "int4")
+QUANTS = ("bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4")
 ENGINES = ("vllm", "trtllm", "neuron", "tgi", "sglang")
 
 
@@ -24,6 +24,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument("--concurrency", type=int, help="closed loop: requests in flight (large = saturated)")
     load.add_argument("--rate", type=float, help="open loop: Poisson arrivals per second")
+    serving = p.add_argument_group(
+        "serving configuration",
+        "ServingConfig's settings, same names and meaning (default: the engine's own)",
+    )
+    serving.add_argument(
+        "--max-num-seqs", type=int, help="sequences batched per step (Neuron: the compiled batch)"
+    )
+    serving.add_argument(
+        "--max-num-batched-tokens", type=int, help="tokens scheduled per step (vLLM's chunked-prefill budget)"
+    )
+    serving.add_argument(
+        "--max-model-len", type=int, help="longest request served, prompt + answer (default: input + output)"
+    )
+    serving.add_argument(
+        "--gpu-memory-utilization", type=float, help="share of device memory the engine may use"
+    )
+    serving.add_argument(
+        "--kv-cache-dtype", choices=("auto", "fp8"), help="KV cache element type (fp8 halves it)"
+    )
+    serving.add_argument(
+        "--lnc",
+        type=int,
+        help="Neuron logical-core config (trn2: 2 by default, 1 makes --tp count physical cores)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
@@ -43,6 +67,12 @@ def run(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         rate=args.rate,
         seed=args.seed,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        max_model_len=args.max_model_len,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        kv_cache_dtype=args.kv_cache_dtype,
+        lnc=args.lnc,
     )
     if args.json:
         print_json(out)
@@ -52,18 +82,43 @@ def run(args: argparse.Namespace) -> int:
         f"{out['model']} on {out['instance_type']} (tp {out['tensor_parallel']}, {out['quantization']},"
         f" {out['engine']}), {out['input_tokens']} in / {out['output_tokens']} out, {load}"
     )
+    print(f"  serving: {_serving_line(out['serving'])}")
     print(f"  memory: {out['memory']['reason']}")
     if not out["fits"]:
         print("  does not fit")
         return 0
+    bands = out.get("intervals", {})
     for key, unit in (("ttft_ms", "ms"), ("tpot_ms", "ms"), ("e2e_s", "s")):
         s = out[key]
+        band = bands.get(key)
+        within = f" (80% interval of the mean {band['low']}-{band['high']} {unit})" if band else ""
         print(
-            f"  {key[:-3] if unit == 'ms' else 'e2e'}: mean {s['mean']} p50 {s['p50']} p95 {s['p95']} p99 {s['p99']} {unit}"
+            f"  {key[:-3] if unit == 'ms' else 'e2e'}: mean {s['mean']} p50 {s['p50']} p95 {s['p95']} p99 {s['p99']}"
+            f" {unit}{within}"
         )
-    print(f"  throughput: {out['output_tokens_per_s']} output tokens/s, {out['requests_per_s']} requests/s")
+    band = bands.get("output_tokens_per_s")
+    within = f" (80% interval {band['low']}-{band['high']})" if band else ""
+    print(
+        f"  throughput: {out['output_tokens_per_s']} output tokens/s{within}, {out['requests_per_s']} requests/s"
+    )
     cal = out["calibration"]
     print(f"  calibration: {cal['basis']} (profile {cal['version']})")
     for note in out.get("notes", []):
         print(f"  note: {note}")
     return 0
+
+
+def _serving_line(s: dict) -> str:
+    parts = [
+        f"max_model_len {s['max_model_len']:,}",
+        f"max_num_seqs {s['max_num_seqs']}",
+        f"kv_cache_dtype {s['kv_cache_dtype']}",
+    ]
+    if s.get("max_num_batched_tokens"):
+        parts.insert(2, f"max_num_batched_tokens {s['max_num_batched_tokens']}")
+    if "lnc" in s:
+        parts.append(f"LNC {s['lnc']}")
+        parts.append(f"context buckets {', '.join(map(str, s['context_buckets']))}")
+    else:
+        parts.append(f"gpu_memory_utilization {s['gpu_memory_utilization']}")
+    return ", ".join(parts)

@@ -169,3 +169,137 @@ def summary(profile: Profile) -> dict[str, Any]:
         "basis": profile.basis,
         "expected_error": dict(profile.expected_error),
     }
+
+
+# --- intervals: the estimator's own cross-validated error, per metric ------------------------------------------
+#: Percentiles of the cross-validated predicted/measured ratio an interval spans (the 80% interval).
+INTERVAL_PERCENTILES = (0.10, 0.90)
+#: Held-out predictions a (family, engine, metric) or (family, metric) group needs before its own percentiles are
+#: stated; with fewer, the all-families percentiles are stated, widened. Below 20 rows a group's 10th and 90th
+#: percentiles rest on one or two rows each; at 20 the cross-validated coverage of the stated interval is 76-81% per
+#: metric (10 rows: 71-78%; `benchmarks/accuracy.py` prints it).
+MIN_INTERVAL_ROWS = 20
+#: Metrics an interval is stated for (cross-validation metric names).
+INTERVAL_METRICS = ("ttft", "tpot", "throughput")
+
+
+def _quantile(values: list[float], q: float) -> float:
+    """Linear-interpolated quantile of sorted `values` (numpy's default method)."""
+    xs = sorted(values)
+    pos = q * (len(xs) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def ratio_band(
+    ratios: list[float], widen: float = 1.0, q: tuple[float, float] = INTERVAL_PERCENTILES
+) -> tuple[float, float]:
+    """The (low, high) quantiles of predicted/measured `ratios`; `widen` > 1 stretches both ends away from the
+    median in log space."""
+    import math
+
+    lo, hi = _quantile(ratios, q[0]), _quantile(ratios, q[1])
+    if widen != 1.0:
+        mid = math.log(_quantile(ratios, 0.5))
+        lo = math.exp(mid + (math.log(lo) - mid) * widen)
+        hi = math.exp(mid + (math.log(hi) - mid) * widen)
+    return lo, hi
+
+
+def cv_ratios(data: dict[str, Any]) -> list[tuple[str, str, str, float, str]]:
+    """(family, engine, metric, predicted/measured, source row id) of every leave-one-source-out prediction."""
+    rows = (data.get("cross_validation") or {}).get("rows", [])
+    return [
+        (r["family"], r["engine"], r["metric"], r["predicted"] / r["measured"], r["row_id"])
+        for r in rows
+        if r.get("measured") and r.get("predicted") and r["metric"] in INTERVAL_METRICS
+    ]
+
+
+def _group(
+    ratios: list[tuple[str, str, str, float, str]], family: str, engine: str, metric: str
+) -> tuple[list[float], float, str]:
+    """The ratios that speak for one (family, engine, metric), the widening they get and why: its own rows when
+    there are enough, else the family's over engines, else every family's, widened (`FALLBACK_ERROR_WIDENING`)."""
+    own = [r for f, e, m, r, _ in ratios if f == family and e == engine and m == metric]
+    if len(own) >= MIN_INTERVAL_ROWS:
+        return own, 1.0, f"{family} x {engine}"
+    fam = [r for f, _e, m, r, _ in ratios if f == family and m == metric]
+    if len(fam) >= MIN_INTERVAL_ROWS:
+        return fam, 1.0, f"{family}, all engines"
+    fleet = [r for _f, _e, m, r, _ in ratios if m == metric]
+    why = f"all families, widened x{FALLBACK_ERROR_WIDENING} ({family} has {len(fam)} held-out rows)"
+    return fleet, FALLBACK_ERROR_WIDENING, why
+
+
+def band_for(
+    ratios: list[tuple[str, str, str, float, str]], family: str, engine: str, metric: str
+) -> dict[str, Any]:
+    """The 10th-90th percentile ratio band of one (family, engine, metric) (`_group` says which rows)."""
+    rows, widen, basis = _group(ratios, family, engine, metric)
+    if not rows:
+        return {}
+    lo, hi = ratio_band(rows, widen)
+    return {"ratio": [lo, hi], "rows": len(rows), "basis": basis}
+
+
+@functools.cache
+def _intervals(path: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """Bands already computed from the shipped profile, by (family, engine)."""
+    return {}
+
+
+def interval_for(family: str, engine: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Per metric, the 10th-90th percentile band of the cross-validated predicted/measured ratio for a family and
+    engine (`band_for`), from the shipped profile's leave-one-source-out predictions."""
+    cache = _intervals(str(PROFILE_PATH)) if data is None else {}
+    key = (family, engine)
+    if key in cache:
+        return cache[key]
+    ratios = cv_ratios(data if data is not None else load_profiles())
+    bands: dict[str, Any] = {m: band_for(ratios, family, engine, m) for m in INTERVAL_METRICS}
+    bands = {m: b for m, b in bands.items() if b}
+    bands["basis"] = (
+        "80% interval: the 10th-90th percentile of the leave-one-source-out predicted/measured ratio"
+        f" (profile {(data or load_profiles()).get('version', 'none')})"
+    )
+    if data is None:
+        cache[key] = bands
+    return bands
+
+
+def stated_interval(
+    value: Any, metric: str, bands: dict[str, Any], of: str = "mean"
+) -> dict[str, Any] | None:
+    """The interval a measurement of `value` (a number, or a statistics dict read at `of`) is expected in: the
+    prediction divided by the band's ratios, widened to contain the prediction itself."""
+    band = bands.get(metric)
+    if not band:
+        return None
+    pred = float(value[of] if isinstance(value, dict) else value)
+    lo_r, hi_r = band["ratio"]
+    low, high = min(pred / hi_r, pred), max(pred / lo_r, pred)
+    digits = 4 if pred < 10 else 1
+    return {
+        "of": of if isinstance(value, dict) else "value",
+        "low": round(low, digits),
+        "high": round(high, digits),
+        "ratio_p10_p90": [round(lo_r, 3), round(hi_r, 3)],
+        "rows": band["rows"],
+        "basis": band["basis"],
+    }
+
+
+def conservative_ratio(
+    family: str, engine: str, metric: str, confidence: float, data: dict[str, Any] | None = None
+) -> float | None:
+    """The predicted/measured ratio the estimator's own error reaches at `confidence` on the pessimistic side of
+    `metric`: for throughput its `confidence` quantile (capacity over-predicted), for latencies its 1-`confidence`
+    quantile (latency under-predicted). None without cross-validated rows."""
+    ratios = cv_ratios(data if data is not None else load_profiles())
+    rows, widen, _basis = _group(ratios, family, engine, metric)
+    if not rows:
+        return None
+    q = confidence if metric == "throughput" else 1 - confidence
+    return ratio_band(rows, widen, (q, q))[0]

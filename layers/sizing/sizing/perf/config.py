@@ -12,7 +12,9 @@ if TYPE_CHECKING:
     from sizing.catalog import Accelerator, Catalog, InstanceType, ModelSpec
     from sizing.serving import ServingConfig
 
-QUANTIZATIONS = ("bf16", "fp8", "int8", "int4")
+QUANTIZATIONS = ("bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4")
+#: Formats that quantize only the MoE experts: a dense model has none to quantize.
+EXPERT_ONLY_FORMATS = ("mxfp4",)
 #: Context a replica must hold at least once when the caller gives no max_model_len: a 2k-token conversation
 #: is the smallest useful chat context (assumed; every catalog model supports more).
 DEFAULT_MIN_CONTEXT = 2048
@@ -50,6 +52,12 @@ class HardwareConfig:
     enable_prefix_caching: bool = False
     #: calibration only: an accelerator with no AWS instance in the catalog (e.g. A100 PCIe rows)
     accelerator_id: str | None = None
+    #: Neuron logical-core configuration (None: the chip's default, LNC=2 on trn2); `tensor_parallel` counts
+    #: logical cores at this setting (the SDK's `tp_degree`)
+    lnc: int | None = None
+    #: Neuron context-encoding buckets (prompt lengths compiled; a prefill pads to the next one). None: the SDK's
+    #: default, powers of two from 128 up to max_model_len (`sizing.perf.engines.neuron_buckets`)
+    context_buckets: tuple[int, ...] | None = None
 
     @classmethod
     def create(
@@ -65,6 +73,8 @@ class HardwareConfig:
         gpu_memory_utilization: float | None = None,
         max_num_seqs: int | None = None,
         max_num_batched_tokens: int | None = None,
+        kv_cache_dtype: str | None = None,
+        lnc: int | None = None,
     ) -> HardwareConfig:
         """Validate and build. Unknown model/instance -> NotFound with suggestions; a TP that does not divide the
         attention heads or exceeds the instance's devices -> InvalidInput naming both numbers; `tp=None` picks
@@ -75,7 +85,19 @@ class HardwareConfig:
         spec = cat.model(model)
         inst = cat.instance(instance)
         acc = cat.accelerator_of(inst)
-        devices = cat.devices(inst)
+        if lnc is not None:
+            if acc.kind != "neuron" or lnc not in acc.lnc_options:
+                opts = (
+                    ", ".join(map(str, acc.lnc_options))
+                    if acc.kind == "neuron"
+                    else "none (not a Neuron device)"
+                )
+                raise InvalidInput(
+                    f"lnc {lnc} is not a logical-core setting of {acc.name} (supported: {opts})",
+                    [Problem("lnc", f"{lnc} is not supported on {inst.instance_type}")],
+                )
+            acc = acc.at_lnc(lnc)
+        devices = inst.accelerator_count * acc.cores_per_chip
         if quant not in QUANTIZATIONS:
             raise InvalidInput(
                 f"unknown quantization '{quant}' (use one of {', '.join(QUANTIZATIONS)})",
@@ -83,8 +105,23 @@ class HardwareConfig:
             )
         if not acc.supports(quant):
             raise InvalidInput(
-                f"{acc.name} has no {quant} tensor cores; use bf16, int8 or int4 on {inst.instance_type}",
+                f"{acc.name} has no {quant} support; use bf16, int8 or int4 on {inst.instance_type}",
                 [Problem("quantization", f"{quant} is not supported on {acc.name}")],
+            )
+        if quant in EXPERT_ONLY_FORMATS and spec.moe is None:
+            raise InvalidInput(
+                f"{quant} quantizes mixture-of-experts weights; {spec.id} is a dense model",
+                [Problem("quantization", f"{quant} needs a mixture-of-experts model")],
+            )
+        if kv_cache_dtype not in (None, "auto", "fp8"):
+            raise InvalidInput(
+                f"unknown kv_cache_dtype '{kv_cache_dtype}' (use auto or fp8)",
+                [Problem("kv_cache_dtype", "must be auto or fp8")],
+            )
+        if kv_cache_dtype == "fp8" and (acc.kind == "neuron" or not acc.supports("fp8")):
+            raise InvalidInput(
+                f"kv_cache_dtype fp8 needs an accelerator with fp8 support (L4, L40S, H100, H200, B200), not {acc.name}",
+                [Problem("kv_cache_dtype", f"fp8 is not supported on {acc.name}")],
             )
         if engine not in ENGINES:
             raise InvalidInput(
@@ -119,13 +156,15 @@ class HardwareConfig:
             gpu_memory_utilization,
             max_num_seqs,
             max_num_batched_tokens,
+            kv_cache_dtype,
+            lnc=lnc,
         )
         if tp is not None:
-            check_tp(spec, tp, devices, inst.instance_type)
+            check_tp(spec, tp, devices, inst.instance_type, acc)
             return base
         from sizing.perf.memory import memory_fit
 
-        candidates = valid_tps(spec, devices)
+        candidates = valid_tps(spec, devices, acc)
         if not candidates:
             raise InvalidInput(
                 f"no tensor-parallel size up to the {devices} devices of {inst.instance_type} divides the"
@@ -154,6 +193,8 @@ class HardwareConfig:
             serving.kv_cache_dtype,
             serving.enable_chunked_prefill,
             serving.enable_prefix_caching,
+            lnc=serving.lnc,
+            context_buckets=serving.context_buckets,
         )
 
     def parts(self, catalog: Catalog | None = None) -> Parts:
@@ -162,10 +203,11 @@ class HardwareConfig:
         cat = catalog or load_catalog()
         spec = cat.model(self.model_id)
         if self.accelerator_id is not None:
-            acc = cat.accelerators[self.accelerator_id]
+            acc = cat.accelerators[self.accelerator_id].at_lnc(self.lnc)
             return Parts(spec, None, acc, self.tensor_parallel)
         inst = cat.instance(self.instance_type)
-        return Parts(spec, inst, cat.accelerator_of(inst), cat.devices(inst))
+        acc = cat.accelerator_of(inst).at_lnc(self.lnc)
+        return Parts(spec, inst, acc, inst.accelerator_count * acc.cores_per_chip)
 
     def defaults(self, catalog: Catalog | None = None) -> EngineDefaults:
         acc = self.parts(catalog).accelerator
@@ -177,12 +219,30 @@ class HardwareConfig:
         return f"{self.model_id} on {self.instance_type or self.accelerator_id} tp{self.tensor_parallel} {self.quantization} {self.engine}"
 
 
-def valid_tps(spec: ModelSpec, devices: int) -> list[int]:
-    """TP sizes from 1 to `devices` that divide the attention heads and are compatible with the KV heads."""
-    return [t for t in range(1, devices + 1) if _tp_problem(spec, t) is None]
+def valid_tps(spec: ModelSpec, devices: int, accelerator: Accelerator | None = None) -> list[int]:
+    """TP sizes from 1 to `devices` the engine runs: on a GPU (or without an accelerator) those that divide the
+    attention heads and are compatible with the KV heads; on Neuron the `tp_degree`s the SDK compiles for the chip,
+    whatever the heads (NxD Inference pads them)."""
+    return [t for t in range(1, devices + 1) if _tp_problem(spec, t, accelerator) is None]
 
 
-def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
+def pads_heads(accelerator: Accelerator | None) -> bool:
+    """Whether the engine on `accelerator` pads attention heads a TP degree does not divide (NxD Inference on
+    Neuron: Q heads padded to a multiple of tp_degree, KV heads replicated, or the attention run as multi-head
+    when the degree is not a multiple of the KV heads) instead of refusing the degree (vLLM/SGLang/TRT-LLM)."""
+    return accelerator is not None and accelerator.kind == "neuron"
+
+
+def _tp_problem(spec: ModelSpec, tp: int, accelerator: Accelerator | None = None) -> str | None:
+    if pads_heads(accelerator):
+        assert accelerator is not None
+        degrees = accelerator.tp_degrees
+        if degrees is not None and tp not in degrees:
+            return (
+                f"tensor parallel {tp} is not a tp_degree the Neuron SDK compiles on {accelerator.name}"
+                f" ({', '.join(map(str, degrees))})"
+            )
+        return None
     if spec.num_attention_heads % tp:
         return f"tensor parallel {tp} does not divide the {spec.num_attention_heads} attention heads of {spec.id}"
     kv = spec.num_key_value_heads
@@ -193,7 +253,9 @@ def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
     return None
 
 
-def check_tp(spec: ModelSpec, tp: int, devices: int, instance_type: str) -> None:
+def check_tp(
+    spec: ModelSpec, tp: int, devices: int, instance_type: str, accelerator: Accelerator | None = None
+) -> None:
     if tp < 1:
         raise InvalidInput(
             f"tensor parallel must be at least 1, got {tp}", [Problem("tensor_parallel", ">= 1")]
@@ -203,6 +265,6 @@ def check_tp(spec: ModelSpec, tp: int, devices: int, instance_type: str) -> None
             f"tensor parallel {tp} exceeds the {devices} devices of {instance_type}",
             [Problem("tensor_parallel", f"{tp} > {devices} devices on {instance_type}")],
         )
-    problem = _tp_problem(spec, tp)
+    problem = _tp_problem(spec, tp, accelerator)
     if problem:
         raise InvalidInput(problem, [Problem("tensor_parallel", problem)])

@@ -71,10 +71,40 @@ TGI_MAX_CONCURRENT = 128
 TGI_MAX_PREFILL_TOKENS = 4096
 TGI_MEMORY_FRACTION = 0.95  # assumed: TGI leaves a small margin under cuda_memory_fraction=1.0
 
-#: Neuron (vllm-neuron / optimum-neuron): static compiled batch; NxD's default batch_size=1 is a compile-time
-#: setting, deployments compile for a batch (optimum-neuron benchmarks use 4-32). Assumed 8, and prefill runs
-#: alone (no mixed prefill/decode step) on one static bucket [serving-facts.md s3 "static shapes/buckets"].
-NEURON_MAX_NUM_SEQS = 8
+#: Neuron (vLLM on NxD Inference): vLLM's `max_num_seqs` is the batch NxD Inference compiles (`batch_size`); the
+#: integration keeps vLLM's default of 256 sequences [docs.vllm.ai engine args `--max-num-seqs`; NxD Inference vLLM
+#: user guide, awsdocs-neuron.readthedocs-hosted.com .../nxd-inference/developer_guides/vllm-user-guide.html],
+#: which the KV cache then bounds: Neuron allocates every compiled sequence a whole max_model_len of KV
+#: (`sizing.perf.memory.memory_fit` caps the batch at what the memory holds). Prefill runs alone (no mixed
+#: prefill/decode step).
+NEURON_MAX_NUM_SEQS = 256
+#: Context-encoding buckets: NxD Inference compiles prompt lengths of powers of two from 128 up to the largest
+#: context, which is always a bucket of its own; a prompt is padded to the smallest bucket that holds it
+#: [NxD Inference developer guide "Bucketing" (`autobucketing`, `generate_buckets`): aws-neuron-sdk
+#: libraries/nxd-inference/developer_guides/feature-guide.rst; vLLM Neuron `num_batched_tokens_buckets`: "Power-of-2
+#: from 128", awsdocs-neuron.readthedocs-hosted.com/en/latest/vllm-neuron/docs/guides/reference-configuration.html]
+NEURON_MIN_BUCKET = 128
+
+
+def neuron_buckets(max_len: int) -> tuple[int, ...]:
+    """The SDK's default context-encoding buckets up to `max_len`: 128, 256, ... below it, and `max_len` itself."""
+    out: list[int] = []
+    b = NEURON_MIN_BUCKET
+    while b < max_len:
+        out.append(b)
+        b *= 2
+    out.append(max_len)
+    return tuple(out)
+
+
+def padded_to_bucket(tokens: int, buckets: tuple[int, ...]) -> int:
+    """`tokens` padded to the smallest bucket that holds them (the largest bucket when none does)."""
+    for b in buckets:
+        if b >= tokens:
+            return b
+    return max(tokens, buckets[-1]) if buckets else tokens
+
+
 NEURON_MEMORY_FRACTION = 0.95  # assumed: the Neuron runtime allocates KV statically, little slack kept
 
 #: Memory inside the engine's budget that is neither weights, activations nor KV cache, per device: CUDA context
@@ -110,6 +140,11 @@ class EngineDefaults:
     #: every decode step reads the KV cache of the whole compiled context (static shapes), not just the tokens
     #: held: vllm-neuron sizes decode block tables to max_model_len [serving-facts.md s3]
     static_kv_reads: bool = False
+    #: the decode graph runs at the compiled batch whatever the sequences running (Neuron: NxD Inference's token
+    #: generation model is compiled for `max_num_seqs` rows; idle rows are padding that costs FLOPs and KV reads)
+    static_decode_batch: bool = False
+    #: prompts are padded to compiled context-encoding buckets (`neuron_buckets`)
+    prefill_buckets: bool = False
     #: TGI 2.x's router holds waiting requests back while a batch decodes until they number at least this share
     #: of the running batch (`waiting_served_ratio`) or `prefill_defer_steps` decode steps have passed since the
     #: last prefill (`max_waiting_tokens`); 0 admits at once
@@ -200,9 +235,12 @@ def engine_defaults(
             False,
             "reserve",
             NEURON_RUNTIME_OVERHEAD_GB,
-            "vllm-neuron static buckets (serving-facts.md s3); batch 8 assumed",
+            "NxD Inference vLLM integration: compiled batch = max_num_seqs (vLLM default 256, capped by KV memory);"
+            " context-encoding buckets of powers of two from 128",
             moe_dense=True,
             static_kv_reads=True,
+            static_decode_batch=True,
+            prefill_buckets=True,
         )
     raise ValueError(f"unknown engine {engine}")
 

@@ -136,9 +136,18 @@ def row_config(row: CalRow) -> HardwareConfig:
         engine=row.engine,
         max_model_len=row.max_model_len or context,
         gpu_memory_utilization=row.gpu_memory_utilization,
-        max_num_seqs=row.max_num_seqs,
+        max_num_seqs=row.max_num_seqs or _compiled_batch(row),
         accelerator_id=row.accelerator,
     )
+
+
+def _compiled_batch(row: CalRow) -> int | None:
+    """The batch a Neuron row's model was compiled for when the row does not state it: its load (the SDK's latency
+    tables run batch 1 at one user; a closed loop of N users is served by a batch of N). GPU rows keep the
+    engine's default."""
+    if row.engine != "neuron" or row.load not in ("closed", "batch"):
+        return None
+    return max(1, round(row.load_value))
 
 
 def measured(row: CalRow) -> dict[str, float]:

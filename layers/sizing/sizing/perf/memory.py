@@ -1,6 +1,9 @@
 """Memory fit: weights, runtime and activation overhead, KV-cache capacity, and why a model does not fit.
 
-weights/device = params x bytes/param / TP (+ the K/V projections replicated when TP exceeds the KV heads);
+weights/device = each layer type's params x its format's bytes/param / TP (experts, MLP, attention, embeddings:
+`ModelSpec.part_bytes`), with attention counted per device as held: the K/V projections replicated when TP exceeds
+the KV heads, and on Neuron the Q/O heads padded to a multiple of TP (and K/V run as multi-head when TP is not a
+multiple of the KV heads: NxD Inference's GQA sharding);
 usable = device memory x utilisation - runtime - activations - weights (vLLM/SGLang/TGI budget a share of the
 total; TensorRT-LLM a share of what is free after weights); KV bytes/token/device = 2 x layers x
 max(1, kv_heads/TP) x head_dim x 2 bytes.
@@ -12,7 +15,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from sizing.perf.config import DEFAULT_MIN_CONTEXT, HardwareConfig
+from sizing.perf.config import DEFAULT_MIN_CONTEXT, HardwareConfig, pads_heads
 
 if TYPE_CHECKING:
     from sizing.catalog import Catalog, ModelSpec
@@ -71,18 +74,37 @@ class MemoryFit:
         return out
 
 
-def kv_heads_per_device(spec: ModelSpec, tp: int) -> float:
-    """KV heads each rank holds: a share when TP divides them, one (replicated) when TP exceeds them."""
-    return max(1.0, spec.num_key_value_heads / tp)
+def heads_per_device(spec: ModelSpec, tp: int, padded: bool = False) -> float:
+    """Query heads each rank computes: an even share, or with padding (Neuron) the share rounded up -- the
+    heads are padded to a multiple of TP and the padded heads cost their FLOPs and weights."""
+    h = spec.num_attention_heads
+    return float(-(-h // tp)) if padded else h / tp
 
 
-def weight_bytes_per_device(spec: ModelSpec, quant: str, tp: int) -> float:
-    from sizing.catalog.models import BYTES_PER_PARAM
+def kv_heads_per_device(spec: ModelSpec, tp: int, padded: bool = False) -> float:
+    """KV heads each rank holds: a share when TP divides them, one (replicated) when TP is a multiple of them.
+    With padding (NxD Inference) a TP that is neither converts the attention to multi-head: each rank holds as
+    many K/V heads as (padded) query heads."""
+    kv = spec.num_key_value_heads
+    if padded and kv % tp and tp % kv:
+        return heads_per_device(spec, tp, padded)
+    return max(1.0, kv / tp)
 
-    sharded = spec.weight_bytes(quant) / tp
-    kv_proj = 2 * spec.layers * spec.hidden_size * spec.head_dim * BYTES_PER_PARAM[quant]
-    extra = kv_proj * (kv_heads_per_device(spec, tp) - spec.num_key_value_heads / tp)
-    return sharded + extra
+
+def attention_bytes_per_device(spec: ModelSpec, quant: str, tp: int, padded: bool = False) -> float:
+    """Q, K, V and O projection bytes one rank holds (replicated K/V heads and padded Q heads included)."""
+    params = spec.param_parts()["attention"]
+    width = spec.part_bytes(quant)["attention"] / params if params else 0.0
+    per_head = spec.layers * spec.hidden_size * spec.head_dim * width
+    return per_head * 2 * (heads_per_device(spec, tp, padded) + kv_heads_per_device(spec, tp, padded))
+
+
+def weight_bytes_per_device(spec: ModelSpec, quant: str, tp: int, padded: bool = False) -> float:
+    """Weight bytes per rank: every layer type sharded by TP at its format's width, attention as held."""
+    parts = spec.part_bytes(quant)
+    return (sum(parts.values()) - parts["attention"]) / tp + attention_bytes_per_device(
+        spec, quant, tp, padded
+    )
 
 
 def activation_bytes_per_device(spec: ModelSpec, tp: int, batched_tokens: int, seqs: int) -> float:
@@ -104,7 +126,8 @@ def memory_fit(cfg: HardwareConfig, catalog: Catalog | None = None) -> MemoryFit
     batched = cfg.max_num_batched_tokens or d.max_num_batched_tokens or max_model_len
     fraction = cfg.gpu_memory_utilization or d.memory_fraction
 
-    weights = weight_bytes_per_device(spec, cfg.quantization, tp)
+    padded = pads_heads(acc)
+    weights = weight_bytes_per_device(spec, cfg.quantization, tp, padded)
     runtime = d.runtime_overhead_gb * GB
     acts = activation_bytes_per_device(spec, tp, batched, seqs)
     if d.memory_basis == "total":
@@ -116,7 +139,7 @@ def memory_fit(cfg: HardwareConfig, catalog: Catalog | None = None) -> MemoryFit
         kv_bytes = dev_mem - runtime - acts - weights
         kv_bytes *= fraction
     kv_elem = kv_dtype_bytes(cfg.engine, cfg.quantization, cfg.kv_cache_dtype)
-    kv_tok_dev = 2 * spec.layers * kv_heads_per_device(spec, tp) * spec.head_dim * kv_elem
+    kv_tok_dev = 2 * spec.layers * kv_heads_per_device(spec, tp, padded) * spec.head_dim * kv_elem
     block = d.block_size
     kv_tokens = max(0, int(kv_bytes // kv_tok_dev) // block * block)
     if d.admission == "reserve" and cfg.engine == "neuron":

@@ -7,7 +7,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from sizing.errors import InvalidInput, Problem
-from sizing.perf.calibration import summary
+from sizing.perf.calibration import interval_for, stated_interval, summary
 from sizing.perf.config import HardwareConfig
 from sizing.perf.memory import memory_fit
 from sizing.perf.simulator import ClosedLoop, OpenLoop, SimResult, saturating_concurrency, simulate
@@ -36,8 +36,18 @@ def predict(
     rate: float | None = None,
     catalog: Catalog | None = None,
     seed: int = 0,
+    *,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    max_model_len: int | None = None,
+    gpu_memory_utilization: float | None = None,
+    kv_cache_dtype: str | None = None,
+    lnc: int | None = None,
 ) -> dict[str, Any]:
-    """Predict one deployment under closed-loop `concurrency` or Poisson `rate` with fixed token counts."""
+    """Predict one deployment under closed-loop `concurrency` or Poisson `rate` with fixed token counts. The
+    serving settings (`ServingConfig`'s names and meaning) default to the engine's; the result's `serving` block
+    states the configuration simulated, and each metric's `interval` the range the estimator's cross-validated
+    error gives it (`sizing.perf.calibration.interval_for`)."""
     from sizing.workload import TokenDistribution
 
     if input_tokens < 1 or output_tokens < 1:
@@ -67,7 +77,31 @@ def predict(
             f" {spec.id}",
             [Problem("input_tokens", f"{input_tokens} + {output_tokens} > {spec.max_position_embeddings}")],
         )
-    cfg = HardwareConfig.create(model, instance, tp, quant, engine, catalog, max_model_len=context)
+    if max_model_len is not None and max_model_len < context:
+        raise InvalidInput(
+            f"max_model_len {max_model_len:,} is below input + output = {context:,} tokens: the server would refuse"
+            " the request",
+            [Problem("max_model_len", f"{max_model_len} < {input_tokens} + {output_tokens}")],
+        )
+    if max_model_len is not None and max_model_len > spec.max_position_embeddings:
+        raise InvalidInput(
+            f"max_model_len {max_model_len:,} exceeds the {spec.max_position_embeddings:,}-token context of {spec.id}",
+            [Problem("max_model_len", f"> {spec.max_position_embeddings}")],
+        )
+    cfg = HardwareConfig.create(
+        model,
+        instance,
+        tp,
+        quant,
+        engine,
+        catalog,
+        max_model_len=max_model_len or context,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        kv_cache_dtype=kv_cache_dtype,
+        lnc=lnc,
+    )
     fit = memory_fit(cfg, catalog)
     out: dict[str, Any] = {
         "model": cfg.model_id,
@@ -92,16 +126,22 @@ def predict(
         "requests_per_s": None,
     }
     out["memory"] = fit.as_dict()
+    sm = StepModel.for_config(cfg, catalog=catalog)
+    out["serving"] = simulated_serving(cfg, sm, catalog)
     if not fit.fits:
         out.update(empty)
         return out
-    sm = StepModel.for_config(cfg, catalog=catalog)
     i_dist = TokenDistribution.fixed(input_tokens)
     o_dist = TokenDistribution.fixed(output_tokens)
     load: ClosedLoop | OpenLoop
-    notes: list[str] = [
-        f"max_model_len set to input + output = {context} tokens (the deployment is sized for this request shape)"
-    ]
+    notes: list[str] = (
+        []
+        if max_model_len
+        else [
+            f"max_model_len set to input + output = {context} tokens (the deployment is sized for this request"
+            " shape)"
+        ]
+    )
     if concurrency is not None:
         c = min(concurrency, MAX_SIMULATED_CONCURRENCY)
         if c < concurrency:
@@ -134,6 +174,19 @@ def predict(
     )
     p = sm.profile
     out["calibration"] = {**summary(p), "factors": {k: round(v, 5) for k, v in p.params().items()}}
+    bands = interval_for(p.family, cfg.engine)
+    out["intervals"] = {
+        "basis": bands.get("basis", ""),
+        **{
+            key: stated_interval(out[key], metric, bands)
+            for key, metric in (
+                ("ttft_ms", "ttft"),
+                ("tpot_ms", "tpot"),
+                ("output_tokens_per_s", "throughput"),
+            )
+            if out.get(key) is not None
+        },
+    }
     out["notes"] = notes
     if rate is not None and res.requests_per_s < rate * 0.95 and not math.isinf(res.requests_per_s):
         notes.append(
@@ -141,3 +194,37 @@ def predict(
             " and latency depends on the run length"
         )
     return out
+
+
+def simulated_serving(cfg: HardwareConfig, sm: StepModel, catalog: Catalog | None = None) -> dict[str, Any]:
+    """The serving configuration simulated, in `ServingConfig`'s names: every setting as the engine runs it
+    (defaults resolved; on Neuron the compiled batch the KV memory holds, the LNC and the context buckets)."""
+    from sizing.perf.engines import ENGINE_IMAGES
+
+    acc = cfg.parts(catalog).accelerator
+    neuron = acc.kind == "neuron"
+    kv = cfg.kv_cache_dtype or ("fp8" if sm.fit.kv_bytes_per_token_per_device and _fp8_kv(cfg) else "auto")
+    out: dict[str, Any] = {
+        "model": cfg.model_id,
+        "engine": cfg.engine,
+        "image": ENGINE_IMAGES[cfg.engine],
+        "tensor_parallel": cfg.tensor_parallel,
+        "quantization": cfg.quantization,
+        "kv_cache_dtype": kv,
+        "max_model_len": sm.max_model_len,
+        "max_num_seqs": sm.max_num_seqs,
+        "max_num_batched_tokens": None if neuron else sm.max_num_batched_tokens,
+        "gpu_memory_utilization": round(sm.fit.memory_fraction, 4),
+        "enable_chunked_prefill": sm.chunked_prefill,
+        "enable_prefix_caching": sm.prefix_caching,
+    }
+    if neuron:
+        out["lnc"] = acc.lnc
+        out["context_buckets"] = list(sm.prefill_buckets)
+    return out
+
+
+def _fp8_kv(cfg: HardwareConfig) -> bool:
+    from sizing.perf.memory import kv_dtype_bytes
+
+    return kv_dtype_bytes(cfg.engine, cfg.quantization, cfg.kv_cache_dtype) < 2

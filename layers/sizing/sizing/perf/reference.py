@@ -59,7 +59,8 @@ WAVE_CLIENT = re.compile(r"\(llmperf\)", re.I)
 #: to 0.2-0.4 s as the client itself saturates, which is not modelled.
 LLMPERF_LAUNCH_GAP_S = 0.15
 #: Trainium2 runs at logical NeuronCore config 2 by default: one logical core = 2 physical NeuronCore-v3
-#: [serving-facts.md s3, LNC=2 default]; the catalog's device on trn2 is a physical core.
+#: [serving-facts.md s3, LNC=2 default]; the catalog's device on trn2 is a logical core at LNC=2, the unit the
+#: reference rows state TP in.
 TRN2_LNC = 2
 #: Requests an "offline"/"all at once" run submits when the row does not say (vLLM benchmark defaults: 1000).
 OFFLINE_REQUESTS = 1000
@@ -362,8 +363,6 @@ def parse_row(r: dict[str, str], annotation: dict[str, Any] | None = None) -> Ca
     tp, replicas = _tp(r["tensor_parallel"], r["hardware"])
     if tp is None:
         return f"tensor parallel '{r['tensor_parallel']}' not usable (unstated or pipeline parallel)"
-    if acc == "trainium2":
-        tp *= TRN2_LNC
     inp, sg_in = _tokens(r["input_tokens"], SHAREGPT_IN)
     outp, sg_out = _tokens(r["output_tokens"], SHAREGPT_OUT)
     inp = ann.pop("input_tokens", inp)

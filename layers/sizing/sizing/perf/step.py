@@ -14,8 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sizing.catalog.models import BYTES_PER_PARAM
-from sizing.perf.memory import GB, KV_DTYPE_BYTES, memory_fit, weight_bytes_per_device
+from sizing.perf.config import pads_heads
+from sizing.perf.engines import neuron_buckets, padded_to_bucket
+from sizing.perf.memory import (
+    GB,
+    KV_DTYPE_BYTES,
+    heads_per_device,
+    kv_heads_per_device,
+    memory_fit,
+    weight_bytes_per_device,
+)
 
 if TYPE_CHECKING:
     from sizing.catalog import Catalog
@@ -32,8 +40,6 @@ RING_FACTOR = 2.0
 MLP_MATRICES = 3
 #: Compiled sequence length of a Neuron deployment that does not state one (optimum-neuron benchmarks use 4096).
 DEFAULT_STATIC_CONTEXT = 4096
-#: Share of an MoE model's parameters that can at most be experts (guards configs with shared experts).
-MAX_EXPERT_SHARE = 0.98
 
 
 @dataclass(frozen=True)
@@ -116,30 +122,37 @@ class StepModel:
         self.max_model_len: int = cfg.max_model_len or spec.max_position_embeddings
         self.tp = tp
 
-        # int8/int4 are weight-only here (W8A16/W4A16: AWQ, GPTQ, Neuron int8 storage): the math runs in 16 bit
-        math_dtype = cfg.quantization if cfg.quantization in ("bf16", "fp8") else "bf16"
+        # int8/int4 are weight-only here (W8A16/W4A16: AWQ, GPTQ, Neuron int8 storage): the math runs in 16 bit;
+        # FP4 formats run FP4 math where the chip has FP4 tensor cores (B200), else weight-only 16-bit math
+        math_dtype = cfg.quantization if cfg.quantization in ("bf16", "fp8", "mxfp4", "nvfp4") else "bf16"
         moe = profile.moe_eff if spec.moe is not None else 1.0
         flops = acc.device_flops(math_dtype) * profile.compute_eff * moe
         bw = acc.device_bw_bytes * profile.bandwidth_eff * moe
         # compute seconds per token of linear layers, per context token of attention
         active = spec.params_b if d.moe_dense else spec.active_params_b
-        self._c_tok = 2 * active * 1e9 / tp / flops
+        padded = pads_heads(acc)
+        active_dev = active * 1e9 / tp
+        if padded:
+            # Neuron pads Q heads to a multiple of TP (and K/V to multi-head where TP is not a multiple of the KV
+            # heads): each rank computes the projections of the heads it holds, padding included
+            attn = spec.param_parts()["attention"]
+            held = spec.layers * spec.hidden_size * spec.head_dim * 2
+            held *= heads_per_device(spec, tp, True) + kv_heads_per_device(spec, tp, True)
+            active_dev += held - attn / tp
+        self._c_tok = 2 * active_dev / flops
         heads_dev = -(-spec.num_attention_heads // tp)
         attn_flops_per_pair = (
             4 * spec.layers * heads_dev * spec.head_dim
         )  # QK^T and AV, per (query, key) pair
         self._c_pair = attn_flops_per_pair / flops
         # memory seconds: weights once per step, KV per token read/written
-        w_dev = weight_bytes_per_device(spec, cfg.quantization, tp)
+        w_dev = weight_bytes_per_device(spec, cfg.quantization, tp, padded)
         self._kv_tok = fit.kv_bytes_per_token_per_device / bw
         self._moe = spec.moe is not None and not d.moe_dense
         if spec.moe is not None and not d.moe_dense:
             m = spec.moe
-            expert_params = (
-                spec.layers * m.num_experts * MLP_MATRICES * spec.hidden_size * m.expert_intermediate_size
-            )
-            expert_params = min(expert_params, MAX_EXPERT_SHARE * spec.params_b * 1e9)
-            expert_dev = expert_params * BYTES_PER_PARAM[cfg.quantization] / tp
+            # expert bytes at the experts' own format (MXFP4 on gpt-oss; the rest stays bf16)
+            expert_dev = spec.part_bytes(cfg.quantization)["experts"] / tp
             self._w_dense = (w_dev - expert_dev) / bw
             self._w_expert = expert_dev / bw
             self._route_miss = 1.0 - m.experts_per_token / m.num_experts
@@ -160,6 +173,12 @@ class StepModel:
         #: Neuron decode graphs size the KV block table to max_model_len: each step reads the whole compiled
         #: context of every sequence [serving-facts.md s3, vllm-neuron decode-context-length-bucketing]
         self._static_ctx = (cfg.max_model_len or DEFAULT_STATIC_CONTEXT) if d.static_kv_reads else 0
+        #: Neuron runs every decode step at the compiled batch (`max_num_seqs` rows, idle rows padded)
+        self.static_decode_batch: bool = d.static_decode_batch
+        #: Neuron pads each prompt to the next compiled context-encoding bucket
+        self.prefill_buckets: tuple[int, ...] = (
+            (cfg.context_buckets or neuron_buckets(self.max_model_len)) if d.prefill_buckets else ()
+        )
         self._o_step = profile.step_overhead_s
         self._o_seq = profile.seq_overhead_s
         self.kv_write_tok = self._kv_tok
@@ -200,19 +219,27 @@ class StepModel:
     ) -> float:
         """Seconds for one engine step. `prefill_attention_pairs` (query x key pairs of the prefill chunks)
         defaults to one chunk starting from an empty context: prefill_tokens^2 / 2."""
-        tokens = prefill_tokens + decode_seqs
-        if tokens <= 0:
+        if prefill_tokens + decode_seqs <= 0:
             return 0.0
         pairs = (
             prefill_tokens * prefill_tokens / 2
             if prefill_attention_pairs is None
             else prefill_attention_pairs
         )
+        seqs = decode_seqs + (prefill_seqs if prefill_tokens else 0)
+        computed = prefill_tokens
+        if self.prefill_buckets and prefill_tokens:
+            # each prompt is encoded padded to its compiled bucket: the padding costs FLOPs, not KV
+            n = max(1, prefill_seqs)
+            computed = n * padded_to_bucket(-(-prefill_tokens // n), self.prefill_buckets)
+            pairs *= (computed / prefill_tokens) ** 2
+        if self.static_decode_batch and decode_seqs:
+            decode_seqs = max(decode_seqs, self.max_num_seqs)
+        tokens = computed + decode_seqs
         if self._static_ctx:
             context_tokens = decode_seqs * self._static_ctx
         compute = self._c_tok * tokens + self._c_pair * (pairs + context_tokens)
         memory = self.weights_time(tokens) + self._kv_tok * (context_tokens + 2 * prefill_tokens)
-        seqs = decode_seqs + (prefill_seqs if prefill_tokens else 0)
         return (
             (compute if compute > memory else memory)
             + self._ar_fixed
@@ -224,9 +251,12 @@ class StepModel:
     def decode_lines(self, decode_seqs: int) -> tuple[float, float, float, float, float]:
         """A pure-decode step with `decode_seqs` sequences as two lines in the context size C plus a constant:
         time(C) = max(c0 + c1*C, m0 + m1*C) + o. The simulator sums runs of such steps in closed form."""
+        seqs = decode_seqs
+        if self.static_decode_batch and decode_seqs:
+            decode_seqs = max(decode_seqs, self.max_num_seqs)
         c0 = self._c_tok * decode_seqs
         m0 = self.weights_time(decode_seqs)
-        o = self._ar_fixed + self._ar_tok * decode_seqs + self._o_step + self._o_seq * decode_seqs
+        o = self._ar_fixed + self._ar_tok * decode_seqs + self._o_step + self._o_seq * seqs
         if self._static_ctx:  # every step reads the compiled context, whatever the sequences hold
             ctx = decode_seqs * self._static_ctx
             return c0 + self._c_pair * ctx, 0.0, m0 + self._kv_tok * ctx, 0.0, o

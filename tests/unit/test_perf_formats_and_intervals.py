@@ -1,0 +1,192 @@
+"""Weight formats by layer type (MXFP4 experts), fp8 KV, the serving flags of `sizing predict`, and the stated
+intervals."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from sizing.catalog import load_catalog
+from sizing.cli import main
+from sizing.errors import InvalidInput
+from sizing.perf.config import HardwareConfig
+from sizing.perf.memory import memory_fit
+from sizing.perf.predict import predict
+from sizing.perf.simulator import ClosedLoop, simulate
+from sizing.perf.step import StepModel
+from sizing.workload import TokenDistribution
+
+GB = 1e9
+
+
+def test_gpt_oss_120b_in_mxfp4_holds_its_experts_at_4_25_bits_and_attention_in_bf16():
+    # given: 36 layers x 128 experts x (gate, up, down) of 2,880 x 2,880; the other 2.13 B parameters stay bf16
+    experts = 36 * 128 * 3 * 2880 * 2880
+    rest = 116.79e9 - experts
+    by_hand = experts * 4.25 / 8 + rest * 2.0  # 60.91 GB + 4.26 GB
+    # when
+    cfg = HardwareConfig.create("gpt-oss-120b", "p5.48xlarge", 1, "mxfp4")
+    fit = memory_fit(cfg)
+    # then
+    assert by_hand / GB == pytest.approx(65.17, abs=0.01)
+    assert fit.weights_gb_per_device == pytest.approx(by_hand / GB, rel=1e-4)
+    assert fit.fits  # one H100 holds it, which bf16 (234 GB) never could
+    assert not memory_fit(HardwareConfig.create("gpt-oss-120b", "p5.48xlarge", 1, "bf16")).fits
+
+
+def test_mxfp4_is_refused_on_a_dense_model_and_where_no_engine_runs_it():
+    # when / then
+    with pytest.raises(InvalidInput) as dense:
+        HardwareConfig.create("meta-llama/Llama-3.1-8B", "p5.48xlarge", 1, "mxfp4")
+    with pytest.raises(InvalidInput) as neuron:
+        HardwareConfig.create("gpt-oss-120b", "trn2.48xlarge", 16, "mxfp4", "neuron")
+    assert dense.value.problems[0].field == "quantization"
+    assert neuron.value.problems[0].field == "quantization"
+
+
+@pytest.mark.parametrize(
+    ("model", "instance", "tp"),
+    [
+        ("meta-llama/Llama-3.1-8B", "g6e.xlarge", 1),
+        ("meta-llama/Llama-3.1-70B", "p5.48xlarge", 4),
+        ("gpt-oss-120b", "p5.48xlarge", 2),
+        ("meta-llama/Llama-3.1-8B", "g6.xlarge", 1),
+    ],
+)
+def test_an_fp8_kv_cache_never_lowers_kv_capacity_and_halves_decode_kv_bytes(
+    model: str, instance: str, tp: int
+):
+    # given
+    quant = "mxfp4" if "gpt-oss" in model else "bf16"
+    auto = HardwareConfig.create(model, instance, tp, quant, max_model_len=4096, kv_cache_dtype="auto")
+    fp8 = HardwareConfig.create(model, instance, tp, quant, max_model_len=4096, kv_cache_dtype="fp8")
+    # when
+    a, f = memory_fit(auto), memory_fit(fp8)
+    # then
+    assert f.kv_cache_tokens >= a.kv_cache_tokens
+    assert f.kv_bytes_per_token_per_device == a.kv_bytes_per_token_per_device / 2
+    assert StepModel.for_config(fp8)._kv_tok == pytest.approx(StepModel.for_config(auto)._kv_tok / 2)
+
+
+@pytest.mark.parametrize(
+    ("model", "instance", "tp", "engine"),
+    [
+        ("meta-llama/Llama-3.1-8B", "g6e.xlarge", 1, "vllm"),
+        ("meta-llama/Llama-3.1-8B", "inf2.48xlarge", 8, "neuron"),
+        ("meta-llama/Llama-3.1-8B", "trn2.48xlarge", 4, "neuron"),
+    ],
+)
+def test_a_larger_max_num_seqs_never_lowers_saturated_throughput_when_memory_allows(
+    model: str, instance: str, tp: int, engine: str
+):
+    # given
+    seqs = (4, 8, 16, 32)
+    served = []
+    for n in seqs:
+        cfg = HardwareConfig.create(model, instance, tp, engine=engine, max_model_len=1536, max_num_seqs=n)
+        sm = StepModel.for_config(cfg)
+        assert sm.max_num_seqs == n  # memory allows it
+        # when: saturated (more users than sequences)
+        res = simulate(
+            sm, ClosedLoop(64), TokenDistribution.fixed(1000), TokenDistribution.fixed(200), n_requests=256
+        )
+        served.append(res.output_tokens_per_s)
+    # then
+    assert all(b >= a * 0.999 for a, b in itertools.pairwise(served)), served
+
+
+@pytest.mark.parametrize(
+    ("model", "instance", "tp", "engine", "concurrency"),
+    [
+        ("meta-llama/Llama-3.1-8B", "g6e.xlarge", 1, "vllm", 1),
+        ("meta-llama/Llama-3.1-8B", "g5.xlarge", 1, "vllm", 32),
+        ("meta-llama/Llama-3.1-70B", "p5.48xlarge", 4, "vllm", 64),
+        ("meta-llama/Llama-3.1-8B", "inf2.48xlarge", 24, "neuron", 4),
+        ("gpt-oss-120b", "trn2.48xlarge", 16, "neuron", 8),
+        ("gpt-oss-120b", "p5.48xlarge", 1, "vllm", 16),
+    ],
+)
+def test_every_interval_contains_the_point_prediction(
+    model: str, instance: str, tp: int, engine: str, concurrency: int
+):
+    # when
+    quant = "mxfp4" if "gpt-oss" in model and engine == "vllm" else "bf16"
+    out = predict(model, instance, tp, quant, engine, 1000, 200, concurrency=concurrency)
+    # then
+    bands = out["intervals"]
+    for key in ("ttft_ms", "tpot_ms", "output_tokens_per_s"):
+        point = out[key]["mean"] if isinstance(out[key], dict) else out[key]
+        assert bands[key]["low"] <= point <= bands[key]["high"], (key, bands[key], point)
+        assert bands[key]["basis"]
+
+
+def test_sizing_predict_takes_the_serving_flags_and_states_what_it_simulated(
+    capsys: pytest.CaptureFixture[str],
+):
+    # when
+    rc = main(
+        [
+            "predict",
+            "--model",
+            "meta-llama/Llama-3.1-8B",
+            "--instance",
+            "g6e.xlarge",
+            "--input-tokens",
+            "1000",
+            "--output-tokens",
+            "200",
+            "--concurrency",
+            "4",
+            "--max-num-seqs",
+            "32",
+            "--max-num-batched-tokens",
+            "1024",
+            "--max-model-len",
+            "8192",
+            "--gpu-memory-utilization",
+            "0.8",
+            "--kv-cache-dtype",
+            "fp8",
+            "--json",
+        ]
+    )
+    out = json.loads(capsys.readouterr().out)
+    # then
+    assert rc == 0
+    s = out["serving"]
+    assert (s["max_num_seqs"], s["max_num_batched_tokens"], s["max_model_len"]) == (32, 1024, 8192)
+    assert (s["gpu_memory_utilization"], s["kv_cache_dtype"]) == (0.8, "fp8")
+    assert s["image"] and s["engine"] == "vllm" and "lnc" not in s
+
+
+def test_sizing_predict_refuses_a_max_model_len_below_the_request(capsys: pytest.CaptureFixture[str]):
+    # when
+    rc = main(
+        [
+            "predict",
+            "--model",
+            "meta-llama/Llama-3.1-8B",
+            "--instance",
+            "g6e.xlarge",
+            "--input-tokens",
+            "1000",
+            "--output-tokens",
+            "200",
+            "--concurrency",
+            "1",
+            "--max-model-len",
+            "512",
+        ]
+    )
+    # then
+    assert rc == 2 and "max_model_len" in capsys.readouterr().err
+
+
+def test_the_catalog_states_nvfp4_only_where_blackwell_runs_it():
+    # given
+    cat = load_catalog()
+    # then
+    assert cat.accelerators["b200"].supports("nvfp4") and cat.accelerators["b200"].fp4_tflops
+    assert not cat.accelerators["h100"].supports("nvfp4") and cat.accelerators["h100"].supports("mxfp4")
