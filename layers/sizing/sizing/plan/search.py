@@ -668,8 +668,9 @@ def _replica(
     fit = memory_fit(cfg, catalog=cat)
     if not fit.fits:
         return None
-    serving = with_effective_batch(serving, fit.max_num_seqs)
-    if serving is not None and fit.max_num_seqs != cfg.max_num_seqs:
+    if fit.max_num_seqs != serving.max_num_seqs:
+        # the batch the engine really runs (a Neuron replica compiles for the sequences its KV cache holds)
+        serving = with_effective_batch(serving, fit.max_num_seqs)
         cfg = cfg_for(serving)
     step = StepModel.for_config(cfg, catalog=cat)
     b = bounds(step, wm.input_tokens.mean, wm.output_tokens.mean, prefix_tokens=wm.shared_prefix_tokens)
