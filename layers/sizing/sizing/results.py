@@ -152,6 +152,40 @@ class BatchJob(Frozen):
     wall_time_bound_h: float | None = None
     wall_time_assumed: bool = True
     note: str | None = None
+    #: instances that run the job and the instance-hours billed for it (SageMaker asynchronous inference)
+    instances: int | None = None
+    instance_hours: float | None = None
+
+
+class SpotInfo(Frozen):
+    """Spot as a buyer sees it: the price paid, how often AWS reclaims the capacity, and the on-demand base kept."""
+
+    region: str
+    usd_per_hour: float
+    discount: float
+    discount_source: str
+    discount_assumed: bool
+    #: the Spot Instance Advisor band of the family in the Region ("<5%" ... ">20%" of instances reclaimed a month)
+    interruption_band: str
+    interruption_band_assumed: bool
+    interruption_source: str
+    expected_interruptions_per_month: float
+    #: nodes kept on-demand so that min_replicas stay up through interruptions, and their monthly cost
+    on_demand_base_nodes: int
+    on_demand_base_usd_per_month: float
+    message: str
+
+
+class InferenceComponentsInfo(Frozen):
+    """SageMaker real-time endpoint packing: model copies as inference components, each with its own accelerators,
+    sharing the endpoint's instances (SageMaker bills the instances, per instance-hour)."""
+
+    copies_per_instance: int
+    accelerators_per_copy: float
+    instances_peak: int
+    copies_peak: int
+    source: str
+    message: str
 
 
 class Architecture(Frozen):
@@ -192,8 +226,15 @@ class Architecture(Frozen):
     quota: QuotaFlag | None = None
     #: the Region the architecture runs in and its prices are from
     region: str | None = None
-    #: a batch job's cost and wall time (Bedrock batch inference)
+    #: a batch job's cost and wall time (Bedrock batch inference, SageMaker asynchronous inference, or the day's
+    #: requests on a real-time architecture)
     batch: BatchJob | None = None
+    #: Bedrock service tier of the offer (`standard`, `priority`, `flex`, `reserved`) or `provisioned` throughput
+    service_tier: str | None = None
+    #: spot price, interruption class and on-demand base (EKS architectures with a spot cost)
+    spot: SpotInfo | None = None
+    #: SageMaker inference components: copies per instance and accelerators per copy
+    inference_components: InferenceComponentsInfo | None = None
     pareto: bool | None = None
     notes: list[str] = Field(default_factory=list)
 

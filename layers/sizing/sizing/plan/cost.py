@@ -284,3 +284,89 @@ def provisioned_throughput_bill(
 ) -> float:
     """Bedrock Provisioned Throughput: model units x hourly price x hours (billed while provisioned, used or not)."""
     return units * usd_per_hour_per_unit * hours
+
+
+#: Provisioned Throughput and Reserved capacity are sized on the busiest hour's tokens per minute with this much room
+#: above it: the hour's mean is what the traffic profile gives, and a minute within the hour runs above it (the
+#: same margin as the quota increase the planner asks for).
+COMMITTED_TPM_HEADROOM = 1.2
+
+
+def peak_tokens_per_minute(wm: WorkloadModel) -> tuple[float, float]:
+    """Input and output tokens per minute in the busiest hour (mean lengths: what a model unit processes)."""
+    return wm.peak_rps * 60 * wm.input_tokens.mean, wm.peak_rps * 60 * wm.output_tokens.mean
+
+
+def provisioned_units(
+    in_tpm: float,
+    out_tpm: float,
+    in_tpm_per_unit: int,
+    out_tpm_per_unit: int,
+    headroom: float = COMMITTED_TPM_HEADROOM,
+) -> int:
+    """Model units whose input and output tokens per minute cover the peak (with `headroom`), at least one."""
+    need_in = math.ceil(in_tpm * headroom / in_tpm_per_unit - 1e-9)
+    need_out = math.ceil(out_tpm * headroom / out_tpm_per_unit - 1e-9)
+    return max(1, need_in, need_out)
+
+
+def reserved_tier_bill(
+    in_tpm: float,
+    out_tpm: float,
+    usd_per_1k_tpm_month: float,
+    min_input_tpm: int,
+    min_output_tpm: int,
+    headroom: float = COMMITTED_TPM_HEADROOM,
+) -> tuple[float, int, int]:
+    """Bedrock Reserved tier: a fixed monthly price per 1K tokens-per-minute reserved (input and output TPM
+    reserved separately, each at least its minimum). Returns the monthly dollars and the TPM reserved."""
+    res_in = max(min_input_tpm, math.ceil(in_tpm * headroom))
+    res_out = max(min_output_tpm, math.ceil(out_tpm * headroom))
+    return (res_in + res_out) / 1000 * usd_per_1k_tpm_month, res_in, res_out
+
+
+#: SageMaker asynchronous inference scales in after the backlog is empty; the instances keep billing until the
+#: scale-in completes. Assumed equal to the EKS scale-down lag (a 300 s cooldown plus instance stop), as AWS states
+#: no figure.
+ASYNC_SCALE_IN_S = SCALE_DOWN_LAG_S
+
+
+def async_job(
+    requests: float,
+    in_tokens: float,
+    out_tokens: float,
+    rps_per_instance: float,
+    usd_per_hour: float,
+    deadline_h: float,
+    lead_time_s: float,
+) -> dict[str, Any]:
+    """One batch job on a SageMaker asynchronous endpoint that scales from zero: the fewest instances that finish the
+    job's requests within the deadline (after the instances start), each billed from launch until scale-in."""
+    work_s = max(deadline_h * 3600 - lead_time_s, 60.0)
+    instances = max(1, math.ceil(requests / (rps_per_instance * work_s) - 1e-9))
+    run_s = requests / (instances * rps_per_instance)
+    billed_h = instances * (lead_time_s + run_s + ASYNC_SCALE_IN_S) / 3600
+    usd = billed_h * usd_per_hour
+    tokens = requests * (in_tokens + out_tokens)
+    return {
+        "requests": round(requests),
+        "input_tokens": round(requests * in_tokens),
+        "output_tokens": round(requests * out_tokens),
+        "usd_per_job": round(usd, 2),
+        "usd_per_million_tokens": round(usd / (tokens / 1e6), 4) if tokens else 0.0,
+        "wall_time_h": round((lead_time_s + run_s) / 3600, 2),
+        "wall_time_bound_h": deadline_h,
+        "wall_time_assumed": False,
+        "instances": instances,
+        "instance_hours": round(billed_h, 3),
+    }
+
+
+def expected_spot_interruptions(nodes_by_hour: Sequence[int], od_base: int, monthly_rate: float) -> float:
+    """Spot interruptions a month: the Spot Instance Advisor's rate is the share of Spot instances AWS reclaimed in
+    the trailing month, so the expectation is that rate x the Spot instances run in a month (those launched each day
+    as traffic rises, plus the ones running all month)."""
+    spot = [max(0, n - od_base) for n in nodes_by_hour]
+    launched_per_day = sum(max(0, spot[h] - spot[h - 1]) for h in range(len(spot)))
+    always = min(spot) if spot else 0
+    return monthly_rate * (launched_per_day * DAYS_PER_MONTH + always)

@@ -23,6 +23,7 @@ from typing import Any
 
 from sizing.catalog import Catalog, load_catalog
 from sizing.catalog.models import BedrockChoice
+from sizing.catalog.modes import Modes, ServiceTiers, load_modes
 from sizing.catalog.regions import region_name
 from sizing.perf.calibration import summary
 from sizing.plan.candidates import HardwareOption, enumerate_candidates
@@ -38,18 +39,31 @@ from sizing.plan.capacity import (
     violations,
 )
 from sizing.plan.cost import (
+    ASYNC_SCALE_IN_S,
+    BATCH_E2E_S,
+    BATCH_JOB_WINDOW_H,
     BEDROCK_BATCH_WINDOW_H,
+    COMMITTED_TPM_HEADROOM,
+    DAYS_PER_MONTH,
     EKS_CONTROL_PLANE_USD_PER_HOUR,
+    HOURS_PER_MONTH,
     SAVINGS_PLAN_1Y_DISCOUNT,
     SCALE_UP_LEAD_S_GPU,
     SCALE_UP_LEAD_S_NEURON,
     Pricing,
+    async_job,
     batch_deadline_h,
     bedrock_batch_bill,
     bedrock_bill,
+    expected_spot_interruptions,
     is_batch_workload,
     monthly_usd,
+    nodes_for,
+    peak_tokens_per_minute,
     project,
+    provisioned_throughput_bill,
+    provisioned_units,
+    reserved_tier_bill,
     spread_zones,
 )
 from sizing.plan.serving import Context, context_for, default_serving, tuning_variants, with_effective_batch
@@ -57,14 +71,21 @@ from sizing.plan.serving import changes as serving_changes
 from sizing.results import (
     AlsoFits,
     Architecture,
+    BatchJob,
     ContextInfo,
+    Cost,
     EstimateResult,
     Headroom,
+    InferenceComponentsInfo,
+    Instances,
     NotCheaper,
+    Percentiles,
     Placement,
     QuotaFlag,
     Rejected,
     RejectedKind,
+    Replicas,
+    SpotInfo,
     Tuning,
     ranked_usd_per_month,
 )
@@ -466,12 +487,29 @@ def _scope_note(choice: BedrockChoice) -> str:
     return f"global inference profile {choice.invoke_id}: requests may be served in any Region"
 
 
-def _bedrock(wm: WorkloadModel, choice: BedrockChoice) -> tuple[Architecture | None, str | None]:
-    """A Bedrock on-demand architecture, or the reason it is rejected. A default quota below the peak is a caveat
-    (`quota`), not a rejection: AWS raises it on request. Hard limits (a non-adjustable quota, the context window)
-    and SLO misses reject."""
+#: Bedrock service tiers sold per request (`service_tier`): Priority and Flex are priced as multiples of Standard.
+TIERS = ("standard", "priority", "flex")
+
+
+def _tier_multiple(tiers: ServiceTiers, tier: str) -> float:
+    return {"standard": 1.0, "priority": tiers.priority_multiple, "flex": tiers.flex_multiple}[tier]
+
+
+def _bedrock(
+    wm: WorkloadModel,
+    choice: BedrockChoice,
+    tier: str = "standard",
+    modes: Modes | None = None,
+    batch: bool = False,
+) -> tuple[Architecture | None, str | None]:
+    """A Bedrock on-demand architecture in a service tier (Standard, Priority or Flex), or the reason it is
+    rejected. A default quota below the peak is a caveat (`quota`), not a rejection: AWS raises it on request; the
+    three tiers share the on-demand quota. Hard limits (a non-adjustable quota, the context window) and SLO misses
+    reject. Priority's latency is Standard's with AWS's "up to 25%" faster output (assumed); Flex has no published
+    latency bound, so it is ranked only for batch workloads."""
     offer = choice.offer
-    rid = f"bedrock:{choice.invoke_id}"
+    tiers = (modes or load_modes()).bedrock_service_tiers
+    rid = f"bedrock:{choice.invoke_id}" + ("" if tier == "standard" else f":{tier}")
     flag, hard = _bedrock_quota(wm, choice)
     if hard:
         return None, hard
@@ -484,6 +522,13 @@ def _bedrock(wm: WorkloadModel, choice: BedrockChoice) -> tuple[Architecture | N
     lat = offer.latency
     if lat is None:
         return None, f"no latency profile for {offer.name} on Bedrock (not measured, none assumed)"
+    if tier == "priority":
+        lat = lat.model_copy(
+            update={
+                "output_tokens_per_s": lat.output_tokens_per_s * tiers.priority_output_speedup,
+                "source": f"{lat.source}; Priority: {tiers.priority_latency_source}",
+            }
+        )
     predicted = _bedrock_predicted(wm, lat)
     bad = [
         describe_violation(m, p, predicted[m][p if p in predicted[m] else "p95"], limit)
@@ -492,18 +537,32 @@ def _bedrock(wm: WorkloadModel, choice: BedrockChoice) -> tuple[Architecture | N
     ]
     users = wm.spec.users.total if wm.spec.users else None
     prices = choice.prices
-    cost = bedrock_bill(wm, prices.input_usd_per_1m_tokens, prices.output_usd_per_1m_tokens, users)
+    multiple = _tier_multiple(tiers, tier)
+    usd_in = round(prices.input_usd_per_1m_tokens * multiple, 6)
+    usd_out = round(prices.output_usd_per_1m_tokens * multiple, 6)
+    cost = bedrock_bill(wm, usd_in, usd_out, users)
     cost["price"] = {
         "source": prices.source,
         "as_of": str(prices.as_of),
         "assumed": prices.assumed,
         "region": choice.region,
+        "tier": tier,
+        "tier_multiple": multiple,
+        **({"tier_source": tiers.source, "tier_as_of": str(tiers.as_of)} if tier != "standard" else {}),
     }
     notes = [
         "latency profile assumed until measured: " + lat.source,
         _price_note(choice),
         _scope_note(choice),
     ]
+    if tier != "standard":
+        notes.insert(
+            1,
+            f"{tier.capitalize()} tier: {multiple:g} x the Standard price = ${usd_in:g} in / ${usd_out:g} out per 1M"
+            f" tokens in {choice.region} (as of {tiers.as_of}: {tiers.source})",
+        )
+    if tier == "flex":
+        notes.insert(1, "Flex tier: " + tiers.flex_latency_source)
     if flag is not None and flag.needs_increase:
         notes.insert(0, f"{flag.message}: {flag.request}")
     arch = Architecture.model_validate(
@@ -516,12 +575,13 @@ def _bedrock(wm: WorkloadModel, choice: BedrockChoice) -> tuple[Architecture | N
             "capacity_type": "on-demand",
             "predicted": predicted,
             "measured": None,
-            "meets_slo": not bad,
+            "meets_slo": not bad and (tier != "flex" or batch),
             "cost": cost,
             "bedrock": {
                 "model_id": choice.invoke_id,
                 "base_model_id": offer.bedrock_model_id,
                 "mode": "on-demand",
+                "tier": tier,
                 "scope": choice.scope,
                 "region": choice.region,
                 "quota": offer.quota.model_dump(mode="json"),
@@ -530,13 +590,209 @@ def _bedrock(wm: WorkloadModel, choice: BedrockChoice) -> tuple[Architecture | N
                 "latency_source": lat.source,
             },
             "quota": flag,
+            "service_tier": tier,
             "region": choice.region,
             "notes": notes,
         }
     )
     if bad:
         return arch, "; ".join(bad) + " (assumed Bedrock latency profile)"
+    if tier == "flex" and not batch:
+        return arch, (
+            "Flex tier: lower priority than Standard under high demand and no published latency bound; ranked only"
+            f" for batch workloads (preset batch or an e2e SLO of {BATCH_E2E_S / 3600:g} h or more)"
+        )
     return arch, None
+
+
+def _committed_quota(units: int, what: str, region: str, name: str) -> QuotaFlag:
+    return QuotaFlag(
+        needs_increase=True,
+        message=f"needs {units} {what} (the default quota for a commitment is 0)",
+        request=f"AWS Support case: Amazon Bedrock {what} for {name} in {region}",
+        source="docs.aws.amazon.com/bedrock/latest/userguide/prov-throughput.html",
+    )
+
+
+def _bedrock_provisioned(
+    wm: WorkloadModel, choice: BedrockChoice, modes: Modes, on_demand: Architecture | None
+) -> tuple[Architecture | None, str | None]:
+    """Bedrock Provisioned Throughput for the offer when a model-unit price and throughput are known: units sized
+    from the busiest hour's tokens per minute, billed every hour of the month. Ranked only when cheaper than the
+    on-demand Standard tier for the workload (the question a buyer asks of a commitment)."""
+    offer = choice.offer
+    pt = modes.bedrock_provisioned.offers.get(offer.bedrock_model_id)
+    if pt is None:
+        return None, None
+    in_tpm, out_tpm = peak_tokens_per_minute(wm)
+    units = provisioned_units(in_tpm, out_tpm, pt.input_tpm_per_unit, pt.output_tpm_per_unit)
+    monthly = provisioned_throughput_bill(pt.usd_per_hour_per_model_unit, units)
+    users = wm.spec.users.total if wm.spec.users else None
+    out_month = wm.avg_rps * 86400 * DAYS_PER_MONTH * wm.output_tokens.mean
+    cost = {
+        "usd_per_hour_peak": round(units * pt.usd_per_hour_per_model_unit, 2),
+        "usd_per_month": round(monthly, 2),
+        "usd_per_million_output_tokens": round(monthly / (out_month / 1e6), 4) if out_month else None,
+        "usd_per_user_month": round(monthly / users, 4) if users else None,
+        "breakdown": {
+            "model_units": units,
+            "usd_per_hour_per_model_unit": pt.usd_per_hour_per_model_unit,
+            "hours_per_month": HOURS_PER_MONTH,
+            "term": pt.term,
+            "peak_input_tokens_per_minute": round(in_tpm),
+            "peak_output_tokens_per_minute": round(out_tpm),
+            "input_tokens_per_minute_per_unit": pt.input_tpm_per_unit,
+            "output_tokens_per_minute_per_unit": pt.output_tpm_per_unit,
+            "sizing_headroom": COMMITTED_TPM_HEADROOM,
+        },
+        "price": {
+            "source": pt.source,
+            "as_of": str(pt.as_of),
+            "assumed": pt.assumed,
+            "region": choice.region,
+            "tier": "provisioned",
+        },
+    }
+    base = on_demand.predicted.model_dump(mode="json") if on_demand is not None else None
+    meets = on_demand is not None and on_demand.meets_slo
+    arch = Architecture.model_validate(
+        {
+            "id": f"bedrock:{offer.bedrock_model_id}:provisioned",
+            "model": wm.spec.model,
+            "catalog_model": wm.model_id,
+            "deployment": "bedrock",
+            "engine": "bedrock",
+            "capacity_type": "on-demand",
+            "predicted": base or {"ttft_ms": {}, "tpot_ms": {}, "e2e_s": {}},
+            "measured": None,
+            "meets_slo": meets,
+            "cost": cost,
+            "bedrock": {
+                "model_id": offer.bedrock_model_id,
+                "base_model_id": offer.bedrock_model_id,
+                "mode": "provisioned",
+                "tier": "provisioned",
+                "scope": "in-region",
+                "region": choice.region,
+                "model_units": units,
+                "term": pt.term,
+                "latency_assumed": True,
+            },
+            "quota": _committed_quota(units, "Provisioned Throughput model units", choice.region, offer.name),
+            "service_tier": "provisioned",
+            "region": choice.region,
+            "notes": [
+                f"Provisioned Throughput: {units} model unit(s) x ${pt.usd_per_hour_per_model_unit:g}/h x"
+                f" {HOURS_PER_MONTH:g} h = ${monthly:,.0f}/month ({pt.term} commitment), sized for the busiest"
+                f" hour's {in_tpm:,.0f} input / {out_tpm:,.0f} output tokens/min x {COMMITTED_TPM_HEADROOM:g}"
+                f" against {pt.input_tpm_per_unit:,} / {pt.output_tpm_per_unit:,} per unit ({pt.source})",
+                "billed every hour provisioned, used or not; served in-Region (cross-Region profiles do not use"
+                " Provisioned Throughput); latency taken as the Standard tier's (assumed)",
+            ],
+        }
+    )
+    if not meets:
+        return (
+            arch,
+            "misses an SLO with the Standard tier's latency profile (assumed for Provisioned Throughput)",
+        )
+    if on_demand is not None and monthly >= on_demand.cost.usd_per_month:
+        return arch, (
+            f"Provisioned Throughput ${monthly:,.0f}/month is not cheaper than on-demand"
+            f" ${on_demand.cost.usd_per_month:,.0f}/month for this workload"
+        )
+    return arch, None
+
+
+def _bedrock_reserved(
+    wm: WorkloadModel, choice: BedrockChoice, modes: Modes, on_demand: Architecture | None
+) -> tuple[Architecture | None, str | None]:
+    """The Reserved tier when a price per 1K tokens-per-minute is known (AWS quotes it; none is published)."""
+    res = modes.bedrock_service_tiers.reserved
+    if res.usd_per_1k_tpm_month is None or on_demand is None:
+        return None, None
+    in_tpm, out_tpm = peak_tokens_per_minute(wm)
+    monthly, r_in, r_out = reserved_tier_bill(
+        in_tpm, out_tpm, res.usd_per_1k_tpm_month, res.min_input_tpm, res.min_output_tpm
+    )
+    cost = on_demand.cost.model_dump(mode="json")
+    cost.update(
+        usd_per_month=round(monthly, 2),
+        usd_per_hour_peak=round(monthly / HOURS_PER_MONTH, 2),
+        breakdown={
+            "reserved_input_tokens_per_minute": r_in,
+            "reserved_output_tokens_per_minute": r_out,
+            "usd_per_1k_tpm_month": res.usd_per_1k_tpm_month,
+            "terms_months": res.terms_months,
+        },
+        price={"source": res.source, "as_of": str(res.as_of), "region": choice.region, "tier": "reserved"},
+    )
+    users = wm.spec.users.total if wm.spec.users else None
+    cost["usd_per_user_month"] = round(monthly / users, 4) if users else None
+    out_month = wm.avg_rps * 86400 * DAYS_PER_MONTH * wm.output_tokens.mean
+    cost["usd_per_million_output_tokens"] = round(monthly / (out_month / 1e6), 4) if out_month else None
+    arch = on_demand.model_copy(
+        update={
+            "id": f"bedrock:{choice.invoke_id}:reserved",
+            "cost": Cost.model_validate(cost),
+            "service_tier": "reserved",
+            "bedrock": {**(on_demand.bedrock or {}), "tier": "reserved", "mode": "reserved"},
+            "quota": None,
+            "notes": [
+                f"Reserved tier: ({r_in:,} input + {r_out:,} output tokens/min) / 1,000 x"
+                f" ${res.usd_per_1k_tpm_month:g} = ${monthly:,.0f}/month, {' or '.join(map(str, res.terms_months))}"
+                f"-month term; traffic above the reservation is served at Standard ({res.source})",
+                *on_demand.notes[1:],
+            ],
+        }
+    )
+    if monthly >= on_demand.cost.usd_per_month:
+        return arch, f"Reserved tier ${monthly:,.0f}/month is not cheaper than on-demand for this workload"
+    return arch, None
+
+
+def _unpriced_note(choice: BedrockChoice, modes: Modes) -> str:
+    """What a buyer cannot be quoted here: Provisioned Throughput and (for tiered models) the Reserved tier."""
+    pt = modes.bedrock_provisioned
+    text = (
+        f"Provisioned Throughput not priced: AWS shows model-unit prices and throughput only in the Bedrock console"
+        f" ({' or '.join(pt.terms)} commitment for a base model; {pt.source}); a quote in"
+        " $SIZING_CATALOG_DIR/modes.yaml ranks it"
+    )
+    tiers = modes.bedrock_service_tiers
+    if tiers.offers_tiers(choice.offer.bedrock_model_id) and tiers.reserved.usd_per_1k_tpm_month is None:
+        text += (
+            "; Reserved tier not priced: a fixed price per 1K tokens-per-minute quoted by the AWS account team"
+            f" (min {tiers.reserved.min_input_tpm:,} input / {tiers.reserved.min_output_tpm:,} output TPM)"
+        )
+    return text
+
+
+def _bedrock_options(
+    wm: WorkloadModel, choice: BedrockChoice, batch: bool, modes: Modes
+) -> list[tuple[str, Architecture | None, str | None]]:
+    """Every way the offer is sold for the workload: the Standard tier, Priority and Flex where the model has them,
+    Provisioned Throughput and Reserved when priced, and batch inference for a batch workload."""
+    out: list[tuple[str, Architecture | None, str | None]] = []
+    rid = f"bedrock:{choice.invoke_id}"
+    standard, reason = _bedrock(wm, choice, "standard", modes, batch)
+    if standard is not None and modes.bedrock_provisioned.offers.get(choice.offer.bedrock_model_id) is None:
+        standard = standard.model_copy(update={"notes": [*standard.notes, _unpriced_note(choice, modes)]})
+    out.append((rid, standard, reason))
+    if modes.bedrock_service_tiers.offers_tiers(choice.offer.bedrock_model_id):
+        for tier in TIERS[1:]:
+            a, r = _bedrock(wm, choice, tier, modes, batch)
+            out.append((f"{rid}:{tier}", a, r))
+        a, r = _bedrock_reserved(wm, choice, modes, standard)
+        if a is not None:
+            out.append((f"{rid}:reserved", a, r))
+    a, r = _bedrock_provisioned(wm, choice, modes, standard)
+    if a is not None:
+        out.append((a.id, a, r))
+    if batch:
+        a, r = _bedrock_batch(wm, choice)
+        out.append((f"{rid}:batch", a, r))
+    return out
 
 
 def _bedrock_batch(wm: WorkloadModel, choice: BedrockChoice) -> tuple[Architecture | None, str | None]:
@@ -603,6 +859,161 @@ def _bedrock_batch(wm: WorkloadModel, choice: BedrockChoice) -> tuple[Architectu
         }
     )
     return arch, None
+
+
+def _spot_info(wm: WorkloadModel, cat: Catalog, a: Architecture, modes: Modes) -> SpotInfo | None:
+    """Spot as a buyer sees it for an EKS architecture with a spot cost: the price, the family's interruption band
+    in the Region, the interruptions to expect a month and the on-demand nodes that keep min_replicas up."""
+    if a.deployment != "eks" or a.cost.usd_per_month_spot is None or a.instance_type is None:
+        return None
+    inst = cat.instance(a.instance_type)
+    region = a.region or wm.spec.constraints.region
+    spot = inst.spot_in(region)
+    price = float(a.cost.breakdown.get("instance_usd_per_hour") or inst.price(region).usd_per_hour or 0.0)
+    rpi = a.replicas_per_instance or 1
+    base = nodes_for(wm.spec.constraints.min_replicas, rpi, spread_zones(wm))
+    nodes = list((a.cost.schedule or {}).get("nodes_by_hour") or [])
+    si = modes.spot_interruption
+    band, assumed = si.band(inst.family, region)
+    expected = round(expected_spot_interruptions(nodes, base, band.max), 1)
+    base_usd = round(base * 24 * price * DAYS_PER_MONTH, 2)
+    where = "" if not assumed else f" (assumed: {si.default_assumed_reason})"
+    message = (
+        f"spot {inst.family} in {region}: ${price * (1 - spot.fraction):.4g}/h ({100 * spot.fraction:.0f}% off"
+        f" ${price:g}); interruption band {band.label}{where}: about {expected:g} interruptions a month;"
+        f" {base} on-demand node(s) (${base_usd:,.0f}/month) keep min_replicas"
+        f" {wm.spec.constraints.min_replicas} up"
+    )
+    return SpotInfo(
+        region=region,
+        usd_per_hour=round(price * (1 - spot.fraction), 5),
+        discount=spot.fraction,
+        discount_source=spot.source,
+        discount_assumed=spot.assumed,
+        interruption_band=band.label,
+        interruption_band_assumed=assumed,
+        interruption_source=si.source,
+        expected_interruptions_per_month=expected,
+        on_demand_base_nodes=base,
+        on_demand_base_usd_per_month=base_usd,
+        message=message,
+    )
+
+
+def _components(a: Architecture, modes: Modes) -> InferenceComponentsInfo | None:
+    """A SageMaker endpoint's model copies as inference components, each with its own accelerators."""
+    if a.deployment != "sagemaker" or a.instances is None or a.replicas is None:
+        return None
+    copies = a.replicas_per_instance or 1
+    acc = a.accelerators_per_replica or 1
+    src = modes.sagemaker_inference_components.source
+    return InferenceComponentsInfo(
+        copies_per_instance=copies,
+        accelerators_per_copy=acc,
+        instances_peak=a.instances.peak,
+        copies_peak=a.replicas.peak,
+        source=src,
+        message=f"inference components: up to {copies} model cop{'ies' if copies > 1 else 'y'} per"
+        f" ml.{a.instance_type} ({acc:g} accelerator(s) each, NumberOfAcceleratorDevicesRequired), {a.replicas.peak}"
+        f" copies on {a.instances.peak} instance(s) at peak; SageMaker bills the instances per instance-hour and"
+        " the copies share them",
+    )
+
+
+def _day_job(wm: WorkloadModel, a: Architecture) -> BatchJob:
+    """A batch workload's day of requests on a real-time architecture: its monthly cost over the month's days."""
+    requests = wm.avg_rps * 86400
+    per_job = a.ranked_usd_per_month / DAYS_PER_MONTH
+    tokens = requests * (wm.input_tokens.mean + wm.output_tokens.mean)
+    return BatchJob(
+        requests=round(requests),
+        input_tokens=round(requests * wm.input_tokens.mean),
+        output_tokens=round(requests * wm.output_tokens.mean),
+        usd_per_job=round(per_job, 2),
+        usd_per_million_tokens=round(per_job / (tokens / 1e6), 4) if tokens else 0.0,
+        wall_time_h=BATCH_JOB_WINDOW_H,
+        wall_time_bound_h=batch_deadline_h(wm),
+        wall_time_assumed=False,
+        note="the day's requests served as they arrive by the real-time replicas (scaled by the hour)",
+    )
+
+
+def _as_sold(wm: WorkloadModel, cat: Catalog, a: Architecture, modes: Modes, batch: bool) -> Architecture:
+    """A hosted architecture with what a buyer sees of it: spot terms, SageMaker packing, the day's job."""
+    update: dict[str, Any] = {}
+    spot = _spot_info(wm, cat, a, modes)
+    if spot is not None:
+        update["spot"] = spot
+        if a.capacity_type == "spot":
+            update["notes"] = [*a.notes, spot.message]
+    comp = _components(a, modes)
+    if comp is not None:
+        update["inference_components"] = comp
+        update["notes"] = [*update.get("notes", a.notes), comp.message]
+    if batch:
+        update["batch"] = _day_job(wm, a)
+    return a.model_copy(update=update) if update else a
+
+
+def _sagemaker_async(wm: WorkloadModel, cat: Catalog, a: Architecture, modes: Modes) -> Architecture | None:
+    """A batch workload's day as one job on a SageMaker asynchronous endpoint: instances start from zero, drain the
+    queue at the replicas' SLO capacity and scale back to zero, billed per instance-hour."""
+    if a.per_replica is None or a.instance_type is None or a.serving is None:
+        return None
+    cfg = modes.sagemaker_async
+    if (a.predicted.e2e_s.p99 or 0.0) > cfg.max_processing_s:
+        return None  # a request would run past the hour asynchronous inference allows it
+    price = float(a.cost.breakdown.get("instance_usd_per_hour") or 0.0)
+    neuron = cat.accelerator_of(cat.instance(a.instance_type)).kind == "neuron"
+    lead = SCALE_UP_LEAD_S_NEURON if neuron else SCALE_UP_LEAD_S_GPU
+    rps_instance = a.per_replica.rps_slo_limit * (a.replicas_per_instance or 1)
+    deadline = batch_deadline_h(wm)
+    job = async_job(
+        wm.avg_rps * 86400, wm.input_tokens.mean, wm.output_tokens.mean, rps_instance, price, deadline, lead
+    )
+    job["note"] = (
+        f"SageMaker asynchronous inference: {job['instances']} ml.{a.instance_type} start from zero"
+        f" ({lead / 60:g} min to serve), drain the day's queue at {rps_instance:.3g} req/s each (the SLO"
+        f" capacity) and scale back to zero: {job['instance_hours']:g} instance-hours a job"
+    )
+    monthly = job["usd_per_job"] * DAYS_PER_MONTH
+    users = wm.spec.users.total if wm.spec.users else None
+    out_month = wm.avg_rps * 86400 * DAYS_PER_MONTH * wm.output_tokens.mean
+    cost = {
+        "usd_per_hour_peak": round(job["instances"] * price, 2),
+        "usd_per_month": round(monthly, 2),
+        "usd_per_million_output_tokens": round(monthly / (out_month / 1e6), 4) if out_month else None,
+        "usd_per_user_month": round(monthly / users, 4) if users else None,
+        "breakdown": {
+            "mode": "async",
+            "instance_usd_per_hour": price,
+            "instances_per_job": job["instances"],
+            "instance_hours_per_job": job["instance_hours"],
+            "jobs_per_month": round(DAYS_PER_MONTH, 2),
+            "scale_in_s": ASYNC_SCALE_IN_S,
+        },
+        "price": a.cost.price,
+    }
+    wall = job["wall_time_h"] * 3600
+    return a.model_copy(
+        update={
+            "id": f"{a.id}:async",
+            "cost": Cost.model_validate(cost),
+            "replicas": Replicas(
+                peak=job["instances"] * (a.replicas_per_instance or 1),
+                min=0,
+                mean=round(job["instance_hours"] * (a.replicas_per_instance or 1) / 24, 2),
+            ),
+            "instances": Instances(peak=job["instances"], min=0, mean=round(job["instance_hours"] / 24, 2)),
+            "predicted": a.predicted.model_copy(
+                update={"e2e_s": Percentiles(p50=round(wall, 1), p95=round(wall, 1), p99=round(wall, 1))}
+            ),
+            "batch": BatchJob.model_validate(job),
+            "tuning": a.tuning,
+            "also_fits_on": [],
+            "notes": [job["note"], f"source: {cfg.source}", *a.notes[:1]],
+        }
+    )
 
 
 def _kind_of(reason: str | None) -> RejectedKind:
@@ -691,7 +1102,7 @@ def _tune(
     tried: set[ServingConfig] = {best.serving}
     for _ in range(TUNING_ROUNDS):
         improved = False
-        for variant in tuning_variants(best.serving, accelerator):
+        for variant in tuning_variants(best.serving, accelerator, batch=is_batch_workload(wm)):
             if variant in tried:
                 continue
             tried.add(variant)
@@ -766,7 +1177,9 @@ def _fold_key(a: Architecture) -> tuple[Any, ...]:
     """What makes two architectures one row: deployment, capacity, accelerator, serving configuration, packing."""
     if a.deployment == "bedrock" or a.serving is None:
         return (a.id,)
-    return (a.deployment, a.capacity_type, a.accelerator, a.serving, a.replicas_per_instance)
+    # an asynchronous-inference job is its own row, beside the real-time endpoint of the same hardware
+    mode = "async" if a.id.endswith(":async") else "real-time"
+    return (a.deployment, a.capacity_type, a.accelerator, a.serving, a.replicas_per_instance, mode)
 
 
 def _fold(archs: list[Architecture]) -> list[Architecture]:
@@ -960,16 +1373,23 @@ def estimate_result(
                 )
                 continue
             feasible.append(arch)
-    # 4. Bedrock: on-demand, and batch inference for a batch workload
+    # 4. as sold: spot interruptions and the on-demand base, SageMaker inference components, the day's job of a
+    # batch workload; SageMaker asynchronous inference for a batch workload; Bedrock in every mode it is sold
     batch = is_batch_workload(wm) and c.batch_inference
+    modes_cfg = load_modes()
+    hosted = [_as_sold(wm, cat, a, modes_cfg, batch) for a in feasible]
+    feasible = hosted + [
+        job
+        for a in hosted
+        if batch and a.deployment == "sagemaker"
+        for job in [_sagemaker_async(wm, cat, a, modes_cfg)]
+        if job is not None and not (c.max_monthly_usd and job.ranked_usd_per_month > c.max_monthly_usd)
+    ]
     managed: list[Architecture] = []
     for choice in enum.bedrock:
-        modes = [_bedrock, _bedrock_batch] if batch else [_bedrock]
-        for mode in modes:
-            bedrock_arch, reason = mode(wm, choice)
+        for rid, bedrock_arch, reason in _bedrock_options(wm, choice, batch, modes_cfg):
             if bedrock_arch is not None:
                 managed.append(bedrock_arch)
-            rid = f"bedrock:{choice.invoke_id}" + (":batch" if mode is _bedrock_batch else "")
             if reason is None and bedrock_arch is not None:
                 if c.max_monthly_usd and bedrock_arch.ranked_usd_per_month > c.max_monthly_usd:
                     rejected.append(
