@@ -17,7 +17,8 @@ from sizing.service.runs import DEFAULT_TOP_K, MAX_TOP_K
 from sizing.store import Run, RunSource, RunStatus, SlackThread
 
 SPEC_DESCRIPTION = (
-    "A workload spec (DESIGN.md 'Workload spec'): model, users or rate, tokens, slo, constraints."
+    "A workload spec: model, users or rate, tokens, slo, constraints (every field: docs/workload-spec.md in"
+    " the repository; the schema here is generated from the same model)."
 )
 #: The README's support chatbot (examples/chatbot.yaml), shown in the OpenAPI document and Swagger UI.
 EXAMPLE_SPEC: dict[str, Any] = {

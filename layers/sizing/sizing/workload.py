@@ -62,6 +62,11 @@ def _field_errors(title: str, errors: list[tuple[tuple[str, ...], Any, str]]) ->
     )
 
 
+#: The smallest peak load sized: one request every ~12 days. Below it there is no load to size, and rates that
+#: small (down to subnormal floats) vanish to zero in the simulator's per-replica arithmetic.
+MIN_PEAK_RPS = 1e-6
+
+
 class Users(Spec):
     total: int = Field(gt=0, le=10**9, description="people who use the service")
     peak_active_fraction: float = Field(
@@ -71,14 +76,34 @@ class Users(Spec):
         default=30, gt=0, le=36_000, description="requests one active user sends in an hour"
     )
 
+    @model_validator(mode="after")
+    def _some_load(self) -> Users:
+        peak = self.total * self.peak_active_fraction * self.requests_per_active_hour / 3600
+        if peak < MIN_PEAK_RPS:
+            raise ValueError(
+                f"these users send {peak:.3g} requests per second at peak, below the smallest load sized"
+                f" ({MIN_PEAK_RPS:g}/s): raise total, peak_active_fraction or requests_per_active_hour"
+            )
+        return self
+
 
 class Rate(Spec):
-    peak_rps: float = Field(gt=0, le=1e6, description="requests per second in the busiest hour")
+    peak_rps: float = Field(
+        ge=MIN_PEAK_RPS, le=1e6, description="requests per second in the busiest hour", examples=[5]
+    )
 
 
 class Traffic(Spec):
-    profile: Literal["flat", "business-hours"] | list[Annotated[float, Field(ge=0)]] = "business-hours"
-    timezone: str = "UTC"
+    """How requests spread over the day."""
+
+    profile: Literal["flat", "business-hours"] | list[Annotated[float, Field(ge=0)]] = Field(
+        default="business-hours",
+        description="flat (the same every hour), business-hours (weekday office hours), or 24 hourly weights",
+        examples=["business-hours"],
+    )
+    timezone: str = Field(
+        default="UTC", description="IANA time zone of the business hours", examples=["America/New_York"]
+    )
 
     @field_validator("profile")
     @classmethod
@@ -104,11 +129,13 @@ class TokenSpec(Spec):
     """A token-length distribution: `fixed`, or `mean` + `p95` (fitted to a lognormal), or an explicit
     `dist: lognormal` with `mean` and `sigma`."""
 
-    fixed: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
-    mean: float | None = Field(default=None, gt=0, le=MAX_TOKENS)
-    p95: float | None = Field(default=None, gt=0, le=MAX_TOKENS)
-    dist: Literal["lognormal"] | None = None
-    sigma: float | None = Field(default=None, gt=0, le=3)
+    fixed: int | None = Field(default=None, gt=0, le=MAX_TOKENS, description="every request this long")
+    mean: float | None = Field(default=None, gt=0, le=MAX_TOKENS, description="mean length", examples=[1200])
+    p95: float | None = Field(
+        default=None, gt=0, le=MAX_TOKENS, description="95th percentile length (with mean)", examples=[3500]
+    )
+    dist: Literal["lognormal"] | None = Field(default=None, description="lognormal: give mean and sigma")
+    sigma: float | None = Field(default=None, gt=0, le=3, description="lognormal shape (with dist, mean)")
 
     @model_validator(mode="after")
     def _one_form(self) -> TokenSpec:
@@ -156,8 +183,12 @@ def shared_prefix_problem(prefix: int, input_mean: float) -> str | None:
 
 
 class Tokens(Spec):
-    input: TokenSpec | None = None
-    output: TokenSpec | None = None
+    """Prompt and answer lengths, in tokens of the model's tokenizer."""
+
+    input: TokenSpec | None = Field(
+        default=None, description="prompt length (system prompt and history included)"
+    )
+    output: TokenSpec | None = Field(default=None, description="answer length")
     samples_file: str | None = Field(
         default=None, description="CSV or JSONL with input_tokens and output_tokens per request"
     )
@@ -184,10 +215,12 @@ class Tokens(Spec):
 
 
 class Percentiles(Spec):
-    p50: float | None = Field(default=None, gt=0)
-    p90: float | None = Field(default=None, gt=0)
-    p95: float | None = Field(default=None, gt=0)
-    p99: float | None = Field(default=None, gt=0)
+    """Upper bounds by percentile (at least one); they must not decrease from p50 to p99."""
+
+    p50: float | None = Field(default=None, gt=0, description="median bound")
+    p90: float | None = Field(default=None, gt=0, description="90th percentile bound")
+    p95: float | None = Field(default=None, gt=0, description="95th percentile bound")
+    p99: float | None = Field(default=None, gt=0, description="99th percentile bound")
 
     @model_validator(mode="after")
     def _ordered(self) -> Percentiles:
@@ -204,9 +237,11 @@ class Percentiles(Spec):
 
 
 class SLO(Spec):
-    ttft_ms: Percentiles | None = None
-    tpot_ms: Percentiles | None = None
-    e2e_s: Percentiles | None = None
+    """Latency objectives (at least one): the estimate keeps every one of them at peak load."""
+
+    ttft_ms: Percentiles | None = Field(default=None, description="time to first token, milliseconds")
+    tpot_ms: Percentiles | None = Field(default=None, description="time per output token after the first, ms")
+    e2e_s: Percentiles | None = Field(default=None, description="whole request, seconds")
 
     @model_validator(mode="after")
     def _some(self) -> SLO:
@@ -313,17 +348,27 @@ class Constraints(Spec):
 
 
 class WorkloadSpec(Spec):
-    """The workload spec of DESIGN.md: one model for CLI, API, Slack and events."""
+    """A workload in business terms: one model for CLI, API, Slack and events (docs/workload-spec.md). Give
+    either `users` or `rate`; `tokens` and `slo` are required unless a `preset` fills them."""
 
-    name: str = Field(default="workload", min_length=1, max_length=128)
-    model: str = Field(min_length=1, max_length=256)
-    preset: PresetName | None = None
-    users: Users | None = None
-    rate: Rate | None = None
-    traffic: Traffic = Field(default_factory=Traffic)
-    tokens: Tokens
-    slo: SLO
-    constraints: Constraints = Field(default_factory=Constraints)
+    name: str = Field(default="workload", min_length=1, max_length=128, description="a name for the workload")
+    model: str = Field(
+        min_length=1,
+        max_length=256,
+        description="the model: a catalog id or alias, or a Hugging Face id (GET /catalog/models)",
+        examples=["meta-llama/Llama-3.1-70B-Instruct"],
+    )
+    preset: PresetName | None = Field(
+        default=None, description="defaults for a use case; the spec's own values win"
+    )
+    users: Users | None = Field(default=None, description="load in business terms (or give rate)")
+    rate: Rate | None = Field(default=None, description="load as a request rate (or give users)")
+    traffic: Traffic = Field(default_factory=Traffic, description="how the load spreads over the day")
+    tokens: Tokens = Field(description="prompt and answer lengths")
+    slo: SLO = Field(description="latency objectives")
+    constraints: Constraints = Field(
+        default_factory=Constraints, description="where and how it may be deployed"
+    )
 
     @model_validator(mode="after")
     def _users_or_rate(self) -> WorkloadSpec:

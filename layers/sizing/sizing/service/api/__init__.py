@@ -37,7 +37,58 @@ errors.register(app)
 
 @app.get("/openapi.json", include_in_schema=False)
 def openapi_document() -> dict[str, Any]:
-    return app.get_openapi_schema(**_openapi_info()).model_dump(mode="json", by_alias=True, exclude_none=True)
+    """The document of the server answering: the deployed API's (IAM/SigV4), or, under `sizing serve` (stage
+    `local`), one that declares no authentication, since the local server checks none."""
+    from sizing.service.api import deps
+
+    local = deps.settings().stage == "local"
+    info = _openapi_info()
+    if local:
+        info = {k: v for k, v in info.items() if k not in ("security", "security_schemes")}
+        info["description"] = LOCAL_DESCRIPTION
+    doc = app.get_openapi_schema(**info).model_dump(mode="json", by_alias=True, exclude_none=True)
+    return with_spec_schema(doc)
+
+
+#: The local document's description: what differs from the deployed API.
+LOCAL_DESCRIPTION = (
+    "What to run an LLM workload on, and what it will cost: estimates, measured runs, catalog. Served by"
+    " `sizing serve` on an embedded AWS: no authentication (the deployed API requires AWS SigV4 / IAM)."
+)
+#: Name prefix of the workload spec's parts in the document (the result has models of the same names).
+SPEC_SCHEMA_PREFIX = "Spec"
+
+
+def with_spec_schema(doc: dict[str, Any]) -> dict[str, Any]:
+    """The workload spec in full, generated from `sizing.workload.WorkloadSpec` (descriptions, bounds,
+    choices), in place of the free-form object the routes declare (they validate through `parse_spec`, which
+    applies presets first). `tokens` and `slo` are not required in the document: a `preset` fills them."""
+    from sizing.api_models import EXAMPLE_SPEC
+    from sizing.workload import WorkloadSpec
+
+    schema = WorkloadSpec.model_json_schema(
+        ref_template=f"#/components/schemas/{SPEC_SCHEMA_PREFIX}{{model}}"
+    )
+    defs = schema.pop("$defs", {})
+    schema["required"] = [r for r in schema.get("required", []) if r not in ("tokens", "slo")]
+    schema["examples"] = [EXAMPLE_SPEC]
+    components = doc.setdefault("components", {}).setdefault("schemas", {})
+    for name, sub in defs.items():
+        components[f"{SPEC_SCHEMA_PREFIX}{name}"] = sub
+    components["WorkloadSpec"] = schema
+    ref = {"$ref": "#/components/schemas/WorkloadSpec"}
+    body = doc.get("paths", {}).get("/estimates", {}).get("post", {}).get("requestBody")
+    if body:
+        body["content"]["application/json"]["schema"] = ref
+    for model in ("RunRequest", "WatchRequest"):
+        props = components.get(model, {}).get("properties", {})
+        if "spec" in props:
+            props["spec"] = {
+                **ref,
+                "description": props["spec"].get("description", ""),
+                "examples": props["spec"].get("examples", [EXAMPLE_SPEC]),
+            }
+    return doc
 
 
 def _openapi_info() -> dict[str, Any]:
@@ -58,8 +109,9 @@ def _openapi_info() -> dict[str, Any]:
 
 
 def openapi_json() -> str:
-    """The OpenAPI document as JSON text (also served at GET /openapi.json)."""
-    return app.get_openapi_json_schema(**_openapi_info())
+    """The deployed API's OpenAPI document as JSON text (GET /openapi.json serves it, or its local variant)."""
+    doc = app.get_openapi_schema(**_openapi_info()).model_dump(mode="json", by_alias=True, exclude_none=True)
+    return json.dumps(with_spec_schema(doc), indent=2)
 
 
 app.enable_swagger(path="/swagger", **_openapi_info())

@@ -17,3 +17,8 @@ ERRORS: dict[int, dict[str, Any]] = {
     500: {"description": "a fault on our side (never for bad input)", "content": _BODY},
     503: {"description": "a dependency is unavailable; retry after Retry-After seconds", "content": _BODY},
 }
+
+
+def ok(model: Any, description: str, status: int = 200) -> dict[int, dict[str, Any]]:
+    """A route's success answer (its schema in the document) and every error answer."""
+    return {status: {"description": description, "content": {"application/json": {"model": model}}}, **ERRORS}

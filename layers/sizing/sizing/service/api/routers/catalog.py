@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from sizing.api_models import InstanceList, InstanceOut, ModelList, ModelOut
 from sizing.catalog import load_catalog
 from sizing.catalog.models import GB
-from sizing.service.api.responses import ERRORS
+from sizing.service.api.responses import ok
 
 router = Router()
 
@@ -17,7 +17,10 @@ REGION_PATTERN = r"^[a-z]{2}(-[a-z]+){1,2}-\d$"
 
 
 @router.get(
-    "/catalog/instances", summary="Accelerated instance types and prices", tags=["catalog"], responses=ERRORS
+    "/catalog/instances",
+    summary="Accelerated instance types and prices",
+    tags=["catalog"],
+    responses=ok(InstanceList, "instance types with their accelerators and on-demand prices"),
 )
 def list_instances(
     region: Annotated[str, Query(pattern=REGION_PATTERN, description="prices for this region")] = "us-east-1",
@@ -51,7 +54,12 @@ def list_instances(
     return InstanceList(region=region, instances=out)
 
 
-@router.get("/catalog/models", summary="Models the estimator knows", tags=["catalog"], responses=ERRORS)
+@router.get(
+    "/catalog/models",
+    summary="Models the estimator knows",
+    tags=["catalog"],
+    responses=ok(ModelList, "the catalog's models"),
+)
 def list_models() -> ModelList:
     cat = load_catalog()
     models = [

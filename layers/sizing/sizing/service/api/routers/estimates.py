@@ -8,7 +8,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from sizing.api_models import EXAMPLE_SPEC, SPEC_DESCRIPTION
 from sizing.results import EstimateResult
-from sizing.service.api.responses import ERRORS
+from sizing.service.api.responses import ok
 from sizing.service.observability import metrics, tracer
 from sizing.workload import parse_spec
 
@@ -24,7 +24,7 @@ MAX_TOP = 50
     description="Models the workload, estimates every candidate architecture and ranks those that meet the SLOs"
     " by cost, each with the serving configuration it deploys.",
     tags=["estimates"],
-    responses=ERRORS,
+    responses=ok(EstimateResult, "the ranked architectures (`infeasible` says why when none meets the SLOs)"),
 )
 @tracer.capture_method
 def post_estimate(

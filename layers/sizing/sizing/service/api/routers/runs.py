@@ -11,7 +11,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from sizing.api_models import Links, ReportLink, RunArchitectures, RunCreated, RunOut, RunPage, RunRequest
 from sizing.errors import Conflict, InvalidInput, NotFound, Problem
 from sizing.service.api import deps
-from sizing.service.api.responses import ERRORS
+from sizing.service.api.responses import ERRORS, ok
 from sizing.service.observability import logger, metrics, tracer
 from sizing.store import RunStatus
 from sizing.store.repository import DEFAULT_PAGE, MAX_PAGE
@@ -112,7 +112,9 @@ def post_run(
     )
 
 
-@router.get("/runs", summary="List runs, newest first", tags=["runs"], responses=ERRORS)
+@router.get(
+    "/runs", summary="List runs, newest first", tags=["runs"], responses=ok(RunPage, "a page of runs")
+)
 @tracer.capture_method
 def list_runs(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="runs per page")] = DEFAULT_PAGE,
@@ -137,14 +139,22 @@ def _catalog_id(name: str) -> str:
         return name  # no run can match; the page is simply empty
 
 
-@router.get("/runs/<run_id>", summary="One run", tags=["runs"], responses=ERRORS)
+@router.get(
+    "/runs/<run_id>",
+    summary="One run",
+    tags=["runs"],
+    responses=ok(RunOut, "the run, its status and (under `sizing serve`) its execution's progress"),
+)
 @tracer.capture_method
 def get_run(run_id: RunId) -> RunOut:
     return RunOut.of(deps.store().get_run(run_id), deps.progress(run_id))
 
 
 @router.get(
-    "/runs/<run_id>/architectures", summary="A run's ranked architectures", tags=["runs"], responses=ERRORS
+    "/runs/<run_id>/architectures",
+    summary="A run's ranked architectures",
+    tags=["runs"],
+    responses=ok(RunArchitectures, "the run's architectures, measured beside estimated once ranked"),
 )
 @tracer.capture_method
 def get_run_architectures(run_id: RunId) -> RunArchitectures:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sizing.releases.catalog import ModelRegistry
 from sizing.releases.watches import ReleaseWatch, WatchRequest, WatchService
 from sizing.service.api import deps
-from sizing.service.api.responses import ERRORS
+from sizing.service.api.responses import ERRORS, ok
 from sizing.service.observability import metrics, tracer
 from sizing.store.repository import DEFAULT_PAGE, MAX_PAGE
 
@@ -58,7 +58,12 @@ def post_watch(request: WatchRequest) -> Response[ReleaseWatch]:
     )
 
 
-@router.get("/watches", summary="List watches, newest first", tags=["watches"], responses=ERRORS)
+@router.get(
+    "/watches",
+    summary="List watches, newest first",
+    tags=["watches"],
+    responses=ok(WatchPage, "a page of watches"),
+)
 @tracer.capture_method
 def list_watches(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="watches per page")] = DEFAULT_PAGE,
@@ -70,7 +75,9 @@ def list_watches(
     return WatchPage(watches=watches, next_token=next_token)
 
 
-@router.get("/watches/<watch_id>", summary="One watch", tags=["watches"], responses=ERRORS)
+@router.get(
+    "/watches/<watch_id>", summary="One watch", tags=["watches"], responses=ok(ReleaseWatch, "the watch")
+)
 @tracer.capture_method
 def get_watch(watch_id: WatchId) -> ReleaseWatch:
     return _service().get(watch_id)
