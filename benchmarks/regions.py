@@ -3,7 +3,9 @@
     python benchmarks/regions.py [us-east-1 eu-central-1 ap-northeast-1]
 
 Bedrock is allowed cross-Region (data_residency: geography) so its US/EU/APAC profiles show; a Region with no
-answer for a kind prints why (first rejection reason of that kind). Figures are estimates (no load test)."""
+answer for a kind prints why (first rejection reason of that kind). The mode follows the price: Bedrock batch or a
+service tier (flex, priority, provisioned), SageMaker async (asynchronous inference job). Figures are estimates (no
+load test)."""
 
 from __future__ import annotations
 
@@ -32,7 +34,16 @@ def best_per_kind(raw: dict, region: str) -> dict[str, str]:
             a = min(archs, key=lambda a: a["cost"]["usd_per_month"])
             where = a["instance_type"] or a["bedrock"]["model_id"]
             flag = " (quota increase)" if (a.get("quota") or {}).get("needs_increase") else ""
-            mode = " batch" if (a.get("bedrock") or {}).get("mode") == "batch" else ""
+            tier = a.get("service_tier")
+            mode = (
+                " batch"
+                if (a.get("bedrock") or {}).get("mode") == "batch"
+                else " async"
+                if a["id"].endswith(":async")
+                else f" {tier}"
+                if tier and tier != "standard"
+                else ""
+            )
             out[kind] = f"${a['cost']['usd_per_month']:>10,.0f}  {where}{mode}{flag}"
         else:
             why = next((x["reason"] for x in r["rejected"] if x["id"].startswith(kind)), None)

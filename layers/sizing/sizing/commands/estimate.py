@@ -162,11 +162,24 @@ def render_notes(result: dict[str, Any], top: int) -> list[str]:
             notes.append(
                 f"{quota.get('message')}" + (f": {quota['request']}" if quota.get("request") else "")
             )
+        tier = a.get("service_tier")
+        if tier and tier != "standard":
+            notes.append(f"Bedrock {tier} " + ("throughput" if tier == "provisioned" else "tier"))
         batch = a.get("batch")
         if isinstance(batch, dict) and batch.get("usd_per_job") is not None:
-            notes.append(
-                f"batch inference: {_fmt_money(batch['usd_per_job'])} a job, done within {batch.get('wall_time_h')} h"
+            kind = (
+                "batch inference"
+                if a.get("deployment") == "bedrock"
+                else "asynchronous inference job"
+                if batch.get("instances")
+                else "the day's requests"
             )
+            notes.append(
+                f"{kind}: {_fmt_money(batch['usd_per_job'])} a job, done within {batch.get('wall_time_h')} h"
+            )
+        spot = a.get("spot")
+        if a.get("capacity_type") == "spot" and isinstance(spot, dict) and spot.get("message"):
+            notes.append(str(spot["message"]))
         others = [o for o in a.get("also_fits_on") or [] if isinstance(o, dict) and o.get("instance_type")]
         if others:
             notes.append(

@@ -877,12 +877,16 @@ def _spot_info(wm: WorkloadModel, cat: Catalog, a: Architecture, modes: Modes) -
     band, assumed = si.band(inst.family, region)
     expected = round(expected_spot_interruptions(nodes, base, band.max), 1)
     base_usd = round(base * 24 * price * DAYS_PER_MONTH, 2)
-    where = "" if not assumed else f" (assumed: {si.default_assumed_reason})"
+    where = " (assumed: no Spot Instance Advisor snapshot)" if assumed else ""
+    above = (
+        f"about {expected:g} interruptions a month"
+        if max(nodes, default=0) > base
+        else "no spot nodes above the base at this traffic"
+    )
     message = (
         f"spot {inst.family} in {region}: ${price * (1 - spot.fraction):.4g}/h ({100 * spot.fraction:.0f}% off"
-        f" ${price:g}); interruption band {band.label}{where}: about {expected:g} interruptions a month;"
-        f" {base} on-demand node(s) (${base_usd:,.0f}/month) keep min_replicas"
-        f" {wm.spec.constraints.min_replicas} up"
+        f" ${price:g}); interruption band {band.label}{where}: {above}; {base} on-demand node(s)"
+        f" (${base_usd:,.0f}/month) keep min_replicas {wm.spec.constraints.min_replicas} up"
     )
     return SpotInfo(
         region=region,
