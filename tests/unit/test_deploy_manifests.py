@@ -134,12 +134,13 @@ def test_several_replicas_share_a_node_when_tp_is_smaller_than_its_gpus() -> Non
 
 
 def test_neuron_instances_get_neuron_devices_taint_and_image() -> None:
-    # given Llama-70B over 16 NeuronCores of an inf2.48xlarge (8 of its 12 chips of 2 cores)
-    arch = Architecture.from_id("eks:inf2.48xlarge:tp16:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B")
+    # given Llama-70B over all 24 NeuronCores of an inf2.48xlarge (its 12 chips of 2 cores; tp_degree 24, the 64
+    # heads padded to 72)
+    arch = Architecture.from_id("eks:inf2.48xlarge:tp24:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B")
     objs = by_kind(render(arch, RUN))
     c = container(list(objs.values()))
-    # then the pod asks for 8 Neuron chips, tolerates the Neuron taint and runs vLLM-Neuron
-    assert c["resources"]["requests"]["aws.amazon.com/neuron"] == "8"
+    # then the pod asks for 12 Neuron chips, tolerates the Neuron taint and runs vLLM-Neuron
+    assert c["resources"]["requests"]["aws.amazon.com/neuron"] == "12"
     assert "nvidia.com/gpu" not in c["resources"]["requests"]
     assert "neuron" in c["image"]
     assert not any(a.startswith("--gpu-memory-utilization") for a in c["args"])
@@ -288,15 +289,27 @@ def test_cli_prints_yaml_for_an_id_and_a_model(capsys: pytest.CaptureFixture[str
     assert [d["kind"] for d in docs][:3] == ["Namespace", "EC2NodeClass", "NodePool"]
 
 
-def test_trn2_pins_one_logical_core_per_physical_core_so_tp_means_what_the_planner_sized() -> None:
+def test_trn2_runs_at_its_default_lnc2_and_a_stated_lnc_is_passed_on() -> None:
+    # given TP64 on trn2.48xlarge: 64 logical cores at the runtime's default LNC=2 (4 per chip), and one at LNC=1
     trn2 = Architecture.from_id("eks:trn2.48xlarge:tp64:fp8:neuron:on-demand", "meta-llama/Llama-3.1-70B")
-    inf2 = Architecture.from_id("eks:inf2.48xlarge:tp16:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B")
+    resolved = trn2.resolve()
+    assert resolved.serving is not None
+    lnc1 = Architecture.from_id("eks:trn2.48xlarge:tp32:fp8:neuron:on-demand", "meta-llama/Llama-3.1-70B")
+    lnc1 = lnc1.model_copy(update={"serving": lnc1.resolve().serving.model_copy(update={"lnc": 1})})  # type: ignore[union-attr]
+    inf2 = Architecture.from_id("eks:inf2.48xlarge:tp24:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B")
+    # when their manifests are rendered
     env_trn2 = {e["name"]: e.get("value") for e in container(render(trn2, RUN))["env"]}
+    env_lnc1 = {e["name"]: e.get("value") for e in container(render(lnc1, RUN))["env"]}
     env_inf2 = {e["name"]: e.get("value") for e in container(render(inf2, RUN))["env"]}
-    assert env_trn2["NEURON_LOGICAL_NC_CONFIG"] == "1"
+    # then the default leaves the runtime at LNC=2, a stated LNC=1 is set, and inf2 has none
+    assert "NEURON_LOGICAL_NC_CONFIG" not in env_trn2
+    assert env_lnc1["NEURON_LOGICAL_NC_CONFIG"] == "1"
     assert "NEURON_LOGICAL_NC_CONFIG" not in env_inf2
-    # 64 of trn2's 8-core chips' cores = 8 chips per pod, two pods per 16-chip node
-    assert container(render(trn2, RUN))["resources"]["requests"]["aws.amazon.com/neuron"] == "8"
+    # and the pod asks for the chips that hold its cores: 64 logical cores at 4 a chip = 16 chips (one 16-chip
+    # node); 32 physical cores at 8 a chip = 4 chips
+    assert container(render(trn2, RUN))["resources"]["requests"]["aws.amazon.com/neuron"] == "16"
+    assert container(render(lnc1, RUN))["resources"]["requests"]["aws.amazon.com/neuron"] == "4"
+    assert serving_from_manifests(render(lnc1, RUN)).lnc == 1
 
 
 def test_an_engine_without_manifests_is_refused_naming_serving_engine() -> None:
@@ -381,7 +394,7 @@ def test_the_container_runs_the_serving_config_image_and_the_model_exactly_as_na
         ("eks:g6e.12xlarge:tp2:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B-Instruct"),
         ("eks:p5.48xlarge:tp4:fp8:vllm:spot", "meta-llama/Llama-3.1-70B"),
         ("eks:g6e.48xlarge:tp2:int4:vllm:spot", "meta-llama/Llama-3.1-70B"),
-        ("eks:inf2.48xlarge:tp16:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B"),
+        ("eks:inf2.48xlarge:tp24:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B"),
         ("eks:trn2.48xlarge:tp64:fp8:neuron:on-demand", "meta-llama/Llama-3.1-70B"),
     ],
 )
@@ -638,7 +651,7 @@ def test_the_namespace_is_rendered_and_the_token_secret_is_documented_never_rend
     [
         ("eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B", "2Gi"),
         ("eks:p5.48xlarge:tp8:fp8:vllm:on-demand", "meta-llama/Llama-3.1-70B", "9Gi"),
-        ("eks:inf2.48xlarge:tp16:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B", "2Gi"),
+        ("eks:inf2.48xlarge:tp24:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B", "2Gi"),
     ],
 )
 def test_shared_memory_grows_with_the_engines_worker_processes(arch_id: str, model: str, shm: str) -> None:

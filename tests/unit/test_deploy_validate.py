@@ -22,7 +22,7 @@ REPRESENTATIVE = [
     ("eks:g5.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B", {"peak": 7, "min": 2}),
     ("eks:p5.48xlarge:tp8:bf16:vllm:on-demand", "meta-llama/Llama-3.1-405B", {"peak": 1, "min": 1}),
     ("eks:p4d.24xlarge:tp8:bf16:vllm:spot", "meta-llama/Llama-3.1-70B", {"peak": 3, "min": 1}),
-    ("eks:inf2.48xlarge:tp16:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B", {"peak": 2, "min": 1}),
+    ("eks:inf2.48xlarge:tp24:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B", {"peak": 2, "min": 1}),
     ("eks:inf2.xlarge:tp1:bf16:neuron:on-demand", "meta-llama/Llama-3.1-8B", {"peak": 4, "min": 0}),
     ("eks:trn2.48xlarge:tp64:fp8:neuron:on-demand", "meta-llama/Llama-3.1-70B", {"peak": 3, "min": 2}),
     ("eks:g6e.48xlarge:tp2:int4:vllm:spot", "meta-llama/Llama-3.1-70B", {"peak": 9, "min": 3}),

@@ -234,3 +234,40 @@ def test_a_workload_longer_than_the_models_context_is_refused_naming_the_field()
     # then the refusal names tokens.input and the model's limit
     assert err.value.problems[0].field == "tokens.input"
     assert "8,192" in err.value.problems[0].message
+
+
+def test_a_model_shipped_in_mxfp4_is_sized_in_its_own_format():
+    # given gpt-oss-120b, whose checkpoint ships MXFP4 experts, and a workload that does not choose quantizations
+    spec = parse_spec(
+        {
+            "model": "openai/gpt-oss-120b",
+            "users": {"total": 2000},
+            "preset": "chat",
+            "constraints": {"deployments": ["eks"], "instance_types": ["p5.48xlarge", "g6e.12xlarge"]},
+        }
+    )
+    # when it is estimated
+    archs = estimate(spec)["architectures"]
+    # then the native format is among the answers, with its ~65 GB of weights instead of bf16's ~234 GB
+    native = [a for a in archs if a["quantization"] == "mxfp4"]
+    assert native
+    assert all(60 < a["weights_gb"] < 70 for a in native)
+    assert all(a["serving"]["quantization"] == "mxfp4" for a in native)
+
+
+def test_vllm_refuses_a_token_budget_below_its_batch_and_so_does_the_serving_config():
+    # given vLLM settings whose token budget is below the batch cap
+    from pydantic import ValidationError
+
+    from sizing.catalog import load_catalog
+    from sizing.plan.serving import serving_for
+    from sizing.serving import ServingConfig
+
+    base = serving_for(load_catalog(), "meta-llama/Llama-3.1-8B-Instruct", "g6e.xlarge", 1, "bf16", "vllm")
+    # when they are stated
+    with pytest.raises(ValidationError) as err:
+        ServingConfig.model_validate(
+            {**base.model_dump(), "max_num_seqs": 512, "max_num_batched_tokens": 256}
+        )
+    # then the configuration is refused, as vLLM refuses it at start
+    assert "below max_num_seqs" in str(err.value)

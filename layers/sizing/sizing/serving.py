@@ -65,6 +65,12 @@ class ServingConfig(BaseModel):
                 f"max_num_batched_tokens ({self.max_num_batched_tokens}) is below max_model_len"
                 f" ({self.max_model_len}) without chunked prefill: the longest prompt could never be scheduled"
             )
+        if budget is not None and self.engine == "vllm" and budget < self.max_num_seqs:
+            # vLLM's SchedulerConfig refuses it at start: every running sequence needs a token of the step's budget
+            raise ValueError(
+                f"max_num_batched_tokens ({budget}) is below max_num_seqs ({self.max_num_seqs}): vLLM refuses a"
+                " token budget smaller than its batch"
+            )
         return self
 
     def label(self) -> str:

@@ -37,7 +37,7 @@ MAX_TOKENS = 10_485_760
 
 Deployment = Literal["eks", "sagemaker", "bedrock"]
 Capacity = Literal["on-demand", "spot"]
-Quant = Literal["bf16", "fp8", "int8", "int4"]
+Quant = Literal["bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4"]
 Engine = Literal["vllm", "trtllm", "sglang", "tgi", "neuron"]
 PresetName = Literal["chat", "rag", "summarization", "code-completion", "batch"]
 
@@ -382,7 +382,7 @@ class WorkloadSpec(Spec):
 PRESETS: dict[str, dict[str, Any]] = {
     "chat": {
         "reason": "interactive assistant: short prompts with history, medium answers; first token within about a"
-        " second feels responsive, 50-60 ms/token is faster than reading speed (DESIGN.md example workload)",
+        " second feels responsive, 50-60 ms/token is faster than reading speed (the README's example workload)",
         "spec": {
             "users": {"peak_active_fraction": 0.10, "requests_per_active_hour": 30},
             "traffic": {"profile": "business-hours"},

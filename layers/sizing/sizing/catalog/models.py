@@ -232,6 +232,9 @@ class ModelSpec(Sourced):
     max_position_embeddings: int = Field(ge=1)
     tie_word_embeddings: bool = False
     moe: MoE | None = None
+    #: the format the model's own checkpoint ships in when it is not 16-bit (gpt-oss: MXFP4 experts): the planner
+    #: considers it beside the workload's quantizations, since serving it needs no conversion
+    native_quantization: Quantization | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelSpec:

@@ -154,7 +154,9 @@ class Architecture(_Loose):
         check_for_hardware(s, acc.kind, acc.supports("fp8"))
         spec = cat.model(s.model)
         try:
-            check_tp(spec, s.tensor_parallel, cat.devices(inst), inst.instance_type)
+            at_lnc = acc.at_lnc(s.lnc) if acc.kind == "neuron" else acc
+            devices = inst.accelerator_count * at_lnc.cores_per_chip
+            check_tp(spec, s.tensor_parallel, devices, inst.instance_type, at_lnc)
         except InvalidInput as exc:
             raise InvalidInput(str(exc.message), [Problem("serving.tensor_parallel", exc.message)]) from None
         if s.max_model_len > spec.max_position_embeddings:

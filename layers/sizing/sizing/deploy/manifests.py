@@ -127,11 +127,13 @@ GPU_QUANT_ARGS: dict[str, list[str]] = {
     "bf16": ["--dtype=bfloat16"],
     "fp8": ["--quantization=fp8"],
     "int4": ["--quantization=bitsandbytes"],
+    # the checkpoint's own format (gpt-oss ships MXFP4 experts; NVFP4 checkpoints are ModelOpt exports): stated so
+    # the server refuses a checkpoint in another format instead of serving it differently than estimated
+    "mxfp4": ["--quantization=mxfp4"],
+    "nvfp4": ["--quantization=modelopt_fp4"],
 }
 #: On Neuron, vLLM quantizes weights at load time with `neuron_quant` and NEURON_QUANT_DTYPE.
 NEURON_QUANT_DTYPE = {"fp8": "f8e4m3fn", "int8": "s8"}
-#: Logical NeuronCores per trn2 chip at the runtime's default LNC=2 (notes/serving-facts.md s3).
-TRN2_LOGICAL_CORES_PER_CHIP = 4
 #: What vLLM on Neuron runs with whatever it is told: it has no flag for these `ServingConfig` fields (memory and
 #: KV cache are laid out at compile time, prefill runs alone in static buckets, no prefix cache in the image), so a
 #: configuration stating other values cannot be deployed as estimated. `sizing.perf.engines`' Neuron defaults.
@@ -276,7 +278,7 @@ class _Plan:
         self.resource = NEURON_RESOURCE if self.neuron else GPU_RESOURCE
         self.taint = NEURON_TAINT if self.neuron else GPU_TAINT
         # Pods ask for TP devices; Neuron's device plugin counts chips, each holding `cores_per_chip` cores.
-        self.devices_per_pod = math.ceil(s.tensor_parallel / self.acc.cores_per_chip)
+        self.devices_per_pod = math.ceil(s.tensor_parallel / self.acc.at_lnc(s.lnc).cores_per_chip)
         self.per_node = arch.replicas_per_instance
         self.replicas = opts.replicas or max(1, arch.replicas.min)
         self.peak = max(self.replicas, arch.replicas.peak)
@@ -559,10 +561,11 @@ def _serving_args(p: _Plan) -> tuple[list[str], list[dict[str, Any]]]:
             env.append({"name": "NEURON_QUANT_DTYPE", "value": NEURON_QUANT_DTYPE[s.quantization]})
         # Compiled NEFFs go to $VLLM_CACHE_ROOT/neuron/compile_cache (s3): keep them on the cache volume.
         env.append({"name": "VLLM_CACHE_ROOT", "value": "/models/vllm"})
-        if p.acc.cores_per_chip > TRN2_LOGICAL_CORES_PER_CHIP:
-            # The catalog counts trn2's 8 physical NeuronCores per chip; the runtime pairs them by default
-            # (LNC=2, s3). LNC=1 makes `--tensor-parallel-size N` mean the N cores the planner sized for.
-            env.append({"name": "NEURON_LOGICAL_NC_CONFIG", "value": "1"})
+        if s.lnc is not None:
+            # trn2 runs at LNC=2 unless told otherwise (the catalog's devices are those logical cores, as the
+            # estimate's): a stated LNC is passed on, so `--tensor-parallel-size N` counts the cores it sized for
+            # (docs/estimator.md, Neuron SDK "Logical NeuronCore configuration")
+            env.append({"name": "NEURON_LOGICAL_NC_CONFIG", "value": str(s.lnc)})
     elif not p.checkpoint:
         args += GPU_QUANT_ARGS[s.quantization]
     return args, env
@@ -834,6 +837,8 @@ def serving_from_manifests(objs: list[dict[str, Any]]) -> ServingConfig:
     fields: dict[str, Any] = dict(parse_vllm_args(args))
     fields.update(engine="neuron" if neuron else "vllm", image=c["image"])
     fields["quantization"] = _quantization_of(args, env, template["metadata"].get("annotations") or {})
+    if env.get("NEURON_LOGICAL_NC_CONFIG"):
+        fields["lnc"] = int(env["NEURON_LOGICAL_NC_CONFIG"])
     if neuron:
         for name, fixed in NEURON_FIXED.items():
             fields.setdefault(name, fixed)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sizing.catalog import Catalog, InstanceType, ModelSpec
+from sizing.catalog import Accelerator, Catalog, InstanceType, ModelSpec
 from sizing.catalog.models import BedrockChoice
 from sizing.errors import InvalidInput, Problem
 from sizing.workload import WorkloadModel
@@ -78,11 +78,12 @@ def _allowed_instances(cat: Catalog, wm: WorkloadModel) -> list[InstanceType]:
     return out
 
 
-def _tp_options(model: ModelSpec, devices: int) -> list[int]:
-    """TP sizes that divide the instance's devices (so replicas pack evenly) and suit the model's heads."""
+def _tp_options(model: ModelSpec, devices: int, accelerator: Accelerator) -> list[int]:
+    """TP sizes that divide the instance's devices (so replicas pack evenly) and the engine runs on the
+    accelerator: dividing the heads on a GPU, a compiled `tp_degree` on Neuron (heads padded)."""
     from sizing.perf.config import valid_tps
 
-    return [t for t in valid_tps(model, devices) if devices % t == 0]
+    return [t for t in valid_tps(model, devices, accelerator) if devices % t == 0]
 
 
 def enumerate_candidates(wm: WorkloadModel, cat: Catalog) -> Enumeration:
@@ -112,6 +113,11 @@ def enumerate_candidates(wm: WorkloadModel, cat: Catalog) -> Enumeration:
             out.region_gap = f"no allowed instance type ({types}) is sold in {c.region}" + (
                 f"; the nearest Region that has them is {close[0]}" if close else ""
             )
+        quants = list(c.quantizations)
+        if model.native_quantization and "quantizations" not in c.model_fields_set:
+            # the model's own checkpoint format (gpt-oss's MXFP4 experts) is served as shipped: a candidate unless
+            # the workload chose its quantizations itself
+            quants.append(model.native_quantization)
         for inst in sold:
             acc = cat.accelerator_of(inst)
             devices = cat.devices(inst)
@@ -119,7 +125,7 @@ def enumerate_candidates(wm: WorkloadModel, cat: Catalog) -> Enumeration:
                 engines = [NEURON_ENGINE] if {"vllm", "neuron"} & set(c.engines) else []
             else:
                 engines = [e for e in c.engines if e != NEURON_ENGINE]
-            for quant in c.quantizations:
+            for quant in quants:
                 if not acc.supports(quant):
                     out.rejected.append(
                         {
@@ -139,7 +145,7 @@ def enumerate_candidates(wm: WorkloadModel, cat: Catalog) -> Enumeration:
                     )
                     continue
                 for engine in engines:
-                    for tp in _tp_options(model, devices):
+                    for tp in _tp_options(model, devices, acc):
                         out.hardware.append(HardwareOption(inst.instance_type, tp, quant, engine, devices))
     if "bedrock" in c.deployments:
         offers = cat.bedrock_offers(model.id)

@@ -147,13 +147,15 @@ def tuning_variants(
     if budget and base.enable_chunked_prefill:
         for f in BUDGET_FACTORS:
             b = max(MIN_BUDGET, int(budget * f))
-            if b != budget and b >= min(base.max_num_seqs, MIN_BUDGET):
+            # vLLM refuses a token budget below the batch cap (each running sequence needs a token in a step)
+            if b != budget and b >= base.max_num_seqs:
                 out.append(base.model_copy(update={"max_num_batched_tokens": b}))
+    # a smaller batch cap: on Neuron the compiled decode batch, which every decode step runs whatever it holds
+    for f in SEQS_FACTORS:
+        seqs = max(1, int(base.max_num_seqs * f))
+        if seqs != base.max_num_seqs:
+            out.append(base.model_copy(update={"max_num_seqs": seqs}))
     if base.engine != "neuron":
-        for f in SEQS_FACTORS:
-            seqs = max(1, int(base.max_num_seqs * f))
-            if seqs != base.max_num_seqs:
-                out.append(base.model_copy(update={"max_num_seqs": seqs}))
         more = int(base.max_num_seqs * BATCH_SEQS_FACTOR)
         # vLLM refuses a token budget below the batch cap (each running sequence needs a token in a step)
         if batch and (not budget or more <= budget):
