@@ -1,5 +1,7 @@
 """Model-release function: a `ModelReleased` event from the project's EventBridge bus → the release service
-(`sizing.releases.service`): add the model to the catalog, re-size every matching watch, notify.
+(`sizing.releases.service`): add the model to the catalog, then enqueue one job per matching watch on the
+fan-out queue (`RELEASE_QUEUE_URL`; the release fan-out function re-sizes and notifies), or, without a queue,
+re-size every matching watch here.
 
 Returns the outcome (for logs and tests). A malformed event or config.json is answered `rejected` with the
 reason, not raised, since a retry cannot fix it; transient failures raise so EventBridge/Lambda retry.
@@ -26,7 +28,14 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         metrics.add_metric(name="ReleasesRejected", unit=MetricUnit.Count, value=1)
     else:
         logger.info(
-            "release processed", extra={"model_id": outcome.model_id, "watches": len(outcome.watches)}
+            "release processed",
+            extra={
+                "model_id": outcome.model_id,
+                "config_digest": outcome.config_digest,
+                "watches": len(outcome.watches),
+                "enqueued": outcome.enqueued,
+            },
         )
         metrics.add_metric(name="ReleaseWatchesResized", unit=MetricUnit.Count, value=len(outcome.watches))
+        metrics.add_metric(name="ReleaseWatchesEnqueued", unit=MetricUnit.Count, value=outcome.enqueued)
     return outcome.model_dump(mode="json")

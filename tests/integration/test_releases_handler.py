@@ -57,13 +57,21 @@ HANDLER = load_function("functions/model_release/")
 
 
 class FakeSlack:
-    """Records what would be posted to Slack."""
+    """Records what would be posted to Slack (the text and the Block Kit blocks)."""
 
     def __init__(self) -> None:
         self.messages: list[dict[str, Any]] = []
 
-    def post_message(self, channel: str, text: str, thread_ts: str | None = None) -> None:
-        self.messages.append({"channel": channel, "text": text, "thread_ts": thread_ts})
+    def post(self, channel: str, message: Any, *, thread_ts: str | None = None) -> str:
+        self.messages.append(
+            {
+                "channel": channel,
+                "text": message.text,
+                "blocks": message.blocks_json(),
+                "thread_ts": thread_ts,
+            }
+        )
+        return f"1743888000.{len(self.messages):06d}"
 
 
 @pytest.fixture
@@ -326,7 +334,7 @@ def test_the_templates_rule_routes_a_published_release_from_the_bus_to_this_func
 
 
 class BrokenSlack:
-    def post_message(self, channel: str, text: str, thread_ts: str | None = None) -> None:
+    def post(self, channel: str, message: Any, *, thread_ts: str | None = None) -> str:
         raise ConnectionError("slack.com unreachable")
 
 

@@ -25,6 +25,9 @@ class AddedModel(BaseModel):
     spec: dict[str, Any] = Field(description="the ModelSpec, as JSON")
     added_at: str = Field(default_factory=now_iso)
     announced_by: str = Field(description="the ModelReleased event's source")
+    config_digest: str | None = Field(
+        default=None, description="digest of the config.json it was built from (`events.config_digest`)"
+    )
 
     @staticmethod
     def key(model_id: str) -> dict[str, str]:
@@ -61,18 +64,28 @@ def with_models(catalog: Catalog, models: list[ModelSpec]) -> Catalog:
 class ModelRegistry(DynamoTable):
     """Models added by releases, in the table. `client` is a boto3 DynamoDB client (made lazily if absent)."""
 
-    def put(self, spec: ModelSpec, announced_by: str) -> AddedModel:
+    def put(self, spec: ModelSpec, announced_by: str, config_digest: str | None = None) -> AddedModel:
         """Store (or replace: a re-release with a changed config wins) a released model."""
-        added = AddedModel(model_id=spec.id, spec=spec.model_dump(mode="json"), announced_by=announced_by)
+        added = AddedModel(
+            model_id=spec.id,
+            spec=spec.model_dump(mode="json"),
+            announced_by=announced_by,
+            config_digest=config_digest,
+        )
         body = {**added.model_dump(mode="json"), **added.keys(), "type": "model"}
         self.client.put_item(TableName=self.table_name, Item=to_item(body))
         return added
 
     def get(self, model_id: str) -> ModelSpec | None:
+        added = self.added(model_id)
+        return added.model_spec() if added else None
+
+    def added(self, model_id: str) -> AddedModel | None:
+        """The stored release of `model_id` (its spec and the digest of the config it came from)."""
         out = self.client.get_item(
             TableName=self.table_name, Key=to_item(AddedModel.key(model_id)), ConsistentRead=True
         )
-        return _added(from_item(out["Item"])).model_spec() if "Item" in out else None
+        return _added(from_item(out["Item"])) if "Item" in out else None
 
     def all(self) -> list[ModelSpec]:
         """Every added model, oldest first (so a later release of the same id would win in `with_models`)."""

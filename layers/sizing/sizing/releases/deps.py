@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from sizing.errors import Problem
 from sizing.releases.catalog import ModelRegistry
+from sizing.releases.fanout import FanoutConsumer, WatchQueue
 from sizing.releases.hub import HubClient
 from sizing.releases.notify import (
     EventBridgeNotifier,
@@ -44,6 +45,7 @@ class _State:
     dynamodb: Any = None
     sfn: Any = None
     events: Any = None
+    sqs: Any = None
     slack_poster: SlackPoster | None = None
     hub: HubClient | None = None
     idempotency: DynamoDBPersistenceLayer | None = None
@@ -58,13 +60,20 @@ def configure(
     dynamodb: Any = None,
     sfn: Any = None,
     events: Any = None,
+    sqs: Any = None,
     slack_poster: SlackPoster | None = None,
     hub: HubClient | None = None,
 ) -> None:
     """Replace the settings and/or clients; everything built from them is rebuilt on next use."""
     global _state
     _state = _State(
-        settings=settings, dynamodb=dynamodb, sfn=sfn, events=events, slack_poster=slack_poster, hub=hub
+        settings=settings,
+        dynamodb=dynamodb,
+        sfn=sfn,
+        events=events,
+        sqs=sqs,
+        slack_poster=slack_poster,
+        hub=hub,
     )
 
 
@@ -124,7 +133,7 @@ def _slack_poster() -> SlackPoster | None:
 
         return SlackSecrets(secret_id, max_age_s=SECRET_MAX_AGE_S).bot_token().get_secret_value()
 
-    return WebClientSlackPoster(bot_token)
+    return WebClientSlackPoster(bot_token, base_url=settings().slack_api_url)
 
 
 def notifiers() -> list[Notifier]:
@@ -168,7 +177,13 @@ def release_service(lambda_context: Any = None) -> ReleaseService:
         idempotency_ttl_s=s.idempotency_ttl_s,
         lambda_context=lambda_context,
         reject=bus.reject,
+        queue=WatchQueue(s.release_queue_url, client=_state.sqs) if s.release_queue_url else None,
     )
+
+
+def fanout_consumer(lambda_context: Any = None) -> FanoutConsumer:
+    """The fan-out function's consumer over the same release service (its queue is not used there)."""
+    return FanoutConsumer(release_service(lambda_context), lambda_context)
 
 
 def run_poll(max_emits: int | None = None) -> PollReport:

@@ -3,6 +3,8 @@ and the scheduled poll. Each detail is a strict pydantic model; a bad event is a
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -40,6 +42,33 @@ class ModelReleased(Strict):
     @property
     def config_url(self) -> str | None:
         return self.config if isinstance(self.config, str) else None
+
+
+class RejectedProblem(Strict):
+    """One reason a release was refused, named by the field in the event or config.json."""
+
+    field: str
+    message: str
+
+
+class ModelReleaseRejected(Strict):
+    """Detail of a `ModelReleaseRejected` event: a `ModelReleased` this product refused, and why."""
+
+    model_id: str | None = Field(description="the announced model id, when the event had a readable one")
+    reason: str = Field(description="one sentence a person can act on")
+    problems: list[RejectedProblem] = Field(default_factory=list)
+
+
+#: Hex characters of a config digest kept: 64 bits tell apart every config.json a model id will ever be
+#: released with (a collision needs ~4 billion configs of one model), and keep the idempotency key short.
+CONFIG_DIGEST_CHARS = 16
+
+
+def config_digest(config: dict[str, Any]) -> str:
+    """A short SHA-256 of the config.json's canonical JSON (sorted keys, no spacing): a re-release with a changed
+    config gets another digest, the same config sent again (inline or fetched from its URL) the same one."""
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:CONFIG_DIGEST_CHARS]
 
 
 class _Envelope(BaseModel):

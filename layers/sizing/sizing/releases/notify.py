@@ -1,7 +1,8 @@
 """Telling a watch's owners: a `SizingEstimateReady` event on the project bus, and a Slack message.
 
-Both are ports (`Notifier`); the Slack side goes through a `SlackPoster` so tests use a fake and the Slack bot's
-own client (`sizing.slack`) can be plugged in. The default poster uses `slack_sdk.WebClient` when installed.
+Both are ports (`Notifier`). The Slack message is Block Kit, posted through the Slack bot's own client
+(`sizing.slack.client.SlackPoster`: the bot token from the bot's secret, the Web API base URL from the same
+`SLACK_API_URL` setting, so tests and `sizing serve` point it at a local fake or sink).
 """
 
 from __future__ import annotations
@@ -17,12 +18,19 @@ from pydantic import BaseModel, ConfigDict, Field
 from sizing.aws import EventBus
 from sizing.errors import Problem
 from sizing.releases.compare import Comparison
-from sizing.releases.events import EVENT_SOURCE, MODEL_RELEASE_REJECTED, SIZING_ESTIMATE_READY
+from sizing.releases.events import (
+    EVENT_SOURCE,
+    MODEL_RELEASE_REJECTED,
+    SIZING_ESTIMATE_READY,
+    ModelReleaseRejected,
+    RejectedProblem,
+)
 from sizing.service.errors import Unavailable
 from sizing.store.items import now_iso
 
 if TYPE_CHECKING:
     from sizing.releases.watches import ReleaseWatch
+    from sizing.slack.client import Message
 
 
 class ReleaseNote(BaseModel):
@@ -40,6 +48,9 @@ class ReleaseNote(BaseModel):
     top_architectures: list[dict[str, Any]] = Field(
         default_factory=list, description="id, where, monthly cost and SLO verdict of the best few"
     )
+    config_digest: str | None = Field(
+        default=None, description="digest of the released config.json this estimate is about"
+    )
 
 
 class Notifier(Protocol):
@@ -51,9 +62,10 @@ class Notifier(Protocol):
 
 
 class SlackPoster(Protocol):
-    """Posts one message to a Slack channel (optionally in a thread)."""
+    """Posts one Block Kit message to a Slack channel (optionally in a thread): `sizing.slack.client.SlackPoster`
+    and its local sink are such posters."""
 
-    def post_message(self, channel: str, text: str, thread_ts: str | None = None) -> None: ...
+    def post(self, channel: str, message: Message, *, thread_ts: str | None = None) -> str: ...
 
 
 class EventBridgeNotifier(EventBus):
@@ -84,15 +96,15 @@ class EventBridgeNotifier(EventBus):
     def reject(self, model_id: str | None, reason: str, problems: list[Problem]) -> None:
         """Publish `ModelReleaseRejected` so whoever announced the release can see why it was refused. Best
         effort: the rejection is also in the handler's answer and log."""
-        detail = {
-            "model_id": model_id,
-            "reason": reason,
-            "problems": [{"field": p.field, "message": p.message} for p in problems],
-        }
+        detail = ModelReleaseRejected(
+            model_id=model_id,
+            reason=reason,
+            problems=[RejectedProblem(field=p.field, message=p.message) for p in problems],
+        )
         entry = {
             "Source": EVENT_SOURCE,
             "DetailType": MODEL_RELEASE_REJECTED,
-            "Detail": json.dumps(detail),
+            "Detail": detail.model_dump_json(),
             "EventBusName": self.bus_name,
             "Resources": [],
         }
@@ -101,7 +113,8 @@ class EventBridgeNotifier(EventBus):
 
 
 class SlackNotifier:
-    """Posts the headline (and the run, when one was started) to the watch's Slack channel."""
+    """Posts the headline, the best architectures on the new model and the run (when one was started) to the
+    watch's Slack channel, in the thread the watch was made from."""
 
     name = "slack"
 
@@ -112,36 +125,84 @@ class SlackNotifier:
         channel = watch.notify.slack_channel
         if not channel:
             return
-        lines = [f":rocket: *{note.model_id}* was released. Watch *{watch.name}*:", note.headline]
-        if note.run_id:
-            lines.append(f"Measuring it now: run `{note.run_id}` ({note.run_status}).")
         thread = watch.slack.thread_ts if watch.slack else None
         try:
-            self.poster.post_message(channel, "\n".join(lines), thread)
-        except Unavailable:
-            raise
+            self.poster.post(channel, release_message(watch, note), thread_ts=thread)
+        except Unavailable as exc:
+            raise Unavailable(f"Slack did not take the message: {exc.message}") from None
         except Exception as exc:  # the Slack SDK raises its own errors; none may fail the release
             raise Unavailable(f"Slack did not take the message: {type(exc).__name__}") from None
 
 
+def release_message(watch: ReleaseWatch, note: ReleaseNote) -> Message:
+    """The Block Kit message of a release for a watch: a header, the one-line verdict, the best architectures
+    on the new model (cost and SLO verdict), the run started to measure it. `text` is the notification line."""
+    from slack_sdk.models.blocks import (
+        ContextBlock,
+        DividerBlock,
+        HeaderBlock,
+        MarkdownTextObject,
+        PlainTextObject,
+        SectionBlock,
+    )
+
+    from sizing.slack.blocks import HEADER_MAX, SECTION_TEXT_MAX, clip, escape
+    from sizing.slack.client import Message
+
+    def md(text: str) -> MarkdownTextObject:
+        return MarkdownTextObject(text=clip(text, SECTION_TEXT_MAX))
+
+    blocks: list[Any] = [
+        HeaderBlock(text=PlainTextObject(text=clip(f":rocket: {note.model_id} was released", HEADER_MAX))),
+        SectionBlock(text=md(f"Watch *{escape(watch.name)}*: {escape(note.headline)}")),
+    ]
+    rows = [_architecture_line(a, escape) for a in note.top_architectures]
+    if rows:
+        blocks += [DividerBlock(), SectionBlock(text=md("\n".join(rows)))]
+    context = [f"current model `{escape(watch.current_model)}`"]
+    if note.run_id:
+        blocks.append(
+            SectionBlock(
+                text=md(f":stopwatch: Measuring it now: run `{escape(note.run_id)}` ({note.run_status}).")
+            )
+        )
+        context.append(f"run `{escape(note.run_id)}`")
+    if note.config_digest:
+        context.append(f"config.json `{note.config_digest}`")
+    blocks.append(ContextBlock(elements=[md(" · ".join(context))]))
+    lines = [f"{note.model_id} was released. Watch {watch.name}: {note.headline}"]
+    if note.run_id:
+        lines.append(f"Measuring it now: run {note.run_id} ({note.run_status}).")
+    return Message(text=" ".join(lines), blocks=blocks)
+
+
+def _architecture_line(a: dict[str, Any], escape: Callable[[str], str]) -> str:
+    where = " · ".join(str(x) for x in (a.get("deployment"), a.get("instance_type")) if x)
+    cost = a.get("usd_per_month")
+    price = f"${cost:,.0f}/month" if isinstance(cost, int | float) else "cost n/a"
+    verdict = "meets the SLOs" if a.get("meets_slo") else "misses an SLO"
+    return f"• {escape(where or str(a.get('id', '?')))}: {price}, {verdict}"
+
+
 class WebClientSlackPoster:
-    """The default poster: `slack_sdk.WebClient(token).chat_postMessage`. `token` is called on first use (a
-    Secrets Manager read), so a release with no Slack watch never touches the secret."""
+    """The default poster: the Slack bot's client (`sizing.slack.client.SlackPoster`, chat.postMessage with
+    Block Kit) at `base_url` (the bot's `SLACK_API_URL`). `token` is called on first use (a Secrets Manager
+    read), so a release with no Slack watch never touches the secret, nor imports slack_sdk."""
 
     def __init__(self, token: Callable[[], str], base_url: str | None = None) -> None:
         self._token = token
         self._base_url = base_url
         self._client: Any = None
 
-    def post_message(self, channel: str, text: str, thread_ts: str | None = None) -> None:
+    def post(self, channel: str, message: Message, *, thread_ts: str | None = None) -> str:
         if self._client is None:
-            try:
-                from slack_sdk import WebClient
-            except ImportError:
-                raise Unavailable("Slack notifications need slack_sdk, which is not installed") from None
-            base_url = self._base_url or WebClient.BASE_URL
-            self._client = WebClient(token=self._token(), base_url=base_url)
-        self._client.chat_postMessage(channel=channel, text=text, thread_ts=thread_ts)
+            from pydantic import SecretStr
+
+            from sizing.slack.client import SlackPoster as BotPoster
+            from sizing.slack.settings import SLACK_API_URL
+
+            self._client = BotPoster(self._base_url or SLACK_API_URL, lambda: SecretStr(self._token()))
+        return str(self._client.post(channel, message, thread_ts=thread_ts))
 
 
 #: The key a run's p95 figures go under: a local twin's are our own model's simulation, never "measured".

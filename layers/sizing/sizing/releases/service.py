@@ -1,9 +1,12 @@
 """The release handler's logic: on `ModelReleased`, add the model to the catalog from its config.json, then for
 each matching watch estimate it, compare with the watch's current best, start a measured run when asked, notify.
 
-Each (model, watch) pair is processed at most once (Powertools Idempotency keyed on both), so the same release
-delivered twice yields one set of estimates, runs and notifications. A config.json that is not a decoder LLM's is
-rejected with the reason before anything is stored.
+With a fan-out queue (deployed: `RELEASE_QUEUE_URL`), the release only enqueues one `WatchJob` per matching
+watch and the fan-out function re-sizes each (`sizing.releases.fanout`); without one (one-off local use) the
+same per-watch code runs inline. Each (model, config, watch) is processed at most once (Powertools Idempotency
+keyed on the model, the digest of its config.json and the watch), so the same release delivered twice yields
+one set of estimates, runs and notifications, while a re-release with a changed config.json re-sizes again. A
+config.json that is not a decoder LLM's is rejected with the reason before anything is stored.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sizing.catalog.hf import model_from_config
 from sizing.errors import InvalidInput, NotFound, Problem, SizingError
-from sizing.releases.catalog import ModelRegistry
+from sizing.releases.catalog import AddedModel, ModelRegistry
 from sizing.releases.compare import Comparison, compare
-from sizing.releases.events import ModelReleased, parse_model_released
+from sizing.releases.events import ModelReleased, config_digest, parse_model_released
+from sizing.releases.fanout import WatchJob, WatchQueue
 from sizing.releases.hub import HubClient, HubError
 from sizing.releases.notify import Notifier, ReleaseNote, summary
 from sizing.releases.watches import ReleaseWatch, WatchResult, WatchService
@@ -48,6 +52,7 @@ class WatchOutcome(Strict):
 
     watch_id: str
     model_id: str
+    config_digest: str | None = Field(default=None, description="digest of the config.json re-sized against")
     verdict: str | None = None
     headline: str | None = None
     comparison: Comparison | None = None
@@ -57,6 +62,7 @@ class WatchOutcome(Strict):
     notified: list[str] = Field(default_factory=list)
     notify_errors: list[str] = Field(default_factory=list)
     error: str | None = Field(default=None, description="why this watch could not be re-sized")
+    skipped: str | None = Field(default=None, description="why this job had nothing to do (nothing recorded)")
 
 
 class ReleaseOutcome(Strict):
@@ -67,14 +73,38 @@ class ReleaseOutcome(Strict):
     reason: str | None = None
     problems: list[dict[str, str]] = Field(default_factory=list)
     added_to_catalog: bool = False
+    config_digest: str | None = None
+    enqueued: int = Field(default=0, description="watches queued for the fan-out function to re-size")
     watches: list[WatchOutcome] = Field(default_factory=list)
+
+
+class BatchCache:
+    """What the jobs of one invocation share: each model's stored release, the catalog, and estimates of the
+    same spec (a watch's current model is estimated once per batch however many jobs need it)."""
+
+    def __init__(self, registry: ModelRegistry) -> None:
+        self.registry = registry
+        self.releases: dict[str, AddedModel | None] = {}
+        self.estimates: dict[str, dict[str, Any] | None] = {}
+        self._catalog: Catalog | None = None
+
+    def release(self, model_id: str) -> AddedModel | None:
+        if model_id not in self.releases:
+            self.releases[model_id] = self.registry.added(model_id)
+        return self.releases[model_id]
+
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = self.registry.catalog()
+        return self._catalog
 
 
 class ReleaseService:
     """Handles releases. `runs` builds a RunsService over a given catalog (the one that knows the new model);
     `hub` gives the Hub client for configs sent as URLs (called only then, so its token secret is read only
-    then); `reject` hears about rejected events; `idempotency` is the persistence layer of the per-(model, watch) records (None: no deduplication, for
-    one-off local use)."""
+    then); `reject` hears about rejected events; `idempotency` is the persistence layer of the per-(model,
+    config, watch) records (None: no deduplication, for one-off local use); `queue` is the fan-out queue (None:
+    re-size inline)."""
 
     def __init__(
         self,
@@ -88,6 +118,7 @@ class ReleaseService:
         idempotency_ttl_s: int = 7 * 24 * 3600,
         lambda_context: Any = None,
         reject: Callable[[str | None, str, list[Problem]], None] | None = None,
+        queue: WatchQueue | None = None,
     ) -> None:
         self.registry = registry
         self.watches = watches
@@ -98,6 +129,7 @@ class ReleaseService:
         self.idempotency_ttl_s = idempotency_ttl_s
         self.lambda_context = lambda_context
         self._reject = reject
+        self.queue = queue
 
     # --- entry points -------------------------------------------------------------------------------------
     def handle_event(self, event: Any) -> ReleaseOutcome:
@@ -116,14 +148,22 @@ class ReleaseService:
             spec = model_from_config(config, release.model_id, source=_source_note(release))
         except InvalidInput as exc:
             return self._rejected(release.model_id, exc)
-        self.registry.put(spec, release.source)
+        digest = config_digest(config)
+        self.registry.put(spec, release.source, digest)
+        outcome = ReleaseOutcome(
+            model_id=spec.id, status="processed", added_to_catalog=True, config_digest=digest
+        )
+        watches = self.watches.matching(spec.id)
+        jobs = [WatchJob(model_id=spec.id, config_digest=digest, watch_id=w.watch_id) for w in watches]
+        if self.queue is not None:
+            outcome.enqueued = self.queue.send(jobs)
+            return outcome
         catalog = self.registry.catalog()
-        outcome = ReleaseOutcome(model_id=spec.id, status="processed", added_to_catalog=True)
         cache: dict[str, dict[str, Any] | None] = {}
         transient: list[str] = []
-        for watch in self.watches.matching(spec.id):
+        for job, watch in zip(jobs, watches, strict=True):
             try:
-                outcome.watches.append(self._once(spec.id, watch, catalog, cache))
+                outcome.watches.append(self._once(job, watch, catalog, cache))
             except Unavailable as exc:
                 transient.append(f"{watch.watch_id}: {exc.message}")
             except IdempotencyAlreadyInProgressError:
@@ -160,21 +200,39 @@ class ReleaseService:
             self._reject(model_id, exc.message, exc.problems)
         return ReleaseOutcome(model_id=model_id, status="rejected", reason=exc.message, problems=problems)
 
+    def resize_job(self, job: WatchJob, cache: BatchCache) -> WatchOutcome:
+        """One fan-out job: re-size the watch against the model's config the job names. Raises what a
+        redelivery may fix (see `FanoutConsumer`)."""
+        out = WatchOutcome(watch_id=job.watch_id, model_id=job.model_id, config_digest=job.config_digest)
+        added = cache.release(job.model_id)
+        if added is None:
+            out.skipped = "the model is no longer in the catalog"
+            return out
+        if added.config_digest is not None and added.config_digest != job.config_digest:
+            out.skipped = f"{job.model_id} was re-released with another config.json since; that release re-sizes this watch"
+            return out
+        try:
+            watch = self.watches.find(job.watch_id)
+        except NotFound:
+            out.skipped = "the watch was deleted since the release"
+            return out
+        return self._once(job, watch, cache.catalog(), cache.estimates)
+
     def _once(
-        self, model_id: str, watch: ReleaseWatch, catalog: Catalog, cache: dict[str, dict[str, Any] | None]
+        self, job: WatchJob, watch: ReleaseWatch, catalog: Catalog, cache: dict[str, dict[str, Any] | None]
     ) -> WatchOutcome:
-        """Re-size one watch for one model, at most once per (model, watch)."""
+        """Re-size one watch for one model, at most once per (model, config digest, watch)."""
 
         def work(payload: dict[str, str]) -> WatchOutcome:
-            return self._resize(model_id, watch, catalog, cache)
+            return self._resize(job, watch, catalog, cache)
 
         if self.idempotency is None:
-            return work({"model_id": model_id, "watch_id": watch.watch_id})
+            return work(job.payload())
         from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
         from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import PydanticSerializer
 
         config = IdempotencyConfig(
-            event_key_jmespath="[model_id, watch_id]",
+            event_key_jmespath="[model_id, config_digest, watch_id]",
             expires_after_seconds=self.idempotency_ttl_s,
         )
         if self.lambda_context is not None:
@@ -185,15 +243,16 @@ class ReleaseService:
             config=config,
             output_serializer=PydanticSerializer(model=WatchOutcome),
         )(work)
-        result: WatchOutcome = once(payload={"model_id": model_id, "watch_id": watch.watch_id})
+        result: WatchOutcome = once(payload=job.payload())
         return result
 
     def _resize(
-        self, model_id: str, watch: ReleaseWatch, catalog: Catalog, cache: dict[str, dict[str, Any] | None]
+        self, job: WatchJob, watch: ReleaseWatch, catalog: Catalog, cache: dict[str, dict[str, Any] | None]
     ) -> WatchOutcome:
         from sizing.plan import estimate
 
-        out = WatchOutcome(watch_id=watch.watch_id, model_id=model_id)
+        model_id = job.model_id
+        out = WatchOutcome(watch_id=watch.watch_id, model_id=model_id, config_digest=job.config_digest)
         raw = {**watch.spec, "model": model_id}
 
         def estimated(spec_raw: dict[str, Any], field: str) -> dict[str, Any] | None:
@@ -227,6 +286,7 @@ class ReleaseService:
             run_id=out.run_id,
             run_status=out.run_status,
             top_architectures=summary(new, NOTE_TOP),
+            config_digest=job.config_digest,
         )
         for notifier in self.notifiers:
             try:
@@ -248,6 +308,7 @@ class ReleaseService:
             WatchResult(
                 watch_id=out.watch_id,
                 model_id=out.model_id,
+                config_digest=out.config_digest,
                 verdict=out.verdict,
                 headline=out.headline,
                 change_pct=out.comparison.change_pct if out.comparison else None,

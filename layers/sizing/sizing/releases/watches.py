@@ -96,6 +96,7 @@ class WatchResult(Strict):
     watch_id: str
     model_id: str
     at: str = Field(default_factory=now_iso)
+    config_digest: str | None = Field(default=None, description="which config.json of the model it is about")
     verdict: str | None = None
     headline: str | None = None
     change_pct: float | None = None
@@ -192,10 +193,14 @@ class WatchService:
 
     def get(self, watch_id: str) -> ReleaseWatch:
         """One watch with its recent results."""
-        watch = self.store.get_watch(watch_id)
-        found = ReleaseWatch.of(watch, self._options([watch_id]).get(watch_id))
+        found = self.find(watch_id)
         found.recent_results = self.results(watch_id)
         return found
+
+    def find(self, watch_id: str) -> ReleaseWatch:
+        """One watch without its results (what re-sizing it needs); NotFound when there is no such watch."""
+        watch = self.store.get_watch(watch_id)
+        return ReleaseWatch.of(watch, self._options([watch_id]).get(watch_id))
 
     def page(self, limit: int = MAX_PAGE, token: str | None = None) -> tuple[list[ReleaseWatch], str | None]:
         watches, next_token = self.store.list_watches(limit=limit, token=token)
