@@ -212,3 +212,30 @@ def test_refresh_prices_reads_on_demand_prices_from_the_pricing_api():
 def test_refresh_prices_refuses_an_unknown_region():
     with pytest.raises(InvalidInput):
         fetch_prices(["g5.xlarge"], "mars-1", client=object())
+
+
+def test_the_catalog_read_from_its_parsed_cache_is_the_catalog_read_from_yaml(tmp_path, monkeypatch):
+    # given an empty cache directory
+    from sizing.catalog.models import CACHE_ENV, build_catalog
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    # when the catalog is built twice: from the YAML (filling the cache), then from the cache
+    from_yaml = build_catalog()
+    cached = sorted(p.name for p in (tmp_path / "sizing-catalog").iterdir())
+    from_cache = build_catalog()
+    # then the cache holds one parsed file per catalog file, and both catalogs are the same
+    assert len(cached) >= 4 and all(name.endswith(".json") for name in cached)
+    for part in ("accelerators", "instances", "models", "managed"):
+        assert getattr(from_cache, part) == getattr(from_yaml, part), part
+
+
+def test_an_unwritable_cache_still_reads_the_yaml(tmp_path, monkeypatch):
+    # given a cache path that cannot be created (a file stands where the directory would be)
+    from sizing.catalog.models import CACHE_ENV, build_catalog
+
+    (tmp_path / "sizing-catalog").write_text("not a directory")
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    # when the catalog is built
+    catalog = build_catalog()
+    # then it is read from the YAML all the same
+    assert "g6e.xlarge" in catalog.instances
