@@ -236,12 +236,28 @@ class Percentiles(Spec):
         return [(k, v) for k in PERCENTILES if (v := getattr(self, k)) is not None]
 
 
+#: Bounds of `slo.confidence`: below the median the SLO would be checked on the estimator's optimistic side; above
+#: 0.99 the quantile rests on the one or two most extreme held-out rows of a family (a few hundred per metric).
+MIN_CONFIDENCE = 0.5
+MAX_CONFIDENCE = 0.99
+
+
 class SLO(Spec):
     """Latency objectives (at least one): the estimate keeps every one of them at peak load."""
 
     ttft_ms: Percentiles | None = Field(default=None, description="time to first token, milliseconds")
     tpot_ms: Percentiles | None = Field(default=None, description="time per output token after the first, ms")
     e2e_s: Percentiles | None = Field(default=None, description="whole request, seconds")
+    confidence: float | None = Field(
+        default=None,
+        ge=MIN_CONFIDENCE,
+        le=MAX_CONFIDENCE,
+        description="size so that every SLO target holds at this quantile of the estimator's own cross-validated"
+        " error for the hardware's family and engine: predicted latencies are scaled up, and the capacity down,"
+        " by the predicted/measured ratio at that quantile (sizing.perf.calibration.conservative_ratio)."
+        " Without it a fixed share of each replica's SLO capacity is kept free at peak (20% by default)",
+        examples=[0.8],
+    )
 
     @model_validator(mode="after")
     def _some(self) -> SLO:

@@ -299,6 +299,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"        {api.max_runs} at a time (--max-runs), results under {api.out_dir}/", flush=True)
     print(f"  slack: POST {api.url}/slack/commands, signing secret {api.signing_secret}", flush=True)
     print(f"         (${SIGNING_SECRET_ENV} sets it); messages go to {api.slack_sink}", flush=True)
+
     def on_term(signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 

@@ -488,6 +488,8 @@ DEFAULT_MAX_ACTIVE_RUNS = 1
 WATCH_POLL_S = 0.5
 #: Seconds `stop()` waits for cancelled runs to tear down before ending their children itself.
 STOP_WAIT_S = 10.0
+
+
 @dataclass
 class RunProgressState:
     """What a run's execution has done so far, read from its history: the last state entered and, per
