@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 
+from sizing.releases import deps
 from sizing.releases.compare import Comparison
 from sizing.releases.notify import ReleaseNote, SlackNotifier, WebClientSlackPoster
+from sizing.releases.settings import ReleaseSettings
 from sizing.releases.watches import NotifyTargets, ReleaseWatch
 from sizing.service.errors import Unavailable
 from sizing.store import SlackThread
@@ -85,3 +90,66 @@ def test_the_token_is_read_only_when_a_message_is_sent() -> None:
 
     # when it is built and never used, then the secret is never read
     WebClientSlackPoster(no_token)
+
+
+def test_the_message_is_block_kit_with_the_verdict_the_best_architectures_and_the_run(
+    httpserver: Any,
+) -> None:
+    # given a fake Slack, and a note with the best architectures on the new model
+    httpserver.expect_request("/api/chat.postMessage", method="POST").respond_with_json(
+        {"ok": True, "channel": "C0SIZING01", "ts": "1743888000.000300"}
+    )
+    poster = WebClientSlackPoster(lambda: "xoxb-test-token", base_url=httpserver.url_for("/api/"))
+    note = a_note().model_copy(
+        update={
+            "top_architectures": [
+                {
+                    "deployment": "eks",
+                    "instance_type": "g6e.12xlarge",
+                    "usd_per_month": 6210.5,
+                    "meets_slo": True,
+                }
+            ],
+            "config_digest": "3f9a1c0e7b5d2a48",
+        }
+    )
+    # when it is posted
+    SlackNotifier(poster).notify(a_watch("C0SIZING01"), note)
+    # then Slack got Block Kit: a header naming the model, the verdict, the architecture with its cost, the run
+    ((request, _),) = httpserver.log
+    sent = request.form.to_dict() if request.form else request.get_json()
+    blocks = json.loads(sent["blocks"]) if isinstance(sent["blocks"], str) else sent["blocks"]
+    assert blocks[0]["type"] == "header"
+    assert "meta-llama/Llama-4-Scout-17B-16E" in blocks[0]["text"]["text"]
+    shown = json.dumps(blocks)
+    assert HEADLINE in shown and "g6e.12xlarge: $6,210/month, meets the SLOs" in shown
+    assert "run42" in shown and "3f9a1c0e7b5d2a48" in shown
+
+
+def test_release_notes_use_the_bots_secret_and_slack_api_url(httpserver: Any, monkeypatch: Any) -> None:
+    # given the Slack bot's secret in Secrets Manager and SLACK_API_URL pointing at a fake Slack
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    httpserver.expect_request("/api/chat.postMessage", method="POST").respond_with_json(
+        {"ok": True, "channel": "C0SIZING01", "ts": "1743888000.000400"}
+    )
+    with mock_aws():
+        secret = boto3.client("secretsmanager", region_name="us-east-1").create_secret(
+            Name="llm-sizing-slack",
+            SecretString=json.dumps({"signing_secret": "s3cr3t", "bot_token": "xoxb-from-the-bots-secret"}),
+        )["ARN"]
+        settings = ReleaseSettings(
+            TABLE_NAME="llm-sizing-test",
+            EVENT_BUS_NAME="llm-sizing-test",
+            SLACK_SECRET_ID=secret,
+            SLACK_API_URL=httpserver.url_for("/api/"),
+        )
+        deps.configure(settings)
+        try:
+            (slack,) = [n for n in deps.notifiers() if n.name == "slack"]
+            # when a release note goes out
+            slack.notify(a_watch("C0SIZING01"), a_note())
+        finally:
+            deps.configure()
+    # then it reached the configured Slack API with the bot's token
+    ((request, _),) = httpserver.log
+    assert request.headers["Authorization"] == "Bearer xoxb-from-the-bots-secret"
