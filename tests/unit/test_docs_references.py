@@ -1,5 +1,6 @@
 """The documentation is in the repository: the workload-spec reference is generated from the model (a drift fails
-here), and README, CLI help and the OpenAPI document name only files in the repository (or public URLs)."""
+here), and README, CLI help, the OpenAPI document and the code's own comments, docstrings and notes (layers/,
+functions/) name only files in the repository (or public URLs)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import contextlib
 import io
 import json
 import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,15 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Top-level folders of the repository: a reference starting with one of them is a path into it.
 REPO_DIRS = ("docs", "examples", "layers", "statemachines", "functions", "benchmarks", "events", "tests")
 #: Path-like words: a relative path with a known extension, or a bare Markdown file name.
+#: Names of the design notes kept beside the checkout, which a user of the product does not have.
+OUTSIDE_NAMES = ("../shared", "notes/", "DESIGN.md", "tooling.md")
+#: Python source whose comments, docstrings and string notes are checked.
+CODE_DIRS = ("layers", "functions")
+#: Tokens that carry prose: comments, and strings (docstrings and the notes an estimate prints).
+PROSE_TOKENS = {tokenize.COMMENT, tokenize.STRING} | {
+    getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING),
+    getattr(tokenize, "TSTRING_MIDDLE", tokenize.STRING),
+}
 PATH_WORD = re.compile(r"(?<![\w/:.-])((?:\.\./|[\w.-]+/)*[\w.-]+\.(?:md|ya?ml|json|py|csv|asl\.json))\b")
 
 
@@ -39,6 +50,22 @@ def inside(word: str) -> bool:
 
 def missing(text: str) -> list[str]:
     return [w for w in referenced_paths(text) if not inside(w)]
+
+
+def prose_of(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every comment and string in a Python file."""
+    tokens = tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+    return [(t.start[0], t.string) for t in tokens if t.type in PROSE_TOKENS]
+
+
+def outside_references(path: Path, root: Path = ROOT) -> list[str]:
+    """`file:line: word` for each reference in `path`'s prose to a file outside the repository."""
+    found = []
+    for line, text in prose_of(path):
+        words = missing(text)
+        words += [name for name in OUTSIDE_NAMES if name in text and not any(name in w for w in words)]
+        found += [f"{path.relative_to(root)}:{line}: {w}" for w in words]
+    return found
 
 
 def cli_help() -> str:
@@ -72,6 +99,27 @@ def test_the_openapi_document_names_only_files_in_the_repository() -> None:
     text = json.dumps(json.loads(openapi_json()))
     assert "DESIGN.md" not in text and "notes/" not in text
     assert missing(text) == []
+
+
+def test_code_comments_docstrings_and_notes_name_only_files_in_the_repository() -> None:
+    # given every Python file of the product (the Lambda layer and the functions)
+    files = [p for d in CODE_DIRS for p in sorted((ROOT / d).rglob("*.py")) if ".aws-sam" not in p.parts]
+    # when their comments, docstrings and strings are read; then none names a file outside the repository
+    assert len(files) > 50
+    assert [ref for p in files for ref in outside_references(p)] == []
+
+
+def test_the_code_checker_finds_a_comment_citing_the_notes_next_door(tmp_path: Path) -> None:
+    # given a module whose docstring and a comment cite the design notes, and a comment citing docs/ and a URL
+    cited = tmp_path / "cites.py"
+    cited.write_text(
+        '"""See DESIGN.md and tooling.md."""\n\n#: vLLM defaults [notes/serving-facts.md s1]\nX = 1\n'
+        "#: [docs/serving-facts.md s1, https://docs.vllm.ai/en/latest/index.md]\nY = 2\n"
+    )
+    # when it is checked
+    found = outside_references(cited, root=tmp_path)
+    # then the references outside the repository are named with their lines, and the others are not
+    assert found == ["cites.py:1: DESIGN.md", "cites.py:1: tooling.md", "cites.py:3: notes/serving-facts.md"]
 
 
 def test_the_checker_finds_a_file_outside_the_repository() -> None:

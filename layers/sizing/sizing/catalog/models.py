@@ -71,7 +71,7 @@ class Interconnect(Strict):
     #: Per device, per direction, GB/s: the ring all-reduce bus bandwidth bound.
     bw_gbs_per_direction: float = Field(gt=0)
     #: Small-message all-reduce latency (decode messages are tens to hundreds of KB): NCCL figures in
-    #: notes/serving-facts.md s2 (NVLink 3.5-6 us, 8x PCIe Ada ~40 us); NeuronLink assumed 10-15 us.
+    #: docs/serving-facts.md s2 (NVLink 3.5-6 us, 8x PCIe Ada ~40 us); NeuronLink assumed 10-15 us.
     allreduce_latency_us: float = Field(gt=0)
     description: str
 
@@ -449,7 +449,7 @@ class _ManagedFile(Strict):
     bedrock_provisioned: list[BedrockProvisioned] = Field(default_factory=list)
     sagemaker: list[SageMakerPrice] = Field(default_factory=list)
     #: SageMaker premium over EC2 when a ml.* price is missing: +25% on multi-GPU and +40% on 1-GPU sizes in
-    #: third-party tables (notes/serving-facts.md s5); applied as a derived, flagged value.
+    #: third-party tables (docs/serving-facts.md s5); applied as a derived, flagged value.
     sagemaker_premium_small: float = 0.40
     sagemaker_premium_large: float = 0.25
 

@@ -1,4 +1,4 @@
-"""`sizing predict`: latency and throughput of one deployment under one load (DESIGN.md "Point prediction")."""
+"""`sizing predict`: latency and throughput of one deployment under one load (docs/estimator.md: its stated intervals)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A small Kubernetes API client for what provisioning needs: server-side apply, get, list by label, delete.
 
 Plain HTTPS with urllib3 (already a botocore dependency) rather than the `kubernetes` package, whose newest
-releases conflict with botocore's and aws-sam-translator's pins (notes/tooling.md). EKS authentication is the
+releases conflict with botocore's and aws-sam-translator's pins (docs/serving-facts.md s8). EKS authentication is the
 `aws eks get-token` scheme: a bearer token made of an STS GetCallerIdentity URL presigned with the cluster name
 in the `x-k8s-aws-id` header."""
 

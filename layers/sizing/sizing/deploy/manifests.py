@@ -66,7 +66,7 @@ SHM_GIB_PER_WORKER = 1
 #: reservations and DaemonSets (device plugin, CNI, kube-proxy, CSI), which together take well under 20%.
 POD_SHARE_OF_NODE = 0.8
 #: Root volume: Karpenter's default AL2023 root volume (20 GiB) for the OS and kubelet, plus the vLLM image
-#: (28.6 GB unpacked and ~12 GB compressed during the pull, notes/serving-facts.md s4) rounded to 45 GiB, plus
+#: (28.6 GB unpacked and ~12 GB compressed during the pull, docs/serving-facts.md s4) rounded to 45 GiB, plus
 #: the weights each pod downloads into its cache, with 10% for tokenizer files and partial downloads.
 OS_GIB = 20
 IMAGE_GIB = 45
@@ -80,7 +80,7 @@ NODEFS_EVICTION_FRACTION = 0.10
 #: Bottlerocket keeps the OS on a small first volume (Karpenter's default 4 GiB) and images/pods on the second.
 BOTTLEROCKET_OS_GIB = 4
 #: gp3 at its maximum throughput and IOPS (AWS EBS gp3 limits: 1,000 MiB/s, 16,000 IOPS): loading weights
-#: from gp3 at its baseline took 48 s for an 8B model against 7.5 s from io2 (notes/serving-facts.md s4).
+#: from gp3 at its baseline took 48 s for an 8B model against 7.5 s from io2 (docs/serving-facts.md s4).
 GP3_THROUGHPUT_MIBS = 1000
 GP3_IOPS = 16000
 #: Model load budgets before the startup probe gives up: GPU images pull + download + compile in minutes to

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 #: AWS LMI container with vLLM (the account is AWS's Deep Learning Containers registry in most regions).
 DEFAULT_IMAGE = "763104351884.dkr.ecr.{region}.amazonaws.com/djl-inference:0.33.0-lmi15.0.0-cu128"
 VARIANT = "AllTraffic"
-#: Model download + load of a 70B model takes tens of minutes (notes/serving-facts.md s4); SageMaker allows 3600.
+#: Model download + load of a 70B model takes tens of minutes (docs/serving-facts.md s4); SageMaker allows 3600.
 STARTUP_HEALTH_TIMEOUT_S = 3600
 DOWNLOAD_TIMEOUT_S = 3600
 #: In-flight quantization the LMI vLLM backend does on an unquantized checkpoint (as RenderOptions for EKS).

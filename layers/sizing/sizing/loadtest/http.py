@@ -1,7 +1,7 @@
 """A minimal HTTP/1.1 client for streamed responses, on plain sockets (cooperative under gevent's patching).
 
 Why not the Locust clients: their buffered readers wait for a full buffer before returning, which shifts a
-measured TTFT by up to ~100 ms (notes/tooling.md). Here every `recv` is timestamped the moment it returns and the
+measured TTFT by up to ~100 ms (docs/serving-facts.md s8). Here every `recv` is timestamped the moment it returns and the
 body (Content-Length, chunked, or until close) is split into lines, so a token's arrival time is when its bytes
 arrived. One `Connection` is one keep-alive socket; it is not shared between concurrent requests.
 """

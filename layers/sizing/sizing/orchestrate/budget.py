@@ -16,7 +16,7 @@ from sizing.plan.cost import SCALE_UP_LEAD_S_GPU, SCALE_UP_LEAD_S_NEURON
 FARGATE_USD_PER_VCPU_HOUR = 0.04048
 FARGATE_USD_PER_GB_HOUR = 0.004445
 #: Each Locust process (master or worker) gets 2 vCPU and 4 GB: one core drives ~256 streams with a few ms of
-#: TTFT error (notes/tooling.md), the second absorbs the master's aggregation and TLS.
+#: TTFT error (docs/serving-facts.md s8), the second absorbs the master's aggregation and TLS.
 LOADGEN_VCPU = 2
 LOADGEN_GB = 4
 #: Time to tear down and for Karpenter to remove the empty node (consolidateAfter + termination).

@@ -9,7 +9,7 @@ from pydantic import Field
 from sizing.envsettings import EnvSettings
 
 #: How often the state machine polls a provisioned candidate, and for how long. On AWS a GPU node takes minutes
-#: (Karpenter launch 80-100 s, image pull 5-10 min, weights; notes/serving-facts.md s4): 30 s x 60 = 30 min.
+#: (Karpenter launch 80-100 s, image pull 5-10 min, weights; docs/serving-facts.md s4): 30 s x 60 = 30 min.
 READY_POLL_S_AWS = 30
 READY_MAX_ATTEMPTS_AWS = 60
 #: Candidates measured at once. Each is a real deployment: two bound the run's parallel GPU spend.

@@ -1,7 +1,7 @@
 """Serving-engine defaults: scheduler limits and memory settings per engine, each with its source.
 
 Engines are *profiles of one model* (the same step-time and batching maths), differing in these defaults and in
-calibrated efficiency factors. Sources are the entries of `notes/serving-facts.md` section 1 cited beside
+calibrated efficiency factors. Sources are the entries of `docs/serving-facts.md` section 1 cited beside
 each value; where that sheet has no figure the value is marked `assumed` with a reason.
 """
 
@@ -41,10 +41,10 @@ VLLM_GPU_MEMORY_UTILIZATION = 0.92
 BLOCK_SIZE = 16
 
 #: SGLang chunked_prefill_size by GPU memory (GB upper bound, tokens) [SGLang server_args.py
-#: `_handle_gpu_memory_settings`, serving-facts.md s1 table].
+#: `_handle_gpu_memory_settings`, docs/serving-facts.md s1 table].
 SGLANG_CHUNK_BY_MEMORY = ((20, 2048), (35, 2048), (60, 4096), (160, 8192), (float("inf"), 16384))
 #: SGLang reserved memory (MB) = 512 + max(chunk, 2048) x 1.5 + cuda_graph_max_bs x 2 + tp/8 x 1024, floor 10 GB
-#: above 60 GB [serving-facts.md s1]. cuda_graph_max_bs by memory tier (TP<4 / TP>=4).
+#: above 60 GB [docs/serving-facts.md s1]. cuda_graph_max_bs by memory tier (TP<4 / TP>=4).
 SGLANG_GRAPH_BS_BY_MEMORY = (
     (20, 8, 8),
     (35, 24, 80),
@@ -55,7 +55,7 @@ SGLANG_GRAPH_BS_BY_MEMORY = (
 SGLANG_RESERVED_FLOOR_GB = 10.0
 SGLANG_RESERVED_FLOOR_ABOVE_GB = 60.0
 #: SGLang max_running_requests: req_to_token pool clamps to [2048, 4096]; the lower end is used (the KV
-#: capacity bounds the batch long before on every catalog GPU) [serving-facts.md s1].
+#: capacity bounds the batch long before on every catalog GPU) [docs/serving-facts.md s1].
 SGLANG_MAX_RUNNING = 2048
 
 #: TensorRT-LLM BuildConfig max_batch_size=2048, max_num_tokens=8192 [NVIDIA/TensorRT-LLM builder.py@008b2b8d];
@@ -66,7 +66,7 @@ TRTLLM_MAX_TOKENS = 8192
 TRTLLM_KV_FREE_FRACTION = 0.9
 
 #: TGI launcher defaults (max_concurrent_requests 128, max_batch_prefill_tokens 4096, cuda_memory_fraction 1.0):
-#: assumed -- not in serving-facts.md; these are TGI's documented launcher defaults as commonly deployed.
+#: assumed -- not in docs/serving-facts.md; these are TGI's documented launcher defaults as commonly deployed.
 TGI_MAX_CONCURRENT = 128
 TGI_MAX_PREFILL_TOKENS = 4096
 TGI_MEMORY_FRACTION = 0.95  # assumed: TGI leaves a small margin under cuda_memory_fraction=1.0
@@ -138,7 +138,7 @@ class EngineDefaults:
     #: show -- MoE step times far above the active-parameter roofline (assumed for the neuron engine)
     moe_dense: bool = False
     #: every decode step reads the KV cache of the whole compiled context (static shapes), not just the tokens
-    #: held: vllm-neuron sizes decode block tables to max_model_len [serving-facts.md s3]
+    #: held: vllm-neuron sizes decode block tables to max_model_len [docs/serving-facts.md s3]
     static_kv_reads: bool = False
     #: the decode graph runs at the compiled batch whatever the sequences running (Neuron: NxD Inference's token
     #: generation model is compiled for `max_num_seqs` rows; idle rows are padding that costs FLOPs and KV reads)
@@ -193,7 +193,7 @@ def engine_defaults(
             True,
             "incremental",
             0.0,
-            "sglang server_args.py _handle_gpu_memory_settings (serving-facts.md s1)",
+            "sglang server_args.py _handle_gpu_memory_settings (docs/serving-facts.md s1)",
         )
     if engine == "trtllm":
         return EngineDefaults(

@@ -42,7 +42,7 @@ from sizing.perf.reference import LLMPERF_LAUNCH_GAP_S, REFERENCE_MODELS, SHAREG
 from sizing.perf.simulator import ClosedLoop, OpenLoop, saturating_concurrency, simulate
 from sizing.perf.step import ROOFLINE, Profile, StepModel
 
-#: Literature prior: prefill MFU ~50% and decode MBU 55-60% at batch 1 (Databricks, serving-facts.md s2);
+#: Literature prior: prefill MFU ~50% and decode MBU 55-60% at batch 1 (Databricks, docs/serving-facts.md s2);
 #: CPU/scheduling overhead of a few ms per step (vLLM V1: ~5 ms steps for 8B on H100 incl. GPU work, s2).
 PRIOR = {
     "compute_eff": 0.5,
@@ -480,7 +480,7 @@ def fit_profiles(
 #: Engines whose product profile is the current generation, with the key of the earlier generation's rows
 #: (`reference.ENGINE_BUILDS`): vLLM V1 against V0, TGI 3 against 2.x.
 GENERATIONS = {"vllm": "vllm@v0", "tgi": "tgi@v2"}
-#: What a generation moves: V1 removed CPU work between steps (serving-facts.md s2), so the per-step and
+#: What a generation moves: V1 removed CPU work between steps (docs/serving-facts.md s2), so the per-step and
 #: per-sequence overheads (theta indices); the kernels, and so the efficiencies, are the same generation to generation.
 GENERATION_PARAMS = (2, 4)
 

@@ -1,5 +1,5 @@
-"""Point prediction: one deployment, one fixed request shape, one load -> latency and throughput (DESIGN.md
-"Point prediction")."""
+"""Point prediction: one deployment, one fixed request shape, one load -> latency and throughput (docs/estimator.md
+has its stated intervals)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Reference measurements -> normalised calibration rows.
 
-The published rows (`shared/reference/measurements-train.csv`) are free text: "2x H100 80GB", "8 per replica x 3
+The published rows (public vendor tables and benchmarks, each row naming its source URL) are free text: "2x H100 80GB", "8 per replica x 3
 replicas", "550 (Llama-2-tokenizer count)", "constant rate 2.46 req/sec". `parse_rows` reads them with a small
 parser plus an explicit annotations table (`data/reference_annotations.yaml`) for rows it cannot or must not
 read, and says for every dropped row why. The normalised rows are kept as `data/measurements-normalised.csv`
@@ -32,7 +32,7 @@ REFERENCE_MODELS = DATA / "reference_models.yaml"
 _HERE = Path(__file__).resolve().parents
 DEFAULT_REFERENCE = _HERE[min(5, len(_HERE) - 1)] / "shared" / "reference" / "measurements-train.csv"
 
-#: Row weight by quality tier (reference/README.md: A/A- vendor tables with full configs, B CI or tutorials,
+#: Row weight by quality tier (A/A- vendor tables with full configs, B CI or tutorials,
 #: C sanity checks): a C row counts 0.4 of an A row in the fit.
 QUALITY_WEIGHT = {"A": 1.0, "A-": 0.9, "B+": 0.8, "B": 0.7, "B-": 0.6, "C+": 0.5, "C": 0.4, "C-": 0.3}
 #: ShareGPT prompts without a stated mean: 220 in / 200 out, the means of the ShareGPT rows in the same file
@@ -59,7 +59,7 @@ WAVE_CLIENT = re.compile(r"\(llmperf\)", re.I)
 #: to 0.2-0.4 s as the client itself saturates, which is not modelled.
 LLMPERF_LAUNCH_GAP_S = 0.15
 #: Trainium2 runs at logical NeuronCore config 2 by default: one logical core = 2 physical NeuronCore-v3
-#: [serving-facts.md s3, LNC=2 default]; the catalog's device on trn2 is a logical core at LNC=2, the unit the
+#: [docs/serving-facts.md s3, LNC=2 default]; the catalog's device on trn2 is a logical core at LNC=2, the unit the
 #: reference rows state TP in.
 TRN2_LNC = 2
 #: Requests an "offline"/"all at once" run submits when the row does not say (vLLM benchmark defaults: 1000).
@@ -81,7 +81,7 @@ LOAD_ALIASES = {"concurrency": "closed", "rate": "open", "request_rate": "open"}
 #: - Neuron `tgi`: TGI's Neuron backend (optimum-neuron), padding-based batching, an older server.
 #: - vLLM `v0`: releases before 0.8 (the V0 engine: 2024 and earlier, or DJL LMI images of that time). V1 (the
 #:   default from 0.8, 2025) removed most of the CPU work between steps, "up to 1.7x throughput vs V0"
-#:   (serving-facts.md s2); the V1 rows show it (Qwen2.5-0.5B on L4 at 5 ms per token, X056; Qwen3-8B on H100,
+#:   (docs/serving-facts.md s2); the V1 rows show it (Qwen2.5-0.5B on L4 at 5 ms per token, X056; Qwen3-8B on H100,
 #:   X071). A row with no version stated counts as the current build.
 #: - TGI `v2`: releases before 3.0 (December 2024, which made chunked prefill the default): prompts prefill in steps
 #:   of their own, and the router holds new prompts back while a batch decodes (`engines.build_scheduler`).

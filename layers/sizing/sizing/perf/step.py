@@ -171,7 +171,7 @@ class StepModel:
             self._ar_fixed = 0.0
             self._ar_tok = 0.0
         #: Neuron decode graphs size the KV block table to max_model_len: each step reads the whole compiled
-        #: context of every sequence [serving-facts.md s3, vllm-neuron decode-context-length-bucketing]
+        #: context of every sequence [docs/serving-facts.md s3, vllm-neuron decode-context-length-bucketing]
         self._static_ctx = (cfg.max_model_len or DEFAULT_STATIC_CONTEXT) if d.static_kv_reads else 0
         #: Neuron runs every decode step at the compiled batch (`max_num_seqs` rows, idle rows padded)
         self.static_decode_batch: bool = d.static_decode_batch

@@ -16,7 +16,7 @@ from sizing.workload import WorkloadModel
 HOURS_PER_MONTH = 730.5
 DAYS_PER_MONTH = HOURS_PER_MONTH / 24
 
-#: EKS control plane, standard support: $0.10 per cluster-hour [aws.amazon.com/eks/pricing, notes/serving-facts.md s5].
+#: EKS control plane, standard support: $0.10 per cluster-hour [aws.amazon.com/eks/pricing, docs/serving-facts.md s5].
 EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
 #: One Application Load Balancer in front of the serving Service: $0.0225/hour in us-east-1 plus LCUs; LLM
 #: traffic is a few requests per second of small bodies, so one LCU-hour ($0.008) covers it
@@ -41,10 +41,10 @@ def nodes_for(replicas: int, replicas_per_instance: int, zones: int) -> int:
 
 
 #: Scale-up lead time, seconds: Karpenter node launch to Ready 80-100 s, GPU allocatable lag, a ~12-28 GB vLLM
-#: image pull (5-10 min without a snapshotter) and weight loading (15-60 s from S3/EBS) [notes/serving-facts.md s4].
+#: image pull (5-10 min without a snapshotter) and weight loading (15-60 s from S3/EBS) [docs/serving-facts.md s4].
 #: Replicas for a busier hour must start this long before it, so they are billed for it.
 SCALE_UP_LEAD_S_GPU = 600
-#: Neuron cold start adds graph compilation or a compile-cache load: several minutes [serving-facts.md s3].
+#: Neuron cold start adds graph compilation or a compile-cache load: several minutes [docs/serving-facts.md s3].
 SCALE_UP_LEAD_S_NEURON = 900
 #: Scale-down lag: HPA's default 300 s stabilisation window plus Karpenter's consolidateAfter (we render 60 s)
 #: before an empty node is removed.

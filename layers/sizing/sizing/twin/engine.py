@@ -1,6 +1,6 @@
 """The twin's inference engine: continuous batching in real time, timed by a step model.
 
-The scheduler follows vLLM V1's policy (notes/serving-facts.md). A request reaches the scheduler
+The scheduler follows vLLM V1's policy (docs/serving-facts.md s1). A request reaches the scheduler
 `request_overhead_s` after it arrives (the API server's share, when the step model has one). Every running
 sequence that is decoding gets one token per step first; what is left of the token budget
 (`max_num_batched_tokens`) goes to prefills, oversized prompts in chunks. A waiting request is admitted only while
