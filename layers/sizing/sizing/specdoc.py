@@ -55,16 +55,28 @@ def _bounds(prop: dict[str, Any]) -> str:
     return ", ".join(found)
 
 
+def _factory_defaults(name: str) -> dict[str, Any]:
+    """Defaults the schema leaves out: fields of the `sizing.workload` model `name` with a default factory."""
+    import sizing.workload
+
+    model = getattr(sizing.workload, name, None)
+    fields = getattr(model, "model_fields", {})
+    return {k: f.default_factory() for k, f in fields.items() if f.default_factory is not None}
+
+
 def _table(name: str, schema: dict[str, Any]) -> list[str]:
     lines = [f"## {name}", ""]
     if schema.get("description"):
         lines += [" ".join(schema["description"].split()), ""]
     lines += ["| field | type | default | rules | description |", "|---|---|---|---|---|"]
     required = set(schema.get("required", []))
+    factories = _factory_defaults(name)
     for field, prop in schema.get("properties", {}).items():
         default = (
             "required" if field in required else json.dumps(prop.get("default")) if "default" in prop else ""
         )
+        if not default and isinstance(factories.get(field), list | str | int | float | bool):
+            default = json.dumps(factories[field])
         desc = " ".join(str(prop.get("description", "")).split())
         if prop.get("examples"):
             desc += f" (e.g. `{json.dumps(prop['examples'][0])}`)"

@@ -326,23 +326,75 @@ def _default_engines() -> list[Engine]:
 
 
 class Constraints(Spec):
-    region: str = "us-east-1"
+    region: str = Field(
+        default="us-east-1",
+        description="the AWS Region to deploy in and price for (a code such as us-east-1 or eu-central-1)",
+        examples=["us-east-1"],
+    )
     #: Where requests and their data may be processed: `in-region` (only `region`), `geography` (a geographic
     #: Bedrock cross-Region inference profile, e.g. `us.` or `eu.`), `any` (a `global.` profile too).
-    data_residency: Literal["in-region", "geography", "any"] = "in-region"
+    data_residency: Literal["in-region", "geography", "any"] = Field(
+        default="in-region",
+        description="where requests may be processed: in-region (only region), geography (a Bedrock cross-Region"
+        " profile of the region's geography, such as us. or eu.), any (a global. profile too)",
+    )
     #: For a batch workload (preset `batch`, or an e2e SLO of an hour or more): also consider batch modes (Bedrock
     #: batch inference). `false` keeps only the real-time answers.
-    batch_inference: bool = True
-    deployments: list[Deployment] = Field(default_factory=_default_deployments, min_length=1)
-    instance_families: list[str] | None = None
-    instance_types: list[str] | None = None
-    capacity: list[Capacity] = Field(default_factory=_default_capacity, min_length=1)
-    quantizations: list[Quant] = Field(default_factory=_default_quants, min_length=1)
-    engines: list[Engine] = Field(default_factory=_default_engines, min_length=1)
+    batch_inference: bool = Field(
+        default=True,
+        description="for a batch workload (preset batch, or an e2e SLO of an hour or more), also consider batch"
+        " modes such as Bedrock batch inference; false keeps only real-time answers",
+    )
+    deployments: list[Deployment] = Field(
+        default_factory=_default_deployments,
+        min_length=1,
+        description="where it may run: eks (Karpenter GPU or Neuron nodes), sagemaker (real-time endpoints),"
+        " bedrock (managed models)",
+    )
+    instance_families: list[str] | None = Field(
+        default=None,
+        description="only these EC2 instance families, such as g6e or p5 (GET /catalog/instances); all when unset",
+        examples=[["g6e", "p5"]],
+    )
+    instance_types: list[str] | None = Field(
+        default=None,
+        description="only these instance types, such as g6e.xlarge (an ml. prefix is accepted; GET"
+        " /catalog/instances); all when unset",
+        examples=[["g6e.xlarge", "p5.48xlarge"]],
+    )
+    capacity: list[Capacity] = Field(
+        default_factory=_default_capacity,
+        min_length=1,
+        description="purchase options: on-demand, spot (spot runs what is above the on-demand base of"
+        " min_replicas)",
+    )
+    quantizations: list[Quant] = Field(
+        default_factory=_default_quants,
+        min_length=1,
+        description="weight formats the model may be served in; a model's own checkpoint format is tried too"
+        " unless this is given",
+    )
+    engines: list[Engine] = Field(
+        default_factory=_default_engines,
+        min_length=1,
+        description="serving engines to consider (neuron is vLLM on AWS Inferentia/Trainium)",
+    )
     #: Two replicas so one availability zone can fail (and a rollout can proceed) without an outage.
-    min_replicas: int = Field(default=2, ge=1, le=1000)
-    max_monthly_usd: float | None = Field(default=None, gt=0)
-    max_context_tokens: int | None = Field(default=None, gt=0)
+    min_replicas: int = Field(
+        default=2,
+        ge=1,
+        le=1000,
+        description="replicas always running; 2 or more spreads them over two availability zones",
+    )
+    max_monthly_usd: float | None = Field(
+        default=None, gt=0, description="refuse architectures that cost more than this a month (USD)"
+    )
+    max_context_tokens: int | None = Field(
+        default=None,
+        gt=0,
+        description="the longest request (prompt + answer, tokens) a deployment serves, at most the model's own"
+        " context (its context when unset); a workload longer at p99 is refused",
+    )
 
     @field_validator("region")
     @classmethod
