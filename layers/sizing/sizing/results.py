@@ -80,6 +80,9 @@ class Headroom(Frozen):
     latency: dict[str, float] = Field(default_factory=dict)
     tightest: str | None = None
     tightest_pct: float | None = None
+    #: how the sizing allowed for the estimator's error: "fixed 20% load headroom", or with `slo.confidence` the
+    #: quantile and the factors applied to predicted latencies and capacity
+    reasoning: str | None = None
 
 
 class Tuning(Frozen):

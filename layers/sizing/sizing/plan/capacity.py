@@ -16,6 +16,7 @@ load offered). The replica's prefix caching is part of its step model's fingerpr
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -61,11 +62,68 @@ def stat(sim: Any, metric: str, pct: str) -> float:
     return float(value)
 
 
-def violations(sim: Any, slo: SLO) -> list[tuple[str, str, float, float]]:
-    """(metric, percentile, achieved, limit) for every SLO target the simulation misses."""
+#: SLO metric -> the cross-validated metric whose error scales it (`Margin`). e2e has no held-out rows of its own;
+#: it is TTFT plus TPOT per further token, so its error lies between theirs and the larger factor bounds it.
+MARGIN_METRICS = {"ttft_ms": ("ttft",), "tpot_ms": ("tpot",), "e2e_s": ("ttft", "tpot")}
+
+
+@dataclass(frozen=True)
+class Margin:
+    """How the planner allows for the estimator's own error on one replica: the factors predicted latencies are
+    multiplied by before the SLO check (`violations`), the share of the SLO capacity used at peak, and why.
+
+    Without `slo.confidence`, latencies are checked as predicted and a fixed share of the capacity is kept free
+    (`headroom`). With it, each latency is scaled up by measured/predicted at the requested quantile of the
+    family's and engine's leave-one-source-out error, and the capacity down by predicted/measured saturated
+    throughput at that quantile (`sizing.perf.calibration.conservative_ratio`). No factor goes the optimistic way:
+    where the estimator is pessimistic at that quantile the prediction stands as it is."""
+
+    latency: tuple[tuple[str, float], ...] = ()
+    usable: float = 1.0
+    reasoning: str = ""
+
+    def factor(self, metric: str) -> float:
+        return dict(self.latency).get(metric, 1.0)
+
+
+@functools.cache
+def _error_ratios(family: str, engine: str, confidence: float) -> dict[str, float | None]:
+    from sizing.perf.calibration import conservative_ratio
+
+    return {m: conservative_ratio(family, engine, m, confidence) for m in ("ttft", "tpot", "throughput")}
+
+
+def margin(step: Any, slo: SLO, headroom: float) -> Margin:
+    """The allowance for estimator error on a replica of `step` (see `Margin`)."""
+    if slo.confidence is None:
+        return Margin(usable=1 - headroom, reasoning=f"fixed {headroom:.0%} load headroom")
+    prof = step.profile
+    ratios = _error_ratios(prof.family, prof.engine, float(slo.confidence))
+    scale = {m: 1 / r for m, r in ratios.items() if m != "throughput" and r}
+    latency = tuple(
+        (metric, round(max([1.0, *(scale.get(m, 1.0) for m in of)]), 4))
+        for metric, of in MARGIN_METRICS.items()
+    )
+    thr = ratios.get("throughput") or 1.0
+    usable = round(min(1.0, 1 / thr), 4)
+    pct = f"{100 * slo.confidence:g}"
+    names = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "e2e"}
+    factors = ", ".join(f"{names[m]} x{f:.2f}" for m, f in latency)
+    return Margin(
+        latency=latency,
+        usable=usable,
+        reasoning=f"confidence {slo.confidence:g}: SLO holds at the {pct}th percentile of the estimator's"
+        f" cross-validated error for {prof.family} x {prof.engine} (predicted latencies {factors}; capacity"
+        f" x{usable:.2f} for saturated throughput over-predicted), instead of a fixed load headroom",
+    )
+
+
+def violations(sim: Any, slo: SLO, scale: Margin | None = None) -> list[tuple[str, str, float, float]]:
+    """(metric, percentile, achieved, limit) for every SLO target the simulation misses, the achieved figure
+    multiplied by `scale`'s factor for its metric (`margin`)."""
     out = []
     for metric, pct, limit in slo.targets():
-        v = stat(sim, metric, pct)
+        v = stat(sim, metric, pct) * (scale.factor(metric) if scale else 1.0)
         if v > limit:
             out.append((metric, pct, v, limit))
     return out
@@ -107,10 +165,14 @@ def cache_info() -> dict[str, dict[str, int]]:
     return {"capacity": _capacities.info(), "prediction": _predictions.info()}
 
 
-def score(sim: Any, slo: SLO) -> float:
-    """The SLO target closest to failing, as achieved / limit: at most 1 where every target holds."""
+def score(sim: Any, slo: SLO, scale: Margin | None = None) -> float:
+    """The SLO target closest to failing, as achieved (times `scale`'s factor) / limit: at most 1 where every
+    target holds."""
     lo, hi = SCORE_CLAMP
-    ratios = [stat(sim, m, p) / max(limit, lo) for m, p, limit in slo.targets()]
+    ratios = [
+        stat(sim, m, p) * (scale.factor(m) if scale else 1.0) / max(limit, lo)
+        for m, p, limit in slo.targets()
+    ]
     finite = [r for r in ratios if not math.isnan(r)]
     return min(max(max(finite, default=lo), lo), hi)
 
@@ -206,6 +268,7 @@ def max_rate_under_slo(
         wm.output_tokens,
         wm.shared_prefix_tokens,
         tuple(wm.slo.targets()),
+        margin(step, wm.slo, 0.0).latency,
         float(saturated_rps),
         seed,
         PROBE_REQUESTS,
@@ -228,7 +291,8 @@ def probe(step: Any, wm: WorkloadModel, saturated_rps: float, k: int, seed: int 
     sim = _simulated(
         step, wm, OpenLoop(grid_rate(k, max(saturated_rps, 1e-6), BISECTION_STEPS)), PROBE_REQUESTS, seed
     )
-    return not violations(sim, wm.slo), 1.0 / score(sim, wm.slo)
+    scale = margin(step, wm.slo, 0.0)
+    return not violations(sim, wm.slo, scale), 1.0 / score(sim, wm.slo, scale)
 
 
 def _simulated(step: Any, wm: WorkloadModel, arrivals: Any, n_requests: int, seed: int) -> Any:
@@ -263,6 +327,7 @@ def _search(
     from sizing.perf.simulator import ClosedLoop, OpenLoop
 
     slo = wm.slo
+    scale = margin(step, slo, 0.0)
     grid = 2**BISECTION_STEPS
     top = max(saturated_rps, 1e-6)
     budget = BISECTION_STEPS + GUIDED_EXTRA_PROBES
@@ -271,19 +336,23 @@ def _search(
     def probed(k: int) -> tuple[bool, float]:
         sim = _simulated(step, wm, OpenLoop(grid_rate(k, top, BISECTION_STEPS)), PROBE_REQUESTS, seed)
         e2e[k] = float(sim.e2e_s.mean)
-        return not violations(sim, slo), 1.0 / score(sim, slo)
+        return not violations(sim, slo, scale), 1.0 / score(sim, slo, scale)
 
     if start is not None:
         # a grid point known to pass: no one-user check, the edge lies above it
         edge, probes = find_edge(probed, grid, start[1], budget, start=start[0])
         return Capacity(grid_rate(edge, top, BISECTION_STEPS), True, "", probes, e2e_mean_s=e2e.get(edge))
     single = _simulated(step, wm, ClosedLoop(1), PROBE_REQUESTS, seed)
-    bad = violations(single, slo)
+    bad = violations(single, slo, scale)
     if bad:
         reasons = "; ".join(describe_violation(*v) for v in bad)
+        if scale.latency:
+            reasons += (
+                f" ({scale.reasoning.split(':')[0]}: predicted latencies scaled by the estimator's error)"
+            )
         closest = {f"{m}.{p}": v for m, p, v, _ in bad}
         return Capacity(0.0, False, f"{reasons} even at 1 user", 1, closest)
-    edge, probes = find_edge(probed, grid, 1.0 / score(single, slo), budget)
+    edge, probes = find_edge(probed, grid, 1.0 / score(single, slo, scale), budget)
     lo = grid_rate(edge, top, BISECTION_STEPS)
     if lo <= 0:
         # passes at one user, fails at every probed rate: capacity is below the first probe; one user's worth

@@ -32,6 +32,7 @@ from sizing.plan.capacity import (
     Capacity,
     describe_violation,
     grid_point_above,
+    margin,
     max_rate_under_slo,
     predict_at,
     probe,
@@ -220,8 +221,9 @@ def _predicted(sim: Any) -> dict[str, dict[str, float]]:
     return {m: _stats(sim, m) for m in ("ttft_ms", "tpot_ms", "e2e_s")}
 
 
-def _headroom(sim: Any, slo: SLO, load_pct: float) -> Headroom:
-    """Load headroom and each SLO target's latency margin at the operating point."""
+def _headroom(sim: Any, slo: SLO, load_pct: float, reasoning: str) -> Headroom:
+    """Load headroom and each SLO target's latency margin at the operating point, and how the sizing allowed for
+    the estimator's error (`capacity.margin`)."""
     latency: dict[str, float] = {}
     for metric, pct, limit in slo.targets():
         latency[f"{metric}.{pct}"] = round(100 * (1 - stat(sim, metric, pct) / limit), 1)
@@ -231,6 +233,7 @@ def _headroom(sim: Any, slo: SLO, load_pct: float) -> Headroom:
         latency=latency,
         tightest=tightest,
         tightest_pct=latency[tightest] if tightest else None,
+        reasoning=reasoning,
     )
 
 
@@ -258,7 +261,8 @@ def _architecture(
     assert opt.capacity is not None
     hw = opt.hw
     rep = opt.replica
-    usable = opt.capacity.rate_rps * (1 - headroom)
+    allowance = margin(rep.step, wm.slo, headroom)
+    usable = opt.capacity.rate_rps * allowance.usable
     pricing = _pricing(cat, wm, hw, deployment)
     users = wm.spec.users.total if wm.spec.users else None
     cost = project(wm, usable, hw.replicas_per_instance, pricing, users)
@@ -274,7 +278,7 @@ def _architecture(
     cap_type = _capacity_type(wm, deployment)
     inst = cat.instance(hw.instance_type)
     acc = cat.accelerator_of(inst)
-    slo_ok = not violations(sim, wm.slo)
+    slo_ok = not violations(sim, wm.slo, allowance)
     zones = spread_zones(wm)
     placement = Placement(
         replicas_per_instance=hw.replicas_per_instance,
@@ -334,7 +338,7 @@ def _architecture(
             "measured": None,
             "meets_slo": slo_ok,
             "headroom_pct": load_pct,
-            "headroom": _headroom(sim, wm.slo, load_pct),
+            "headroom": _headroom(sim, wm.slo, load_pct, allowance.reasoning),
             "cost": cost,
             "serving": rep.serving,
             "context": ContextInfo.model_validate(ctx.describe()),
@@ -1418,7 +1422,7 @@ def estimate_result(
         workload=wm.derived(),
         architectures=shown,
         rejected=rejected,
-        assumptions=_assumptions(cat, headroom),
+        assumptions=_assumptions(cat, headroom, wm.slo),
         search={
             "hardware_options": len(enum.hardware),
             "simulated": sum(1 for o in options if o.capacity is not None),
@@ -1506,7 +1510,10 @@ def _with_tuning(
         if opt.chosen is not None and d_cap is not None and d_cap.feasible:
             pricing = _pricing(cat, wm, opt.hw, d)
             ((on_demand, spot),) = monthly_usd(
-                wm, d_cap.rate_rps * (1 - headroom), opt.hw.replicas_per_instance, [pricing]
+                wm,
+                d_cap.rate_rps * margin(opt.default.step, wm.slo, headroom).usable,
+                opt.hw.replicas_per_instance,
+                [pricing],
             )
             default_cost = ranked_usd_per_month(on_demand, spot, a.capacity_type)
         out.append(a.model_copy(update={"tuning": _tuning(wm, opt, a, default_cost, seed)}))
@@ -1572,13 +1579,20 @@ def _early_reject(slo: SLO, step: Any, wm: WorkloadModel) -> tuple[str, dict[str
     return reason, {f"{m}.{p}": v for m, p, v, _ in bad}
 
 
-def _assumptions(cat: Catalog, headroom: float) -> dict[str, Any]:
+def _assumptions(cat: Catalog, headroom: float, slo: SLO) -> dict[str, Any]:
     from sizing.perf.calibration import load_profiles
     from sizing.plan.serving import CONTEXT_PERCENTILE
 
     prof = load_profiles()
     return {
-        "headroom": headroom,
+        "headroom": headroom if slo.confidence is None else None,
+        "confidence": slo.confidence,
+        "headroom_reasoning": f"fixed {headroom:.0%} load headroom"
+        if slo.confidence is None
+        else f"confidence {slo.confidence:g}: every SLO target holds at the {100 * slo.confidence:g}th percentile of"
+        " the estimator's own cross-validated error for each architecture's family and engine (predicted"
+        " latencies scaled up, capacity down; each architecture's headroom.reasoning states its factors) instead"
+        " of a fixed load headroom",
         "calibration": {k: prof.get(k) for k in ("version", "date") if k in prof},
         "prices": "on-demand EC2/SageMaker prices per catalog entry (source and as-of in each architecture's cost.price)",
         "spot": "spot discounts per family, most assumed (see cost.price.spot_discount_assumed); the min_replicas base stays on-demand",
