@@ -19,6 +19,7 @@ from sizing.deploy.fakekube import FakeKube
 from sizing.deploy.kube import KubeClient
 from sizing.deploy.sagemaker import SageMakerProvisioner
 from sizing.lambdas import load_function
+from sizing.store.schema import create_table
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +34,11 @@ def load_event(name: str) -> dict[str, Any]:
 
 
 def load_handler() -> ModuleType:
-    return load_function("functions/janitor/")
+    """The function as a fresh container sees it: settings and clients built from this test's environment."""
+    app = load_function("functions/janitor/")
+    app.settings.cache_clear()
+    app.clients.cache_clear()
+    return app
 
 
 @pytest.fixture
@@ -60,18 +65,7 @@ def test_the_scheduled_sweep_removes_a_finished_runs_resources_and_counts_them(
     with mock_aws():
         # given a finished run and a running one, each with an EKS and a SageMaker candidate
         ddb = boto3.client("dynamodb", region_name="us-east-1")
-        ddb.create_table(
-            TableName=TABLE,
-            KeySchema=[
-                {"AttributeName": "PK", "KeyType": "HASH"},
-                {"AttributeName": "SK", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "PK", "AttributeType": "S"},
-                {"AttributeName": "SK", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_table(ddb, TABLE)
         sm = boto3.client("sagemaker", region_name="us-east-1")
         kube = KubeClient(httpserver.url_for("/"))
         for run, status in (("run-done", "SUCCEEDED"), ("run-live", "RUNNING")):
@@ -92,6 +86,7 @@ def test_the_scheduled_sweep_removes_a_finished_runs_resources_and_counts_them(
         assert {d["run_id"] for d in result["deleted"]} == {"run-done"}
         assert len(result["deleted"]) == 6 + 1 + 3
         assert result["kept_runs"] == ["run-live"]
+        assert result["errors"] == []
         assert len(sm.list_endpoints()["Endpoints"]) == 1
     # and a ResourcesDeleted metric of 10 was emitted
     emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]

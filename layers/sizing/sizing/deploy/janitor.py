@@ -3,7 +3,12 @@
 It finds resources by the run label/tag of `sizing.deploy.labels` — Kubernetes objects (node pools, node
 classes, node claims, deployments, services, ...) and SageMaker endpoints, endpoint configs and models — asks
 `RunStatusLookup` whether each run has finished, and deletes those of finished runs, those past their
-`expires-at` deadline, and those of runs nobody knows that are older than the longest a run may last."""
+`expires-at` deadline, and those of runs nobody knows that are older than the longest a run may last.
+
+Before that it reconciles the runs table with Step Functions (`reconcile_runs`): a run still RUNNING (or
+CANCELLING) whose execution has ended -- because the step that records the outcome could not write, or the
+execution was stopped outside the API -- is closed with the execution's outcome, so the sweep that follows
+removes what it left behind."""
 
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from sizing.deploy.eks import TEARDOWN_ORDER
 from sizing.deploy.kube import KubeClient, ProvisioningError
 from sizing.deploy.manifests import DEFAULT_MAX_DURATION_S
 from sizing.deploy.sagemaker import paged, tag_map
+from sizing.errors import Conflict, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +102,29 @@ class DynamoRunStatus:
         return str(item["status"].get("S"))
 
 
+#: Run statuses whose execution the janitor checks: the run is not over, yet its execution may be.
+OPEN = ("RUNNING", "CANCELLING")
+#: Step Functions execution statuses after which no step of it runs any more (DescribeExecution `status`;
+#: RUNNING and PENDING_REDRIVE are not over) [docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html].
+ENDED = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})
+#: Runs read per page of the runs index while looking for open runs (the store's largest page).
+RECONCILE_PAGE = 100
+#: Characters of an execution's failure kept in the run's error (the error field is shown, not a log).
+FAILURE_CHARS = 1000
+
+
+class Reconciled(BaseModel):
+    """One run the janitor closed (or would close, in a dry run) because its execution had ended."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    execution_status: str
+    was: str
+    now: str
+    error: str | None = None
+
+
 class Swept(BaseModel):
     """One resource the janitor removed (or would remove, in a dry run)."""
 
@@ -116,6 +145,8 @@ class SweepReport(BaseModel):
     deleted: list[Swept] = Field(default_factory=list)
     #: Runs whose resources were left in place because they are still running within their deadline.
     kept_runs: list[str] = Field(default_factory=list)
+    #: Runs closed with their ended execution's outcome (`reconcile_runs`), before the sweep.
+    reconciled: list[Reconciled] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
 
 
@@ -252,3 +283,101 @@ def sweep(
             except _FAILURES as exc:  # keep going: the next sweep retries what failed
                 report.errors.append(f"deleting {f.where} {f.kind}/{f.name}: {exc}")
     return report
+
+
+# --- reconciliation: runs still open whose execution has ended ------------------------------------------------
+def _first_failure(sfn: Any, execution_arn: str) -> str:
+    """The first task failure of an execution as `Error: cause` (the root cause; later failures echo it)."""
+    kwargs: dict[str, Any] = {"executionArn": execution_arn, "maxResults": 1000}
+    while True:
+        out = sfn.get_execution_history(**kwargs)
+        for ev in out.get("events", []):
+            for key, details in ev.items():
+                if key.endswith("FailedEventDetails") and key != "executionFailedEventDetails":
+                    return f"{details.get('error', '')}: {details.get('cause', '')}".strip(": ")
+        if not out.get("nextToken"):
+            return ""
+        kwargs["nextToken"] = out["nextToken"]
+
+
+def _json(text: str | None) -> dict[str, Any]:
+    import json
+
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def outcome(run_status: str, execution: dict[str, Any], sfn: Any) -> tuple[str, str | None]:
+    """(the run's final status, its error) for an open run whose execution has ended.
+
+    A cancelled run (CANCELLING) ends CANCELLED whatever its execution did. For a RUNNING one: an execution
+    that SUCCEEDED ends as its output says (the budget guard's refusal is REFUSED, a ranking that succeeded is
+    SUCCEEDED, anything else FAILED); FAILED and TIMED_OUT end FAILED with the first failure; ABORTED (stopped
+    outside the API) ends CANCELLED."""
+    status = execution["status"]
+    if run_status == "CANCELLING":
+        return "CANCELLED", None
+    if status == "SUCCEEDED":
+        out = _json(execution.get("output"))
+        if ((out.get("estimate") or {}).get("value") or {}).get("refused"):
+            return "REFUSED", "refused by the budget guard"
+        if ((out.get("ranking") or {}).get("value") or {}).get("status") == "SUCCEEDED":
+            return "SUCCEEDED", None
+        return "FAILED", "the execution succeeded without recording the run's result"
+    if status == "ABORTED":
+        return "CANCELLED", "execution stopped outside the API"
+    cause = _first_failure(sfn, execution["executionArn"]) or ": ".join(
+        x for x in (execution.get("error"), execution.get("cause")) if x
+    )
+    what = "timed out" if status == "TIMED_OUT" else "failed"
+    return "FAILED", (f"execution {what}" + (f": {cause}" if cause else ""))[:FAILURE_CHARS]
+
+
+def _open_runs(store: Any) -> Iterable[Any]:
+    for status in OPEN:
+        token = None
+        while True:
+            page, token = store.list_runs(limit=RECONCILE_PAGE, token=token, status=status)
+            yield from page
+            if not token:
+                break
+
+
+def reconcile_runs(store: Any, sfn: Any, *, dry_run: bool = False) -> tuple[list[Reconciled], list[str]]:
+    """Close every run still RUNNING or CANCELLING whose Step Functions execution has ended, with the
+    execution's outcome (`outcome`). `store` is a `sizing.store.SizingStore`, `sfn` a Step Functions client.
+    Returns (runs closed, errors); a run closed meanwhile by its own execution is left as it is."""
+    closed: list[Reconciled] = []
+    errors: list[str] = []
+    try:
+        runs = list(_open_runs(store))
+    except _FAILURES as exc:
+        return closed, [f"listing open runs: {exc}"]
+    for run in runs:
+        if not run.execution_arn:
+            continue  # not started yet: nothing to compare with
+        try:
+            execution = sfn.describe_execution(executionArn=run.execution_arn)
+            if execution.get("status") not in ENDED:
+                continue
+            final, error = outcome(run.status, execution, sfn)
+            done = Reconciled(
+                run_id=run.run_id,
+                execution_status=execution["status"],
+                was=run.status,
+                now=final,
+                error=error,
+            )
+            if not dry_run:
+                fields = {"error": error} if error else {}
+                store.transition(run.run_id, final, expected_from=run.status, **fields)
+                log.info("run %s %s -> %s: execution %s", run.run_id, run.status, final, execution["status"])
+            closed.append(done)
+        except (Conflict, NotFound):
+            continue  # it moved on (or went) since it was listed: its own writer won
+        except _FAILURES as exc:  # the next sweep tries again
+            errors.append(f"reconciling run {run.run_id}: {exc}")
+    return closed, errors
