@@ -78,8 +78,9 @@ def test_an_infeasible_workload_says_what_to_relax_and_offers_no_measurement() -
 
 
 def test_bedrock_architectures_are_named_by_their_model_and_priced_per_token() -> None:
-    # given a small model where Bedrock ranks first
+    # given a small model where Bedrock ranks first, its US cross-Region profile allowed
     raw = parse_command("500 users llama-3.1-8b").raw_spec
+    raw.setdefault("constraints", {})["data_residency"] = "geography"
     spec = parse_spec(raw)
     result = estimate(spec, top=blocks.TOP_SHOWN)
     bedrock = [a for a in result["architectures"] if a["deployment"] == "bedrock"]
