@@ -1,17 +1,28 @@
 """Release handling figures: how long the model-release function takes to re-size N watches for one release (the
 example workloads, full default constraints), what a redelivery costs (idempotent: no estimates), and one Hub
 poll against a local server replaying the recorded answers, in-process on moto; and each function's cold import
-in a fresh interpreter. Prints figures; asserts nothing.
+in a fresh interpreter.
 
-    .venv/bin/python benchmarks/releases.py [--watches 4]
+Fan-out at scale: 10,000 watches (synthetic specs over the example workloads: traffic, prompt lengths and SLOs
+varied per watch) match one release; the model-release function lists them and enqueues one job each on moto's
+SQS (timed in full), then a sample of the jobs goes through the release fan-out function as Lambda's event
+source mapping delivers them (`LocalEventSourceMapping`), timed per watch; the wall time at N concurrent fan-out
+functions is projected from both. Prints figures; asserts nothing.
+
+    .venv/bin/python benchmarks/releases.py [--watches 4] [--fanout-watches 10000] [--sample 40]
+        [--concurrency 100] [--fanout-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import copy
+import functools
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -84,12 +95,189 @@ def cold_import_s(function: str) -> float:
     return statistics.median(runs)
 
 
+#: The issue's target: 10,000 watches re-sized within 10 minutes at 100 concurrent fan-out functions.
+FANOUT_WATCHES = 10_000
+FANOUT_CONCURRENCY = 100
+FANOUT_TARGET_S = 600
+#: Jobs timed through the fan-out function (four batches of ten): every example workload several times over,
+#: ~2 minutes on a shared core; the other jobs are only enqueued.
+FANOUT_SAMPLE = 40
+
+
+@functools.cache
+def _example(k: int) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(EXAMPLES[k].read_text())
+    return loaded
+
+
+def synthetic_spec(i: int) -> dict[str, Any]:
+    """Watch i's workload: example i % 4 with its traffic scaled 0.5-2.4x, its prompts 0.75-1.25x and its
+    latency SLOs 1-1.5x, so no two neighbouring watches share an estimate."""
+    spec = copy.deepcopy(_example(i % len(EXAMPLES)))
+    traffic = 0.5 + ((i * 7) % 16) / 8
+    prompt = 0.75 + (i % 5) * 0.125
+    slack = 1 + (i % 3) * 0.25
+    spec["name"] = f"{spec['name']}-{i}"
+    if "users" in spec:
+        spec["users"]["total"] = max(1, round(spec["users"]["total"] * traffic))
+    if "rate" in spec:
+        spec["rate"]["peak_rps"] = round(spec["rate"]["peak_rps"] * traffic, 3)
+    for key in ("mean", "p95"):
+        if key in spec["tokens"]["input"]:
+            spec["tokens"]["input"][key] = round(spec["tokens"]["input"][key] * prompt)
+    for targets in spec["slo"].values():
+        for pct, value in targets.items():
+            targets[pct] = round(value * slack, 3)
+    return spec
+
+
+@contextlib.contextmanager
+def _moto_sqs_counts_without_scans() -> Iterator[None]:
+    """moto's SendMessage reads every queue attribute for each message it takes, and three of them
+    (ApproximateNumberOfMessages, ...NotVisible, ...Delayed) walk the whole queue: enqueueing 10,000 jobs would
+    take hours of the emulator's own O(n²) work, which SQS does not do. While this is on, those three count
+    the stored messages without walking them (all visible, none delayed: true while only sending)."""
+    from moto.sqs.models import Queue
+
+    names = (
+        "approximate_number_of_messages",
+        "approximate_number_of_messages_not_visible",
+        "approximate_number_of_messages_delayed",
+    )
+    saved = {name: getattr(Queue, name) for name in names}
+    Queue.approximate_number_of_messages = property(lambda q: len(q._messages))  # type: ignore[method-assign,assignment]
+    Queue.approximate_number_of_messages_not_visible = property(lambda q: 0)  # type: ignore[method-assign,assignment]
+    Queue.approximate_number_of_messages_delayed = property(lambda q: 0)  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(Queue, name, value)
+
+
+def fanout_figures(n: int, sample: int, concurrency: int) -> None:
+    import math
+
+    import boto3
+    from moto import mock_aws
+
+    from sizing.catalog import load_catalog
+    from sizing.lambdas import load_function
+    from sizing.releases import deps
+    from sizing.releases.fanout import SQS_BATCH_MAX, LocalEventSourceMapping
+    from sizing.releases.settings import ReleaseSettings
+    from sizing.releases.watches import WatchRequest, WatchService
+    from sizing.store import SizingStore, create_table
+
+    release = load_function("functions/model_release/")
+    fanout = load_function("functions/release_fanout/")
+    event = json.loads((ROOT / "events" / "model_release_inline.json").read_text())
+    catalog = load_catalog()
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        events = boto3.client("events", region_name=REGION)
+        sqs = boto3.client("sqs", region_name=REGION)
+        events.create_event_bus(Name=BUS)
+        table = create_table(ddb, "llm-sizing-bench")
+        dlq = sqs.create_queue(QueueName="fanout-dlq")["QueueUrl"]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        queue = sqs.create_queue(
+            QueueName="fanout",
+            Attributes={"RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 3})},
+        )["QueueUrl"]
+        settings = ReleaseSettings(TABLE_NAME=table, EVENT_BUS_NAME=BUS, RELEASE_QUEUE_URL=queue)
+        deps.configure(settings, dynamodb=ddb, events=events, sqs=sqs)
+        watches = WatchService(SizingStore(table, ddb), lambda: catalog)
+        t0 = time.perf_counter()
+        for start in range(0, n, 1000):
+            watches.create_many(
+                [
+                    WatchRequest(name=f"w{i}", spec=synthetic_spec(i), model_pattern="meta-llama/Llama-4-*")
+                    for i in range(start, min(n, start + 1000))
+                ]
+            )
+        print(
+            f"fan-out: {n:,} watches stored on moto in {time.perf_counter() - t0:.0f} s (setup, not projected)"
+        )
+
+        t0 = time.perf_counter()
+        with _moto_sqs_counts_without_scans():
+            outcome = release.lambda_handler(event, CONTEXT)
+        enqueue_s = time.perf_counter() - t0
+        depth = int(
+            sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["ApproximateNumberOfMessages"])[
+                "Attributes"
+            ]["ApproximateNumberOfMessages"]
+        )
+        print(
+            f"fan-out: release function listed and enqueued {outcome['enqueued']:,} jobs in {enqueue_s:.1f} s"
+            f" on moto ({depth:,} on the queue, {math.ceil(n / SQS_BATCH_MAX):,} SendMessageBatch calls)"
+        )
+
+        bodies: list[str] = []
+
+        def handler(batch: dict[str, Any], context: Any) -> dict[str, Any]:
+            bodies.extend(r["body"] for r in batch["Records"])
+            answer: dict[str, Any] = fanout.lambda_handler(batch, context)
+            return answer
+
+        mapping = LocalEventSourceMapping(sqs, queue, handler)
+        batches = math.ceil(sample / SQS_BATCH_MAX)
+        t0 = time.perf_counter()
+        report = mapping.drain(CONTEXT, max_batches=batches)
+        sample_s = time.perf_counter() - t0
+        done = report.succeeded
+        per_watch = sample_s / max(done, 1)
+        print(
+            f"fan-out: {done} sampled jobs re-sized by the fan-out function in {sample_s:.1f} s:"
+            f" {per_watch:.2f} s per watch (two estimates, compare, notify; {report.failed_attempts} failed)"
+        )
+        per_batch = per_watch * SQS_BATCH_MAX
+        projected = enqueue_s + math.ceil(n / (concurrency * SQS_BATCH_MAX)) * per_batch
+        verdict = "meets" if projected <= FANOUT_TARGET_S else "misses"
+        print(
+            f"fan-out: projected wall time for {n:,} watches at {concurrency} concurrent fan-out functions:"
+            f" {projected:.0f} s = enqueue {enqueue_s:.0f} s + {math.ceil(n / (concurrency * SQS_BATCH_MAX))}"
+            f" rounds of a {per_batch:.0f} s batch ({verdict} the {FANOUT_TARGET_S // 60}-minute target;"
+            " one local core stands for a Lambda's vCPU at 2,048 MB)"
+        )
+
+        # the sampled jobs delivered again: the idempotency records answer, nothing is estimated twice
+        again = sqs.create_queue(QueueName="fanout-redelivered")["QueueUrl"]
+        for start in range(0, len(bodies), SQS_BATCH_MAX):
+            entries = [
+                {"Id": str(k), "MessageBody": b} for k, b in enumerate(bodies[start : start + SQS_BATCH_MAX])
+            ]
+            sqs.send_message_batch(QueueUrl=again, Entries=entries)  # type: ignore[arg-type]
+        t0 = time.perf_counter()
+        redelivered = LocalEventSourceMapping(sqs, again, fanout.lambda_handler).drain(CONTEXT)
+        again_s = time.perf_counter() - t0
+        print(
+            f"fan-out: the {redelivered.succeeded} sampled jobs redelivered: {again_s * 1000 / max(len(bodies), 1):.0f} ms"
+            " per job (idempotent: no estimate, run or message twice)"
+        )
+        deps.configure()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--watches", type=int, default=len(EXAMPLES), help="watches matching the release")
+    parser.add_argument(
+        "--fanout-watches", type=int, default=FANOUT_WATCHES, help="watches of the fan-out run"
+    )
+    parser.add_argument("--sample", type=int, default=FANOUT_SAMPLE, help="fan-out jobs timed")
+    parser.add_argument(
+        "--concurrency", type=int, default=FANOUT_CONCURRENCY, help="fan-out functions at once"
+    )
+    parser.add_argument("--fanout-only", action="store_true", help="only the fan-out figures")
     args = parser.parse_args()
     os.environ.update(ENV)
-    for function in ("model_release", "release_poller"):
+    if args.fanout_only:
+        fanout_figures(args.fanout_watches, args.sample, args.concurrency)
+        return
+    for function in ("model_release", "release_fanout", "release_poller"):
         print(f"{function} cold import: {cold_import_s(function):.2f} s (median of {COLD_RUNS})")
 
     import boto3
@@ -160,6 +348,8 @@ def main() -> None:
             f"one poll ({len(report.orgs)} org, {report.listed} models listed, {len(report.emitted)} emitted,"
             f" {len(report.unavailable)} unavailable): {poll_s * 1000:.0f} ms"
         )
+        deps.configure()
+    fanout_figures(args.fanout_watches, args.sample, args.concurrency)
 
 
 if __name__ == "__main__":

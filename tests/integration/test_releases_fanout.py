@@ -200,6 +200,30 @@ def test_a_release_enqueues_one_job_per_matching_watch_and_each_is_resized_on_it
     assert dead_letters(aws) == []
 
 
+def test_watches_stored_in_bulk_are_each_matched_once_with_their_options(aws, context) -> None:
+    # given 60 watches stored at once (three BatchWriteItem pages), every third watching another family
+    requests = [
+        WatchRequest.model_validate(
+            {
+                "name": f"bulk {i}",
+                "spec": WORKLOAD,
+                "model_pattern": "Qwen/Qwen3-*" if i % 3 == 0 else "meta-llama/Llama-4-*",
+                "measure": i % 2 == 0,
+            }
+        )
+        for i in range(60)
+    ]
+    created = aws.watches.create_many(requests)
+    # when Llama 4 Scout is released
+    outcome = RELEASE.lambda_handler(load_event("model_release_inline"), context)
+    # then one job was queued per Llama watch, and each watch reads back with the options it was given
+    assert outcome["enqueued"] == 40
+    assert sorted(aws.watches.matching_ids(RELEASED)) == sorted(
+        w.watch_id for w in created if w.model_pattern.startswith("meta-llama/")
+    )
+    assert [aws.watches.find(w.watch_id).measure for w in created[:4]] == [True, False, True, False]
+
+
 # --- faults -------------------------------------------------------------------------------------------------
 def test_a_watch_whose_estimate_fails_lands_in_the_dead_letter_queue_after_its_retries(
     aws, context, monkeypatch

@@ -153,17 +153,19 @@ class ReleaseService:
         outcome = ReleaseOutcome(
             model_id=spec.id, status="processed", added_to_catalog=True, config_digest=digest
         )
-        watches = self.watches.matching(spec.id)
-        jobs = [WatchJob(model_id=spec.id, config_digest=digest, watch_id=w.watch_id) for w in watches]
         if self.queue is not None:
+            ids = self.watches.matching_ids(spec.id)
+            jobs = [WatchJob(model_id=spec.id, config_digest=digest, watch_id=i) for i in ids]
             outcome.enqueued = self.queue.send(jobs)
             return outcome
+        watches = self.watches.matching(spec.id)
+        jobs = [WatchJob(model_id=spec.id, config_digest=digest, watch_id=w.watch_id) for w in watches]
         catalog = self.registry.catalog()
         cache: dict[str, dict[str, Any] | None] = {}
         transient: list[str] = []
         for job, watch in zip(jobs, watches, strict=True):
             try:
-                outcome.watches.append(self._once(job, watch, catalog, cache))
+                outcome.watches.append(self._once(job, watch, lambda: catalog, cache))
             except Unavailable as exc:
                 transient.append(f"{watch.watch_id}: {exc.message}")
             except IdempotencyAlreadyInProgressError:
@@ -216,15 +218,20 @@ class ReleaseService:
         except NotFound:
             out.skipped = "the watch was deleted since the release"
             return out
-        return self._once(job, watch, cache.catalog(), cache.estimates)
+        # the catalog is built only when the job is not done already (a redelivery answers from its record)
+        return self._once(job, watch, cache.catalog, cache.estimates)
 
     def _once(
-        self, job: WatchJob, watch: ReleaseWatch, catalog: Catalog, cache: dict[str, dict[str, Any] | None]
+        self,
+        job: WatchJob,
+        watch: ReleaseWatch,
+        catalog: Callable[[], Catalog],
+        cache: dict[str, dict[str, Any] | None],
     ) -> WatchOutcome:
         """Re-size one watch for one model, at most once per (model, config digest, watch)."""
 
         def work(payload: dict[str, str]) -> WatchOutcome:
-            return self._resize(job, watch, catalog, cache)
+            return self._resize(job, watch, catalog(), cache)
 
         if self.idempotency is None:
             return work(job.payload())

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sizing.service.runs import DEFAULT_TOP_K, MAX_TOP_K
 from sizing.store import RunSource, SizingStore, SlackThread, Watch
 from sizing.store.codec import from_item, to_item
-from sizing.store.items import now_iso
+from sizing.store.items import WATCHES_INDEX_PK, now_iso
 from sizing.store.repository import MAX_PAGE
 from sizing.workload import parse_spec
 
@@ -42,6 +42,8 @@ RECENT_RESULTS = 5
 BATCH_WRITE_MAX = 25
 #: BatchGetItem reads at most 100 keys per call (DynamoDB limit), one page of watches.
 BATCH_GET_MAX = 100
+#: The table's index listing watches by creation time (GSI1PK=WATCHES, GSI1SK={created_at}#{id}).
+WATCHES_INDEX = "GSI1"
 
 
 class Strict(BaseModel):
@@ -166,8 +168,29 @@ class WatchService:
     def create(self, request: WatchRequest, *, source: RunSource = "api") -> ReleaseWatch:
         """Validate the saved workload (InvalidInput naming `spec.<field>`; NotFound for an unknown current
         model) and store the watch."""
+        watch, options = self._build(request, source, self._catalog())
+        # options first: a listed watch always has its options
+        self._put_options(options)
+        self.store.put_watch(watch)
+        return ReleaseWatch.of(watch, options)
+
+    def create_many(self, requests: list[WatchRequest], *, source: RunSource = "api") -> list[ReleaseWatch]:
+        """`create` for many watches at once (25 items per BatchWriteItem, every options item before its watch
+        item): a bulk import, or a benchmark's thousands of watches. Validates them all before storing any."""
+        catalog = self._catalog()
+        built = [self._build(r, source, catalog) for r in requests]
+        options = [
+            {**o.model_dump(mode="json"), **o.keys(), "type": "watch_release_options"} for _w, o in built
+        ]
+        watches = [{**w.model_dump(mode="json"), **w.keys(), "type": "watch"} for w, _o in built]
+        self._batch_write([{"PutRequest": {"Item": to_item(body)}} for body in options + watches])
+        return [ReleaseWatch.of(w, o) for w, o in built]
+
+    def _build(
+        self, request: WatchRequest, source: RunSource, catalog: Catalog
+    ) -> tuple[Watch, ReleaseOptions]:
         spec = parse_spec(request.spec, prefix="spec")
-        model = self._catalog().model(spec.model, field_name="spec.model")
+        model = catalog.model(spec.model, field_name="spec.model")
         raw = {**request.spec, "model": model.id}
         watch_id = uuid.uuid4().hex
         options = ReleaseOptions(
@@ -186,10 +209,14 @@ class WatchService:
             source=source,
             slack=slack,
         )
-        # options first: a listed watch always has its options
-        self._put_options(options)
-        self.store.put_watch(watch)
-        return ReleaseWatch.of(watch, options)
+        return watch, options
+
+    def _batch_write(self, requests: list[dict[str, Any]]) -> None:
+        for start in range(0, len(requests), BATCH_WRITE_MAX):
+            pending: dict[str, Any] = {self.store.table_name: requests[start : start + BATCH_WRITE_MAX]}
+            while pending:
+                out = self.store.client.batch_write_item(RequestItems=pending)
+                pending = out.get("UnprocessedItems") or {}
 
     def get(self, watch_id: str) -> ReleaseWatch:
         """One watch with its recent results."""
@@ -219,20 +246,36 @@ class WatchService:
         """Every watch whose pattern matches a released model, oldest first (a stable processing order)."""
         return sorted((w for w in self.all() if w.matches(model_id)), key=lambda w: w.created_at)
 
+    def matching_ids(self, model_id: str) -> list[str]:
+        """The ids of every watch whose pattern matches a released model, oldest first: what a fan-out needs,
+        read in DynamoDB's 1 MB query pages of the two attributes it looks at (thousands of watches a page,
+        where `matching` reads 100 watches and their options a page)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.store.table_name,
+            "IndexName": WATCHES_INDEX,
+            "KeyConditionExpression": "GSI1PK = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": WATCHES_INDEX_PK}},
+            "ProjectionExpression": "watch_id, #pattern",
+            "ExpressionAttributeNames": {"#pattern": "model"},
+            "ScanIndexForward": True,
+        }
+        ids: list[str] = []
+        while True:
+            out = self.store.client.query(**kwargs)
+            for item in out.get("Items", []):
+                data = from_item(item)
+                if matches(str(data.get("model") or ""), model_id):
+                    ids.append(str(data["watch_id"]))
+            if "LastEvaluatedKey" not in out:
+                return ids
+            kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
+
     def delete(self, watch_id: str) -> None:
         """Delete a watch, its options and its results; NotFound when there is no such watch."""
         self.store.delete_watch(watch_id)
         keys = [{"PK": f"WATCH#{watch_id}", "SK": OPTIONS_SK}]
         keys += [r.keys() for r in self.results(watch_id, limit=None)]
-        for start in range(0, len(keys), BATCH_WRITE_MAX):
-            pending: dict[str, Any] = {
-                self.store.table_name: [
-                    {"DeleteRequest": {"Key": to_item(k)}} for k in keys[start : start + BATCH_WRITE_MAX]
-                ]
-            }
-            while pending:
-                out = self.store.client.batch_write_item(RequestItems=pending)
-                pending = out.get("UnprocessedItems") or {}
+        self._batch_write([{"DeleteRequest": {"Key": to_item(k)}} for k in keys])
 
     # --- results ------------------------------------------------------------------------------------------
     def record(self, result: WatchResult) -> None:
