@@ -217,10 +217,13 @@ def fanout_figures(n: int, sample: int, concurrency: int) -> None:
         )
 
         bodies: list[str] = []
+        invoked: list[float] = []
 
         def handler(batch: dict[str, Any], context: Any) -> dict[str, Any]:
             bodies.extend(r["body"] for r in batch["Records"])
+            started = time.perf_counter()
             answer: dict[str, Any] = fanout.lambda_handler(batch, context)
+            invoked.append(time.perf_counter() - started)
             return answer
 
         mapping = LocalEventSourceMapping(sqs, queue, handler)
@@ -229,19 +232,26 @@ def fanout_figures(n: int, sample: int, concurrency: int) -> None:
         report = mapping.drain(CONTEXT, max_batches=batches)
         sample_s = time.perf_counter() - t0
         done = report.succeeded
-        per_watch = sample_s / max(done, 1)
+        # the function's own time: receiving and deleting are the event source mapping's, outside the function
+        # (moto's receive and delete walk the whole 10,000-message queue; SQS's do not)
+        per_watch = sum(invoked) / max(done, 1)
         print(
-            f"fan-out: {done} sampled jobs re-sized by the fan-out function in {sample_s:.1f} s:"
-            f" {per_watch:.2f} s per watch (two estimates, compare, notify; {report.failed_attempts} failed)"
+            f"fan-out: {done} sampled jobs re-sized by the fan-out function in {sum(invoked):.1f} s of function"
+            f" time: {per_watch:.2f} s per watch (two estimates, compare, notify; {report.failed_attempts}"
+            f" failed; moto's receive/delete added {sample_s - sum(invoked):.1f} s)"
         )
         per_batch = per_watch * SQS_BATCH_MAX
-        projected = enqueue_s + math.ceil(n / (concurrency * SQS_BATCH_MAX)) * per_batch
+        rounds = math.ceil(n / (concurrency * SQS_BATCH_MAX))
+        # the fan-out functions start on the first jobs while the rest are still being enqueued: the wall
+        # time is the longer of the two pipelines (and the last job enqueued still takes one batch)
+        consume_s = rounds * per_batch
+        projected = max(enqueue_s + per_batch, consume_s)
         verdict = "meets" if projected <= FANOUT_TARGET_S else "misses"
         print(
             f"fan-out: projected wall time for {n:,} watches at {concurrency} concurrent fan-out functions:"
-            f" {projected:.0f} s = enqueue {enqueue_s:.0f} s + {math.ceil(n / (concurrency * SQS_BATCH_MAX))}"
-            f" rounds of a {per_batch:.0f} s batch ({verdict} the {FANOUT_TARGET_S // 60}-minute target;"
-            " one local core stands for a Lambda's vCPU at 2,048 MB)"
+            f" {projected:.0f} s = max(enqueue {enqueue_s:.0f} s + one batch, {rounds} rounds of a"
+            f" {per_batch:.0f} s batch = {consume_s:.0f} s) ({verdict} the {FANOUT_TARGET_S // 60}-minute"
+            " target; one local core stands for a Lambda's vCPU at 2,048 MB, enqueue timed on moto)"
         )
 
         # the sampled jobs delivered again: the idempotency records answer, nothing is estimated twice
