@@ -1156,7 +1156,8 @@ def _tuning(
     changed = serving_changes(opt.default.serving, opt.chosen.serving)
     words = "; ".join(f"{k} {b} instead of {a}" for k, (a, b) in changed.items())
     assert arch.per_replica is not None and opt.chosen.capacity is not None
-    rate = arch.per_replica.rps_at_peak
+    # rps_at_peak is rounded to 4 decimals, so a peak below 5e-5 req/s per replica reads 0: an idle replica, as at 1e-4
+    rate = arch.per_replica.rps_at_peak or 1e-4
     tuned = opt.chosen.predict(wm, rate, seed)
     before = opt.default.predict(wm, rate, seed)
     figures = []
