@@ -56,7 +56,9 @@ class NotifyTargets(Strict):
     slack_channel: str | None = Field(
         default=None, pattern=SLACK_CHANNEL_PATTERN, description="Slack channel id (C0123ABCD) or #name"
     )
-    eventbridge: bool = Field(default=True, description="publish SizingEstimateReady on the project bus")
+    eventbridge: bool = Field(
+        default=True, strict=True, description="publish SizingEstimateReady on the project bus"
+    )
 
 
 def _check_pattern(value: str) -> str:
@@ -71,7 +73,9 @@ class WatchRequest(Strict):
     name: str = Field(min_length=1, max_length=128)
     spec: dict[str, Any] = Field(description="the workload spec (its `model` is your current model)")
     model_pattern: str = Field(description="models to watch, e.g. meta-llama/Llama-4-* or Qwen/Qwen3-*")
-    measure: bool = Field(default=False, description="start a measured run for a matching release")
+    measure: bool = Field(
+        default=False, strict=True, description="start a measured run for a matching release"
+    )
     top_k: int = Field(default=DEFAULT_TOP_K, ge=1, le=MAX_TOP_K, description="candidates a run measures")
     budget_usd: float | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
     notify: NotifyTargets = Field(default_factory=NotifyTargets)
