@@ -35,6 +35,11 @@ MAX_READ_BYTES = 10 * 1024 * 1024
 #: simultaneous clients see "connection reset by peer"; 128 is Linux's historical SOMAXCONN, well above the 64
 #: concurrent clients the server is tested with.
 LISTEN_BACKLOG = 128
+#: Statuses that never carry a body (RFC 9110 sections 15.3.5, 15.4.5): a client reads none, so bytes sent
+#: anyway would be read as the start of the next answer on the same connection.
+NO_BODY_STATUSES = frozenset({204, 304})
+#: The embedded S3 bucket presigned report links point into (a link is served by the embedded AWS's port).
+REPORTS_BUCKET = "sizing-reports-local"
 #: Environment variable naming the signing secret `sizing serve` checks Slack requests with (one is generated
 #: and printed when it is not set).
 SIGNING_SECRET_ENV = "SIZING_SLACK_SIGNING_SECRET"
@@ -106,13 +111,15 @@ class _Handler(BaseHTTPRequestHandler):
                 result = resolve(event, None)
                 metrics.clear_metrics()  # CloudWatch metrics are the Lambda's business, not the laptop's
         status, out_headers, out_body = from_result(result)
+        bodiless = status in NO_BODY_STATUSES
         self.send_response(status)
         for k, v in out_headers:
-            if k.lower() != "content-length":
+            if k.lower() != "content-length" and not (bodiless and k.lower() == "content-type"):
                 self.send_header(k, v)
-        self.send_header("Content-Length", str(len(out_body)))
+        if not bodiless:
+            self.send_header("Content-Length", str(len(out_body)))
         self.end_headers()
-        if self.command != "HEAD":
+        if self.command != "HEAD" and not bodiless:
             self.wfile.write(out_body)
 
     def __getattr__(self, name: str) -> Any:
@@ -200,8 +207,15 @@ class LocalApi:
             self._http.server_close()
             raise
         runs = self.runs
+        # reports bucket on the embedded S3, so `GET /runs/{id}/report?presign=true` answers a link as deployed
+        runs.session.client("s3", endpoint_url=runs.endpoint).create_bucket(Bucket=REPORTS_BUCKET)
         deps.configure(
-            ApiSettings(TABLE_NAME=TABLE, STATE_MACHINE_ARN=runs.stack.state_machine_arn, STAGE="local"),
+            ApiSettings(
+                TABLE_NAME=TABLE,
+                STATE_MACHINE_ARN=runs.stack.state_machine_arn,
+                STAGE="local",
+                REPORT_BUCKET=REPORTS_BUCKET,
+            ),
             dynamodb=runs.ddb,
             sfn=runs.sfn,
             runs=runs.service,

@@ -19,7 +19,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from sizing.errors import InvalidInput, Problem
 from sizing.service.api import errors
 from sizing.service.api.routers import catalog, estimates, runs, watches
-from sizing.service.errors import PayloadTooLarge
+from sizing.service.errors import MethodNotAllowed, PayloadTooLarge
 
 TITLE = "LLM Sizing API"
 VERSION = "1.0.0"
@@ -57,6 +57,9 @@ LOCAL_DESCRIPTION = (
 )
 #: Name prefix of the workload spec's parts in the document (the result has models of the same names).
 SPEC_SCHEMA_PREFIX = "Spec"
+#: The smallest positive magnitude DynamoDB stores (its numbers range 1E-130 to 9.9E+125:
+#: docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html).
+SMALLEST_STORED_NUMBER = 1e-130
 
 
 def with_spec_schema(doc: dict[str, Any]) -> dict[str, Any]:
@@ -70,12 +73,19 @@ def with_spec_schema(doc: dict[str, Any]) -> dict[str, Any]:
         ref_template=f"#/components/schemas/{SPEC_SCHEMA_PREFIX}{{model}}"
     )
     defs = schema.pop("$defs", {})
+    # the API never reads a file on the server (`_server_file` refuses it), so its spec has no samples_file
+    defs.get("Tokens", {}).get("properties", {}).pop("samples_file", None)
     schema["required"] = [r for r in schema.get("required", []) if r not in ("tokens", "slo")]
     schema["examples"] = [EXAMPLE_SPEC]
     components = doc.setdefault("components", {}).setdefault("schemas", {})
     for name, sub in defs.items():
         components[f"{SPEC_SCHEMA_PREFIX}{name}"] = sub
+    _cross_field_rules(schema, components)
     components["WorkloadSpec"] = schema
+    for operation in (op for path in doc.get("paths", {}).values() for op in path.values()):
+        no_content = operation.get("responses", {}).get("204")
+        if isinstance(no_content, dict):
+            no_content.pop("content", None)  # a 204 has no body (RFC 9110 section 15.3.5)
     ref = {"$ref": "#/components/schemas/WorkloadSpec"}
     body = doc.get("paths", {}).get("/estimates", {}).get("post", {}).get("requestBody")
     if body:
@@ -89,6 +99,74 @@ def with_spec_schema(doc: dict[str, Any]) -> dict[str, Any]:
                 "examples": props["spec"].get("examples", [EXAMPLE_SPEC]),
             }
     return doc
+
+
+def _non_null(prop: dict[str, Any]) -> dict[str, Any]:
+    """The schema of an optional property without its `null` choice."""
+    choices = [c for c in prop.get("anyOf", [prop]) if c.get("type") != "null"]
+    return choices[0] if len(choices) == 1 else {"anyOf": choices}
+
+
+def _given(props: dict[str, Any], *names: str) -> dict[str, Any]:
+    """A rule "these properties are present and not null"."""
+    return {"required": list(names), "properties": {n: _non_null(props[n]) for n in names}}
+
+
+def model_names() -> list[str]:
+    """Every name `model` is accepted under: the catalog's ids, their aliases and unambiguous short names
+    (GET /catalog/models lists the models)."""
+    from sizing.catalog import load_catalog
+
+    cat = load_catalog()
+    names = set(cat._alias) | {name for m in cat.models.values() for name in (m.id, *m.aliases)}
+    shorts: dict[str, set[str]] = {}
+    for alias, model_id in cat._alias.items():
+        shorts.setdefault(alias.split("/")[-1], set()).add(model_id)
+    names |= {short for short, ids in shorts.items() if len(ids) == 1}
+    return sorted(names)
+
+
+def _cross_field_rules(spec: dict[str, Any], components: dict[str, Any]) -> None:
+    """What the validators check across fields, said in the document, so that every spec it allows is one the
+    API accepts: either `users` or `rate` (not both, not neither); `tokens` and `slo` unless a `preset` fills
+    them; at least one SLO and one percentile in each; tokens.input and tokens.output; `model` one the catalog
+    knows; a token length given as fixed, mean with p95, or lognormal mean with sigma; a watch's `model_pattern`
+    is org/name with wildcards in the name, its budget storable."""
+    from sizing.releases.watches import PATTERN_MAX, PATTERN_RE
+
+    props = spec["properties"]
+    spec["oneOf"] = [_given(props, "users"), _given(props, "rate")]
+    spec["anyOf"] = [_given(props, "preset"), {"required": ["tokens", "slo"]}]
+    slo = components.get(f"{SPEC_SCHEMA_PREFIX}SLO", {})
+    slo_props = slo.get("properties", {})
+    slo["anyOf"] = [_given(slo_props, n) for n in ("ttft_ms", "tpot_ms", "e2e_s") if n in slo_props]
+    props["model"]["enum"] = model_names()
+    # the API's tokens are input and output (it reads no samples file)
+    tokens = components.get(f"{SPEC_SCHEMA_PREFIX}Tokens", {})
+    for name in ("input", "output"):
+        if name in tokens.get("properties", {}):
+            tokens["properties"][name] = {
+                **_non_null(tokens["properties"][name]),
+                "description": tokens["properties"][name].get("description", ""),
+            }
+    tokens["required"] = ["input", "output"]
+    shape = components.get(f"{SPEC_SCHEMA_PREFIX}TokenSpec", {})
+    if shape.get("properties"):
+        shape["anyOf"] = [
+            _given(shape["properties"], "fixed"),
+            _given(shape["properties"], "mean", "p95"),
+            _given(shape["properties"], "dist", "mean", "sigma"),
+        ]
+    bounds = components.get(f"{SPEC_SCHEMA_PREFIX}Percentiles", {})
+    bounds["anyOf"] = [_given(bounds["properties"], n) for n in bounds.get("properties", {})]
+    pattern = components.get("WatchRequest", {}).get("properties", {}).get("model_pattern")
+    if pattern is not None:
+        pattern.update(pattern=PATTERN_RE.pattern, maxLength=PATTERN_MAX)
+    # a watch is stored: its budget within what DynamoDB stores (the body check refuses smaller magnitudes)
+    budget = components.get("WatchRequest", {}).get("properties", {}).get("budget_usd", {})
+    for choice in budget.get("anyOf", []):
+        if choice.get("type") == "number":
+            choice["minimum"] = SMALLEST_STORED_NUMBER
 
 
 def _openapi_info() -> dict[str, Any]:
@@ -142,7 +220,33 @@ def resolve(event: dict[str, Any], context: LambdaContext | Any) -> dict[str, An
             "body": answer.body,
             "isBase64Encoded": False,
         }
+    not_allowed = _method_not_allowed(event)
+    if not_allowed is not None:
+        return not_allowed
     return app.resolve(_as_json(event), context)
+
+
+def _method_not_allowed(event: dict[str, Any]) -> dict[str, Any] | None:
+    """405 with `Allow` for a method a known path does not declare (TRACE /runs), as HTTP says (RFC 9110
+    section 15.5.6); an unknown path stays a 404 from the resolver."""
+    method = str(event.get("httpMethod") or "").upper()
+    path = str(event.get("path") or "")
+    allowed = sorted({r.method for r in app._static_routes + app._dynamic_routes if r.rule.match(path)})
+    if not allowed or method in allowed:
+        return None
+    answer = errors.sizing_error(
+        MethodNotAllowed(
+            f"{path} does not answer {method[:16]}; it answers {', '.join(allowed)}",
+            details={"allowed": allowed},
+            code="method_not_allowed",
+        )
+    )
+    return {
+        "statusCode": answer.status_code,
+        "headers": {"Content-Type": "application/json", "Allow": ", ".join(allowed)},
+        "body": answer.body,
+        "isBase64Encoded": False,
+    }
 
 
 def _body_problem(event: dict[str, Any]) -> Problem | None:

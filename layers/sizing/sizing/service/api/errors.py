@@ -13,7 +13,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 
 from sizing.api_models import ErrorBody
 from sizing.errors import Conflict, InvalidInput, NotFound, Problem, SizingError
-from sizing.service.errors import PayloadTooLarge, Unavailable
+from sizing.service.errors import MethodNotAllowed, PayloadTooLarge, Unavailable
 from sizing.service.observability import logger
 
 #: Seconds a client should wait before retrying a 503 (a state machine start that was throttled recovers in
@@ -34,6 +34,8 @@ def _problems(problems: list[Problem]) -> list[dict[str, str]]:
 def _status_of(exc: SizingError) -> tuple[int, str]:
     if isinstance(exc, PayloadTooLarge):
         return HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "payload_too_large"
+    if isinstance(exc, MethodNotAllowed):
+        return HTTPStatus.METHOD_NOT_ALLOWED, "method_not_allowed"
     if isinstance(exc, Unavailable):
         return HTTPStatus.SERVICE_UNAVAILABLE, "unavailable"
     if isinstance(exc, Conflict):

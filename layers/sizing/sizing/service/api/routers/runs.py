@@ -10,10 +10,12 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from sizing.api_models import Links, ReportLink, RunArchitectures, RunCreated, RunOut, RunPage, RunRequest
 from sizing.errors import Conflict, InvalidInput, NotFound, Problem
-from sizing.service.api import deps
+from sizing.service.api import deps, paging
+from sizing.service.api.paging import CURSOR_PATTERN, MAX_TOKEN_CHARS
 from sizing.service.api.responses import ERRORS, ok
 from sizing.service.observability import logger, metrics, tracer
 from sizing.store import RunStatus
+from sizing.store.items import RUNS_INDEX_PK
 from sizing.store.repository import DEFAULT_PAGE, MAX_PAGE
 
 router = Router()
@@ -119,7 +121,12 @@ def post_run(
 def list_runs(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="runs per page")] = DEFAULT_PAGE,
     token: Annotated[
-        str | None, Query(max_length=2048, description="next_token of the previous page")
+        str | None,
+        Query(
+            max_length=MAX_TOKEN_CHARS,
+            description="next_token of the previous page: `{created_at}~{run_id}` of its last run",
+            json_schema_extra={"pattern": CURSOR_PATTERN},
+        ),
     ] = None,
     model: Annotated[
         str | None, Query(max_length=256, description="only runs of this model (catalog id)")
@@ -127,8 +134,9 @@ def list_runs(
     status: Annotated[RunStatus | None, Query(description="only runs in this status")] = None,
 ) -> RunPage:
     model_id = _catalog_id(model) if model else None
-    runs, next_token = deps.store().list_runs(limit=limit, token=token, model=model_id, status=status)
-    return RunPage(runs=[RunOut.of(r) for r in runs], next_token=next_token)
+    after = paging.to_store(token, RUNS_INDEX_PK, "RUN#", "RUN")
+    runs, next_token = deps.store().list_runs(limit=limit, token=after, model=model_id, status=status)
+    return RunPage(runs=[RunOut.of(r) for r in runs], next_token=paging.from_store(next_token, RUNS_INDEX_PK))
 
 
 def _catalog_id(name: str) -> str:

@@ -11,9 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sizing.releases.catalog import ModelRegistry
 from sizing.releases.watches import ReleaseWatch, WatchRequest, WatchService
-from sizing.service.api import deps
+from sizing.service.api import deps, paging
+from sizing.service.api.paging import CURSOR_PATTERN, MAX_TOKEN_CHARS
 from sizing.service.api.responses import ERRORS, ok
 from sizing.service.observability import metrics, tracer
+from sizing.store.items import WATCHES_INDEX_PK
 from sizing.store.repository import DEFAULT_PAGE, MAX_PAGE
 
 router = Router()
@@ -68,11 +70,17 @@ def post_watch(request: WatchRequest) -> Response[ReleaseWatch]:
 def list_watches(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="watches per page")] = DEFAULT_PAGE,
     token: Annotated[
-        str | None, Query(max_length=2048, description="next_token of the previous page")
+        str | None,
+        Query(
+            max_length=MAX_TOKEN_CHARS,
+            description="next_token of the previous page: `{created_at}~{watch_id}` of its last watch",
+            json_schema_extra={"pattern": CURSOR_PATTERN},
+        ),
     ] = None,
 ) -> WatchPage:
-    watches, next_token = _service().page(limit=limit, token=token)
-    return WatchPage(watches=watches, next_token=next_token)
+    after = paging.to_store(token, WATCHES_INDEX_PK, "WATCH#", "WATCH")
+    watches, next_token = _service().page(limit=limit, token=after)
+    return WatchPage(watches=watches, next_token=paging.from_store(next_token, WATCHES_INDEX_PK))
 
 
 @router.get(
@@ -92,4 +100,4 @@ def get_watch(watch_id: WatchId) -> ReleaseWatch:
 @tracer.capture_method
 def delete_watch(watch_id: WatchId) -> Response[None]:
     _service().delete(watch_id)
-    return Response(204, content_types.APPLICATION_JSON, None)
+    return Response(204, None, None)  # no content: no body, no Content-Type
