@@ -183,7 +183,9 @@ def test_a_run_request_with_an_unknown_field_names_it(aws, context) -> None:
     status, _, answer = call(with_body("api_post_runs", body, {"Idempotency-Key": "k2"}), context)
     # then
     assert status == 422
-    assert {"field": "topk", "message": "unknown field; did you mean 'top_k'?"} in answer["details"]["problems"]
+    assert {"field": "topk", "message": "unknown field; did you mean 'top_k'?"} in answer["details"][
+        "problems"
+    ]
 
 
 def test_a_body_that_is_not_json_is_400(aws, context) -> None:

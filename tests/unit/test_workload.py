@@ -224,7 +224,7 @@ def test_a_shared_prefix_not_below_the_inputs_mean_is_refused_by_name(tokens: di
 
 def test_a_negative_shared_prefix_is_refused_by_name():
     probs = problems_of(spec_with(tokens={**BASE["tokens"], "shared_prefix": -1}))
-    assert probs[0][0] == "tokens.shared_prefix" and "must be at least 0 (got -1)" == probs[0][1]
+    assert probs[0][0] == "tokens.shared_prefix" and probs[0][1] == "must be at least 0 (got -1)"
 
 
 def test_a_shared_prefix_is_checked_against_a_samples_files_mean(tmp_path):
