@@ -1078,8 +1078,9 @@ def _diagnose(wm: WorkloadModel, near: list[tuple[Any, dict[str, float]]]) -> di
 
 def _replica(
     cfg_for: Callable[[ServingConfig], Any], serving: ServingConfig, wm: WorkloadModel, cat: Catalog
-) -> Replica | None:
-    """The replica of `serving`, or None when it does not fit in memory."""
+) -> Replica | str:
+    """The replica of `serving`, or why it does not fit in memory."""
+    from sizing.perf.calibration import profile_for
     from sizing.perf.memory import memory_fit
     from sizing.perf.simulator import bounds
     from sizing.perf.step import StepModel
@@ -1087,12 +1088,14 @@ def _replica(
     cfg = cfg_for(serving)
     fit = memory_fit(cfg, catalog=cat)
     if not fit.fits:
-        return None
+        return str(fit.reason)
     if fit.max_num_seqs != serving.max_num_seqs:
         # the batch the engine really runs (a Neuron replica compiles for the sequences its KV cache holds)
         serving = with_effective_batch(serving, fit.max_num_seqs)
         cfg = cfg_for(serving)
-    step = StepModel.for_config(cfg, catalog=cat)
+        fit = memory_fit(cfg, catalog=cat)
+    # the fit just computed serves the step model too (StepModel.for_config would compute it again)
+    step = StepModel(cfg, fit, profile_for(cfg.parts(cat).accelerator.id, cfg.engine), cat)
     b = bounds(step, wm.input_tokens.mean, wm.output_tokens.mean, prefix_tokens=wm.shared_prefix_tokens)
     return Replica(serving, cfg, fit, step, b.max_requests_per_s)
 
@@ -1116,7 +1119,7 @@ def _tune(
                 continue
             tried.add(variant)
             rep = _replica(cfg_for, variant, wm, cat)
-            if rep is None:
+            if isinstance(rep, str):
                 continue
             base = best.capacity.rate_rps if best.capacity and best.capacity.feasible else 0.0
             if rep.bound_rps <= base * (1 + TUNING_MIN_GAIN) or _early_reject(wm.slo, rep.step, wm):
@@ -1260,11 +1263,8 @@ def estimate_result(
             prefix_caching=prefix,
         )
         rep = _replica(cfg_for, serving, wm, cat)
-        if rep is None:
-            fit_reason = _memory_reason(cfg_for(serving), cat)
-            rejected.append(
-                Rejected(id=hw.key, kind=RejectedKind.memory, reason=f"does not fit: {fit_reason}")
-            )
+        if isinstance(rep, str):
+            rejected.append(Rejected(id=hw.key, kind=RejectedKind.memory, reason=f"does not fit: {rep}"))
             continue
         # the cost the ranking reads (spot where the workload allows only spot), at the roofline's capacity: no
         # replica serves more, and fewer requests per replica never cost less
@@ -1477,12 +1477,6 @@ def estimate(spec: WorkloadSpec, top: int | None = None, **options: Any) -> dict
 
 def _label(hw: HardwareOption) -> str:
     return f"{hw.instance_type} TP{hw.tensor_parallel} {hw.quantization} {hw.engine}"
-
-
-def _memory_reason(cfg: Any, cat: Catalog) -> str:
-    from sizing.perf.memory import memory_fit
-
-    return memory_fit(cfg, catalog=cat).reason
 
 
 def _with_tuning(
