@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from sizing.twin import TwinHandle, start_twin
 from sizing.twin.tokenizer import synth_text
@@ -126,6 +127,23 @@ def test_models_health_and_metrics(twin: TwinHandle) -> None:
     assert f'vllm:num_requests_running{{model_name="{MODEL}"}} 0' in text
     assert f'vllm:time_to_first_token_seconds_count{{model_name="{MODEL}"}} 1' in text
     assert "vllm:num_requests_waiting" in text and "vllm:kv_cache_usage_perc" in text
+
+
+def test_metrics_parse_as_prometheus_text_with_the_model_name_escaped() -> None:
+    # given a twin whose served model name holds a quote and a backslash
+    name = 'org/odd"name\\v1'
+    with start_twin(None, step_model=StandInStepModel(), served_model=name) as twin:
+        _post(twin.url + "/v1/completions", {"model": name, "prompt": "hello", "max_tokens": 2}).read()
+        # when Prometheus' own parser reads /metrics
+        families = {f.name: f for f in text_string_to_metric_families(_metrics(twin))}
+    # then every sample carries the name intact, and the TTFT histogram counts the one request
+    samples = [s for f in families.values() for s in f.samples]
+    assert samples and all(s.labels["model_name"] == name for s in samples)
+    ttft = families["vllm:time_to_first_token_seconds"]
+    assert {s.name: s.value for s in ttft.samples if not s.name.endswith("_bucket")}[
+        "vllm:time_to_first_token_seconds_count"
+    ] == 1
+    assert families["vllm:generation_tokens"].type == "counter"
 
 
 def test_a_request_whose_client_hangs_up_while_queued_leaves_the_queue() -> None:

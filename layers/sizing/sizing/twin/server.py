@@ -18,6 +18,8 @@ import uuid
 from typing import Any
 
 import numpy as np
+from prometheus_client import generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sizing.errors import SizingError
@@ -428,48 +430,55 @@ class TwinServer:
 
     # --- metrics ------------------------------------------------------------------------------------------
     def metrics_text(self) -> str:
-        """Prometheus exposition text with vLLM's metric names."""
+        """Prometheus exposition text with vLLM's metric names, written by `prometheus_client` (escaping and
+        format are its own)."""
         e = self.engine
         assert e is not None
-        lbl = f'model_name="{self.settings.served_model}"'
+        model = self.settings.served_model
         s = e.stats
-        out: list[str] = []
+        labels = ["model_name"]
 
-        def metric(name: str, kind: str, help_: str, value: float) -> None:
-            out.extend([f"# HELP {name} {help_}", f"# TYPE {name} {kind}", f"{name}{{{lbl}}} {value}"])
+        def gauge(name: str, help_: str, value: float) -> GaugeMetricFamily:
+            family = GaugeMetricFamily(name, help_, labels=labels)
+            family.add_metric([model], value)
+            return family
 
-        metric(
-            "vllm:num_requests_running",
-            "gauge",
-            "Number of requests in model execution batches.",
-            len(e.running),
+        def counter(name: str, help_: str, value: float) -> CounterMetricFamily:
+            family = CounterMetricFamily(name, help_, labels=labels)  # exposed as `{name}_total`
+            family.add_metric([model], value)
+            return family
+
+        ttft = HistogramMetricFamily(
+            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", labels=labels
         )
-        metric(
-            "vllm:num_requests_waiting",
-            "gauge",
-            "Number of requests waiting to be processed.",
-            len(e.waiting),
-        )
-        metric("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", e.kv_usage)
-        metric("vllm:gpu_cache_usage_perc", "gauge", "GPU KV-cache usage (older name).", e.kv_usage)
-        metric("vllm:num_preemptions_total", "counter", "Cumulative number of preemptions.", s.preemptions)
-        metric("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", s.prompt_tokens)
-        metric("vllm:generation_tokens_total", "counter", "Number of generation tokens.", s.generation_tokens)
-        metric("vllm:request_success_total", "counter", "Count of successfully processed requests.",
-               s.requests_finished)  # fmt: skip
-        metric(
-            "twin:step_lag_seconds_sum",
-            "counter",
-            "Seconds steps ended after their modelled time.",
-            s.lag_sum_s,
-        )
-        metric("twin:step_lag_seconds_max", "gauge", "Largest lag of one step behind the model.", s.lag_max_s)
-        metric("twin:steps_total", "counter", "Engine steps run.", s.steps)
-        name = "vllm:time_to_first_token_seconds"
-        out += [f"# HELP {name} Histogram of time to first token in seconds.", f"# TYPE {name} histogram"]
-        for edge, count in zip(TTFT_BUCKETS_S, s.ttft_bucket_counts, strict=True):
-            out.append(f'{name}_bucket{{{lbl},le="{edge}"}} {count}')
-        out.append(f'{name}_bucket{{{lbl},le="+Inf"}} {s.ttft_count}')
-        out.append(f"{name}_sum{{{lbl}}} {s.ttft_sum}")
-        out.append(f"{name}_count{{{lbl}}} {s.ttft_count}")
-        return "\n".join(out) + "\n"
+        buckets = [
+            (str(edge), float(n)) for edge, n in zip(TTFT_BUCKETS_S, s.ttft_bucket_counts, strict=True)
+        ]
+        ttft.add_metric([model], [*buckets, ("+Inf", float(s.ttft_count))], s.ttft_sum)
+        families = [
+            gauge(
+                "vllm:num_requests_running", "Number of requests in model execution batches.", len(e.running)
+            ),
+            gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(e.waiting)),
+            gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", e.kv_usage),
+            gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage (older name).", e.kv_usage),
+            counter("vllm:num_preemptions", "Cumulative number of preemptions.", s.preemptions),
+            counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens),
+            counter("vllm:generation_tokens", "Number of generation tokens.", s.generation_tokens),
+            counter("vllm:request_success", "Count of successfully processed requests.", s.requests_finished),
+            counter("twin:step_lag_seconds", "Seconds steps ended after their modelled time.", s.lag_sum_s),
+            gauge("twin:step_lag_seconds_max", "Largest lag of one step behind the model.", s.lag_max_s),
+            counter("twin:steps", "Engine steps run.", s.steps),
+            ttft,
+        ]
+        return generate_latest(_Families(families)).decode()
+
+
+class _Families:
+    """A one-shot collector of already built metric families, for `generate_latest`."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> list[Metric]:
+        return self._families
