@@ -1342,10 +1342,12 @@ def estimate_result(
     # improve), then give every architecture its tuning block
     tuned_keys: list[tuple[str, ServingConfig]] = []
     if tune:
-        for _cost, key in sorted(
-            {(min(a.ranked_usd_per_month for a in archs), o.perf_key) for o, archs in placed},
-            key=lambda t: t[0],
-        ):
+        # cheapest first; replicas of equal cost in the order they were placed (a set's order varied per process)
+        heads: dict[tuple[str, ServingConfig], float] = {}
+        for o, archs in placed:
+            cost = min(a.ranked_usd_per_month for a in archs)
+            heads[o.perf_key] = min(heads.get(o.perf_key, math.inf), cost)
+        for key, _cost in sorted(heads.items(), key=lambda t: t[1]):
             if len(tuned_keys) >= TUNED_REPLICAS:
                 break
             if key in tuned_keys:
