@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sizing.catalog import Catalog, load_catalog
@@ -33,7 +33,13 @@ class Services:
     store: SizingStore
     provisioner_for: Callable[[str], Any]
     launcher: Launcher
-    catalog: Catalog = field(default_factory=load_catalog)
+    #: Gives the current catalog: a container outlives releases, so the released models are read afresh
+    #: (`releases.catalog.LiveCatalog`); the shipped catalog by default.
+    catalogs: Callable[[], Catalog] = load_catalog
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.catalogs()
 
 
 def build_services(settings: OrchestrationSettings | None = None) -> Services:
@@ -51,11 +57,11 @@ def build_services(settings: OrchestrationSettings | None = None) -> Services:
     return Services(s, store, _aws_provisioners(s), FargateLauncher(s), catalog)
 
 
-def _catalog(s: OrchestrationSettings, store: SizingStore) -> Catalog:
+def _catalog(s: OrchestrationSettings, store: SizingStore) -> Callable[[], Catalog]:
     """The shipped catalog plus the models added at runtime from release events (kept in the table)."""
-    from sizing.releases.catalog import ModelRegistry
+    from sizing.releases.catalog import LiveCatalog, ModelRegistry
 
-    return ModelRegistry(s.table_name, store.client).catalog()
+    return LiveCatalog(ModelRegistry(s.table_name, store.client))
 
 
 _local_twins: Any = None
@@ -320,6 +326,7 @@ def collect_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
             for a in merged["architectures"][:5]
         ],
         "calibration_rows": merged["calibration_rows"],
+        "learning": _learn(svc, merged["architectures"], measured, steps, run_id, spec, twins),
     }
     svc.store.put_ranking(run_id, ranking)
     if status == "SUCCEEDED":
@@ -331,6 +338,37 @@ def collect_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
         )
         svc.store.transition(run_id, "FAILED", expected_from=("RUNNING", "CANCELLING"), error=cause)
     return {k: v for k, v in ranking.items() if k != "calibration_rows"}
+
+
+def _learn(
+    svc: Services,
+    architectures: list[dict[str, Any]],
+    measured: list[dict[str, Any]],
+    steps: list[dict[str, Any]],
+    run_id: str,
+    spec: Any,
+    twins: bool,
+) -> dict[str, Any]:
+    """The learning loop's part of the ranking (`sizing.learn.loop.after_collect`): the measured levels stored
+    as items, drift flags, the refit (in-process locally, queued for the calibration function on AWS). A fault
+    here is stated in the block and never fails the run."""
+    from sizing.learn.loop import after_collect
+    from sizing.workload import build_model
+
+    try:
+        return after_collect(
+            store=svc.store,
+            backend=svc.settings.backend,
+            architectures=architectures,
+            measured=measured,
+            steps=steps,
+            run_id=run_id,
+            origin="twin" if twins else "endpoint",
+            wm=build_model(spec, svc.catalog.model(spec.model).id),
+            catalog=svc.catalog,
+        )
+    except Exception as exc:  # the ranking stands without its learning block
+        return {"measured_levels": 0, "error": f"{type(exc).__name__}: {exc}"}
 
 
 def _error_text(error: Any) -> str:

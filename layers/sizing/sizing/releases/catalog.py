@@ -1,9 +1,14 @@
 """Models added at runtime by releases. The Lambda package is read-only, so a released model's `ModelSpec` is
 persisted in the table (PK=MODEL#{id}, SK=MODEL; GSI1PK=MODELS lists them, newest first) and every catalog that
-must know it is built as the shipped catalog plus the stored models (`with_models`)."""
+must know it is built as the shipped catalog plus the stored models (`with_models`).
+
+Readers that live longer than one release (the API, the Slack bot, the state machine's steps) hold a
+`LiveCatalog`: the merged catalog built once per container and rebuilt only when the registry changed."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -103,9 +108,66 @@ class ModelRegistry(DynamoTable):
                 return specs
             kwargs["ExclusiveStartKey"] = out["LastEvaluatedKey"]
 
+    def newest(self) -> str | None:
+        """The index key of the latest release (`{added_at}#{model_id}`; None when there is none): every put,
+        a re-release of the same id included, writes a later one, so it changes whenever the registry does.
+        One Query of one item (0.5 read capacity unit eventually consistent)."""
+        out = self.client.query(
+            TableName=self.table_name,
+            IndexName=INDEX_NAME,
+            KeyConditionExpression="GSI1PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": MODELS_INDEX_PK}},
+            ProjectionExpression="GSI1SK",
+            ScanIndexForward=False,
+            Limit=1,
+        )
+        items = out.get("Items", [])
+        return items[0]["GSI1SK"]["S"] if items else None
+
     def catalog(self, base: Catalog | None = None) -> Catalog:
         """The shipped catalog (or `base`) plus every model added by releases."""
         return with_models(base or load_catalog(), self.all())
+
+
+class LiveCatalog:
+    """The shipped catalog plus the registry's models, for readers that serve many requests per container.
+
+    Freshness: each call asks the registry for its newest release (`ModelRegistry.newest`, one one-item Query)
+    and rebuilds the merged catalog only when that changed. A check rather than a TTL because the person who
+    just released a model asks for its estimate next: with a TTL of N seconds every warm container would answer
+    "unknown model" for up to N seconds, while the check costs one small read (a few milliseconds in-Region)
+    per call and the rebuild happens once per release. Index reads are eventually consistent, so a release is
+    seen within the index's propagation delay (typically under a second).
+
+    When the registry cannot be read (throttled, no permission), the last catalog built is served (the shipped
+    one if none yet), with a warning: shipped models keep working while the table is unavailable."""
+
+    def __init__(self, registry: ModelRegistry, base: Callable[[], Catalog] = load_catalog) -> None:
+        self.registry = registry
+        self._base = base
+        self._lock = threading.Lock()
+        self._marker: str | None = None
+        self._catalog: Catalog | None = None
+
+    def __call__(self) -> Catalog:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            marker = self.registry.newest()
+        except (ClientError, BotoCoreError) as exc:
+            from sizing.service.observability import logger
+
+            logger.warning(
+                "released models could not be read; serving the last catalog",
+                extra={"error": type(exc).__name__},
+            )
+            return self._catalog or self._base()
+        with self._lock:
+            if self._catalog is None or marker != self._marker:
+                base = self._base()
+                self._catalog = self.registry.catalog(base) if marker is not None else base
+                self._marker = marker
+            return self._catalog
 
 
 def _added(data: dict[str, Any]) -> AddedModel:

@@ -266,13 +266,15 @@ class ReleaseService:
             key = json.dumps(spec_raw, sort_keys=True)
             if key not in cache:
                 try:
-                    cache[key] = estimate(parse_spec(spec_raw, prefix=field), top=TOP, catalog=catalog)
+                    cache[key] = estimate(
+                        parse_spec(spec_raw, prefix=field, catalog=catalog), top=TOP, catalog=catalog
+                    )
                 except (InvalidInput, NotFound):
                     cache[key] = None
             return cache[key]
 
         try:
-            new = estimate(parse_spec(raw, prefix="spec"), top=TOP, catalog=catalog)
+            new = estimate(parse_spec(raw, prefix="spec", catalog=catalog), top=TOP, catalog=catalog)
         except SizingError as exc:
             out.error = f"the watch's workload cannot be estimated on {model_id}: {exc.message}"
             self._record(out)

@@ -193,7 +193,7 @@ class WatchService:
     def _build(
         self, request: WatchRequest, source: RunSource, catalog: Catalog
     ) -> tuple[Watch, ReleaseOptions]:
-        spec = parse_spec(request.spec, prefix="spec")
+        spec = parse_spec(request.spec, prefix="spec", catalog=catalog)
         model = catalog.model(spec.model, field_name="spec.model")
         raw = {**request.spec, "model": model.id}
         watch_id = uuid.uuid4().hex

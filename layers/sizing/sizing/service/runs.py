@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sizing.errors import Conflict
@@ -28,14 +29,16 @@ NOT_STARTED = ("PENDING", "QUEUED")
 
 
 class RunsService:
-    """Create, start and cancel runs. `sfn_client` is a boto3 Step Functions client (made lazily if absent)."""
+    """Create, start and cancel runs. `sfn_client` is a boto3 Step Functions client (made lazily if absent);
+    `catalog` is the catalog runs are validated against, or a callable giving the current one (a long-lived
+    service asks it each time, so models released since are known); the shipped catalog when absent."""
 
     def __init__(
         self,
         store: SizingStore,
         state_machine_arn: str | None,
         sfn_client: SFNClient | None = None,
-        catalog: Catalog | None = None,
+        catalog: Catalog | Callable[[], Catalog] | None = None,
     ) -> None:
         self.store = store
         self.state_machine_arn = state_machine_arn
@@ -55,8 +58,8 @@ class RunsService:
         if self._catalog is None:
             from sizing.catalog import load_catalog
 
-            self._catalog = load_catalog()
-        return self._catalog
+            return load_catalog()
+        return self._catalog() if callable(self._catalog) else self._catalog
 
     def create_run(
         self,
@@ -71,10 +74,9 @@ class RunsService:
         """Validate the spec (InvalidInput / NotFound naming `field_prefix.<field>`), store the run PENDING,
         start its execution and mark it RUNNING. Unavailable when the state machine cannot be started (the
         stored run is then FAILED with the reason)."""
-        spec = parse_spec(raw_spec, prefix=field_prefix)
-        model = self.catalog.model(
-            spec.model, field_name=f"{field_prefix}.model" if field_prefix else "model"
-        )
+        catalog = self.catalog
+        spec = parse_spec(raw_spec, prefix=field_prefix, catalog=catalog)
+        model = catalog.model(spec.model, field_name=f"{field_prefix}.model" if field_prefix else "model")
         if not self.state_machine_arn:
             raise Unavailable("measured runs are not available here: no state machine is configured")
         run = Run(

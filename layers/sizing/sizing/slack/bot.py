@@ -264,8 +264,9 @@ class SlackBot:
         if parsed.kind == "usage":
             return blocks.usage_message(parsed.problems, text=parsed.text)
         try:
-            spec = parse_spec(parsed.raw_spec)
-            self.catalog().model(spec.model, field_name="model")
+            catalog = self.catalog()
+            spec = parse_spec(parsed.raw_spec, catalog=catalog)
+            catalog.model(spec.model, field_name="model")
         except NotFound as exc:
             suggestions = exc.details.get("suggestions") or []
             hint = (
@@ -315,8 +316,9 @@ class SlackBot:
         from sizing.plan import estimate
 
         try:
-            spec = parse_spec(job.raw_spec)
-            result = estimate(spec, top=blocks.TOP_SHOWN, catalog=self.catalog())
+            catalog = self.catalog()
+            spec = parse_spec(job.raw_spec, catalog=catalog)
+            result = estimate(spec, top=blocks.TOP_SHOWN, catalog=catalog)
             message = blocks.estimate_message(
                 result, spec, job.raw_spec, user=job.user or None, report_url=self._publish(result)
             )

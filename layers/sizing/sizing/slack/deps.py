@@ -17,6 +17,8 @@ from sizing.slack.verify import DynamoReplayGuard
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
+    from sizing.catalog import Catalog
+    from sizing.releases.catalog import LiveCatalog
     from sizing.service.runs import RunsService
     from sizing.store import SizingStore
 
@@ -36,6 +38,7 @@ class _State:
     layers: dict[str, DynamoDBPersistenceLayer] | None = None
     secrets: Secrets | None = None
     poster: SlackPoster | None = None
+    catalog: LiveCatalog | None = None
 
 
 _state = _State()
@@ -86,11 +89,23 @@ def store() -> SizingStore:
     return _state.store
 
 
+def catalog() -> Catalog:
+    """The shipped catalog plus the models added by releases (`LiveCatalog`: rebuilt when a release lands), so
+    a model announced a minute ago can be estimated and measured from Slack."""
+    if _state.catalog is None:
+        from sizing.releases.catalog import LiveCatalog, ModelRegistry
+
+        _state.catalog = LiveCatalog(ModelRegistry(settings().table_name, client=store().client))
+    return _state.catalog()
+
+
 def runs() -> RunsService:
     if _state.runs is None:
         from sizing.service.runs import RunsService
 
-        _state.runs = RunsService(store(), settings().state_machine_arn, sfn_client=_state.sfn)
+        _state.runs = RunsService(
+            store(), settings().state_machine_arn, sfn_client=_state.sfn, catalog=catalog
+        )
     return _state.runs
 
 
@@ -129,6 +144,7 @@ def bot() -> SlackBot:
             runs=runs,
             store=store,
             idempotency=idempotency_layer,
+            catalog=catalog,
             report_base_url=s.report_base_url,
             estimate_reports=estimate_reports(),
             run_budget_usd=s.run_budget_usd,

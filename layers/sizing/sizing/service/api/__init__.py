@@ -10,16 +10,19 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any
+import threading
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
-from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sizing.errors import InvalidInput, Problem
 from sizing.service.api import errors
 from sizing.service.api.routers import catalog, estimates, runs, watches
 from sizing.service.errors import MethodNotAllowed, PayloadTooLarge
+
+if TYPE_CHECKING:
+    from sizing.catalog import Catalog
 
 TITLE = "LLM Sizing API"
 VERSION = "1.0.0"
@@ -47,7 +50,7 @@ def openapi_document() -> dict[str, Any]:
         info = {k: v for k, v in info.items() if k not in ("security", "security_schemes")}
         info["description"] = LOCAL_DESCRIPTION
     doc = app.get_openapi_schema(**info).model_dump(mode="json", by_alias=True, exclude_none=True)
-    return with_spec_schema(doc)
+    return with_spec_schema(doc, catalog=deps.catalog())
 
 
 #: The local document's description: what differs from the deployed API.
@@ -62,10 +65,11 @@ SPEC_SCHEMA_PREFIX = "Spec"
 SMALLEST_STORED_NUMBER = 1e-130
 
 
-def with_spec_schema(doc: dict[str, Any]) -> dict[str, Any]:
+def with_spec_schema(doc: dict[str, Any], catalog: Catalog | None = None) -> dict[str, Any]:
     """The workload spec in full, generated from `sizing.workload.WorkloadSpec` (descriptions, bounds,
     choices), in place of the free-form object the routes declare (they validate through `parse_spec`, which
-    applies presets first). `tokens` and `slo` are not required in the document: a `preset` fills them."""
+    applies presets first). `tokens` and `slo` are not required in the document: a `preset` fills them.
+    `model` lists the names of `catalog` (the served document's: the shipped models and those released)."""
     from sizing.api_models import EXAMPLE_SPEC
     from sizing.workload import WorkloadSpec
 
@@ -80,7 +84,7 @@ def with_spec_schema(doc: dict[str, Any]) -> dict[str, Any]:
     components = doc.setdefault("components", {}).setdefault("schemas", {})
     for name, sub in defs.items():
         components[f"{SPEC_SCHEMA_PREFIX}{name}"] = sub
-    _cross_field_rules(schema, components)
+    _cross_field_rules(schema, components, catalog)
     components["WorkloadSpec"] = schema
     for operation in (op for path in doc.get("paths", {}).values() for op in path.values()):
         no_content = operation.get("responses", {}).get("204")
@@ -112,12 +116,12 @@ def _given(props: dict[str, Any], *names: str) -> dict[str, Any]:
     return {"required": list(names), "properties": {n: _non_null(props[n]) for n in names}}
 
 
-def model_names() -> list[str]:
+def model_names(catalog: Catalog | None = None) -> list[str]:
     """Every name `model` is accepted under: the catalog's ids, their aliases and unambiguous short names
-    (GET /catalog/models lists the models)."""
+    (GET /catalog/models lists the models); the shipped catalog's when `catalog` is not given."""
     from sizing.catalog import load_catalog
 
-    cat = load_catalog()
+    cat = catalog or load_catalog()
     names = set(cat._alias) | {name for m in cat.models.values() for name in (m.id, *m.aliases)}
     shorts: dict[str, set[str]] = {}
     for alias, model_id in cat._alias.items():
@@ -126,7 +130,9 @@ def model_names() -> list[str]:
     return sorted(names)
 
 
-def _cross_field_rules(spec: dict[str, Any], components: dict[str, Any]) -> None:
+def _cross_field_rules(
+    spec: dict[str, Any], components: dict[str, Any], catalog: Catalog | None = None
+) -> None:
     """What the validators check across fields, said in the document, so that every spec it allows is one the
     API accepts: either `users` or `rate` (not both, not neither); `tokens` and `slo` unless a `preset` fills
     them; at least one SLO and one percentile in each; tokens.input and tokens.output; `model` one the catalog
@@ -140,7 +146,7 @@ def _cross_field_rules(spec: dict[str, Any], components: dict[str, Any]) -> None
     slo = components.get(f"{SPEC_SCHEMA_PREFIX}SLO", {})
     slo_props = slo.get("properties", {})
     slo["anyOf"] = [_given(slo_props, n) for n in ("ttft_ms", "tpot_ms", "e2e_s") if n in slo_props]
-    props["model"]["enum"] = model_names()
+    props["model"]["enum"] = model_names(catalog)
     # the API's tokens are input and output (it reads no samples file)
     tokens = components.get(f"{SPEC_SCHEMA_PREFIX}Tokens", {})
     for name in ("input", "output"):
@@ -176,11 +182,14 @@ def _openapi_info() -> dict[str, Any]:
         "description": "What to run an LLM workload on, and what it will cost: estimates, measured runs, catalog."
         " Calls are signed with AWS SigV4 (IAM) unless the stage says otherwise.",
         "security_schemes": {
-            "sigv4": APIKey(
-                name="Authorization",
-                in_=APIKeyIn.header,
-                description="AWS Signature Version 4 (x-amazon-apigateway-authtype: awsSigv4)",
-            )
+            # the OpenAPI security scheme as its JSON (Powertools validates it into its APIKey model): importing
+            # that model at import time cost ~0.15-0.35 s of the handler's cold import (python -X importtime)
+            "sigv4": {
+                "type": "apiKey",
+                "name": "Authorization",
+                "in": "header",
+                "description": "AWS Signature Version 4 (x-amazon-apigateway-authtype: awsSigv4)",
+            }
         },
         "security": [{"sigv4": []}],
     }
@@ -192,11 +201,24 @@ def openapi_json() -> str:
     return json.dumps(with_spec_schema(doc), indent=2)
 
 
-app.enable_swagger(path="/swagger", **_openapi_info())
+SWAGGER_PATH = "/swagger"
+_swagger_lock = threading.Lock()
+_swagger_on: list[bool] = []
+
+
+def _enable_swagger() -> None:
+    """Swagger UI, registered when first asked for: `enable_swagger` imports Powertools' OpenAPI models, ~0.2 s
+    of the handler's cold import (python -X importtime) that no other route needs."""
+    with _swagger_lock:
+        if not _swagger_on:
+            app.enable_swagger(path=SWAGGER_PATH, **_openapi_info())
+            _swagger_on.append(True)
 
 
 def resolve(event: dict[str, Any], context: LambdaContext | Any) -> dict[str, Any]:
     """Answer one API Gateway REST event. Bodies past MAX_BODY_BYTES are refused before any parsing."""
+    if not _swagger_on and str(event.get("path") or "").rstrip("/").endswith(SWAGGER_PATH):
+        _enable_swagger()
     body = event.get("body") or ""
     if len(body) > MAX_BODY_BYTES:
         too_large = PayloadTooLarge(

@@ -15,6 +15,9 @@ from sizing.store import SizingStore
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
+    from sizing.catalog import Catalog
+    from sizing.releases.catalog import LiveCatalog
+
 #: Idempotency records share the table (single-table design: one TTL, one IAM grant, one backup policy); they
 #: sit under their own partition key and carry the table's TTL attribute, so DynamoDB deletes them itself.
 IDEMPOTENCY_PK = "IDEMPOTENCY#runs"
@@ -28,6 +31,7 @@ class _State:
     store: SizingStore | None = None
     runs: RunsService | None = None
     idempotency: DynamoDBPersistenceLayer | None = None
+    catalog: LiveCatalog | None = None
     progress: Callable[[str], dict[str, Any] | None] | None = None
 
 
@@ -66,9 +70,20 @@ def store() -> SizingStore:
     return _state.store
 
 
+def catalog() -> Catalog:
+    """The shipped catalog plus the models added by releases (`LiveCatalog`: rebuilt when a release lands)."""
+    if _state.catalog is None:
+        from sizing.releases.catalog import LiveCatalog, ModelRegistry
+
+        _state.catalog = LiveCatalog(ModelRegistry(settings().table_name, client=store().client))
+    return _state.catalog()
+
+
 def runs() -> RunsService:
     if _state.runs is None:
-        _state.runs = RunsService(store(), settings().state_machine_arn, sfn_client=_state.sfn)
+        _state.runs = RunsService(
+            store(), settings().state_machine_arn, sfn_client=_state.sfn, catalog=catalog
+        )
     return _state.runs
 
 

@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from sizing.api_models import InstanceList, InstanceOut, ModelList, ModelOut
 from sizing.catalog import load_catalog
 from sizing.catalog.models import GB
+from sizing.service.api import deps
 from sizing.service.api.responses import ok
 
 router = Router()
@@ -58,10 +59,10 @@ def list_instances(
     "/catalog/models",
     summary="Models the estimator knows",
     tags=["catalog"],
-    responses=ok(ModelList, "the catalog's models"),
+    responses=ok(ModelList, "the catalog's models, those added by model releases included"),
 )
 def list_models() -> ModelList:
-    cat = load_catalog()
+    cat = deps.catalog()
     models = [
         ModelOut(
             id=m.id,

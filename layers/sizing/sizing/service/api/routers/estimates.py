@@ -8,6 +8,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from sizing.api_models import EXAMPLE_SPEC, SPEC_DESCRIPTION
 from sizing.results import EstimateResult
+from sizing.service.api import deps
 from sizing.service.api.responses import ok
 from sizing.service.observability import metrics, tracer
 from sizing.workload import parse_spec
@@ -34,8 +35,9 @@ def post_estimate(
     from sizing.outcome import impossible_constraints
     from sizing.plan.search import estimate_result
 
-    workload = parse_spec(spec)
-    result = estimate_result(workload, top=top)
+    catalog = deps.catalog()  # the shipped models and those released since
+    workload = parse_spec(spec, catalog=catalog)
+    result = estimate_result(workload, top=top, catalog=catalog)
     refusal = impossible_constraints(result, workload)
     if refusal is not None:
         raise refusal  # 422: the constraints leave nothing to estimate

@@ -9,7 +9,6 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
-from sizing.releases.catalog import ModelRegistry
 from sizing.releases.watches import ReleaseWatch, WatchRequest, WatchService
 from sizing.service.api import deps, paging
 from sizing.service.api.paging import CURSOR_PATTERN, MAX_TOKEN_CHARS
@@ -35,8 +34,7 @@ class WatchPage(BaseModel):
 
 
 def _service() -> WatchService:
-    store = deps.store()
-    return WatchService(store, ModelRegistry(store.table_name, client=store.client).catalog)
+    return WatchService(deps.store(), deps.catalog)
 
 
 @router.post(
