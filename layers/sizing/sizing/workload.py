@@ -13,15 +13,17 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from sizing.errors import InvalidInput, Problem, problems_from_pydantic
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: z-scores of the standard normal at the percentiles we use.
 Z = {
@@ -647,6 +649,9 @@ class TokenDistribution:
 
     @classmethod
     def empirical(cls, samples: list[int]) -> TokenDistribution:
+        # numpy where the numbers are (~0.2 s of import): parsing and validating a spec does not need it
+        import numpy as np
+
         return cls("empirical", float(np.mean(samples)), samples=tuple(samples))
 
     def percentile(self, q: str) -> float:
@@ -654,9 +659,13 @@ class TokenDistribution:
             return self.mean
         if self.kind == "lognormal":
             return math.exp(self.mu + Z[q] * self.sigma)
+        import numpy as np
+
         return float(np.percentile(self.samples, float(q[1:])))
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        import numpy as np
+
         if self.kind == "fixed":
             return np.full(n, round(self.mean), dtype=np.int64)
         if self.kind == "lognormal":
