@@ -201,6 +201,15 @@ def test_every_function_the_crd_rules_call_is_provided() -> None:
             "snapshotID must be set when volumeInitializationRate is set",
         ),
         (lambda nc: nc["spec"].update(role=""), "role cannot be empty"),
+        # rules about fields the renderer never sets run too
+        (
+            lambda nc: nc["spec"].update(connectionTracking={}),
+            "at least one of tcpEstablishedTimeout, udpStreamTimeout, or udpTimeout must be set",
+        ),
+        (
+            lambda nc: nc["spec"].update(placementGroupSelector={"name": "pg", "id": "pg-0123456789abcdef0"}),
+            "'name' and 'id' are mutually exclusive",
+        ),
     ],
 )
 def test_nodeclass_rules_report_the_crds_own_message(mutate: Any, message: str) -> None:

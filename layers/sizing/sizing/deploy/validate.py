@@ -224,13 +224,12 @@ def _message(rule: dict[str, Any], self_: Any) -> str:
 
 
 def _eval_error(exc: Exception) -> str:
-    """celpy's error as a sentence: its message and, where it has one, the Python error under it."""
+    """celpy's error as a sentence: the Python error under it where there is one (celpy words a failed int() as
+    "return error for overflow"), else its message."""
     args = exc.args
-    text = str(args[0]) if args else str(exc)
     if len(args) > 2 and args[2]:
-        cause = re.sub(r"StringType\(('[^']*')\)", r"\1", str(args[2][0]))
-        text += f" ({cause})"
-    return text
+        return re.sub(r"StringType\(('[^']*')\)", r"\1", str(args[2][0]))
+    return str(args[0]) if args else str(exc)
 
 
 @functools.lru_cache(maxsize=8192)
