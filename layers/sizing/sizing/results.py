@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sizing.serving import ServingConfig
 
@@ -124,6 +124,14 @@ class Measured(Frozen):
     ttft_ms: Percentiles | None = None
     tpot_ms: Percentiles | None = None
     e2e_s: Percentiles | None = None
+    #: the measured levels outside the stated interval of their own prediction (`sizing.learn.drift`): metric,
+    #: level, predicted, measured, change and the sentence ("TTFT p95 +41% over the estimate on g6e TP1 vLLM 0.11")
+    drift: list[dict[str, Any]] | None = None
+
+
+#: What an estimate's figures rest on: `measured` (this configuration's own measurement, interpolated),
+#: `calibrated` (the shipped profile with the team's adopted correction) or `modelled` (the shipped profile alone).
+Basis = Literal["measured", "calibrated", "modelled"]
 
 
 class QuotaFlag(Frozen):
@@ -213,6 +221,11 @@ class Architecture(Frozen):
     per_replica: PerReplica | None = None
     predicted: Predicted
     calibration: dict[str, Any] | None = None
+    #: what the predicted figures rest on (`Basis`), and the calibration profile version the estimate used (the
+    #: shipped profile's, plus `+team.<version>` when a team correction applied); read from `calibration` when not
+    #: given
+    basis: Basis | None = None
+    profile_version: str | None = None
     measured: Measured | None = None
     meets_slo: bool
     headroom_pct: float | None = None
@@ -240,6 +253,18 @@ class Architecture(Frozen):
     inference_components: InferenceComponentsInfo | None = None
     pareto: bool | None = None
     notes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _basis_from_calibration(cls, data: Any) -> Any:
+        """`basis` and `profile_version` from the calibration block the planner states (`calibration.summary`)."""
+        if isinstance(data, dict) and isinstance(data.get("calibration"), dict):
+            cal = data["calibration"]
+            if data.get("basis") is None and cal.get("estimate_basis"):
+                data = {**data, "basis": cal["estimate_basis"]}
+            if data.get("profile_version") is None and cal.get("profile_version"):
+                data = {**data, "profile_version": cal["profile_version"]}
+        return data
 
     @staticmethod
     def make_id(

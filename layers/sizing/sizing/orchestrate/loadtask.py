@@ -70,6 +70,21 @@ def engine_version(endpoint: str, timeout_s: float = VERSION_TIMEOUT_S) -> str |
     return version if isinstance(version, str) and 0 < len(version) <= MAX_VERSION_CHARS else None
 
 
+def served_models(endpoint: str, timeout_s: float = VERSION_TIMEOUT_S) -> str | None:
+    """The model names an OpenAI-compatible server serves (GET /v1/models, comma-separated), so a measurement of
+    another model than the run asked for is refused (`sizing.learn.levels`); None when it does not say."""
+    if not endpoint.startswith(("http://", "https://")):
+        return None
+    try:
+        with urllib.request.urlopen(endpoint.rstrip("/") + "/v1/models", timeout=timeout_s) as resp:
+            body = json.loads(resp.read(MAX_VERSION_BODY_BYTES) or b"{}")
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    data = body.get("data") if isinstance(body, dict) else None
+    names = [m["id"] for m in data or [] if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    return ",".join(names)[: MAX_VERSION_CHARS * 10] or None
+
+
 class Heartbeat(threading.Thread):
     def __init__(self, sfn: Any, token: str, every_s: float) -> None:
         super().__init__(name="heartbeat", daemon=True)
@@ -116,7 +131,11 @@ def execute(task: LoadTask, sfn: Any, store: Any) -> dict[str, Any]:
                 for kind, n in s.errors.items():
                     errors[kind] = errors.get(kind, 0) + n
             raise RuntimeError(f"no request to {task.endpoint} succeeded during the sweep (errors: {errors})")
-        recorded = {"serving": task.serving, "engine_version": version}
+        recorded = {
+            "serving": task.serving,
+            "engine_version": version,
+            "served_model": served_models(task.endpoint),
+        }
         for s in steps:
             store.put_measurement(task.run_id, task.candidate_id, {**s.model_dump(mode="json"), **recorded})
         summary = {

@@ -107,13 +107,51 @@ def _profile(
     )
 
 
-def profile_for(accelerator_id: str, engine: str, data: dict[str, Any] | None = None) -> Profile:
+def profile_for(
+    accelerator_id: str, engine: str, data: dict[str, Any] | None = None, *, model: str | None = None
+) -> Profile:
     """The profile for an accelerator and engine, with the fallback taken named in `basis`; a metric its entry
-    states no error for states the all-families one (`_fleet_error`)."""
+    states no error for states the all-families one (`_fleet_error`). Without `data` (the shipped profile), the
+    team's adopted correction for the family, engine and `model` (else pooled over the team's models) is applied
+    on top (`sizing.learn`, docs/learning.md); explicit `data` is used as given."""
+    team = data is None
     data = data if data is not None else load_profiles()
     prof = _lookup(accelerator_id, engine, data)
     missing = {m: v for m, v in _fleet_error(data).items() if m not in prof.expected_error}
-    return replace(prof, expected_error={**prof.expected_error, **missing}) if missing else prof
+    prof = replace(prof, expected_error={**prof.expected_error, **missing}) if missing else prof
+    return with_team_correction(prof, model) if team else prof
+
+
+def with_team_correction(prof: Profile, model: str | None) -> Profile:
+    """`prof` with the adopted team correction of its family, engine and model applied (two time scales:
+    `sizing.learn.correction`), its basis and version saying so; `prof` itself when none is adopted."""
+    from sizing.learn.profiles import active
+
+    adopted = active()
+    if not adopted or "@" in prof.engine:
+        return prof
+    from sizing.learn.correction import lookup
+
+    hit = lookup(adopted.get("corrections") or {}, prof.family, prof.engine, model)
+    if hit is None:
+        return prof
+    key, c = hit
+    sp, sd = float(c["prefill_scale"]), float(c["decode_scale"])
+    return replace(
+        prof,
+        compute_eff=prof.compute_eff / sp,
+        request_overhead_s=prof.request_overhead_s * sp,
+        bandwidth_eff=prof.bandwidth_eff / sd,
+        step_overhead_s=prof.step_overhead_s * sd,
+        seq_overhead_s=prof.seq_overhead_s * sd,
+        basis=f"{prof.basis}; team correction {key} (prefill x{sp:.3f}, decode x{sd:.3f}, {c.get('levels', 0)}"
+        f" measured levels)",
+        version=f"{prof.version}+team.{adopted['version']}",
+    )
+
+
+#: The marker of a team-calibrated profile version (`with_team_correction`).
+TEAM_MARK = "+team."
 
 
 def _lookup(accelerator_id: str, engine: str, data: dict[str, Any]) -> Profile:
@@ -168,6 +206,10 @@ def summary(profile: Profile) -> dict[str, Any]:
         "engine": profile.engine,
         "basis": profile.basis,
         "expected_error": dict(profile.expected_error),
+        # the version of the profile the estimate used (the shipped one, plus the team's adopted correction when
+        # one applies) and what the figures rest on: `calibrated` (a team correction) or `modelled`
+        "profile_version": profile.version,
+        "estimate_basis": "calibrated" if TEAM_MARK in profile.version else "modelled",
     }
 
 

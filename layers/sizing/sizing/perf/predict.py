@@ -7,7 +7,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from sizing.errors import InvalidInput, Problem
-from sizing.perf.calibration import interval_for, stated_interval, summary
+from sizing.perf.calibration import interval_for, profile_for, stated_interval, summary
 from sizing.perf.config import HardwareConfig
 from sizing.perf.memory import memory_fit
 from sizing.perf.simulator import ClosedLoop, OpenLoop, SimResult, saturating_concurrency, simulate
@@ -126,7 +126,9 @@ def predict(
         "requests_per_s": None,
     }
     out["memory"] = fit.as_dict()
-    sm = StepModel.for_config(cfg, catalog=catalog)
+    acc_id = cfg.parts(catalog).accelerator.id
+    # the shipped profile with the team's adopted correction for this model, when one is adopted
+    sm = StepModel.for_config(cfg, profile_for(acc_id, cfg.engine, model=cfg.model_id), catalog=catalog)
     out["serving"] = simulated_serving(cfg, sm, catalog)
     if not fit.fits:
         out.update(empty)
@@ -188,12 +190,55 @@ def predict(
         },
     }
     out["notes"] = notes
+    _answer_basis(out, acc_id, concurrency)
     if rate is not None and res.requests_per_s < rate * 0.95 and not math.isinf(res.requests_per_s):
         notes.append(
             f"offered {rate:g} req/s exceeds what the replica serves (~{res.requests_per_s:.2f} req/s): the queue grows"
             " and latency depends on the run length"
         )
     return out
+
+
+def _answer_basis(out: dict[str, Any], accelerator: str, concurrency: int | None) -> None:
+    """`basis` and `profile_version` of a prediction: `measured` when the team measured this model, accelerator and
+    ServingConfig at this token shape and a load within the measured levels (the figures are then the measured
+    ones interpolated, the model's kept under `modelled`: `sizing.learn.measured`), else `calibrated` (a team
+    correction applies) or `modelled`."""
+    cal = out["calibration"]
+    out["basis"] = cal["estimate_basis"]
+    out["profile_version"] = cal["profile_version"]
+    if concurrency is None:
+        return
+    from sizing.learn.measured import answer
+    from sizing.learn.profiles import active
+
+    hit = answer(
+        active(),
+        model=out["model"],
+        accelerator=accelerator,
+        serving=out["serving"],
+        input_tokens=out["input_tokens"],
+        output_tokens=out["output_tokens"],
+        concurrency=concurrency,
+    )
+    if hit is None:
+        return
+    figures = hit.pop("figures")
+    out["modelled"] = {
+        k: out.get(k) for k in ("ttft_ms", "tpot_ms", "e2e_s", "output_tokens_per_s", "requests_per_s")
+    }
+    for key in ("ttft_ms", "tpot_ms", "e2e_s"):
+        if isinstance(figures.get(key), dict):
+            out[key] = {k: (None if v is None else round(float(v), 4)) for k, v in figures[key].items()}
+    for key in ("output_tokens_per_s", "requests_per_s"):
+        if isinstance(figures.get(key), int | float):
+            out[key] = round(float(figures[key]), 4)
+    out["basis"] = "measured"
+    out["measurement"] = hit
+    out["notes"].append(
+        f"answered from run {hit['run_id']}'s measurement (levels {', '.join(map(str, hit['levels']))},"
+        f" token shape {hit['token_shape']['input_tokens']:.0f}/{hit['token_shape']['output_tokens']:.0f})"
+    )
 
 
 def simulated_serving(cfg: HardwareConfig, sm: StepModel, catalog: Catalog | None = None) -> dict[str, Any]:

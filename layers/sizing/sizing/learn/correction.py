@@ -1,0 +1,270 @@
+"""The refit: a small correction on top of the shipped reference profile, fitted on the team's measured levels.
+
+Why not refit everything: `sizing calibrate` re-simulates every reference row hundreds of times (Nelder-Mead per
+family and engine, then a fold per source and per study) -- hours on two cores. A team's runs rarely say
+anything about the efficiencies of other chips; what they say is "on *this* hardware, with *this* model and
+engine build, the server runs k times slower (or faster) than the estimate". So the refit fits, per (accelerator
+family, engine, model) and pooled per (family, engine), two time scales:
+
+- `prefill_scale` (from TTFT): prefill compute efficiency divided by it, per-request overhead multiplied by it;
+- `decode_scale` (from TPOT and output throughput): bandwidth efficiency divided by it, per-step and
+  per-sequence overheads multiplied by it.
+
+A uniform slowdown of the server by k is then exactly scales of k (every step of the simulator, and so every
+closed-loop figure, stretches by k). Each scale is the mean log residual log(measured/predicted) over the
+levels of its key, shrunk towards 1 by `PRIOR_LEVELS` levels' worth of "the reference profile is right". The
+residuals are against predictions made with the reference profile alone (stored on each level item), so
+corrections never compound. The fit is closed-form: no simulation, milliseconds for thousands of levels
+(`benchmarks/refit.py`).
+
+Cross-validation on the team's rows is leave-one-level-out (each measured level predicted by a correction fitted
+without it; one run of three levels already cross-validates). On the reference rows it reuses the shipped
+profile's leave-one-source-out predictions: the correction is applied to those whose (family, engine, model) it
+covers, and the error is recomputed -- the reference rows' own folds are unchanged, so this is exactly the
+reference error the adopted profile would state.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: Levels' worth of prior weight on "the reference profile is right" (scale 1) for a (family, engine, model)
+#: correction: one measured level moves the scale halfway towards what it measured, three levels three quarters
+#: of the way (assumed: a single level can be a bad minute; a run's three levels agreeing is a finding).
+PRIOR_LEVELS = 1.0
+#: The pooled (family, engine) correction -- what other models on the same hardware get -- is shrunk harder
+#: (assumed: a model's own slowdown transfers only partly to other models on the same chip).
+PRIOR_LEVELS_POOLED = 3.0
+#: Scales are clamped to [1/4, 4]: a server 4x off the model is a misconfiguration to look at, not a calibration
+#: (the reference rows' cross-validated errors stay within 2x at their 90th percentile; perf/data/README.md).
+MAX_SCALE = 4.0
+#: The reference rows' cross-validated error may worsen by at most this much (1 percentage point of MdAPE) per
+#: metric for a refit to be adopted (the issue's rule).
+MAX_REFERENCE_WORSENING = 0.01
+#: Metrics a correction is fitted on and judged by (cross-validation metric names).
+METRICS = ("ttft", "tpot", "throughput")
+POOLED = "*"
+
+
+def model_key(family: str, engine: str, model: str) -> str:
+    return f"{family}/{engine}/{model}"
+
+
+def pooled_key(family: str, engine: str) -> str:
+    return f"{family}/{engine}/{POOLED}"
+
+
+@dataclass(frozen=True)
+class TeamRow:
+    """One measured level as the refit sees it: what it was, predicted (reference profile) and measured."""
+
+    level_id: str
+    run_id: str
+    family: str
+    engine: str
+    model: str
+    #: metric -> (predicted by the reference profile, measured); latencies in ms, throughput in tokens/s
+    figures: dict[str, tuple[float, float]]
+
+    def residual(self, metric: str) -> float | None:
+        """log(measured / predicted), signed so that positive is "slower than predicted" for every metric."""
+        pair = self.figures.get(metric)
+        if not pair or not pair[0] > 0 or not pair[1] > 0:
+            return None
+        pred, meas = pair
+        r = math.log(meas / pred)
+        return -r if metric == "throughput" else r
+
+
+def _clamp(log_s: float) -> float:
+    lim = math.log(MAX_SCALE)
+    return max(-lim, min(lim, log_s))
+
+
+def _scales(rows: Sequence[TeamRow], prior_levels: float) -> dict[str, Any]:
+    prefill = [r for r in (row.residual("ttft") for row in rows) if r is not None]
+    decode: list[float] = []
+    for row in rows:
+        rs = [r for r in (row.residual("tpot"), row.residual("throughput")) if r is not None]
+        if rs:
+            decode.append(sum(rs) / len(rs))
+    log_d = _clamp(sum(decode) / (len(decode) + prior_levels)) if decode else 0.0
+    # a key with no TTFT measured moves its prefill with its decode (the same server, the same slowdown)
+    log_p = _clamp(sum(prefill) / (len(prefill) + prior_levels)) if prefill else log_d
+    return {
+        "prefill_scale": round(math.exp(log_p), 5),
+        "decode_scale": round(math.exp(log_d), 5),
+        "levels": len(rows),
+        "runs": len({r.run_id for r in rows}),
+    }
+
+
+def fit(rows: Sequence[TeamRow]) -> dict[str, dict[str, Any]]:
+    """Corrections keyed `family/engine/model` and `family/engine/*` (pooled over the team's models)."""
+    by_model: dict[str, list[TeamRow]] = defaultdict(list)
+    by_pool: dict[str, list[TeamRow]] = defaultdict(list)
+    for r in rows:
+        by_model[model_key(r.family, r.engine, r.model)].append(r)
+        by_pool[pooled_key(r.family, r.engine)].append(r)
+    out = {k: _scales(v, PRIOR_LEVELS) for k, v in sorted(by_model.items())}
+    out.update({k: _scales(v, PRIOR_LEVELS_POOLED) for k, v in sorted(by_pool.items())})
+    return out
+
+
+def lookup(
+    corrections: dict[str, dict[str, Any]], family: str, engine: str, model: str | None
+) -> tuple[str, dict[str, Any]] | None:
+    """The correction that speaks for a (family, engine, model): the model's own, else the pooled one."""
+    if model is not None and (c := corrections.get(model_key(family, engine, model))):
+        return model_key(family, engine, model), c
+    key = pooled_key(family, engine)
+    return (key, corrections[key]) if key in corrections else None
+
+
+def corrected(metric: str, predicted: float, correction: dict[str, Any] | None) -> float:
+    """A reference-profile prediction of `metric` with the correction's scales applied (the closed-form effect of
+    the scaled profile: TTFT with the prefill scale, TPOT with the decode scale, throughput divided by it)."""
+    if not correction:
+        return predicted
+    if metric == "ttft":
+        return predicted * float(correction["prefill_scale"])
+    if metric == "tpot":
+        return predicted * float(correction["decode_scale"])
+    if metric == "throughput":
+        return predicted / float(correction["decode_scale"])
+    return predicted
+
+
+def _summary(apes: dict[str, list[float]]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        m: {"n": len(v), "mdape": round(statistics.median(v), 4)} for m, v in apes.items() if v
+    }
+    every = [a for v in apes.values() for a in v]
+    out["overall"] = {"n": len(every), "mdape": round(statistics.median(every), 4) if every else None}
+    return out
+
+
+def team_error(rows: Sequence[TeamRow], corrections: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
+    """MdAPE per metric of the team's rows predicted with `corrections` (None: the reference profile alone)."""
+    apes: dict[str, list[float]] = {m: [] for m in METRICS}
+    for row in rows:
+        hit = lookup(corrections or {}, row.family, row.engine, row.model)
+        for m in METRICS:
+            pair = row.figures.get(m)
+            if pair and pair[0] > 0 and pair[1] > 0:
+                apes[m].append(abs(corrected(m, pair[0], hit[1] if hit else None) / pair[1] - 1))
+    return _summary(apes)
+
+
+def team_cv(rows: Sequence[TeamRow]) -> dict[str, Any]:
+    """Leave-one-level-out: each level predicted by the correction fitted on every other level, with every
+    held-out prediction (level, metric, predicted, measured)."""
+    apes: dict[str, list[float]] = {m: [] for m in METRICS}
+    preds: list[dict[str, Any]] = []
+    for i, row in enumerate(rows):
+        held = fit([r for j, r in enumerate(rows) if j != i])
+        hit = lookup(held, row.family, row.engine, row.model)
+        for m in METRICS:
+            pair = row.figures.get(m)
+            if not pair or not pair[0] > 0 or not pair[1] > 0:
+                continue
+            p = corrected(m, pair[0], hit[1] if hit else None)
+            apes[m].append(abs(p / pair[1] - 1))
+            preds.append({"level": row.level_id, "metric": m, "predicted": round(p, 4), "measured": pair[1]})
+    return {**_summary(apes), "grouping": "level", "rows": preds}
+
+
+@dataclass(frozen=True)
+class ReferenceRow:
+    """A reference row's shipped leave-one-source-out prediction, with what the correction keys on."""
+
+    row_id: str
+    family: str
+    engine: str
+    model: str
+    metric: str
+    predicted: float
+    measured: float
+    #: the row measured the engine build the product deploys (corrections apply to it) -- not an older build
+    product_build: bool = True
+
+
+def reference_rows(data: dict[str, Any], normalised: Iterable[dict[str, str]]) -> list[ReferenceRow]:
+    """The shipped profile's leave-one-source-out predictions (`data["cross_validation"]["rows"]`) joined with
+    the normalised reference rows (for each row's model and engine build)."""
+    meta = {r["row_id"]: r for r in normalised}
+    out: list[ReferenceRow] = []
+    for r in (data.get("cross_validation") or {}).get("rows", []):
+        if r.get("metric") not in METRICS or not r.get("predicted") or not r.get("measured"):
+            continue
+        m = meta.get(r["row_id"], {})
+        out.append(
+            ReferenceRow(
+                r["row_id"],
+                r["family"],
+                r["engine"],
+                m.get("model", ""),
+                r["metric"],
+                float(r["predicted"]),
+                float(r["measured"]),
+                not m.get("build"),
+            )
+        )
+    return out
+
+
+def reference_error(
+    rows: Sequence[ReferenceRow], corrections: dict[str, dict[str, Any]] | None
+) -> dict[str, Any]:
+    """The reference rows' cross-validated MdAPE per metric with `corrections` applied where they speak, and
+    how many row predictions they changed."""
+    apes: dict[str, list[float]] = {m: [] for m in METRICS}
+    changed = 0
+    for r in rows:
+        hit = lookup(corrections or {}, r.family, r.engine, r.model) if r.product_build else None
+        p = corrected(r.metric, r.predicted, hit[1] if hit else None)
+        changed += p != r.predicted
+        apes[r.metric].append(abs(p / r.measured - 1))
+    return {**_summary(apes), "changed_predictions": changed}
+
+
+def decide(
+    team_before: dict[str, Any],
+    team_after: dict[str, Any],
+    ref_before: dict[str, Any],
+    ref_after: dict[str, Any],
+) -> tuple[bool, list[str]]:
+    """The adoption rule: the team's cross-validated error improves, and the reference rows' error worsens by no
+    more than `MAX_REFERENCE_WORSENING` on any metric. Returns (adopt, the reasons in words)."""
+    reasons: list[str] = []
+    before = (team_before.get("overall") or {}).get("mdape")
+    after = (team_after.get("overall") or {}).get("mdape")
+    team_ok = before is not None and after is not None and after < before
+    if before is None or after is None:
+        reasons.append("no measured level to cross-validate on")
+    else:
+        verb = "improves" if team_ok else "does not improve"
+        reasons.append(f"team's cross-validated error {verb}: {before:.1%} -> {after:.1%}")
+    ref_ok = True
+    for m in METRICS:
+        b = (ref_before.get(m) or {}).get("mdape")
+        a = (ref_after.get(m) or {}).get("mdape")
+        if b is None or a is None:
+            continue
+        if a - b > MAX_REFERENCE_WORSENING:
+            ref_ok = False
+            reasons.append(
+                f"reference rows' {m} error worsens {b:.1%} -> {a:.1%} (more than"
+                f" {MAX_REFERENCE_WORSENING * 100:.0f} point)"
+            )
+    if ref_ok:
+        reasons.append(
+            f"reference rows' error within {MAX_REFERENCE_WORSENING * 100:.0f} point on every metric"
+            f" ({ref_after.get('changed_predictions', 0)} predictions changed)"
+        )
+    return team_ok and ref_ok, reasons

@@ -1,0 +1,355 @@
+"""Measured levels as items: each load level a run measured, with everything that decides what it measured.
+
+Keys (the run's partition, plus GSI1 to query by hardware family and model across runs):
+  measured level  PK=RUN#{run_id}  SK=LEVEL#{candidate}#{concurrency:06d}
+                  GSI1PK=MEASURED (a real endpoint) or MEASURED#twin (a local twin)
+                  GSI1SK={family}#{model}#{recorded_at}#{run_id}#{candidate}#{concurrency}
+
+A twin's level is stored as a twin level (its own GSI1 partition): the refit reads only `MEASURED`, so a twin,
+which serves at the estimator's own pace, never calibrates anything. Levels carry no TTL: they are the team's
+calibration data (the raw per-step records beside them expire after 90 days).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sizing.store.items import now_iso
+
+REAL_INDEX_PK = "MEASURED"
+TWIN_INDEX_PK = "MEASURED#twin"
+INDEX = "GSI1"
+#: The ServingConfig settings that decide a replica's performance at a load level: a measurement answers another
+#: estimate only when these agree. max_model_len and gpu_memory_utilization are left out -- they size the KV
+#: cache, which decides how many sequences fit, and the measured levels' concurrency already ran within it.
+SERVING_KEY_FIELDS = (
+    "model",
+    "engine",
+    "tensor_parallel",
+    "quantization",
+    "kv_cache_dtype",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "enable_chunked_prefill",
+    "enable_prefix_caching",
+    "lnc",
+)
+#: Figures kept per latency metric.
+STATS = ("mean", "p50", "p95", "p99")
+
+
+def serving_key(serving: dict[str, Any] | None) -> str:
+    """A short digest of the performance-deciding ServingConfig settings (`SERVING_KEY_FIELDS`)."""
+    picked = {k: (serving or {}).get(k) for k in SERVING_KEY_FIELDS}
+    return hashlib.sha256(json.dumps(picked, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+class MeasuredLevel(BaseModel):
+    """One measured load level of one run's candidate."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    candidate_id: str
+    level: int = Field(ge=1, description="closed-loop concurrency")
+    recorded_at: str = Field(default_factory=now_iso)
+    origin: Literal["endpoint", "twin"]
+    architecture_id: str
+    model: str = Field(description="the catalog model the estimate used")
+    family: str
+    accelerator: str
+    instance_type: str
+    tensor_parallel: int
+    quantization: str
+    engine: str
+    serving: dict[str, Any] | None = None
+    serving_key: str
+    engine_version: str | None = None
+    served_model: str | None = None
+    input_tokens: float = Field(gt=0, description="mean prompt tokens drawn")
+    output_tokens: float = Field(gt=0, description="mean output tokens drawn")
+    input_sigma: float | None = None
+    output_sigma: float | None = None
+    requests: int = 0
+    errors: int = 0
+    #: metric -> statistics (ttft_ms, tpot_ms, e2e_s: mean/p50/p95/p99) plus output_tokens_per_s, requests_per_s
+    measured: dict[str, Any]
+    #: the same, predicted at this level with the reference profile alone (the refit's baseline)
+    predicted: dict[str, Any]
+    reference_version: str
+
+    @property
+    def level_id(self) -> str:
+        return f"{self.run_id[:8]}-{self.candidate_id}-{self.level}"
+
+    def keys(self) -> dict[str, str]:
+        return {
+            "PK": f"RUN#{self.run_id}",
+            "SK": f"LEVEL#{self.candidate_id}#{self.level:06d}",
+            "GSI1PK": TWIN_INDEX_PK if self.origin == "twin" else REAL_INDEX_PK,
+            "GSI1SK": f"{self.family}#{self.model}#{self.recorded_at}#{self.run_id}#{self.candidate_id}"
+            f"#{self.level}",
+        }
+
+    def figures(self) -> dict[str, tuple[float, float]]:
+        """metric -> (predicted, measured) of the means (the refit's residuals)."""
+        out: dict[str, tuple[float, float]] = {}
+        for metric, key in (("ttft", "ttft_ms"), ("tpot", "tpot_ms")):
+            p = (self.predicted.get(key) or {}).get("mean")
+            m = (self.measured.get(key) or {}).get("mean")
+            if p and m:
+                out[metric] = (float(p), float(m))
+        p, m = self.predicted.get("output_tokens_per_s"), self.measured.get("output_tokens_per_s")
+        if p and m:
+            out["throughput"] = (float(p), float(m))
+        return out
+
+
+class Refused(BaseModel):
+    """A measured level not stored, and why."""
+
+    candidate_id: str
+    level: int | None
+    reason: str
+
+
+def _models_match(asked: str, served: str | None, cat: Any) -> bool:
+    if served is None:
+        return True  # the server does not say (Bedrock, SageMaker, a proxy): nothing to contradict
+    names = {s.strip() for s in served.split(",") if s.strip()}
+    if asked in names:
+        return True
+    try:
+        want = cat.model(asked).id
+    except Exception:  # a model the catalog does not know: names must agree as written
+        return False
+    for n in names:
+        try:
+            if cat.model(n).id == want:
+                return True
+        except Exception:  # this served name is not a catalog model
+            continue
+    return False
+
+
+def _stats(dist: dict[str, Any] | None) -> dict[str, float | None]:
+    return {k: (dist or {}).get(k) for k in STATS}
+
+
+def levels_from_run(
+    architectures: list[dict[str, Any]],
+    measured: list[dict[str, Any]],
+    steps: list[dict[str, Any]],
+    run_id: str,
+    origin: Literal["endpoint", "twin"],
+    wm: Any,
+    cat: Any,
+) -> tuple[list[MeasuredLevel], list[Refused]]:
+    """The run's measured levels as items (one per closed-loop level of each measured candidate), and those
+    refused with the reason: a server reporting another model than the run asked for, a level without a
+    successful request, a managed service (Bedrock runs on hardware it does not name)."""
+    from sizing.perf.calibration import PROFILE_PATH, family_of, load_profiles
+
+    by_candidate: dict[str, list[dict[str, Any]]] = {}
+    for s in steps:
+        by_candidate.setdefault(s["candidate_id"], []).append(s["record"])
+    arch_of = {a["id"]: a for a in architectures}
+    version = str(load_profiles(str(PROFILE_PATH)).get("version", "none"))
+    out: list[MeasuredLevel] = []
+    refused: list[Refused] = []
+    for m in measured:
+        cid = m.get("candidate_id")
+        ids = m.get("applies_to") or []
+        arch = next((arch_of[i] for i in ids if i in arch_of), None)
+        if not cid or arch is None or m.get("status") != "MEASURED":
+            continue
+        if arch.get("deployment") == "bedrock" or not arch.get("accelerator"):
+            refused.append(
+                Refused(candidate_id=cid, level=None, reason="a managed service names no hardware")
+            )
+            continue
+        asked = arch.get("model") or ""
+        for rec in by_candidate.get(cid, []):
+            conc = (rec.get("target") or {}).get("concurrency")
+            level = int(conc) if conc else None
+            served = rec.get("served_model")
+            if not _models_match(asked, served, cat):
+                refused.append(
+                    Refused(
+                        candidate_id=cid,
+                        level=level,
+                        reason=f"the server reports model '{served}', the run asked for '{asked}': its figures"
+                        " are not a measurement of this configuration",
+                    )
+                )
+                continue
+            errors = sum((rec.get("errors") or {}).values())
+            if not level or rec.get("requests", 0) - errors <= 0:
+                refused.append(Refused(candidate_id=cid, level=level, reason="no successful request"))
+                continue
+            predicted = predict_level(arch, level, wm, cat)
+            if predicted is None:
+                refused.append(
+                    Refused(candidate_id=cid, level=level, reason="the estimator cannot simulate it")
+                )
+                continue
+            serving = rec.get("serving") or arch.get("serving")
+            model = cat.model(arch.get("catalog_model") or asked).id
+            sigmas = {
+                f"{side}_sigma": dist.sigma
+                for side, dist in (("input", wm.input_tokens), ("output", wm.output_tokens))
+                if dist.kind == "lognormal"
+            }
+            out.append(
+                MeasuredLevel(
+                    run_id=run_id,
+                    candidate_id=cid,
+                    level=level,
+                    origin=origin,
+                    architecture_id=arch["id"],
+                    model=model,
+                    family=family_of(arch["accelerator"]),
+                    accelerator=arch["accelerator"],
+                    instance_type=arch.get("instance_type") or "",
+                    tensor_parallel=int(arch["tensor_parallel"]),
+                    quantization=str(arch["quantization"]),
+                    engine=str(arch["engine"]),
+                    serving=serving,
+                    # keyed by the catalog model (an alias names the same weights)
+                    serving_key=serving_key({**(serving or {}), "model": model}),
+                    engine_version=rec.get("engine_version"),
+                    served_model=served,
+                    input_tokens=float(rec.get("input_tokens") or wm.input_tokens.mean),
+                    output_tokens=float(rec.get("output_tokens") or wm.output_tokens.mean),
+                    **sigmas,
+                    requests=int(rec.get("requests") or 0),
+                    errors=errors,
+                    measured={
+                        **{k: _stats(rec.get(k)) for k in ("ttft_ms", "tpot_ms", "e2e_s")},
+                        "output_tokens_per_s": rec.get("output_tokens_per_s"),
+                        "requests_per_s": rec.get("requests_per_s"),
+                    },
+                    predicted=predicted,
+                    reference_version=version,
+                )
+            )
+    return out, refused
+
+
+#: Requests simulated per level prediction (the planner's operating-point figure, as merge.LEVEL_REQUESTS) and
+#: at least this many rounds of the closed loop's users.
+LEVEL_REQUESTS = 1000
+LEVEL_ROUNDS = 4
+
+
+def predict_level(arch: dict[str, Any], concurrency: int, wm: Any, cat: Any) -> dict[str, Any] | None:
+    """The reference profile's prediction (no team correction) of a closed-loop level with the workload's token
+    distributions on the architecture's serving config: the refit's baseline."""
+    from sizing.orchestrate.merge import _replica
+    from sizing.perf.calibration import PROFILE_PATH, load_profiles, profile_for
+    from sizing.perf.simulator import ClosedLoop, simulate
+    from sizing.perf.step import StepModel
+
+    try:
+        cfg = _replica(arch, cat)
+        acc = cfg.parts(cat).accelerator.id
+        profile = profile_for(acc, cfg.engine, load_profiles(str(PROFILE_PATH)))
+        step = StepModel.for_config(cfg, profile=profile, catalog=cat)
+        c = max(1, int(concurrency))
+        sim = simulate(
+            step,
+            ClosedLoop(c),
+            wm.input_tokens,
+            wm.output_tokens,
+            n_requests=max(LEVEL_REQUESTS, LEVEL_ROUNDS * c),
+            seed=0,
+            itl=False,
+        )
+    except (ValueError, KeyError, ArithmeticError):
+        return None
+    except Exception as exc:  # a SizingError (does not fit, unknown instance): nothing to compare with
+        from sizing.errors import SizingError
+
+        if isinstance(exc, SizingError):
+            return None
+        raise
+
+    def stat(metric: str) -> dict[str, float | None]:
+        st = getattr(sim, metric)
+        vals = {"mean": st.mean, **{q: st.get(q) for q in ("p50", "p95", "p99")}}
+        return {k: None if v is None or math.isnan(v) else round(float(v), 4) for k, v in vals.items()}
+
+    return {
+        **{m: stat(m) for m in ("ttft_ms", "tpot_ms", "e2e_s")},
+        "output_tokens_per_s": round(sim.output_tokens_per_s, 3),
+        "requests_per_s": round(sim.requests_per_s, 5),
+    }
+
+
+class LevelStore:
+    """Measured levels in the sizing table (`SizingStore`'s table and client)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def put(self, levels: list[MeasuredLevel]) -> int:
+        from sizing.store.codec import to_item
+
+        requests = [
+            {"PutRequest": {"Item": to_item({**lv.model_dump(mode="json"), **lv.keys(), "type": "level"})}}
+            for lv in levels
+        ]
+        self.store._batch_write(requests)
+        return len(requests)
+
+    def query(
+        self, family: str | None = None, model: str | None = None, *, twin: bool = False
+    ) -> list[MeasuredLevel]:
+        """Real levels (or twin levels with `twin`), optionally of one hardware family and one model (a name the
+        catalog knows is read as its catalog entry: levels are stored under it)."""
+        from sizing.store.codec import from_item
+
+        if model is not None:
+            import contextlib
+
+            from sizing.catalog import load_catalog
+
+            with contextlib.suppress(Exception):  # not a catalog model: stored as named
+                model = load_catalog().model(model).id
+
+        prefix = "" if family is None else f"{family}#" + ("" if model is None else f"{model}#")
+        kwargs: dict[str, Any] = {
+            "TableName": self.store.table_name,
+            "IndexName": INDEX,
+            "KeyConditionExpression": "GSI1PK = :pk" + (" AND begins_with(GSI1SK, :sk)" if prefix else ""),
+            "ExpressionAttributeValues": {":pk": {"S": TWIN_INDEX_PK if twin else REAL_INDEX_PK}},
+        }
+        if prefix:
+            kwargs["ExpressionAttributeValues"][":sk"] = {"S": prefix}
+        out: list[MeasuredLevel] = []
+        while True:
+            page = self.store.client.query(**kwargs)
+            for item in page.get("Items", []):
+                data = from_item(item)
+                out.append(
+                    MeasuredLevel.model_validate(
+                        {k: v for k, v in data.items() if k not in ("PK", "SK", "GSI1PK", "GSI1SK", "type")}
+                    )
+                )
+            if "LastEvaluatedKey" not in page:
+                return out
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def of_run(self, run_id: str) -> list[MeasuredLevel]:
+        items = self.store._query_prefix(f"RUN#{run_id}", "LEVEL#")
+        return [
+            MeasuredLevel.model_validate(
+                {k: v for k, v in i.items() if k not in ("PK", "SK", "GSI1PK", "GSI1SK", "type")}
+            )
+            for i in items
+        ]

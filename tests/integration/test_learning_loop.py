@@ -1,0 +1,420 @@
+"""The learning loop on moto: measured levels stored as items, the refit adopted (or not) into S3, the next
+estimate answered from the measurement, drift flagged, rollbacks, corrupt objects and concurrent refits.
+
+The "endpoint" is one of known timing: the estimator's own step model with every step `SLOWDOWN` times slower
+(efficiencies divided, overheads multiplied by it), which is what a server 30% slower than the estimate
+measures at every closed-loop level."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from sizing.catalog import load_catalog
+from sizing.learn import profiles as profiles_mod
+from sizing.learn.levels import LevelStore
+from sizing.learn.loop import after_collect
+from sizing.learn.profiles import ProfileStore, use_store
+from sizing.learn.refit import commit, overview, prepare, rollback
+from sizing.orchestrate.merge import _replica
+from sizing.orchestrate.steps import choose_candidates
+from sizing.perf.calibration import PROFILE_PATH, load_profiles, profile_for
+from sizing.perf.predict import predict
+from sizing.perf.simulator import ClosedLoop, simulate
+from sizing.perf.step import StepModel
+from sizing.plan import estimate
+from sizing.store import SizingStore, create_table
+from sizing.workload import build_model, parse_spec
+
+TABLE = "llm-sizing-test"
+BUCKET = "llm-sizing-calibration-test"
+SLOWDOWN = 1.3
+SPEC = {
+    "name": "learn",
+    "model": "meta-llama/Llama-3.1-8B-Instruct",
+    "rate": {"peak_rps": 2},
+    "tokens": {"input": {"mean": 800, "p95": 2000}, "output": {"mean": 150, "p95": 300}},
+    "slo": {"ttft_ms": {"p95": 2000}, "e2e_s": {"p95": 20}},
+    "constraints": {
+        "instance_types": ["g6e.xlarge"],
+        "deployments": ["eks"],
+        "quantizations": ["bf16"],
+        "engines": ["vllm"],
+        "capacity": ["on-demand"],
+    },
+}
+
+
+@pytest.fixture
+def aws():
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(ddb, TABLE)
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket=BUCKET)
+        store = ProfileStore(BUCKET, client=s3)
+        use_store(store)
+        try:
+            yield SizingStore(TABLE, client=ddb), store
+        finally:
+            use_store(None)
+
+
+def _slowed(profile: Any, k: float) -> Any:
+    return dataclasses.replace(
+        profile,
+        compute_eff=profile.compute_eff / k,
+        bandwidth_eff=profile.bandwidth_eff / k,
+        step_overhead_s=profile.step_overhead_s * k,
+        seq_overhead_s=profile.seq_overhead_s * k,
+        request_overhead_s=profile.request_overhead_s * k,
+    )
+
+
+def _dist(st: Any) -> dict[str, float]:
+    return {"mean": st.mean, "p50": st.p50, "p90": st.p90, "p95": st.p95, "p99": st.p99}
+
+
+def known_timing(arch: dict[str, Any], wm: Any, cat: Any, c: int, k: float, inp: Any = None, out: Any = None):
+    """What an endpoint `k` times slower than the reference profile measures at concurrency `c`."""
+    cfg = _replica(arch, cat)
+    ref = profile_for(cfg.parts(cat).accelerator.id, cfg.engine, load_profiles(str(PROFILE_PATH)))
+    step = StepModel.for_config(cfg, profile=_slowed(ref, k), catalog=cat)
+    return simulate(
+        step,
+        ClosedLoop(c),
+        inp or wm.input_tokens,
+        out or wm.output_tokens,
+        n_requests=1000,
+        seed=1,
+        itl=False,
+    )
+
+
+def measured_run(k: float = SLOWDOWN, served_model: str | None = None, run_id: str = "0123456789abcdef"):
+    """A run's architectures, `measured` and stored steps as CollectAndRank sees them, against an endpoint of
+    known timing (`k` times slower than the reference profile) serving `served_model`."""
+    cat = load_catalog()
+    spec = parse_spec(SPEC)
+    result = estimate(spec, catalog=cat)
+    cand = choose_candidates(result, 1)[0]
+    arch = cand["architecture"]
+    wm = build_model(spec, cat.model(spec.model).id)
+    steps = []
+    for i, c in enumerate(cand["levels"]):
+        sim = known_timing(arch, wm, cat, c, k)
+        steps.append(
+            {
+                "candidate_id": "c1",
+                "record": {
+                    "step": i,
+                    "target": {"concurrency": c},
+                    "requests": 1000,
+                    "errors": {},
+                    "ttft_ms": _dist(sim.ttft_ms),
+                    "tpot_ms": _dist(sim.tpot_ms),
+                    "e2e_s": _dist(sim.e2e_s),
+                    "input_tokens": wm.input_tokens.mean,
+                    "output_tokens": wm.output_tokens.mean,
+                    "requests_per_s": sim.requests_per_s,
+                    "output_tokens_per_s": sim.output_tokens_per_s,
+                    "serving": arch["serving"],
+                    "engine_version": "0.11.0",
+                    "served_model": served_model or arch["model"],
+                },
+            }
+        )
+    measured = [{"candidate_id": "c1", "status": "MEASURED", "applies_to": cand["applies_to"]}]
+    return result["architectures"], measured, steps, run_id, wm, cat, cand
+
+
+def collect(
+    store: SizingStore, run: tuple, origin: str = "endpoint", backend: str = "local"
+) -> dict[str, Any]:
+    """CollectAndRank's learning part; `backend="aws"` stores and queues the refit for the calibration function."""
+    archs, measured, steps, run_id, wm, cat, _cand = run
+    return after_collect(
+        store=store,
+        backend=backend,
+        architectures=archs,
+        measured=measured,
+        steps=steps,
+        run_id=run_id,
+        origin=origin,
+        wm=wm,
+        catalog=cat,
+    )
+
+
+def predict_like(arch: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    s = arch["serving"]
+    args = {
+        "tp": arch["tensor_parallel"],
+        "quant": arch["quantization"],
+        "engine": arch["engine"],
+        "input_tokens": 800,
+        "output_tokens": 150,
+        "max_num_seqs": s["max_num_seqs"],
+        "max_num_batched_tokens": s["max_num_batched_tokens"],
+        "kv_cache_dtype": s["kv_cache_dtype"],
+        "gpu_memory_utilization": s["gpu_memory_utilization"],
+        "max_model_len": s["max_model_len"],
+        **kw,
+    }
+    return predict(arch["model"], arch["instance_type"], **args)
+
+
+# --- targets ----------------------------------------------------------------------------------------------
+def test_one_measured_run_of_a_slower_server_moves_the_next_estimates(aws):
+    # given an endpoint 30% slower than the estimate, measured at three levels by one run
+    store, profiles = aws
+    run = measured_run()
+    arch = next(a for a in run[0] if a["id"] in run[6]["applies_to"])
+    levels = run[6]["levels"]
+    before_other = predict_like(arch, concurrency=levels[-1] * 2)
+    before_short = predict_like(arch, concurrency=10, input_tokens=300, output_tokens=300)
+
+    # when CollectAndRank stores the run's levels and the embedded default refits in-process
+    learning = collect(store, run)
+
+    # then the refit is adopted, with the reference rows' error worse by at most one point per metric
+    assert learning["measured_levels"] == 3
+    assert learning["refit"]["status"] == "adopted", learning["refit"]
+    adopted = profiles.adopted()
+    ref = adopted["cross_validation"]["reference"]
+    for m in ("ttft", "tpot", "throughput"):
+        assert ref["after"][m]["mdape"] - ref["before"][m]["mdape"] <= 0.01
+    team = adopted["cross_validation"]["team"]
+    assert team["after"]["overall"]["mdape"] < team["before"]["overall"]["mdape"]
+
+    # and the next estimate of the exact configuration is answered from the measurement, within 5%
+    mid = levels[1]
+    truth = known_timing(arch, run[4], run[5], mid, SLOWDOWN)
+    got = predict_like(arch, concurrency=mid)
+    assert got["basis"] == "measured"
+    assert adopted["version"] in got["profile_version"]
+    assert abs(got["tpot_ms"]["mean"] / truth.tpot_ms.mean - 1) <= 0.05
+    assert abs(got["ttft_ms"]["mean"] / truth.ttft_ms.mean - 1) <= 0.05
+    assert abs(got["output_tokens_per_s"] / truth.output_tokens_per_s - 1) <= 0.05
+
+    # and other loads and token lengths on the same hardware move towards what the server does
+    for before, kw in (
+        (before_other, {"concurrency": levels[-1] * 2}),
+        (before_short, {"concurrency": 10, "input_tokens": 300, "output_tokens": 300}),
+    ):
+        after = predict_like(arch, **kw)
+        assert after["basis"] == "calibrated"
+        t = known_timing(
+            arch,
+            run[4],
+            run[5],
+            kw["concurrency"],
+            SLOWDOWN,
+            *(
+                (_fixed(kw["input_tokens"]), _fixed(kw["output_tokens"]))
+                if "input_tokens" in kw
+                else (_fixed(800), _fixed(150))
+            ),
+        )
+        assert abs(after["tpot_ms"]["mean"] - t.tpot_ms.mean) < abs(
+            before["tpot_ms"]["mean"] - t.tpot_ms.mean
+        )
+        assert abs(after["ttft_ms"]["mean"] - t.ttft_ms.mean) < abs(
+            before["ttft_ms"]["mean"] - t.ttft_ms.mean
+        )
+
+
+def _fixed(n: int) -> Any:
+    from sizing.workload import TokenDistribution
+
+    return TokenDistribution.fixed(n)
+
+
+def test_the_planner_names_the_team_profile_it_used(aws):
+    # given a measured run of a slower server, refitted and adopted
+    store, profiles = aws
+    collect(store, measured_run())
+    version = profiles.adopted()["version"]
+
+    # when the same workload is estimated again
+    result = estimate(parse_spec(SPEC), catalog=load_catalog())
+
+    # then each architecture on that hardware names the team profile and rests on it ("calibrated")
+    arch = result["architectures"][0]
+    assert version in arch["calibration"]["profile_version"]
+    assert arch["basis"] == "calibrated"
+    assert arch["profile_version"] == arch["calibration"]["profile_version"]
+
+
+# --- measurements are data --------------------------------------------------------------------------------
+def test_levels_are_items_queryable_by_family_and_model(aws):
+    # given a measured run
+    store, _ = aws
+    collect(store, measured_run())
+
+    # when the levels are queried by hardware family and model
+    got = LevelStore(store).query("l40s", "meta-llama/Llama-3.1-8B-Instruct")
+
+    # then each level is its own item with what decides its figures
+    assert sorted(lv.level for lv in got) == sorted(measured_run()[6]["levels"])
+    lv = got[0]
+    assert lv.engine_version == "0.11.0" and lv.instance_type == "g6e.xlarge"
+    assert lv.serving and lv.serving["max_num_seqs"] == 256
+    assert lv.measured["ttft_ms"]["p95"] > 0 and lv.predicted["ttft_ms"]["p95"] > 0
+    assert LevelStore(store).query("hopper") == []
+
+
+def test_twin_levels_are_stored_as_twins_and_never_calibrate(aws):
+    # given a run measured on a local twin
+    store, profiles = aws
+
+    # when CollectAndRank stores it
+    learning = collect(store, measured_run(), origin="twin")
+
+    # then its levels are twin levels, the refit never ran, and nothing is adopted
+    assert learning["twin_levels"] == 3 and learning["measured_levels"] == 0
+    assert learning["refit"] is None
+    assert LevelStore(store).query() == []
+    assert len(LevelStore(store).query(twin=True)) == 3
+    assert profiles.adopted() is None
+
+
+def test_a_server_reporting_another_model_is_refused_with_the_reason(aws):
+    # given a run whose server reports it serves another model
+    store, profiles = aws
+
+    # when CollectAndRank stores it
+    learning = collect(store, measured_run(served_model="Qwen/Qwen2.5-7B-Instruct"))
+
+    # then no level is stored, and each refusal says why
+    assert learning["measured_levels"] == 0
+    assert len(learning["refused"]) == 3
+    assert "reports model 'Qwen/Qwen2.5-7B-Instruct'" in learning["refused"][0]["reason"]
+    assert "asked for 'meta-llama/Llama-3.1-8B-Instruct'" in learning["refused"][0]["reason"]
+    assert profiles.adopted() is None
+
+
+# --- adoption, versions, faults ---------------------------------------------------------------------------
+def test_a_refit_that_does_not_improve_is_kept_as_a_candidate(aws):
+    # given a server exactly as fast as the estimate (nothing to correct)
+    store, profiles = aws
+
+    # when its run is refitted
+    learning = collect(store, measured_run(k=1.0))
+
+    # then the version is stored as a candidate with its figures, and nothing is adopted
+    assert learning["refit"]["status"] == "candidate"
+    assert profiles.adopted() is None
+    listed = overview(profiles)
+    assert listed["adopted"] == "reference"
+    assert listed["versions"][0]["status"] == "candidate"
+    assert "does not improve" in " ".join(listed["versions"][0]["decision"]["reasons"])
+
+
+def test_two_refits_at_once_adopt_at_most_one(aws):
+    # given a stored run, and two refits of it that read the adopted pointer at the same moment
+    store, profiles = aws
+    queued = collect(store, measured_run(run_id="a" * 16), backend="aws")
+    assert queued["refit"] == {"where": "calibration function", "status": "queued"}
+    levels = LevelStore(store).query()
+    first, second = prepare(levels, profiles, "a"), prepare(levels, profiles, "b")
+
+    # when both try to adopt
+    won = commit(first, profiles)
+    lost = commit(second, profiles)
+
+    # then the first adopts and the second stays a candidate saying why
+    assert won["status"] == "adopted" and lost["status"] == "candidate"
+    assert "another refit adopted first" in lost["decision"]["reasons"][-1]
+    assert profiles.adopted()["version"] == won["version"]
+
+
+def test_a_failing_refit_leaves_the_adopted_profile_untouched(aws, monkeypatch):
+    # given an adopted profile
+    store, profiles = aws
+    collect(store, measured_run())
+    pointer, etag = profiles.read_pointer()
+
+    # when the next refit fails half-way
+    from sizing.learn import correction
+
+    def broken(_rows: Any) -> Any:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(correction, "fit", broken)
+    learning = collect(store, measured_run(run_id="f" * 16))
+
+    # then the run says so, and the adopted pointer is byte for byte what it was
+    assert learning["refit"]["status"] == "failed"
+    assert "disk full" in learning["refit"]["error"]
+    assert profiles.read_pointer() == (pointer, etag)
+
+
+def test_a_corrupt_profile_falls_back_to_the_newest_valid_version(aws, caplog):
+    # given two adopted versions, the newer one corrupted in S3
+    store, profiles = aws
+    collect(store, measured_run(run_id="1" * 16))
+    older = profiles.adopted()["version"]
+    collect(store, measured_run(k=1.6, run_id="2" * 16))
+    newer = profiles.adopted()["version"]
+    assert newer != older
+    profiles.client.put_object(Bucket=BUCKET, Key=profiles.version_key(newer), Body=b"{not json")
+    profiles_mod.invalidate()
+
+    # when an estimator loads the adopted profile
+    with caplog.at_level(logging.ERROR, logger="sizing.learn"):
+        got = profiles_mod.active()
+
+    # then it uses the older version and the error log names the corrupt object
+    assert got["version"] == older
+    assert f"s3://{BUCKET}/calibration/versions/{newer}.json" in caplog.text
+
+
+def test_rollback_adopts_an_earlier_version_and_the_reference(aws):
+    # given two adopted versions
+    store, profiles = aws
+    collect(store, measured_run(run_id="1" * 16))
+    older = profiles.adopted()["version"]
+    collect(store, measured_run(k=1.6, run_id="2" * 16))
+
+    # when the team rolls back to the older one, then to the reference profile
+    rollback(profiles, older)
+    back = profiles_mod.active()
+    rollback(profiles, "reference")
+
+    # then estimators use each in turn
+    assert back["version"] == older
+    assert profiles_mod.active() is None
+    assert overview(profiles)["adopted"] == "reference"
+
+
+def test_rollback_to_an_unknown_version_is_refused_naming_it(aws):
+    # given no such version
+    _store, profiles = aws
+    from sizing.errors import InvalidInput
+
+    # when / then the rollback is refused in the user's words
+    with pytest.raises(InvalidInput) as err:
+        rollback(profiles, "20990101T000000000000Z-abcdef")
+    assert err.value.problems[0].field == "rollback"
+
+
+# --- drift ------------------------------------------------------------------------------------------------
+def test_a_measurement_outside_its_interval_is_flagged(aws):
+    # given a server 1.8x slower than the estimate (outside the stated TPOT interval of l40s x vllm)
+    store, _ = aws
+
+    # when CollectAndRank stores its run
+    learning = collect(store, measured_run(k=1.8))
+
+    # then the drift is flagged in words, with what happens next
+    lines = learning["drift_lines"]
+    assert any(
+        line.startswith("TPOT p95 +") and "over the estimate on g6e TP1 vLLM 0.11" in line for line in lines
+    )
+    assert all("calibration refit" in line for line in lines)
