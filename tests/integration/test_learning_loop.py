@@ -8,6 +8,7 @@ measures at every closed-loop level."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from typing import Any
 
@@ -418,3 +419,94 @@ def test_a_measurement_outside_its_interval_is_flagged(aws):
         line.startswith("TPOT p95 +") and "over the estimate on g6e TP1 vLLM 0.11" in line for line in lines
     )
     assert all("calibration refit" in line for line in lines)
+
+
+# --- the deployed parts: the calibration function, its rule, GET /calibration --------------------------------
+def _context(name: str) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        function_name=name,
+        function_version="$LATEST",
+        memory_limit_in_mb=1024,
+        invoked_function_arn=f"arn:aws:lambda:us-east-1:123456789012:function:{name}",
+        aws_request_id="52fdfc07-2182-154f-163f-5f0f9a621d72",
+        get_remaining_time_in_millis=lambda: 120_000,
+    )
+
+
+def _deliver(pattern: dict[str, Any], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events a rule with `pattern` delivers (moto's EventBridge, an SQS queue as the target)."""
+    bus, sqs = boto3.client("events", region_name="us-east-1"), boto3.client("sqs", region_name="us-east-1")
+    bus.create_event_bus(Name="learn")
+    url = sqs.create_queue(QueueName="learn")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    bus.put_rule(Name="refit", EventBusName="learn", EventPattern=json.dumps(pattern))
+    bus.put_targets(Rule="refit", EventBusName="learn", Targets=[{"Id": "q", "Arn": arn}])
+    bus.put_events(
+        Entries=[
+            {
+                "EventBusName": "learn",
+                "Source": e["source"],
+                "DetailType": e["detail-type"],
+                "Detail": json.dumps(e["detail"]),
+            }
+            for e in events
+        ]
+    )
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    return [json.loads(m["Body"]) for m in got]
+
+
+def test_the_completion_event_of_a_measured_run_triggers_the_refit_function(aws, monkeypatch):
+    # given a measured run stored by CollectAndRank on AWS (refit queued), and its completion event
+    from sizing.lambdas import load_function
+    from sizing.store.schema import load_template
+    from tests.conftest import load_event
+
+    store, profiles = aws
+    collect(store, measured_run(), backend="aws")
+    event = load_event("calibration_run_measured")
+    rule = load_template()["Resources"]["CalibrationFunction"]["Properties"]["Events"]["RunMeasured"]
+    pattern = rule["Properties"]["Pattern"]
+    unmeasured = {**event, "detail": {**event["detail"], "ranking": {"status": "SUCCEEDED", "learning": {}}}}
+
+    # when both are put on a bus whose rule is the calibration function's (delivering to a queue here)
+    delivered = _deliver(pattern, [event, unmeasured])
+    monkeypatch.setenv("TABLE_NAME", TABLE)
+    monkeypatch.setenv("CALIBRATION_BUCKET", BUCKET)
+    fn = load_function("functions/calibration/")
+    fn.services.cache_clear()
+    out = fn.lambda_handler(event, _context("llm-sizing-calibration-test"))
+
+    # then the rule fires only for runs that measured a real endpoint, and the refit is adopted
+    assert [d["detail"]["ranking"].get("learning", {}).get("measured_levels") for d in delivered] == [3]
+    assert out["status"] == "adopted"
+    assert profiles.adopted()["version"] == out["version"]
+
+
+def test_get_calibration_lists_versions_figures_and_what_changed(aws, monkeypatch):
+    # given an adopted refit and a candidate after it
+    from sizing.lambdas import load_function
+    from tests.conftest import load_event
+
+    store, _profiles = aws
+    collect(store, measured_run(run_id="1" * 16))
+    collect(store, measured_run(k=1.0, run_id="2" * 16))
+    monkeypatch.setenv("TABLE_NAME", TABLE)
+    monkeypatch.setenv("STATE_MACHINE_ARN", "arn:aws:states:us-east-1:123456789012:stateMachine:x")
+
+    # when GET /calibration is asked
+    out = load_function("functions/api/").lambda_handler(load_event("api_get_calibration"), _context("api"))
+
+    # then it names the adopted version and, per version, its figures and what changed
+    assert out["statusCode"] == 200
+    body = json.loads(out["body"])
+    assert body["configured"] is True
+    assert body["adopted"] == body["history"][0] != "reference"
+    statuses = [v["status"] for v in body["versions"]]
+    assert sorted(statuses) == ["adopted", "candidate"]
+    first = next(v for v in body["versions"] if v["status"] == "adopted")
+    assert any("new correction" in c for c in first["what_changed"])
+    assert first["team_error"]["after"]["mdape"] < first["team_error"]["before"]["mdape"]
+    assert set(first["reference_error"]) == {"ttft", "tpot", "throughput"}
