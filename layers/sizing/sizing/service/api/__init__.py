@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sizing.errors import InvalidInput, Problem
 from sizing.service.api import errors
-from sizing.service.api.routers import catalog, estimates, runs, watches
+from sizing.service.api.routers import calibration, catalog, estimates, runs, watches
 from sizing.service.errors import MethodNotAllowed, PayloadTooLarge
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ app.include_router(estimates.router)
 app.include_router(runs.router)
 app.include_router(catalog.router)
 app.include_router(watches.router)
+app.include_router(calibration.router)
 errors.register(app)
 
 
