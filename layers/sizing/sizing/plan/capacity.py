@@ -43,6 +43,9 @@ CAPACITY_CACHE_SIZE = 1024
 #: Operating-point predictions memoised per process. An entry keeps the per-request arrays of REPORT_REQUESTS
 #: requests (~25 kB), so 256 entries stay under ~7 MB of a 1 GB Lambda; ~10 are made per workload.
 PREDICTION_CACHE_SIZE = 256
+#: Single probes memoised per process (the runtime-parameter search's, outside a capacity search): an entry is
+#: two numbers; a workload's tuning makes ~10.
+PROBE_CACHE_SIZE = 1024
 #: Floor and ceiling of an SLO score (achieved / limit) used to guess the edge: keeps 1/score finite when a
 #: figure is zero (a one-token output has no TPOT) or a limit is tiny.
 SCORE_CLAMP = (1e-9, 1e9)
@@ -153,16 +156,18 @@ class Capacity:
 
 _capacities: LRU[Capacity] = LRU(CAPACITY_CACHE_SIZE)
 _predictions: LRU[Any] = LRU(PREDICTION_CACHE_SIZE)
+_probes: LRU[tuple[bool, float]] = LRU(PROBE_CACHE_SIZE)
 
 
 def clear_caches() -> None:
-    """Forget every memoised search and prediction (benchmarks measuring a new workload; tests)."""
+    """Forget every memoised search, probe and prediction (benchmarks measuring a new workload; tests)."""
     _capacities.clear()
     _predictions.clear()
+    _probes.clear()
 
 
 def cache_info() -> dict[str, dict[str, int]]:
-    return {"capacity": _capacities.info(), "prediction": _predictions.info()}
+    return {"capacity": _capacities.info(), "prediction": _predictions.info(), "probe": _probes.info()}
 
 
 def score(sim: Any, slo: SLO, scale: Margin | None = None) -> float:
@@ -285,14 +290,32 @@ def max_rate_under_slo(
 
 def probe(step: Any, wm: WorkloadModel, saturated_rps: float, k: int, seed: int = 0) -> tuple[bool, float]:
     """One probe of the capacity search: grid point `k` of the rates below `saturated_rps` meets every SLO target,
-    and 1 / score there."""
+    and 1 / score there. Memoised as the searches are (the runtime-parameter search probes each variant once per
+    workload: a repeated request probes nothing)."""
     from sizing.perf.simulator import OpenLoop
 
-    sim = _simulated(
-        step, wm, OpenLoop(grid_rate(k, max(saturated_rps, 1e-6), BISECTION_STEPS)), PROBE_REQUESTS, seed
-    )
     scale = margin(step, wm.slo, 0.0)
-    return not violations(sim, wm.slo, scale), 1.0 / score(sim, wm.slo, scale)
+    key = (
+        fingerprint(step),
+        wm.input_tokens,
+        wm.output_tokens,
+        wm.shared_prefix_tokens,
+        tuple(wm.slo.targets()),
+        scale.latency,
+        float(saturated_rps),
+        k,
+        seed,
+        PROBE_REQUESTS,
+        BISECTION_STEPS,
+    )
+    known = _probes.get(key)
+    if known is None:
+        sim = _simulated(
+            step, wm, OpenLoop(grid_rate(k, max(saturated_rps, 1e-6), BISECTION_STEPS)), PROBE_REQUESTS, seed
+        )
+        known = (not violations(sim, wm.slo, scale), 1.0 / score(sim, wm.slo, scale))
+        _probes.put(key, known)
+    return known
 
 
 def _simulated(step: Any, wm: WorkloadModel, arrivals: Any, n_requests: int, seed: int) -> Any:
