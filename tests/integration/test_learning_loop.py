@@ -510,3 +510,41 @@ def test_get_calibration_lists_versions_figures_and_what_changed(aws, monkeypatc
     assert any("new correction" in c for c in first["what_changed"])
     assert first["team_error"]["after"]["mdape"] < first["team_error"]["before"]["mdape"]
     assert set(first["reference_error"]) == {"ttft", "tpot", "throughput"}
+
+
+# --- sizing calibrate --rollback / --versions ---------------------------------------------------------------
+def test_sizing_calibrate_rolls_back_and_lists_versions(aws, monkeypatch, capsys):
+    # given two adopted versions in the team's bucket
+    from sizing.cli import main
+
+    store, profiles = aws
+    collect(store, measured_run(run_id="1" * 16))
+    older = profiles.adopted()["version"]
+    collect(store, measured_run(k=1.6, run_id="2" * 16))
+    monkeypatch.setenv("CALIBRATION_BUCKET", BUCKET)
+
+    # when the team rolls back from the command line, then lists the versions
+    code = main(["calibrate", "--rollback", older])
+    said = capsys.readouterr().out
+    listed = main(["calibrate", "--versions", "--json"])
+    data = json.loads(capsys.readouterr().out)
+
+    # then the older version is adopted again, and the listing says so
+    assert code == 0 and listed == 0
+    assert f"adopted {older}" in said
+    assert data["adopted"] == older and len(data["versions"]) == 2
+
+
+def test_sizing_calibrate_rollback_without_a_bucket_names_the_option(monkeypatch, capsys):
+    # given no calibration bucket configured
+    from sizing.cli import main
+
+    monkeypatch.delenv("CALIBRATION_BUCKET", raising=False)
+
+    # when a rollback is asked
+    code = main(["calibrate", "--rollback", "reference"])
+
+    # then it exits 2 naming what is missing, without a traceback
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--bucket" in err and "Traceback" not in err

@@ -8,6 +8,10 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sizing.learn.profiles import ProfileStore
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,11 +53,83 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="processes for the cross-validation folds (default: the machine's cores; the result is the same)",
     )
     p.add_argument("--json", action="store_true", help="print the error table as JSON")
+    team = p.add_argument_group(
+        "the team's profiles (docs/learning.md)",
+        "the corrections the stack refits from real measurements, versioned in S3 (CALIBRATION_BUCKET)",
+    )
+    team.add_argument(
+        "--rollback",
+        metavar="VERSION",
+        default=None,
+        help="adopt this stored version again (`reference`: the shipped profile alone); estimators use it within"
+        " seconds",
+    )
+    team.add_argument(
+        "--versions", action="store_true", help="list the stored versions, newest first (as GET /calibration)"
+    )
+    team.add_argument("--bucket", default=None, help="calibration bucket (default: $CALIBRATION_BUCKET)")
+    team.add_argument(
+        "--prefix", default=None, help="key prefix (default: $CALIBRATION_PREFIX or calibration/)"
+    )
     p.set_defaults(func=run)
+
+
+def _team_store(args: argparse.Namespace) -> ProfileStore:
+    from sizing.errors import InvalidInput, Problem
+    from sizing.learn.profiles import DEFAULT_PREFIX, ProfileStore
+
+    bucket = args.bucket or os.environ.get("CALIBRATION_BUCKET")
+    if not bucket:
+        raise InvalidInput(
+            "no calibration bucket: give --bucket or set CALIBRATION_BUCKET (the stack's CalibrationBucketName"
+            " output)",
+            [Problem("bucket", "missing")],
+        )
+    return ProfileStore(bucket, args.prefix or os.environ.get("CALIBRATION_PREFIX", DEFAULT_PREFIX))
+
+
+def team_profiles(args: argparse.Namespace) -> int:
+    """`--rollback VERSION` and `--versions`: the team's profiles in S3."""
+    from sizing.learn.refit import overview, rollback
+
+    store = _team_store(args)
+    if args.rollback:
+        pointer = rollback(store, args.rollback)
+        print(f"adopted {pointer['version']} ({pointer['reason']})")
+        return 0
+    data = overview(store)
+    if args.json:
+        json.dump(data, sys.stdout, indent=2)
+        print()
+        return 0
+    from sizing.commands.output import table
+
+    print(f"adopted: {data['adopted']} (reference profile {data['reference_version']})")
+    rows = [
+        [
+            v["version"],
+            v.get("status"),
+            v.get("levels"),
+            _pct((v.get("team_error") or {}).get("before")),
+            _pct((v.get("team_error") or {}).get("after")),
+            "; ".join(v.get("what_changed") or [])[:100],
+        ]
+        for v in data["versions"]
+    ]
+    print(table(["version", "status", "levels", "team error before", "after", "what changed"], rows))
+    return 0
+
+
+def _pct(summary: dict | None) -> str:
+    v = (summary or {}).get("mdape")
+    return "-" if v is None else f"{v:.1%}"
 
 
 def run(args: argparse.Namespace) -> int:
     from sizing.errors import InvalidInput, Problem
+
+    if args.rollback or args.versions:
+        return team_profiles(args)
     from sizing.perf.fit import format_error_table, run_calibration
     from sizing.perf.reference import (
         EXCLUDED,
