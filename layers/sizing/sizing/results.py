@@ -124,9 +124,6 @@ class Measured(Frozen):
     ttft_ms: Percentiles | None = None
     tpot_ms: Percentiles | None = None
     e2e_s: Percentiles | None = None
-    #: the measured levels outside the stated interval of their own prediction (`sizing.learn.drift`): metric,
-    #: level, predicted, measured, change and the sentence ("TTFT p95 +41% over the estimate on g6e TP1 vLLM 0.11")
-    drift: list[dict[str, Any]] | None = None
 
 
 #: What an estimate's figures rest on: `measured` (this configuration's own measurement, interpolated),

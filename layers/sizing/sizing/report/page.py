@@ -1171,6 +1171,45 @@ def _schedule_and_cost(pg: Page) -> str:
     return _section("cost", "Schedule and monthly cost", "".join(figs))
 
 
+def _learning(pg: Page) -> str:
+    """What the run taught the estimator (`sizing.learn`): drift beyond the stated interval first, then the
+    levels stored and refused, and the refit's outcome. Empty for a result without a learning block."""
+    learn = pg.r.get("learning")
+    if not isinstance(learn, dict):
+        return ""
+    body = []
+    for line in learn.get("drift_lines") or []:
+        body.append(f'<p class="warn drift">{escape(str(line))}</p>')
+    refit = learn.get("refit") or {}
+    items = [
+        ("Measured levels stored", escape(str(learn.get("measured_levels", 0)))),
+        ("Twin levels (never calibrate)", escape(str(learn.get("twin_levels", 0)))),
+    ]
+    if refit:
+        what = refit.get("detail") or refit.get("line") or refit.get("error") or refit.get("status")
+        items.append(("Calibration refit", escape(f"{refit.get('where', '')}: {what}")))
+    if learn.get("error"):
+        items.append(("Not learned", escape(str(learn["error"]))))
+    body.append(_dl(items))
+    refused = [r for r in learn.get("refused") or [] if isinstance(r, dict)]
+    if refused:
+        rows = [
+            [
+                escape(str(r.get("candidate_id", ""))),
+                escape(str(r.get("level") or "")),
+                escape(str(r.get("reason"))),
+            ]
+            for r in refused
+        ]
+        body.append("<h3>Levels not stored</h3>" + _table(["candidate", "level", "reason"], rows))
+    lead = (
+        f"{len(learn.get('drift') or [])} measurements outside the stated interval of their prediction."
+        if learn.get("drift")
+        else "Every measured figure is within the stated interval of its prediction."
+    )
+    return _section("learning", "What this run taught the estimator", "".join(body), lead)
+
+
 def _rejected(pg: Page) -> str:
     rej = pg.r.get("rejected") or []
     inf = pg.r.get("infeasible")
@@ -1417,6 +1456,7 @@ def render_report(
     subtitle = " · ".join(b for b in bits if b)
     sections = [
         _answer(pg),
+        _learning(pg),
         _workload(pg, workload),
         _ranked(pg),
         _serving(pg),

@@ -41,6 +41,9 @@ def run_result(payload: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, 
     failed = ranking.get("failed") or []
     if failed:
         result["failed"] = failed
+    if ranking.get("learning"):
+        # the learning loop's part: levels stored, refused, drift flags, the refit (sizing.learn.loop)
+        result["learning"] = ranking["learning"]
     return result, list(payload.get("measurements") or []), wm
 
 
