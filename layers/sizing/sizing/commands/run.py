@@ -26,6 +26,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--endpoint", default=None, help="measure this OpenAI-compatible URL instead of local twins"
     )
+    p.add_argument(
+        "--hardware",
+        default=None,
+        metavar="INSTANCE_TYPE",
+        help="with --endpoint: the instance type the server runs on (such as g6e.xlarge); the run measures the"
+        " estimate's architecture on it, so its levels calibrate that hardware (docs/learning.md)",
+    )
     p.add_argument("--top", type=int, default=3, help="candidates to measure (default 3)")
     p.add_argument("--out", default=None, help="results folder (default runs/<time>)")
     p.add_argument("--step-seconds", type=float, default=8.0, help="seconds per load level (default 8)")
@@ -46,6 +53,14 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidInput("--top must be between 1 and 10", [Problem("top", f"{args.top}")])
     spec = load_spec(args.file)  # clear errors before anything starts
     raw = spec.model_dump(mode="json", exclude_none=True)
+    if args.hardware:
+        raw = _on_hardware(raw, args.hardware, args.endpoint)
+    elif args.endpoint:
+        print(
+            "note: without --hardware the endpoint's figures are attributed to the estimate's first architecture;"
+            " give --hardware INSTANCE_TYPE so they calibrate the hardware the server runs on",
+            file=sys.stderr,
+        )
     out = Path(args.out or f"runs/{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}")
     start = time.monotonic()
 
@@ -132,6 +147,26 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"results: {out / 'result.json'}; report: {out / 'report.html'}")
     return 0 if run_["status"] == "SUCCEEDED" else 1
+
+
+def _on_hardware(raw: dict[str, Any], hardware: str, endpoint: str | None) -> dict[str, Any]:
+    """The spec restricted to the instance type the user's server runs on (the estimate's architecture on it is
+    what the run measures and attributes the levels to). InvalidInput naming --hardware otherwise."""
+    from sizing.catalog import load_catalog
+
+    if not endpoint:
+        raise InvalidInput(
+            "--hardware names the instance type of the server --endpoint measures; give --endpoint URL too",
+            [Problem("hardware", "needs --endpoint")],
+        )
+    name = hardware.removeprefix("ml.")
+    if name not in load_catalog().instances:
+        raise InvalidInput(
+            f"--hardware: unknown instance type '{hardware}' (sizing catalog instances lists them)",
+            [Problem("hardware", f"'{hardware}' is not an instance type the catalog knows")],
+        )
+    constraints = {**(raw.get("constraints") or {}), "instance_types": [name]}
+    return {**raw, "constraints": constraints}
 
 
 def _write_report(payload: dict[str, Any], out: Path) -> None:
