@@ -86,34 +86,67 @@ def _clamp(log_s: float) -> float:
     return max(-lim, min(lim, log_s))
 
 
-def _scales(rows: Sequence[TeamRow], prior_levels: float) -> dict[str, Any]:
-    prefill = [r for r in (row.residual("ttft") for row in rows) if r is not None]
-    decode: list[float] = []
-    for row in rows:
-        rs = [r for r in (row.residual("tpot"), row.residual("throughput")) if r is not None]
-        if rs:
-            decode.append(sum(rs) / len(rs))
-    log_d = _clamp(sum(decode) / (len(decode) + prior_levels)) if decode else 0.0
-    # a key with no TTFT measured moves its prefill with its decode (the same server, the same slowdown)
-    log_p = _clamp(sum(prefill) / (len(prefill) + prior_levels)) if prefill else log_d
-    return {
-        "prefill_scale": round(math.exp(log_p), 5),
-        "decode_scale": round(math.exp(log_d), 5),
-        "levels": len(rows),
-        "runs": len({r.run_id for r in rows}),
-    }
+def _parts(row: TeamRow) -> tuple[float | None, float | None]:
+    """A level's prefill residual (TTFT) and decode residual (the mean of TPOT's and throughput's)."""
+    rs = [r for r in (row.residual("tpot"), row.residual("throughput")) if r is not None]
+    return row.residual("ttft"), (sum(rs) / len(rs) if rs else None)
+
+
+@dataclass
+class _Sums:
+    """What a key's scales are computed from: sums and counts of the residuals, and the levels and runs."""
+
+    p: float = 0.0
+    np: int = 0
+    d: float = 0.0
+    nd: int = 0
+    levels: int = 0
+
+    def add(self, row: TeamRow, sign: int = 1) -> None:
+        rp, rd = _parts(row)
+        if rp is not None:
+            self.p += sign * rp
+            self.np += sign
+        if rd is not None:
+            self.d += sign * rd
+            self.nd += sign
+        self.levels += sign
+
+    def without(self, row: TeamRow) -> _Sums:
+        out = _Sums(self.p, self.np, self.d, self.nd, self.levels)
+        out.add(row, -1)
+        return out
+
+    def scales(self, prior_levels: float, runs: int = 0) -> dict[str, Any]:
+        log_d = _clamp(self.d / (self.nd + prior_levels)) if self.nd else 0.0
+        # a key with no TTFT measured moves its prefill with its decode (the same server, the same slowdown)
+        log_p = _clamp(self.p / (self.np + prior_levels)) if self.np else log_d
+        return {
+            "prefill_scale": round(math.exp(log_p), 5),
+            "decode_scale": round(math.exp(log_d), 5),
+            "levels": self.levels,
+            "runs": runs,
+        }
+
+
+def _sums(rows: Sequence[TeamRow]) -> tuple[dict[str, _Sums], dict[str, set[str]]]:
+    sums: dict[str, _Sums] = defaultdict(_Sums)
+    runs: dict[str, set[str]] = defaultdict(set)
+    for r in rows:
+        for key in (model_key(r.family, r.engine, r.model), pooled_key(r.family, r.engine)):
+            sums[key].add(r)
+            runs[key].add(r.run_id)
+    return sums, runs
+
+
+def _prior(key: str) -> float:
+    return PRIOR_LEVELS_POOLED if key.endswith("/" + POOLED) else PRIOR_LEVELS
 
 
 def fit(rows: Sequence[TeamRow]) -> dict[str, dict[str, Any]]:
     """Corrections keyed `family/engine/model` and `family/engine/*` (pooled over the team's models)."""
-    by_model: dict[str, list[TeamRow]] = defaultdict(list)
-    by_pool: dict[str, list[TeamRow]] = defaultdict(list)
-    for r in rows:
-        by_model[model_key(r.family, r.engine, r.model)].append(r)
-        by_pool[pooled_key(r.family, r.engine)].append(r)
-    out = {k: _scales(v, PRIOR_LEVELS) for k, v in sorted(by_model.items())}
-    out.update({k: _scales(v, PRIOR_LEVELS_POOLED) for k, v in sorted(by_pool.items())})
-    return out
+    sums, runs = _sums(rows)
+    return {k: v.scales(_prior(k), len(runs[k])) for k, v in sorted(sums.items())}
 
 
 def lookup(
@@ -162,18 +195,24 @@ def team_error(rows: Sequence[TeamRow], corrections: dict[str, dict[str, Any]] |
 
 
 def team_cv(rows: Sequence[TeamRow]) -> dict[str, Any]:
-    """Leave-one-level-out: each level predicted by the correction fitted on every other level, with every
-    held-out prediction (level, metric, predicted, measured)."""
+    """Leave-one-level-out: each level predicted by the correction fitted on every other level (the fit is sums
+    per key, so each fold subtracts the level's own part: linear in the levels), with every held-out prediction
+    (level, metric, predicted, measured)."""
+    sums, _runs = _sums(rows)
     apes: dict[str, list[float]] = {m: [] for m in METRICS}
     preds: list[dict[str, Any]] = []
-    for i, row in enumerate(rows):
-        held = fit([r for j, r in enumerate(rows) if j != i])
-        hit = lookup(held, row.family, row.engine, row.model)
+    for row in rows:
+        hit: dict[str, Any] | None = None
+        for key in (model_key(row.family, row.engine, row.model), pooled_key(row.family, row.engine)):
+            rest = sums[key].without(row)
+            if rest.levels > 0:
+                hit = rest.scales(_prior(key))
+                break
         for m in METRICS:
             pair = row.figures.get(m)
             if not pair or not pair[0] > 0 or not pair[1] > 0:
                 continue
-            p = corrected(m, pair[0], hit[1] if hit else None)
+            p = corrected(m, pair[0], hit)
             apes[m].append(abs(p / pair[1] - 1))
             preds.append({"level": row.level_id, "metric": m, "predicted": round(p, 4), "measured": pair[1]})
     return {**_summary(apes), "grouping": "level", "rows": preds}

@@ -1,0 +1,56 @@
+"""The refit's correction: a uniform slowdown is recovered, shrunk towards the reference profile by the prior,
+and its leave-one-level-out predictions are those of a correction refitted without each level."""
+
+from __future__ import annotations
+
+import math
+
+from sizing.learn.correction import PRIOR_LEVELS, TeamRow, corrected, fit, lookup, team_cv
+
+
+def _row(i: int, k: float, model: str = "m", run: str = "r1") -> TeamRow:
+    pred = {"ttft": 100.0 + i, "tpot": 20.0 + i, "throughput": 500.0 - i}
+    meas = {"ttft": pred["ttft"] * k, "tpot": pred["tpot"] * k, "throughput": pred["throughput"] / k}
+    return TeamRow(f"l{i}", run, "l40s", "vllm", model, {m: (pred[m], meas[m]) for m in pred})
+
+
+def test_a_uniform_slowdown_is_recovered_shrunk_by_the_prior():
+    # given three levels of a server 1.3x slower than predicted
+    rows = [_row(i, 1.3) for i in range(3)]
+
+    # when the correction is fitted
+    got = fit(rows)["l40s/vllm/m"]
+
+    # then both scales are 1.3 shrunk by one level's worth of prior, in log space
+    want = math.exp(3 * math.log(1.3) / (3 + PRIOR_LEVELS))
+    assert math.isclose(got["prefill_scale"], want, rel_tol=1e-4)
+    assert math.isclose(got["decode_scale"], want, rel_tol=1e-4)
+    assert corrected("throughput", 100.0, got) < 100.0 < corrected("ttft", 100.0, got)
+
+
+def test_other_models_on_the_hardware_get_the_pooled_correction():
+    # given levels of one model only
+    corrections = fit([_row(i, 1.3) for i in range(3)])
+
+    # when another model on the same family and engine looks its correction up
+    key, c = lookup(corrections, "l40s", "vllm", "other") or ("", {})
+
+    # then it gets the pooled one, shrunk harder than the model's own
+    assert key == "l40s/vllm/*"
+    assert 1.0 < c["decode_scale"] < corrections["l40s/vllm/m"]["decode_scale"]
+
+
+def test_leave_one_level_out_predicts_each_level_without_it():
+    # given levels of two models from two runs, with different slowdowns
+    rows = [_row(i, 1.2) for i in range(3)] + [_row(i, 1.5, "n", "r2") for i in range(3, 5)]
+
+    # when cross-validated
+    cv = team_cv(rows)
+
+    # then each held-out prediction is that of a correction refitted without the level
+    for i, row in enumerate(rows):
+        held = fit(rows[:i] + rows[i + 1 :])
+        hit = lookup(held, row.family, row.engine, row.model)
+        for p in (p for p in cv["rows"] if p["level"] == row.level_id):
+            want = corrected(p["metric"], row.figures[p["metric"]][0], hit[1] if hit else None)
+            assert math.isclose(p["predicted"], want, rel_tol=1e-4)
