@@ -41,7 +41,8 @@ PRIOR_LEVELS = 1.0
 #: (assumed: a model's own slowdown transfers only partly to other models on the same chip).
 PRIOR_LEVELS_POOLED = 3.0
 #: Scales are clamped to [1/4, 4]: a server 4x off the model is a misconfiguration to look at, not a calibration
-#: (the reference rows' cross-validated errors stay within 2x at their 90th percentile; perf/data/README.md).
+#: (the estimator's stated 80% intervals span at most ~0.4-2.6x predicted/measured, even widened for a family
+#: with few held-out rows: docs/estimator.md, "Stated intervals").
 MAX_SCALE = 4.0
 #: The reference rows' cross-validated error may worsen by at most this much (1 percentage point of MdAPE) per
 #: metric for a refit to be adopted (the issue's rule).
