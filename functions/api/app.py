@@ -9,12 +9,12 @@ from typing import Any
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sizing.service.api import resolve
-from sizing.service.api.deps import init_environment
+from sizing.service.api import deps, resolve
 from sizing.service.observability import logger, metrics, tracer
+from sizing.wiring import init_environment
 
 
-@init_environment
+@init_environment(deps.services)
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 @metrics.log_metrics(capture_cold_start_metric=True)
 @tracer.capture_lambda_handler

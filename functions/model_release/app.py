@@ -15,9 +15,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sizing.releases import deps
 from sizing.service.observability import logger, metrics, tracer
+from sizing.wiring import init_environment
 
 
-@deps.init_environment
+@init_environment(deps.services)
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.EVENT_BRIDGE)
 @metrics.log_metrics(capture_cold_start_metric=True)
 @tracer.capture_lambda_handler

@@ -8,10 +8,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from sizing.service.observability import logger, metrics, tracer
 from sizing.slack import deps
 from sizing.slack.bot import EstimateJob
-from sizing.slack.lambda_env import init_environment
+from sizing.wiring import init_environment
 
 
-@init_environment
+@init_environment(deps.services)
 @logger.inject_lambda_context
 @metrics.log_metrics(capture_cold_start_metric=True)
 @tracer.capture_lambda_handler

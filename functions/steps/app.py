@@ -1,11 +1,11 @@
 """Step functions of the sizing run: one handler per state of statemachines/sizing_run.asl.json.
 
 Each handler carries the house decorator stack and calls exactly one `sizing.orchestrate.steps` function; the
-parts (store, provisioners, load-test launcher) are built once per container from the environment."""
+parts (store, provisioners, load-test launcher, catalog) are built once per container from the environment
+(`services`, a `sizing.wiring.Wiring`: tests give their own with `services.override(...)`)."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -14,13 +14,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sizing.orchestrate import steps
 from sizing.service.observability import logger, metrics, tracer
+from sizing.wiring import Wiring, init_environment
 
 Handler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 
 
-@functools.cache
-def services() -> steps.Services:
-    return steps.build_services()
+services: Wiring[steps.Services] = Wiring(steps.build_services)
 
 
 def state_handler(
@@ -28,6 +27,7 @@ def state_handler(
 ) -> Handler:
     """The Lambda handler of one state: check the input has `required` keys, run `step`."""
 
+    @init_environment(services)
     @logger.inject_lambda_context(correlation_id_path="run_id")
     @metrics.log_metrics
     @tracer.capture_lambda_handler

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from collections.abc import Iterator
@@ -53,7 +54,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "LLMSizingTest")
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "llm-sizing")
-    with mock_aws():
+    with mock_aws(), contextlib.ExitStack() as overrides:
         ddb = boto3.client("dynamodb", region_name=REGION)
         sfn = boto3.client("stepfunctions", region_name=REGION)
         iam_role = f"arn:aws:iam::123456789012:role/sizing-{REGION}"
@@ -63,11 +64,15 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
         table = create_table(ddb, "llm-sizing-test")
         monkeypatch.setenv("TABLE_NAME", table)
         monkeypatch.setenv("STATE_MACHINE_ARN", arn)
-        deps.configure(dynamodb=ddb, sfn=sfn)
+
+        # the API's services over moto, for this test (`use` replaces them, e.g. after an environment change)
+        def use(services: deps.ApiServices) -> None:
+            overrides.enter_context(deps.services.override(services))
+
+        use(deps.build(dynamodb=ddb, sfn=sfn))
         yield SimpleNamespace(
-            ddb=ddb, sfn=sfn, table=table, state_machine_arn=arn, store=SizingStore(table, ddb)
+            ddb=ddb, sfn=sfn, table=table, state_machine_arn=arn, store=SizingStore(table, ddb), use=use
         )
-        deps.configure()
 
 
 def call(event: dict[str, Any], context: Any) -> tuple[int, dict[str, Any], Any]:
@@ -363,7 +368,7 @@ def test_when_the_state_machine_cannot_start_the_answer_is_503_and_the_run_faile
 ) -> None:
     # given a state machine that does not exist (a stack deployed without it, or deleted)
     monkeypatch.setenv("STATE_MACHINE_ARN", aws.state_machine_arn.replace("llm-sizing-run-test", "gone"))
-    deps.configure(dynamodb=aws.ddb, sfn=aws.sfn)
+    aws.use(deps.build(dynamodb=aws.ddb, sfn=aws.sfn))
     # when
     status, headers, answer = call(load_event("api_post_runs"), context)
     # then
@@ -425,7 +430,7 @@ def test_a_presigned_report_link_needs_a_bucket_and_then_points_at_it(aws, conte
     # with one: the report is stored and a time-limited link comes back
     boto3.client("s3", region_name=REGION).create_bucket(Bucket="llm-sizing-reports-test")
     monkeypatch.setenv("REPORT_BUCKET", "llm-sizing-reports-test")
-    deps.configure(dynamodb=aws.ddb, sfn=aws.sfn)
+    aws.use(deps.build(dynamodb=aws.ddb, sfn=aws.sfn))
     status, _, body = call(event, context)
     assert status == 200 and "llm-sizing-reports-test" in body["url"] and "Expires=" in body["url"]
     keys = [

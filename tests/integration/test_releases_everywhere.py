@@ -4,6 +4,7 @@ that were already warm when it was released."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -99,7 +100,7 @@ def aws(monkeypatch: pytest.MonkeyPatch, httpserver: HTTPServer) -> Iterator[Sim
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "LLMSizingTest")
-    with mock_aws():
+    with mock_aws(), contextlib.ExitStack() as overrides:
         ddb = boto3.client("dynamodb", region_name=REGION)
         sfn = boto3.client("stepfunctions", region_name=REGION)
         events = boto3.client("events", region_name=REGION)
@@ -117,26 +118,29 @@ def aws(monkeypatch: pytest.MonkeyPatch, httpserver: HTTPServer) -> Iterator[Sim
         monkeypatch.setenv("STATE_MACHINE_ARN", arn)
         slack = FakeSlack(httpserver)
         handed_off: list[EstimateJob] = []
-        release_deps.configure(
-            ReleaseSettings(TABLE_NAME=table, EVENT_BUS_NAME=BUS, STATE_MACHINE_ARN=arn),
-            dynamodb=ddb,
-            sfn=sfn,
-            events=events,
+        # each feature's services over the same moto table, as its own container would build them, checking
+        # the registry on every call (deployed: at most every CHECK_EVERY_S; see the last test)
+        releases = ReleaseSettings(TABLE_NAME=table, EVENT_BUS_NAME=BUS, STATE_MACHINE_ARN=arn)
+        bot = SlackSettings(TABLE_NAME=table, SLACK_SECRET_ID=secret, STATE_MACHINE_ARN=arn)
+        overrides.enter_context(
+            release_deps.services.override(release_deps.build(releases, dynamodb=ddb, sfn=sfn, events=events))
         )
-        api_deps.configure(dynamodb=ddb, sfn=sfn)
-        slack_deps.configure(
-            SlackSettings(TABLE_NAME=table, SLACK_SECRET_ID=secret, STATE_MACHINE_ARN=arn),
-            dynamodb=ddb,
-            sfn=sfn,
-            secretsmanager=sm,
-            invoker=handed_off.append,
+        overrides.enter_context(
+            api_deps.services.override(api_deps.build(dynamodb=ddb, sfn=sfn, catalog_check_s=0))
         )
-        try:
-            yield SimpleNamespace(slack=slack, handed_off=handed_off, sfn=sfn, store=SizingStore(table, ddb))
-        finally:
-            release_deps.configure()
-            api_deps.configure()
-            slack_deps.configure()
+        overrides.enter_context(
+            slack_deps.services.override(
+                slack_deps.build(
+                    bot,
+                    dynamodb=ddb,
+                    sfn=sfn,
+                    secretsmanager=sm,
+                    invoker=handed_off.append,
+                    catalog_check_s=0,
+                )
+            )
+        )
+        yield SimpleNamespace(slack=slack, handed_off=handed_off, sfn=sfn, store=SizingStore(table, ddb))
 
 
 def call(name: str, context: Any, body: Any = None) -> tuple[int, Any]:
@@ -257,3 +261,27 @@ def test_when_the_registry_cannot_be_read_the_shipped_models_still_answer(aws, c
     catalog = live()
     # then it gets the shipped models instead of an error
     assert catalog.model("llama-3.1-8b").id == "meta-llama/Llama-3.1-8B"
+
+
+def test_a_warm_container_reads_the_registry_at_most_once_a_second_and_then_sees_the_release(
+    aws, context
+) -> None:
+    # given a container's catalog, as deployed (checked at most every CHECK_EVERY_S), on a clock we move
+    from sizing.releases.catalog import CHECK_EVERY_S, LiveCatalog, ModelRegistry
+
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    reads: list[str] = []
+    ddb.meta.events.register("before-call.dynamodb.Query", lambda **kw: reads.append("query"))
+    now = [100.0]
+    live = LiveCatalog(ModelRegistry("llm-sizing-test", client=ddb), clock=lambda: now[0])
+    assert live().models.get(RELEASED) is None
+    # when the model is released and the container answers again within the second
+    release(context)
+    now[0] += CHECK_EVERY_S / 2
+    before = len(reads)
+    within = live()
+    # then it answered from what it had, without reading the table
+    assert len(reads) == before and within.models.get(RELEASED) is None
+    # and once the second has passed it knows the model
+    now[0] += CHECK_EVERY_S
+    assert live().model(RELEASED).id == RELEASED

@@ -5,6 +5,7 @@ results, EventBridge events, Slack messages and runs a user would see out."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,7 +109,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
     template = load_template()
     queue_props = _resource(template, "ReleaseFanoutQueue")
     (jobs_source,) = template["Resources"]["ReleaseFanoutFunction"]["Properties"]["Events"].values()
-    with mock_aws():
+    with mock_aws(), contextlib.ExitStack() as overrides:
         ddb = boto3.client("dynamodb", region_name=REGION)
         sfn = boto3.client("stepfunctions", region_name=REGION)
         events = boto3.client("events", region_name=REGION)
@@ -137,7 +138,12 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
         settings = ReleaseSettings(
             TABLE_NAME=table, EVENT_BUS_NAME=BUS, STATE_MACHINE_ARN=arn, RELEASE_QUEUE_URL=queue
         )
-        deps.configure(settings, dynamodb=ddb, sfn=sfn, events=events, sqs=sqs, slack_poster=slack)
+
+        # the feature's services over moto, for this test (`use` replaces them within it)
+        def use(services: Any) -> None:
+            overrides.enter_context(deps.services.override(services))
+
+        use(deps.build(settings, dynamodb=ddb, sfn=sfn, events=events, sqs=sqs, slack_poster=slack))
         store = SizingStore(table, ddb)
         yield SimpleNamespace(
             ddb=ddb,
@@ -153,8 +159,8 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
             mapping=LocalEventSourceMapping(
                 sqs, queue, FANOUT.lambda_handler, batch_size=jobs_source["Properties"]["BatchSize"]
             ),
+            use=use,
         )
-        deps.configure()
 
 
 def watch(aws: SimpleNamespace, name: str = "support chat", **overrides: Any) -> str:

@@ -3,6 +3,7 @@ EventBridge events and Slack messages a user would see out. Also the rule → ta
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -105,7 +106,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "LLMSizingTest")
-    with mock_aws():
+    with mock_aws(), contextlib.ExitStack() as overrides:
         ddb = boto3.client("dynamodb", region_name=REGION)
         sfn = boto3.client("stepfunctions", region_name=REGION)
         events = boto3.client("events", region_name=REGION)
@@ -120,7 +121,12 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
         rejected = _queue_on_bus(sqs, events, "rejections", {"detail-type": ["ModelReleaseRejected"]})
         slack = FakeSlack()
         settings = ReleaseSettings(TABLE_NAME=table, EVENT_BUS_NAME=BUS, STATE_MACHINE_ARN=arn)
-        deps.configure(settings, dynamodb=ddb, sfn=sfn, events=events, slack_poster=slack)
+
+        # the feature's services over moto, for this test (`use` replaces them within it)
+        def use(services: Any) -> None:
+            overrides.enter_context(deps.services.override(services))
+
+        use(deps.build(settings, dynamodb=ddb, sfn=sfn, events=events, slack_poster=slack))
         store = SizingStore(table, ddb)
         yield SimpleNamespace(
             ddb=ddb,
@@ -135,8 +141,8 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
             ready=ready,
             rejected=rejected,
             state_machine_arn=arn,
+            use=use,
         )
-        deps.configure()
 
 
 def watch(aws: SimpleNamespace, **overrides: Any) -> str:
@@ -262,7 +268,7 @@ def test_a_config_given_by_url_is_fetched_from_the_hub(aws, context, httpserver)
     config = json.loads((FIXTURES / "meta-llama--Llama-4-Scout-17B-16E.config.json").read_text())
     httpserver.expect_request(f"/{RELEASED}/resolve/main/config.json").respond_with_json(config)
     hub = HubClient(httpserver.url_for("/").rstrip("/"), sleep=lambda _s: None)
-    deps.configure(deps.settings(), dynamodb=aws.ddb, sfn=aws.sfn, events=aws.events, hub=hub)
+    aws.use(deps.build(deps.settings(), dynamodb=aws.ddb, sfn=aws.sfn, events=aws.events, hub=hub))
     event = load_event("model_release_url")
     event["detail"]["config"] = hub.config_url(RELEASED)
     # when
@@ -278,7 +284,7 @@ def test_a_gated_config_is_rejected_with_the_hubs_answer(aws, context, httpserve
     # given a Hub that refuses the config (a gated repository, no token)
     httpserver.expect_request(f"/{RELEASED}/resolve/main/config.json").respond_with_data("gated", status=403)
     hub = HubClient(httpserver.url_for("/").rstrip("/"), sleep=lambda _s: None)
-    deps.configure(deps.settings(), dynamodb=aws.ddb, sfn=aws.sfn, events=aws.events, hub=hub)
+    aws.use(deps.build(deps.settings(), dynamodb=aws.ddb, sfn=aws.sfn, events=aws.events, hub=hub))
     event = load_event("model_release_url")
     event["detail"]["config"] = hub.config_url(RELEASED)
     # when
@@ -341,8 +347,10 @@ class BrokenSlack:
 def test_a_slack_outage_is_reported_without_losing_the_run_or_starting_another(aws, context) -> None:
     # given a measuring watch whose Slack channel cannot be reached
     watch(aws, measure=True, notify={"slack_channel": "C0SIZING01"})
-    deps.configure(
-        deps.settings(), dynamodb=aws.ddb, sfn=aws.sfn, events=aws.events, slack_poster=BrokenSlack()
+    aws.use(
+        deps.build(
+            deps.settings(), dynamodb=aws.ddb, sfn=aws.sfn, events=aws.events, slack_poster=BrokenSlack()
+        )
     )
     # when the release arrives, and is delivered again
     first = HANDLER.lambda_handler(load_event("model_release_inline"), context)

@@ -143,13 +143,10 @@ def test_release_notes_use_the_bots_secret_and_slack_api_url(httpserver: Any, mo
             SLACK_SECRET_ID=secret,
             SLACK_API_URL=httpserver.url_for("/api/"),
         )
-        deps.configure(settings)
-        try:
+        with deps.services.override(deps.build(settings)):
             (slack,) = [n for n in deps.notifiers() if n.name == "slack"]
             # when a release note goes out
             slack.notify(a_watch("C0SIZING01"), a_note())
-        finally:
-            deps.configure()
     # then it reached the configured Slack API with the bot's token
     ((request, _),) = httpserver.log
     assert request.headers["Authorization"] == "Bearer xoxb-from-the-bots-secret"

@@ -3,6 +3,7 @@ recorded answers in tests/fixtures/hf/ — never the network."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -75,7 +76,7 @@ def aws(monkeypatch: pytest.MonkeyPatch, httpserver: Any) -> Iterator[SimpleName
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "LLMSizingTest")
-    with mock_aws():
+    with mock_aws(), contextlib.ExitStack() as overrides:
         ddb = boto3.client("dynamodb", region_name=REGION)
         events = boto3.client("events", region_name=REGION)
         sqs = boto3.client("sqs", region_name=REGION)
@@ -88,8 +89,15 @@ def aws(monkeypatch: pytest.MonkeyPatch, httpserver: Any) -> Iterator[SimpleName
         events.put_targets(Rule="releases", EventBusName=BUS, Targets=[{"Id": "q", "Arn": arn}])
         waits: list[float] = []
         hub = HubClient(httpserver.url_for("/").rstrip("/"), sleep=waits.append)
-        deps.configure(
-            ReleaseSettings(TABLE_NAME=table, EVENT_BUS_NAME=BUS), dynamodb=ddb, events=events, hub=hub
+
+        # the feature's services over moto, for this test (`use` replaces them within it)
+        def use(services: Any) -> None:
+            overrides.enter_context(deps.services.override(services))
+
+        use(
+            deps.build(
+                ReleaseSettings(TABLE_NAME=table, EVENT_BUS_NAME=BUS), dynamodb=ddb, events=events, hub=hub
+            )
         )
         store = SizingStore(table, ddb)
         yield SimpleNamespace(
@@ -103,8 +111,8 @@ def aws(monkeypatch: pytest.MonkeyPatch, httpserver: Any) -> Iterator[SimpleName
             seen=SeenState(table, ddb),
             hub=httpserver,
             waits=waits,
+            use=use,
         )
-        deps.configure()
 
 
 def _release_rule_pattern() -> dict[str, Any]:
@@ -251,7 +259,7 @@ def test_a_hub_that_does_not_answer_in_time_is_given_up_on(aws, context, httpser
 
     httpserver.expect_request("/api/models").respond_with_handler(slow)
     hub = HubClient(httpserver.url_for("/").rstrip("/"), timeout_s=0.2, attempts=2, sleep=lambda _s: None)
-    deps.configure(deps.settings(), dynamodb=aws.ddb, events=aws.events, hub=hub)
+    aws.use(deps.build(deps.settings(), dynamodb=aws.ddb, events=aws.events, hub=hub))
     # when
     started = time.monotonic()
     report = HANDLER.lambda_handler(load_event("scheduler_poll"), context)

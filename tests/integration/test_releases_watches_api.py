@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from collections.abc import Iterator
@@ -82,14 +83,18 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "LLMSizingTest")
-    with mock_aws():
+    with mock_aws(), contextlib.ExitStack() as overrides:
         ddb = boto3.client("dynamodb", region_name=REGION)
         table = create_table(ddb, "llm-sizing-test")
         monkeypatch.setenv("TABLE_NAME", table)
         monkeypatch.delenv("STATE_MACHINE_ARN", raising=False)
-        deps.configure(dynamodb=ddb)
-        yield SimpleNamespace(ddb=ddb, table=table, store=SizingStore(table, ddb))
-        deps.configure()
+
+        # the feature's services over moto, for this test (`use` replaces them within it)
+        def use(services: Any) -> None:
+            overrides.enter_context(deps.services.override(services))
+
+        use(deps.build(dynamodb=ddb))
+        yield SimpleNamespace(ddb=ddb, table=table, store=SizingStore(table, ddb), use=use)
 
 
 def call(event: dict[str, Any], context: Any) -> tuple[int, dict[str, str], Any]:

@@ -3,6 +3,8 @@ on moto, and a fake Slack API on loopback (pytest-httpserver) receiving what the
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -113,7 +115,7 @@ def aws(
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "LLMSizingTest")
-    with mock_aws():
+    with mock_aws(), contextlib.ExitStack() as overrides:
         ddb = boto3.client("dynamodb", region_name=REGION)
         sfn = boto3.client("stepfunctions", region_name=REGION)
         sm = boto3.client("secretsmanager", region_name=REGION)
@@ -139,18 +141,24 @@ def aws(
             SLACK_API_URL=slack.api_url,
             REPORT_BASE_URL="https://api.example/dev",
         )
+
+        # the bot's services over moto, for this test (`use` replaces them within it)
+        def use(services: deps.SlackServices) -> None:
+            overrides.enter_context(deps.services.override(services))
+
         # the worker runs inline, through its own handler, instead of an asynchronous Lambda invoke
-        deps.configure(
-            settings,
-            dynamodb=ddb,
-            sfn=sfn,
-            secretsmanager=sm,
-            invoker=lambda job: WORKER.lambda_handler(job.model_dump(mode="json"), context),
+        use(
+            deps.build(
+                settings,
+                dynamodb=ddb,
+                sfn=sfn,
+                secretsmanager=sm,
+                invoker=lambda job: WORKER.lambda_handler(job.model_dump(mode="json"), context),
+            )
         )
         yield SimpleNamespace(
-            ddb=ddb, sfn=sfn, sm=sm, store=SizingStore(table, ddb), secret_reads=secret_reads
+            ddb=ddb, sfn=sfn, sm=sm, store=SizingStore(table, ddb), secret_reads=secret_reads, use=use
         )
-        deps.configure()
 
 
 def signed(
@@ -437,13 +445,15 @@ def test_with_a_reports_bucket_the_estimate_links_its_stored_report(aws, slack, 
     s3 = boto3.client("s3", region_name=REGION, config=Config(signature_version="s3v4"))
     s3.create_bucket(Bucket="llm-sizing-reports-test")
     settings = deps.settings().model_copy(update={"report_bucket": "llm-sizing-reports-test"})
-    deps.configure(
-        settings,
-        dynamodb=aws.ddb,
-        sfn=aws.sfn,
-        secretsmanager=aws.sm,
-        s3=s3,
-        invoker=lambda job: WORKER.lambda_handler(job.model_dump(mode="json"), context),
+    aws.use(
+        deps.build(
+            settings,
+            dynamodb=aws.ddb,
+            sfn=aws.sfn,
+            secretsmanager=aws.sm,
+            s3=s3,
+            invoker=lambda job: WORKER.lambda_handler(job.model_dump(mode="json"), context),
+        )
     )
     # when a command is answered
     COMMANDS.lambda_handler(signed("slack_command", event, response_url=slack.response_url), context)
@@ -460,12 +470,14 @@ def test_with_a_reports_bucket_the_estimate_links_its_stored_report(aws, slack, 
 
 def test_sizing_serve_answers_slack_paths_and_estimates_in_the_background(aws, slack, event) -> None:
     # given the bot as `sizing serve` runs it: estimates in a background thread, Slack paths routed to the bot
-    deps.configure(
-        deps.settings(),
-        dynamodb=aws.ddb,
-        sfn=aws.sfn,
-        secretsmanager=aws.sm,
-        invoker=deps.background_invoker(),
+    aws.use(
+        deps.build(
+            deps.settings(),
+            dynamodb=aws.ddb,
+            sfn=aws.sfn,
+            secretsmanager=aws.sm,
+            invoker=deps.background_invoker(),
+        )
     )
     other = event("slack_command")
     other["path"] = "/runs"
@@ -509,7 +521,7 @@ def test_a_double_click_while_the_first_is_still_starting_the_run_starts_nothing
                 )
             return real.create_run(*args, **kwargs)
 
-    deps._state.runs = SlowRuns()  # type: ignore[assignment]
+    aws.use(dataclasses.replace(deps.services(), given_runs=SlowRuns()))
     # when the first click is handled (and the second lands in the middle of it)
     first = INTERACTIONS.lambda_handler(interaction(event, slack.response_url, "1764496830.000001"), context)
     # then both are answered, one run exists, and the second clicker was told it is being started
@@ -523,7 +535,7 @@ def test_with_an_allowlist_only_listed_people_or_channels_start_measured_runs(
 ) -> None:
     # given measured runs limited to one person and one channel, neither of them the clicker's
     settings = deps.settings().model_copy(update={"measure_allowed": "U0PLATFORM, C0SIZING"})
-    deps.configure(settings, dynamodb=aws.ddb, sfn=aws.sfn, secretsmanager=aws.sm)
+    aws.use(deps.build(settings, dynamodb=aws.ddb, sfn=aws.sfn, secretsmanager=aws.sm))
     # when someone else clicks "Measure these" in another channel
     out = INTERACTIONS.lambda_handler(interaction(event, slack.response_url, "1764496830.000001"), context)
     # then no run starts, and the clicker is told why
@@ -531,11 +543,13 @@ def test_with_an_allowlist_only_listed_people_or_channels_start_measured_runs(
     assert aws.store.list_runs()[0] == []
     assert any("limited to some people and channels" in json.dumps(r) for r in slack.responses)
     # and when the channel is on the list, the same click starts the run
-    deps.configure(
-        settings.model_copy(update={"measure_allowed": "C2147483705"}),
-        dynamodb=aws.ddb,
-        sfn=aws.sfn,
-        secretsmanager=aws.sm,
+    aws.use(
+        deps.build(
+            settings.model_copy(update={"measure_allowed": "C2147483705"}),
+            dynamodb=aws.ddb,
+            sfn=aws.sfn,
+            secretsmanager=aws.sm,
+        )
     )
     INTERACTIONS.lambda_handler(interaction(event, slack.response_url, "1764496831.000001"), context)
     assert len(aws.store.list_runs()[0]) == 1

@@ -8,6 +8,7 @@ Readers that live longer than one release (the API, the Slack bot, the state mac
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,11 @@ from sizing.store.items import now_iso
 
 MODELS_INDEX_PK = "MODELS"
 INDEX_NAME = "GSI1"
+#: Seconds a warm container trusts its merged catalog before asking the registry again. A second is shorter than
+#: a person takes to ask for an estimate after announcing a release (the release function itself runs for longer),
+#: and it bounds the reads to one small Query per container per second however busy the API is (each check costs
+#: a few milliseconds in-Region, ~10 ms on the embedded moto).
+CHECK_EVERY_S = 1.0
 
 
 class AddedModel(BaseModel):
@@ -132,26 +138,43 @@ class ModelRegistry(DynamoTable):
 class LiveCatalog:
     """The shipped catalog plus the registry's models, for readers that serve many requests per container.
 
-    Freshness: each call asks the registry for its newest release (`ModelRegistry.newest`, one one-item Query)
-    and rebuilds the merged catalog only when that changed. A check rather than a TTL because the person who
-    just released a model asks for its estimate next: with a TTL of N seconds every warm container would answer
-    "unknown model" for up to N seconds, while the check costs one small read (a few milliseconds in-Region)
-    per call and the rebuild happens once per release. Index reads are eventually consistent, so a release is
-    seen within the index's propagation delay (typically under a second).
+    Freshness: a cheap check, not a TTL on the catalog. At most every `check_every_s` (`CHECK_EVERY_S`) a call
+    asks the registry for its newest release (`ModelRegistry.newest`, one one-item Query) and rebuilds the
+    merged catalog only when that changed, so a rebuild happens once per release, and a release is known a
+    second after it is stored (plus the index's propagation, typically under a second). A TTL long enough to
+    save the same reads would leave every warm container answering "unknown model" for its whole length to the
+    person who just announced the model.
 
     When the registry cannot be read (throttled, no permission), the last catalog built is served (the shipped
     one if none yet), with a warning: shipped models keep working while the table is unavailable."""
 
-    def __init__(self, registry: ModelRegistry, base: Callable[[], Catalog] = load_catalog) -> None:
+    def __init__(
+        self,
+        registry: ModelRegistry,
+        base: Callable[[], Catalog] = load_catalog,
+        *,
+        check_every_s: float = CHECK_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.registry = registry
         self._base = base
+        self.check_every_s = check_every_s
+        self._clock = clock
         self._lock = threading.Lock()
         self._marker: str | None = None
         self._catalog: Catalog | None = None
+        self._checked_at: float | None = None
 
     def __call__(self) -> Catalog:
         from botocore.exceptions import BotoCoreError, ClientError
 
+        now = self._clock()
+        if (
+            self._catalog is not None
+            and self._checked_at is not None
+            and now - self._checked_at < self.check_every_s
+        ):
+            return self._catalog
         try:
             marker = self.registry.newest()
         except (ClientError, BotoCoreError) as exc:
@@ -167,6 +190,7 @@ class LiveCatalog:
                 base = self._base()
                 self._catalog = self.registry.catalog(base) if marker is not None else base
                 self._marker = marker
+            self._checked_at = now
             return self._catalog
 
 

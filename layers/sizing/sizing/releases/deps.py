@@ -1,11 +1,11 @@
-"""The release functions' AWS-backed dependencies, built lazily on first use (never at import) and replaceable
-with `configure()` (tests inject moto clients, a fake Slack poster and a local Hub)."""
+"""The release functions' services (`sizing.wiring`): settings and AWS-backed clients in one frozen bundle, built
+on first use (never at import). Tests give their own with `services.override(build(...))` (moto clients, a fake
+Slack poster, a local Hub)."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from sizing.errors import Problem
@@ -26,6 +26,7 @@ from sizing.releases.watches import WatchService
 from sizing.service.errors import Unavailable
 from sizing.service.runs import RunsService
 from sizing.store import SizingStore
+from sizing.wiring import Wiring
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
@@ -39,68 +40,83 @@ IDEMPOTENCY_PK = "IDEMPOTENCY#releases"
 SECRET_MAX_AGE_S = 300
 
 
-@dataclass
-class _State:
-    settings: ReleaseSettings | None = None
+@dataclass(frozen=True)
+class ReleaseServices:
+    """What the release functions use. The boto3 clients are made lazily when None; `slack_poster` and
+    `given_hub` replace the Slack Web API poster and the Hugging Face Hub client (tests, benchmarks)."""
+
+    settings: ReleaseSettings
     dynamodb: Any = None
     sfn: Any = None
     events: Any = None
     sqs: Any = None
     slack_poster: SlackPoster | None = None
-    hub: HubClient | None = None
-    idempotency: DynamoDBPersistenceLayer | None = None
+    given_hub: HubClient | None = None
 
-
-_state = _State()
-
-
-def configure(
-    settings: ReleaseSettings | None = None,
-    *,
-    dynamodb: Any = None,
-    sfn: Any = None,
-    events: Any = None,
-    sqs: Any = None,
-    slack_poster: SlackPoster | None = None,
-    hub: HubClient | None = None,
-) -> None:
-    """Replace the settings and/or clients; everything built from them is rebuilt on next use."""
-    global _state
-    _state = _State(
-        settings=settings,
-        dynamodb=dynamodb,
-        sfn=sfn,
-        events=events,
-        sqs=sqs,
-        slack_poster=slack_poster,
-        hub=hub,
-    )
-
-
-def settings() -> ReleaseSettings:
-    if _state.settings is None:
-        _state.settings = ReleaseSettings.from_env()
-    return _state.settings
-
-
-def _dynamodb() -> Any:
-    if _state.dynamodb is None:
+    @cached_property
+    def client(self) -> Any:
+        """The DynamoDB client every table adapter of the release functions shares."""
+        if self.dynamodb is not None:
+            return self.dynamodb
         import boto3
 
-        _state.dynamodb = boto3.client("dynamodb")
-    return _state.dynamodb
+        return boto3.client("dynamodb")
 
+    @cached_property
+    def store(self) -> SizingStore:
+        return SizingStore(self.settings.table_name, client=self.client)
 
-def store() -> SizingStore:
-    return SizingStore(settings().table_name, client=_dynamodb())
+    @cached_property
+    def registry(self) -> ModelRegistry:
+        return ModelRegistry(self.settings.table_name, client=self.client)
 
+    @cached_property
+    def watches(self) -> WatchService:
+        # the release functions write the registry: they read it afresh each time (no container cache)
+        return WatchService(self.store, self.registry.catalog)
 
-def registry() -> ModelRegistry:
-    return ModelRegistry(settings().table_name, client=_dynamodb())
+    @cached_property
+    def hub(self) -> HubClient:
+        """The Hub client; its token secret is read on first use only (a config sent inline never needs it)."""
+        if self.given_hub is not None:
+            return self.given_hub
+        s = self.settings
+        token = _secret(s.hub_token_secret) if s.hub_token_secret else None
+        return HubClient(s.hub_url, token=token)
 
+    @cached_property
+    def notifiers(self) -> list[Notifier]:
+        out: list[Notifier] = [EventBridgeNotifier(self.settings.event_bus_name, client=self.events)]
+        poster = self.slack_poster or _bot_poster(self.settings)
+        if poster is not None:
+            out.append(SlackNotifier(poster))
+        return out
 
-def watches() -> WatchService:
-    return WatchService(store(), registry().catalog)
+    @cached_property
+    def idempotency(self) -> DynamoDBPersistenceLayer:
+        from sizing.wiring import idempotency_layer
+
+        return idempotency_layer(self.settings.table_name, IDEMPOTENCY_PK, self.client)
+
+    def release_service(self, lambda_context: Any = None) -> ReleaseService:
+        s = self.settings
+
+        def runs(catalog: Catalog) -> RunsService:
+            return RunsService(self.store, s.state_machine_arn, sfn_client=self.sfn, catalog=catalog)
+
+        bus = EventBridgeNotifier(s.event_bus_name, client=self.events)
+        return ReleaseService(
+            registry=self.registry,
+            watches=self.watches,
+            runs=runs,
+            notifiers=self.notifiers,
+            hub=lambda: self.hub,
+            idempotency=self.idempotency,
+            idempotency_ttl_s=s.idempotency_ttl_s,
+            lambda_context=lambda_context,
+            reject=bus.reject,
+            queue=WatchQueue(s.release_queue_url, client=self.sqs) if s.release_queue_url else None,
+        )
 
 
 def _secret(name: str) -> str:
@@ -112,18 +128,9 @@ def _secret(name: str) -> str:
     return value
 
 
-def hub() -> HubClient:
-    if _state.hub is None:
-        s = settings()
-        token = _secret(s.hub_token_secret) if s.hub_token_secret else None
-        _state.hub = HubClient(s.hub_url, token=token)
-    return _state.hub
-
-
-def _slack_poster() -> SlackPoster | None:
-    if _state.slack_poster is not None:
-        return _state.slack_poster
-    secret_id = settings().slack_secret_id
+def _bot_poster(s: ReleaseSettings) -> SlackPoster | None:
+    """The Slack bot's own client over its secret and `SLACK_API_URL` (None: no Slack configured)."""
+    secret_id = s.slack_secret_id
     if not secret_id:
         return None
 
@@ -133,52 +140,63 @@ def _slack_poster() -> SlackPoster | None:
 
         return SlackSecrets(secret_id, max_age_s=SECRET_MAX_AGE_S).bot_token().get_secret_value()
 
-    return WebClientSlackPoster(bot_token, base_url=settings().slack_api_url)
+    return WebClientSlackPoster(bot_token, base_url=s.slack_api_url)
+
+
+def build(
+    settings: ReleaseSettings | None = None,
+    *,
+    dynamodb: Any = None,
+    sfn: Any = None,
+    events: Any = None,
+    sqs: Any = None,
+    slack_poster: SlackPoster | None = None,
+    hub: HubClient | None = None,
+) -> ReleaseServices:
+    """The release functions' services: `settings` parsed from the environment when not given."""
+    return ReleaseServices(
+        settings or ReleaseSettings.from_env(),
+        dynamodb=dynamodb,
+        sfn=sfn,
+        events=events,
+        sqs=sqs,
+        slack_poster=slack_poster,
+        given_hub=hub,
+    )
+
+
+services: Wiring[ReleaseServices] = Wiring(build)
+
+
+def configure(settings: ReleaseSettings | None = None, **clients: Any) -> None:
+    """For hosts that keep one bundle for the process (benchmarks): build from these settings and clients (the
+    keywords of `build`) from now on; with no arguments, from the environment again."""
+    services.set(lambda: build(settings, **clients))
+
+
+# --- what the handlers call -----------------------------------------------------------------------------------
+def settings() -> ReleaseSettings:
+    return services().settings
+
+
+def registry() -> ModelRegistry:
+    return services().registry
+
+
+def watches() -> WatchService:
+    return services().watches
+
+
+def hub() -> HubClient:
+    return services().hub
 
 
 def notifiers() -> list[Notifier]:
-    out: list[Notifier] = [EventBridgeNotifier(settings().event_bus_name, client=_state.events)]
-    poster = _slack_poster()
-    if poster is not None:
-        out.append(SlackNotifier(poster))
-    return out
-
-
-def idempotency_layer() -> DynamoDBPersistenceLayer:
-    if _state.idempotency is None:
-        from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
-
-        _state.idempotency = DynamoDBPersistenceLayer(
-            table_name=settings().table_name,
-            key_attr="PK",
-            sort_key_attr="SK",
-            static_pk_value=IDEMPOTENCY_PK,
-            expiry_attr="expires_at",
-            boto3_client=_dynamodb(),
-        )
-    return _state.idempotency
+    return services().notifiers
 
 
 def release_service(lambda_context: Any = None) -> ReleaseService:
-    s = settings()
-    sizing_store = store()
-
-    def runs(catalog: Catalog) -> RunsService:
-        return RunsService(sizing_store, s.state_machine_arn, sfn_client=_state.sfn, catalog=catalog)
-
-    bus = EventBridgeNotifier(s.event_bus_name, client=_state.events)
-    return ReleaseService(
-        registry=registry(),
-        watches=WatchService(sizing_store, registry().catalog),
-        runs=runs,
-        notifiers=notifiers(),
-        hub=hub,
-        idempotency=idempotency_layer(),
-        idempotency_ttl_s=s.idempotency_ttl_s,
-        lambda_context=lambda_context,
-        reject=bus.reject,
-        queue=WatchQueue(s.release_queue_url, client=_state.sqs) if s.release_queue_url else None,
-    )
+    return services().release_service(lambda_context)
 
 
 def fanout_consumer(lambda_context: Any = None) -> FanoutConsumer:
@@ -187,18 +205,10 @@ def fanout_consumer(lambda_context: Any = None) -> FanoutConsumer:
 
 
 def run_poll(max_emits: int | None = None) -> PollReport:
-    s = settings()
-    publish = BusPublisher(s.event_bus_name, client=_state.events)
+    svc = services()
+    s = svc.settings
+    publish = BusPublisher(s.event_bus_name, client=svc.events)
     kwargs = {"max_emits": max_emits} if max_emits else {}
-    return poll(hub(), list(watches().all()), SeenState(s.table_name, client=_dynamodb()), publish, **kwargs)
-
-
-def init_environment(handler: Callable[[Any, Any], Any]) -> Callable[..., Any]:
-    """Decorator: parse the environment before the first event (a missing variable fails the cold start)."""
-
-    @functools.wraps(handler)
-    def wrapper(event: Any, context: Any) -> Any:
-        settings()
-        return handler(event, context)
-
-    return wrapper
+    return poll(
+        svc.hub, list(svc.watches.all()), SeenState(s.table_name, client=svc.client), publish, **kwargs
+    )

@@ -1,11 +1,13 @@
-"""The Slack functions' dependencies, built lazily on first use from `SlackSettings` (never at import) and
-replaceable with `configure()` (tests, `sizing serve`)."""
+"""The Slack functions' services (`sizing.wiring`): settings and clients in one frozen bundle, built on first use
+from `SlackSettings` (never at import). Tests give their own with `services.override(build(...))`; `sizing
+serve` builds its own with `configure(...)`."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from sizing.slack.bot import Invoker, LambdaInvoker, Secrets, SlackBot
@@ -13,6 +15,7 @@ from sizing.slack.client import SlackPoster
 from sizing.slack.secrets import SlackSecrets
 from sizing.slack.settings import SlackSettings
 from sizing.slack.verify import DynamoReplayGuard
+from sizing.wiring import Wiring
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
@@ -23,28 +26,94 @@ if TYPE_CHECKING:
     from sizing.store import SizingStore
 
 
-@dataclass
-class _State:
-    settings: SlackSettings | None = None
+@dataclass(frozen=True)
+class SlackServices:
+    """What the Slack functions use. The boto3 clients are made lazily when None; `invoker` replaces the
+    asynchronous Lambda invoke of the worker (inline, or a thread under `sizing serve`); `given_runs`,
+    `secrets` and `poster` are a host's own (`sizing serve`: its runs service, a local signing secret, a local
+    sink for messages)."""
+
+    settings: SlackSettings
     dynamodb: Any = None
     sfn: Any = None
     secretsmanager: Any = None
     lambda_client: Any = None
     s3: Any = None
     invoker: Invoker | None = None
-    bot: SlackBot | None = None
-    store: SizingStore | None = None
-    runs: RunsService | None = None
-    layers: dict[str, DynamoDBPersistenceLayer] | None = None
+    given_runs: RunsService | None = None
     secrets: Secrets | None = None
     poster: SlackPoster | None = None
-    catalog: LiveCatalog | None = None
+    #: Seconds between checks of the release registry (`releases.catalog.CHECK_EVERY_S` when None).
+    catalog_check_s: float | None = None
+
+    @cached_property
+    def store(self) -> SizingStore:
+        from sizing.store import SizingStore
+
+        return SizingStore(self.settings.table_name, client=self.dynamodb)
+
+    @cached_property
+    def live_catalog(self) -> LiveCatalog:
+        """The shipped catalog plus the models added by releases (rebuilt when a release lands), so a model
+        announced a minute ago can be estimated and measured from Slack."""
+        from sizing.releases.catalog import CHECK_EVERY_S, LiveCatalog, ModelRegistry
+
+        registry = ModelRegistry(self.settings.table_name, client=self.store.client)
+        return LiveCatalog(
+            registry, check_every_s=CHECK_EVERY_S if self.catalog_check_s is None else self.catalog_check_s
+        )
+
+    @cached_property
+    def runs(self) -> RunsService:
+        if self.given_runs is not None:
+            return self.given_runs
+        from sizing.service.runs import RunsService
+
+        return RunsService(
+            self.store, self.settings.state_machine_arn, sfn_client=self.sfn, catalog=self.live_catalog
+        )
+
+    @cached_property
+    def _layers(self) -> dict[str, DynamoDBPersistenceLayer]:
+        return {}
+
+    def idempotency(self, static_pk: str) -> DynamoDBPersistenceLayer:
+        """Idempotency records in the sizing table under their own partition key, expiring through its TTL."""
+        if static_pk not in self._layers:
+            from sizing.wiring import idempotency_layer
+
+            self._layers[static_pk] = idempotency_layer(
+                self.settings.table_name, static_pk, self.store.client
+            )
+        return self._layers[static_pk]
+
+    @cached_property
+    def bot(self) -> SlackBot:
+        s = self.settings
+        secrets: Secrets = self.secrets or SlackSecrets(
+            s.secret_id, max_age_s=s.secret_max_age_s, client=self.secretsmanager
+        )
+        invoker = self.invoker
+        if invoker is None and s.worker_function:
+            invoker = LambdaInvoker(s.worker_function, client=self.lambda_client)
+        return SlackBot(
+            secrets=secrets,
+            poster=self.poster or SlackPoster(s.slack_api_url, secrets.bot_token),
+            replay_guard=DynamoReplayGuard(s.table_name, client=self.store.client),
+            invoker=invoker,
+            runs=lambda: self.runs,
+            store=lambda: self.store,
+            idempotency=self.idempotency,
+            catalog=self.live_catalog,
+            report_base_url=s.report_base_url,
+            estimate_reports=estimate_reports(s, self.s3),
+            run_budget_usd=s.run_budget_usd,
+            measure_allowed=s.measure_allowlist(),
+            idempotency_ttl_s=s.idempotency_ttl_s,
+        )
 
 
-_state = _State()
-
-
-def configure(
+def build(
     settings: SlackSettings | None = None,
     *,
     dynamodb: Any = None,
@@ -56,110 +125,64 @@ def configure(
     runs: RunsService | None = None,
     secrets: Secrets | None = None,
     poster: SlackPoster | None = None,
-) -> None:
-    """Replace settings and/or clients (an `invoker` replaces the asynchronous Lambda invoke, e.g. inline).
-    `sizing serve` also gives its runs service, fixed secrets (a local signing secret) and a local sink for
-    messages."""
-    global _state
-    _state = _State(
-        settings=settings,
+    catalog_check_s: float | None = None,
+) -> SlackServices:
+    """The Slack functions' services: `settings` parsed from the environment when not given."""
+    return SlackServices(
+        settings or SlackSettings.from_env(),
         dynamodb=dynamodb,
         sfn=sfn,
         secretsmanager=secretsmanager,
         lambda_client=lambda_client,
         s3=s3,
         invoker=invoker,
-        runs=runs,
+        given_runs=runs,
         secrets=secrets,
         poster=poster,
+        catalog_check_s=catalog_check_s,
     )
 
 
+services: Wiring[SlackServices] = Wiring(build)
+
+
+def configure(settings: SlackSettings | None = None, **clients: Any) -> None:
+    """For hosts that keep one bundle for the process (`sizing serve`): build from these settings and clients
+    (the keywords of `build`) from now on; with no arguments, from the environment again."""
+    services.set(lambda: build(settings, **clients))
+
+
+# --- what the handlers call -----------------------------------------------------------------------------------
 def settings() -> SlackSettings:
-    if _state.settings is None:
-        _state.settings = SlackSettings.from_env()
-    return _state.settings
+    return services().settings
 
 
 def store() -> SizingStore:
-    if _state.store is None:
-        from sizing.store import SizingStore
-
-        _state.store = SizingStore(settings().table_name, client=_state.dynamodb)
-    return _state.store
-
-
-def catalog() -> Catalog:
-    """The shipped catalog plus the models added by releases (`LiveCatalog`: rebuilt when a release lands), so
-    a model announced a minute ago can be estimated and measured from Slack."""
-    if _state.catalog is None:
-        from sizing.releases.catalog import LiveCatalog, ModelRegistry
-
-        _state.catalog = LiveCatalog(ModelRegistry(settings().table_name, client=store().client))
-    return _state.catalog()
+    return services().store
 
 
 def runs() -> RunsService:
-    if _state.runs is None:
-        from sizing.service.runs import RunsService
+    return services().runs
 
-        _state.runs = RunsService(
-            store(), settings().state_machine_arn, sfn_client=_state.sfn, catalog=catalog
-        )
-    return _state.runs
+
+def catalog() -> Catalog:
+    return services().live_catalog()
 
 
 def idempotency_layer(static_pk: str) -> DynamoDBPersistenceLayer:
-    """Idempotency records in the sizing table under their own partition key, expiring through its TTL."""
-    if _state.layers is None:
-        _state.layers = {}
-    if static_pk not in _state.layers:
-        from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
-
-        _state.layers[static_pk] = DynamoDBPersistenceLayer(
-            table_name=settings().table_name,
-            key_attr="PK",
-            sort_key_attr="SK",
-            static_pk_value=static_pk,
-            expiry_attr="expires_at",
-            boto3_client=store().client,
-        )
-    return _state.layers[static_pk]
+    return services().idempotency(static_pk)
 
 
 def bot() -> SlackBot:
-    if _state.bot is None:
-        s = settings()
-        secrets: Secrets = _state.secrets or SlackSecrets(
-            s.secret_id, max_age_s=s.secret_max_age_s, client=_state.secretsmanager
-        )
-        invoker = _state.invoker
-        if invoker is None and s.worker_function:
-            invoker = LambdaInvoker(s.worker_function, client=_state.lambda_client)
-        _state.bot = SlackBot(
-            secrets=secrets,
-            poster=_state.poster or SlackPoster(s.slack_api_url, secrets.bot_token),
-            replay_guard=DynamoReplayGuard(s.table_name, client=store().client),
-            invoker=invoker,
-            runs=runs,
-            store=store,
-            idempotency=idempotency_layer,
-            catalog=catalog,
-            report_base_url=s.report_base_url,
-            estimate_reports=estimate_reports(),
-            run_budget_usd=s.run_budget_usd,
-            measure_allowed=s.measure_allowlist(),
-            idempotency_ttl_s=s.idempotency_ttl_s,
-        )
-    return _state.bot
+    return services().bot
 
 
-def estimate_reports() -> Callable[[dict[str, Any]], str | None] | None:
-    """Store an estimate's report in the reports bucket and return a presigned link (None: no bucket set)."""
-    s = settings()
+def estimate_reports(s: SlackSettings, client: Any = None) -> Callable[[dict[str, Any]], str | None] | None:
+    """Store an estimate's report in the reports bucket and return a presigned link (None: no bucket set).
+    `client`: boto3 S3 (made lazily when None)."""
     if not s.report_bucket:
         return None
-    bucket, ttl_s, client = s.report_bucket, s.report_link_ttl_s, _state.s3
+    bucket, ttl_s = s.report_bucket, s.report_link_ttl_s
 
     def publish(result: dict[str, Any]) -> str:
         from sizing.report.storage import ReportStore

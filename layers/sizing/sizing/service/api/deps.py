@@ -1,16 +1,18 @@
-"""The API's AWS-backed dependencies, built lazily on first use (never at import, so importing the handler is
-fast and tests can configure clients first) and replaceable with `configure()` (tests, `sizing serve`)."""
+"""The API's services (`sizing.wiring`): settings and AWS-backed clients in one frozen bundle, built on first use
+(never at import, so importing the handler is fast). Tests give their own with `services.override(build(...))`;
+`sizing serve` builds its own with `configure(...)`."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from sizing.service.runs import RunsService
 from sizing.service.settings import ApiSettings
 from sizing.store import SizingStore
+from sizing.wiring import Wiring
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
@@ -22,20 +24,66 @@ if TYPE_CHECKING:
 #: sit under their own partition key and carry the table's TTL attribute, so DynamoDB deletes them itself.
 IDEMPOTENCY_PK = "IDEMPOTENCY#runs"
 
+Progress = Callable[[str], dict[str, Any] | None]
 
-@dataclass
-class _State:
-    settings: ApiSettings | None = None
+
+@dataclass(frozen=True)
+class ApiServices:
+    """What the API's routes use. `dynamodb`/`sfn`: boto3 clients (made lazily when None); `given_runs`: a runs
+    service of the host's own (`sizing serve` executes runs on the embedded AWS); `progress`: what a run's
+    execution has done so far, where the host follows executions itself."""
+
+    settings: ApiSettings
     dynamodb: Any = None
     sfn: Any = None
-    store: SizingStore | None = None
-    runs: RunsService | None = None
-    idempotency: DynamoDBPersistenceLayer | None = None
-    catalog: LiveCatalog | None = None
-    progress: Callable[[str], dict[str, Any] | None] | None = None
+    given_runs: RunsService | None = None
+    progress: Progress | None = None
+    #: Seconds between checks of the release registry (`releases.catalog.CHECK_EVERY_S` when None).
+    catalog_check_s: float | None = None
+
+    @cached_property
+    def store(self) -> SizingStore:
+        return SizingStore(self.settings.table_name, client=self.dynamodb)
+
+    @cached_property
+    def live_catalog(self) -> LiveCatalog:
+        """The shipped catalog plus the models added by releases (rebuilt when a release lands)."""
+        from sizing.releases.catalog import CHECK_EVERY_S, LiveCatalog, ModelRegistry
+
+        registry = ModelRegistry(self.settings.table_name, client=self.store.client)
+        return LiveCatalog(
+            registry, check_every_s=CHECK_EVERY_S if self.catalog_check_s is None else self.catalog_check_s
+        )
+
+    @cached_property
+    def runs(self) -> RunsService:
+        if self.given_runs is not None:
+            return self.given_runs
+        return RunsService(
+            self.store, self.settings.state_machine_arn, sfn_client=self.sfn, catalog=self.live_catalog
+        )
+
+    @cached_property
+    def idempotency(self) -> DynamoDBPersistenceLayer:
+        from sizing.wiring import idempotency_layer
+
+        return idempotency_layer(self.settings.table_name, IDEMPOTENCY_PK, self.store.client)
 
 
-_state = _State()
+def build(
+    settings: ApiSettings | None = None,
+    *,
+    dynamodb: Any = None,
+    sfn: Any = None,
+    runs: RunsService | None = None,
+    progress: Progress | None = None,
+    catalog_check_s: float | None = None,
+) -> ApiServices:
+    """The API's services: `settings` parsed from the environment when not given."""
+    return ApiServices(settings or ApiSettings.from_env(), dynamodb, sfn, runs, progress, catalog_check_s)
+
+
+services: Wiring[ApiServices] = Wiring(build)
 
 
 def configure(
@@ -44,73 +92,36 @@ def configure(
     dynamodb: Any = None,
     sfn: Any = None,
     runs: RunsService | None = None,
-    progress: Callable[[str], dict[str, Any] | None] | None = None,
+    progress: Progress | None = None,
 ) -> None:
-    """Replace the settings and/or clients; everything built from them is rebuilt on next use. `sizing serve`
-    also gives its own runs service (runs executed on the embedded AWS, bounded, queued) and `progress`, what
-    a run's execution has done so far."""
-    global _state
-    _state = _State(settings=settings, dynamodb=dynamodb, sfn=sfn, runs=runs, progress=progress)
+    """For hosts that keep one bundle for the process (`sizing serve`): use these settings and clients from now
+    on; with no arguments, build from the environment again."""
+    services.set(lambda: build(settings, dynamodb=dynamodb, sfn=sfn, runs=runs, progress=progress))
+
+
+# --- what the routes call -------------------------------------------------------------------------------------
+def settings() -> ApiSettings:
+    return services().settings
+
+
+def store() -> SizingStore:
+    return services().store
+
+
+def runs() -> RunsService:
+    return services().runs
+
+
+def catalog() -> Catalog:
+    """The current catalog: the shipped models and those released since."""
+    return services().live_catalog()
+
+
+def idempotency_layer() -> DynamoDBPersistenceLayer:
+    return services().idempotency
 
 
 def progress(run_id: str) -> dict[str, Any] | None:
     """A run's execution progress where this server follows executions itself (`sizing serve`); else None."""
-    return _state.progress(run_id) if _state.progress is not None else None
-
-
-def settings() -> ApiSettings:
-    if _state.settings is None:
-        _state.settings = ApiSettings.from_env()
-    return _state.settings
-
-
-def store() -> SizingStore:
-    if _state.store is None:
-        _state.store = SizingStore(settings().table_name, client=_state.dynamodb)
-    return _state.store
-
-
-def catalog() -> Catalog:
-    """The shipped catalog plus the models added by releases (`LiveCatalog`: rebuilt when a release lands)."""
-    if _state.catalog is None:
-        from sizing.releases.catalog import LiveCatalog, ModelRegistry
-
-        _state.catalog = LiveCatalog(ModelRegistry(settings().table_name, client=store().client))
-    return _state.catalog()
-
-
-def runs() -> RunsService:
-    if _state.runs is None:
-        _state.runs = RunsService(
-            store(), settings().state_machine_arn, sfn_client=_state.sfn, catalog=catalog
-        )
-    return _state.runs
-
-
-def idempotency_layer() -> DynamoDBPersistenceLayer:
-    if _state.idempotency is None:
-        from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
-
-        _state.idempotency = DynamoDBPersistenceLayer(
-            table_name=settings().table_name,
-            key_attr="PK",
-            sort_key_attr="SK",
-            static_pk_value=IDEMPOTENCY_PK,
-            expiry_attr="expires_at",
-            boto3_client=store().client,
-        )
-    return _state.idempotency
-
-
-def init_environment(
-    handler: Callable[[dict[str, Any], Any], dict[str, Any]],
-) -> Callable[..., dict[str, Any]]:
-    """Decorator: parse the environment into `ApiSettings` before the first event (a missing variable fails
-    the cold start loudly, not the first request that needs it)."""
-
-    @functools.wraps(handler)
-    def wrapper(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        settings()
-        return handler(event, context)
-
-    return wrapper
+    follow = services().progress
+    return follow(run_id) if follow is not None else None
