@@ -548,3 +548,108 @@ def test_sizing_calibrate_rollback_without_a_bucket_names_the_option(monkeypatch
     err = capsys.readouterr().err
     assert code == 2
     assert "--bucket" in err and "Traceback" not in err
+
+
+# --- a loopback endpoint of known timing, measured by the real load task ------------------------------------
+LOOPBACK_SPEC = {
+    **SPEC,
+    "tokens": {"input": {"mean": 400, "p95": 800}, "output": {"mean": 40, "p95": 60}},
+}
+LOOPBACK_LEVELS = [4, 8, 16]
+
+
+class _TaskToken:
+    """Step Functions' side of the load task's token (what the state machine would receive)."""
+
+    def __init__(self) -> None:
+        self.outcome: dict[str, Any] = {}
+
+    def send_task_heartbeat(self, **_: Any) -> None:
+        return None
+
+    def send_task_success(self, taskToken: str, output: str) -> None:
+        self.outcome = {"success": json.loads(output)}
+
+    def send_task_failure(self, taskToken: str, error: str, cause: str) -> None:
+        self.outcome = {"failure": f"{error}: {cause}"}
+
+
+def test_a_loopback_server_30_percent_slower_is_learned_from_one_run(aws, tmp_path):
+    # given a twin on 127.0.0.1 whose every step is 30% slower than the estimate (an endpoint of known timing)
+    from sizing.orchestrate.loadtask import LoadTask, execute
+    from sizing.serving import ServingConfig
+    from sizing.twin import start_twin
+
+    store, profiles = aws
+    cat = load_catalog()
+    spec = parse_spec(LOOPBACK_SPEC)
+    result = estimate(spec, catalog=cat)
+    cand = choose_candidates(result, 1)[0]
+    arch = cand["architecture"]
+    wm = build_model(spec, cat.model(spec.model).id)
+    cfg = _replica(arch, cat)
+    ref = profile_for(cfg.parts(cat).accelerator.id, cfg.engine, load_profiles(str(PROFILE_PATH)))
+    slow = StepModel.for_config(cfg, profile=_slowed(ref, SLOWDOWN), catalog=cat)
+    serving = ServingConfig.model_validate(arch["serving"])
+    with start_twin(cfg, step_model=slow, served_model=arch["model"], serving=serving) as twin:
+        # when the load task measures it at three levels and CollectAndRank stores the run (refit in-process)
+        token = _TaskToken()
+        task = LoadTask(
+            task_token="t",
+            run_id="100000000000000a",
+            candidate_id="c1",
+            endpoint=twin.url,
+            model=arch["model"],
+            levels=LOOPBACK_LEVELS,
+            input_tokens=spec.tokens.input.model_dump(mode="json", exclude_none=True),
+            output_tokens=spec.tokens.output.model_dump(mode="json", exclude_none=True),
+            step_s=5.0,
+            warmup_s=1.0,
+            workers=0,
+            table_name=TABLE,
+            heartbeat_s=60,
+            out_dir=str(tmp_path),
+            serving=arch["serving"],
+        )
+        execute(task, token, store)
+    assert "success" in token.outcome, token.outcome
+    steps = [m.model_dump(mode="json") for m in store.list_measurements("100000000000000a")]
+    measured = [{"candidate_id": "c1", "status": "MEASURED", "applies_to": cand["applies_to"]}]
+    learning = after_collect(
+        store=store,
+        backend="local",
+        architectures=result["architectures"],
+        measured=measured,
+        steps=steps,
+        run_id="100000000000000a",
+        origin="endpoint",
+        wm=wm,
+        catalog=cat,
+    )
+
+    # then the server's own model name was checked, the refit adopted, and the reference rows barely moved
+    assert learning["measured_levels"] == 3, learning
+    assert learning["refit"]["status"] == "adopted", learning["refit"]
+    level = LevelStore(store).query()[0]
+    assert level.served_model == arch["model"] and level.engine_version.startswith("twin-")
+    adopted = profiles.adopted()
+    ref_cv = adopted["cross_validation"]["reference"]
+    assert all(ref_cv["after"][m]["mdape"] - ref_cv["before"][m]["mdape"] <= 0.01 for m in ("ttft", "tpot"))
+    scales = adopted["corrections"][f"l40s/vllm/{cat.model(spec.model).id}"]
+    assert 1.1 < scales["decode_scale"] < 1.4
+
+    # and the next estimate of the middle level is its measurement (within 5%), other loads move towards it
+    mid = next(lv for lv in LevelStore(store).query() if lv.level == LOOPBACK_LEVELS[1])
+    kw = {"input_tokens": round(mid.input_tokens), "output_tokens": round(mid.output_tokens)}
+    got = predict_like(arch, concurrency=LOOPBACK_LEVELS[1], **kw)
+    assert got["basis"] == "measured"
+    assert abs(got["tpot_ms"]["mean"] / mid.measured["tpot_ms"]["mean"] - 1) <= 0.05
+    far = predict_like(arch, concurrency=64, **kw)
+    use_store(None)
+    modelled = predict_like(arch, concurrency=64, **kw)
+    use_store(profiles)
+    truth = known_timing(arch, wm, cat, 64, SLOWDOWN, _fixed(kw["input_tokens"]), _fixed(kw["output_tokens"]))
+    assert far["basis"] == "calibrated" and modelled["basis"] == "modelled"
+    assert abs(far["tpot_ms"]["mean"] - truth.tpot_ms.mean) < abs(
+        modelled["tpot_ms"]["mean"] - truth.tpot_ms.mean
+    )

@@ -202,7 +202,7 @@ def predict(
 def _answer_basis(out: dict[str, Any], accelerator: str, concurrency: int | None) -> None:
     """`basis` and `profile_version` of a prediction: `measured` when the team measured this model, accelerator and
     ServingConfig at this token shape and a load within the measured levels (the figures are then the measured
-    ones interpolated, the model's kept under `modelled`: `sizing.learn.measured`), else `calibrated` (a team
+    ones interpolated, the estimator's own kept under `predicted`: `sizing.learn.measured`), else `calibrated` (a team
     correction applies) or `modelled`."""
     cal = out["calibration"]
     out["basis"] = cal["estimate_basis"]
