@@ -10,7 +10,7 @@ export AWS_DEFAULT_REGION ?= us-east-1
 
 EXAMPLE ?= examples/chatbot.yaml
 
-.PHONY: run estimate test test-all lint format serve build bench clean
+.PHONY: run estimate test unit test-all lint format serve build bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,11 +30,22 @@ run: $(STAMP)
 estimate: $(STAMP)
 	$(BIN)/sizing estimate $(EXAMPLE)
 
+# Parallel on every core (pytest-xdist). --dist loadgroup keeps tests of one xdist_group on one worker, one
+# after another (the timing-sensitive twin and load-test checks, see tests/conftest.py). Bytecode caching stays
+# on for the tests: pytest caches its rewritten test modules there, which each worker otherwise redoes (~5 s).
+XDIST ?= -n auto --dist loadgroup
+test: export PYTHONDONTWRITEBYTECODE :=
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not e2e"
+	$(BIN)/python -m pytest -q $(XDIST) -m "not slow and not e2e"
 
+# The unit tier alone: no sockets (pytest-socket), no moto -- tests/conftest.py enforces both.
+unit: export PYTHONDONTWRITEBYTECODE :=
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q $(XDIST) tests/unit -m "not slow"
+
+test-all: export PYTHONDONTWRITEBYTECODE :=
 test-all: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(XDIST)
 
 lint: $(LINT_STAMP)
 	$(BIN)/ruff check .

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -21,12 +22,15 @@ from urllib.parse import urlsplit
 from sizing.deploy import validate as checks
 from sizing.deploy.architecture import Architecture
 from sizing.deploy.eks import EksProvisioner
-from sizing.deploy.fakekube import FakeKube, parse_query
 from sizing.deploy.kube import KubeClient
-from sizing.deploy.local import LocalTwinProvisioner
 from sizing.deploy.manifests import RenderOptions, render
+from sizing_local.twins import LocalTwinProvisioner
 
 ROOT = Path(__file__).resolve().parents[1]
+# The in-memory Kubernetes API is a test double: it lives with the tests, not in the package.
+sys.path.insert(0, str(ROOT / "tests"))
+from fakes.kube import FakeKube, parse_query  # noqa: E402
+
 #: Quoted when the planner is missing (same list as tests/unit/test_deploy_validate.py).
 FALLBACK = [
     ("eks:g5.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B"),

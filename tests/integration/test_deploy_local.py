@@ -16,8 +16,8 @@ from pytest_httpserver import HTTPServer
 from sizing.deploy.architecture import Architecture
 from sizing.deploy.base import ExistingEndpoint
 from sizing.deploy.kube import ProvisioningError
-from sizing.deploy.local import LocalTwinProvisioner
 from sizing.plan.serving import serving_for
+from sizing_local.twins import LocalTwinProvisioner
 
 pytestmark = pytest.mark.integration
 

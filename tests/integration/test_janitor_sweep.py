@@ -9,13 +9,13 @@ from typing import Any
 
 import boto3
 import pytest
+from fakes.kube import FakeKube
 from moto import mock_aws
 from pytest_httpserver import HTTPServer
 
 from sizing.deploy import labels as L
 from sizing.deploy.architecture import Architecture
 from sizing.deploy.eks import EksProvisioner
-from sizing.deploy.fakekube import FakeKube
 from sizing.deploy.janitor import DynamoRunStatus, InMemoryRunStatus, decide, sweep
 from sizing.deploy.kube import KubeClient
 from sizing.deploy.sagemaker import SageMakerProvisioner

@@ -22,6 +22,8 @@ CANDIDATES = [
 ]
 #: The issue's acceptance bound for the twin against the estimator.
 TOLERANCE = 0.10
+#: Requests measured per candidate (the median is compared).
+SAMPLES = 5
 
 
 @pytest.mark.parametrize(("model", "instance", "input_tokens", "output_tokens"), CANDIDATES)
@@ -44,8 +46,10 @@ def test_twin_ttft_at_concurrency_1_is_within_10_percent_of_sizing_predict(
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        # when a few requests are sent one after another
-        records = [measure_openai(conn, "/v1/completions", payload) for _ in range(3)]
+        # when a few requests are sent one after another (after one that opens the connection); the median of
+        # five stays within the bound when one or two are delayed by a busy machine
+        measure_openai(conn, "/v1/completions", payload)
+        records = [measure_openai(conn, "/v1/completions", payload) for _ in range(SAMPLES)]
         conn.close()
     # then they carry the requested token counts
     assert all(r.error is None for r in records)

@@ -13,10 +13,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from sizing.commands.serve import from_result, to_event
 from sizing.service.api import deps, resolve
 from sizing.service.settings import ApiSettings
 from sizing.store import SizingStore, create_table
+from sizing_local.serve import from_result, to_event
 
 REGION = "us-east-1"
 ROLE = "arn:aws:iam::123456789012:role/llm-sizing-reliability"

@@ -17,8 +17,8 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis import checks as st_checks
 
-from sizing.commands.serve import from_result, to_event
 from sizing.service.api import openapi_json, resolve
+from sizing_local.serve import from_result, to_event
 
 pytestmark = pytest.mark.integration
 

@@ -96,9 +96,9 @@ def _container(aws: SharedAws, jobs: list[dict[str, Any]], start: Any, out: Any)
 
     os.environ.update({"POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_METRICS_DISABLED": "true",
                        "POWERTOOLS_LOG_LEVEL": "CRITICAL"})  # fmt: skip
-    from sizing.commands.serve import to_event
     from sizing.service.api import deps, resolve
     from sizing.service.settings import ApiSettings
+    from sizing_local.serve import to_event
 
     ddb, sfn = aws.clients()
     deps.configure(
@@ -252,7 +252,7 @@ def _all_executions(sfn: Any, arn: str) -> list[dict[str, Any]]:
 def served() -> Iterator[Any]:
     import os
 
-    from sizing.commands.serve import LocalApi
+    from sizing_local.serve import LocalApi
 
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     api = LocalApi(port=0, quiet=True).start()

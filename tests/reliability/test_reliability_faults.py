@@ -23,10 +23,10 @@ from typing import Any
 import psutil
 import pytest
 
-from sizing.orchestrate import local as local_mod
+import sizing_local.stack as local_mod
 from sizing.orchestrate import steps as steps_mod
 from sizing.orchestrate.launchers import LocalLauncher
-from sizing.orchestrate.local import LocalRunResult, run_local
+from sizing_local.stack import LocalRunResult, run_local
 
 pytestmark = [pytest.mark.integration]
 
@@ -137,9 +137,9 @@ def observe(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., tuple[Loc
 def _get_run(aws: Any, run_id: str) -> tuple[int, dict[str, Any]]:
     import json
 
-    from sizing.commands.serve import to_event
     from sizing.service.api import deps, resolve
     from sizing.service.settings import ApiSettings
+    from sizing_local.serve import to_event
 
     session = aws.session()
     deps.configure(
@@ -202,7 +202,7 @@ def twin_command(monkeypatch: pytest.MonkeyPatch) -> Callable[[list[str]], None]
     """Make the embedded default provision twins with this command (the provisioner's own `command` option)."""
 
     def use(command: list[str]) -> None:
-        from sizing.deploy.local import LocalTwinProvisioner
+        from sizing_local.twins import LocalTwinProvisioner
 
         monkeypatch.setattr(steps_mod, "_local_twins", LocalTwinProvisioner(command=command))
 
@@ -430,9 +430,9 @@ PROVISION_TIMEOUT_S = 2
 @pytest.fixture
 def short_provision_template(tmp_path: Path) -> Path:
     """template.yaml with the Provision function's Timeout cut to PROVISION_TIMEOUT_S seconds."""
-    from sizing.store.schema import DEFAULT_TEMPLATE
+    from sizing.store.schema import find_template
 
-    text = DEFAULT_TEMPLATE.read_text()
+    text = find_template().read_text()
     marker = "      Handler: app.provision\n      Timeout: 120\n"
     assert marker in text, "the Provision function's Timeout moved; update this fixture"
     out = tmp_path / "template.yaml"

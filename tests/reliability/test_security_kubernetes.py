@@ -11,12 +11,12 @@ from typing import Any
 from urllib.parse import unquote
 
 import pytest
+from fakes.kube import FakeKube
 from pytest_httpserver import HTTPServer
 
 from sizing.deploy import labels as L
 from sizing.deploy.architecture import Architecture
 from sizing.deploy.eks import EksProvisioner
-from sizing.deploy.fakekube import FakeKube
 from sizing.deploy.janitor import InMemoryRunStatus, sweep
 from sizing.deploy.kube import KubeClient
 

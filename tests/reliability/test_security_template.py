@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from sizing.service.api import openapi_json
-from sizing.store.schema import DEFAULT_TEMPLATE, load_template
+from sizing.store.schema import find_template, load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 RULE_FILE = ROOT / ".cfnlint" / "iam_least_privilege.py"
@@ -38,7 +38,7 @@ def _rule() -> ModuleType:
 
 @pytest.fixture(scope="module")
 def template() -> dict[str, Any]:
-    return load_template(DEFAULT_TEMPLATE)
+    return load_template(find_template())
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,7 @@ def test_the_check_catches_what_it_is_for(rule, policies, expected):
 @pytest.mark.integration
 def test_cfn_lint_applies_the_rule(tmp_path):
     # given a copy of the template with a wildcard grant added to the state machine
-    text = DEFAULT_TEMPLATE.read_text()
+    text = find_template().read_text()
     anchor = "        - EventBridgePutEventsPolicy:\n            EventBusName: !Ref SizingEventBus\n"
     assert anchor in text
     broad = (

@@ -4,26 +4,19 @@ any string of that form (the document's pattern) is a position in the listing, s
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
-import boto3
 import pytest
-from moto import mock_aws
+from fakes.store import InMemoryStore
 
 from sizing.service.api.paging import CURSOR_PATTERN, from_store, to_store
-from sizing.store import SizingStore
 from sizing.store.items import RUNS_INDEX_PK, Run
-from sizing.store.schema import create_table
 
-TABLE = "llm-sizing-paging-test"
+SizingStore = InMemoryStore  # the repository's interface, held in memory (tests/fakes/store.py)
 
 
 @pytest.fixture
-def store() -> Iterator[SizingStore]:
-    with mock_aws():
-        ddb = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(ddb, TABLE)
-        yield SizingStore(TABLE, ddb)
+def store() -> InMemoryStore:
+    return InMemoryStore()
 
 
 def add_runs(store: SizingStore, *created: str) -> None:

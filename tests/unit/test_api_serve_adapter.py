@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 
-from sizing.commands.serve import from_result, to_event
+from sizing_local.serve import from_result, to_event
 
 
 def test_a_request_becomes_a_rest_proxy_event() -> None:

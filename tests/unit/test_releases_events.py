@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +16,9 @@ from sizing.releases.watches import WatchRequest, matches
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 
 
-def load_event(name: str) -> dict[str, Any]:
-    return json.loads((EVENTS / f"{name}.json").read_text())
-
-
-def test_the_sample_releases_read_with_inline_and_url_configs() -> None:
+def test_the_sample_releases_read_with_inline_and_url_configs(
+    load_event: Callable[[str], dict[str, Any]],
+) -> None:
     inline = parse_model_released(load_event("model_release_inline"))
     by_url = parse_model_released(load_event("model_release_url"))
     assert inline.model_id == by_url.model_id == "meta-llama/Llama-4-Scout-17B-16E"
@@ -42,7 +40,9 @@ def test_the_sample_releases_read_with_inline_and_url_configs() -> None:
         ({"surprise": True}, "detail.surprise"),
     ],
 )
-def test_a_bad_release_detail_is_refused_naming_the_field(change: dict[str, Any], field: str) -> None:
+def test_a_bad_release_detail_is_refused_naming_the_field(
+    load_event: Callable[[str], dict[str, Any]], change: dict[str, Any], field: str
+) -> None:
     # given
     event = load_event("model_release_inline")
     event["detail"].update(change)
@@ -53,7 +53,7 @@ def test_a_bad_release_detail_is_refused_naming_the_field(change: dict[str, Any]
     assert any(p.field.startswith(field) for p in err.value.problems), err.value.problems
 
 
-def test_another_detail_type_is_not_taken_for_a_release() -> None:
+def test_another_detail_type_is_not_taken_for_a_release(load_event: Callable[[str], dict[str, Any]]) -> None:
     event = load_event("model_release_inline")
     event["detail-type"] = "SizingRunCompleted"
     with pytest.raises(InvalidInput) as err:
@@ -61,7 +61,7 @@ def test_another_detail_type_is_not_taken_for_a_release() -> None:
     assert err.value.problems[0].field == "detail-type"
 
 
-def test_the_sample_schedule_event_reads() -> None:
+def test_the_sample_schedule_event_reads(load_event: Callable[[str], dict[str, Any]]) -> None:
     assert parse_poll_request(load_event("scheduler_poll")).scheduled_time == "2025-04-05T19:00:00Z"
 
 

@@ -8,7 +8,7 @@ import importlib.util
 import sys
 from types import ModuleType
 
-from sizing.store.schema import REPO_ROOT
+from sizing.store.schema import repo_root
 
 #: Prefix of the names loaded function modules carry in sys.modules (one module per code folder and file).
 MODULE_PREFIX = "_sizing_fn_"
@@ -21,7 +21,7 @@ def load_function(code_uri: str, module: str = "app") -> ModuleType:
     loaded = sys.modules.get(key)
     if loaded is not None:
         return loaded
-    path = REPO_ROOT / code_uri / f"{module}.py"
+    path = repo_root() / code_uri / f"{module}.py"
     spec = importlib.util.spec_from_file_location(key, path)
     if spec is None or spec.loader is None:
         raise FileNotFoundError(path)

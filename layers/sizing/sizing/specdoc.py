@@ -87,12 +87,12 @@ def _table(name: str, schema: dict[str, Any]) -> list[str]:
 def render() -> str:
     import yaml
 
-    from sizing.store.schema import REPO_ROOT
+    from sizing.store.schema import repo_root
     from sizing.workload import WorkloadSpec
 
     schema = WorkloadSpec.model_json_schema(ref_template="#/$defs/{model}")
     defs = schema.pop("$defs", {})
-    example = (REPO_ROOT / "examples" / "chatbot.yaml").read_text().strip()
+    example = (repo_root() / "examples" / "chatbot.yaml").read_text().strip()
     yaml.safe_load(example)  # the example must stay valid YAML
     out = [HEADER.format(example=example)]
     out += _table("WorkloadSpec", schema)

@@ -46,8 +46,8 @@ def _fmt(v: Any, digits: int = 0) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sizing.orchestrate.local import run_local
     from sizing.workload import load_spec
+    from sizing_local.stack import run_local
 
     if not 1 <= args.top <= 10:
         raise InvalidInput("--top must be between 1 and 10", [Problem("top", f"{args.top}")])

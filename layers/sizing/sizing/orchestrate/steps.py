@@ -72,7 +72,7 @@ def local_twins() -> Any:
     they start outlive one invocation and are stopped by `close_local_twins`)."""
     global _local_twins
     if _local_twins is None:
-        from sizing.deploy.local import LocalTwinProvisioner
+        from sizing_local.twins import LocalTwinProvisioner
 
         _local_twins = LocalTwinProvisioner()
     return _local_twins

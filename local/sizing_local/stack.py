@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sizing.service.runs import RunsService
-from sizing.store.schema import DEFAULT_TEMPLATE, REPO_ROOT, load_template
+from sizing.store.schema import find_template, load_template
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -183,12 +183,13 @@ def _substitute(asl: str, values: dict[str, str]) -> str:
     return re.sub(r"\$\{(\w+)\}", lambda m: values[m.group(1)], asl)
 
 
-def deploy_local(session: Any, endpoint: str, template_path: Path = DEFAULT_TEMPLATE) -> LocalStack:
+def deploy_local(session: Any, endpoint: str, template_path: Path | None = None) -> LocalStack:
     """Create, on the embedded AWS, what template.yaml declares for a sizing run: the table, the event bus, one
     Lambda function per step (dispatched in-process) and the state machine from its DefinitionUri with its
-    DefinitionSubstitutions resolved."""
+    DefinitionSubstitutions resolved. `template_path` defaults to `find_template()` (the checkout's)."""
     from sizing.store import create_table
 
+    template_path = Path(template_path) if template_path is not None else find_template()
     tpl = load_template(template_path)
     resources: dict[str, Any] = tpl["Resources"]
     ddb = session.client("dynamodb", endpoint_url=endpoint)
@@ -243,7 +244,7 @@ def deploy_local(session: Any, endpoint: str, template_path: Path = DEFAULT_TEMP
         else:
             raise RuntimeError(f"{name}: cannot resolve substitution {key}={ref!r} locally")
     _reset_handler_state()
-    asl = (REPO_ROOT / props["DefinitionUri"]).read_text()
+    asl = (template_path.resolve().parent / props["DefinitionUri"]).read_text()
     arn = sfn.create_state_machine(
         name=f"llm-sizing-run-local-{uuid.uuid4().hex[:6]}",
         definition=_substitute(asl, values),
@@ -370,7 +371,7 @@ def run_local(
     warmup_s: float = 2.0,
     budget_usd: float | None = None,
     on_state: Callable[[str, str], None] | None = None,
-    template_path: Path = DEFAULT_TEMPLATE,
+    template_path: Path | None = None,
     timeout_s: float = 1800,
     extra_env: dict[str, str] | None = None,
     on_started: Callable[[Any, Any], None] | None = None,
@@ -538,7 +539,7 @@ class LocalRuns:
         step_s: float = 8.0,
         warmup_s: float = 2.0,
         max_active: int = DEFAULT_MAX_ACTIVE_RUNS,
-        template_path: Path = DEFAULT_TEMPLATE,
+        template_path: Path | None = None,
         extra_env: dict[str, str] | None = None,
         timeout_s: float = 1800,
     ) -> None:
