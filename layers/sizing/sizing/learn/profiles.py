@@ -266,13 +266,24 @@ def configured_store() -> ProfileStore | None:
     if _override is not None:
         return _override
     bucket = os.environ.get("CALIBRATION_BUCKET")
-    if not bucket and os.environ.get("SIZING_BACKEND") == "local" and os.environ.get("AWS_ENDPOINT_URL"):
+    endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
+    if not bucket and os.environ.get("SIZING_BACKEND") == "local" and endpoint:
         bucket = LOCAL_BUCKET
     if not bucket:
         return None
-    import boto3
+    key = (bucket, os.environ.get("CALIBRATION_PREFIX", DEFAULT_PREFIX), endpoint)
+    with _cache_lock:
+        store = _stores.get(key)
+    if store is None:  # one client per configuration: a planner call looks profiles up hundreds of times
+        import boto3
 
-    return ProfileStore(bucket, os.environ.get("CALIBRATION_PREFIX", DEFAULT_PREFIX), boto3.client("s3"))
+        store = ProfileStore(key[0], key[1], boto3.client("s3"))
+        with _cache_lock:
+            _stores[key] = store
+    return store
+
+
+_stores: dict[tuple[str, str, str], ProfileStore] = {}
 
 
 def use_store(store: ProfileStore | None) -> None:
