@@ -1,32 +1,34 @@
 """Janitor function (scheduled): closes runs whose execution has ended, then removes whatever a finished or
 expired sizing run left behind.
 
-Parses its environment once per container, builds the run store, the run-status lookup and the Step Functions,
-Kubernetes and SageMaker clients lazily, and calls `sizing.deploy.janitor.reconcile_runs` (a run still RUNNING
-or CANCELLING whose execution has ended gets the execution's outcome), then `sizing.deploy.janitor.sweep`. Logs
-every closed run and every deletion and emits `RunsReconciled`, `ResourcesDeleted`, `RunsKept` and
-`SweepErrors` metrics."""
+Parses its environment once per container (`JanitorSettings`), builds the run store, the run-status lookup and
+the Step Functions, Kubernetes and SageMaker clients lazily (`services`, wired as every function is:
+`sizing.wiring`), and calls `sizing.deploy.janitor.reconcile_runs` (a run still RUNNING or CANCELLING whose
+execution has ended gets the execution's outcome), then `sizing.deploy.janitor.sweep`. Logs every closed run and
+every deletion and emits `RunsReconciled`, `ResourcesDeleted`, `RunsKept` and `SweepErrors` metrics."""
 
 from __future__ import annotations
 
-import functools
-import os
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from sizing.deploy.janitor import DynamoRunStatus, reconcile_runs, sweep
 from sizing.deploy.manifests import DEFAULT_MAX_DURATION_S
+from sizing.envsettings import EnvSettings
 from sizing.service.observability import logger, metrics, tracer
+from sizing.wiring import Wiring, init_environment
 
 
-class JanitorSettings(BaseModel):
+class JanitorSettings(EnvSettings):
     """The function's environment (template.yaml)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    OWNER = "the janitor function"
 
     table_name: str = Field(alias="TABLE_NAME", min_length=1)
     region: str = Field(default="us-east-1", alias="AWS_REGION")
@@ -40,59 +42,78 @@ class JanitorSettings(BaseModel):
     #: Close runs still RUNNING/CANCELLING whose Step Functions execution has ended (false: only sweep).
     reconcile: bool = Field(default=True, alias="RECONCILE_RUNS")
 
-    @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> JanitorSettings:
-        env = os.environ if environ is None else environ
-        names = [f.alias for f in cls.model_fields.values() if f.alias]
-        return cls.model_validate({n: env[n] for n in names if env.get(n) not in (None, "")})
 
+@dataclass(frozen=True)
+class JanitorServices:
+    """The run-status lookup, the run store and the Step Functions, Kubernetes and SageMaker clients, each made
+    on first use from one boto3 session in the configured region (None where the settings switch it off)."""
 
-@functools.cache
-def settings() -> JanitorSettings:
-    return JanitorSettings.from_env()
+    settings: JanitorSettings
 
+    @cached_property
+    def session(self) -> Any:
+        import boto3
 
-@functools.cache
-def clients() -> dict[str, Any]:
-    """The lookup and the clients, built once per container."""
-    import boto3
+        return boto3.session.Session(region_name=self.settings.region)
 
-    from sizing.deploy.kube import ClusterConfig, eks_client_for
-    from sizing.store import SizingStore
+    @cached_property
+    def dynamodb(self) -> Any:
+        return self.session.client("dynamodb")
 
-    s = settings()
-    session = boto3.session.Session(region_name=s.region)
-    ddb = session.client("dynamodb")
-    out: dict[str, Any] = {"lookup": DynamoRunStatus(s.table_name, ddb)}
-    out["store"] = SizingStore(s.table_name, ddb) if s.reconcile else None
-    out["sfn"] = session.client("stepfunctions") if s.reconcile else None
-    out["kube"] = (
-        eks_client_for(
-            ClusterConfig(
-                name=s.eks_cluster_name, region=s.region, endpoint=s.eks_endpoint, ca_data=s.eks_ca_data
-            ),
-            session,
+    @cached_property
+    def lookup(self) -> DynamoRunStatus:
+        return DynamoRunStatus(self.settings.table_name, self.dynamodb)
+
+    @cached_property
+    def store(self) -> Any:
+        from sizing.store import SizingStore
+
+        return SizingStore(self.settings.table_name, self.dynamodb) if self.settings.reconcile else None
+
+    @cached_property
+    def sfn(self) -> Any:
+        return self.session.client("stepfunctions") if self.settings.reconcile else None
+
+    @cached_property
+    def kube(self) -> Any:
+        s = self.settings
+        if not s.eks_cluster_name:
+            return None
+        from sizing.deploy.kube import ClusterConfig, eks_client_for
+
+        config = ClusterConfig(
+            name=s.eks_cluster_name, region=s.region, endpoint=s.eks_endpoint, ca_data=s.eks_ca_data
         )
-        if s.eks_cluster_name
-        else None
-    )
-    out["sagemaker"] = session.client("sagemaker") if s.sweep_sagemaker else None
-    return out
+        return eks_client_for(config, self.session)
+
+    @cached_property
+    def sagemaker(self) -> Any:
+        return self.session.client("sagemaker") if self.settings.sweep_sagemaker else None
 
 
+def build(settings: JanitorSettings | None = None) -> JanitorServices:
+    return JanitorServices(settings or JanitorSettings.from_env())
+
+
+#: Built once per container (`sizing.wiring`); `services.set(None)` rebuilds from the environment.
+services: Wiring[JanitorServices] = Wiring(build)
+
+
+@init_environment(services)
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.EVENT_BRIDGE)
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    s, c = settings(), clients()
+    c = services()
+    s = c.settings
     # runs first: one closed now as FAILED or CANCELLED has its resources swept in this same pass
     closed, reconcile_errors = (
-        reconcile_runs(c["store"], c["sfn"], dry_run=s.dry_run) if c["store"] is not None else ([], [])
+        reconcile_runs(c.store, c.sfn, dry_run=s.dry_run) if c.store is not None else ([], [])
     )
     report = sweep(
-        c["lookup"],
-        kube=c["kube"],
-        sagemaker=c["sagemaker"],
+        c.lookup,
+        kube=c.kube,
+        sagemaker=c.sagemaker,
         orphan_after_s=s.orphan_after_s,
         dry_run=s.dry_run,
     )

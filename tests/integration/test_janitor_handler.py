@@ -10,14 +10,15 @@ from typing import Any
 
 import boto3
 import pytest
+from fakes.kube import FakeKube
 from moto import mock_aws
 from pytest_httpserver import HTTPServer
 
 from sizing.deploy.architecture import Architecture
 from sizing.deploy.eks import EksProvisioner
-from sizing.deploy.fakekube import FakeKube
 from sizing.deploy.kube import KubeClient
 from sizing.deploy.sagemaker import SageMakerProvisioner
+from sizing.errors import InvalidInput
 from sizing.lambdas import load_function
 from sizing.store.schema import create_table
 
@@ -36,8 +37,7 @@ def load_event(name: str) -> dict[str, Any]:
 def load_handler() -> ModuleType:
     """The function as a fresh container sees it: settings and clients built from this test's environment."""
     app = load_function("functions/janitor/")
-    app.settings.cache_clear()
-    app.clients.cache_clear()
+    app.services.set(None)
     return app
 
 
@@ -95,7 +95,7 @@ def test_the_scheduled_sweep_removes_a_finished_runs_resources_and_counts_them(
 
 def test_settings_refuse_a_missing_table() -> None:
     app = load_handler()
-    with pytest.raises(ValueError, match="TABLE_NAME"):
+    with pytest.raises(InvalidInput, match="TABLE_NAME"):
         app.JanitorSettings.from_env({"EKS_CLUSTER_NAME": "sizing"})
     s = app.JanitorSettings.from_env({"TABLE_NAME": "t", "DRY_RUN": "true", "SWEEP_SAGEMAKER": "false"})
     assert s.dry_run and not s.sweep_sagemaker and s.eks_cluster_name == ""

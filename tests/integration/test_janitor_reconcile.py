@@ -178,8 +178,7 @@ def test_a_dry_run_reports_the_runs_it_would_close_and_changes_none(aws: SimpleN
 def load_handler() -> ModuleType:
     """The function as a fresh container sees it: settings and clients built from this test's environment."""
     app = load_function("functions/janitor/")
-    app.settings.cache_clear()
-    app.clients.cache_clear()
+    app.services.set(None)
     return app
 
 
