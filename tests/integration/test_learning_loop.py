@@ -653,3 +653,34 @@ def test_a_loopback_server_30_percent_slower_is_learned_from_one_run(aws, tmp_pa
     assert abs(far["tpot_ms"]["mean"] - truth.tpot_ms.mean) < abs(
         modelled["tpot_ms"]["mean"] - truth.tpot_ms.mean
     )
+
+
+# --- the embedded default end to end: sizing run's state machine on moto, the refit in-process --------------
+def test_the_embedded_default_learns_from_a_run_against_a_real_endpoint(tmp_path):
+    # given a server on 127.0.0.1 30% slower than the estimate, on the instance type the spec is restricted to
+    from sizing.serving import ServingConfig
+    from sizing.twin import start_twin
+    from sizing_local.stack import run_local
+
+    cat = load_catalog()
+    spec_raw = {**LOOPBACK_SPEC, "model": "llama-3.1-8b"}
+    arch = choose_candidates(estimate(parse_spec(spec_raw), catalog=cat), 1)[0]["architecture"]
+    cfg = _replica(arch, cat)
+    ref = profile_for(cfg.parts(cat).accelerator.id, cfg.engine, load_profiles(str(PROFILE_PATH)))
+    slow = StepModel.for_config(cfg, profile=_slowed(ref, SLOWDOWN), catalog=cat)
+    serving = ServingConfig.model_validate(arch["serving"])
+    with start_twin(cfg, step_model=slow, served_model=arch["model"], serving=serving) as server:
+        # when `sizing run --endpoint URL` measures it through the real state machine on the embedded AWS
+        result = run_local(
+            spec_raw, top_k=1, out_dir=tmp_path, endpoint_url=server.url, step_s=3.0, warmup_s=0.5
+        )
+
+    # then its levels were stored as real measurements and refitted in-process into an adopted profile
+    assert result.run["status"] == "SUCCEEDED", result.run
+    learning = result.ranking["learning"]
+    # (a level of 3 s in which no request finished is refused as such: nothing was measured there)
+    assert learning["measured_levels"] >= 2
+    assert learning["measured_levels"] + len(learning["refused"]) == len(result.measurements)
+    assert all(r["reason"] == "no successful request" for r in learning["refused"])
+    assert learning["refit"]["where"] == "in-process"
+    assert learning["refit"]["status"] == "adopted", learning["refit"]
