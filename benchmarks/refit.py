@@ -38,7 +38,7 @@ LEVELS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
 def synthetic(n: int, seed: int = 0) -> list[MeasuredLevel]:
     rnd = random.Random(seed)
-    slow = {}
+    slow: dict[tuple[str, str, str], float] = {}
     out = []
     for i in range(n):
         fam, inst = FAMILIES[i % len(FAMILIES)]

@@ -33,9 +33,11 @@ def test_other_models_on_the_hardware_get_the_pooled_correction():
     corrections = fit([_row(i, 1.3) for i in range(3)])
 
     # when another model on the same family and engine looks its correction up
-    key, c = lookup(corrections, "l40s", "vllm", "other") or ("", {})
+    hit = lookup(corrections, "l40s", "vllm", "other")
 
     # then it gets the pooled one, shrunk harder than the model's own
+    assert hit is not None
+    key, c = hit
     assert key == "l40s/vllm/*"
     assert 1.0 < c["decode_scale"] < corrections["l40s/vllm/m"]["decode_scale"]
 
