@@ -1095,7 +1095,9 @@ def _replica(
         cfg = cfg_for(serving)
         fit = memory_fit(cfg, catalog=cat)
     # the fit just computed serves the step model too (StepModel.for_config would compute it again)
-    step = StepModel(cfg, fit, profile_for(cfg.parts(cat).accelerator.id, cfg.engine), cat)
+    step = StepModel(
+        cfg, fit, profile_for(cfg.parts(cat).accelerator.id, cfg.engine, model=cfg.model_id), cat
+    )
     b = bounds(step, wm.input_tokens.mean, wm.output_tokens.mean, prefix_tokens=wm.shared_prefix_tokens)
     return Replica(serving, cfg, fit, step, b.max_requests_per_s)
 
