@@ -53,6 +53,12 @@ class Wiring(Generic[T]):
         finally:
             self._overrides.remove(services)
 
+    def cache_clear(self) -> None:
+        """Forget the built bundle: the next use builds again (a new container; the name is functools.cache's,
+        so hosts that reset cached handler state, like the local stack, reset this too)."""
+        with self._lock:
+            self._built = None
+
     def set(self, build: Callable[[], T] | None) -> None:
         """Build with `build` from now on, on next use (None: the feature's own builder, from the environment)."""
         with self._lock:
