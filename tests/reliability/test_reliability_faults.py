@@ -439,6 +439,9 @@ def short_provision_template(tmp_path: Path) -> Path:
     out.write_text(
         text.replace(marker, f"      Handler: app.provision\n      Timeout: {PROVISION_TIMEOUT_S}\n")
     )
+    # the template's relative paths (DefinitionUri, CodeUri) resolve beside it, as SAM resolves them
+    for folder in ("statemachines", "functions", "layers"):
+        (tmp_path / folder).symlink_to(find_template().resolve().parent / folder)
     return out
 
 
