@@ -58,3 +58,35 @@ def test_a_run_not_started_from_slack_is_left_alone(
     assert bot.run_completed({"run_id": "r2", "status": "SUCCEEDED"}) is False
     assert bot.run_completed({"run_id": "never-stored", "status": "SUCCEEDED"}) is False
     assert poster.sent == []
+
+
+def test_a_measured_run_that_drifted_from_its_estimate_says_so_in_its_thread(
+    bot: SlackBot, store: InMemoryStore, poster: RecordingPoster
+) -> None:
+    # given a run from a Slack thread whose measurement left its estimate's stated interval
+    thread = SlackThread(channel="C1", thread_ts="1700000000.000200", user="U1")
+    store.create_run(Run(run_id="r3", model="m", spec={}, top_k=1, source="slack", slack=thread))
+    store.transition("r3", "RUNNING")
+    store.transition("r3", "SUCCEEDED")
+    line = "TTFT p95 +41% over the estimate on g6e TP1 vLLM 0.11; calibration refit queued"
+    store.put_ranking("r3", {"architectures": [], "learning": {"drift_lines": [line]}})
+    # when the run's completion event arrives
+    assert bot.run_completed({"run_id": "r3", "status": "SUCCEEDED"}) is True
+    # then the thread's message carries the drift line
+    (sent,) = poster.sent
+    assert line in str(sent.blocks)
+
+
+def test_a_measured_run_within_its_interval_posts_no_drift_line(
+    bot: SlackBot, store: InMemoryStore, poster: RecordingPoster
+) -> None:
+    # given a run from Slack whose measurements stayed inside the stated intervals
+    thread = SlackThread(channel="C1", thread_ts="1700000000.000300", user="U1")
+    store.create_run(Run(run_id="r4", model="m", spec={}, top_k=1, source="slack", slack=thread))
+    store.transition("r4", "RUNNING")
+    store.transition("r4", "SUCCEEDED")
+    store.put_ranking("r4", {"architectures": [], "learning": {"drift_lines": []}})
+    # when its completion event arrives; then no warning is posted
+    assert bot.run_completed({"run_id": "r4", "status": "SUCCEEDED"}) is True
+    (sent,) = poster.sent
+    assert ":warning:" not in str(sent.blocks)

@@ -344,10 +344,15 @@ def run_started_message(run_id: str, top_k: int, user: str | None) -> Message:
 
 
 def measured_message(
-    run_id: str, architectures: list[dict[str, Any]], spec: WorkloadSpec | None, report_url: str | None
+    run_id: str,
+    architectures: list[dict[str, Any]],
+    spec: WorkloadSpec | None,
+    report_url: str | None,
+    drift: str | None = None,
 ) -> Message:
     """The ranking of a finished run, its figures first: "Measured ranking" on real endpoints, "Simulated
-    ranking (twin)" when local twins served it."""
+    ranking (twin)" when local twins served it. `drift`: the lines saying where a measurement left its
+    estimate's stated interval (`sizing.learn.drift.slack_text`), shown under the ranking."""
     shown = architectures[:TOP_SHOWN]
     twin = any(_is_twin(a) for a in shown)
     title = "Simulated ranking (twin)" if twin else "Measured ranking"
@@ -360,6 +365,8 @@ def measured_message(
         blocks.append(DividerBlock())
         pcts = _slo_pcts(spec)
         blocks += [architecture_section(a, pcts) for a in shown]
+    if drift:
+        blocks.append(SectionBlock(text=_md(escape(drift))))
     if report_url:
         blocks.append(
             ActionsBlock(

@@ -20,6 +20,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from sizing.errors import InvalidInput, NotFound, SizingError
+from sizing.learn.drift import slack_text
 from sizing.service.errors import Unavailable
 from sizing.service.observability import logger, metrics
 from sizing.slack import blocks
@@ -511,7 +512,9 @@ class SlackBot:
             spec: WorkloadSpec | None = parse_spec(raw_spec)
         except SizingError:
             spec = None
-        return blocks.measured_message(run_id, list(archs), spec, self.report_url(run_id))
+        return blocks.measured_message(
+            run_id, list(archs), spec, self.report_url(run_id), drift=slack_text(ranking)
+        )
 
 
 def answer(handle: Callable[[SlackRequest], SlackResponse], request: SlackRequest) -> SlackResponse:
