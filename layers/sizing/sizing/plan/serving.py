@@ -33,11 +33,13 @@ PREFIX_CACHING_ENGINES = frozenset({"vllm", "sglang", "tgi", "trtllm"})
 #: Engines whose KV cache may be fp8 (vLLM/SGLang `--kv-cache-dtype fp8`, TensorRT-LLM FP8 KV), on accelerators
 #: with fp8 support (Ada, Hopper, Blackwell: L4, L40S, H100, H200, B200).
 FP8_KV_ENGINES = frozenset({"vllm", "sglang", "trtllm"})
-#: Token budgets (`max_num_batched_tokens`) searched, as multiples of the current one (the coordinate search
-#: halves or doubles it again from a change that helped): a smaller budget splits
+#: Token budgets (`max_num_batched_tokens`) searched, as multiples of the current one: a smaller budget splits
 #: long prompts into more chunks, so decodes sharing a step wait less (lower TPOT, higher TTFT); a larger one
-#: prefills in fewer steps. vLLM's auto_tune sweeps the same knob.
-BUDGET_FACTORS = (0.5, 2.0)
+#: prefills in fewer steps. vLLM's auto_tune sweeps the same knob. The ladder goes down to 1/8 in one round
+#: because capacity is not unimodal in the budget: a halving that gains under the search's 3% threshold can
+#: precede one that gains far more, and a search that stopped there answered a looser SLO with a dearer
+#: replica than a tighter one (found by the property test that tightening an SLO never lowers the cost).
+BUDGET_FACTORS = (0.125, 0.25, 0.5, 2.0)
 #: Smallest token budget searched: below it every prompt of a chat workload takes many steps.
 MIN_BUDGET = 256
 #: Batch caps (`max_num_seqs`) searched, as fractions of the current one: fewer sequences per step trade
