@@ -165,6 +165,14 @@ class LiveCatalog:
         self._catalog: Catalog | None = None
         self._checked_at: float | None = None
 
+    @classmethod
+    def of_table(cls, table_name: str, client: Any, check_every_s: float | None = None) -> LiveCatalog:
+        """The live catalog of the registry in `table_name` (`check_every_s` None: CHECK_EVERY_S)."""
+        return cls(
+            ModelRegistry(table_name, client=client),
+            check_every_s=CHECK_EVERY_S if check_every_s is None else check_every_s,
+        )
+
     def __call__(self) -> Catalog:
         from botocore.exceptions import BotoCoreError, ClientError
 

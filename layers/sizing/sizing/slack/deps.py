@@ -56,12 +56,9 @@ class SlackServices:
     def live_catalog(self) -> LiveCatalog:
         """The shipped catalog plus the models added by releases (rebuilt when a release lands), so a model
         announced a minute ago can be estimated and measured from Slack."""
-        from sizing.releases.catalog import CHECK_EVERY_S, LiveCatalog, ModelRegistry
+        from sizing.releases.catalog import LiveCatalog
 
-        registry = ModelRegistry(self.settings.table_name, client=self.store.client)
-        return LiveCatalog(
-            registry, check_every_s=CHECK_EVERY_S if self.catalog_check_s is None else self.catalog_check_s
-        )
+        return LiveCatalog.of_table(self.settings.table_name, self.store.client, self.catalog_check_s)
 
     @cached_property
     def runs(self) -> RunsService:
