@@ -11,6 +11,7 @@ from typing import Any
 import boto3
 import pytest
 from fakes.kube import FakeKube
+from fakes.lambda_context import lambda_context
 from moto import mock_aws
 from pytest_httpserver import HTTPServer
 
@@ -43,14 +44,7 @@ def load_handler() -> ModuleType:
 
 @pytest.fixture
 def context() -> SimpleNamespace:
-    return SimpleNamespace(
-        function_name="llm-sizing-janitor-dev",
-        function_version="$LATEST",
-        memory_limit_in_mb=512,
-        invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:llm-sizing-janitor-dev",
-        aws_request_id="0b6b7d4e-0000-4000-8000-000000000000",
-        get_remaining_time_in_millis=lambda: 300_000,
-    )
+    return lambda_context("llm-sizing-janitor-dev", timeout_s=300, memory_mb=512)
 
 
 def test_the_scheduled_sweep_removes_a_finished_runs_resources_and_counts_them(

@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlencode
 
 import boto3
 import pytest
+from fakes.lambda_context import lambda_context
 from moto import mock_aws
 from pytest_httpserver import HTTPServer
 from slack_sdk.signature import SignatureVerifier
@@ -84,14 +85,7 @@ class FakeSlack:
 
 @pytest.fixture
 def context() -> SimpleNamespace:
-    return SimpleNamespace(
-        function_name="llm-sizing-test",
-        function_version="$LATEST",
-        memory_limit_in_mb=2048,
-        invoked_function_arn=f"arn:aws:lambda:{REGION}:123456789012:function:llm-sizing-test",
-        aws_request_id="3c9d2b1a-5e4f-4a6b-8c7d-9e0f1a2b3c4d",
-        get_remaining_time_in_millis=lambda: 600_000,
-    )
+    return lambda_context("llm-sizing-test", timeout_s=600, memory_mb=2048)
 
 
 @pytest.fixture

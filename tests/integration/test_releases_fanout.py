@@ -14,6 +14,7 @@ from typing import Any
 
 import boto3
 import pytest
+from fakes.lambda_context import lambda_context
 from moto import mock_aws
 
 from sizing.lambdas import load_function
@@ -74,14 +75,7 @@ def _resource(template: dict[str, Any], name: str) -> dict[str, Any]:
 
 @pytest.fixture
 def context() -> SimpleNamespace:
-    return SimpleNamespace(
-        function_name="llm-sizing-release-fanout-test",
-        function_version="$LATEST",
-        memory_limit_in_mb=2048,
-        invoked_function_arn=f"arn:aws:lambda:{REGION}:123456789012:function:llm-sizing-release-fanout-test",
-        aws_request_id="1f2e3d4c-5b6a-4978-8a6b-5c4d3e2f1a0b",
-        get_remaining_time_in_millis=lambda: 180_000,
-    )
+    return lambda_context("llm-sizing-release-fanout-test", timeout_s=180, memory_mb=2048)
 
 
 def _queue_on_bus(sqs: Any, events: Any, name: str, pattern: dict[str, Any]) -> str:

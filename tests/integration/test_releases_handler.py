@@ -12,6 +12,7 @@ from typing import Any
 
 import boto3
 import pytest
+from fakes.lambda_context import lambda_context
 from moto import mock_aws
 
 from sizing.lambdas import load_function
@@ -77,14 +78,7 @@ class FakeSlack:
 
 @pytest.fixture
 def context() -> SimpleNamespace:
-    return SimpleNamespace(
-        function_name="llm-sizing-model-release-test",
-        function_version="$LATEST",
-        memory_limit_in_mb=2048,
-        invoked_function_arn=f"arn:aws:lambda:{REGION}:123456789012:function:llm-sizing-model-release-test",
-        aws_request_id="7b1c9e2a-4d3f-4a8e-9f10-2c5d6e7f8a90",
-        get_remaining_time_in_millis=lambda: 600_000,
-    )
+    return lambda_context("llm-sizing-model-release-test", timeout_s=600, memory_mb=2048)
 
 
 def _queue_on_bus(sqs: Any, events: Any, name: str, pattern: dict[str, Any]) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 import boto3
 import pytest
+from fakes.lambda_context import lambda_context
 from moto import mock_aws
 from werkzeug import Request, Response
 
@@ -61,14 +62,7 @@ HANDLER = load_function("functions/release_poller/")
 
 @pytest.fixture
 def context() -> SimpleNamespace:
-    return SimpleNamespace(
-        function_name="llm-sizing-release-poller-test",
-        function_version="$LATEST",
-        memory_limit_in_mb=512,
-        invoked_function_arn=f"arn:aws:lambda:{REGION}:123456789012:function:llm-sizing-release-poller-test",
-        aws_request_id="3f2a1b0c-9d8e-4f7a-8b6c-5d4e3f2a1b0c",
-        get_remaining_time_in_millis=lambda: 120_000,
-    )
+    return lambda_context("llm-sizing-release-poller-test", timeout_s=120, memory_mb=512)
 
 
 @pytest.fixture

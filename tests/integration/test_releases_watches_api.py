@@ -13,6 +13,7 @@ from typing import Any
 
 import boto3
 import pytest
+from fakes.lambda_context import lambda_context
 from moto import mock_aws
 
 from sizing.catalog.hf import model_from_config
@@ -68,14 +69,7 @@ def request(method: str, path: str, body: Any = None, query: dict[str, str] | No
 
 @pytest.fixture
 def context() -> SimpleNamespace:
-    return SimpleNamespace(
-        function_name="llm-sizing-api-dev",
-        function_version="$LATEST",
-        memory_limit_in_mb=1024,
-        invoked_function_arn=f"arn:aws:lambda:{REGION}:123456789012:function:llm-sizing-api-dev",
-        aws_request_id="52fdfc07-2182-154f-163f-5f0f9a621d72",
-        get_remaining_time_in_millis=lambda: 29_000,
-    )
+    return lambda_context("llm-sizing-api-dev", timeout_s=29, memory_mb=1024)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlencode
 import boto3
 import pytest
 from botocore.config import Config
+from fakes.lambda_context import lambda_context
 from moto import mock_aws
 from pytest_httpserver import HTTPServer
 from slack_sdk.models.blocks import Block
@@ -93,14 +94,7 @@ class FakeSlack:
 
 @pytest.fixture
 def context() -> SimpleNamespace:
-    return SimpleNamespace(
-        function_name="llm-sizing-slack-dev",
-        function_version="$LATEST",
-        memory_limit_in_mb=1024,
-        invoked_function_arn=f"arn:aws:lambda:{REGION}:123456789012:function:llm-sizing-slack-dev",
-        aws_request_id="0b6ee7a1-7c36-4b7f-9a3a-1f5e2c1d9a10",
-        get_remaining_time_in_millis=lambda: 29_000,
-    )
+    return lambda_context("llm-sizing-slack-dev", timeout_s=29, memory_mb=1024)
 
 
 @pytest.fixture
