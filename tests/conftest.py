@@ -11,7 +11,6 @@ whether a test left a twin or a load generator running.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.events import load_event
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = ROOT / "events"
@@ -43,12 +43,6 @@ _FUZZ_MODULES = ("fuzz", "hostile")
 #: Modules whose assertions compare measured latencies with known ones (a few ms of slack): under xdist they
 #: share one worker (`--dist loadgroup`), so two of them never load the cores at the same time.
 TIMING_MODULES = frozenset({"test_twin_fidelity", "test_loadtest_sweep", "test_loadtest_streams"})
-
-
-def load_event(name: str) -> dict[str, Any]:
-    """A sample event from events/ by name (with or without .json); a fresh copy each time."""
-    path = EVENTS / (name if name.endswith(".json") else f"{name}.json")
-    return json.loads(path.read_text())
 
 
 @pytest.fixture(name="load_event")

@@ -14,6 +14,7 @@ import boto3
 import pytest
 from fakes.lambda_context import lambda_context
 from moto import mock_aws
+from support.events import load_event
 
 from sizing.lambdas import load_function
 from sizing.plan import estimate
@@ -28,10 +29,6 @@ EVENTS = ROOT / "events"
 REGION = "us-east-1"
 #: A stand-in for the sizing state machine (built by its own issue): one Pass state, enough to start executions.
 TRIVIAL_ASL = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}})
-
-
-def load_event(name: str) -> dict[str, Any]:
-    return json.loads((EVENTS / f"{name}.json").read_text())
 
 
 HANDLER = load_function("functions/api/")

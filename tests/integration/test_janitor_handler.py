@@ -6,7 +6,6 @@ import json
 import re
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
-from typing import Any
 
 import boto3
 import pytest
@@ -14,6 +13,7 @@ from fakes.kube import FakeKube
 from fakes.lambda_context import lambda_context
 from moto import mock_aws
 from pytest_httpserver import HTTPServer
+from support.events import load_event
 
 from sizing.deploy.architecture import Architecture
 from sizing.deploy.eks import EksProvisioner
@@ -29,10 +29,6 @@ ROOT = Path(__file__).resolve().parents[2]
 TABLE = "llm-sizing-janitor-test"
 GPU = Architecture.from_id("eks:g6e.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
 SM = Architecture.from_id("sagemaker:g4dn.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
-
-
-def load_event(name: str) -> dict[str, Any]:
-    return json.loads((ROOT / "events" / f"{name}.json").read_text())
 
 
 def load_handler() -> ModuleType:

@@ -19,6 +19,7 @@ from fakes.lambda_context import lambda_context
 from moto import mock_aws
 from pytest_httpserver import HTTPServer
 from slack_sdk.signature import SignatureVerifier
+from support.events import load_event
 from werkzeug import Request, Response
 
 from sizing.lambdas import load_function
@@ -60,10 +61,6 @@ RELEASE = load_function("functions/model_release/")
 API = load_function("functions/api/")
 COMMANDS = load_function("functions/slack/", "slack_commands")
 WORKER = load_function("functions/slack/", "slack_worker")
-
-
-def load_event(name: str) -> dict[str, Any]:
-    return json.loads((EVENTS / f"{name}.json").read_text())
 
 
 class FakeSlack:

@@ -16,6 +16,7 @@ import boto3
 import pytest
 from fakes.lambda_context import lambda_context
 from moto import mock_aws
+from support.events import load_event
 
 from sizing.lambdas import load_function
 from sizing.releases import deps
@@ -52,10 +53,6 @@ WORKLOAD: dict[str, Any] = {
 
 RELEASE = load_function("functions/model_release/")
 FANOUT = load_function("functions/release_fanout/")
-
-
-def load_event(name: str) -> dict[str, Any]:
-    return json.loads((EVENTS / f"{name}.json").read_text())
 
 
 class FakeSlack:

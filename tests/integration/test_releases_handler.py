@@ -14,6 +14,7 @@ import boto3
 import pytest
 from fakes.lambda_context import lambda_context
 from moto import mock_aws
+from support.events import load_event
 
 from sizing.lambdas import load_function
 from sizing.releases import deps
@@ -49,10 +50,6 @@ WORKLOAD: dict[str, Any] = {
         "capacity": ["on-demand"],
     },
 }
-
-
-def load_event(name: str) -> dict[str, Any]:
-    return json.loads((EVENTS / f"{name}.json").read_text())
 
 
 HANDLER = load_function("functions/model_release/")

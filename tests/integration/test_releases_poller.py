@@ -15,6 +15,7 @@ import boto3
 import pytest
 from fakes.lambda_context import lambda_context
 from moto import mock_aws
+from support.events import load_event
 from werkzeug import Request, Response
 
 from sizing.lambdas import load_function
@@ -47,10 +48,6 @@ WORKLOAD: dict[str, Any] = {
     "tokens": {"input": {"mean": 1000, "p95": 3000}, "output": {"mean": 200, "p95": 500}},
     "slo": {"ttft_ms": {"p95": 1500}, "tpot_ms": {"p95": 80}},
 }
-
-
-def load_event(name: str) -> dict[str, Any]:
-    return json.loads((EVENTS / f"{name}.json").read_text())
 
 
 def fixture(name: str) -> Any:
