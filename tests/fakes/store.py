@@ -18,12 +18,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sizing.errors import Conflict, InvalidInput, NotFound, Problem
+from sizing.errors import InvalidInput, NotFound, Problem
 from sizing.store.codec import from_item, to_item
 from sizing.store.items import (
-    ALLOWED_FROM,
     MEASUREMENT_TTL_S,
-    RUN_STATUSES,
     RUNS_INDEX_PK,
     WATCHES_INDEX_PK,
     Architecture,
@@ -33,7 +31,17 @@ from sizing.store.items import (
     Watch,
     now_iso,
 )
-from sizing.store.repository import DEFAULT_PAGE, MAX_PAGE, decode_token, encode_token
+from sizing.store.repository import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    check_new_run,
+    check_status_filter,
+    decode_token,
+    encode_token,
+    run_exists,
+    transition_allowed,
+    transition_refused,
+)
 
 Key = tuple[str, str]
 
@@ -94,11 +102,10 @@ class InMemoryStore:
 
     # --- runs ---------------------------------------------------------------------------------------------
     def create_run(self, run: Run) -> Run:
-        if run.status != "PENDING":
-            raise Conflict(f"a run starts PENDING, not {run.status}", [Problem("status", "must be PENDING")])
+        check_new_run(run)
         with self._lock:
             if (f"RUN#{run.run_id}", "RUN") in self._items:
-                raise Conflict(f"run {run.run_id} already exists", [Problem("run_id", "already exists")])
+                raise run_exists(run.run_id)
             self._put("run", run, run.keys())
         return run
 
@@ -115,10 +122,7 @@ class InMemoryStore:
         model: str | None = None,
         status: str | None = None,
     ) -> tuple[list[Run], str | None]:
-        if status is not None and status not in RUN_STATUSES:
-            raise InvalidInput(
-                f"unknown status '{status}'", [Problem("status", f"one of {', '.join(RUN_STATUSES)}")]
-            )
+        check_status_filter(status)
         filters = {k: v for k, v in (("model", model), ("status", status)) if v is not None}
         items, next_token = self._page(RUNS_INDEX_PK, limit, token, filters)
         return [Run.model_validate(_strip(i)) for i in items], next_token
@@ -130,28 +134,11 @@ class InMemoryStore:
         expected_from: str | list[str] | tuple[str, ...] | None = None,
         **fields: Any,
     ) -> Run:
-        if to_status not in ALLOWED_FROM:
-            raise InvalidInput(f"unknown status '{to_status}'", [Problem("status", "not a run status")])
-        allowed = set(ALLOWED_FROM[to_status])
-        if expected_from is not None:
-            allowed &= {expected_from} if isinstance(expected_from, str) else set(expected_from)
-        unknown = set(fields) - (set(Run.model_fields) - {"run_id", "status", "created_at", "updated_at"})
-        if unknown:
-            raise InvalidInput(
-                f"cannot set {sorted(unknown)} on a run", [Problem(f, "not settable") for f in unknown]
-            )
-        if not allowed:
-            raise Conflict(f"a run cannot move to {to_status} from {expected_from}")
-        Run.model_validate({"run_id": "x", "model": "x", "spec": {}, "top_k": 1, **fields})
+        allowed = transition_allowed(to_status, expected_from, fields)
         with self._lock:
             current = self.get_run(run_id)  # NotFound when missing
             if current.status not in allowed:
-                raise Conflict(
-                    f"run {run_id} is {current.status}; it cannot move to {to_status}",
-                    [Problem("status", f"{current.status} → {to_status} is not allowed")],
-                    {"status": current.status},
-                    "conflict",
-                )
+                raise transition_refused(run_id, current.status, to_status)
             values = {
                 k: v.model_dump(mode="json") if isinstance(v, BaseModel) else v for k, v in fields.items()
             }

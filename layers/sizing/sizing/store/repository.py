@@ -90,6 +90,60 @@ def _strip_keys(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k not in KEY_ATTRS and k != "type"}
 
 
+# --- run rules ----------------------------------------------------------------------------------------------
+# What a run write must satisfy, whatever stores it: the table (SizingStore) and the in-memory fake the unit tests
+# use call these, so the two cannot drift apart.
+
+
+def check_new_run(run: Run) -> None:
+    """A new run starts PENDING."""
+    if run.status != "PENDING":
+        raise Conflict(f"a run starts PENDING, not {run.status}", [Problem("status", "must be PENDING")])
+
+
+def run_exists(run_id: str) -> Conflict:
+    return Conflict(f"run {run_id} already exists", [Problem("run_id", "already exists")])
+
+
+def check_status_filter(status: str | None) -> None:
+    """A runs listing's status filter names a run status."""
+    if status is not None and status not in RUN_STATUSES:
+        raise InvalidInput(
+            f"unknown status '{status}'", [Problem("status", f"one of {', '.join(RUN_STATUSES)}")]
+        )
+
+
+def transition_allowed(
+    to_status: str, expected_from: str | list[str] | tuple[str, ...] | None, fields: dict[str, Any]
+) -> set[str]:
+    """The statuses a run may move to `to_status` from (narrowed by `expected_from`), after checking that
+    `to_status` is a status and `fields` are settable run fields of the right types."""
+    if to_status not in ALLOWED_FROM:
+        raise InvalidInput(f"unknown status '{to_status}'", [Problem("status", "not a run status")])
+    allowed = set(ALLOWED_FROM[to_status])
+    if expected_from is not None:
+        allowed &= {expected_from} if isinstance(expected_from, str) else set(expected_from)
+    unknown = set(fields) - (set(Run.model_fields) - {"run_id", "status", "created_at", "updated_at"})
+    if unknown:
+        raise InvalidInput(
+            f"cannot set {sorted(unknown)} on a run", [Problem(f, "not settable") for f in unknown]
+        )
+    if not allowed:
+        raise Conflict(f"a run cannot move to {to_status} from {expected_from}")
+    # type-check the fields before writing
+    Run.model_validate({"run_id": "x", "model": "x", "spec": {}, "top_k": 1, **fields})
+    return allowed
+
+
+def transition_refused(run_id: str, current: str, to_status: str) -> Conflict:
+    return Conflict(
+        f"run {run_id} is {current}; it cannot move to {to_status}",
+        [Problem("status", f"{current} → {to_status} is not allowed")],
+        {"status": current},
+        "conflict",
+    )
+
+
 class SizingStore(DynamoTable):
     """Repository over the one table. `client` is a boto3 DynamoDB client (made lazily when not given)."""
 
@@ -169,14 +223,11 @@ class SizingStore(DynamoTable):
     # --- runs ---------------------------------------------------------------------------------------------
     def create_run(self, run: Run) -> Run:
         """Store a new run (status PENDING). Conflict when the id is taken."""
-        if run.status != "PENDING":
-            raise Conflict(f"a run starts PENDING, not {run.status}", [Problem("status", "must be PENDING")])
+        check_new_run(run)
         try:
             self._put("run", run, run.keys(), ConditionExpression="attribute_not_exists(PK)")
         except self.client.exceptions.ConditionalCheckFailedException:
-            raise Conflict(
-                f"run {run.run_id} already exists", [Problem("run_id", "already exists")]
-            ) from None
+            raise run_exists(run.run_id) from None
         return run
 
     def get_run(self, run_id: str) -> Run:
@@ -193,10 +244,7 @@ class SizingStore(DynamoTable):
         status: str | None = None,
     ) -> tuple[list[Run], str | None]:
         """Runs newest first, optionally only one model's or one status's; returns (page, next token)."""
-        if status is not None and status not in RUN_STATUSES:
-            raise InvalidInput(
-                f"unknown status '{status}'", [Problem("status", f"one of {', '.join(RUN_STATUSES)}")]
-            )
+        check_status_filter(status)
         filters = {k: v for k, v in (("model", model), ("status", status)) if v is not None}
         items, next_token = self._page(RUNS_INDEX_PK, limit, token, filters)
         return [Run.model_validate(_strip_keys(i)) for i in items], next_token
@@ -211,20 +259,7 @@ class SizingStore(DynamoTable):
         """Move a run to `to_status` (setting `fields` too) if its current status allows it: by default any
         allowed predecessor of `to_status`; `expected_from` narrows that. NotFound for an unknown run,
         Conflict when the run is in another status (the stored run is unchanged)."""
-        if to_status not in ALLOWED_FROM:
-            raise InvalidInput(f"unknown status '{to_status}'", [Problem("status", "not a run status")])
-        allowed = set(ALLOWED_FROM[to_status])
-        if expected_from is not None:
-            wanted = {expected_from} if isinstance(expected_from, str) else set(expected_from)
-            allowed &= wanted
-        unknown = set(fields) - (set(Run.model_fields) - {"run_id", "status", "created_at", "updated_at"})
-        if unknown:
-            raise InvalidInput(
-                f"cannot set {sorted(unknown)} on a run", [Problem(f, "not settable") for f in unknown]
-            )
-        if not allowed:
-            raise Conflict(f"a run cannot move to {to_status} from {expected_from}")
-        Run.model_validate({**self._dummy_run(), **fields})  # type-check the fields before writing
+        allowed = transition_allowed(to_status, expected_from, fields)
         values = {"updated_at": now_iso(), "status": to_status, **fields}
         names = {f"#a{i}": k for i, k in enumerate(values)}
         expr_values: dict[str, Any] = {
@@ -250,17 +285,8 @@ class SizingStore(DynamoTable):
             )
         except self.client.exceptions.ConditionalCheckFailedException:
             current = self.get_run(run_id)  # NotFound when missing
-            raise Conflict(
-                f"run {run_id} is {current.status}; it cannot move to {to_status}",
-                [Problem("status", f"{current.status} → {to_status} is not allowed")],
-                {"status": current.status},
-                "conflict",
-            ) from None
+            raise transition_refused(run_id, current.status, to_status) from None
         return Run.model_validate(_strip_keys(from_item(out["Attributes"])))
-
-    @staticmethod
-    def _dummy_run() -> dict[str, Any]:
-        return {"run_id": "x", "model": "x", "spec": {}, "top_k": 1}
 
     # --- architectures, measurements, rankings ------------------------------------------------------------
     def put_architectures(self, run_id: str, architectures: list[dict[str, Any]]) -> list[Architecture]:
