@@ -20,6 +20,7 @@ from moto import mock_aws
 from pytest_httpserver import HTTPServer
 from slack_sdk.signature import SignatureVerifier
 from support.events import load_event
+from support.releases import RELEASED, TRIVIAL_ASL, support_chat
 from werkzeug import Request, Response
 
 from sizing.lambdas import load_function
@@ -39,23 +40,7 @@ REGION = "us-east-1"
 BUS = "llm-sizing-test"
 SIGNING_SECRET = "5ec7e7-signing-0a1b2c3d4e5f60718293a4b5c6d7e8f9"
 BOT_TOKEN = "xoxb-1234567890-0987654321-SeCrEtToKeNvAlUe42"
-TRIVIAL_ASL = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}})
-#: The model the sample release announces: not in the shipped catalog (which has only its -Instruct variant).
-RELEASED = "meta-llama/Llama-4-Scout-17B-16E"
-#: A workload on the released model, held to g6e/p5 with fp8 so the estimate stays about a second.
-SPEC: dict[str, Any] = {
-    "name": "support-chat",
-    "model": RELEASED,
-    "rate": {"peak_rps": 5},
-    "tokens": {"input": {"mean": 1000, "p95": 3000}, "output": {"mean": 200, "p95": 500}},
-    "slo": {"ttft_ms": {"p95": 1500}, "tpot_ms": {"p95": 80}},
-    "constraints": {
-        "deployments": ["eks"],
-        "instance_families": ["g6e", "p5"],
-        "quantizations": ["fp8"],
-        "capacity": ["on-demand"],
-    },
-}
+SPEC = support_chat(RELEASED)
 
 RELEASE = load_function("functions/model_release/")
 API = load_function("functions/api/")

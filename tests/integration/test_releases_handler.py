@@ -15,6 +15,7 @@ import pytest
 from fakes.lambda_context import lambda_context
 from moto import mock_aws
 from support.events import load_event
+from support.releases import RELEASED, TRIVIAL_ASL, support_chat
 
 from sizing.lambdas import load_function
 from sizing.releases import deps
@@ -33,23 +34,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "hf"
 REGION = "us-east-1"
 BUS = "llm-sizing-test"
 #: A stand-in for the sizing state machine: one Pass state, enough to start executions.
-TRIVIAL_ASL = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}})
-RELEASED = "meta-llama/Llama-4-Scout-17B-16E"
-
-#: A 5 requests/s chat workload on the current model, held to g6e/p5 with fp8 so each estimate stays ~1 s.
-WORKLOAD: dict[str, Any] = {
-    "name": "support-chat",
-    "model": "meta-llama/Llama-3.1-70B-Instruct",
-    "rate": {"peak_rps": 5},
-    "tokens": {"input": {"mean": 1000, "p95": 3000}, "output": {"mean": 200, "p95": 500}},
-    "slo": {"ttft_ms": {"p95": 1500}, "tpot_ms": {"p95": 80}},
-    "constraints": {
-        "deployments": ["eks"],
-        "instance_families": ["g6e", "p5"],
-        "quantizations": ["fp8"],
-        "capacity": ["on-demand"],
-    },
-}
+WORKLOAD = support_chat("meta-llama/Llama-3.1-70B-Instruct")
 
 
 HANDLER = load_function("functions/model_release/")
