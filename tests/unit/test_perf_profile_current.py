@@ -1,6 +1,7 @@
-"""The shipped calibration profile comes from the sources that run it: its version's digest is the hash of the
-reference rows and of the estimator modules `sizing calibrate` fitted with, so an estimate never states errors
-and intervals that were measured for another model."""
+"""The shipped calibration profile comes from the model that runs it: its version names the reference inputs, the
+fitting procedure and the estimator's behaviour on every reference row (its fingerprint), so an estimate never
+states errors and intervals that were measured for another model, while a refactor that moves no prediction
+leaves the profile current."""
 
 from __future__ import annotations
 
@@ -10,22 +11,61 @@ from sizing.perf import fit
 from sizing.perf.calibration import PROFILE_PATH, interval_for, load_profiles
 from sizing.perf.reference import ANNOTATIONS, DEFAULT_REFERENCE, LOADTEST_ROWS_NAME, REFERENCE_MODELS
 
-#: What `sizing.perf.fit.run_calibration` hashes into the version, in its order.
-MODEL_SOURCES = ("engines.py", "memory.py", "step.py", "simulator.py", "fit.py", "reference.py")
+
+def _extra() -> list[Path]:
+    loadtest = PROFILE_PATH.parent / LOADTEST_ROWS_NAME
+    return [loadtest] if loadtest.exists() else []
 
 
-def test_the_shipped_profile_was_calibrated_on_these_sources() -> None:
+def test_the_shipped_profile_was_calibrated_on_these_inputs_with_this_procedure() -> None:
     # given the shipped profile and the inputs `sizing calibrate` reads
     data = load_profiles()
     here = Path(fit.__file__).parent
-    loadtest = PROFILE_PATH.parent / LOADTEST_ROWS_NAME
-    extra = [loadtest] if loadtest.exists() else []
-    inputs = [DEFAULT_REFERENCE, ANNOTATIONS, REFERENCE_MODELS, *extra, *(here / f for f in MODEL_SOURCES)]
+    inputs = [
+        DEFAULT_REFERENCE,
+        ANNOTATIONS,
+        REFERENCE_MODELS,
+        *_extra(),
+        *(here / f for f in fit.PROCEDURE_SOURCES),
+    ]
     # when they are hashed as the calibration hashes them
     digest = fit.inputs_digest(inputs)
-    # then the profile's version names that very digest (else: run `sizing calibrate`)
+    # then the profile names that very digest, and its version that digest with its fingerprint (else: run
+    # `sizing calibrate`)
     assert data["inputs_sha256_12"] == digest, "calibration.json is stale: run `sizing calibrate`"
-    assert data["version"].endswith(f"+{digest}")
+    assert data["version"].endswith(f"+{fit.version_digest(digest, data['fingerprint'])}")
+
+
+def test_the_estimator_predicts_every_reference_row_as_the_shipped_profile_was_measured_with() -> None:
+    # given the shipped profile's fingerprint: each usable row's measured figures, prediction and roofline
+    data = load_profiles()
+    usable, _, _ = fit.calibration_rows(DEFAULT_REFERENCE, _extra())
+    # when the estimator as it is predicts the same rows with the same profiles
+    current = fit.fingerprint(usable, data)
+    # then nothing moved (else the stated errors belong to another model: run `sizing calibrate`)
+    changes = fit.fingerprint_changes(data["fingerprint"], current)
+    assert not changes, "calibration.json is stale, run `sizing calibrate`:\n" + "\n".join(changes)
+
+
+def test_a_moved_prediction_is_named_as_a_change() -> None:
+    # given the shipped fingerprint and the same with one prediction 0.1% faster
+    data = load_profiles()
+    stored = data["fingerprint"]
+    rid = next(k for k, v in sorted(stored.items()) if v.get("predicted"))
+    metric = next(iter(stored[rid]["predicted"]))
+    moved = {**stored, rid: {**stored[rid], "predicted": {**stored[rid]["predicted"]}}}
+    moved[rid]["predicted"][metric] *= 0.999
+    # when the two are compared
+    changes = fit.fingerprint_changes(stored, moved)
+    # then the change names the row and the metric, and last-bit noise is no change
+    assert len(changes) == 1
+    assert changes[0].startswith(f"{rid} predicted {metric}:")
+    noise = {
+        **stored,
+        rid: {**stored[rid], "predicted": {metric: stored[rid]["predicted"][metric] * (1 + 1e-9)}},
+    }
+    noise[rid]["predicted"] = {**stored[rid]["predicted"], **noise[rid]["predicted"]}
+    assert fit.fingerprint_changes(stored, noise) == []
 
 
 def test_every_profiles_stated_error_is_its_familys_held_out_error() -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import json
 import math
 import statistics
 from collections import defaultdict
@@ -765,25 +766,81 @@ def inputs_digest(paths: Iterable[Any]) -> str:
     return h.hexdigest()[:12]
 
 
+# --- what a profile was fitted with ----------------------------------------------------------------------------
+#: The fitting procedure's own source, hashed into a profile's version beside the reference inputs. The estimator's
+#: modules (engines, memory, step, simulator, reference parsing) are not hashed as text: their behaviour is, through
+#: `fingerprint`. A change that moves any reference row's prediction makes the shipped profile stale (its errors and
+#: intervals were measured for another model); a refactor that moves none does not.
+PROCEDURE_SOURCES = ("fit.py",)
+#: Significant digits a fingerprint keeps, and the relative difference it tolerates when compared: far below any
+#: modelling change (the smallest efficiency step a fit takes moves predictions by ~1e-3), far above the last-bit
+#: noise of reordered floating-point sums.
+FINGERPRINT_DIGITS = 7
+FINGERPRINT_RTOL = 1e-5
+
+
+def _sig(values: dict[str, float]) -> dict[str, float]:
+    return {k: float(f"{v:.{FINGERPRINT_DIGITS}g}") for k, v in sorted(values.items())}
+
+
+def fingerprint(rows: Sequence[CalRow], data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every row's measured figures (as parsed), its prediction with the profiles of `data` and the plain
+    roofline's: what the estimator does on the reference data, keyed by row id."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        prof = profile_for(r.accelerator, profile_key(r), data)
+        try:
+            got, roof = predict_row(r, prof), roofline_row(r)
+        except ValueError as exc:
+            out[r.row_id] = {"measured": _sig(measured(r)), "error": str(exc)}
+            continue
+        out[r.row_id] = {"measured": _sig(measured(r)), "predicted": _sig(got), "roofline": _sig(roof)}
+    return out
+
+
+def fingerprint_changes(stored: dict[str, Any], current: dict[str, Any], limit: int = 10) -> list[str]:
+    """Where the estimator's behaviour on the reference rows departs from a profile's fingerprint (at most
+    `limit` lines; empty when it matches)."""
+    changes: list[str] = []
+    for rid in sorted(set(stored) | set(current)):
+        a, b = stored.get(rid), current.get(rid)
+        if a is None or b is None:
+            changes.append(f"{rid}: {'new row' if a is None else 'row gone'}")
+            continue
+        for part in ("measured", "predicted", "roofline", "error"):
+            x, y = a.get(part), b.get(part)
+            if isinstance(x, dict) and isinstance(y, dict) and set(x) == set(y):
+                changes += [
+                    f"{rid} {part} {k}: {x[k]:.7g} -> {y[k]:.7g}"
+                    for k in x
+                    if not math.isclose(x[k], y[k], rel_tol=FINGERPRINT_RTOL, abs_tol=1e-12)
+                ]
+            elif x != y:
+                changes.append(f"{rid} {part}: {x} -> {y}")
+    return changes[:limit]
+
+
+def version_digest(inputs_sha: str, prints: dict[str, Any]) -> str:
+    """A profile's digest: its inputs' and procedure's hash with its fingerprint."""
+    canonical = json.dumps(prints, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(f"{inputs_sha}\n{canonical}".encode()).hexdigest()[:12]
+
+
 __all__ = ["FAMILY", "PRIOR", "cross_validate", "error_table", "fit_profiles", "predict_row", "roofline_row"]
 
 
 # --- the whole procedure -------------------------------------------------------------------------------------
-PROFILE_FORMAT = 1
+#: 2: the version hashes the inputs, the procedure and the estimator's fingerprint (`fingerprint`).
+PROFILE_FORMAT = 2
 
 
-def run_calibration(
-    reference: Any,
-    extra: Sequence[Any] = (),
-    date: str = "",
-    cv: bool = True,
-    progress: Callable[[str], None] | None = None,
-    workers: int = 1,
-) -> dict[str, Any]:
-    """Parse, fit, cross-validate; the content of `data/calibration.json` (deterministic for the same inputs)."""
-    from sizing.perf.reference import ANNOTATIONS, parse_rows, read_rows
+def calibration_rows(
+    reference: Any, extra: Sequence[Any] = ()
+) -> tuple[list[CalRow], list[tuple[str, str]], list[tuple[str, str]]]:
+    """The rows a calibration fits on, those the parser or annotations excluded and those the model cannot use,
+    each excluded one with its reason."""
+    from sizing.perf.reference import parse_rows, read_rows
 
-    say = progress or (lambda _msg: None)
     rows, excluded = parse_rows(reference)
     for path in extra:
         rows += read_rows(path)
@@ -803,6 +860,22 @@ def run_calibration(
             unusable.append((r.row_id, f"cannot be modelled: {exc}"))
             continue
         usable.append(r)
+    return usable, excluded, unusable
+
+
+def run_calibration(
+    reference: Any,
+    extra: Sequence[Any] = (),
+    date: str = "",
+    cv: bool = True,
+    progress: Callable[[str], None] | None = None,
+    workers: int = 1,
+) -> dict[str, Any]:
+    """Parse, fit, cross-validate; the content of `data/calibration.json` (deterministic for the same inputs)."""
+    from sizing.perf.reference import ANNOTATIONS
+
+    say = progress or (lambda _msg: None)
+    usable, excluded, unusable = calibration_rows(reference, extra)
     say(
         f"{len(usable)} rows usable, {len(excluded)} excluded by the parser/annotations, {len(unusable)} unusable"
     )
@@ -823,15 +896,17 @@ def run_calibration(
     from pathlib import Path
 
     here = Path(__file__).parent
-    model_sources = [
-        here / f for f in ("engines.py", "memory.py", "step.py", "simulator.py", "fit.py", "reference.py")
-    ]
-    digest = inputs_digest([reference, ANNOTATIONS, REFERENCE_MODELS, *extra, *model_sources])
+    inputs_sha = inputs_digest(
+        [reference, ANNOTATIONS, REFERENCE_MODELS, *extra, *(here / f for f in PROCEDURE_SOURCES)]
+    )
+    prints = fingerprint(usable, {"profiles": profiles, "global": {**PRIOR}})
+    digest = version_digest(inputs_sha, prints)
     return {
         "format": PROFILE_FORMAT,
         "version": f"{date or 'undated'}+{digest}",
         "date": date,
-        "inputs_sha256_12": digest,
+        "inputs_sha256_12": inputs_sha,
+        "fingerprint": prints,
         "procedure": (__doc__ or "").strip().splitlines()[0],
         "prior": PRIOR,
         "global": {**PRIOR, "basis": "literature prior (no family data)"},
