@@ -13,6 +13,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import NormalDist
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -25,15 +26,9 @@ from sizing.errors import InvalidInput, Problem, problems_from_pydantic
 if TYPE_CHECKING:
     import numpy as np
 
-#: z-scores of the standard normal at the percentiles we use.
-Z = {
-    "p50": 0.0,
-    "p90": 1.2815515655446004,
-    "p95": 1.6448536269514722,
-    "p99": 2.3263478740408408,
-    "p99.9": 3.090232306167813,
-}
 PERCENTILES = ("p50", "p90", "p95", "p99")
+#: z-scores of the standard normal at the percentiles we use ("p99.9" too): the inverse of its CDF.
+Z = {q: NormalDist().inv_cdf(float(q[1:]) / 100) for q in (*PERCENTILES, "p99.9")}
 #: Largest token count a distribution may produce: the longest context of any catalog model (Llama-4-Scout).
 MAX_TOKENS = 10_485_760
 
