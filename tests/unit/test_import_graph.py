@@ -14,12 +14,9 @@ imports = importlib.util.module_from_spec(_spec)
 sys.modules["imports_graph"] = imports
 _spec.loader.exec_module(imports)
 
-#: Cycles that in-function imports still hide, to be removed (speed issue, house issue): each closes through a
-#: module whose source the calibration profile's version hashes (perf/step.py, perf/memory.py), so breaking it
-#: means re-stating that version; and the release fan-out, whose owner reshapes it. No other may appear.
+#: Cycles that in-function imports still hide, to be removed (house issue): the release fan-out, whose owner
+#: reshapes it. No other may appear.
 KNOWN_HIDDEN = [
-    ["sizing.perf.calibration", "sizing.perf.step"],
-    ["sizing.perf.config", "sizing.perf.memory"],
     ["sizing.releases.fanout", "sizing.releases.service"],
 ]
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sizing.perf.step import Profile
+from sizing.perf.profile import Profile
 
 PROFILE_PATH = Path(__file__).parent / "data" / "calibration.json"
 #: Origin of measured rows that came from a local twin: the twin serves at the pace the estimator predicts, so its

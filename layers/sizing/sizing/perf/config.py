@@ -6,7 +6,15 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from sizing.errors import InvalidInput, Problem
-from sizing.perf.engines import ENGINES, GPU_ENGINES, NEURON_ENGINES, EngineDefaults, engine_defaults
+from sizing.perf.engines import (
+    ENGINES,
+    GPU_ENGINES,
+    NEURON_ENGINES,
+    EngineDefaults,
+    engine_defaults,
+    pads_heads,
+)
+from sizing.perf.memory import memory_fit
 
 if TYPE_CHECKING:
     from sizing.catalog import Accelerator, Catalog, InstanceType, ModelSpec
@@ -15,9 +23,6 @@ if TYPE_CHECKING:
 QUANTIZATIONS = ("bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4")
 #: Formats that quantize only the MoE experts: a dense model has none to quantize.
 EXPERT_ONLY_FORMATS = ("mxfp4",)
-#: Context a replica must hold at least once when the caller gives no max_model_len: a 2k-token conversation
-#: is the smallest useful chat context (assumed; every catalog model supports more).
-DEFAULT_MIN_CONTEXT = 2048
 
 
 @dataclass(frozen=True)
@@ -162,8 +167,6 @@ class HardwareConfig:
         if tp is not None:
             check_tp(spec, tp, devices, inst.instance_type, acc)
             return base
-        from sizing.perf.memory import memory_fit
-
         candidates = valid_tps(spec, devices, acc)
         if not candidates:
             raise InvalidInput(
@@ -224,13 +227,6 @@ def valid_tps(spec: ModelSpec, devices: int, accelerator: Accelerator | None = N
     attention heads and are compatible with the KV heads; on Neuron the `tp_degree`s the SDK compiles for the chip,
     whatever the heads (NxD Inference pads them)."""
     return [t for t in range(1, devices + 1) if _tp_problem(spec, t, accelerator) is None]
-
-
-def pads_heads(accelerator: Accelerator | None) -> bool:
-    """Whether the engine on `accelerator` pads attention heads a TP degree does not divide (NxD Inference on
-    Neuron: Q heads padded to a multiple of tp_degree, KV heads replicated, or the attention run as multi-head
-    when the degree is not a multiple of the KV heads) instead of refusing the degree (vLLM/SGLang/TRT-LLM)."""
-    return accelerator is not None and accelerator.kind == "neuron"
 
 
 def _tp_problem(spec: ModelSpec, tp: int, accelerator: Accelerator | None = None) -> str | None:

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from sizing.catalog import Accelerator
 
 ENGINES = ("vllm", "trtllm", "sglang", "tgi", "neuron")
 GPU_ENGINES = ("vllm", "trtllm", "sglang", "tgi")
 NEURON_ENGINES = ("neuron",)
+#: Context a replica must hold at least once when the caller gives no max_model_len: a 2k-token conversation
+#: is the smallest useful chat context (assumed; every catalog model supports more).
+DEFAULT_MIN_CONTEXT = 2048
 
 GIB = 2**30
 
@@ -318,3 +324,10 @@ def build_scheduler(build: str, max_model_len: int, version: str = "") -> dict[s
             "prefill_defer_steps": TGI2_MAX_WAITING_TOKENS,
         }
     return {}
+
+
+def pads_heads(accelerator: Accelerator | None) -> bool:
+    """Whether the engine on `accelerator` pads attention heads a TP degree does not divide (NxD Inference on
+    Neuron: Q heads padded to a multiple of tp_degree, KV heads replicated, or the attention run as multi-head
+    when the degree is not a multiple of the KV heads) instead of refusing the degree (vLLM/SGLang/TRT-LLM)."""
+    return accelerator is not None and accelerator.kind == "neuron"

@@ -15,10 +15,11 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from sizing.perf.config import DEFAULT_MIN_CONTEXT, HardwareConfig, pads_heads
+from sizing.perf.engines import DEFAULT_MIN_CONTEXT, pads_heads
 
 if TYPE_CHECKING:
     from sizing.catalog import Catalog, ModelSpec
+    from sizing.perf.config import HardwareConfig
 
 GB = 1e9
 #: KV cache element size: engines keep K/V in the activation dtype (bf16) unless told otherwise.

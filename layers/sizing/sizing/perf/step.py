@@ -11,11 +11,10 @@ calibration `Profile` per (accelerator family, engine).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sizing.perf.config import pads_heads
-from sizing.perf.engines import neuron_buckets, padded_to_bucket
+from sizing.perf.calibration import profile_for
+from sizing.perf.engines import neuron_buckets, padded_to_bucket, pads_heads
 from sizing.perf.memory import (
     GB,
     KV_DTYPE_BYTES,
@@ -24,6 +23,7 @@ from sizing.perf.memory import (
     memory_fit,
     weight_bytes_per_device,
 )
+from sizing.perf.profile import ROOFLINE, Profile
 
 if TYPE_CHECKING:
     from sizing.catalog import Catalog
@@ -42,51 +42,6 @@ MLP_MATRICES = 3
 DEFAULT_STATIC_CONTEXT = 4096
 
 
-@dataclass(frozen=True)
-class Profile:
-    """Calibrated efficiency factors of one (accelerator family, engine)."""
-
-    compute_eff: float = 0.5
-    bandwidth_eff: float = 0.7
-    step_overhead_s: float = 0.004
-    seq_overhead_s: float = 0.0
-    family: str = "default"
-    engine: str = "vllm"
-    basis: str = "uncalibrated defaults (no calibration profile loaded)"
-    version: str = "none"
-    #: cross-validated median absolute percentage error per metric, when known
-    expected_error: dict[str, Any] = field(default_factory=dict)
-    #: time from a request's arrival to the scheduler seeing it, plus first-chunk streaming: API server,
-    #: tokenisation, detokenisation (10-60 ms in the small-prompt TTFTs of the reference rows on H100)
-    request_overhead_s: float = 0.02
-    #: efficiency of a mixture-of-experts model relative to a dense one on the same engine and chip (routing,
-    #: expert GEMMs on few tokens each, padding); multiplies both efficiencies for MoE models only. Neuron stacks
-    #: of 2025 run MoE models ~2x slower than their dense-equivalent (M060 vs M066 on trn2)
-    moe_eff: float = 1.0
-
-    def params(self) -> dict[str, float]:
-        return {
-            "compute_eff": self.compute_eff,
-            "bandwidth_eff": self.bandwidth_eff,
-            "step_overhead_s": self.step_overhead_s,
-            "seq_overhead_s": self.seq_overhead_s,
-            "request_overhead_s": self.request_overhead_s,
-            "moe_eff": self.moe_eff,
-        }
-
-
-#: A plain roofline: peak FLOP/s and bandwidth, no overheads (the baseline the calibration is compared with).
-ROOFLINE = Profile(
-    1.0,
-    1.0,
-    0.0,
-    0.0,
-    "any",
-    "any",
-    "plain roofline (peak datasheet figures)",
-    "roofline",
-    request_overhead_s=0.0,
-)
 #: Without NVLink or P2P (g5/g6/g6e), NCCL all-reduce stages through host memory and reaches about a quarter of
 #: the PCIe link rate (assumed; NVIDIA/nccl#1298 on g5.48xlarge, and the 4x A10G reference rows X022/X024).
 PCIE_ALLREDUCE_EFFICIENCY = 0.25
@@ -190,8 +145,6 @@ class StepModel:
         """The step model of `cfg` with `profile` (default: the shipped calibration for its family and engine)."""
         fit = memory_fit(cfg, catalog)
         if profile is None:
-            from sizing.perf.calibration import profile_for
-
             parts = cfg.parts(catalog)
             profile = profile_for(parts.accelerator.id, cfg.engine)
         return cls(cfg, fit, profile, catalog)

@@ -1,0 +1,57 @@
+"""A calibration profile's efficiency factors: the parameters the step model runs with (`sizing.perf.step`), fitted
+per (accelerator family, engine) by `sizing.perf.fit` and looked up by `sizing.perf.calibration`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Calibrated efficiency factors of one (accelerator family, engine)."""
+
+    compute_eff: float = 0.5
+    bandwidth_eff: float = 0.7
+    step_overhead_s: float = 0.004
+    seq_overhead_s: float = 0.0
+    family: str = "default"
+    engine: str = "vllm"
+    basis: str = "uncalibrated defaults (no calibration profile loaded)"
+    version: str = "none"
+    #: cross-validated median absolute percentage error per metric, when known
+    expected_error: dict[str, Any] = field(default_factory=dict)
+    #: time from a request's arrival to the scheduler seeing it, plus first-chunk streaming: API server,
+    #: tokenisation, detokenisation (10-60 ms in the small-prompt TTFTs of the reference rows on H100)
+    request_overhead_s: float = 0.02
+    #: efficiency of a mixture-of-experts model relative to a dense one on the same engine and chip (routing,
+    #: expert GEMMs on few tokens each, padding); multiplies both efficiencies for MoE models only. Neuron stacks
+    #: of 2025 run MoE models ~2x slower than their dense-equivalent (M060 vs M066 on trn2)
+    moe_eff: float = 1.0
+
+    def params(self) -> dict[str, float]:
+        return {
+            "compute_eff": self.compute_eff,
+            "bandwidth_eff": self.bandwidth_eff,
+            "step_overhead_s": self.step_overhead_s,
+            "seq_overhead_s": self.seq_overhead_s,
+            "request_overhead_s": self.request_overhead_s,
+            "moe_eff": self.moe_eff,
+        }
+
+
+#: A plain roofline: peak FLOP/s and bandwidth, no overheads (the baseline the calibration is compared with).
+ROOFLINE = Profile(
+    1.0,
+    1.0,
+    0.0,
+    0.0,
+    "any",
+    "any",
+    "plain roofline (peak datasheet figures)",
+    "roofline",
+    request_overhead_s=0.0,
+)
+
+
+__all__ = ["ROOFLINE", "Profile"]
