@@ -253,6 +253,43 @@ def deploy_local(session: Any, endpoint: str, template_path: Path | None = None)
     return LocalStack(endpoint, arn, handlers, values, timeouts)
 
 
+def moto_server(ip_address: str = "127.0.0.1", port: int = 0) -> Any:
+    """moto's threaded server, with DynamoDB's writes atomic as the real service's are.
+
+    moto checks a conditional write's condition and then writes, with no lock between: two threads of its server
+    can both pass `attribute_not_exists` for one key, so two containers holding one Idempotency-Key could both
+    start a run (seen under load in tests/reliability/test_reliability_concurrency.py). DynamoDB applies each
+    request atomically, so the embedded one applies DynamoDB requests one at a time. Other services keep their
+    threads: an SQS long poll or a state machine's execution must not hold the table."""
+    from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
+
+    table_lock = threading.Lock()
+
+    class _AtomicTables(ThreadedMotoServer):
+        def _server_entry(self) -> None:
+            app = DomainDispatcherApplication(create_backend_app)
+
+            def serve(environ: dict[str, Any], start_response: Any) -> Any:
+                if environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
+                    with table_lock:
+                        return list(app(environ, start_response))
+                return app(environ, start_response)
+
+            self._server = make_server(
+                self._ip_address, self._port, serve, True, request_handler=MotoRequestHandler
+            )
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    return _AtomicTables(ip_address=ip_address, port=port, verbose=False)
+
+
 class EmbeddedAws:
     """moto's server in this process, configured to execute state machines; environment pointed at it."""
 
@@ -265,11 +302,9 @@ class EmbeddedAws:
         import logging
         import urllib.request
 
-        from moto.server import ThreadedMotoServer
-
         for noisy in ("werkzeug", "moto"):  # the embedded AWS's request log and its engine's traces
             logging.getLogger(noisy).setLevel(logging.CRITICAL)
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self._server = moto_server()
         self._server.start()
         host, port = self._server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"

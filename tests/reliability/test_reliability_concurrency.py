@@ -70,11 +70,10 @@ class SharedAws:
 
 @pytest.fixture(scope="module")
 def shared_aws() -> Iterator[SharedAws]:
-    from moto.server import ThreadedMotoServer
-
     from sizing.store import create_table
+    from sizing_local.stack import moto_server
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server = moto_server()
     server.start()
     try:
         host, port = server.get_host_and_port()
