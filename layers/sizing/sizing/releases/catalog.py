@@ -135,6 +135,27 @@ class ModelRegistry(DynamoTable):
         return with_models(base or load_catalog(), self.all())
 
 
+class BatchCache:
+    """What the jobs of one invocation share: each model's stored release, the catalog, and estimates of the
+    same spec (a watch's current model is estimated once per batch however many jobs need it)."""
+
+    def __init__(self, registry: ModelRegistry) -> None:
+        self.registry = registry
+        self.releases: dict[str, AddedModel | None] = {}
+        self.estimates: dict[str, dict[str, Any] | None] = {}
+        self._catalog: Catalog | None = None
+
+    def release(self, model_id: str) -> AddedModel | None:
+        if model_id not in self.releases:
+            self.releases[model_id] = self.registry.added(model_id)
+        return self.releases[model_id]
+
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = self.registry.catalog()
+        return self._catalog
+
+
 class LiveCatalog:
     """The shipped catalog plus the registry's models, for readers that serve many requests per container.
 

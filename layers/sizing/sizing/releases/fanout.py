@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
+from sizing.releases.catalog import BatchCache
 from sizing.service.errors import Unavailable
 
 if TYPE_CHECKING:
@@ -108,8 +109,6 @@ class FanoutConsumer:
             process_partial_response,
         )
         from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-
-        from sizing.releases.service import BatchCache
 
         # a batch whose every job failed answers them all in batchItemFailures (the same redelivery as raising,
         # without an invocation error per poison job)

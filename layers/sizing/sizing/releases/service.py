@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sizing.catalog.hf import model_from_config
 from sizing.errors import InvalidInput, NotFound, Problem, SizingError
-from sizing.releases.catalog import AddedModel, ModelRegistry
+from sizing.releases.catalog import BatchCache, ModelRegistry
 from sizing.releases.compare import Comparison, compare
 from sizing.releases.events import ModelReleased, config_digest, parse_model_released
 from sizing.releases.fanout import WatchJob, WatchQueue
@@ -76,27 +76,6 @@ class ReleaseOutcome(Strict):
     config_digest: str | None = None
     enqueued: int = Field(default=0, description="watches queued for the fan-out function to re-size")
     watches: list[WatchOutcome] = Field(default_factory=list)
-
-
-class BatchCache:
-    """What the jobs of one invocation share: each model's stored release, the catalog, and estimates of the
-    same spec (a watch's current model is estimated once per batch however many jobs need it)."""
-
-    def __init__(self, registry: ModelRegistry) -> None:
-        self.registry = registry
-        self.releases: dict[str, AddedModel | None] = {}
-        self.estimates: dict[str, dict[str, Any] | None] = {}
-        self._catalog: Catalog | None = None
-
-    def release(self, model_id: str) -> AddedModel | None:
-        if model_id not in self.releases:
-            self.releases[model_id] = self.registry.added(model_id)
-        return self.releases[model_id]
-
-    def catalog(self) -> Catalog:
-        if self._catalog is None:
-            self._catalog = self.registry.catalog()
-        return self._catalog
 
 
 class ReleaseService:
