@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/accuracy.py              # the tables stored with the shipped profile
     .venv/bin/python benchmarks/accuracy.py --recompute  # refit and cross-validate now (several minutes)
 
-Targets (perf issue): cross-validated (leave-one-source-out) MdAPE <= 20% for each of TTFT, TPOT and saturated
-output throughput; no accelerator family worse than 35%. The stricter leave-one-study-out table is printed beside,
+Targets (estimator-realism issue): cross-validated (leave-one-source-out) MdAPE <= 17% over all metrics, TTFT
+<= 25%, TPOT <= 13%, saturated output throughput <= 13%; no accelerator family worse than 30%. The stricter leave-one-study-out table is printed beside,
 and TTFT against what the reference data allow (`sizing.perf.fit.ttft_floor`: in sample, and with each source's
 own per-request overhead). Also prints, per metric and family, the share of held-out predictions faster than
 measured (latency below, throughput above: 40-60% is balanced), and how often the stated 80% interval
@@ -18,18 +18,21 @@ from __future__ import annotations
 import argparse
 import sys
 
-TARGET = 0.20
-FAMILY_TARGET = 0.35
+#: MdAPE targets per metric ("all": over every metric), leave-one-source-out.
+TARGETS = {"all": 0.17, "ttft": 0.25, "tpot": 0.13, "saturated_throughput": 0.13}
+FAMILY_TARGET = 0.30
+#: What "within" counts in the TTFT floor lines: half the rows within 25% is the TTFT target's median.
+TARGET = TARGETS["ttft"]
 
 
 def verdicts(table: dict, label: str) -> None:
     """The targets checked on one cross-validation table."""
-    for metric in ("ttft", "tpot", "saturated_throughput"):
-        s = table["by_metric"].get(metric, {})
+    for metric, target in TARGETS.items():
+        s = table["overall"] if metric == "all" else table["by_metric"].get(metric, {})
         if s.get("n"):
-            verdict = "meets" if s["mdape"] <= TARGET else "misses"
+            verdict = "meets" if s["mdape"] <= target else "misses"
             print(
-                f"{label} {metric}: MdAPE {s['mdape']:.0%} {verdict} the {TARGET:.0%} target"
+                f"{label} {metric}: MdAPE {s['mdape']:.1%} {verdict} the {target:.0%} target"
                 f" (plain roofline {s['roofline_mdape']:.0%})"
             )
     worst = max(table["by_family"].items(), key=lambda kv: kv[1]["all"]["mdape"])
@@ -57,7 +60,7 @@ def floor(data: dict, loso: dict) -> None:
         return f"  {label}: MdAPE {statistics.median(apes):.1%} ({within} of {len(apes)} within {TARGET:.0%})"
 
     print()
-    print("TTFT against what the reference data allow (the target needs half the rows within 20%):")
+    print(f"TTFT against what the reference data allow (the target needs half the rows within {TARGET:.0%}):")
     print(line("in sample (profiles fitted on these very rows)", [p.ape for p in f.in_sample]))
     print(line("in sample, each source with its own per-request overhead", [p.ape for p in f.own_overhead]))
     loso_ttft = [
