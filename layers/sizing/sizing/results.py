@@ -126,6 +126,40 @@ class Measured(Frozen):
     e2e_s: Percentiles | None = None
 
 
+class MeasuredEdge(Frozen):
+    """Where the SLO's edge lies on the measured closed-loop levels (`sizing.learn.measured.slo_edge`)."""
+
+    #: requests in flight and closed-loop requests/s at the edge, between the two measured levels around it
+    concurrency: float
+    requests_per_s: float
+    #: the SLO target that reaches its limit there ("e2e_s.p95")
+    binding: str | None = None
+
+
+class Measurement(Frozen):
+    """The measurement an architecture's figures rest on when its `basis` is `measured`: the run and candidate
+    that measured this model, accelerator and ServingConfig, the levels used, the token shape measured and its
+    distance to the workload's (`sizing predict` states the same block)."""
+
+    run_id: str
+    candidate_id: str
+    recorded_at: str | None = None
+    engine_version: str | None = None
+    #: the measured levels (closed-loop concurrency) the figures were interpolated between
+    levels: list[int] = Field(default_factory=list)
+    token_shape: dict[str, float] = Field(default_factory=dict)
+    token_distance: float | None = None
+    #: the SLO's edge on the measured levels, the open-loop edge of the estimator rescaled to this measurement
+    #: (req/s per replica), and which of the two (the lower) is the capacity
+    edge: MeasuredEdge | None = None
+    open_loop_rps: float | None = None
+    decided_by: str | None = None
+    #: the time scales (prefill, decode) that make the estimator's closed-loop predictions match the levels
+    scales: dict[str, float] = Field(default_factory=dict)
+    #: the estimator's own figures at the operating point (Poisson arrivals on the rescaled replica)
+    modelled: Predicted | None = None
+
+
 #: What an estimate's figures rest on: `measured` (this configuration's own measurement, interpolated),
 #: `calibrated` (the shipped profile with the team's adopted correction) or `modelled` (the shipped profile alone).
 Basis = Literal["measured", "calibrated", "modelled"]
@@ -223,6 +257,8 @@ class Architecture(Frozen):
     #: given
     basis: Basis | None = None
     profile_version: str | None = None
+    #: with `basis: measured`, the measurement the capacity and figures come from
+    measurement: Measurement | None = None
     measured: Measured | None = None
     meets_slo: bool
     headroom_pct: float | None = None

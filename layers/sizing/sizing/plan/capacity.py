@@ -152,6 +152,18 @@ class Capacity:
     #: mean e2e seconds the search's probe at `rate_rps` saw (None when no probe ran there): with the rate, the
     #: requests in flight at the SLO capacity (Little's law on the simulation)
     e2e_mean_s: float | None = None
+    #: the team's measurement of this replica's configuration, when one matched (`sizing.plan.measured`): the
+    #: capacity then comes from it (`MeasuredPlan.answered`), or it says why it could not
+    measured: Any = None
+    #: the estimator's own capacity when a measurement replaced it (`measured`)
+    estimated_rps: float | None = None
+
+    @property
+    def comparable_rps(self) -> float:
+        """The capacity on the estimator's scale: what the runtime-parameter search compares serving
+        configurations of one replica by. A measured configuration against its neighbours' estimates would
+        compare a measurement with an estimate: the estimator's error would decide the choice."""
+        return self.rate_rps if self.estimated_rps is None else self.estimated_rps
 
 
 _capacities: LRU[Capacity] = LRU(CAPACITY_CACHE_SIZE)

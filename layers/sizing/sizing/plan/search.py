@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 from sizing.catalog import Catalog, load_catalog
@@ -67,6 +68,7 @@ from sizing.plan.cost import (
     reserved_tier_bill,
     spread_zones,
 )
+from sizing.plan.measured import measured_capacity
 from sizing.plan.serving import Context, context_for, default_serving, tuning_variants, with_effective_batch
 from sizing.plan.serving import changes as serving_changes
 from sizing.results import (
@@ -256,6 +258,52 @@ def _placement_note(hw: HardwareOption, placement: Placement, nodes_min: int) ->
     return text
 
 
+class _Figures:
+    """Measured (or interpolated) figures read as a simulation is (`stat`: `figures.ttft_ms.p95`)."""
+
+    def __init__(self, figures: dict[str, Any]) -> None:
+        for metric in ("ttft_ms", "tpot_ms", "e2e_s"):
+            stats = figures.get(metric) or {}
+            values = {k: stats.get(k) for k in ("mean", "p50", "p95", "p99")}
+            setattr(
+                self, metric, SimpleNamespace(**{k: math.nan if v is None else v for k, v in values.items()})
+            )
+
+
+def _measured_at(plan: Any, capacity_rps: float, rate_rps: float, modelled: Any) -> dict[str, Any]:
+    """What the measurement says of a replica at `rate_rps` (its operating point) under a capacity of
+    `capacity_rps`: the figures there -- the measured ones where the closed loop served that rate; below the
+    lowest measured level, the estimator's rescaled to the measurement (`modelled`), as the lowest level's are an
+    upper bound far above a light load -- the requests in flight there and at the capacity, and the
+    architecture's `measurement` block."""
+    from sizing.learn.measured import at_throughput, describe
+
+    figures, in_flight, _used, below = at_throughput(plan.levels, rate_rps)
+    _f, at_capacity, _u, _b = at_throughput(plan.levels, capacity_rps)
+    edge = plan.edge
+    block = {
+        **describe(plan.conf, plan.distance, list(edge.levels)),
+        "edge": {
+            "concurrency": round(edge.concurrency, 2),
+            "requests_per_s": round(edge.requests_per_s, 4),
+            "binding": edge.binding,
+        },
+        "open_loop_rps": None if plan.open_loop_rps is None else round(plan.open_loop_rps, 4),
+        "decided_by": plan.decided_by,
+        "scales": plan.scales,
+        "figures_from": "the measured levels",
+    }
+    shown: Any = _Figures(figures)
+    if below:
+        shown = modelled
+        in_flight = rate_rps * float(modelled.e2e_s.mean)
+        block["figures_from"] = (
+            f"the estimator rescaled to the measurement: {rate_rps:.3g} req/s per replica is below the lowest"
+            f" measured level ({plan.levels[0]['concurrency']} in flight)"
+        )
+    return {"figures": shown, "in_flight": in_flight, "capacity_in_flight": at_capacity, "block": block}
+
+
 def _architecture(
     wm: WorkloadModel, cat: Catalog, opt: Option, deployment: str, headroom: float, seed: int, ctx: Context
 ) -> Architecture:
@@ -271,15 +319,25 @@ def _architecture(
     sched = cost["schedule"]["replicas_by_hour"]
     peak_replicas = max(sched)
     per_replica_peak = wm.peak_rps / peak_replicas
-    sim = opt.predict(wm, per_replica_peak, seed)
+    plan = opt.capacity.measured
+    answered = plan is not None and plan.answered
+    if answered:
+        # Poisson arrivals on the replica rescaled to its measurement (the measured figures are reported)
+        sim = predict_at(plan.step, wm, per_replica_peak, seed)
+    else:
+        sim = opt.predict(wm, per_replica_peak, seed)
     # in flight at the SLO capacity, from the capacity search's own probe there (a simulation at it otherwise)
     e2e_at_capacity = opt.capacity.e2e_mean_s
-    if e2e_at_capacity is None:
+    if e2e_at_capacity is None and not answered:
         e2e_at_capacity = float(opt.predict(wm, opt.capacity.rate_rps, seed).e2e_s.mean)
     cap_type = _capacity_type(wm, deployment)
     inst = cat.instance(hw.instance_type)
     acc = cat.accelerator_of(inst)
     slo_ok = not violations(sim, wm.slo, allowance)
+    measured = _measured_at(plan, opt.capacity.rate_rps, per_replica_peak, sim) if answered else None
+    if measured is not None:
+        # the measured figures where the closed loop served this rate must meet the SLO too
+        slo_ok = slo_ok and not violations(measured["figures"], wm.slo)
     zones = spread_zones(wm)
     placement = Placement(
         replicas_per_instance=hw.replicas_per_instance,
@@ -304,7 +362,10 @@ def _architecture(
         )
     if deployment == "sagemaker":
         notes.append("SageMaker real-time endpoint: same hardware model, SageMaker instance prices, no spot")
+    if plan is not None:
+        notes.extend(plan.notes() if answered else [plan.fallback_note()])
     load_pct = round(100 * (1 - per_replica_peak / opt.capacity.rate_rps), 1)
+    shown = sim if measured is None else measured["figures"]
     return Architecture.model_validate(
         {
             "id": Architecture.make_id(
@@ -326,20 +387,32 @@ def _architecture(
             "replicas_per_instance": hw.replicas_per_instance,
             "instances": {"peak": nodes["peak"], "min": nodes["min"], "mean": round(nodes["mean"], 2)},
             "per_replica": {
-                "max_concurrency": round(opt.capacity.rate_rps * e2e_at_capacity, 1),
-                "in_flight": round(per_replica_peak * sim.e2e_s.mean, 1),
+                "max_concurrency": round(
+                    measured["capacity_in_flight"]
+                    if measured is not None
+                    else opt.capacity.rate_rps * (e2e_at_capacity or 0.0),
+                    1,
+                ),
+                "in_flight": round(
+                    measured["in_flight"] if measured is not None else per_replica_peak * sim.e2e_s.mean, 1
+                ),
                 "rps": round(usable, 4),
                 "rps_slo_limit": round(opt.capacity.rate_rps, 4),
                 "rps_at_peak": round(per_replica_peak, 4),
                 "kv_cache_tokens": int(rep.fit.kv_cache_tokens),
             },
-            "predicted": _predicted(sim),
+            "predicted": _predicted(shown),
             # how far the prediction may be off: the calibration it used and that calibration's cross-validated error
             "calibration": summary(rep.step.profile),
+            **(
+                {"basis": "measured", "measurement": {**measured["block"], "modelled": _predicted(sim)}}
+                if measured is not None
+                else {}
+            ),
             "measured": None,
             "meets_slo": slo_ok,
             "headroom_pct": load_pct,
-            "headroom": _headroom(sim, wm.slo, load_pct, allowance.reasoning),
+            "headroom": _headroom(shown, wm.slo, load_pct, allowance.reasoning),
             "cost": cost,
             "serving": rep.serving,
             "context": ContextInfo.model_validate(ctx.describe()),
@@ -1123,7 +1196,8 @@ def _tune(
             rep = _replica(cfg_for, variant, wm, cat)
             if isinstance(rep, str):
                 continue
-            base = best.capacity.rate_rps if best.capacity and best.capacity.feasible else 0.0
+            # configurations compare on the estimator's scale (a measured one by its estimate)
+            base = best.capacity.comparable_rps if best.capacity and best.capacity.feasible else 0.0
             if rep.bound_rps <= base * (1 + TUNING_MIN_GAIN) or _early_reject(wm.slo, rep.step, wm):
                 continue  # its roofline capacity cannot beat the best so far, or no load meets the SLO
             opt.searched += 1
@@ -1137,9 +1211,11 @@ def _tune(
                 if not ok:
                     continue
                 start = (k, y)
-            rep.capacity = max_rate_under_slo(rep.step, wm, rep.bound_rps, seed, start=start)
+            rep.capacity = measured_capacity(
+                rep, wm, cat, seed, max_rate_under_slo(rep.step, wm, rep.bound_rps, seed, start=start)
+            )
             opt.capacity_searches += 1
-            if rep.capacity.feasible and rep.capacity.rate_rps > base * (1 + TUNING_MIN_GAIN):
+            if rep.capacity.feasible and rep.capacity.comparable_rps > base * (1 + TUNING_MIN_GAIN):
                 best, improved = rep, True
         if not improved:
             break
@@ -1174,7 +1250,7 @@ def _tuning(
         figures.append(f"{name} {pct} {shown(a)} → {shown(b)} {unit}")
     d_cap = opt.default.capacity
     if d_cap is not None and d_cap.feasible and d_cap.rate_rps > 0:
-        gain = 100 * (opt.chosen.capacity.rate_rps / d_cap.rate_rps - 1)
+        gain = 100 * (opt.chosen.capacity.comparable_rps / d_cap.comparable_rps - 1)
         cap_text = f"capacity +{gain:.0f}%"
     else:
         gain = 0.0
@@ -1318,7 +1394,13 @@ def estimate_result(
             opt.default.capacity = dataclasses.replace(known.default.capacity)
             opt.default.predictions = known.default.predictions
         else:
-            opt.default.capacity = max_rate_under_slo(opt.default.step, wm, opt.default.bound_rps, seed)
+            opt.default.capacity = measured_capacity(
+                opt.default,
+                wm,
+                cat,
+                seed,
+                max_rate_under_slo(opt.default.step, wm, opt.default.bound_rps, seed),
+            )
             searches += 1
             by_performance[opt.perf_key] = opt
         capacity = opt.capacity
@@ -1494,11 +1576,12 @@ def _with_tuning(
     ctx: Context,
 ) -> list[Architecture]:
     """The option's architectures with their `tuning` block. A tuned configuration whose verified capacity fell
-    below the defaults' gives way to them: tuning never makes an answer dearer."""
+    below the defaults' gives way to them: tuning never makes an answer dearer (on the estimator's scale: a
+    measured configuration compares by its estimate, `Capacity.comparable_rps`)."""
     d_cap = opt.default.capacity
     if opt.chosen is not None and d_cap is not None and d_cap.feasible:
         assert opt.capacity is not None
-        if opt.capacity.rate_rps <= d_cap.rate_rps:
+        if opt.capacity.comparable_rps <= d_cap.comparable_rps:
             alt = Option(opt.hw, opt.default, opt.lb_cost, opt.fit_accelerator)
             defaults = _verified(wm, cat, alt, deployments, headroom, seed, ctx)
             if defaults is not None:
