@@ -104,10 +104,10 @@ def measured_run(k: float = SLOWDOWN, served_model: str | None = None, run_id: s
     spec = parse_spec(SPEC)
     result = estimate(spec, catalog=cat)
     cand = choose_candidates(result, 1)[0]
-    arch = cand["architecture"]
+    arch = cand.architecture.as_json()
     wm = build_model(spec, cat.model(spec.model).id)
     steps = []
-    for i, c in enumerate(cand["levels"]):
+    for i, c in enumerate(cand.levels):
         sim = known_timing(arch, wm, cat, c, k)
         steps.append(
             {
@@ -130,7 +130,7 @@ def measured_run(k: float = SLOWDOWN, served_model: str | None = None, run_id: s
                 },
             }
         )
-    measured = [{"candidate_id": "c1", "status": "MEASURED", "applies_to": cand["applies_to"]}]
+    measured = [{"candidate_id": "c1", "status": "MEASURED", "applies_to": cand.applies_to}]
     return result["architectures"], measured, steps, run_id, wm, cat, cand
 
 
@@ -175,8 +175,8 @@ def test_one_measured_run_of_a_slower_server_moves_the_next_estimates(aws):
     # given an endpoint 30% slower than the estimate, measured at three levels by one run
     store, profiles = aws
     run = measured_run()
-    arch = next(a for a in run[0] if a["id"] in run[6]["applies_to"])
-    levels = run[6]["levels"]
+    arch = next(a for a in run[0] if a["id"] in run[6].applies_to)
+    levels = run[6].levels
     before_other = predict_like(arch, concurrency=levels[-1] * 2)
     before_short = predict_like(arch, concurrency=10, input_tokens=300, output_tokens=300)
 
@@ -262,7 +262,7 @@ def test_levels_are_items_queryable_by_family_and_model(aws):
     got = LevelStore(store).query("l40s", "meta-llama/Llama-3.1-8B-Instruct")
 
     # then each level is its own item with what decides its figures
-    assert sorted(lv.level for lv in got) == sorted(measured_run()[6]["levels"])
+    assert sorted(lv.level for lv in got) == sorted(measured_run()[6].levels)
     lv = got[0]
     assert lv.engine_version == "0.11.0" and lv.instance_type == "g6e.xlarge"
     assert lv.serving and lv.serving["max_num_seqs"] == 256
@@ -585,7 +585,7 @@ def test_a_loopback_server_30_percent_slower_is_learned_from_one_run(aws, tmp_pa
     spec = parse_spec(LOOPBACK_SPEC)
     result = estimate(spec, catalog=cat)
     cand = choose_candidates(result, 1)[0]
-    arch = cand["architecture"]
+    arch = cand.architecture.as_json()
     wm = build_model(spec, cat.model(spec.model).id)
     cfg = _replica(arch, cat)
     ref = profile_for(cfg.parts(cat).accelerator.id, cfg.engine, load_profiles(str(PROFILE_PATH)))
@@ -614,7 +614,7 @@ def test_a_loopback_server_30_percent_slower_is_learned_from_one_run(aws, tmp_pa
         execute(task, token, store)
     assert "success" in token.outcome, token.outcome
     steps = [m.model_dump(mode="json") for m in store.list_measurements("100000000000000a")]
-    measured = [{"candidate_id": "c1", "status": "MEASURED", "applies_to": cand["applies_to"]}]
+    measured = [{"candidate_id": "c1", "status": "MEASURED", "applies_to": cand.applies_to}]
     learning = after_collect(
         store=store,
         backend="local",
@@ -664,7 +664,7 @@ def test_the_embedded_default_learns_from_a_run_against_a_real_endpoint(tmp_path
 
     cat = load_catalog()
     spec_raw = {**LOOPBACK_SPEC, "model": "llama-3.1-8b"}
-    arch = choose_candidates(estimate(parse_spec(spec_raw), catalog=cat), 1)[0]["architecture"]
+    arch = choose_candidates(estimate(parse_spec(spec_raw), catalog=cat), 1)[0].architecture.as_json()
     cfg = _replica(arch, cat)
     ref = profile_for(cfg.parts(cat).accelerator.id, cfg.engine, load_profiles(str(PROFILE_PATH)))
     slow = StepModel.for_config(cfg, profile=_slowed(ref, SLOWDOWN), catalog=cat)

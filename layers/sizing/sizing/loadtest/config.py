@@ -18,6 +18,10 @@ DEFAULT_WARMUP_S = 5.0
 DEFAULT_REQUEST_TIMEOUT_S = 600.0
 #: Most requests in flight from one rate dispatcher before new arrivals count as `client_saturated`.
 DEFAULT_MAX_INFLIGHT = 4096
+#: Prompt and answer lengths when a load test is not told (a short chat turn): assumed, not sourced; a sizing
+#: run's workload gives its own (`sizing.orchestrate.contracts.LoadPlan`).
+DEFAULT_INPUT_TOKENS = 512
+DEFAULT_OUTPUT_TOKENS = 128
 
 Mode = Literal["concurrency", "rate", "users"]
 Metric = Literal["ttft_ms", "tpot_ms", "itl_ms", "e2e_s"]
@@ -59,8 +63,8 @@ class LoadTestConfig(Strict):
     mode: Mode = "concurrency"
     levels: list[float] = Field(default_factory=list)
     think_time_s: float = Field(default=0.0, ge=0)
-    input_tokens: TokenSpec = Field(default_factory=lambda: TokenSpec(fixed=512))
-    output_tokens: TokenSpec = Field(default_factory=lambda: TokenSpec(fixed=128))
+    input_tokens: TokenSpec = Field(default_factory=lambda: TokenSpec(fixed=DEFAULT_INPUT_TOKENS))
+    output_tokens: TokenSpec = Field(default_factory=lambda: TokenSpec(fixed=DEFAULT_OUTPUT_TOKENS))
     dataset: str | None = None
     ignore_eos: bool = True
     duration_s: float = Field(default=DEFAULT_DURATION_S, gt=0)

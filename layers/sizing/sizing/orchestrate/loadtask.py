@@ -20,7 +20,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError
+
+from sizing.errors import problems_from_pydantic
+from sizing.orchestrate.contracts import LoadTask
 
 #: Heartbeats go out at this fraction of the state's HeartbeatSeconds, so one lost heartbeat is not fatal.
 HEARTBEAT_FRACTION = 1 / 3
@@ -32,28 +35,6 @@ VERSION_TIMEOUT_S = 5.0
 MAX_VERSION_CHARS = 100
 #: Most of the /version body read: vLLM's is a few dozen bytes.
 MAX_VERSION_BODY_BYTES = 64 * 1024
-
-
-class LoadTask(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    task_token: str = Field(min_length=1)
-    run_id: str
-    candidate_id: str
-    endpoint: str
-    model: str
-    levels: list[int] = Field(min_length=1)
-    input_tokens: dict[str, Any]
-    output_tokens: dict[str, Any]
-    slo: list[list[Any]] = Field(default_factory=list)
-    step_s: float = Field(gt=0)
-    warmup_s: float = Field(ge=0)
-    workers: int = Field(ge=0)
-    table_name: str
-    heartbeat_s: int = Field(ge=1)
-    out_dir: str
-    #: the architecture's ServingConfig as a dict (optional: tasks written before it was recorded have none)
-    serving: dict[str, Any] | None = None
 
 
 def engine_version(endpoint: str, timeout_s: float = VERSION_TIMEOUT_S) -> str | None:
@@ -101,29 +82,13 @@ class Heartbeat(threading.Thread):
 
 def execute(task: LoadTask, sfn: Any, store: Any) -> dict[str, Any]:
     """Sweep, store, complete the token. Returns the summary sent (or the failure)."""
-    from sizing.loadtest.launch import run_sweep
-    from sizing.workload import TokenSpec
+    from sizing.loadtest.launch import run_config
 
     beat = Heartbeat(sfn, task.task_token, max(1.0, task.heartbeat_s * HEARTBEAT_FRACTION))
     beat.start()
     try:
         version = engine_version(task.endpoint)
-        steps = run_sweep(
-            task.endpoint,
-            task.model,
-            task.levels,
-            out_dir=task.out_dir,
-            mode="concurrency",
-            input_tokens=TokenSpec.model_validate(task.input_tokens),
-            output_tokens=TokenSpec.model_validate(task.output_tokens),
-            duration_s=task.step_s,
-            warmup_s=task.warmup_s,
-            slo=[(m, p, float(v)) for m, p, v in task.slo],
-            workers=task.workers,
-            quiet=True,
-            serving=task.serving,
-            engine_version=version,
-        )
+        steps = run_config(task.config(engine_version=version), quiet=True)
         ok = sum(s.requests - sum(s.errors.values()) for s in steps)
         if not steps or ok <= 0:
             errors: dict[str, int] = {}
@@ -168,7 +133,12 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    task = LoadTask.model_validate_json(raw)
+    try:
+        task = LoadTask.model_validate_json(raw)
+    except ValidationError as exc:  # no token to complete: the launcher reports this exit with the log's tail
+        problems = "; ".join(f"{p.field}: {p.message}" for p in problems_from_pydantic(exc))
+        print(f"the load task is not valid: {problems}", file=sys.stderr)
+        return 2
     from sizing.orchestrate.lifeline import exit_with_parent
 
     exit_with_parent()  # started by a local run: end with it (and end Locust), even if it is SIGKILLed

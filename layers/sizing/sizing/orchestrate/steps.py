@@ -1,7 +1,9 @@
 """The sizing run's steps, one function per state of `statemachines/sizing_run.asl.json`.
 
 Each takes the state's input (plain JSON) and a `Services` bundle (store, catalog, provisioners, load-test
-launcher) and returns the state's output. Handlers in `functions/steps/` are one-line wrappers around these."""
+launcher) and returns the state's output. The payloads are the typed contracts of `sizing.orchestrate.contracts`:
+a step validates its input once (`step_input`) and returns its result model's JSON. Handlers in `functions/steps/`
+are one-line wrappers around these."""
 
 from __future__ import annotations
 
@@ -12,10 +14,33 @@ from typing import Any, Protocol
 
 from sizing.catalog import Catalog, load_catalog
 from sizing.errors import InvalidInput, Problem, SizingError
+from sizing.loadtest.config import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from sizing.orchestrate.budget import measurement_cost
+from sizing.orchestrate.contracts import (
+    DEFAULT_TOP_K,
+    Candidate,
+    CheckReadyInput,
+    CollectInput,
+    EstimateInput,
+    EstimateOutput,
+    FailedCandidate,
+    FailRunInput,
+    LoadPlan,
+    LoadTask,
+    LoadTestInput,
+    MachineSettings,
+    ProvisionInput,
+    Ranking,
+    ReadyCheck,
+    RunFailure,
+    Teardown,
+    TeardownInput,
+    step_input,
+)
 from sizing.orchestrate.settings import OrchestrationSettings
+from sizing.results import Architecture
 from sizing.store import SizingStore
-from sizing.workload import parse_spec
+from sizing.workload import TokenSpec, WorkloadSpec, parse_spec
 
 #: Sweep levels around the predicted SLO-limit concurrency c of one replica: below, at and above the knee.
 LEVEL_FACTORS = (0.5, 1.0, 1.5)
@@ -113,33 +138,31 @@ def _aws_provisioners(s: OrchestrationSettings) -> Callable[[str], Any]:
 
 
 # --- Estimate ------------------------------------------------------------------------------------------------
-def _hardware_key(a: dict[str, Any]) -> str:
+def _hardware_key(a: Architecture) -> str:
     """What decides a replica's performance: the accelerator, TP, quantization and engine. Two instance types
     with the same accelerators (p5e and p5en: 8 x H200) are measured once; the cheaper one is provisioned."""
-    return f"{a['accelerator']}:tp{a['tensor_parallel']}:{a['quantization']}:{a['engine']}"
+    return f"{a.accelerator}:tp{a.tensor_parallel}:{a.quantization}:{a.engine}"
 
 
-def choose_candidates(result: dict[str, Any], top_k: int) -> list[dict[str, Any]]:
+def choose_candidates(result: dict[str, Any], top_k: int) -> list[Candidate]:
     """The top K distinct hardware options of the ranking (EKS and SageMaker on the same accelerators perform
     the same: one measurement serves all of them). Bedrock is measured by its own client, not provisioned."""
-    chosen: dict[str, dict[str, Any]] = {}
-    for a in result["architectures"]:
-        if a["deployment"] == "bedrock":
+    chosen: dict[str, tuple[Architecture, list[str]]] = {}
+    for raw in result["architectures"]:
+        a = Architecture.model_validate(raw)
+        if a.deployment == "bedrock":
             continue
         key = _hardware_key(a)
         if key in chosen:
-            chosen[key]["applies_to"].append(a["id"])
+            chosen[key][1].append(a.id)
             continue
         if len(chosen) < top_k:
-            chosen[key] = {"architecture": a, "applies_to": [a["id"]]}
+            chosen[key] = (a, [a.id])
     out = []
-    for i, c in enumerate(chosen.values(), start=1):
-        a = c["architecture"]
-        knee = max(1, round(a["per_replica"]["max_concurrency"]))
+    for i, (a, applies_to) in enumerate(chosen.values(), start=1):
+        knee = max(1, round(a.per_replica.max_concurrency if a.per_replica else 1))
         levels = sorted({max(1, math.ceil(knee * f)) for f in LEVEL_FACTORS})
-        out.append(
-            {"candidate_id": f"c{i}", "architecture": a, "applies_to": c["applies_to"], "levels": levels}
-        )
+        out.append(Candidate(candidate_id=f"c{i}", architecture=a, applies_to=applies_to, levels=levels))
     return out
 
 
@@ -147,55 +170,67 @@ def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     """Estimate, choose the top K, and refuse when measuring them would exceed the run's budget."""
     from sizing.plan import estimate
 
-    run_id = event["run_id"]
-    spec = parse_spec(event["spec"], prefix="spec")
+    inp = step_input(EstimateInput, event)
+    run_id = inp.run_id
+    spec = parse_spec(inp.spec, prefix="spec")
     result = estimate(spec, catalog=svc.catalog)
-    top_k = 1 if svc.settings.endpoint_url else int(event.get("top_k") or 3)
+    top_k = 1 if svc.settings.endpoint_url else inp.top_k or DEFAULT_TOP_K
     candidates = choose_candidates(result, top_k)
     svc.store.put_architectures(run_id, result["architectures"])
     sweep_s = (svc.settings.step_s + svc.settings.warmup_s) * len(LEVEL_FACTORS)
     cost = measurement_cost(
-        [c["architecture"] for c in candidates],
+        [c.architecture.as_json() for c in candidates],
         svc.catalog,
         sweep_s,
         svc.settings.loadtest_workers,
         spec.constraints.region,
     )
-    budget = event.get("budget_usd")
-    base = {
-        "settings": svc.settings.machine_settings(),
-        "measurement_cost": cost,
-        "workload": result["workload"],
-    }
+    settings = MachineSettings.model_validate(svc.settings.machine_settings())
     if not candidates:
         reason = result.get("infeasible", {}).get("message") or "no architecture to measure"
         svc.store.transition(run_id, "FAILED", expected_from="RUNNING", error=f"nothing to measure: {reason}")
         raise NothingToMeasure(f"nothing to measure: {reason}")
-    if budget is not None and cost["usd"] > float(budget):
+    budget = inp.budget_usd
+    if budget is not None and cost["usd"] > budget:
         reason = (
             f"measuring the top {len(candidates)} candidates would cost ${cost['usd']:,.2f}, over the budget of"
-            f" ${float(budget):,.2f}: "
-            + "; ".join(p["arithmetic"] for p in cost["candidates"] if "arithmetic" in p)
+            f" ${budget:,.2f}: " + "; ".join(p["arithmetic"] for p in cost["candidates"] if "arithmetic" in p)
         )
         svc.store.transition(run_id, "REFUSED", expected_from="RUNNING", error=reason)
-        return {**base, "refused": True, "reason": reason, "candidates": []}
+        refused = EstimateOutput(
+            settings=settings,
+            measurement_cost=cost,
+            workload=result["workload"],
+            refused=True,
+            reason=reason,
+            candidates=[],
+        )
+        return refused.model_dump(mode="json")
+    plan = _load_plan(spec)
     for c in candidates:
-        c["workload"] = _load_plan(spec)
-    return {**base, "refused": False, "reason": None, "candidates": candidates}
+        c.workload = plan
+    out = EstimateOutput(
+        settings=settings,
+        measurement_cost=cost,
+        workload=result["workload"],
+        refused=False,
+        reason=None,
+        candidates=candidates,
+    )
+    return out.model_dump(mode="json")
 
 
 class NothingToMeasure(SizingError):
     """No architecture meets the SLOs, so there is nothing to provision."""
 
 
-def _load_plan(spec: Any) -> dict[str, Any]:
-    """What the load generator needs from the workload: token distributions, SLO targets, the model name."""
-    tokens = spec.tokens.model_dump(mode="json", exclude_none=True)
-    return {
-        "input_tokens": tokens.get("input"),
-        "output_tokens": tokens.get("output"),
-        "slo": [list(t) for t in spec.slo.targets()],
-    }
+def _load_plan(spec: WorkloadSpec) -> LoadPlan:
+    """What the load generator needs from the workload: token distributions, SLO targets."""
+    return LoadPlan(
+        input_tokens=spec.tokens.input,
+        output_tokens=spec.tokens.output,
+        slo=spec.slo.targets(),
+    )
 
 
 # --- Provision / ready / teardown ------------------------------------------------------------------------------
@@ -211,73 +246,78 @@ def ensure_active(svc: Services, run_id: str) -> None:
 
 
 def provision_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
-    ensure_active(svc, event["run_id"])
-    cand = event["candidate"]
-    arch = cand["architecture"]
-    prov = svc.provisioner_for(arch["deployment"])
-    endpoint = prov.apply(arch, event["run_id"], cand["candidate_id"])
+    inp = step_input(ProvisionInput, event)
+    ensure_active(svc, inp.run_id)
+    cand = inp.candidate
+    prov = svc.provisioner_for(cand.architecture.deployment)
+    endpoint = prov.apply(cand.architecture.as_json(), inp.run_id, cand.candidate_id)
     return dict(endpoint.model_dump(mode="json"))
 
 
 def check_ready_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
-    from sizing.deploy.base import Endpoint
-
-    cand = event["candidate"]
-    attempts = int(event.get("attempts") or 0) + 1
-    prov = svc.provisioner_for(cand["architecture"]["deployment"])
-    endpoint = Endpoint.model_validate(event["endpoint"])
-    ready = bool(prov.ready(endpoint))
-    limit = int(event["settings"]["ready_max_attempts"])
-    give_up = not ready and attempts >= limit
+    inp = step_input(CheckReadyInput, event)
+    attempts = (inp.attempts or 0) + 1
+    prov = svc.provisioner_for(inp.candidate.architecture.deployment)
+    ready = bool(prov.ready(inp.endpoint))
+    give_up = not ready and attempts >= inp.settings.ready_max_attempts
     reason = (
-        f"{endpoint.url} was not ready after {attempts} checks {event['settings']['ready_poll_s']} s apart"
+        f"{inp.endpoint.url} was not ready after {attempts} checks {inp.settings.ready_poll_s} s apart"
         if give_up
         else ""
     )
-    return {"ready": ready, "give_up": give_up, "attempts": attempts, "reason": reason}
+    return ReadyCheck(ready=ready, give_up=give_up, attempts=attempts, reason=reason).model_dump(mode="json")
 
 
 def teardown_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
-    cand = event["candidate"]
-    prov = svc.provisioner_for(cand["architecture"]["deployment"])
-    report = prov.teardown(event["run_id"], cand["candidate_id"])
-    return {"candidate_id": cand["candidate_id"], "outcome": event.get("outcome"), **_report_dict(report)}
+    inp = step_input(TeardownInput, event)
+    cand = inp.candidate
+    prov = svc.provisioner_for(cand.architecture.deployment)
+    report = prov.teardown(inp.run_id, cand.candidate_id)
+    deleted, remaining = _removed(report)
+    done = Teardown(candidate_id=cand.candidate_id, outcome=inp.outcome, deleted=deleted, remaining=remaining)
+    return done.model_dump(mode="json")
 
 
-def _report_dict(report: Any) -> dict[str, Any]:
+def _removed(report: Any) -> tuple[list[str], list[str]]:
+    """A teardown report's (deleted, remaining); a provisioner that reports nothing removed nothing."""
     if report is None:
-        return {"deleted": [], "remaining": []}
-    return {"deleted": list(report.deleted), "remaining": list(report.remaining)}
+        return [], []
+    return list(report.deleted), list(report.remaining)
 
 
 # --- Load test -------------------------------------------------------------------------------------------------
+def load_task(inp: LoadTestInput, settings: OrchestrationSettings) -> LoadTask:
+    """The load generator's task for a provisioned candidate: its sweep at the candidate's levels with the
+    run's workload, reported to the run's table and its task token."""
+    cand = inp.candidate
+    plan = cand.workload or LoadPlan()
+    return LoadTask(
+        task_token=inp.task_token,
+        run_id=inp.run_id,
+        candidate_id=cand.candidate_id,
+        endpoint=inp.endpoint.url,
+        model=inp.endpoint.model or cand.architecture.model,
+        # the configuration the endpoint serves: every stored step belongs to it
+        serving=cand.architecture.serving.model_dump(mode="json") if cand.architecture.serving else None,
+        levels=cand.levels,
+        input_tokens=plan.input_tokens or TokenSpec(fixed=DEFAULT_INPUT_TOKENS),
+        output_tokens=plan.output_tokens or TokenSpec(fixed=DEFAULT_OUTPUT_TOKENS),
+        slo=plan.slo,
+        step_s=settings.step_s,
+        warmup_s=settings.warmup_s,
+        workers=settings.loadtest_workers,
+        table_name=settings.table_name,
+        heartbeat_s=inp.settings.heartbeat_s,
+        out_dir=f"{settings.out_dir}/{inp.run_id}/{cand.candidate_id}",
+    )
+
+
 def start_loadtest_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     """Hand the sweep to the load generator (Fargate master + workers, or a local child process) with the task
     token; the generator stores its steps and completes the token."""
-    ensure_active(svc, event["run_id"])
-    cand = event["candidate"]
-    endpoint = event["endpoint"]
-    plan = cand.get("workload") or {}
-    task = {
-        "task_token": event["task_token"],
-        "run_id": event["run_id"],
-        "candidate_id": cand["candidate_id"],
-        "endpoint": endpoint["url"],
-        "model": endpoint.get("model") or cand["architecture"]["model"],
-        # the configuration the endpoint serves: every stored step belongs to it
-        "serving": cand["architecture"].get("serving"),
-        "levels": cand["levels"],
-        "input_tokens": plan.get("input_tokens") or {"fixed": 512},
-        "output_tokens": plan.get("output_tokens") or {"fixed": 128},
-        "slo": plan.get("slo") or [],
-        "step_s": svc.settings.step_s,
-        "warmup_s": svc.settings.warmup_s,
-        "workers": svc.settings.loadtest_workers,
-        "table_name": svc.settings.table_name,
-        "heartbeat_s": event["settings"]["heartbeat_s"],
-        "out_dir": f"{svc.settings.out_dir}/{event['run_id']}/{cand['candidate_id']}",
-    }
-    return svc.launcher.start(task)
+    inp = step_input(LoadTestInput, event)
+    ensure_active(svc, inp.run_id)
+    return svc.launcher.start(load_task(inp, svc.settings).model_dump(mode="json"))
 
 
 # --- Collect and rank ------------------------------------------------------------------------------------------
@@ -286,8 +326,10 @@ def collect_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     from sizing.orchestrate.merge import merge_measurements
     from sizing.perf.calibration import TWIN_ORIGIN
 
-    run_id = event["run_id"]
-    measured = event.get("measured") or []
+    inp = step_input(CollectInput, event)
+    run_id = inp.run_id
+    outcomes = inp.measured or []
+    measured = [m.as_json() for m in outcomes]
     architectures = svc.store.get_architectures(run_id)
     steps = [m.model_dump(mode="json") for m in svc.store.list_measurements(run_id)]
     run = svc.store.get_run(run_id)
@@ -304,40 +346,32 @@ def collect_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
         origin=TWIN_ORIGIN if twins else "endpoint",
     )
     svc.store.put_architectures(run_id, merged["architectures"])
-    ok = [m for m in measured if m.get("status") == "MEASURED"]
-    status = "SUCCEEDED" if ok else "FAILED"
+    ok = [m for m in outcomes if m.status == "MEASURED"]
     from sizing.workload import build_model
 
-    ranking = {
-        "status": status,
-        "workload": build_model(spec, svc.catalog.model(spec.model).id).derived(),
-        "measured": len(ok),
-        "failed": [
-            {
-                "candidate_id": m.get("candidate_id"),
-                "status": m.get("status"),
-                "error": _error_text(m.get("error")),
-            }
-            for m in measured
-            if m.get("status") != "MEASURED"
+    ranking = Ranking(
+        status="SUCCEEDED" if ok else "FAILED",
+        workload=build_model(spec, svc.catalog.model(spec.model).id).derived(),
+        measured=len(ok),
+        failed=[
+            FailedCandidate(candidate_id=m.candidate_id, status=m.status, error=_error_text(m.error))
+            for m in outcomes
+            if m.status != "MEASURED"
         ],
-        "top": [
+        top=[
             {k: a.get(k) for k in ("rank", "id", "meets_slo", "cost", "predicted", "measured")}
             for a in merged["architectures"][:5]
         ],
-        "calibration_rows": merged["calibration_rows"],
-        "learning": _learn(svc, merged["architectures"], measured, steps, run_id, spec, twins),
-    }
-    svc.store.put_ranking(run_id, ranking)
-    if status == "SUCCEEDED":
+        calibration_rows=merged["calibration_rows"],
+        learning=_learn(svc, merged["architectures"], measured, steps, run_id, spec, twins),
+    )
+    svc.store.put_ranking(run_id, ranking.model_dump(mode="json"))
+    if ranking.status == "SUCCEEDED":
         svc.store.transition(run_id, "SUCCEEDED", expected_from="RUNNING")
     else:
-        cause = (
-            "; ".join(f"{f['candidate_id']}: {f['error']}" for f in ranking["failed"])
-            or "no candidate measured"
-        )
+        cause = "; ".join(f"{f.candidate_id}: {f.error}" for f in ranking.failed) or "no candidate measured"
         svc.store.transition(run_id, "FAILED", expected_from=("RUNNING", "CANCELLING"), error=cause)
-    return {k: v for k, v in ranking.items() if k != "calibration_rows"}
+    return ranking.output()
 
 
 def _learn(
@@ -379,24 +413,26 @@ def _error_text(error: Any) -> str:
 
 def fail_run_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     """Mark the run FAILED with the cause and tear down anything of the run still up."""
-    run_id = event["run_id"]
-    cause = _error_text(event.get("error"))
+    inp = step_input(FailRunInput, event)
+    run_id = inp.run_id
+    cause = _error_text(inp.error)
     run = svc.store.get_run(run_id)
     if not run.finished:
         svc.store.transition(
             run_id, "FAILED", expected_from=("RUNNING", "PENDING", "CANCELLING"), error=cause
         )
-    swept = []
+    swept: list[str] = []
     for deployment in ("eks", "sagemaker"):
         try:
-            report = svc.provisioner_for(deployment).teardown(run_id, None)
-            swept += _report_dict(report)["deleted"]
+            swept += _removed(svc.provisioner_for(deployment).teardown(run_id, None))[0]
         except SizingError:
             continue
-    return {"status": "FAILED", "error": cause, "torn_down": swept}
+    return RunFailure(error=cause, torn_down=swept).model_dump(mode="json")
 
 
 def check_event(event: Any, *required: str) -> dict[str, Any]:
+    """The handler's first look at a state's input: an object with the `required` keys (each step then reads it
+    as its typed contract, `step_input`, with the same wording)."""
     if not isinstance(event, dict):
         raise InvalidInput("the step's input must be an object", [Problem("event", "not an object")])
     missing = [k for k in required if k not in event]

@@ -1,0 +1,282 @@
+"""The sizing run's payloads, typed: what each state of `statemachines/sizing_run.asl.json` takes and returns, and
+the task the load generator is handed. One model per payload, shared by the step that produces it and the step
+(or process) that consumes it.
+
+A step reads its input once at the Lambda boundary (`step_input`) and works with typed attributes; what it returns
+is its model's `model_dump(mode="json")`. The keys are the JSON contract the state machine's JSONPaths read
+(`$.estimate.value.candidates`, `$.poll.value.ready`, `$.candidate.candidate_id`, ...): fields may be added, never
+renamed. Inputs ignore keys they do not name (Step Functions assembles them); what this package produces forbids
+unknown keys, so a typo in a producer fails its tests instead of a run."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
+
+from sizing.deploy.base import Endpoint
+from sizing.errors import InvalidInput, Problem, problems_from_pydantic
+from sizing.loadtest.config import (
+    DEFAULT_INPUT_TOKENS,
+    DEFAULT_OUTPUT_TOKENS,
+    LoadTestConfig,
+    Metric,
+    Pct,
+    SloTarget,
+)
+from sizing.results import Architecture
+from sizing.workload import TokenSpec
+
+#: Candidates measured when the run does not say (`top_k`): the three cheapest distinct hardware options, so a
+#: run compares alternatives without paying for a long tail of them (a stated product choice, not a source).
+DEFAULT_TOP_K = 3
+
+#: One SLO target as the load generator reads it: (metric, percentile, limit), a JSON list of three.
+SloTriple = tuple[Metric, Pct, float]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Produced(BaseModel):
+    """A payload this package writes: unknown keys are a producer's bug."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class StateInput(BaseModel):
+    """A state's input as the state machine assembles it: keys it adds that a step does not read are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+def step_input(model: type[M], event: Any) -> M:
+    """The state's input as `model`, or InvalidInput naming each field: "the step's input is incomplete" when
+    keys are missing, "... is not valid" when a value is of the wrong shape."""
+    if not isinstance(event, dict):
+        raise InvalidInput("the step's input must be an object", [Problem("event", "not an object")])
+    try:
+        return model.model_validate(event)
+    except ValidationError as exc:
+        errors = exc.errors()
+        missing = [str(e["loc"][0]) for e in errors if e["type"] == "missing" and len(e["loc"]) == 1]
+        if len(missing) == len(errors):
+            raise InvalidInput(
+                "the step's input is incomplete", [Problem(k, "missing") for k in missing]
+            ) from None
+        raise InvalidInput("the step's input is not valid", problems_from_pydantic(exc, quote=True)) from None
+
+
+# --- what the Estimate step hands on ---------------------------------------------------------------------------
+class MachineSettings(BaseModel):
+    """The numbers the state machine reads from the Estimate step's output (Wait, Map, heartbeat, timeout);
+    `OrchestrationSettings.machine_settings()` writes them."""
+
+    model_config = ConfigDict(extra="allow")
+
+    ready_poll_s: int
+    ready_max_attempts: int = Field(ge=1)
+    max_concurrency: int
+    heartbeat_s: int = Field(ge=1)
+    loadtest_timeout_s: int
+
+
+class LoadPlan(Produced):
+    """What the load generator needs from the workload: token distributions and SLO targets. A workload read
+    from a samples file has no distribution here: the load test then uses `LoadTestConfig`'s defaults."""
+
+    input_tokens: TokenSpec | None = None
+    output_tokens: TokenSpec | None = None
+    slo: list[SloTriple] = Field(default_factory=list)
+
+    @field_serializer("input_tokens", "output_tokens")
+    def _given_only(self, spec: TokenSpec | None) -> dict[str, Any] | None:
+        return None if spec is None else spec.model_dump(mode="json", exclude_none=True)
+
+
+class Candidate(Produced):
+    """One hardware option to measure (an item of the MeasureCandidates Map): the ranked architecture, the
+    architectures the measurement stands for (EKS and SageMaker on the same accelerators), the concurrency
+    levels of its sweep, and the workload to drive."""
+
+    candidate_id: str = Field(min_length=1)
+    architecture: Architecture
+    applies_to: list[str] = Field(default_factory=list)
+    levels: list[int] = Field(min_length=1)
+    workload: LoadPlan | None = None
+
+
+class EstimateOutput(Produced):
+    """The Estimate state's result (`$.estimate.value`): BudgetGuard reads `refused`, the Map `candidates` and
+    `settings`, NotifyRefused `reason`."""
+
+    settings: MachineSettings
+    measurement_cost: dict[str, Any]
+    workload: dict[str, Any]
+    refused: bool
+    reason: str | None
+    candidates: list[Candidate]
+
+
+class EstimateInput(StateInput):
+    run_id: str = Field(min_length=1)
+    #: the workload spec as the run was started with it; `parse_spec` validates it with its own wording
+    spec: dict[str, Any]
+    top_k: int | None = None
+    budget_usd: float | None = None
+
+
+# --- one candidate: provision, ready, load test, teardown --------------------------------------------------------
+class CandidateInput(StateInput):
+    run_id: str = Field(min_length=1)
+    candidate: Candidate
+
+
+class ProvisionInput(CandidateInput):
+    settings: MachineSettings | None = None
+
+
+class CheckReadyInput(CandidateInput):
+    endpoint: Endpoint
+    attempts: int | None = 0
+    settings: MachineSettings
+
+
+class ReadyCheck(Produced):
+    """The CheckReady state's result (`$.poll.value`), fed back as the next check's `attempts`."""
+
+    ready: bool
+    give_up: bool
+    attempts: int = Field(ge=0)
+    reason: str = ""
+
+
+class LoadTestInput(CandidateInput):
+    task_token: str = Field(min_length=1)
+    endpoint: Endpoint
+    settings: MachineSettings
+
+
+class TeardownInput(CandidateInput):
+    outcome: str | None = None
+    error: Any = None
+
+
+class Teardown(Produced):
+    """What a candidate's teardown removed (the state discards it: `ResultPath: null`; logs and tests read it)."""
+
+    candidate_id: str
+    outcome: str | None = None
+    deleted: list[str] = Field(default_factory=list)
+    remaining: list[str] = Field(default_factory=list)
+
+
+# --- the load generator's task -------------------------------------------------------------------------------------
+class LoadTask(Produced):
+    """What the LoadTest state hands the load generator (a local child process's TASK.json, or the Fargate
+    container's `$LOADTEST_TASK`): the endpoint, the sweep and where to report. `config()` is the sweep as the
+    load-test process runs it."""
+
+    task_token: str = Field(min_length=1)
+    run_id: str
+    candidate_id: str
+    endpoint: str
+    model: str
+    levels: list[int] = Field(min_length=1)
+    input_tokens: TokenSpec = Field(default_factory=lambda: TokenSpec(fixed=DEFAULT_INPUT_TOKENS))
+    output_tokens: TokenSpec = Field(default_factory=lambda: TokenSpec(fixed=DEFAULT_OUTPUT_TOKENS))
+    slo: list[SloTriple] = Field(default_factory=list)
+    step_s: float = Field(gt=0)
+    warmup_s: float = Field(ge=0)
+    workers: int = Field(ge=0)
+    table_name: str
+    heartbeat_s: int = Field(ge=1)
+    out_dir: str
+    #: the architecture's ServingConfig as a dict (optional: tasks written before it was recorded have none)
+    serving: dict[str, Any] | None = None
+
+    @field_serializer("input_tokens", "output_tokens")
+    def _given_only(self, spec: TokenSpec) -> dict[str, Any]:
+        return spec.model_dump(mode="json", exclude_none=True)
+
+    def config(self, engine_version: str | None = None) -> LoadTestConfig:
+        """The task's sweep as the load-test process runs it: closed-loop concurrency at each level, a warm-up
+        and a measured window per step, the SLO targets checked, the serving configuration recorded.
+        InvalidInput names a field that the load test refuses (an endpoint that is not a URL, ...)."""
+        try:
+            return LoadTestConfig(
+                endpoint=self.endpoint,
+                model=self.model,
+                mode="concurrency",
+                levels=[float(x) for x in self.levels],
+                input_tokens=self.input_tokens,
+                output_tokens=self.output_tokens,
+                duration_s=self.step_s,
+                warmup_s=self.warmup_s,
+                slo=[SloTarget(metric=m, percentile=p, limit=v) for m, p, v in self.slo],
+                workers=self.workers,
+                out_dir=self.out_dir,
+                serving=self.serving,
+                engine_version=engine_version,
+            )
+        except ValidationError as exc:
+            raise InvalidInput("the load-test settings are not valid", problems_from_pydantic(exc)) from None
+
+
+# --- collect and rank, or fail the run -----------------------------------------------------------------------------
+class CandidateOutcome(BaseModel):
+    """One item of the Map's result (`$.measured`): the Measured, CandidateFailed or TeardownFailed state's
+    output. Keys it does not name are kept for the merge."""
+
+    model_config = ConfigDict(extra="allow")
+
+    candidate_id: str | None = None
+    status: str | None = None
+    measurement: Any = None
+    error: Any = None
+    applies_to: list[str] = Field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        """The item as the state machine gave it (no keys added)."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+class CollectInput(StateInput):
+    run_id: str = Field(min_length=1)
+    measured: list[CandidateOutcome] | None = None
+
+
+class FailedCandidate(Produced):
+    candidate_id: str | None
+    status: str | None
+    error: str
+
+
+class Ranking(Produced):
+    """What CollectAndRank stores for the run; the state's result (`$.ranking.value`) is it without the
+    calibration rows. RankOutcome reads `status`; the completion event carries the rest."""
+
+    status: Literal["SUCCEEDED", "FAILED"]
+    workload: dict[str, Any]
+    measured: int = Field(ge=0)
+    failed: list[FailedCandidate]
+    #: the first ranked architectures' rank, id, SLO verdict, cost and predicted and measured figures
+    top: list[dict[str, Any]]
+    calibration_rows: list[Any]
+    learning: dict[str, Any]
+
+    def output(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude={"calibration_rows"})
+
+
+class FailRunInput(StateInput):
+    run_id: str = Field(min_length=1)
+    #: the caught error (`{"Error": ..., "Cause": ...}`) or a text
+    error: Any = None
+
+
+class RunFailure(Produced):
+    """The RunFailed state's result (`$.failure.value`)."""
+
+    status: Literal["FAILED"] = "FAILED"
+    error: str
+    torn_down: list[str] = Field(default_factory=list)
