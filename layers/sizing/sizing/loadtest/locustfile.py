@@ -10,12 +10,17 @@ that imports ssl/boto3.
 - `RateUser`: a dispatcher of Poisson arrivals: each arrival runs in its own greenlet, however many are in flight
   (open loop), up to `max_inflight` after which arrivals are counted as `client_saturated` errors.
 - `SweepShape`: steps through the plan's levels (fixed list or SLA search). A step is a warm-up, a measured
-  window, then a tail at the same load while the requests sent in the window finish (about one answer long, at
-  most one window); it then summarizes the requests sent in the window -- long ones included, none sent at
-  another level or before steady state -- and asks the plan for the next level.
+  window, then a tail at the same load until every request sent in the window has finished and been counted (at
+  most one window, plus a worker report interval in distributed mode); it then summarizes the requests sent in
+  the window -- long ones included, none sent at another level or before steady state -- and asks the plan for
+  the next level. Every process knows the requests it has in flight; a worker's report carries, with its
+  records, when it was made and the oldest request still in flight then, so the master ends a step exactly when
+  every worker has reported after the window and none still has a request sent in it.
 Each request is measured by `sizing.loadtest.streams` and reported both to Locust's own statistics (its UI and
 CSV keep working) and, as a raw record, to the collector that computes exact percentiles. Workers ship their raw
-records to the master with every report.
+records to the master with every report, each record once (a report drains what the worker holds); with
+`save_requests` each worker also appends what it ships to `requests.worker-<index>.jsonl`, so the master's figures
+can be checked against the union of every worker's records (tests/integration/test_loadtest_distributed.py).
 """
 
 import locust  # noqa: I001  (first: gevent monkey-patching before ssl/boto3)
@@ -29,6 +34,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -54,8 +60,6 @@ DRAIN_S = WORKER_REPORT_INTERVAL + 1.0
 RAMP_SHARE_OF_WARMUP = 0.5
 #: Seconds between progress lines within a step.
 PROGRESS_EVERY_S = 10.0
-#: Added to the longest answer seen in a step to decide how long its last requests may take to finish.
-TAIL_MARGIN_S = 1.0
 #: Spawn rate per user when there is no warm-up to spread over (everyone within ~0.1 s).
 FAST_SPAWN_PER_USER = 10
 #: Pause of a closed-loop user after a failed request: against a refused or broken endpoint a user with no think
@@ -75,17 +79,36 @@ class _State:
     seeds: Any = field(default_factory=lambda: itertools.count(1))
     aws_client: Any = None
     process_index: int = 0
+    shipped_log: Path | None = None
 
 
 STATE = _State()
 
 
 class Collector:
-    """Raw records of this process (and, on the master, those the workers sent)."""
+    """Raw records of this process (and, on the master, those the workers sent), the requests this process has in
+    flight, and (on the master) what each worker's last report said about its own."""
 
     def __init__(self) -> None:
         self.records: list[RequestRecord] = []
         self.total = 0
+        self._inflight: dict[int, float] = {}
+        self._keys = itertools.count()
+        #: worker id -> (epoch seconds its last report was made, oldest start it still had in flight, or None)
+        self.reported: dict[str, tuple[float, float | None]] = {}
+
+    def begin(self) -> int:
+        """A request is about to be sent: remember when (epoch seconds, no later than its record's start)."""
+        key = next(self._keys)
+        self._inflight[key] = time.time()
+        return key
+
+    def end(self, key: int) -> None:
+        """The request has ended: recorded (after `add`), or its user was stopped."""
+        self._inflight.pop(key, None)
+
+    def oldest_inflight(self) -> float | None:
+        return min(self._inflight.values(), default=None)
 
     def add(self, env: Environment, rec: RequestRecord, name: str) -> None:
         self.records.append(rec)
@@ -112,6 +135,11 @@ def configure(cfg: LoadTestConfig, process_index: int = 0) -> None:
     STATE.cfg = cfg
     STATE.process_index = process_index
     STATE.dataset = load_dataset(cfg.dataset) if cfg.dataset else None
+    STATE.shipped_log = None
+    if cfg.save_requests and process_index > 0:  # a worker: its own log of every record it ships
+        STATE.shipped_log = Path(cfg.out_dir) / f"requests.worker-{process_index}.jsonl"
+        STATE.shipped_log.parent.mkdir(parents=True, exist_ok=True)
+        STATE.shipped_log.write_text("")
 
 
 def _cfg() -> LoadTestConfig:
@@ -255,9 +283,14 @@ class StreamUser(User):
 
     @task
     def ask(self) -> None:
-        rec = self._sender(self._prompts.next())
+        item = self._prompts.next()
+        key = COLLECTOR.begin()
+        try:
+            rec = self._sender(item)
+            COLLECTOR.add(self.environment, rec, _cfg().api)
+        finally:
+            COLLECTOR.end(key)
         self._failed = rec.error is not None
-        COLLECTOR.add(self.environment, rec, _cfg().api)
 
 
 class RateUser(User):
@@ -280,12 +313,14 @@ class RateUser(User):
     def _one(self, item: PromptItem) -> None:
         cfg = _cfg()
         sender = self._idle.pop() if self._idle else make_sender(cfg)
+        key = COLLECTOR.begin()
         try:
             rec = sender(item)
+            COLLECTOR.add(self.environment, rec, cfg.api)
         finally:
             self._inflight -= 1
+            COLLECTOR.end(key)
         self._idle.append(sender)
-        COLLECTOR.add(self.environment, rec, cfg.api)
 
     @task
     def dispatch(self) -> None:
@@ -335,13 +370,23 @@ def _on_parser(parser: Any) -> None:
 
 @events.report_to_master.add_listener
 def _on_report(client_id: str, data: dict[str, Any]) -> None:
-    data["sizing_records"] = [r.to_wire() for r in COLLECTOR.drain()]
+    records = COLLECTOR.drain()
+    data["sizing_records"] = [r.to_wire() for r in records]
+    # made at the same instant as the drain (no yield between): every request that began before the oldest
+    # one still in flight, and ended before now, is in this report or an earlier one
+    data["sizing_inflight"] = [time.time(), COLLECTOR.oldest_inflight()]
+    if STATE.shipped_log is not None and records:
+        with STATE.shipped_log.open("a") as f:
+            f.writelines(json.dumps(dataclasses.asdict(r)) + "\n" for r in records)
 
 
 @events.worker_report.add_listener
 def _on_worker_report(client_id: str, data: dict[str, Any]) -> None:
-    COLLECTOR.records.extend(RequestRecord.from_wire(w) for w in data.get("sizing_records", ()))
-    COLLECTOR.total += len(data.get("sizing_records", ()))
+    wire = data.get("sizing_records", ())
+    COLLECTOR.records.extend(RequestRecord.from_wire(w) for w in wire)
+    COLLECTOR.total += len(wire)
+    if (state := data.get("sizing_inflight")) is not None:
+        COLLECTOR.reported[client_id] = (float(state[0]), None if state[1] is None else float(state[1]))
 
 
 class SweepShape(LoadTestShape):
@@ -363,7 +408,6 @@ class SweepShape(LoadTestShape):
         self.began = time.time()
         self.stopped_by = "plan"
         self._started = False
-        self._tail_until: float | None = None
         self._last_progress = time.time()
 
     @property
@@ -416,19 +460,23 @@ class SweepShape(LoadTestShape):
                     if lo <= r.start < hi:
                         f.write(json.dumps({"step": result.step, **dataclasses.asdict(r)}) + "\n")
         COLLECTOR.records.clear()  # whatever finished so far belongs to this step or to none
-        self._tail_until = None
         gc.collect()  # between steps, where a pause measures nothing (process.py turns automatic GC off)
         if self.on_step is not None:
             self.on_step(result)
 
-    def _tail_end(self, window_end: float) -> float:
-        """When the step may end: once the requests sent in its window have had time to finish (the longest
-        answer seen in this step plus a margin, at most one more window), and the workers' reports are in."""
-        if self._tail_until is None:
-            longest = max((r.e2e_s for r in COLLECTOR.records if r.start >= self.step_start), default=0.0)
-            tail = min(longest + TAIL_MARGIN_S, self.cfg.duration_s)
-            self._tail_until = window_end + max(tail, self.drain_s)
-        return self._tail_until
+    def _window_counted(self, window_end: float, now: float) -> bool:
+        """Whether every request sent in the window has finished and its record is here: in this process, none
+        sent before the window's end is still in flight; on a master, every connected worker has reported since
+        the window ended and had none in flight then. A request still streaming one window after the window (plus
+        a worker report interval) is left out, so a stuck stream cannot hold the sweep."""
+        if now >= window_end + self.cfg.duration_s + self.drain_s:
+            return True
+        runner = self.runner
+        if isinstance(runner, MasterRunner):
+            fresh = [oldest for made, oldest in COLLECTOR.reported.values() if made >= window_end]
+            return len(fresh) >= runner.worker_count and all(o is None or o >= window_end for o in fresh)
+        oldest = COLLECTOR.oldest_inflight()
+        return oldest is None or oldest >= window_end
 
     def _users(self) -> tuple[int, float]:
         assert self.level is not None
@@ -458,7 +506,7 @@ class SweepShape(LoadTestShape):
             self.level = None
             return None
         window_end = self.step_start + cfg.warmup_s + cfg.duration_s
-        if now >= window_end and now >= self._tail_end(window_end):
+        if now >= window_end and self._window_counted(window_end, now):
             self._finish()
             if not self._begin(now):
                 return None
