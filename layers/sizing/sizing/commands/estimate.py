@@ -18,8 +18,9 @@ PROGRESS_AFTER_S = 1.0
 class ProgressBar:
     """A one-line progress bar on stderr, shown only when the search outlasts PROGRESS_AFTER_S and stderr is a TTY."""
 
-    def __init__(self, stream: Any = sys.stderr) -> None:
-        self.stream = stream
+    def __init__(self, stream: Any = None) -> None:
+        # stderr as it is now (a default argument would keep the one of import time, closed under a test's capture)
+        self.stream = stream if stream is not None else sys.stderr
         self.start = time.perf_counter()
         self.shown = False
 
