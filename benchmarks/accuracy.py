@@ -47,7 +47,9 @@ def floor(data: dict, loso: dict) -> None:
     """TTFT against what the reference data allow: in sample, and with each source's own per-request overhead."""
     import statistics
 
-    from sizing.perf.fit import reference_catalog, row_config, ttft_floor
+    from sizing.perf.crossval import ttft_floor
+
+    from sizing.perf.fit import reference_catalog, row_config
     from sizing.perf.memory import memory_fit
     from sizing.perf.reference import DEFAULT_REFERENCE, parse_rows
 
@@ -167,13 +169,9 @@ def coverage(loso: dict) -> None:
 
 def main() -> int:
     from sizing.perf.calibration import load_profiles
-    from sizing.perf.fit import (
-        cv_table,
-        fit_profiles,
-        format_error_table,
-        reference_catalog,
-        row_config,
-    )
+    from sizing.perf.crossval import cv_table
+    from sizing.perf.fit import fit_profiles, reference_catalog, row_config
+    from sizing.perf.tables import format_error_table
     from sizing.perf.memory import memory_fit
     from sizing.perf.reference import DEFAULT_REFERENCE, parse_rows
 

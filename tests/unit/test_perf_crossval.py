@@ -9,14 +9,11 @@ import statistics
 import pytest
 from test_perf_reference import BASE as REFERENCE_ROW
 
-from sizing.perf.fit import (
-    CV_GROUPINGS,
-    cross_validate,
-    cv_key,
-    error_table,
-    fit_profiles,
-    format_error_table,
-)
+from sizing.perf.crossval import CV_GROUPINGS, cross_validate, cv_key, error_table
+
+from sizing.perf.fit import fit_profiles
+
+from sizing.perf.tables import format_error_table
 from sizing.perf.reference import CalRow, parse_row
 
 #: a reference-CSV row: the perf reference tests' typical row, here an A10G single-user measurement
@@ -184,7 +181,8 @@ def test_users_that_start_together_wait_for_each_others_prompts():
 
 
 def test_the_ttft_floor_shows_what_sources_disagreeing_on_fixed_costs_leave_to_the_model():
-    from sizing.perf.fit import PRIOR, predict_row, ttft_floor
+    from sizing.perf.crossval import ttft_floor
+    from sizing.perf.fit import PRIOR, predict_row
     from sizing.perf.step import Profile
 
     # GIVEN one setup measured by two sources at two prompt lengths, as a known engine would run it, the second

@@ -174,7 +174,7 @@ def test_calibrate_refuses_what_is_not_a_real_measurement_and_writes_nothing(tmp
 
 
 def test_calibration_drops_twin_rows_that_reach_it_by_another_path(tmp_path):
-    from sizing.perf.fit import run_calibration
+    from sizing.perf.procedure import run_calibration
     from sizing.perf.reference import add_rows
 
     # GIVEN a row file that holds a twin's rows (written by hand, not through --from-run)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sizing.perf import fit
+from sizing.perf import procedure
 from sizing.perf.calibration import PROFILE_PATH, interval_for, load_profiles
-from sizing.perf.reference import ANNOTATIONS, DEFAULT_REFERENCE, LOADTEST_ROWS_NAME, REFERENCE_MODELS
+from sizing.perf.reference import DEFAULT_REFERENCE, LOADTEST_ROWS_NAME
 
 
 def _extra() -> list[Path]:
@@ -18,32 +18,41 @@ def _extra() -> list[Path]:
 
 
 def test_the_shipped_profile_was_calibrated_on_these_inputs_with_this_procedure() -> None:
-    # given the shipped profile and the inputs `sizing calibrate` reads
+    # given the shipped profile
     data = load_profiles()
-    here = Path(fit.__file__).parent
-    inputs = [
-        DEFAULT_REFERENCE,
-        ANNOTATIONS,
-        REFERENCE_MODELS,
-        *_extra(),
-        *(here / f for f in fit.PROCEDURE_SOURCES),
-    ]
-    # when they are hashed as the calibration hashes them
-    digest = fit.inputs_digest(inputs)
+    # when the inputs `sizing calibrate` reads and the procedure's definitions are hashed as the calibration does
+    digest = procedure.profile_inputs_digest(DEFAULT_REFERENCE, _extra())
     # then the profile names that very digest, and its version that digest with its fingerprint (else: run
     # `sizing calibrate`)
     assert data["inputs_sha256_12"] == digest, "calibration.json is stale: run `sizing calibrate`"
-    assert data["version"].endswith(f"+{fit.version_digest(digest, data['fingerprint'])}")
+    assert data["version"].endswith(f"+{procedure.version_digest(digest, data['fingerprint'])}")
+
+
+def test_the_procedures_digest_follows_its_definitions_not_where_they_live(tmp_path: Path) -> None:
+    # given a procedure module, the same split over two modules with other docstrings, and one constant edited
+    one = tmp_path / "one.py"
+    one.write_text(
+        '"""A."""\nimport math\nK = 2\n\n\ndef f(x):\n    """Doc."""\n    return math.log(x) * K\n'
+    )
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text("K = 2  # a comment\n")
+    b.write_text('"""B."""\nimport math\n\n\ndef f(x):\n    """Other doc."""\n    return math.log(x) * K\n')
+    edited = tmp_path / "edited.py"
+    edited.write_text(one.read_text().replace("K = 2", "K = 3"))
+    # when each is hashed
+    # then moving and re-documenting keeps the digest, an edited definition changes it
+    assert procedure.procedure_digest([one]) == procedure.procedure_digest([a, b])
+    assert procedure.procedure_digest([edited]) != procedure.procedure_digest([one])
 
 
 def test_the_estimator_predicts_every_reference_row_as_the_shipped_profile_was_measured_with() -> None:
     # given the shipped profile's fingerprint: each usable row's measured figures, prediction and roofline
     data = load_profiles()
-    usable, _, _ = fit.calibration_rows(DEFAULT_REFERENCE, _extra())
+    usable, _, _ = procedure.calibration_rows(DEFAULT_REFERENCE, _extra())
     # when the estimator as it is predicts the same rows with the same profiles
-    current = fit.fingerprint(usable, data)
+    current = procedure.fingerprint(usable, data)
     # then nothing moved (else the stated errors belong to another model: run `sizing calibrate`)
-    changes = fit.fingerprint_changes(data["fingerprint"], current)
+    changes = procedure.fingerprint_changes(data["fingerprint"], current)
     assert not changes, "calibration.json is stale, run `sizing calibrate`:\n" + "\n".join(changes)
 
 
@@ -56,7 +65,7 @@ def test_a_moved_prediction_is_named_as_a_change() -> None:
     moved = {**stored, rid: {**stored[rid], "predicted": {**stored[rid]["predicted"]}}}
     moved[rid]["predicted"][metric] *= 0.999
     # when the two are compared
-    changes = fit.fingerprint_changes(stored, moved)
+    changes = procedure.fingerprint_changes(stored, moved)
     # then the change names the row and the metric, and last-bit noise is no change
     assert len(changes) == 1
     assert changes[0].startswith(f"{rid} predicted {metric}:")
@@ -65,7 +74,7 @@ def test_a_moved_prediction_is_named_as_a_change() -> None:
         rid: {**stored[rid], "predicted": {metric: stored[rid]["predicted"][metric] * (1 + 1e-9)}},
     }
     noise[rid]["predicted"] = {**stored[rid]["predicted"], **noise[rid]["predicted"]}
-    assert fit.fingerprint_changes(stored, noise) == []
+    assert procedure.fingerprint_changes(stored, noise) == []
 
 
 def test_every_profiles_stated_error_is_its_familys_held_out_error() -> None:

@@ -130,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.rollback or args.versions:
         return team_profiles(args)
-    from sizing.perf.fit import format_error_table, run_calibration
+    from sizing.perf.procedure import run_calibration
+    from sizing.perf.tables import format_error_table
     from sizing.perf.reference import (
         EXCLUDED,
         LOADTEST_ROWS_NAME,

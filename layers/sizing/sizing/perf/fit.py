@@ -21,24 +21,21 @@ Procedure (reproducible, no randomness beyond fixed simulation seeds):
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import hashlib
-import json
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any
 
 import yaml
 
-from sizing.perf.calibration import ERROR_METRICS, FAMILY, TWIN_ORIGIN, family_of, profile_for
+from sizing.perf.calibration import family_of
 from sizing.perf.config import HardwareConfig
 from sizing.perf.engines import build_scheduler
 from sizing.perf.memory import memory_fit
+from sizing.perf.optimizer import nelder_mead
 from sizing.perf.reference import LLMPERF_LAUNCH_GAP_S, REFERENCE_MODELS, SHAREGPT_SIGMA, CalRow
 from sizing.perf.simulator import ClosedLoop, OpenLoop, saturating_concurrency, simulate
 from sizing.perf.step import ROOFLINE, Profile, StepModel
@@ -56,34 +53,63 @@ PRIOR = {
     # no MoE penalty a priori: an MoE model runs at its active/touched parameters' roofline like a dense one
     "moe_eff": 1.0,
 }
+
+
 #: Prior widths in log space (compute eff, bandwidth eff, step, per-sequence and request overheads): a family may
 #: move efficiencies ~2x and overheads ~4x from the prior; an engine stays nearer its family (~1.4x / ~2x).
 #: (Tighter engine efficiencies with wider engine overheads cross-validated worse: TTFT 45-59% vs 38%.)
 #: The MoE efficiency may move ~2x from 1 in a family and ~1.4x for an engine; rows of dense models leave it at its
 #: prior.
 FAMILY_SIGMA = (0.7, 0.5, 1.5, 1.5, 1.5, 0.7)
+
+
 ENGINE_SIGMA = (0.35, 0.3, 0.8, 0.8, 0.8, 0.35)
+
+
 #: Parameter bounds: efficiencies cannot exceed peak by much (1.2 leaves room for assumed datasheet figures,
 #: e.g. A10G TFLOPS); overhead between 0.05 ms and 100 ms per step.
 BOUNDS = ((0.02, 1.2), (0.05, 1.2), (5e-5, 0.1), (1e-4, 0.5), (1e-6, 0.005), (0.05, 1.5))
+
+
 #: Soft-L1 scale on log errors: errors beyond ~25% count linearly, so one odd row cannot drag a fit.
 LOSS_SCALE = 0.25
+
+
 #: Metric weights in the loss: e2e duplicates TTFT + TPOT information, so it counts half.
 METRIC_WEIGHT = {"ttft": 1.0, "tpot": 1.0, "throughput": 1.0, "e2e": 0.5}
+
+
 #: Nelder-Mead evaluations per fit: family fits start from the prior (5 parameters converged to ~1% in ~110
 #: evaluations; 6 with the MoE efficiency take ~20 more); engine fits start at their family's optimum and need fewer.
 MAX_EVALS = 130
+
+
 ENGINE_EVALS = 80
+
+
 #: Requests simulated per reference row: closed loops need a few rounds of the concurrency; ShareGPT-shaped
 #: rows need a few hundred draws for stable means.
 MIN_REQUESTS_FIXED = 12
+
+
 MIN_REQUESTS_SHAREGPT = 200
+
+
 MAX_REQUESTS = 800
+
+
 ROUNDS = 4
+
+
 OPEN_LOOP_REQUESTS = 400
+
+
 WITHIN = 0.25
 
+
 METRICS = ("ttft", "tpot", "throughput", "e2e")
+
+
 #: The engine build whose batch runs are statically batched (transformers-neuronx `sample()`: the batch's
 #: prompts are encoded together and the first tokens come back together; AWS SDK throughput tables M020-M040).
 STATIC_BATCH_BUILD = "transformers-neuronx"
@@ -259,7 +285,6 @@ def roofline_row(row: CalRow) -> dict[str, float]:
     return _in_client_units(row, {k: v for k, v in out.items() if k in want}, e2e)
 
 
-# --- fitting ---------------------------------------------------------------------------------------------------
 def _soft_l1(r: float) -> float:
     s = LOSS_SCALE
     return 2 * s * s * (math.sqrt(1 + (r / s) ** 2) - 1)
@@ -295,45 +320,6 @@ def row_loss(row: CalRow, profile: Profile) -> float:
             continue
         total += METRIC_WEIGHT[k] * _soft_l1(math.log(p / v))
     return total * row.weight
-
-
-def nelder_mead(
-    f: Callable[[list[float]], float], x0: list[float], step: float = 0.3, max_evals: int = MAX_EVALS
-) -> list[float]:
-    """A plain Nelder-Mead minimiser (no scipy dependency): enough for a handful of smooth parameters."""
-    n = len(x0)
-    pts = [list(x0)] + [[x + (step if i == j else 0.0) for j, x in enumerate(x0)] for i in range(n)]
-    vals = [f(p) for p in pts]
-    evals = n + 1
-    while evals < max_evals:
-        order = sorted(range(n + 1), key=lambda i: vals[i])
-        pts, vals = [pts[i] for i in order], [vals[i] for i in order]
-        if abs(vals[-1] - vals[0]) < 1e-6 * (1 + abs(vals[0])):
-            break
-        centroid = [sum(p[j] for p in pts[:-1]) / n for j in range(n)]
-        refl = [c + (c - w) for c, w in zip(centroid, pts[-1], strict=True)]
-        fr = f(refl)
-        evals += 1
-        if fr < vals[0]:
-            exp = [c + 2 * (c - w) for c, w in zip(centroid, pts[-1], strict=True)]
-            fe = f(exp)
-            evals += 1
-            pts[-1], vals[-1] = (exp, fe) if fe < fr else (refl, fr)
-        elif fr < vals[-2]:
-            pts[-1], vals[-1] = refl, fr
-        else:
-            con = [c + 0.5 * (w - c) for c, w in zip(centroid, pts[-1], strict=True)]
-            fc = f(con)
-            evals += 1
-            if fc < vals[-1]:
-                pts[-1], vals[-1] = con, fc
-            else:
-                for i in range(1, n + 1):
-                    pts[i] = [b + 0.5 * (p - b) for b, p in zip(pts[0], pts[i], strict=True)]
-                    vals[i] = f(pts[i])
-                    evals += 1
-    best = min(range(len(vals)), key=lambda i: vals[i])
-    return pts[best]
 
 
 #: Index of the MoE efficiency in a parameter vector (see `_theta`).
@@ -389,6 +375,8 @@ def kind_of(family: str) -> str:
 #: Floor of the stage-2 prior widths (log space) when the other families agree closely: efficiencies may still
 #: move ~20% and overheads ~1.6x on a family's own rows (measured chips do differ by that much).
 KIND_SIGMA_FLOOR = (0.2, 0.2, 0.5, 0.5, 0.5, 0.35)
+
+
 #: Families needed to estimate the spread between families; with fewer, the literature widths apply.
 KIND_SPREAD_MIN_FAMILIES = 3
 
@@ -481,6 +469,8 @@ def fit_profiles(
 #: Engines whose product profile is the current generation, with the key of the earlier generation's rows
 #: (`reference.ENGINE_BUILDS`): vLLM V1 against V0, TGI 3 against 2.x.
 GENERATIONS = {"vllm": "vllm@v0", "tgi": "tgi@v2"}
+
+
 #: What a generation moves: V1 removed CPU work between steps (docs/serving-facts.md s2), so the per-step and
 #: per-sequence overheads (theta indices); the kernels, and so the efficiencies, are the same generation to generation.
 GENERATION_PARAMS = (2, 4)
@@ -542,415 +532,3 @@ def _entry(theta: Sequence[float], n: int, basis: str) -> dict[str, Any]:
         "rows": n,
         "basis": basis,
     }
-
-
-# --- cross-validation ---------------------------------------------------------------------------------------
-@dataclass
-class Prediction:
-    row_id: str
-    family: str
-    engine: str
-    metric: str
-    measured: float
-    predicted: float
-    roofline: float | None
-    saturated: bool
-
-    @property
-    def ape(self) -> float:
-        return abs(self.predicted / self.measured - 1)
-
-    @property
-    def ape_roofline(self) -> float:
-        return abs(self.roofline / self.measured - 1) if self.roofline else math.inf
-
-
-#: Cross-validation units: `source` holds out one published source at a time (a results file or page at a
-#: commit: the reference's `source` column); `study` holds out every
-#: source of one lab or repository together -- stricter, since a study's sources share engine builds and setup.
-CV_GROUPINGS = ("source", "study")
-
-
-def cv_key(row: CalRow, grouping: str) -> str:
-    if grouping not in CV_GROUPINGS:
-        raise ValueError(f"unknown cross-validation grouping {grouping!r} (one of {', '.join(CV_GROUPINGS)})")
-    return row.source if grouping == "source" else row.study
-
-
-def _fold(
-    rows: Sequence[CalRow], held_key: str, grouping: str, full: dict[str, dict[str, Any]]
-) -> tuple[str, list[Prediction]]:
-    """Refit without one group's rows (only the families it touches) and predict them."""
-    held = [r for r in rows if cv_key(r, grouping) == held_key]
-    fams = {family_of(r.accelerator) for r in held}
-    train = [r for r in rows if cv_key(r, grouping) != held_key]
-    profiles = fit_profiles(train, only_families=fams, base=full)
-    data = {"version": "cv", "profiles": profiles, "global": dict(PRIOR)}
-    note = f"  held out {held_key[:90]} ({len(held)} rows; refit {', '.join(sorted(fams))})"
-    return note, predictions(held, data)
-
-
-def predictions(
-    rows: Sequence[CalRow],
-    data: dict[str, Any],
-    roofline: bool = True,
-    request_overhead_s: float | None = None,
-    metrics: Iterable[str] = METRICS,
-) -> list[Prediction]:
-    """Each row's measured `metrics` predicted with the profiles of `data` (optionally with another per-request
-    overhead), beside the plain roofline's when `roofline`. Rows the model cannot simulate are left out."""
-    wanted = set(metrics)
-    preds: list[Prediction] = []
-    for r in rows:
-        prof = profile_for(r.accelerator, profile_key(r), data)
-        if request_overhead_s is not None:
-            prof = dataclasses.replace(prof, request_overhead_s=request_overhead_s)
-        try:
-            got = predict_row(r, prof)
-            roof = roofline_row(r) if roofline else {}
-        except ValueError:
-            continue
-        for k, v in measured(r).items():
-            if k in got and k in wanted:
-                preds.append(
-                    Prediction(
-                        r.row_id, family_of(r.accelerator), r.engine, k, v, got[k], roof.get(k), r.saturated
-                    )
-                )
-    return preds
-
-
-def cross_validate(
-    rows: Sequence[CalRow],
-    full: dict[str, dict[str, Any]],
-    progress: Callable[[str], None] | None = None,
-    grouping: str = "source",
-    workers: int = 1,
-) -> list[Prediction]:
-    """Leave-one-group-out: each group's rows predicted by profiles fitted without that group (`grouping`:
-    "source" or "study", see `CV_GROUPINGS`). Folds are independent; `workers` > 1 runs them in processes. The
-    result does not depend on `workers` (folds are deterministic and collected in key order)."""
-    keys = sorted({cv_key(r, grouping) for r in rows})
-    preds: list[Prediction] = []
-
-    def collect(results: Iterable[tuple[str, list[Prediction]]]) -> None:
-        for note, fold in results:
-            preds.extend(fold)
-            if progress:
-                progress(note)
-
-    if workers > 1 and len(keys) > 1:
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            collect(pool.map(_fold, repeat(rows), keys, repeat(grouping), repeat(full)))
-    else:
-        collect(map(_fold, repeat(rows), keys, repeat(grouping), repeat(full)))
-    return preds
-
-
-def cv_table(
-    rows: Sequence[CalRow],
-    full: dict[str, dict[str, Any]],
-    grouping: str,
-    progress: Callable[[str], None] | None = None,
-    workers: int = 1,
-) -> dict[str, Any]:
-    """One cross-validation's error table (`error_table`), named by its grouping, with every prediction."""
-    preds = cross_validate(rows, full, progress, grouping=grouping, workers=workers)
-    return {**error_table(preds), "grouping": grouping, "rows": prediction_rows(preds)}
-
-
-def prediction_rows(preds: Sequence[Prediction]) -> list[dict[str, Any]]:
-    """Every cross-validated prediction, for inspection (which rows the model gets wrong, and by how much)."""
-    return [
-        {
-            "row_id": p.row_id,
-            "family": p.family,
-            "engine": p.engine,
-            "metric": p.metric,
-            "measured": round(p.measured, 4),
-            "predicted": round(p.predicted, 4),
-            "roofline": None if p.roofline is None else round(p.roofline, 4),
-        }
-        for p in preds
-    ]
-
-
-# --- what the reference data allow ---------------------------------------------------------------------------
-#: Per-request overheads tried for each source by `ttft_floor` (s): none up to 0.3 s, the most any reference
-#: source calls for (optimum-neuron's MoE rows, whose gap is not an overhead at all)
-SOURCE_OVERHEAD_GRID = (0.0, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3)
-
-
-@dataclass
-class TtftFloor:
-    #: every TTFT row predicted by the profiles fitted on every row
-    in_sample: list[Prediction]
-    #: the same, each source with the per-request overhead that suits its rows best
-    own_overhead: list[Prediction]
-    #: the overhead each source chose (s)
-    overheads: dict[str, float]
-
-
-def ttft_floor(
-    rows: Sequence[CalRow], data: dict[str, Any], grid: Sequence[float] = SOURCE_OVERHEAD_GRID
-) -> TtftFloor:
-    """How much TTFT error the reference data leave to the model. In sample, rows are predicted by profiles fitted
-    on them; cross-validation can only do worse. With its own overhead, each source also gets the one per-request
-    cost (API server, client, network; from `grid`) that suits its rows best: the fixed cost a held-out source
-    brings and no other source can tell. The drop from in-sample to own-overhead is what the sources' fixed costs
-    disagree by; what remains is what the model's mechanisms miss."""
-    ttft_rows = [r for r in rows if r.ttft_ms]
-    in_sample = predictions(ttft_rows, data, roofline=False, metrics=("ttft",))
-    by_source: dict[str, list[CalRow]] = defaultdict(list)
-    for r in ttft_rows:
-        by_source[r.source].append(r)
-    own: list[Prediction] = []
-    chosen: dict[str, float] = {}
-    for source, srows in sorted(by_source.items()):
-        best: tuple[float, float, list[Prediction]] | None = None
-        for overhead in grid:
-            preds = predictions(srows, data, roofline=False, request_overhead_s=overhead, metrics=("ttft",))
-            if not preds:
-                break
-            score = statistics.median(p.ape for p in preds)
-            if best is None or score < best[0]:
-                best = (score, overhead, preds)
-        if best is not None:
-            own += best[2]
-            chosen[source] = best[1]
-    return TtftFloor(in_sample, own, chosen)
-
-
-def error_table(preds: Sequence[Prediction]) -> dict[str, Any]:
-    """MdAPE and share within +-25% per metric (TTFT, TPOT, saturated throughput, all throughput, e2e) and per
-    family, for the calibrated model and the plain roofline."""
-
-    def summary(items: list[Prediction]) -> dict[str, Any]:
-        if not items:
-            return {"n": 0}
-        ape = [p.ape for p in items]
-        roof = [p.ape_roofline for p in items]
-        return {
-            "n": len(items),
-            "mdape": round(statistics.median(ape), 4),
-            "within_25": round(sum(a <= WITHIN for a in ape) / len(ape), 4),
-            "roofline_mdape": round(statistics.median(roof), 4),
-            "roofline_within_25": round(sum(a <= WITHIN for a in roof) / len(roof), 4),
-        }
-
-    groups: dict[str, list[Prediction]] = {
-        "ttft": [p for p in preds if p.metric == "ttft"],
-        "tpot": [p for p in preds if p.metric == "tpot"],
-        "saturated_throughput": [p for p in preds if p.metric == "throughput" and p.saturated],
-        "throughput": [p for p in preds if p.metric == "throughput"],
-        "e2e": [p for p in preds if p.metric == "e2e"],
-    }
-    by_metric = {k: summary(v) for k, v in groups.items()}
-    by_family: dict[str, Any] = {}
-    for fam in sorted({p.family for p in preds}):
-        fp = [p for p in preds if p.family == fam]
-        by_family[fam] = {"all": summary(fp)}
-        for k, v in groups.items():
-            sub = [p for p in v if p.family == fam]
-            if sub:
-                by_family[fam][k] = summary(sub)
-    return {"by_metric": by_metric, "by_family": by_family, "overall": summary(list(preds))}
-
-
-def inputs_digest(paths: Iterable[Any]) -> str:
-    h = hashlib.sha256()
-    for p in paths:
-        h.update(p.read_bytes())
-    return h.hexdigest()[:12]
-
-
-# --- what a profile was fitted with ----------------------------------------------------------------------------
-#: The fitting procedure's own source, hashed into a profile's version beside the reference inputs. The estimator's
-#: modules (engines, memory, step, simulator, reference parsing) are not hashed as text: their behaviour is, through
-#: `fingerprint`. A change that moves any reference row's prediction makes the shipped profile stale (its errors and
-#: intervals were measured for another model); a refactor that moves none does not.
-PROCEDURE_SOURCES = ("fit.py",)
-#: Significant digits a fingerprint keeps, and the relative difference it tolerates when compared: far below any
-#: modelling change (the smallest efficiency step a fit takes moves predictions by ~1e-3), far above the last-bit
-#: noise of reordered floating-point sums.
-FINGERPRINT_DIGITS = 7
-FINGERPRINT_RTOL = 1e-5
-
-
-def _sig(values: dict[str, float]) -> dict[str, float]:
-    return {k: float(f"{v:.{FINGERPRINT_DIGITS}g}") for k, v in sorted(values.items())}
-
-
-def fingerprint(rows: Sequence[CalRow], data: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every row's measured figures (as parsed), its prediction with the profiles of `data` and the plain
-    roofline's: what the estimator does on the reference data, keyed by row id."""
-    out: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        prof = profile_for(r.accelerator, profile_key(r), data)
-        try:
-            got, roof = predict_row(r, prof), roofline_row(r)
-        except ValueError as exc:
-            out[r.row_id] = {"measured": _sig(measured(r)), "error": str(exc)}
-            continue
-        out[r.row_id] = {"measured": _sig(measured(r)), "predicted": _sig(got), "roofline": _sig(roof)}
-    return out
-
-
-def fingerprint_changes(stored: dict[str, Any], current: dict[str, Any], limit: int = 10) -> list[str]:
-    """Where the estimator's behaviour on the reference rows departs from a profile's fingerprint (at most
-    `limit` lines; empty when it matches)."""
-    changes: list[str] = []
-    for rid in sorted(set(stored) | set(current)):
-        a, b = stored.get(rid), current.get(rid)
-        if a is None or b is None:
-            changes.append(f"{rid}: {'new row' if a is None else 'row gone'}")
-            continue
-        for part in ("measured", "predicted", "roofline", "error"):
-            x, y = a.get(part), b.get(part)
-            if isinstance(x, dict) and isinstance(y, dict) and set(x) == set(y):
-                changes += [
-                    f"{rid} {part} {k}: {x[k]:.7g} -> {y[k]:.7g}"
-                    for k in x
-                    if not math.isclose(x[k], y[k], rel_tol=FINGERPRINT_RTOL, abs_tol=1e-12)
-                ]
-            elif x != y:
-                changes.append(f"{rid} {part}: {x} -> {y}")
-    return changes[:limit]
-
-
-def version_digest(inputs_sha: str, prints: dict[str, Any]) -> str:
-    """A profile's digest: its inputs' and procedure's hash with its fingerprint."""
-    canonical = json.dumps(prints, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(f"{inputs_sha}\n{canonical}".encode()).hexdigest()[:12]
-
-
-__all__ = ["FAMILY", "PRIOR", "cross_validate", "error_table", "fit_profiles", "predict_row", "roofline_row"]
-
-
-# --- the whole procedure -------------------------------------------------------------------------------------
-#: 2: the version hashes the inputs, the procedure and the estimator's fingerprint (`fingerprint`).
-PROFILE_FORMAT = 2
-
-
-def calibration_rows(
-    reference: Any, extra: Sequence[Any] = ()
-) -> tuple[list[CalRow], list[tuple[str, str]], list[tuple[str, str]]]:
-    """The rows a calibration fits on, those the parser or annotations excluded and those the model cannot use,
-    each excluded one with its reason."""
-    from sizing.perf.reference import parse_rows, read_rows
-
-    rows, excluded = parse_rows(reference)
-    for path in extra:
-        rows += read_rows(path)
-    unusable: list[tuple[str, str]] = []
-    usable: list[CalRow] = []
-    for r in rows:
-        if r.origin == TWIN_ORIGIN:
-            unusable.append((r.row_id, "measured on a local twin, which runs at the estimator's own pace"))
-            continue
-        try:
-            cfg = row_config(r)
-            fit = memory_fit(cfg, reference_catalog())
-            if not fit.fits:
-                unusable.append((r.row_id, f"does not fit in the memory model: {fit.reason}"))
-                continue
-        except (KeyError, ValueError) as exc:
-            unusable.append((r.row_id, f"cannot be modelled: {exc}"))
-            continue
-        usable.append(r)
-    return usable, excluded, unusable
-
-
-def run_calibration(
-    reference: Any,
-    extra: Sequence[Any] = (),
-    date: str = "",
-    cv: bool = True,
-    progress: Callable[[str], None] | None = None,
-    workers: int = 1,
-) -> dict[str, Any]:
-    """Parse, fit, cross-validate; the content of `data/calibration.json` (deterministic for the same inputs)."""
-    from sizing.perf.reference import ANNOTATIONS
-
-    say = progress or (lambda _msg: None)
-    usable, excluded, unusable = calibration_rows(reference, extra)
-    say(
-        f"{len(usable)} rows usable, {len(excluded)} excluded by the parser/annotations, {len(unusable)} unusable"
-    )
-    say("fitting profiles per family and per (family, engine) ...")
-    profiles = fit_profiles(usable)
-    table: dict[str, Any] = {}
-    by_study: dict[str, Any] = {}
-    if cv:
-        say("leave-one-source-out cross-validation ...")
-        table = cv_table(usable, profiles, "source", say, workers)
-        say("leave-one-study-out cross-validation (stricter) ...")
-        by_study = cv_table(usable, profiles, "study", say, workers)
-        # the error a user should expect: the stricter study-level figure (an unseen lab, engine build and setup)
-        for key, entry in profiles.items():
-            fam = key.split("/")[0]
-            fam_table = by_study["by_family"].get(fam, {})
-            entry["expected_error"] = {m: fam_table[m]["mdape"] for m in ERROR_METRICS if m in fam_table}
-    from pathlib import Path
-
-    here = Path(__file__).parent
-    inputs_sha = inputs_digest(
-        [reference, ANNOTATIONS, REFERENCE_MODELS, *extra, *(here / f for f in PROCEDURE_SOURCES)]
-    )
-    prints = fingerprint(usable, {"profiles": profiles, "global": {**PRIOR}})
-    digest = version_digest(inputs_sha, prints)
-    return {
-        "format": PROFILE_FORMAT,
-        "version": f"{date or 'undated'}+{digest}",
-        "date": date,
-        "inputs_sha256_12": inputs_sha,
-        "fingerprint": prints,
-        "procedure": (__doc__ or "").strip().splitlines()[0],
-        "prior": PRIOR,
-        "global": {**PRIOR, "basis": "literature prior (no family data)"},
-        "profiles": profiles,
-        "rows": {"usable": len(usable), "excluded": excluded + unusable},
-        "cross_validation": table,
-        "cross_validation_by_study": by_study,
-    }
-
-
-CV_TITLES = {
-    "source": "Leave-one-source-out",
-    "study": "Leave-one-study-out (stricter: every source of a lab or repository held out together)",
-}
-
-
-def format_error_table(table: dict[str, Any]) -> str:
-    """The error tables as text: per metric, then per family, calibrated beside plain roofline."""
-    from sizing.commands.output import table as render
-
-    def line(name: str, s: dict[str, Any]) -> list[Any]:
-        if not s.get("n"):
-            return [name, 0, "", "", "", ""]
-        return [
-            name,
-            s["n"],
-            f"{s['mdape']:.0%}",
-            f"{s['within_25']:.0%}",
-            f"{s['roofline_mdape']:.0%}",
-            f"{s['roofline_within_25']:.0%}",
-        ]
-
-    head = ["", "n", "MdAPE", "within 25%", "roofline MdAPE", "roofline within 25%"]
-    parts = [f"{CV_TITLES[table.get('grouping', 'source')]} error by metric:"]
-    parts.append(
-        render(head, [line(k, v) for k, v in table["by_metric"].items()] + [line("all", table["overall"])])
-    )
-    parts.append("")
-    parts.append("By accelerator family (all metrics; then TTFT / TPOT / saturated throughput MdAPE):")
-    rows = []
-    for fam, d in table["by_family"].items():
-        extra = " / ".join(
-            f"{d[m]['mdape']:.0%}" if m in d else "-" for m in ("ttft", "tpot", "saturated_throughput")
-        )
-        rows.append([*line(fam, d["all"]), extra])
-    parts.append(render([*head, "TTFT / TPOT / sat. thr."], rows))
-    return "\n".join(parts)
