@@ -1,5 +1,9 @@
 """The HTML report of an estimate or a run: one self-contained page (inline CSS and SVG, no external asset).
 
+Python computes what the page says (each section's values, below); the Jinja2 templates in `templates/` hold the
+markup (`report.html` the layout, one template per section, `macros.html` the shared pieces) and escape every text
+(autoescape). The SVG charts and the download links' data URIs are the only markup passed in as such.
+
 Every figure the page prints from the result is wrapped as `<span class="n" data-path="architectures.0.cost.
 usd_per_month" data-value="52341.86">$52,342</span>`, so a test (or a reader's script) can check the page says
 exactly what the JSON says. The result itself is embedded as `<script type="application/json" id="sizing-result">`.
@@ -11,13 +15,18 @@ import base64
 import json
 import math
 from collections.abc import Callable, Sequence
-from html import escape
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
+
+from jinja2 import Environment
+from markupsafe import Markup
 
 from sizing.report import svg
 from sizing.report.curves import Curve, latency_curves
 from sizing.report.model import check_result
+from sizing.report.templating import make_environment
 from sizing.results import rank_cost
 from sizing.workload import WorkloadModel
 
@@ -136,21 +145,48 @@ def _walk(cur: Any, parts: list[str]) -> Any:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Num:
+    """A figure of the result as the page prints it (`macros.html` `n`): tagged with its path and exact value, or
+    a grey placeholder (`missing`) when the result has no finite number there."""
+
+    path: str
+    value: float | None
+    text: str = ""
+    scale: float = 1.0
+    missing: str = "—"
+
+    @property
+    def value_repr(self) -> str:
+        return repr(self.value)
+
+    @property
+    def scale_text(self) -> str:
+        return f"{self.scale:g}"
+
+
+#: The grey dash of a cell the result has nothing for.
+MISSING = Num("", None)
+
+Span = tuple[Num, ...]
+
+
 class Page:
-    """Builds the page; `n()` prints a number of the result, tagged with its path."""
+    """The result being reported; `n()` takes a number of it, tagged with its path."""
 
     def __init__(self, result: dict[str, Any]):
         self.r = result
 
-    def n(self, path: str, fmt: Fmt = plain, missing: str = "—", scale: float = 1.0) -> str:
+    def n(self, path: str, fmt: Fmt = plain, missing: str = "—", scale: float = 1.0) -> Num:
         """`scale`: the text shows the value times this (`share` shows a fraction as a percentage: 100)."""
         v = lookup(self.r, path)
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            return f'<span class="na">{missing}</span>'
-        scaled = f' data-scale="{scale:g}"' if scale != 1 else ""
-        return (
-            f'<span class="n" data-path="{escape(path)}" data-value="{v!r}"{scaled}>{escape(fmt(v))}</span>'
-        )
+            return Num(path, None, missing=missing)
+        return Num(path, v, fmt(v), scale, missing)
+
+    def num(self, path: str, fmt: Fmt = plain, **kw: Any) -> Num | None:
+        """The figure at `path`, or None when the result has no number there."""
+        return self.n(path, fmt, **kw) if isinstance(lookup(self.r, path), int | float) else None
 
 
 # --- helpers --------------------------------------------------------------------------------------------------
@@ -250,27 +286,9 @@ def origin_labels(result: dict[str, Any]) -> list[str]:
     return out
 
 
-def _text(v: Any) -> str:
-    return escape(str(v)) if isinstance(v, str) and v else ""
-
-
-def _section(sid: str, title: str, body: str, lead: str = "") -> str:
-    lead_html = f'<p class="lead">{lead}</p>' if lead else ""
-    return f'<section id="{sid}"><h2>{escape(title)}</h2>{lead_html}{body}</section>'
-
-
-def _figure(name: str, svg_text: str, caption: str) -> str:
-    return f'<figure class="chart" data-chart="{escape(name)}">{svg_text}<figcaption>{caption}</figcaption></figure>'
-
-
-def _table(head: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "") -> str:
-    th = "".join(f"<th>{h}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-    return f'<div class="scroll"><table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
-
-
-def _dl(items: Sequence[tuple[str, str]]) -> str:
-    return "<dl>" + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
+def _str(v: Any) -> str:
+    """A text of the result; "" for anything else."""
+    return v if isinstance(v, str) and v else ""
 
 
 def _levels_signature(levels: Sequence[dict[str, Any]]) -> tuple[tuple[str, float], ...]:
@@ -323,16 +341,29 @@ def _floats(values: Any) -> list[float]:
     return [float(v) if isinstance(v, int | float) else 0.0 for v in values]
 
 
-def _span(pg: Page, path: str) -> str:
+def _span(pg: Page, path: str) -> Span:
     """`min–peak` of a {min, peak} block, or one figure when they are equal."""
     lo, hi = lookup(pg.r, path + ".min"), lookup(pg.r, path + ".peak")
     if lo == hi:
-        return pg.n(path + ".peak", count)
-    return f"{pg.n(path + '.min', count)}–{pg.n(path + '.peak', count)}"
+        return (pg.n(path + ".peak", count),)
+    return (pg.n(path + ".min", count), pg.n(path + ".peak", count))
 
 
-# --- sections -------------------------------------------------------------------------------------------------
-def _headroom(pg: Page, p: str) -> str:
+# --- sections: each returns the values its template (`templates/<template>`) prints -----------------------------
+Section = dict[str, Any]
+
+
+def _section(template: str, **values: Any) -> Section:
+    return {"template": template, **values}
+
+
+def _metric_name(target: str) -> tuple[str, str]:
+    """`ttft_ms.p95` -> ("TTFT", "p95")."""
+    metric, q = target.split(".", 1)
+    return METRIC_NAMES.get(metric, metric), q
+
+
+def _headroom(pg: Page, p: str) -> dict[str, Any]:
     """Both headrooms, named: spare load at peak, and how far the tightest SLO target's prediction is below it."""
     a = lookup(pg.r, p) or {}
     load_path = (
@@ -340,137 +371,126 @@ def _headroom(pg: Page, p: str) -> str:
         if isinstance(lookup(a, "headroom.load_pct"), int | float)
         else f"{p}.headroom_pct"
     )
-    parts = [f"load headroom {pg.n(load_path, pct)} (capacity left free at peak)"]
     lat = lookup(a, "headroom.latency")
-    if isinstance(lat, dict) and lat:
+    items = []
+    if isinstance(lat, dict):
         tightest = lookup(a, "headroom.tightest")
-        items = []
         for target, v in lat.items():
             if not isinstance(v, int | float) or isinstance(v, bool) or "." not in str(target):
                 continue
-            metric, q = str(target).split(".", 1)
-            name = f"{METRIC_NAMES.get(metric, metric)} {q}"
-            mark = " (tightest)" if target == tightest and len(lat) > 1 else ""
-            items.append(f"{escape(name)} {pg.n(f'{p}.headroom.latency.{target}', pct)} below its SLO{mark}")
-        if items:
-            parts.append("latency headroom " + ", ".join(items))
-    return "; ".join(parts)
-
-
-def _at_level_note(pg: Page, p: str, metric: str, q: str, fmt: Fmt) -> str:
-    """`(predicted there X)`: the estimator's figure at the load level the figure beside it was taken at."""
-    path = f"{p}.measured.predicted_at_level.{metric}.{q}"
-    if not isinstance(lookup(pg.r, path), int | float):
-        return ""
-    return f" <small>(predicted at that load {pg.n(path, fmt)})</small>"
-
-
-def _why_not_cheaper(pg: Page) -> str:
-    r = pg.r
-    parts = []
-    if _text(r.get("summary")):
-        parts.append(f'<p class="why">{_text(r.get("summary"))}</p>')
-    rows = []
-    for i, x in enumerate(r.get("why_not_cheaper") or []):
-        if isinstance(x, dict):
-            rows.append(
-                [
-                    escape(str(x.get("option") or "")),
-                    "≥ " + pg.n(f"why_not_cheaper.{i}.usd_per_month", usd),
-                    escape(str(x.get("reason") or "")),
-                ]
+            items.append(
+                {
+                    "name": " ".join(_metric_name(str(target))),
+                    "fig": pg.n(f"{p}.headroom.latency.{target}", pct),
+                    "tightest": target == tightest and len(lat) > 1,
+                }
             )
-    if rows:
-        parts.append(
-            f"<details><summary>Why not cheaper: <strong>{len(rows)}</strong> cheaper hardware options miss an"
-            f" SLO</summary>{_table(['option', 'per month (at least)', 'why excluded'], rows)}</details>"
+    return {"load": pg.n(load_path, pct), "latency": items}
+
+
+def _at_level(pg: Page, p: str, metric: str, q: str, fmt: Fmt) -> Num | None:
+    """The estimator's figure at the load level the figure beside it was taken at (None without one)."""
+    return pg.num(f"{p}.measured.predicted_at_level.{metric}.{q}", fmt)
+
+
+def _why_not_cheaper(pg: Page) -> dict[str, Any]:
+    rows = [
+        (
+            str(x.get("option") or ""),
+            pg.n(f"why_not_cheaper.{i}.usd_per_month", usd),
+            str(x.get("reason") or ""),
         )
-    return "".join(parts)
+        for i, x in enumerate(pg.r.get("why_not_cheaper") or [])
+        if isinstance(x, dict)
+    ]
+    return {"summary": _str(pg.r.get("summary")), "rows": rows}
 
 
-def _answer(pg: Page) -> str:
+def _answer_fleet(pg: Page, a: dict[str, Any], p: str) -> dict[str, Any] | None:
+    if not a.get("replicas"):
+        return None
+    return {
+        "replicas": _span(pg, p + ".replicas"),
+        "instances": _span(pg, p + ".instances"),
+        "instance_type": str(a.get("instance_type")),
+        "capacity_type": str(a.get("capacity_type")),
+        "in_flight": pg.num(p + ".per_replica.in_flight", tenths),
+        "headroom": _headroom(pg, p),
+    }
+
+
+def _answer_extras(pg: Page, a: dict[str, Any], p: str) -> list[tuple[Num, str]]:
+    cost = a.get("cost") or {}
+    extras = []
+    if cost.get("usd_per_month_spot") is not None and a.get("capacity_type") != "spot":
+        extras.append((pg.n(p + ".cost.usd_per_month_spot", usd), "with spot above the base"))
+    if cost.get("usd_per_month_savings_plan_1y") is not None:
+        extras.append((pg.n(p + ".cost.usd_per_month_savings_plan_1y", usd), "with a 1-year savings plan"))
+    if cost.get("usd_per_user_month") is not None:
+        extras.append((pg.n(p + ".cost.usd_per_user_month", usd), "per user per month"))
+    return extras
+
+
+def _answer_latency(pg: Page, a: dict[str, Any], p: str) -> list[dict[str, Any]]:
+    m = a.get("measured")
+    measured: dict[str, Any] = m if isinstance(m, dict) else {}
+    out = []
+    for metric in ("ttft_ms", "tpot_ms", "e2e_s"):
+        q = shown_percentile(pg.r, metric)
+        f = UNIT_FMT[METRIC_UNITS[metric]]
+        limit = slo_limit(pg.r, metric, q)
+        from_test = bool(measured.get(metric))
+        src = "measured" if from_test else "predicted"
+        out.append(
+            {
+                "name": f"{METRIC_NAMES[metric]} {q}",
+                "fig": pg.n(f"{p}.{src}.{metric}.{q}", f),
+                "at_level": _at_level(pg, p, metric, q, f) if from_test else None,
+                "slo": f(limit) if limit is not None else None,
+            }
+        )
+    return out
+
+
+def _answer(pg: Page) -> Section:
     r = pg.r
     archs = r.get("architectures") or []
     wi = winner_index(r)
     if wi is None:
-        inf = r.get("infeasible") or {}
         default = (
             "every measured candidate missed an SLO (see the ranking)"
             if archs
             else "no candidate meets the SLOs (see the rejected candidates)"
         )
-        msg = escape(str(inf.get("message") or default))
-        return (
-            f'<div class="answer bad"><p class="big">No architecture meets the SLOs.</p><p>{msg}</p>'
-            f"{_why_not_cheaper(pg)}</div>"
-        )
+        message = str((r.get("infeasible") or {}).get("message") or default)
+        return _section("answer.html", winner=None, message=message, why=_why_not_cheaper(pg))
     a = archs[wi]
     p = f"architectures.{wi}"
-    name = f"<strong>{escape(short_label(a))}</strong>"
-    if a.get("capacity_type") == "spot" and (a.get("cost") or {}).get("usd_per_month_spot") is not None:
-        cost = f"{pg.n(p + '.cost.usd_per_month_spot', usd)} a month with spot ({pg.n(p + '.cost.usd_per_month', usd)} on demand)"
-    else:
-        cost = f"{pg.n(p + '.cost.usd_per_month', usd)} a month on demand"
-    parts = [f'<p class="big">Run {name} for {cost}.</p>']
-    if a.get("replicas"):
-        in_flight = ""
-        if isinstance(lookup(a, "per_replica.in_flight"), int | float):
-            in_flight = f", {pg.n(p + '.per_replica.in_flight', tenths)} requests in flight per replica at peak (simulated)"
-        parts.append(
-            f"<p>{_span(pg, p + '.replicas')} replicas on {_span(pg, p + '.instances')}"
-            f" × {escape(str(a.get('instance_type')))} ({escape(str(a.get('capacity_type')))}){in_flight}.</p>"
-        )
-        parts.append(f"<p>Headroom: {_headroom(pg, p)}.</p>")
-    extras = []
-    if (a.get("cost") or {}).get("usd_per_month_spot") is not None and a.get("capacity_type") != "spot":
-        extras.append(f"{pg.n(p + '.cost.usd_per_month_spot', usd)} with spot above the base")
-    if (a.get("cost") or {}).get("usd_per_month_savings_plan_1y") is not None:
-        extras.append(f"{pg.n(p + '.cost.usd_per_month_savings_plan_1y', usd)} with a 1-year savings plan")
-    if (a.get("cost") or {}).get("usd_per_user_month") is not None:
-        extras.append(f"{pg.n(p + '.cost.usd_per_user_month', usd)} per user per month")
-    if extras:
-        parts.append("<p>" + "; ".join(extras) + ".</p>")
-    measured = a.get("measured") if isinstance(a.get("measured"), dict) else {}
-    lat = []
-    for metric in ("ttft_ms", "tpot_ms", "e2e_s"):
-        q = shown_percentile(r, metric)
-        f = UNIT_FMT[METRIC_UNITS[metric]]
-        limit = slo_limit(r, metric, q)
-        from_test = bool(measured.get(metric))
-        src = "measured" if from_test else "predicted"
-        txt = f"{METRIC_NAMES[metric]} {q} {pg.n(f'{p}.{src}.{metric}.{q}', f)}"
-        if from_test:
-            txt += _at_level_note(pg, p, metric, q, f)
-        if limit is not None:
-            txt += f" (SLO {escape(f(limit))})"
-        lat.append(txt)
-    if measured:
-        basis = origin_label(a, r).capitalize() + " at the highest load level that met the SLOs"
-    else:
-        basis = "Predicted at peak"
-    parts.append(f"<p>{basis}: " + ", ".join(lat) + ".</p>")
-    if measured_origin(a, r) == TWIN:
-        parts.append(
-            "<p><small>Simulated (twin): a local twin serves at the estimator's own predicted pace, so these"
-            " figures check the pipeline, not the prediction; only a load test of a real endpoint measures."
-            "</small></p>"
-        )
-    tuning = _text(lookup(a, "tuning.summary"))
-    if tuning:
-        parts.append(f"<p>Runtime settings: {tuning}.</p>")
-    parts.append(_why_not_cheaper(pg))
-    ok = "good" if a.get("meets_slo") else "bad"
-    return f'<div class="answer {ok}">' + "".join(parts) + "</div>"
+    spot = a.get("capacity_type") == "spot" and (a.get("cost") or {}).get("usd_per_month_spot") is not None
+    basis = (
+        origin_label(a, r).capitalize() + " at the highest load level that met the SLOs"
+        if a.get("measured")
+        else "Predicted at peak"
+    )
+    winner = {
+        "label": short_label(a),
+        "spot": pg.n(p + ".cost.usd_per_month_spot", usd) if spot else None,
+        "on_demand": pg.n(p + ".cost.usd_per_month", usd),
+        "fleet": _answer_fleet(pg, a, p),
+        "extras": _answer_extras(pg, a, p),
+        "basis": basis,
+        "latency": _answer_latency(pg, a, p),
+        "twin": measured_origin(a, r) == TWIN,
+        "tuning": _str(lookup(a, "tuning.summary")),
+    }
+    return _section("answer.html", winner=winner, ok=bool(a.get("meets_slo")), why=_why_not_cheaper(pg))
 
 
-def _workload(pg: Page, wl: WorkloadModel | None) -> str:
+def _workload(pg: Page, wl: WorkloadModel | None) -> Section:
     w = pg.r.get("workload") or {}
     if not w:
-        return _section("workload", "Workload", "<p>This result carries no workload figures.</p>")
-    said: list[tuple[str, str]] = [
-        ("Workload", escape(str(w.get("name", "")))),
-        ("Model", escape(str(w.get("model", "")))),
-    ]
+        return _section("workload.html", empty=True)
+    said: list[tuple[str, Any]] = [("Workload", str(w.get("name", ""))), ("Model", str(w.get("model", "")))]
     if wl is not None and wl.spec.users is not None:
         u = wl.spec.users
         said += [
@@ -479,266 +499,217 @@ def _workload(pg: Page, wl: WorkloadModel | None) -> str:
             ("Requests per active user-hour", f"{u.requests_per_active_hour:g}"),
         ]
     if wl is not None:
-        said.append(("Traffic profile", escape(str(wl.spec.traffic.profile or "custom weights"))))
-    said.append(("Time zone", escape(str(w.get("timezone", "")))))
+        said.append(("Traffic profile", str(wl.spec.traffic.profile or "custom weights")))
+    said.append(("Time zone", str(w.get("timezone", ""))))
     for m, q, _limit in slo_targets(pg.r):
         f = UNIT_FMT.get(METRIC_UNITS.get(m, ""), plain)
-        said.append((f"SLO {METRIC_NAMES.get(m, m)} {q}", "≤ " + pg.n(f"workload.slo.{m}.{q}", f)))
-    said += [("Note", escape(str(n))) for n in w.get("notes") or []]
-    tech: list[tuple[str, str]] = [
-        ("Peak rate", pg.n("workload.peak_rps", rps)),
-        ("Average rate", pg.n("workload.avg_rps", rps)),
-        ("Requests in flight at peak (Little's law)", pg.n("workload.peak_concurrency", count)),
-        ("Active users at peak", pg.n("workload.peak_active_users", count)),
-        ("Think time between requests", pg.n("workload.think_time_s", sec)),
-        ("Requests per day", pg.n("workload.requests_per_day", count)),
-        ("Requests per month", pg.n("workload.requests_per_month", count)),
-        ("Input tokens/s at peak", pg.n("workload.input_tokens_per_s_peak", token_count)),
-        ("Output tokens/s at peak", pg.n("workload.output_tokens_per_s_peak", token_count)),
-    ]
-    tok_rows = []
+        said.append((f"SLO {METRIC_NAMES.get(m, m)} {q}", ["≤ ", pg.n(f"workload.slo.{m}.{q}", f)]))
+    said += [("Note", str(n)) for n in w.get("notes") or []]
+    tech = {
+        "peak_rps": pg.n("workload.peak_rps", rps),
+        "avg_rps": pg.n("workload.avg_rps", rps),
+        "peak_concurrency": pg.n("workload.peak_concurrency", count),
+        "peak_active_users": pg.n("workload.peak_active_users", count),
+        "think_time_s": pg.n("workload.think_time_s", sec),
+        "requests_per_day": pg.n("workload.requests_per_day", count),
+        "requests_per_month": pg.n("workload.requests_per_month", count),
+        "input_tokens_per_s_peak": pg.n("workload.input_tokens_per_s_peak", token_count),
+        "output_tokens_per_s_peak": pg.n("workload.output_tokens_per_s_peak", token_count),
+    }
+    tokens = []
     for side in ("input_tokens", "output_tokens"):
         block = w.get(side)
-        b: dict[str, Any] = block if isinstance(block, dict) else {}
-        tok_rows.append(
-            [side.replace("_", " "), escape(str(b.get("kind", "")))]
-            + [pg.n(f"workload.{side}.{k}", token_count) for k in ("mean", "p50", "p95", "p99")]
-        )
-    tokens = _table(["tokens", "distribution", "mean", "p50", "p95", "p99"], tok_rows, "num")
-    body = (
-        '<div class="cols"><div><h3>In business terms</h3>' + _dl(said) + "</div>"
-        "<div><h3>In technical figures</h3>" + _dl(tech) + tokens + "</div></div>"
-    )
-    return _section("workload", "Workload", body)
+        kind = str(block.get("kind", "")) if isinstance(block, dict) else ""
+        figs = [pg.n(f"workload.{side}.{k}", token_count) for k in ("mean", "p50", "p95", "p99")]
+        tokens.append([side.replace("_", " "), kind, *figs])
+    return _section("workload.html", empty=False, said=said, tech=tech, tokens=tokens)
 
 
-def _also_fits(pg: Page, p: str) -> str:
+def _also_fits(pg: Page, p: str) -> list[tuple[str, Num]]:
     """`also fits: g6e.2xlarge $3,371`: dearer instance sizes with the same performance, folded into the row."""
     alts = lookup(pg.r, p + ".also_fits_on")
-    if not isinstance(alts, list) or not alts:
-        return ""
-    items = [
-        f"{escape(str(x.get('instance_type')))} {pg.n(f'{p}.also_fits_on.{j}.usd_per_month', usd)}"
+    if not isinstance(alts, list):
+        return []
+    return [
+        (str(x.get("instance_type")), pg.n(f"{p}.also_fits_on.{j}.usd_per_month", usd))
         for j, x in enumerate(alts)
         if isinstance(x, dict) and x.get("instance_type")
     ]
-    return f"<br><small>also fits on: {', '.join(items)}</small>" if items else ""
 
 
-def _tightest(pg: Page, p: str) -> str:
-    """The tightest SLO target's margin below its limit, named."""
+def _tightest(pg: Page, p: str) -> tuple[Num, str]:
+    """The tightest SLO target's margin below its limit, and its name."""
     target = lookup(pg.r, p + ".headroom.tightest")
     if not isinstance(lookup(pg.r, p + ".headroom.tightest_pct"), int | float):
-        return '<span class="na">—</span>'
-    name = ""
-    if isinstance(target, str) and "." in target:
-        metric, q = target.split(".", 1)
-        name = f"<br><small>{escape(METRIC_NAMES.get(metric, metric))} {escape(q)}</small>"
-    return pg.n(p + ".headroom.tightest_pct", pct) + name
+        return MISSING, ""
+    name = " ".join(_metric_name(target)) if isinstance(target, str) and "." in target else ""
+    return pg.n(p + ".headroom.tightest_pct", pct), name
 
 
-def _load_headroom(pg: Page, p: str) -> str:
+def _load_headroom(pg: Page, p: str) -> Num:
     if isinstance(lookup(pg.r, p + ".headroom.load_pct"), int | float):
         return pg.n(p + ".headroom.load_pct", pct)
     return pg.n(p + ".headroom_pct", pct)
 
 
-def _ranked(pg: Page) -> str:
+def _rank(pg: Page, a: dict[str, Any], p: str) -> Num | None:
+    """The rank of an architecture in the ranking; None for one that missed an SLO when measured (a ✗)."""
+    return pg.n(p + ".rank", count) if feasible(a) else None
+
+
+def _ranked_metric(pg: Page, a: dict[str, Any], p: str, m: str, q: str) -> dict[str, Any]:
+    """One latency cell of a ranked row: the prediction, its typical error, and the load test's figure."""
+    r = pg.r
+    f = UNIT_FMT[METRIC_UNITS[m]]
+    err = f"{p}.calibration.expected_error.{EXPECTED_ERROR_KEY[m]}" if m in EXPECTED_ERROR_KEY else ""
+    limit = slo_limit(r, m, q)
+    mv = lookup(r, f"{p}.measured.{m}.{q}")
+    return {
+        "predicted": pg.n(f"{p}.predicted.{m}.{q}", f),
+        # how far such a prediction typically is from a measurement (cross-validated median error)
+        "error": pg.num(err, share, scale=100) if err else None,
+        "measured": pg.n(f"{p}.measured.{m}.{q}", f, missing=""),
+        "miss": limit is not None and isinstance(mv, int | float) and mv > limit,
+        "title": origin_label(a, r) if a.get("measured") else "",
+        "at_level": _at_level(pg, p, m, q, f) if isinstance(mv, int | float) else None,
+    }
+
+
+def _ranked_row(pg: Page, i: int, a: dict[str, Any], metrics: list[tuple[str, str]]) -> dict[str, Any]:
+    r = pg.r
+    p = f"architectures.{i}"
+    reps: Span = ()
+    reps_mean = None
+    if a.get("replicas"):
+        reps = _span(pg, p + ".replicas")
+        if lookup(r, p + ".replicas.min") != lookup(r, p + ".replicas.peak"):
+            reps_mean = pg.n(p + ".replicas.mean", count)
+    twin = measured_origin(a, r) == TWIN
+    return {
+        "rank": _rank(pg, a, p),
+        "id": str(a["id"]),
+        "label": short_label(a),
+        "spot": a.get("capacity_type") == "spot",
+        "missed": "" if feasible(a) else ("when simulated (twin)" if twin else "when measured"),
+        "twin": twin,
+        "also_fits": _also_fits(pg, p),
+        "replicas": reps,
+        "replicas_mean": reps_mean,
+        "metrics": [_ranked_metric(pg, a, p, m, q) for m, q in metrics],
+        "capacity": pg.n(p + ".per_replica.rps_slo_limit", rps),
+        "capacity_measured": pg.n(p + ".measured.capacity_rps", rps, missing=""),
+        "costs": [
+            pg.n(p + ".cost." + k, usd)
+            for k in (
+                "usd_per_month",
+                "usd_per_month_spot",
+                "usd_per_month_savings_plan_1y",
+                "usd_per_million_output_tokens",
+                "usd_per_user_month",
+            )
+        ],
+        "load_headroom": _load_headroom(pg, p),
+        "tightest": _tightest(pg, p),
+        "pareto": bool(a.get("pareto")),
+    }
+
+
+def _search(pg: Page) -> dict[str, Any] | None:
+    s = pg.r.get("search") or {}
+    if not s:
+        return None
+    return {
+        "options": pg.n("search.hardware_options", count),
+        "simulated": pg.n("search.simulated", count),
+        "feasible": pg.n("search.feasible", count),
+        "seconds": pg.n("search.seconds", sec) if s.get("seconds") is not None else None,
+    }
+
+
+def _ranked(pg: Page) -> Section:
     r = pg.r
     archs = r.get("architectures") or []
     if not archs:
-        return _section("ranked", "Ranked architectures", "<p>None: no candidate meets the SLOs.</p>")
+        return _section("ranked.html", rows=[])
     metrics = [(m, shown_percentile(r, m)) for m in ("ttft_ms", "tpot_ms", "e2e_s")]
-    labels = origin_labels(r)
-    any_measured = bool(labels)
-    tested = " / ".join(labels)
-    head = ["#", "architecture", "replicas<br><small>min–peak (mean)</small>"]
+    heads = []
     for m, q in metrics:
         limit = slo_limit(r, m, q)
-        slo = (
-            f"<br><small>SLO ≤ {escape(UNIT_FMT[METRIC_UNITS[m]](limit))}</small>"
-            if limit is not None
-            else ""
+        heads.append(
+            {
+                "name": f"{METRIC_NAMES[m]} {q}",
+                "slo": UNIT_FMT[METRIC_UNITS[m]](limit) if limit is not None else "",
+            }
         )
-        both = f"predicted at peak<br>{tested}" if any_measured else "predicted at peak"
-        head.append(f"{METRIC_NAMES[m]} {q}<br><small>{both}</small>{slo}")
-    head.append(
-        "capacity per replica<br><small>"
-        + (f"predicted<br>{tested}" if any_measured else "predicted")
-        + "</small>"
+    return _section(
+        "ranked.html",
+        rows=[_ranked_row(pg, i, a, metrics) for i, a in enumerate(archs)],
+        heads=heads,
+        tested=" / ".join(origin_labels(r)),
+        search=_search(pg),
+        twins=TWIN in {measured_origin(a, r) for a in archs},
+        errors=any(isinstance(lookup(a, "calibration.expected_error"), dict) for a in archs),
+        downloads=_downloads(r),
     )
-    head += [
-        "per month<br><small>on-demand</small>",
-        "per month<br><small>spot</small>",
-        "per month<br><small>1-yr plan</small>",
-        "per 1M out<br><small>tokens</small>",
-        "per user<br><small>month</small>",
-        "load headroom<br><small>capacity free at peak</small>",
-        "latency headroom<br><small>tightest SLO margin</small>",
-        "Pareto",
-    ]
-    rows = []
-    for i, a in enumerate(archs):
-        p = f"architectures.{i}"
-        reps = "per token"
-        if a.get("replicas"):
-            reps = _span(pg, p + ".replicas")
-            if lookup(r, p + ".replicas.min") != lookup(r, p + ".replicas.peak"):
-                reps += f" ({pg.n(p + '.replicas.mean', count)})"
-        name = f'<span class="id" title="{escape(a["id"])}">{escape(short_label(a))}</span>'
-        if a.get("capacity_type") == "spot":
-            name += ' <span class="tag">spot</span>'
-        if not feasible(a):
-            when = "when simulated (twin)" if measured_origin(a, r) == TWIN else "when measured"
-            name += f' <span class="tag miss">missed an SLO {when}</span>'
-        elif measured_origin(a, r) == TWIN:
-            name += ' <span class="tag">simulated (twin)</span>'
-        name += _also_fits(pg, p)
-        rank = pg.n(p + ".rank", count) if feasible(a) else '<span class="miss">✗</span>'
-        row = [rank, name, reps]
-        for m, q in metrics:
-            f = UNIT_FMT[METRIC_UNITS[m]]
-            cell = pg.n(f"{p}.predicted.{m}.{q}", f)
-            err = f"{p}.calibration.expected_error.{EXPECTED_ERROR_KEY[m]}" if m in EXPECTED_ERROR_KEY else ""
-            if err and isinstance(lookup(r, err), int | float):
-                # how far such a prediction typically is from a measurement (cross-validated median error)
-                cell += f' <small class="err" title="typical error of this prediction">±{pg.n(err, share, scale=100)}</small>'
-            if any_measured:
-                meas = pg.n(f"{p}.measured.{m}.{q}", f, missing="")
-                limit = slo_limit(r, m, q)
-                mv = lookup(r, f"{p}.measured.{m}.{q}")
-                miss = " miss" if limit is not None and isinstance(mv, int | float) and mv > limit else ""
-                title = f' title="{escape(origin_label(a, r))}"' if a.get("measured") else ""
-                cell += f'<br><span class="meas{miss}"{title}>{meas}</span>'
-                if isinstance(mv, int | float):
-                    cell += _at_level_note(pg, p, m, q, f)
-            row.append(cell)
-        cap = pg.n(p + ".per_replica.rps_slo_limit", rps)
-        if any_measured:
-            cap += f'<br><span class="meas">{pg.n(p + ".measured.capacity_rps", rps, missing="")}</span>'
-        row.append(cap)
-        row += [
-            pg.n(p + ".cost.usd_per_month", usd),
-            pg.n(p + ".cost.usd_per_month_spot", usd),
-            pg.n(p + ".cost.usd_per_month_savings_plan_1y", usd),
-            pg.n(p + ".cost.usd_per_million_output_tokens", usd),
-            pg.n(p + ".cost.usd_per_user_month", usd),
-            _load_headroom(pg, p),
-            _tightest(pg, p),
-            "★" if a.get("pareto") else "",
-        ]
-        rows.append(row)
-    s = r.get("search") or {}
-    lead = "Cheapest first among the architectures that meet every SLO target. "
-    if s:
-        lead += (
-            f"Searched {pg.n('search.hardware_options', count)} hardware options, simulated"
-            f" {pg.n('search.simulated', count)}, {pg.n('search.feasible', count)} feasible"
-            + (f" in {pg.n('search.seconds', sec)}" if s.get("seconds") is not None else "")
-            + ". "
-        )
-    if any_measured:
-        lead += (
-            f"Second lines ({escape(tested)}) are at the highest load level that met the SLOs, with the estimator's"
-            " prediction at that same load beside them where the run re-simulated it; such an architecture's"
-            " replicas and cost follow from that capacity. "
-        )
-    if TWIN in {measured_origin(a, r) for a in archs}:
-        lead += (
-            "Simulated (twin) figures come from local twins, which serve at the estimator's own predicted pace:"
-            " they are not measurements. "
-        )
-    lead += (
-        "Load headroom: the share of a replica's SLO capacity left free in the busiest hour. Latency headroom: how"
-        " far the tightest SLO target's prediction is below its limit. "
-    )
-    lead += "★ marks the Pareto front (no other architecture is both cheaper and faster at p95 end-to-end)."
-    if any(isinstance(lookup(a, "calibration.expected_error"), dict) for a in archs):
-        lead += (
-            " ±: the typical error of a prediction on that hardware and engine, the median error when the"
-            " estimator predicted published measurements it was not fitted on."
-        )
-    return _section("ranked", "Ranked architectures", _table(head, rows, "num ranked") + _downloads(r), lead)
 
 
-def _refused(pg: Page, p: str) -> str:
+def _refused(pg: Page, p: str) -> tuple[Num | str, str]:
     """The share of requests the server refuses (input + output over max_model_len), and what the context covers."""
     refused = lookup(pg.r, p + ".context.refused_share")
     if isinstance(refused, bool) or not isinstance(refused, int | float):
-        return '<span class="na">—</span>'
-    covers = _text(lookup(pg.r, p + ".context.covers"))
-    note = f"<br><small>covers {covers}</small>" if covers else ""
+        return MISSING, ""
+    covers = _str(lookup(pg.r, p + ".context.covers"))
     if refused <= 0:
-        return "none" + note
-    return pg.n(p + ".context.refused_share", fine_share, scale=100) + note
+        return "none", covers
+    return pg.n(p + ".context.refused_share", fine_share, scale=100), covers
 
 
-def _serving(pg: Page) -> str:
+def _serving(pg: Page) -> Section:
     """Each architecture's serving configuration as deployed, what the tuning changed, and the load it carries."""
-    r = pg.r
     rows = []
-    for i, a in enumerate(r.get("architectures") or []):
+    for i, a in enumerate(pg.r.get("architectures") or []):
         if a.get("deployment") == "bedrock":
             continue
         p = f"architectures.{i}"
         srv = a.get("serving") if isinstance(a.get("serving"), dict) else {}
         kv = srv.get("kv_cache_dtype")
         prefix = srv.get("enable_prefix_caching")
-        refused_cell = _refused(pg, p)
         rows.append(
-            [
-                pg.n(p + ".rank", count) if feasible(a) else '<span class="miss">✗</span>',
-                escape(short_label(a)),
-                pg.n(p + ".serving.max_model_len", token_count),
-                pg.n(p + ".serving.max_num_seqs", count),
-                pg.n(p + ".serving.max_num_batched_tokens", token_count),
-                escape(str(kv)) if isinstance(kv, str) else '<span class="na">—</span>',
-                ("on" if prefix else "off") if isinstance(prefix, bool) else '<span class="na">—</span>',
-                pg.n(p + ".per_replica.in_flight", tenths),
-                pg.n(p + ".per_replica.max_concurrency", tenths),
-                refused_cell,
-                _text(lookup(a, "tuning.summary")) or '<span class="na">—</span>',
-            ]
+            {
+                "rank": _rank(pg, a, p),
+                "label": short_label(a),
+                "figures": [
+                    pg.n(p + ".serving.max_model_len", token_count),
+                    pg.n(p + ".serving.max_num_seqs", count),
+                    pg.n(p + ".serving.max_num_batched_tokens", token_count),
+                ],
+                "kv_cache_dtype": str(kv) if isinstance(kv, str) else MISSING,
+                "prefix_caching": ("on" if prefix else "off") if isinstance(prefix, bool) else MISSING,
+                "in_flight": pg.n(p + ".per_replica.in_flight", tenths),
+                "max_concurrency": pg.n(p + ".per_replica.max_concurrency", tenths),
+                "refused": _refused(pg, p),
+                "tuning": _str(lookup(a, "tuning.summary")) or MISSING,
+            }
         )
-    if not rows:
-        return _section(
-            "serving", "Serving configuration", "<p>No self-hosted architecture in this result.</p>"
-        )
-    head = [
-        "#",
-        "architecture",
-        "max_model_len",
-        "max_num_seqs",
-        "max_num_batched_tokens",
-        "KV cache dtype",
-        "prefix caching",
-        "in flight at peak<br><small>per replica, simulated</small>",
-        "in flight at SLO capacity<br><small>per replica, simulated</small>",
-        "refused<br><small>longer than max_model_len</small>",
-        "tuning<br><small>vs engine defaults</small>",
-    ]
-    lead = (
-        "The engine settings each replica is estimated, deployed and load-tested with, the requests it holds in"
-        " flight, and what the runtime-parameter search changed from the engine's defaults."
+    return _section("serving.html", rows=rows)
+
+
+def _data_uri(text: str, mime: str) -> Markup:
+    """A data: URI of `text` (base64: nothing in it to escape)."""
+    return Markup(
+        f"data:{mime};charset=utf-8;base64,{base64.b64encode(text.encode('utf-8')).decode('ascii')}"
     )
-    return _section("serving", "Serving configuration", _table(head, rows, "num serving"), lead)
 
 
-def _data_uri(text: str, mime: str) -> str:
-    return f"data:{mime};charset=utf-8;base64,{base64.b64encode(text.encode('utf-8')).decode('ascii')}"
-
-
-def _downloads(result: dict[str, Any]) -> str:
-    """Links that save the exports from the page itself: the CSVs as data: URIs, the JSON from the embedded
-    result (a blob made by a two-line script, so the page does not carry the result twice)."""
+def _downloads(result: dict[str, Any]) -> dict[str, Markup]:
+    """The CSV exports as data: URIs, so the page itself saves them (the JSON is saved from the embedded result
+    by a two-line script, so the page does not carry the result twice)."""
     from sizing.report.export import export_csv, rejected_csv
 
-    links = [
-        f'<a download="architectures.csv" href="{_data_uri(export_csv(result), "text/csv")}">architectures.csv</a>',
-        f'<a download="rejected.csv" href="{_data_uri(rejected_csv(result), "text/csv")}">rejected.csv</a>',
-        '<a id="download-json" download="result.json" href="#sizing-result">result.json</a>',
-    ]
-    return '<p class="downloads">Download: ' + " · ".join(links) + "</p>"
+    return {
+        "architectures": _data_uri(export_csv(result), "text/csv"),
+        "rejected": _data_uri(rejected_csv(result), "text/csv"),
+    }
 
 
 def chart_targets(result: dict[str, Any]) -> list[tuple[str, str, float]]:
@@ -766,223 +737,208 @@ def _step_label(cid: str, result: dict[str, Any]) -> str:
     return origin_label(a, result) if a is not None else ORIGIN_LABELS[ENDPOINT]
 
 
-def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, Any]]]) -> str:
+@dataclass
+class _Plot:
+    """What one latency chart draws: its series, operating points, and the highest y it must show."""
+
+    series: list[svg.Series]
+    markers: list[svg.Marker]
+    tops: list[float]
+
+
+def _curve_marks(
+    plot: _Plot,
+    c: Curve,
+    color: str,
+    metric: str,
+    q: str,
+    by_id: dict[str, tuple[int, dict[str, Any]]],
+    winner: bool,
+) -> None:
+    """The operating point of a curve's first architecture at peak (a star for the chosen one, else a ring)."""
+    f = UNIT_FMT[METRIC_UNITS[metric]]
+    first = by_id.get(c.architecture_ids[0]) if c.architecture_ids else None
+    op = c.operating
+    y = op.value(metric, q) if op is not None else None
+    if first is None or op is None or y is None:
+        return
+    _, a = first
+    x = op.offered_rps
+    tip = f"operating point of {short_label(a)} at peak: {x:.2f} req/s offered per replica, {f(y)}"
+    table = lookup(a, f"predicted.{metric}.{q}")
+    if not c.matches_table and isinstance(table, int | float):
+        tip += f" (re-simulated; the table says {f(float(table))})"
+    label = f"{'chosen' if winner else '#' + str(a.get('rank'))}: {x:.2f} req/s, {f(y)}"
+    shape = "star" if winner else "ring"
+    plot.markers.append(svg.Marker(x, y, label, color, shape, tip, show_label=winner, series=c.label))
+    plot.tops.append(y)
+
+
+def _latency_plot(
+    pg: Page,
+    metric: str,
+    q: str,
+    curves: list[Curve],
+    measured: dict[str, list[dict[str, Any]]],
+    winner_curve: Curve | None,
+) -> _Plot:
     r = pg.r
-    archs = r.get("architectures") or []
-    if not curves and not measured:
-        return _section(
-            "latency",
-            "Latency against load",
-            "<p>No curve: the ranked architectures are per-token services (Bedrock) or none is feasible.</p>",
+    f = UNIT_FMT[METRIC_UNITS[metric]]
+    by_id = {a["id"]: (i, a) for i, a in enumerate(r.get("architectures") or [])}
+    plot = _Plot([], [], [])
+    for k, c in enumerate(curves):
+        color = svg.PALETTE[k % len(svg.PALETTE)]
+        pts = [(p.offered_rps, v) for p in c.points if (v := p.value(metric, q)) is not None]
+        tips = [
+            f"{c.label}: offered {p.offered_rps:.2f} req/s, served {p.requests_per_s:.2f} req/s, "
+            f"{METRIC_NAMES[metric]} {q} {f(v)}"
+            for p in c.points
+            if (v := p.value(metric, q)) is not None
+        ]
+        plot.series.append(svg.Series(c.label, pts, color, "line", tips=tips))
+        _curve_marks(plot, c, color, metric, q, by_id, c is winner_curve)
+        for cid in c.architecture_ids:
+            mpts = _measured_points(measured.get(cid) or [], metric, q)
+            if mpts:
+                label = f"{c.label} ({_step_label(cid, r)})"
+                plot.series.append(svg.Series(label, mpts, color, "points", marker="square"))
+                plot.tops += [y for _, y in mpts]
+    # measured candidates that have no predicted curve (e.g. an external endpoint)
+    curve_ids = {i for c in curves for i in c.architecture_ids}
+    for j, (cid, steps) in enumerate(sorted(measured.items())):
+        mpts = _measured_points(steps, metric, q) if cid not in curve_ids else []
+        if mpts:
+            color = svg.PALETTE[(len(curves) + j) % len(svg.PALETTE)]
+            label = f"{cid} ({_step_label(cid, r)})"
+            plot.series.append(svg.Series(label, mpts, color, "line", marker="square"))
+            plot.tops += [y for _, y in mpts]
+    return plot
+
+
+def _latency_chart(
+    metric: str, q: str, plot: _Plot, limit: float | None, capacity: tuple[float, str, str] | None
+) -> Markup:
+    """The SVG of one latency chart (drawn by `svg`, its texts escaped there)."""
+    f = UNIT_FMT[METRIC_UNITS[metric]]
+    refs = [svg.RefLine(limit, f"SLO {q} {f(limit)}")] if limit is not None else []
+    if capacity is not None:
+        x_cap, m_cap, q_cap = capacity
+        label = f"SLO capacity {x_cap:.2f} req/s ({METRIC_NAMES[m_cap]} {q_cap})"
+        refs.append(svg.RefLine(x_cap, label, axis="x", color=svg.MUTED))
+    y_hi = max((limit or 0.0) * Y_CAP_SLO_FACTOR, max(plot.tops, default=0.0) * Y_CAP_POINT_FACTOR) or max(
+        p[1] for s in plot.series for p in s.points
+    )
+    return Markup(
+        svg.xy_chart(
+            f"latency-{metric}",
+            f"{METRIC_NAMES[metric]} {q} against offered load per replica",
+            x_label="offered load per replica (requests/s)",
+            y_label=f"{METRIC_NAMES[metric]} {q} ({METRIC_UNITS[metric]})",
+            series=plot.series,
+            ref_lines=refs,
+            markers=plot.markers,
+            y_axis=svg.axis_for([0.0, y_hi], pad=0.0),
         )
-    by_id = {a["id"]: (i, a) for i, a in enumerate(archs)}
+    )
+
+
+def _latency_caption(
+    pg: Page,
+    measured: dict[str, list[dict[str, Any]]],
+    winner_curve: Curve | None,
+    capacity: tuple[float, str, str] | None,
+) -> dict[str, Any]:
+    """What a latency chart's caption says beyond its metric: what the squares are, the chosen curve's capacity,
+    the planner's own figure for it when they differ, and whether the curves are the table's simulations."""
+    table = winner_curve.slo_limit_rps if winner_curve is not None else None
+    x_cap = capacity[0] if capacity is not None else None
+    return {
+        "kinds": " / ".join(sorted({_step_label(cid, pg.r) for cid in measured})) if measured else "",
+        "capacity": (METRIC_NAMES[capacity[1]], capacity[2]) if capacity is not None else None,
+        "table_rps": (
+            f"{table:.2f}" if table is not None and x_cap is not None and abs(table - x_cap) >= 0.005 else ""
+        ),
+        "winner": winner_curve is not None,
+        "resimulated": winner_curve is not None and not winner_curve.matches_table,
+    }
+
+
+def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, Any]]]) -> Section:
+    r = pg.r
+    if not curves and not measured:
+        return _section("latency.html", charts=[], empty=True)
+    archs = r.get("architectures") or []
+    by_id = {a["id"]: a for a in archs}
     wi = winner_index(r)
     winner_id = archs[wi]["id"] if wi is not None else None
     winner_curve = next(
         (c for c in curves if c.architecture_ids and c.architecture_ids[0] == winner_id), None
     )
-    targets = chart_targets(r)
-    capacity = winner_curve.capacity(targets) if winner_curve is not None else None
+    capacity = winner_curve.capacity(chart_targets(r)) if winner_curve is not None else None
     metrics = ["ttft_ms", "e2e_s"]
     if any(m == "tpot_ms" for m, _, _ in slo_targets(r)):
         metrics.insert(1, "tpot_ms")
-    figs = []
+    charts = []
     for metric in metrics:
         q = shown_percentile(r, metric)
-        f = UNIT_FMT[METRIC_UNITS[metric]]
-        limit = slo_limit(r, metric, q)
-        series: list[svg.Series] = []
-        markers: list[svg.Marker] = []
-        tops: list[float] = []
-        for k, c in enumerate(curves):
-            color = svg.PALETTE[k % len(svg.PALETTE)]
-            pts = [(p.offered_rps, v) for p in c.points if (v := p.value(metric, q)) is not None]
-            tips = [
-                f"{c.label}: offered {p.offered_rps:.2f} req/s, served {p.requests_per_s:.2f} req/s, "
-                f"{METRIC_NAMES[metric]} {q} {f(v)}"
-                for p in c.points
-                if (v := p.value(metric, q)) is not None
-            ]
-            series.append(svg.Series(c.label, pts, color, "line", tips=tips))
-            first = by_id.get(c.architecture_ids[0]) if c.architecture_ids else None
-            op = c.operating
-            y = op.value(metric, q) if op is not None else None
-            if first is not None and op is not None and y is not None:
-                _, a = first
-                win = c is winner_curve
-                x = op.offered_rps
-                tip = (
-                    f"operating point of {short_label(a)} at peak: {x:.2f} req/s offered per replica, {f(y)}"
-                )
-                table = lookup(a, f"predicted.{metric}.{q}")
-                if not c.matches_table and isinstance(table, int | float):
-                    tip += f" (re-simulated; the table says {f(float(table))})"
-                label = f"{'chosen' if win else '#' + str(a.get('rank'))}: {x:.2f} req/s, {f(y)}"
-                markers.append(
-                    svg.Marker(
-                        x, y, label, color, "star" if win else "ring", tip, show_label=win, series=c.label
-                    )
-                )
-                tops.append(y)
-            for cid in c.architecture_ids:
-                mpts = _measured_points(measured.get(cid) or [], metric, q)
-                if mpts:
-                    series.append(
-                        svg.Series(
-                            f"{c.label} ({_step_label(cid, r)})", mpts, color, "points", marker="square"
-                        )
-                    )
-                    tops += [y for _, y in mpts]
-        # measured candidates that have no predicted curve (e.g. an external endpoint)
-        curve_ids = {i for c in curves for i in c.architecture_ids}
-        for j, (cid, steps) in enumerate(sorted(measured.items())):
-            if cid in curve_ids:
-                continue
-            mpts = _measured_points(steps, metric, q)
-            if mpts:
-                color = svg.PALETTE[(len(curves) + j) % len(svg.PALETTE)]
-                series.append(
-                    svg.Series(f"{cid} ({_step_label(cid, r)})", mpts, color, "line", marker="square")
-                )
-                tops += [y for _, y in mpts]
-        if not any(s.points for s in series):
-            continue
-        refs = [svg.RefLine(limit, f"SLO {q} {f(limit)}")] if limit is not None else []
-        if capacity is not None:
-            x_cap, m_cap, q_cap = capacity
-            refs.append(
-                svg.RefLine(
-                    x_cap,
-                    f"SLO capacity {x_cap:.2f} req/s ({METRIC_NAMES[m_cap]} {q_cap})",
-                    axis="x",
-                    color=svg.MUTED,
-                )
-            )
-        y_hi = max(
-            (limit or 0.0) * Y_CAP_SLO_FACTOR,
-            max(tops, default=0.0) * Y_CAP_POINT_FACTOR,
-        ) or max(p[1] for s in series for p in s.points)
-        y_axis = svg.axis_for([0.0, y_hi], pad=0.0)
-        chart = svg.xy_chart(
-            f"latency-{metric}",
-            f"{METRIC_NAMES[metric]} {q} against offered load per replica",
-            x_label="offered load per replica (requests/s)",
-            y_label=f"{METRIC_NAMES[metric]} {q} ({METRIC_UNITS[metric]})",
-            series=series,
-            ref_lines=refs,
-            markers=markers,
-            y_axis=y_axis,
-        )
-        figs.append(
-            _figure(
-                f"latency-{metric}", chart, _latency_caption(pg, metric, q, measured, winner_curve, capacity)
-            )
-        )
-    lead = "How each of the leading hardware configurations behaves as the load offered to one replica rises"
-    if winner_curve is not None and winner_curve.matches_table:
-        lead += (
-            ", simulated as for the ranked table (the same simulator, serving settings, requests and seed)"
-        )
-    lead += ". The operating point sits left of where its curve crosses the SLO line; the gap is the load headroom."
-    shared = []
-    for c in curves:
-        ranks = [f"#{by_id[i][1].get('rank')}" for i in c.architecture_ids if i in by_id]
-        if ranks:
-            shared.append(f"{escape(c.label)}: {', '.join(ranks)}")
-    if shared:
-        lead += (
-            " Architectures with the same accelerators and serving settings share a curve — "
-            + "; ".join(shared)
-            + "."
-        )
-    table = _measurements_table(measured, r) if measured else ""
-    return _section("latency", "Latency against load", "".join(figs) + table, lead)
-
-
-def _latency_caption(
-    pg: Page,
-    metric: str,
-    q: str,
-    measured: dict[str, list[dict[str, Any]]],
-    winner_curve: Curve | None,
-    capacity: tuple[float, str, str] | None,
-) -> str:
-    r = pg.r
-    kinds = " / ".join(sorted({_step_label(cid, r) for cid in measured})) if measured else ""
-    text = (
-        f"{METRIC_NAMES[metric]} {q} of one replica as the offered load rises (predicted by the batching simulator"
-        + (f"; load-test points ({escape(kinds)}) as squares, at the rate they served" if measured else "")
-        + "). ★ is the chosen architecture's operating point at peak, a point of its own curve; rings the others'."
+        plot = _latency_plot(pg, metric, q, curves, measured, winner_curve)
+        if any(s.points for s in plot.series):
+            svg_text = _latency_chart(metric, q, plot, slo_limit(r, metric, q), capacity)
+            charts.append({"metric": metric, "name": f"{METRIC_NAMES[metric]} {q}", "svg": svg_text})
+    shared = [
+        (c.label, [f"#{by_id[i].get('rank')}" for i in c.architecture_ids if i in by_id]) for c in curves
+    ]
+    return _section(
+        "latency.html",
+        empty=False,
+        charts=charts,
+        caption=_latency_caption(pg, measured, winner_curve, capacity),
+        matches_table=winner_curve is not None and winner_curve.matches_table,
+        shared=[(label, ", ".join(ranks)) for label, ranks in shared if ranks],
+        steps=_measurements(measured, r) if measured else None,
     )
-    if capacity is not None:
-        x_cap, m_cap, q_cap = capacity
-        text += (
-            f" The dotted line is where the chosen curve first reaches an SLO target ({METRIC_NAMES[m_cap]} {q_cap}):"
-            " its capacity under every target. The gap to the star is the load headroom."
-        )
-        table = winner_curve.slo_limit_rps if winner_curve is not None else None
-        if table is not None and abs(table - x_cap) >= 0.005:
-            text += (
-                f" The planner's capacity search, with shorter simulations, put that capacity at {table:.2f} req/s"
-                " (the table's figure)."
-            )
-    elif winner_curve is not None:
-        text += " The chosen curve meets every SLO target over the simulated range."
-    if winner_curve is not None and not winner_curve.matches_table:
-        text += (
-            " This result does not carry the exact workload the planner simulated, so the curves were"
-            " re-simulated from its rounded figures and may differ slightly from the table's."
-        )
-    return text
 
 
-def _measurements_table(measured: dict[str, list[dict[str, Any]]], result: dict[str, Any]) -> str:
-    rows = []
+def _step_figure(s: dict[str, Any], metric: str, q: str) -> str:
+    v = (s.get(metric) or {}).get(q) if isinstance(s.get(metric), dict) else None
+    return UNIT_FMT[METRIC_UNITS[metric]](float(v)) if isinstance(v, int | float) else "—"
+
+
+def _measurements(measured: dict[str, list[dict[str, Any]]], result: dict[str, Any]) -> dict[str, Any]:
+    """The load-test steps, one row each."""
     names = {a["id"]: short_label(a) for a in result.get("architectures") or []}
+    metrics = [(m, shown_percentile(result, m)) for m in ("ttft_ms", "tpot_ms", "e2e_s")]
+    rows = []
     for cid, steps in measured.items():
         for s in steps:
             target = s.get("target") or {}
-            tgt = (
-                ", ".join(f"{k} {v:g}" for k, v in target.items())
-                if isinstance(target, dict)
-                else str(target)
-            )
-            cells = [
-                escape(names.get(cid, cid)),
-                escape(_step_label(cid, result)),
-                escape(tgt),
-                escape(rps(float(s.get("requests_per_s") or 0))),
-            ]
-            for m in ("ttft_ms", "tpot_ms", "e2e_s"):
-                q = shown_percentile(result, m)
-                v = (s.get(m) or {}).get(q) if isinstance(s.get(m), dict) else None
-                cells.append(
-                    escape(UNIT_FMT[METRIC_UNITS[m]](float(v))) if isinstance(v, int | float) else "—"
-                )
             errors = s.get("errors") or {}
-            cells.append(str(sum(errors.values())) if isinstance(errors, dict) else escape(str(errors)))
-            ok = s.get("meets_slo")
-            cells.append("—" if ok is None else ("yes" if ok else '<span class="miss">no</span>'))
-            rows.append(cells)
-    head = ["candidate", "load step", "served"] + [
-        f"{METRIC_NAMES[m]} {shown_percentile(result, m)}" for m in ("ttft_ms", "tpot_ms", "e2e_s")
-    ]
-    head.insert(1, "figures")
-    note = ""
-    if ORIGIN_LABELS[TWIN] in {_step_label(cid, result) for cid in measured}:
-        note = (
-            '<p class="lead">Steps marked simulated (twin) ran against local twins, which serve at the'
-            " estimator's own predicted pace: simulations of our model, not measurements.</p>"
-        )
-    return "<h3>Load-test steps</h3>" + note + _table([*head, "errors", "meets SLO"], rows, "num steps")
+            rows.append(
+                {
+                    "cells": [
+                        names.get(cid, cid),
+                        _step_label(cid, result),
+                        (
+                            ", ".join(f"{k} {v:g}" for k, v in target.items())
+                            if isinstance(target, dict)
+                            else str(target)
+                        ),
+                        rps(float(s.get("requests_per_s") or 0)),
+                        *(_step_figure(s, m, q) for m, q in metrics),
+                        str(sum(errors.values())) if isinstance(errors, dict) else str(errors),
+                    ],
+                    "meets_slo": s.get("meets_slo"),
+                }
+            )
+    head = ["candidate", "figures", "load step", "served"]
+    head += [f"{METRIC_NAMES[m]} {q}" for m, q in metrics] + ["errors", "meets SLO"]
+    twins = ORIGIN_LABELS[TWIN] in {_step_label(cid, result) for cid in measured}
+    return {"head": head, "rows": rows, "twins": twins}
 
 
-def _pareto(pg: Page) -> str:
-    wi = winner_index(pg.r)
-    if wi is None:
-        return _section("pareto", "Cost against latency", "<p>No feasible architecture to plot.</p>")
-    archs = [a for a in pg.r.get("architectures") or [] if feasible(a)]
-    pts_all, pts_front, tips_all, tips_front = [], [], [], []
+def _pareto_points(archs: list[dict[str, Any]]) -> tuple[list[svg.Series], list[float]]:
+    """The feasible architectures as (e2e p95, monthly cost) points: the others, then the Pareto front's steps."""
+    pts_all, tips_all, front = [], [], []
     for a in archs:
         e2e = lookup(a, "predicted.e2e_s.p95")
         if not isinstance(e2e, int | float):
@@ -990,31 +946,33 @@ def _pareto(pg: Page) -> str:
         pt = (float(e2e), rank_cost(a))
         tip = f"#{a.get('rank')} {short_label(a)}: {usd(pt[1])}/month, e2e p95 {sec(pt[0])}"
         if a.get("pareto"):
-            pts_front.append(pt)
-            tips_front.append(tip)
+            front.append((pt, tip))
         else:
             pts_all.append(pt)
             tips_all.append(tip)
-    costs = [p[1] for p in pts_all + pts_front if p[1] > 0]
-    log = bool(costs) and max(costs) / min(costs) >= LOG_COST_RATIO
-    front = sorted(zip(pts_front, tips_front, strict=True))
+    front.sort()
     series = [
         svg.Series("other feasible architectures", pts_all, "#9aa3ad", "points", tips=tips_all),
         svg.Series("Pareto front", [p for p, _ in front], svg.PALETTE[0], "step", tips=[t for _, t in front]),
     ]
+    return series, [p[0] for p in pts_all] + [p[0] for p, _ in front]
+
+
+def _pareto(pg: Page) -> Section:
+    wi = winner_index(pg.r)
+    if wi is None:
+        return _section("pareto.html", chart=None)
+    archs = [a for a in pg.r.get("architectures") or [] if feasible(a)]
+    series, xs = _pareto_points(archs)
+    costs = [p[1] for s in series for p in s.points if p[1] > 0]
+    log = bool(costs) and max(costs) / min(costs) >= LOG_COST_RATIO
     w = pg.r["architectures"][wi]
     markers = []
     w_e2e = lookup(w, "predicted.e2e_s.p95")
     if isinstance(w_e2e, int | float):
+        tip = f"chosen: {short_label(w)}"
         markers.append(
-            svg.Marker(
-                float(w_e2e),
-                rank_cost(w),
-                f"#{w.get('rank')} chosen",
-                svg.PALETTE[5],
-                "star",
-                f"chosen: {short_label(w)}",
-            )
+            svg.Marker(float(w_e2e), rank_cost(w), f"#{w.get('rank')} chosen", svg.PALETTE[5], "star", tip)
         )
     labelled = [
         a
@@ -1022,21 +980,10 @@ def _pareto(pg: Page) -> str:
         if a.get("pareto") and a is not w and isinstance(lookup(a, "predicted.e2e_s.p95"), int | float)
     ][:MAX_PARETO_LABELS]
     for a in labelled:
-        markers.append(
-            svg.Marker(
-                float(lookup(a, "predicted.e2e_s.p95")),
-                rank_cost(a),
-                f"#{a.get('rank')}",
-                svg.PALETTE[0],
-                "ring",
-                f"#{a.get('rank')} {short_label(a)}",
-            )
-        )
-    refs = []
+        x, tip = float(lookup(a, "predicted.e2e_s.p95")), f"#{a.get('rank')} {short_label(a)}"
+        markers.append(svg.Marker(x, rank_cost(a), f"#{a.get('rank')}", svg.PALETTE[0], "ring", tip))
     limit = slo_limit(pg.r, "e2e_s", "p95")
-    if limit is not None:
-        refs.append(svg.RefLine(limit, f"SLO e2e p95 {sec(limit)}", axis="x"))
-    x_axis = svg.axis_for([p[0] for p in pts_all + pts_front] + ([limit] if limit else []))
+    refs = [svg.RefLine(limit, f"SLO e2e p95 {sec(limit)}", axis="x")] if limit is not None else []
     chart = svg.xy_chart(
         "pareto",
         "Monthly cost against p95 end-to-end latency",
@@ -1045,228 +992,215 @@ def _pareto(pg: Page) -> str:
         series=series,
         ref_lines=refs,
         markers=markers,
-        x_axis=x_axis,
+        x_axis=svg.axis_for(xs + ([limit] if limit else [])),
         y_log=log,
     )
-    front_names = "; ".join(f"#{a.get('rank')} {escape(short_label(a))}" for a in [w, *labelled])
-    cap = (
-        "Each dot is a feasible architecture (predicted p95 end-to-end latency, monthly cost as ranked). The"
-        " Pareto front joins those no other beats on both cost and latency: moving left along it buys speed with"
-        f" money. Marked: {front_names}."
-    )
-    return _section("pareto", "Cost against latency", _figure("pareto", chart, cap))
+    marked = [(str(a.get("rank")), short_label(a)) for a in [w, *labelled]]
+    return _section("pareto.html", chart=Markup(chart), marked=marked)
 
 
-def _schedule_and_cost(pg: Page) -> str:
+HOURS = [f"{h:02d}" for h in range(24)]
+
+
+def _fleet_schedule(pg: Page, idx: int, wi: int) -> dict[str, Any] | None:
+    """The hour-by-hour replicas and nodes of architecture `idx` against demand: a chart and its table."""
     r = pg.r
-    archs = r.get("architectures") or []
     w = r.get("workload") or {}
     hourly = w.get("hourly_rps") or []
-    wi = winner_index(r)
-    if wi is None:
-        return _section("cost", "Schedule and monthly cost", "<p>No feasible architecture.</p>")
-    idx = next(
-        (i for i, a in enumerate(archs) if i >= wi and feasible(a) and (a.get("cost") or {}).get("schedule")),
-        None,
-    )
-    a0 = archs[wi]
-    w0 = f"architectures.{wi}"
-    figs = []
-    hours = [f"{h:02d}" for h in range(24)]
+    a = r["architectures"][idx]
+    sched = a["cost"]["schedule"]
+    groups = [
+        svg.BarGroup("nodes", _floats(sched.get("nodes_by_hour")), svg.PALETTE[0]),
+        svg.BarGroup("replicas", _floats(sched.get("replicas_by_hour")), svg.PALETTE[4]),
+    ]
+    groups = [g for g in groups if len(g.values) == len(HOURS)]
+    if not groups:
+        return None
     demand = svg.Series(
         "demand (req/s)", [(h, float(v)) for h, v in enumerate(hourly)], svg.PALETTE[5], "line"
     )
-    if idx is not None:
-        a = archs[idx]
-        sched = a["cost"]["schedule"]
-        groups = [
-            svg.BarGroup("nodes", _floats(sched.get("nodes_by_hour")), svg.PALETTE[0]),
-            svg.BarGroup("replicas", _floats(sched.get("replicas_by_hour")), svg.PALETTE[4]),
-        ]
-        groups = [g for g in groups if len(g.values) == len(hours)]
-        if groups:
-            chart = svg.bar_chart(
-                "schedule",
-                f"Replicas and nodes by hour of day ({w.get('timezone', 'local time')})",
-                categories=hours,
-                groups=groups,
-                y_label="count",
-                line=demand if len(hourly) == len(hours) else None,
-                line_label="requests/s",
-            )
-            who = "" if idx == wi else " (the best-ranked architecture with a fleet to schedule)"
-            figs.append(
-                _figure(
-                    "schedule",
-                    chart,
-                    f"Hour-by-hour replicas and nodes of {escape(short_label(a))}{who} against demand, in"
-                    f" {escape(str(w.get('timezone', 'local time')))}; the base stays up around the clock.",
-                )
-            )
-            rows = []
-            for key, label in (("replicas_by_hour", "replicas"), ("nodes_by_hour", "nodes")):
-                vals = sched.get(key) or []
-                rows.append(
-                    [label]
-                    + [pg.n(f"architectures.{idx}.cost.schedule.{key}.{h}", count) for h in range(len(vals))]
-                )
-            rows.append(["req/s"] + [pg.n(f"workload.hourly_rps.{h}", two) for h in range(len(hourly))])
-            figs.append(_table(["hour", *hours], rows, "compact"))
-    elif len(hourly) == len(hours):
-        chart = svg.bar_chart(
-            "schedule",
-            "Demand by hour of day",
-            categories=hours,
-            groups=[svg.BarGroup("requests/s", [float(v) for v in hourly], svg.PALETTE[5])],
-            y_label="requests/s",
+    chart = svg.bar_chart(
+        "schedule",
+        f"Replicas and nodes by hour of day ({w.get('timezone', 'local time')})",
+        categories=HOURS,
+        groups=groups,
+        y_label="count",
+        line=demand if len(hourly) == len(HOURS) else None,
+        line_label="requests/s",
+    )
+    rows: list[list[Any]] = []
+    for key, label in (("replicas_by_hour", "replicas"), ("nodes_by_hour", "nodes")):
+        vals = sched.get(key) or []
+        rows.append(
+            [label, *(pg.n(f"architectures.{idx}.cost.schedule.{key}.{h}", count) for h in range(len(vals)))]
         )
-        figs.append(
-            _figure(
-                "schedule",
-                chart,
-                "Demand by hour. Bedrock scales per request: there is no fleet to schedule.",
-            )
-        )
-    # monthly cost breakdown of the winner
+    rows.append(["req/s", *(pg.n(f"workload.hourly_rps.{h}", two) for h in range(len(hourly)))])
+    return {
+        "chart": Markup(chart),
+        "label": short_label(a),
+        "best_fleet": idx != wi,
+        "timezone": str(w.get("timezone", "local time")),
+        "rows": rows,
+    }
+
+
+def _demand_schedule(pg: Page) -> dict[str, Any] | None:
+    """Demand by hour alone (a Bedrock winner has no fleet to schedule)."""
+    hourly = (pg.r.get("workload") or {}).get("hourly_rps") or []
+    if len(hourly) != len(HOURS):
+        return None
+    chart = svg.bar_chart(
+        "schedule",
+        "Demand by hour of day",
+        categories=HOURS,
+        groups=[svg.BarGroup("requests/s", [float(v) for v in hourly], svg.PALETTE[5])],
+        y_label="requests/s",
+    )
+    return {"chart": Markup(chart)}
+
+
+def _cost_breakdown(pg: Page, wi: int) -> dict[str, Any]:
+    """The chosen architecture's monthly cost: its parts, then the total under each pricing option."""
+    a0 = pg.r["architectures"][wi]
     c = a0.get("cost") or {}
     bd = c.get("breakdown") or {}
     parts = [
-        (BREAKDOWN_LABELS.get(k, k.replace("_", " ")), float(v), k)
+        (BREAKDOWN_LABELS.get(k, k.replace("_", " ")), float(v))
         for k, v in bd.items()
         if k.endswith("_usd_per_month") and isinstance(v, int | float)
     ]
-    rows_h = [(label, v, svg.PALETTE[i % len(svg.PALETTE)]) for i, (label, v, _) in enumerate(parts)]
+    bars = [(label, v, svg.PALETTE[i % len(svg.PALETTE)]) for i, (label, v) in enumerate(parts)]
     options = [
         ("Per token (Bedrock)" if a0.get("deployment") == "bedrock" else "On-demand", c.get("usd_per_month")),
         ("Spot above the base", c.get("usd_per_month_spot")),
         ("1-year savings plan", c.get("usd_per_month_savings_plan_1y")),
     ]
-    rows_h += [(label, float(v), "#7a8796") for label, v in options if isinstance(v, int | float)]
-    if rows_h:
-        chart = svg.hbar_chart("cost-breakdown", "Monthly cost of the chosen architecture", rows=rows_h)
-        figs.append(
-            _figure(
-                "cost-breakdown",
-                chart,
-                f"Monthly cost of {escape(short_label(a0))}: its parts (on-demand), then the total under each"
-                " pricing option.",
-            )
-        )
+    bars += [(label, float(v), "#7a8796") for label, v in options if isinstance(v, int | float)]
+    chart = (
+        svg.hbar_chart("cost-breakdown", "Monthly cost of the chosen architecture", rows=bars) if bars else ""
+    )
+    w0 = f"architectures.{wi}"
     items = [
         (
-            escape(BREAKDOWN_LABELS.get(k, k.replace("_", " "))),
+            BREAKDOWN_LABELS.get(k, k.replace("_", " ")),
             pg.n(f"{w0}.cost.breakdown.{k}", usd if "usd" in k else plain),
         )
         for k in bd
     ]
     items += [
-        ("Per hour at peak", pg.n(f"{w0}.cost.usd_per_hour_peak", usd)),
-        ("Per month, on-demand", pg.n(f"{w0}.cost.usd_per_month", usd)),
-        ("Per month, spot above the base", pg.n(f"{w0}.cost.usd_per_month_spot", usd)),
-        ("Per month, 1-year savings plan", pg.n(f"{w0}.cost.usd_per_month_savings_plan_1y", usd)),
-        ("Per million output tokens", pg.n(f"{w0}.cost.usd_per_million_output_tokens", usd)),
-        ("Per user per month", pg.n(f"{w0}.cost.usd_per_user_month", usd)),
+        (label, pg.n(f"{w0}.cost.{k}", usd))
+        for label, k in (
+            ("Per hour at peak", "usd_per_hour_peak"),
+            ("Per month, on-demand", "usd_per_month"),
+            ("Per month, spot above the base", "usd_per_month_spot"),
+            ("Per month, 1-year savings plan", "usd_per_month_savings_plan_1y"),
+            ("Per million output tokens", "usd_per_million_output_tokens"),
+            ("Per user per month", "usd_per_user_month"),
+        )
     ]
-    figs.append(_dl(items))
-    return _section("cost", "Schedule and monthly cost", "".join(figs))
+    return {"chart": Markup(chart) if chart else None, "label": short_label(a0), "entries": items}
 
 
-def _learning(pg: Page) -> str:
+def _schedule_and_cost(pg: Page) -> Section:
+    archs = pg.r.get("architectures") or []
+    wi = winner_index(pg.r)
+    if wi is None:
+        return _section("cost.html", empty=True)
+    idx = next(
+        (i for i, a in enumerate(archs) if i >= wi and feasible(a) and (a.get("cost") or {}).get("schedule")),
+        None,
+    )
+    fleet = _fleet_schedule(pg, idx, wi) if idx is not None else None
+    demand = _demand_schedule(pg) if idx is None else None
+    return _section(
+        "cost.html", empty=False, fleet=fleet, demand=demand, hours=HOURS, breakdown=_cost_breakdown(pg, wi)
+    )
+
+
+def _learning(pg: Page) -> Section | None:
     """What the run taught the estimator (`sizing.learn`): drift beyond the stated interval first, then the
-    levels stored and refused, and the refit's outcome. Empty for a result without a learning block."""
+    levels stored and refused, and the refit's outcome. None for a result without a learning block."""
     learn = pg.r.get("learning")
     if not isinstance(learn, dict):
-        return ""
-    body = []
-    for line in learn.get("drift_lines") or []:
-        body.append(f'<p class="warn drift">{escape(str(line))}</p>')
+        return None
     refit = learn.get("refit") or {}
     items = [
-        ("Measured levels stored", escape(str(learn.get("measured_levels", 0)))),
-        ("Twin levels (never calibrate)", escape(str(learn.get("twin_levels", 0)))),
+        ("Measured levels stored", str(learn.get("measured_levels", 0))),
+        ("Twin levels (never calibrate)", str(learn.get("twin_levels", 0))),
     ]
     if refit:
         what = refit.get("detail") or refit.get("line") or refit.get("error") or refit.get("status")
-        items.append(("Calibration refit", escape(f"{refit.get('where', '')}: {what}")))
+        items.append(("Calibration refit", f"{refit.get('where', '')}: {what}"))
     if learn.get("error"):
-        items.append(("Not learned", escape(str(learn["error"]))))
-    body.append(_dl(items))
-    refused = [r for r in learn.get("refused") or [] if isinstance(r, dict)]
-    if refused:
-        rows = [
-            [
-                escape(str(r.get("candidate_id", ""))),
-                escape(str(r.get("level") or "")),
-                escape(str(r.get("reason"))),
-            ]
-            for r in refused
-        ]
-        body.append("<h3>Levels not stored</h3>" + _table(["candidate", "level", "reason"], rows))
-    lead = (
-        f"{len(learn.get('drift') or [])} measurements outside the stated interval of their prediction."
-        if learn.get("drift")
-        else "Every measured figure is within the stated interval of its prediction."
+        items.append(("Not learned", str(learn["error"])))
+    refused = [
+        [str(x.get("candidate_id", "")), str(x.get("level") or ""), str(x.get("reason"))]
+        for x in learn.get("refused") or []
+        if isinstance(x, dict)
+    ]
+    return _section(
+        "learning.html",
+        drift=len(learn.get("drift") or []) if learn.get("drift") else 0,
+        drift_lines=[str(line) for line in learn.get("drift_lines") or []],
+        entries=items,
+        refused=refused,
     )
-    return _section("learning", "What this run taught the estimator", "".join(body), lead)
 
 
-def _rejected(pg: Page) -> str:
+def _binding(pg: Page, inf: dict[str, Any]) -> dict[str, Any]:
+    """The SLO target that makes a workload infeasible, its limit, and how close the closest candidate came."""
+    binding = inf.get("binding")
+    if not (isinstance(binding, str) and "." in binding):
+        return {"json": json.dumps(binding, default=str) if binding else ""}
+    metric, q = binding.split(".", 1)
+    f = UNIT_FMT.get(METRIC_UNITS.get(metric, ""), plain)
+    limit = slo_limit(pg.r, metric, q)
+    closest = inf.get("closest") or {}
+    on = str(closest["on"]) if isinstance(closest, dict) and closest.get("on") else ""
+    return {
+        "name": f"{METRIC_NAMES.get(metric, metric)} {q}",
+        "limit": f(limit) if limit is not None else "",
+        "closest": on,
+        "value": pg.n("infeasible.closest.value", f) if on else None,
+    }
+
+
+def _rejected(pg: Page) -> Section:
     rej = pg.r.get("rejected") or []
     inf = pg.r.get("infeasible")
-    body = []
-    if isinstance(inf, dict):
-        body.append(f'<p class="warn">{escape(str(inf.get("message", "")))}</p>')
-        binding = inf.get("binding")
-        if isinstance(binding, str) and "." in binding:
-            metric, q = binding.split(".", 1)
-            f = UNIT_FMT.get(METRIC_UNITS.get(metric, ""), plain)
-            line = f"The binding SLO target is {escape(METRIC_NAMES.get(metric, metric))} {escape(q)}"
-            limit = slo_limit(pg.r, metric, q)
-            if limit is not None:
-                line += f" (≤ {escape(f(limit))})"
-            closest = inf.get("closest") or {}
-            if isinstance(closest, dict) and closest.get("on"):
-                line += f"; the closest candidate, {escape(str(closest['on']))}, reaches {pg.n('infeasible.closest.value', f)}"
-            body.append(f"<p>{line}.</p>")
-        elif binding:
-            body.append(f"<p>Binding constraint: <code>{escape(json.dumps(binding, default=str))}</code></p>")
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for x in rej:
         by_kind.setdefault(str(x.get("kind") or "other"), []).append(x)
     failed = pg.r.get("failed") or []
-    if failed:
-        rows = [
-            [
-                escape(str(f.get("candidate_id", ""))),
-                escape(str(f.get("status") or "")),
-                escape(str(f.get("error") or "")),
-            ]
+    groups = [
+        {
+            "kind": kind,
+            "label": KIND_LABELS.get(kind, kind),
+            "rows": [(str(x.get("id")), str(x.get("reason", ""))) for x in xs],
+        }
+        for kind, xs in sorted(by_kind.items(), key=lambda kv: -len(kv[1]))
+    ]
+    return _section(
+        "rejected.html",
+        count=len(rej),
+        infeasible=(
+            {"message": str(inf.get("message", "")), **_binding(pg, inf)} if isinstance(inf, dict) else None
+        ),
+        failed=[
+            [str(f.get("candidate_id", "")), str(f.get("status") or ""), str(f.get("error") or "")]
             for f in failed
             if isinstance(f, dict)
         ]
-        body.append("<h3>Measurements that failed</h3>" + _table(["candidate", "status", "error"], rows))
-    if not rej:
-        body.append("<p>This result lists no rejected candidates.</p>")
-    for kind, xs in sorted(by_kind.items(), key=lambda kv: -len(kv[1])):
-        rows = [[f"<code>{escape(str(x.get('id')))}</code>", escape(str(x.get("reason", "")))] for x in xs]
-        body.append(
-            f'<details data-kind="{escape(kind)}"><summary><strong>{len(xs)}</strong> {escape(KIND_LABELS.get(kind, kind))}'
-            f"</summary>{_table(['candidate', 'reason'], rows)}</details>"
-        )
-    lead = f"{len(rej)} candidates did not make the ranking; open a group to see each one and why."
-    return _section("rejected", "Rejected candidates", "".join(body), lead)
+        if failed
+        else None,
+        groups=groups,
+    )
 
 
-def _assumptions(pg: Page) -> str:
-    r = pg.r
+def _assumed(r: dict[str, Any], prices: dict[tuple[str, str, bool], list[str]]) -> list[str]:
+    """What the result's figures assume, in a sentence each."""
     asm = r.get("assumptions") or {}
     archs = r.get("architectures") or []
-    prices: dict[tuple[str, str, bool], list[str]] = {}
-    for a in archs:
-        pr = (a.get("cost") or {}).get("price") or {}
-        if pr:
-            key = (str(pr.get("source", "")), str(pr.get("as_of", "")), bool(pr.get("assumed")))
-            prices.setdefault(key, []).append(a["id"])
     cal = asm.get("calibration") or {}
     version = cal.get("version") if isinstance(cal, dict) else cal
     assumed: list[str] = []
@@ -1292,46 +1226,40 @@ def _assumptions(pg: Page) -> str:
         )
     if origins == {TWIN}:
         assumed.append("No figure here comes from a load test of a real endpoint yet.")
+    return assumed
+
+
+def _assumptions(pg: Page) -> Section:
+    r = pg.r
+    asm = r.get("assumptions") or {}
+    prices: dict[tuple[str, str, bool], list[str]] = {}
+    for a in r.get("architectures") or []:
+        pr = (a.get("cost") or {}).get("price") or {}
+        if pr:
+            key = (str(pr.get("source", "")), str(pr.get("as_of", "")), bool(pr.get("assumed")))
+            prices.setdefault(key, []).append(a["id"])
+    cal = asm.get("calibration") or {}
+    version = cal.get("version") if isinstance(cal, dict) else cal
+    # (name, text, shown as code: a value that is not a text, as its JSON)
     items = [
-        ("Calibration version", escape(str(version if version is not None else "none"))),
-        ("Calibration date", escape(str((cal.get("date") if isinstance(cal, dict) else None) or "—"))),
-        ("Generated", escape(str(r.get("generated_at", "—")))),
+        ("Calibration version", str(version if version is not None else "none"), False),
+        ("Calibration date", str((cal.get("date") if isinstance(cal, dict) else None) or "—"), False),
+        ("Generated", str(r.get("generated_at", "—")), False),
     ]
-    for k, v in asm.items():
-        if k == "calibration":
-            continue
-        text = v if isinstance(v, str) else json.dumps(v, default=str)
-        items.append(
-            (
-                escape(k.replace("_", " ")),
-                f"<code>{escape(text)}</code>" if not isinstance(v, str) else escape(text),
-            )
-        )
+    items += [
+        (k.replace("_", " "), v if isinstance(v, str) else json.dumps(v, default=str), not isinstance(v, str))
+        for k, v in asm.items()
+        if k != "calibration"
+    ]
     price_rows = [
-        [escape(src), escape(as_of), "assumed" if flag else "quoted", str(len(ids))]
+        [src, as_of, "assumed" if flag else "quoted", str(len(ids))]
         for (src, as_of, flag), ids in sorted(prices.items())
     ]
-    body = (
-        ("<ul>" + "".join(f"<li>{escape(x)}</li>" for x in assumed) + "</ul>" if assumed else "")
-        + _dl(items)
-        + (
-            "<h3>Prices as of</h3>" + _table(["source", "as of", "status", "architectures"], price_rows)
-            if price_rows
-            else ""
-        )
-    )
-    return _section("assumptions", "Assumptions", body)
+    return _section("assumptions.html", assumed=_assumed(r, prices), entries=items, prices=price_rows)
 
 
-def _manifests(manifests: dict[str, str] | None, note: str) -> str:
-    if not manifests:
-        return _section("manifests", "Manifests", f"<p>{escape(note or 'No manifests for this result.')}</p>")
-    blocks = [
-        f"<details{' open' if i == 0 else ''}><summary><code>{escape(name)}</code></summary>"
-        f"<pre><code>{escape(text)}</code></pre></details>"
-        for i, (name, text) in enumerate(manifests.items())
-    ]
-    return _section("manifests", "Manifests", "".join(blocks), escape(note))
+def _manifests(manifests: dict[str, str] | None, note: str) -> Section:
+    return _section("manifests.html", files=list((manifests or {}).items()), note=note)
 
 
 def winner_manifests(result: dict[str, Any]) -> tuple[dict[str, str] | None, str]:
@@ -1360,33 +1288,6 @@ def winner_manifests(result: dict[str, Any]) -> tuple[dict[str, str] | None, str
 
 
 # --- the page -------------------------------------------------------------------------------------------------
-CSS = """
-:root{--ink:#23272e;--muted:#6b7280;--line:#e3e6ea;--accent:#0072B2;--good:#1e7d4f;--bad:#b3261e}
-*{box-sizing:border-box}body{margin:0;font:14px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--ink);background:#f6f7f9}
-header{background:#14202e;color:#fff;padding:20px 32px}header h1{margin:0 0 4px;font-size:22px}header p{margin:0;color:#c5cdd8}
-nav{position:sticky;top:0;background:#fff;border-bottom:1px solid var(--line);padding:8px 32px;z-index:2}
-nav a{margin-right:16px;color:var(--accent);text-decoration:none;font-weight:500}
-main{max-width:1320px;margin:0 auto;padding:8px 32px 48px}
-section{background:#fff;border:1px solid var(--line);border-radius:8px;padding:16px 22px;margin:18px 0}
-h2{font-size:18px;margin:0 0 8px}h3{font-size:15px;margin:14px 0 6px}.lead{color:var(--muted);margin-top:0}
-.answer{border-left:6px solid var(--good);background:#eef7f1;padding:12px 18px;border-radius:6px;margin:18px 0}
-.answer.bad{border-color:var(--bad);background:#fbeeee}.answer .big{font-size:18px;margin:4px 0}
-.cols{display:grid;grid-template-columns:1fr 1fr;gap:28px}@media(max-width:900px){.cols{grid-template-columns:1fr}}
-dl{display:grid;grid-template-columns:minmax(180px,auto) 1fr;gap:4px 14px;margin:6px 0}dt{color:var(--muted)}dd{margin:0}
-.scroll{overflow-x:auto}table{border-collapse:collapse;width:100%;margin:6px 0;font-size:13px}
-th,td{padding:5px 8px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
-th{background:#f0f2f5;font-weight:600;position:sticky;top:0}tbody tr:nth-child(even){background:#fafbfc}
-table.num td{text-align:right;white-space:nowrap}table.num td:first-child,table.num td:nth-child(2){text-align:left}table.ranked td:nth-child(2){white-space:normal}
-table.compact{table-layout:fixed}table.compact td,table.compact th{padding:3px 2px;font-size:11.5px;text-align:right}table.compact td:first-child,table.compact th:first-child{width:64px;text-align:left}
-small{color:var(--muted);font-weight:400}.meas{font-weight:600;color:#0b5394}.meas:empty{display:none}.miss{color:var(--bad);font-weight:600}.na{color:#b0b6be}
-.tag{background:#fff4d6;border:1px solid #e6c66b;border-radius:4px;padding:0 4px;font-size:11px}
-figure.chart{margin:14px 0}figure.chart svg{width:100%;height:auto;max-width:900px;display:block;background:#fff}
-figcaption{color:var(--muted);font-size:12.5px;max-width:900px}
-details{margin:6px 0}summary{cursor:pointer}pre{background:#0f1720;color:#e6edf3;padding:12px;border-radius:6px;overflow-x:auto;font-size:12px}
-.warn{color:var(--bad)}.downloads{font-size:13px;color:var(--muted)}.downloads a{color:var(--accent)}code{font-size:12.5px}
-@media print{nav{display:none}section{break-inside:avoid}}
-"""
-
 NAV = [
     ("workload", "Workload"),
     ("ranked", "Ranking"),
@@ -1400,18 +1301,15 @@ NAV = [
 ]
 
 
-#: Points the result.json link at a blob of the embedded result (no network, no library).
-DOWNLOAD_JSON_JS = (
-    "(function(){var a=document.getElementById('download-json'),d=document.getElementById('sizing-result');"
-    "if(a&&d&&window.Blob&&window.URL){a.href=URL.createObjectURL(new Blob([d.textContent],"
-    "{type:'application/json'}));}})();"
-)
-
-
-def _embedded_json(result: dict[str, Any]) -> str:
-    """The result as JSON safe inside a <script> element: <, > and & as \\u escapes (the same JSON string)."""
-    text = json.dumps(result, default=str, separators=(",", ":"))
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+@cache
+def _environment() -> Environment:
+    """The templates' environment, built once per process: the formatting helpers are its filters, `num` tells a
+    figure of the result (`Num`) from a text."""
+    filters = {
+        f.__name__: f
+        for f in (usd, ms, sec, rps, count, two, tenths, token_count, pct, share, fine_share, plain)
+    }
+    return make_environment(filters, {"num": lambda v: isinstance(v, Num)})
 
 
 def render_report(
@@ -1441,19 +1339,6 @@ def render_report(
         manifests, note = winner_manifests(result)
     else:
         note = "Manifests supplied with the run."
-    w = result.get("workload") or {}
-    kind = (
-        "run"
-        if measurements or any(a.get("measured") for a in result.get("architectures") or [])
-        else "estimate"
-    )
-    title = f"Sizing report — {w.get('name') or 'workload'}"
-    archs = result.get("architectures") or []
-    model = w.get("model") or (archs[0].get("model") if archs else None)
-    bits = [str(model) if model else "", f"run {result['run_id']}" if result.get("run_id") else kind]
-    if result.get("generated_at"):
-        bits.append(f"generated {result['generated_at']}")
-    subtitle = " · ".join(b for b in bits if b)
     sections = [
         _answer(pg),
         _learning(pg),
@@ -1467,17 +1352,30 @@ def render_report(
         _assumptions(pg),
         _manifests(manifests, note),
     ]
-    nav = "".join(f'<a href="#{sid}">{label}</a>' for sid, label in NAV)
+    title, subtitle = _heading(result, measured=bool(measurements))
     return (
-        "<!DOCTYPE html>\n"
-        f'<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
-        f"<header><h1>{escape(title)}</h1><p>{escape(subtitle)}</p></header>"
-        f"<nav>{nav}</nav><main>{''.join(sections)}</main>"
-        f'<script type="application/json" id="sizing-result">{_embedded_json(result)}</script>'
-        f"<script>{DOWNLOAD_JSON_JS}</script>"
-        "</body></html>\n"
+        _environment()
+        .get_template("report.html")
+        .render(
+            title=title,
+            subtitle=subtitle,
+            nav=NAV,
+            sections=[s for s in sections if s is not None],
+            result=result,
+        )
     )
+
+
+def _heading(result: dict[str, Any], *, measured: bool) -> tuple[str, str]:
+    """The page's title (the workload) and the line under it (model, run or estimate, when generated)."""
+    w = result.get("workload") or {}
+    archs = result.get("architectures") or []
+    kind = "run" if measured or any(a.get("measured") for a in archs) else "estimate"
+    model = w.get("model") or (archs[0].get("model") if archs else None)
+    bits = [str(model) if model else "", f"run {result['run_id']}" if result.get("run_id") else kind]
+    if result.get("generated_at"):
+        bits.append(f"generated {result['generated_at']}")
+    return f"Sizing report — {w.get('name') or 'workload'}", " · ".join(b for b in bits if b)
 
 
 def write_report(

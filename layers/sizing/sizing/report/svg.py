@@ -1,7 +1,8 @@
 """Small inline-SVG charts: an x/y chart (lines, points, reference lines, labelled markers) and bar charts.
 
-Written here rather than taken from matplotlib so the report stays dependency-free in the Lambda layer and every
-chart is plain text a test can parse. Each data mark carries `class="mark"`, so "the chart is not empty" is
+Hand-written rather than drawn by a plotting library: the Lambda layer ships none (matplotlib 3.10's arm64 wheel
+alone unpacks to 22 MB, measured, before Pillow, fonttools and its other dependencies), and every chart here is
+plain text a test can parse. Each data mark carries `class="mark"`, so "the chart is not empty" is
 checkable without a browser, and the data it was drawn from (`data-xy` on a line, `data-x`/`data-y` on a point or
 marker, `data-at` on a reference line), so "the star lies on its curve" is checkable in the chart's own units
 (`sizing.report.reading.chart_geometry`)."""
@@ -236,6 +237,138 @@ def _legend(items: Sequence[LegendItem], x0: float, x_max: float, y0: float = 16
     return out
 
 
+@dataclass
+class _Frame:
+    """An x/y chart's plot area in pixels and its two axes."""
+
+    left: float
+    right: float
+    top: float
+    bottom: float
+    xa: Axis
+    ya: Axis
+
+    def px(self, v: float) -> float:
+        return self.left + self.xa.frac(v) * (self.right - self.left)
+
+    def py(self, v: float) -> float:
+        return self.bottom - self.ya.frac(v) * (self.bottom - self.top)
+
+    def inside(self, x: float, y: float) -> bool:
+        ok_y = y > 0 if self.ya.log else True
+        return math.isfinite(x) and math.isfinite(y) and ok_y
+
+
+def _xy_axes(fr: _Frame, height: int, x_label: str, y_label: str) -> list[str]:
+    """Grid lines, tick labels, the frame and the axis titles."""
+    left, right, top, bottom = fr.left, fr.right, fr.top, fr.bottom
+    out = []
+    for t in fr.ya.ticks():
+        y = fr.py(t)
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="{GRID}"/>')
+        out.append(
+            f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end" fill="{MUTED}">{fmt_tick(t)}</text>'
+        )
+    for t in fr.xa.ticks():
+        x = fr.px(t)
+        out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="{GRID}"/>')
+        out.append(
+            f'<text x="{x:.1f}" y="{bottom + 16}" font-size="11" text-anchor="middle" fill="{MUTED}">{fmt_tick(t)}</text>'
+        )
+    out.append(
+        f'<rect x="{left}" y="{top}" width="{right - left}" height="{bottom - top}" fill="none" stroke="#c7ccd3"/>'
+    )
+    out.append(
+        f'<text x="{(left + right) / 2:.1f}" y="{height - 8}" font-size="12" text-anchor="middle" fill="{INK}">{escape(x_label)}</text>'
+    )
+    out.append(
+        f'<text transform="translate(14 {(top + bottom) / 2:.1f}) rotate(-90)" font-size="12" text-anchor="middle" '
+        f'fill="{INK}">{escape(y_label)}</text>'
+    )
+    return out
+
+
+def _xy_ref_lines(fr: _Frame, ref_lines: Sequence[RefLine]) -> list[str]:
+    left, right, top, bottom = fr.left, fr.right, fr.top, fr.bottom
+    out = []
+    for r in ref_lines:
+        if r.axis == "y":
+            y = fr.py(r.at)
+            out.append(
+                f'<line class="ref" x1="{left}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="{r.color}" '
+                f'stroke-width="1.5" stroke-dasharray="6 4"{_data(axis="y", at=_num(r.at), label=r.label)}/>'
+            )
+            out.append(
+                f'<text x="{right - 4}" y="{y - 5:.1f}" font-size="11" text-anchor="end" fill="{r.color}">{escape(r.label)}</text>'
+            )
+        else:
+            x = fr.px(r.at)
+            out.append(
+                f'<line class="ref" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="{r.color}" '
+                f'stroke-width="1.2" stroke-dasharray="2 3"{_data(axis="x", at=_num(r.at), label=r.label)}/>'
+            )
+            # label on the side with room: left of a line in the right half of the chart
+            anchor, dx = ("end", -4) if x > (left + right) / 2 else ("start", 4)
+            out.append(
+                f'<text x="{x + dx:.1f}" y="{top + 12}" font-size="11" text-anchor="{anchor}" '
+                f'fill="{r.color}">{escape(r.label)}</text>'
+            )
+    return out
+
+
+def _xy_series(fr: _Frame, s: Series) -> list[str]:
+    """A series' polyline (or staircase) and its point marks, clipped to the axes."""
+    pts = [(fr.px(x), fr.py(y), i) for i, (x, y) in enumerate(s.points) if fr.inside(x, y)]
+    if not pts:
+        return []
+    out = []
+    dash = ' stroke-dasharray="6 4"' if s.dashed else ""
+    if s.kind in ("line", "step") and len(pts) > 1:
+        if s.kind == "step":
+            coords = [f"{pts[0][0]:.1f},{pts[0][1]:.1f}"]
+            for (_x0, y0, _), (x1, y1, _) in itertools.pairwise(pts):
+                coords += [f"{x1:.1f},{y0:.1f}", f"{x1:.1f},{y1:.1f}"]
+        else:
+            coords = [f"{x:.1f},{y:.1f}" for x, y, _ in pts]
+        xy = " ".join(f"{_num(s.points[i][0])},{_num(s.points[i][1])}" for _, _, i in pts)
+        out.append(
+            f'<polyline class="mark" points="{" ".join(coords)}" fill="none" stroke="{s.color}" '
+            f'stroke-width="2"{dash}{_data(series=s.label, kind=s.kind, xy=xy)}/>'
+        )
+    if s.marker != "none":
+        for x, y, i in pts:
+            tip = s.tips[i] if i < len(s.tips) else f"{s.label}: {s.points[i][0]:.3g}, {s.points[i][1]:.3g}"
+            data = _data(series=s.label, x=_num(s.points[i][0]), y=_num(s.points[i][1]))
+            out.append(_marker(s.marker, x, y, s.color, tip, data=data))
+    return out
+
+
+def _xy_marker(fr: _Frame, m: Marker) -> list[str]:
+    """A highlighted point (star or ring) and, when shown, its label on the side with room."""
+    if not fr.inside(m.x, m.y):
+        return []
+    x, y = fr.px(m.x), fr.py(m.y)
+    data = _data(shape=m.shape, series=m.series, x=_num(m.x), y=_num(m.y), label=m.label)
+    if m.shape == "star":
+        out = [
+            f'<polygon class="mark op" points="{_star(x, y, 9)}" fill="{m.color}" stroke="#fff" '
+            f'stroke-width="1"{data}><title>{escape(m.tip or m.label)}</title></polygon>'
+        ]
+    else:
+        out = [
+            f'<circle class="mark op" cx="{x:.1f}" cy="{y:.1f}" r="7" fill="none" stroke="{m.color}" '
+            f'stroke-width="2.5"{data}><title>{escape(m.tip or m.label)}</title></circle>'
+        ]
+    if m.show_label:
+        anchor = "end" if x > (fr.left + fr.right) / 2 else "start"
+        dx = -10 if anchor == "end" else 10
+        out.append(
+            f'<text x="{x + dx:.1f}" y="{y - 9:.1f}" font-size="11" font-weight="600" text-anchor="{anchor}" '
+            f'fill="{m.color}" stroke="#fff" stroke-width="3" paint-order="stroke">{escape(m.label)}</text>'
+        )
+    return out
+
+
 def xy_chart(
     chart_id: str,
     title: str,
@@ -257,8 +390,6 @@ def xy_chart(
     ys = [p[1] for s in series for p in s.points] + [m.y for m in markers]
     xs += [r.at for r in ref_lines if r.axis == "x"]
     ys += [r.at for r in ref_lines if r.axis == "y"]
-    xa = x_axis or axis_for(xs)
-    ya = y_axis or axis_for(ys, log=y_log)
     legend: list[LegendItem] = [
         (s.label, s.color, "point" if s.kind == "points" else "dashed" if s.dashed else "line")
         for s in series
@@ -266,119 +397,29 @@ def xy_chart(
     ]
     extra = max(len(_legend_rows(legend, MARGIN_LEFT, width - MARGIN_RIGHT)) - 1, 0) * LEGEND_ROW
     height += extra
-    left, right, top, bottom = MARGIN_LEFT, width - MARGIN_RIGHT, MARGIN_TOP + extra, height - MARGIN_BOTTOM
-
-    def px(v: float) -> float:
-        return left + xa.frac(v) * (right - left)
-
-    def py(v: float) -> float:
-        return bottom - ya.frac(v) * (bottom - top)
-
-    def inside(x: float, y: float) -> bool:
-        ok_y = y > 0 if ya.log else True
-        return math.isfinite(x) and math.isfinite(y) and ok_y
-
+    fr = _Frame(
+        MARGIN_LEFT,
+        width - MARGIN_RIGHT,
+        MARGIN_TOP + extra,
+        height - MARGIN_BOTTOM,
+        x_axis or axis_for(xs),
+        y_axis or axis_for(ys, log=y_log),
+    )
     out = _open(chart_id, title, width, height)
     clip = f"{chart_id}-clip"
     out.append(
-        f'<defs><clipPath id="{clip}"><rect x="{left}" y="{top}" width="{right - left}" '
-        f'height="{bottom - top}"/></clipPath></defs>'
+        f'<defs><clipPath id="{clip}"><rect x="{fr.left}" y="{fr.top}" width="{fr.right - fr.left}" '
+        f'height="{fr.bottom - fr.top}"/></clipPath></defs>'
     )
-    # grid and ticks
-    for t in ya.ticks():
-        y = py(t)
-        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="{GRID}"/>')
-        out.append(
-            f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end" fill="{MUTED}">{fmt_tick(t)}</text>'
-        )
-    for t in xa.ticks():
-        x = px(t)
-        out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="{GRID}"/>')
-        out.append(
-            f'<text x="{x:.1f}" y="{bottom + 16}" font-size="11" text-anchor="middle" fill="{MUTED}">{fmt_tick(t)}</text>'
-        )
-    out.append(
-        f'<rect x="{left}" y="{top}" width="{right - left}" height="{bottom - top}" fill="none" stroke="#c7ccd3"/>'
-    )
-    out.append(
-        f'<text x="{(left + right) / 2:.1f}" y="{height - 8}" font-size="12" text-anchor="middle" fill="{INK}">{escape(x_label)}</text>'
-    )
-    out.append(
-        f'<text transform="translate(14 {(top + bottom) / 2:.1f}) rotate(-90)" font-size="12" text-anchor="middle" '
-        f'fill="{INK}">{escape(y_label)}</text>'
-    )
+    out += _xy_axes(fr, height, x_label, y_label)
     out.append(f'<g clip-path="url(#{clip})">')
-    for r in ref_lines:
-        if r.axis == "y":
-            y = py(r.at)
-            out.append(
-                f'<line class="ref" x1="{left}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="{r.color}" '
-                f'stroke-width="1.5" stroke-dasharray="6 4"{_data(axis="y", at=_num(r.at), label=r.label)}/>'
-            )
-            out.append(
-                f'<text x="{right - 4}" y="{y - 5:.1f}" font-size="11" text-anchor="end" fill="{r.color}">{escape(r.label)}</text>'
-            )
-        else:
-            x = px(r.at)
-            out.append(
-                f'<line class="ref" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="{r.color}" '
-                f'stroke-width="1.2" stroke-dasharray="2 3"{_data(axis="x", at=_num(r.at), label=r.label)}/>'
-            )
-            # label on the side with room: left of a line in the right half of the chart
-            anchor, dx = ("end", -4) if x > (left + right) / 2 else ("start", 4)
-            out.append(
-                f'<text x="{x + dx:.1f}" y="{top + 12}" font-size="11" text-anchor="{anchor}" '
-                f'fill="{r.color}">{escape(r.label)}</text>'
-            )
+    out += _xy_ref_lines(fr, ref_lines)
     for s in series:
-        pts = [(px(x), py(y), i) for i, (x, y) in enumerate(s.points) if inside(x, y)]
-        if not pts:
-            continue
-        dash = ' stroke-dasharray="6 4"' if s.dashed else ""
-        if s.kind in ("line", "step") and len(pts) > 1:
-            if s.kind == "step":
-                coords = [f"{pts[0][0]:.1f},{pts[0][1]:.1f}"]
-                for (_x0, y0, _), (x1, y1, _) in itertools.pairwise(pts):
-                    coords += [f"{x1:.1f},{y0:.1f}", f"{x1:.1f},{y1:.1f}"]
-            else:
-                coords = [f"{x:.1f},{y:.1f}" for x, y, _ in pts]
-            xy = " ".join(f"{_num(s.points[i][0])},{_num(s.points[i][1])}" for _, _, i in pts)
-            out.append(
-                f'<polyline class="mark" points="{" ".join(coords)}" fill="none" stroke="{s.color}" '
-                f'stroke-width="2"{dash}{_data(series=s.label, kind=s.kind, xy=xy)}/>'
-            )
-        if s.marker != "none":
-            for x, y, i in pts:
-                tip = (
-                    s.tips[i] if i < len(s.tips) else f"{s.label}: {s.points[i][0]:.3g}, {s.points[i][1]:.3g}"
-                )
-                data = _data(series=s.label, x=_num(s.points[i][0]), y=_num(s.points[i][1]))
-                out.append(_marker(s.marker, x, y, s.color, tip, data=data))
+        out += _xy_series(fr, s)
     out.append("</g>")
     for m in markers:
-        if not inside(m.x, m.y):
-            continue
-        x, y = px(m.x), py(m.y)
-        data = _data(shape=m.shape, series=m.series, x=_num(m.x), y=_num(m.y), label=m.label)
-        if m.shape == "star":
-            out.append(
-                f'<polygon class="mark op" points="{_star(x, y, 9)}" fill="{m.color}" stroke="#fff" '
-                f'stroke-width="1"{data}><title>{escape(m.tip or m.label)}</title></polygon>'
-            )
-        else:
-            out.append(
-                f'<circle class="mark op" cx="{x:.1f}" cy="{y:.1f}" r="7" fill="none" stroke="{m.color}" '
-                f'stroke-width="2.5"{data}><title>{escape(m.tip or m.label)}</title></circle>'
-            )
-        if not m.show_label:
-            continue
-        anchor = "end" if x > (left + right) / 2 else "start"
-        dx = -10 if anchor == "end" else 10
-        out.append(
-            f'<text x="{x + dx:.1f}" y="{y - 9:.1f}" font-size="11" font-weight="600" text-anchor="{anchor}" '
-            f'fill="{m.color}" stroke="#fff" stroke-width="3" paint-order="stroke">{escape(m.label)}</text>'
-        )
-    out += _legend(legend, left, right)
+        out += _xy_marker(fr, m)
+    out += _legend(legend, fr.left, fr.right)
     out.append("</svg>")
     return "".join(out)
 
