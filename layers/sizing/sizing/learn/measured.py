@@ -6,6 +6,11 @@ and the measured closed-loop levels. An estimate of the same model, accelerator 
 shape is within `MAX_TOKEN_DISTANCE` of a measured one, at a concurrency within the measured levels, is the
 measured figures interpolated between the two levels around it (linear in log concurrency). The newest such
 measurement answers. Anything else is the (calibrated or modelled) prediction.
+
+The planner asks the same match (`matches`) of every replica it sizes, and takes the replica's SLO capacity from
+the measured levels: `slo_edge` (where the SLO's edge lies on them), `at_throughput` (the measured figures at a
+rate) and `conservative_rate` (the lower of the measured closed-loop edge and the open-loop edge of the estimator
+rescaled to the measurement); `sizing.plan.measured` does the simulation part, docs/learning.md section 4 says why.
 """
 
 from __future__ import annotations
