@@ -8,6 +8,7 @@ import copy
 import json
 import re
 from html import unescape
+from html.parser import HTMLParser
 from typing import Any
 
 import pytest
@@ -465,6 +466,51 @@ def test_text_from_the_workload_cannot_inject_markup(eks_first: dict[str, Any]) 
     assert "<script>alert" not in html
     assert "<img src=http://evil>" not in html
     assert view.faults == [] and view.external == []
+
+
+HOSTILE = '<script>alert(1)</script>" onmouseover="alert(2)'
+
+
+class _Elements(HTMLParser):
+    """Every element of a page as the browser would build it: (tag, attributes)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.elements: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.elements.append((tag, dict(attrs)))
+
+
+def test_hostile_names_come_out_as_text_in_the_page_and_in_its_attributes(eks_first: dict[str, Any]) -> None:
+    # given a workload, model, architecture id, rejected kind, summary and tuning note that each hold markup and
+    # a double quote that would end an attribute
+    result = copy.deepcopy(eks_first)
+    result["workload"]["name"] = HOSTILE
+    result["workload"]["model"] = HOSTILE
+    result["architectures"][0]["id"] = HOSTILE
+    result["architectures"][0]["tuning"] = {"summary": HOSTILE}
+    result["summary"] = HOSTILE
+    result["rejected"].append({"id": HOSTILE, "kind": HOSTILE, "reason": HOSTILE})
+    # when
+    html = render_report(result, curves=False, manifests={"x.yaml": HOSTILE})
+    parser = _Elements()
+    parser.feed(html)
+    # then no element or attribute was injected: the page's own two scripts only, no event handler anywhere
+    tags = [tag for tag, _ in parser.elements]
+    assert tags.count("script") == 2
+    assert not any(name.startswith("on") for _, attrs in parser.elements for name in attrs)
+    # and each hostile text reads back whole, where the page puts it
+    assert "Sizing report — " + HOSTILE in unescape(html[html.index("<h1>") : html.index("</h1>")])
+    titles = [
+        attrs.get("title") for tag, attrs in parser.elements if tag == "span" and attrs.get("class") == "id"
+    ]
+    assert HOSTILE in titles
+    kinds = [attrs.get("data-kind") for tag, attrs in parser.elements if tag == "details"]
+    assert HOSTILE in kinds
+    view = read_report(html)
+    assert view.faults == []
+    assert view.result is not None and view.result["workload"]["name"] == HOSTILE
 
 
 def test_write_report_writes_the_page_and_returns_its_path(eks_first: dict[str, Any], tmp_path) -> None:
