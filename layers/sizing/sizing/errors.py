@@ -104,6 +104,48 @@ def unknown_field_message(name: str, known: list[str]) -> str:
     return "unknown field; the fields here are " + ", ".join(known)
 
 
+#: What a field of each pydantic type-error kind must be, in the user's words.
+_MUST_BE = {
+    **dict.fromkeys(("float_parsing", "float_type"), "a number"),
+    **dict.fromkeys(("int_parsing", "int_type", "int_from_float"), "a whole number"),
+    **dict.fromkeys(("bool_parsing", "bool_type"), "true or false"),
+    "string_type": "text",
+    **dict.fromkeys(("list_type", "tuple_type", "set_type"), "a list"),
+    **dict.fromkeys(("dict_type", "model_type", "model_attributes_type"), "a mapping of fields"),
+}
+#: Numeric bounds, by pydantic error kind.
+_BOUNDS = {
+    "greater_than": "greater than {gt}",
+    "greater_than_equal": "at least {ge}",
+    "less_than": "less than {lt}",
+    "less_than_equal": "at most {le}",
+}
+
+
+def _one_of(ctx: dict[str, Any], given: Any, got: str) -> str:
+    expected = str(ctx.get("expected", "")).replace("'", "")
+    options = [o.strip() for o in expected.replace(" or ", ",").split(",") if o.strip()]
+    hint = ""
+    if isinstance(given, str):
+        import difflib
+
+        close = difflib.get_close_matches(given, options, n=1, cutoff=SUGGEST_CUTOFF)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+    return "must be one of " + ", ".join(f"'{o}'" for o in options) + got + hint
+
+
+def _length(kind: str, ctx: dict[str, Any]) -> str | None:
+    if kind == "too_short" and "min_length" in ctx:
+        return f"needs at least {ctx['min_length']} item(s)"
+    if kind == "too_long" and "max_length" in ctx:
+        return f"holds at most {ctx['max_length']} item(s)"
+    if kind == "string_too_short":
+        return f"needs at least {ctx.get('min_length', 1)} character(s)"
+    if kind == "string_too_long":
+        return f"holds at most {ctx.get('max_length')} characters"
+    return None
+
+
 def _plain(err: dict[str, Any], quote: bool = True) -> str:
     """One pydantic error in the user's words: what the field must be, and (`quote`) what was given."""
     kind = str(err.get("type", ""))
@@ -118,44 +160,15 @@ def _plain(err: dict[str, Any], quote: bool = True) -> str:
     if kind == "missing":
         return "required, and missing"
     if kind == "literal_error":
-        expected = str(ctx.get("expected", "")).replace("'", "")
-        options = [o.strip() for o in expected.replace(" or ", ",").split(",") if o.strip()]
-        hint = ""
-        if isinstance(given, str) and quote:
-            import difflib
-
-            close = difflib.get_close_matches(given, options, n=1, cutoff=SUGGEST_CUTOFF)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-        return "must be one of " + ", ".join(f"'{o}'" for o in options) + got + hint
-    if kind in ("float_parsing", "float_type"):
-        return "must be a number" + got
-    if kind in ("int_parsing", "int_type", "int_from_float"):
-        return "must be a whole number" + got
-    if kind in ("bool_parsing", "bool_type"):
-        return "must be true or false" + got
-    if kind in ("string_type",):
-        return "must be text" + got
-    if kind in ("list_type", "tuple_type", "set_type"):
-        return "must be a list" + got
-    if kind in ("dict_type", "model_type", "model_attributes_type"):
-        return "must be a mapping of fields" + got
-    bounds = {
-        "greater_than": "greater than {gt}",
-        "greater_than_equal": "at least {ge}",
-        "less_than": "less than {lt}",
-        "less_than_equal": "at most {le}",
-    }
-    if kind in bounds:
+        return _one_of(ctx, given, got)
+    if kind in _MUST_BE:
+        return f"must be {_MUST_BE[kind]}{got}"
+    if kind in _BOUNDS:
         numbers = {k: f"{v:g}" if isinstance(v, int | float) else v for k, v in ctx.items()}
-        return "must be " + bounds[kind].format(**numbers) + got
-    if kind == "too_short" and "min_length" in ctx:
-        return f"needs at least {ctx['min_length']} item(s)"
-    if kind == "too_long" and "max_length" in ctx:
-        return f"holds at most {ctx['max_length']} item(s)"
-    if kind == "string_too_short":
-        return f"needs at least {ctx.get('min_length', 1)} character(s)"
-    if kind == "string_too_long":
-        return f"holds at most {ctx.get('max_length')} characters"
+        return "must be " + _BOUNDS[kind].format(**numbers) + got
+    length = _length(kind, ctx)
+    if length is not None:
+        return length
     if msg.startswith("Input should be "):
         return "must be " + msg[len("Input should be ") :] + got
     return msg
