@@ -15,9 +15,11 @@ import os
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sizing.errors import InvalidInput, Problem, problems_from_pydantic
 from sizing.service.observability import logger, metrics, tracer
 
 
@@ -37,6 +39,35 @@ class CalibrationSettings(BaseModel):
         return cls.model_validate({n: env[n] for n in names if env.get(n) not in (None, "")})
 
 
+class RunCompletedDetail(BaseModel):
+    """What the refit reads of a `SizingRunCompleted` detail (the state machine's NotifyCompleted writes it; the
+    rest, the ranking included, is the rule's to match)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run_id: str | None = Field(default=None, max_length=128)
+
+
+class RunCompleted(EventBridgeModel):
+    """The EventBridge event that triggers a refit: Powertools' envelope with the run's detail typed."""
+
+    #: EventBridge always sends it; moto's bus (the embedded default, the tests) leaves it out, and it is not read
+    account: str | None = None  # type: ignore[assignment]
+    detail: RunCompletedDetail
+
+
+def parse_run_completed(event: Any) -> RunCompleted:
+    """The delivered event, or InvalidInput naming the envelope or detail field that is wrong."""
+    if not isinstance(event, dict):
+        raise InvalidInput("not an EventBridge event", [Problem("event", "must be an object")])
+    try:
+        return RunCompleted.model_validate(event)
+    except ValidationError as exc:
+        raise InvalidInput(
+            "not a SizingRunCompleted event", problems_from_pydantic(exc, quote=True)
+        ) from None
+
+
 @functools.cache
 def services() -> tuple[Any, Any]:
     """The level store and the profile store, built once per container."""
@@ -54,8 +85,7 @@ def services() -> tuple[Any, Any]:
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     from sizing.learn.refit import outcome_line, run_refit
 
-    detail = event.get("detail") or {}
-    run_id = str(detail.get("run_id") or "")
+    run_id = parse_run_completed(event).detail.run_id or ""
     levels, profiles = services()
     data = run_refit(levels, profiles, trigger=f"run {run_id}" if run_id else "event")
     adopted = data["status"] == "adopted"

@@ -88,3 +88,45 @@ def test_a_watch_pattern_must_name_its_organisation(pattern: str) -> None:
     with pytest.raises(ValidationError) as err:
         WatchRequest(name="w", spec={}, model_pattern=pattern)
     assert err.value.errors()[0]["loc"] == ("model_pattern",)
+
+
+@pytest.mark.parametrize(
+    ("change", "drop", "field"),
+    [
+        (None, None, "event"),
+        ({}, "detail-type", "detail-type"),
+        ({"account": 7}, None, "account"),
+        ({}, "region", "region"),
+        ({"time": "yesterday"}, None, "time"),
+        ({"detail": "not an object"}, None, "detail"),
+    ],
+)
+def test_a_hostile_envelope_is_refused_naming_its_field_in_plain_words(
+    load_event: Callable[[str], dict[str, Any]], change: dict[str, Any] | None, drop: str | None, field: str
+) -> None:
+    # given the sample release with its envelope broken (or a list instead of an envelope)
+    sample = load_event("model_release_inline")
+    event: Any = ["not", "an", "object"] if change is None else {**sample, **change}
+    if drop:
+        del event[drop]
+    # when it is read
+    with pytest.raises(InvalidInput) as err:
+        parse_model_released(event)
+    # then it is not taken for an EventBridge event, the field is named, and no model class is
+    assert err.value.message == "not an EventBridge event"
+    assert [p.field for p in err.value.problems] == [field]
+    assert not any("Envelope" in p.message or "pydantic" in p.message for p in err.value.problems)
+
+
+def test_a_refused_release_still_names_the_model_it_announced(
+    load_event: Callable[[str], dict[str, Any]],
+) -> None:
+    # given a release whose detail names its model but is otherwise wrong
+    event = load_event("model_release_inline")
+    event["detail"]["source"] = ""
+    # when it is read
+    with pytest.raises(InvalidInput) as err:
+        parse_model_released(event)
+    # then the refusal can say which model it was about
+    assert err.value.details["model_id"] == "meta-llama/Llama-4-Scout-17B-16E"
+    assert [p.field for p in err.value.problems] == ["detail.source"]

@@ -3,13 +3,17 @@ and the scheduled poll. Each detail is a strict pydantic model; a bad event is a
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sizing.errors import InvalidInput, Problem, problems_from_pydantic
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 
 #: EventBridge detail-types of this feature (the rule on the bus matches MODEL_RELEASED).
 MODEL_RELEASED = "ModelReleased"
@@ -71,38 +75,51 @@ def config_digest(config: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:CONFIG_DIGEST_CHARS]
 
 
-class _Envelope(BaseModel):
-    """The EventBridge envelope fields this handler reads (AWS adds others; they are not ours to forbid)."""
+@functools.cache
+def _envelope_model() -> type[EventBridgeModel]:
+    """Powertools' EventBridge envelope (every field AWS delivers) with `detail` an object. Built on first use:
+    the parser's import adds ~70 ms (`python -X importtime`), and the API handler imports this module for the
+    event shapes, never to read an envelope."""
+    from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
-    detail_type: str = Field(alias="detail-type")
-    source: str
-    id: str | None = None
-    time: str | None = None
-    detail: dict[str, Any]
+    class ReleaseEnvelope(EventBridgeModel):
+        #: EventBridge always sends it; moto's bus (the embedded default, the tests) leaves it out, and it is not
+        #: read here
+        account: str | None = None  # type: ignore[assignment]
+        #: an object (Powertools' own annotation also admits model classes, which a JSON event never holds)
+        detail: dict[str, Any]
+
+    return ReleaseEnvelope
 
 
 def parse_model_released(event: Any) -> ModelReleased:
-    """An EventBridge event → its `ModelReleased` detail. InvalidInput names each problem (`detail.model_id`)."""
+    """An EventBridge event → its `ModelReleased` detail. InvalidInput names each problem (`detail.model_id`);
+    its `details["model_id"]` is the announced model id when the event has a readable one."""
+    if not isinstance(event, dict):
+        raise InvalidInput("not an EventBridge event", [Problem("event", "must be an object")])
     try:
-        envelope = _Envelope.model_validate(event)
+        envelope = _envelope_model().model_validate(event)
     except ValidationError as exc:
         raise InvalidInput("not an EventBridge event", problems_from_pydantic(exc)) from None
+    detail = cast("dict[str, Any]", envelope.detail)  # ReleaseEnvelope's detail is an object
+    announced = {"model_id": detail["model_id"]} if isinstance(detail.get("model_id"), str) else {}
     if envelope.detail_type != MODEL_RELEASED:
         raise InvalidInput(
             f"expected a {MODEL_RELEASED} event, got '{envelope.detail_type}'",
             [Problem("detail-type", f"must be {MODEL_RELEASED}")],
+            announced,
         )
     try:
-        release = ModelReleased.model_validate(envelope.detail)
+        release = ModelReleased.model_validate(detail)
     except ValidationError as exc:
         raise InvalidInput(
-            "the ModelReleased event is not valid", problems_from_pydantic(exc, "detail")
+            "the ModelReleased event is not valid", problems_from_pydantic(exc, "detail"), announced
         ) from None
     if isinstance(release.config, str) and not release.config.startswith(("https://", "http://")):
         raise InvalidInput(
             "the ModelReleased event's config is neither a config.json object nor a URL",
             [Problem("detail.config", "give the config.json content (an object) or its https URL")],
+            announced,
         )
     return release
 

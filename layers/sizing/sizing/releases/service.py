@@ -114,11 +114,10 @@ class ReleaseService:
     def handle_event(self, event: Any) -> ReleaseOutcome:
         """An EventBridge `ModelReleased` event → outcome. A malformed event or config is rejected (returned,
         not raised: retrying cannot fix it); transient failures raise so the delivery is retried."""
-        model_id = (event.get("detail") or {}).get("model_id") if isinstance(event, dict) else None
         try:
             release = parse_model_released(event)
         except InvalidInput as exc:
-            return self._rejected(model_id if isinstance(model_id, str) else None, exc)
+            return self._rejected(exc.details.get("model_id"), exc)
         return self.handle(release)
 
     def handle(self, release: ModelReleased) -> ReleaseOutcome:
