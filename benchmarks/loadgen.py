@@ -6,10 +6,17 @@ token FIRST_TOKEN_S after the request arrives, then one every GAP_S; it measures
 schedule and reports it, so the truth is known to within that lateness. The harness (`sizing.loadtest`, Locust
 in its own single process) runs one concurrency step per level and saves every request; the error of a request
 is |measured - true| for its TTFT and for each gap, where the truth is when the server actually wrote each token
-(it logs that per answer id) measured from when the client sent the request. Then the twin's capacity: 512 concurrent streams against a
-twin (its own process) whose step model is known, reporting whether the twin keeps its pace.
+(it logs that per answer id) measured from when the client sent the request. Then the twin's capacity: 512
+concurrent streams against a twin (its own process) whose step model is known, reporting whether the twin keeps
+its pace.
 
-    .venv/bin/python benchmarks/loadgen.py [--levels 16,64,128,256,384,512] [--duration 10]
+`--pin` runs the reference server on CPU 0 and the load generator on CPU 1 (as `taskset -c 0` / `taskset -c 1`,
+where `os.sched_getaffinity` shows at least 2 CPUs), so the streams one core sustains is the load generator's own
+figure, not the share of a core the server under test leaves it. `--distributed` adds the comparison of a
+master and 2 worker processes with one process at the same 256 streams: the TTFT error the distributed mode adds.
+
+    .venv/bin/python benchmarks/loadgen.py [--levels 16,64,128,256,384,512] [--duration 10] [--pin]
+        [--distributed] [--skip-twin]
 """
 
 from __future__ import annotations
@@ -39,6 +46,14 @@ INPUT_TOKENS = 100
 TTFT_ERROR_BOUND_MS = 5.0
 #: Concurrency of the twin-capacity check (the issue asks for at least 500 concurrent streams).
 TWIN_STREAMS = 512
+#: The distributed-mode comparison: this many streams in all, over one process and over a master and this many
+#: workers (issue 25's table: "master + 2 workers vs one process, 256 streams").
+DISTRIBUTED_STREAMS = 256
+DISTRIBUTED_WORKERS = 2
+#: The issue's bound on the TTFT error p50 the distributed mode may add.
+DISTRIBUTED_ADDED_P50_BOUND_MS = 1.0
+#: CPUs of `--pin`: the server under test on one, the load generator (every process of it) on the other.
+SERVER_CPU, LOADGEN_CPU = 0, 1
 
 
 # --- the reference server -------------------------------------------------------------------------------------
@@ -142,8 +157,23 @@ def _serve_twin(port: int) -> None:
 
 
 # --- the measurement ------------------------------------------------------------------------------------------
-def _start(mode: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, __file__, mode], stdout=subprocess.PIPE, text=True)
+def _can_pin() -> bool:
+    return hasattr(os, "sched_getaffinity") and {SERVER_CPU, LOADGEN_CPU} <= os.sched_getaffinity(0)
+
+
+def _pin_self(cpus: set[int]) -> None:
+    """Run this process, and every child it starts from now on (the load generator's), on `cpus`."""
+    os.sched_setaffinity(0, cpus)
+
+
+def _start(mode: str, cpu: int | None = None) -> tuple[subprocess.Popen[str], str]:
+    def pin() -> None:
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+
+    proc = subprocess.Popen(
+        [sys.executable, __file__, mode], stdout=subprocess.PIPE, text=True, preexec_fn=pin
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     return proc, f"http://127.0.0.1:{int(line.split()[1])}"
@@ -190,47 +220,111 @@ def _procs(workers: int) -> str:
     return f"a master and {workers} worker processes" if workers else "one process"
 
 
-def fidelity(levels: list[int], duration: float, warmup: float, workers: int = 0) -> None:
-    server, url = _start("--serve-reference")
+@dataclass
+class Fidelity:
+    """One level's TTFT and ITL errors (ms, one value per request or gap) against the server's own log."""
+
+    streams: int
+    requests: int
+    ttft_err: np.ndarray
+    itl_err: np.ndarray
+    cpu: float
+    server_late_p99_ms: float
+
+    def row(self, label: str = "") -> str:
+        return (
+            f"{label or self.streams:>8} {self.requests:>8} {_pct(self.ttft_err, 50):>9.2f} ms"
+            f" {_pct(self.ttft_err, 99):>7.2f} {_pct(self.itl_err, 50):>8.2f} ms {_pct(self.itl_err, 99):>7.2f}"
+            f" {self.cpu:>10.0%} {self.server_late_p99_ms:>12.2f} ms"
+        )
+
+
+HEADER = (
+    f"{'streams':>8} {'requests':>8} {'ttft err p50':>12} {'p99':>7} {'itl err p50':>11} {'p99':>7}"
+    f" {'loadgen cpu':>11} {'server late p99':>15}"
+)
+
+
+def measure(url: str, streams: int, duration: float, warmup: float, out: Path, workers: int = 0) -> Fidelity:
+    """One concurrency step against the reference server at `url`, each request's error against its log."""
+    rows, cpu, _ = _run_level(url, "bench", streams, duration, warmup, out, workers=workers)
+    log = json.load(urllib.request.urlopen(url + "/log"))
+    sent = log["sent"]
+    ok = [r for r in rows if r["error"] is None and r["response_id"] in sent]
+    # truth: when the server wrote each token, on the same (epoch) clock as the request's start
+    ttft_err = np.array([abs(r["ttft_s"] - (sent[r["response_id"]][0] - r["start"])) for r in ok]) * 1000
+    itl_err = np.array([abs(g - (b - a)) for r in ok
+                        for g, a, b in zip(r["itl_s"], sent[r["response_id"]], sent[r["response_id"]][1:],
+                                           strict=False)]) * 1000  # fmt: skip
+    return Fidelity(streams, len(rows), ttft_err, itl_err, cpu, log["lateness_ms_p99"])
+
+
+def _placement(pin: bool) -> str:
+    return (
+        f"server pinned to CPU {SERVER_CPU}, load generator to CPU {LOADGEN_CPU}"
+        if pin
+        else f"server and load generator share the machine's {os.cpu_count()} cores"
+    )
+
+
+def fidelity(
+    levels: list[int], duration: float, warmup: float, workers: int = 0, pin: bool = False
+) -> int | None:
+    """The table of errors by level; returns the most streams whose TTFT error p99 stays within the bound."""
+    server, url = _start("--serve-reference", SERVER_CPU if pin else None)
     print(
         f"reference server: first token {FIRST_TOKEN_S * 1000:.0f} ms, then every {GAP_S * 1000:.0f} ms,"
-        f" {OUTPUT_TOKENS} tokens; load generator: Locust, {_procs(workers)}, {duration:g} s per level"
+        f" {OUTPUT_TOKENS} tokens; load generator: Locust, {_procs(workers)}, {duration:g} s per level;"
+        f" {_placement(pin)}"
     )
-    print(
-        f"{'streams':>8} {'requests':>8} {'ttft err p50':>12} {'p99':>7} {'itl err p50':>11} {'p99':>7}"
-        f" {'loadgen cpu':>11} {'server late p99':>15}"
-    )
+    print(HEADER)
     sustained = None
     failed = False
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for c in levels:
-                rows, cpu, _ = _run_level(
-                    url, "bench", c, duration, warmup, Path(tmp) / f"c{c}", workers=workers
-                )
-                log = json.load(urllib.request.urlopen(url + "/log"))
-                sent = log["sent"]
-                ok = [r for r in rows if r["error"] is None and r["response_id"] in sent]
-                # truth: when the server wrote each token, on the same (epoch) clock as the request's start
-                ttft_err = (
-                    np.array([abs(r["ttft_s"] - (sent[r["response_id"]][0] - r["start"])) for r in ok]) * 1000
-                )
-                itl_err = np.array([abs(g - (b - a)) for r in ok
-                                    for g, a, b in zip(r["itl_s"], sent[r["response_id"]], sent[r["response_id"]][1:],
-                                                       strict=False)]) * 1000  # fmt: skip
-                p99 = _pct(ttft_err, 99)
-                print(
-                    f"{c:>8} {len(rows):>8} {_pct(ttft_err, 50):>9.2f} ms {p99:>7.2f} {_pct(itl_err, 50):>8.2f} ms"
-                    f" {_pct(itl_err, 99):>7.2f} {cpu:>10.0%} {log['lateness_ms_p99']:>12.2f} ms",
-                    flush=True,
-                )
+                f = measure(url, c, duration, warmup, Path(tmp) / f"c{c}", workers=workers)
+                print(f.row(), flush=True)
+                p99 = _pct(f.ttft_err, 99)
                 if p99 <= TTFT_ERROR_BOUND_MS and not failed:
                     sustained = c
                 failed = failed or p99 > TTFT_ERROR_BOUND_MS
     finally:
         server.terminate()
         server.wait()
-    print(f"most concurrent streams with TTFT error p99 <= {TTFT_ERROR_BOUND_MS:g} ms: {sustained}")
+    where = " by one core (server on another)" if pin and workers == 0 else ""
+    print(f"most concurrent streams with TTFT error p99 <= {TTFT_ERROR_BOUND_MS:g} ms{where}: {sustained}")
+    return sustained
+
+
+def distributed(duration: float, warmup: float, pin: bool = False) -> None:
+    """Master + 2 workers against one process at the same 256 streams, alternately, against one server: what
+    the distributed mode adds to the TTFT error (p50, p99), with what explains its tail."""
+    server, url = _start("--serve-reference", SERVER_CPU if pin else None)
+    n, w = DISTRIBUTED_STREAMS, DISTRIBUTED_WORKERS
+    print(
+        f"distributed mode at {n} streams: one process vs a master and {w} workers ({duration:g} s windows;"
+        f" {_placement(pin)})"
+    )
+    print(HEADER)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            one = measure(url, n, duration, warmup, Path(tmp) / "one")
+            print(one.row("1 proc"), flush=True)
+            dist = measure(url, n, duration, warmup, Path(tmp) / "dist", workers=w)
+            print(dist.row(f"1+{w}"), flush=True)
+    finally:
+        server.terminate()
+        server.wait()
+    added50 = _pct(dist.ttft_err, 50) - _pct(one.ttft_err, 50)
+    added99 = _pct(dist.ttft_err, 99) - _pct(one.ttft_err, 99)
+    verdict = "within" if added50 <= DISTRIBUTED_ADDED_P50_BOUND_MS else "over"
+    print(
+        f"TTFT error added by the distributed mode: {added50:+.2f} ms p50 ({verdict} the"
+        f" {DISTRIBUTED_ADDED_P50_BOUND_MS:g} ms bound), {added99:+.2f} ms p99; {1 + w} load-generator processes"
+        f" used {dist.cpu:.0%} of a core against one process's {one.cpu:.0%}, and the server ran"
+        f" {dist.server_late_p99_ms:.1f} ms late at p99 (vs {one.server_late_p99_ms:.1f} ms)"
+    )
 
 
 def _proc_cpu_s(pid: int) -> float:
@@ -308,12 +402,31 @@ def main() -> None:
     p.add_argument("--warmup", type=float, default=3.0)
     p.add_argument("--workers", type=int, default=0, help="Locust worker processes (default: one process)")
     p.add_argument("--skip-twin", action="store_true")
+    p.add_argument("--skip-levels", action="store_true", help="skip the table of errors by level")
+    p.add_argument(
+        "--pin", action="store_true", help=f"server on CPU {SERVER_CPU}, load generator on CPU {LOADGEN_CPU}"
+    )
+    p.add_argument(
+        "--distributed", action="store_true", help=f"also compare master + 2 workers with one process at"
+        f" {DISTRIBUTED_STREAMS} streams"
+    )  # fmt: skip
     p.add_argument(
         "--twin-vs-predict", action="store_true", help="also compare the twin under load with predict"
     )
     a = p.parse_args()
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
-    fidelity([int(x) for x in a.levels.split(",")], a.duration, a.warmup, a.workers)
+    pin = a.pin and _can_pin()
+    if a.pin and not pin:
+        print(f"--pin: CPUs {SERVER_CPU} and {LOADGEN_CPU} are not both available here; not pinned")
+    cpus = os.sched_getaffinity(0) if pin else set()
+    if pin:
+        _pin_self({LOADGEN_CPU})
+    if not a.skip_levels:
+        fidelity([int(x) for x in a.levels.split(",")], a.duration, a.warmup, a.workers, pin)
+    if a.distributed:
+        distributed(a.duration, a.warmup, pin)
+    if pin:  # the twin checks below run unpinned, as before
+        _pin_self(cpus)
     if not a.skip_twin:
         twin_capacity(a.duration, a.warmup)
     if a.twin_vs_predict:
