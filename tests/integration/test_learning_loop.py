@@ -22,10 +22,10 @@ from sizing.learn.levels import LevelStore
 from sizing.learn.loop import after_collect
 from sizing.learn.profiles import ProfileStore, use_store
 from sizing.learn.refit import commit, overview, prepare, rollback
-from sizing.orchestrate.merge import _replica
 from sizing.orchestrate.steps import choose_candidates
 from sizing.perf.calibration import PROFILE_PATH, load_profiles, profile_for
 from sizing.perf.predict import predict
+from sizing.perf.replica import replica_of
 from sizing.perf.simulator import ClosedLoop, simulate
 from sizing.perf.step import StepModel
 from sizing.plan import estimate
@@ -83,7 +83,7 @@ def _dist(st: Any) -> dict[str, float]:
 
 def known_timing(arch: dict[str, Any], wm: Any, cat: Any, c: int, k: float, inp: Any = None, out: Any = None):
     """What an endpoint `k` times slower than the reference profile measures at concurrency `c`."""
-    cfg = _replica(arch, cat)
+    cfg = replica_of(arch, cat)
     ref = profile_for(cfg.parts(cat).accelerator.id, cfg.engine, load_profiles(str(PROFILE_PATH)))
     step = StepModel.for_config(cfg, profile=_slowed(ref, k), catalog=cat)
     return simulate(
@@ -589,7 +589,7 @@ def test_a_loopback_server_30_percent_slower_is_learned_from_one_run(aws, tmp_pa
     cand = choose_candidates(result, 1)[0]
     arch = cand.architecture.as_json()
     wm = build_model(spec, cat.model(spec.model).id)
-    cfg = _replica(arch, cat)
+    cfg = replica_of(arch, cat)
     ref = profile_for(cfg.parts(cat).accelerator.id, cfg.engine, load_profiles(str(PROFILE_PATH)))
     slow = StepModel.for_config(cfg, profile=_slowed(ref, SLOWDOWN), catalog=cat)
     serving = ServingConfig.model_validate(arch["serving"])
@@ -667,7 +667,7 @@ def test_the_embedded_default_learns_from_a_run_against_a_real_endpoint(tmp_path
     cat = load_catalog()
     spec_raw = {**LOOPBACK_SPEC, "model": "llama-3.1-8b"}
     arch = choose_candidates(estimate(parse_spec(spec_raw), catalog=cat), 1)[0].architecture.as_json()
-    cfg = _replica(arch, cat)
+    cfg = replica_of(arch, cat)
     ref = profile_for(cfg.parts(cat).accelerator.id, cfg.engine, load_profiles(str(PROFILE_PATH)))
     slow = StepModel.for_config(cfg, profile=_slowed(ref, SLOWDOWN), catalog=cat)
     serving = ServingConfig.model_validate(arch["serving"])

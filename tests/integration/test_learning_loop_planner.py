@@ -18,8 +18,8 @@ from moto import mock_aws
 from sizing.catalog import load_catalog
 from sizing.learn.loop import after_collect
 from sizing.learn.profiles import ProfileStore, use_store
-from sizing.orchestrate.merge import _replica
 from sizing.perf.calibration import PROFILE_PATH, load_profiles, profile_for
+from sizing.perf.replica import replica_of
 from sizing.perf.simulator import bounds
 from sizing.perf.step import StepModel
 from sizing.plan import estimate
@@ -88,7 +88,7 @@ def measure(store: SizingStore, spec_raw: dict[str, Any]) -> dict[str, Any]:
         catalog=cat,
     )
     assert learning["refit"]["status"] == "adopted", learning["refit"]
-    cfg = _replica(arch, cat)
+    cfg = replica_of(arch, cat)
     ref = profile_for(cfg.parts(cat).accelerator.id, cfg.engine, load_profiles(str(PROFILE_PATH)))
     slow = StepModel.for_config(cfg, profile=_slowed(ref, SLOWDOWN), catalog=cat)
     top = bounds(slow, wm.input_tokens.mean, wm.output_tokens.mean).max_requests_per_s

@@ -250,13 +250,13 @@ LEVEL_ROUNDS = 4
 def predict_level(arch: dict[str, Any], concurrency: int, wm: Any, cat: Any) -> dict[str, Any] | None:
     """The reference profile's prediction (no team correction) of a closed-loop level with the workload's token
     distributions on the architecture's serving config: the refit's baseline."""
-    from sizing.orchestrate.merge import _replica
     from sizing.perf.calibration import PROFILE_PATH, load_profiles, profile_for
+    from sizing.perf.replica import replica_of
     from sizing.perf.simulator import ClosedLoop, simulate
     from sizing.perf.step import StepModel
 
     try:
-        cfg = _replica(arch, cat)
+        cfg = replica_of(arch, cat)
         acc = cfg.parts(cat).accelerator.id
         profile = profile_for(acc, cfg.engine, load_profiles(str(PROFILE_PATH)))
         step = StepModel.for_config(cfg, profile=profile, catalog=cat)

@@ -11,13 +11,13 @@ shows, so predicted and measured figures compare at the same load point; `measur
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from sizing.catalog import Catalog
 from sizing.errors import SizingError
+from sizing.perf.replica import replica_of
 from sizing.plan.search import DEFAULT_HEADROOM
 from sizing.workload import WorkloadModel, WorkloadSpec, build_model
 
@@ -101,31 +101,6 @@ def _measured_block(
     return block
 
 
-def _replica(arch: dict[str, Any], cat: Catalog) -> Any:
-    """The estimator's replica of an architecture: its ServingConfig (`HardwareConfig.from_serving`), or for a
-    result that predates it, the hardware with the engine's defaults."""
-    from pydantic import ValidationError
-
-    from sizing.perf.config import HardwareConfig
-    from sizing.serving import ServingConfig
-
-    perf_model = cat.model(arch.get("catalog_model") or arch["model"]).id
-    try:
-        serving = ServingConfig.model_validate(arch.get("serving"))
-    except ValidationError:
-        return HardwareConfig.create(
-            perf_model,
-            arch["instance_type"],
-            arch["tensor_parallel"],
-            arch["quantization"],
-            arch["engine"],
-            cat,
-        )
-    return dataclasses.replace(
-        HardwareConfig.from_serving(serving, arch["instance_type"]), model_id=perf_model
-    )
-
-
 def predicted_at_level(
     arch: dict[str, Any], target: dict[str, Any] | None, wm: WorkloadModel, cat: Catalog, seed: int = 0
 ) -> dict[str, Any] | None:
@@ -150,7 +125,7 @@ def predicted_at_level(
         load = ClosedLoop(c, think_time_s=float(target.get("think_time_s") or 0.0))
         n = max(LEVEL_REQUESTS, LEVEL_ROUNDS * c)
     try:
-        step = StepModel.for_config(_replica(arch, cat), catalog=cat)
+        step = StepModel.for_config(replica_of(arch, cat), catalog=cat)
         sim = simulate(step, load, wm.input_tokens, wm.output_tokens, n_requests=n, seed=seed, itl=False)
     except (SizingError, ValueError):  # the replica does not fit or cannot be built: nothing to compare
         return None
