@@ -13,9 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sizing.serving import ServingConfig
-
-Deployment = Literal["eks", "sagemaker", "bedrock"]
-CapacityType = Literal["on-demand", "spot"]
+from sizing.vocabulary import CapacityType, Deployment
 
 
 class Frozen(BaseModel):

@@ -13,9 +13,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sizing.errors import InvalidInput, Problem
+from sizing.vocabulary import Engine, Quantization
 
-Engine = Literal["vllm", "trtllm", "sglang", "tgi", "neuron"]
-Quant = Literal["bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4"]
 #: vLLM's `--kv-cache-dtype`: `auto` keeps K/V in the activation dtype (bf16); `fp8` (E4M3) halves its bytes.
 KvCacheDtype = Literal["auto", "fp8"]
 
@@ -31,7 +30,7 @@ class ServingConfig(BaseModel):
     engine: Engine = "vllm"
     image: str = Field(min_length=1)
     tensor_parallel: int = Field(ge=1)
-    quantization: Quant = "bf16"
+    quantization: Quantization = "bf16"
     kv_cache_dtype: KvCacheDtype = "auto"
     max_model_len: int = Field(ge=1)
     max_num_seqs: int = Field(ge=1)

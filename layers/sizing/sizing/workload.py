@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from sizing.errors import InvalidInput, Problem, problems_from_pydantic
+from sizing.vocabulary import CAPACITY_TYPES, DEPLOYMENTS, CapacityType, Deployment, Engine, Quantization
 
 if TYPE_CHECKING:
     import numpy as np
@@ -32,10 +33,6 @@ Z = {q: NormalDist().inv_cdf(float(q[1:]) / 100) for q in (*PERCENTILES, "p99.9"
 #: Largest token count a distribution may produce: the longest context of any catalog model (Llama-4-Scout).
 MAX_TOKENS = 10_485_760
 
-Deployment = Literal["eks", "sagemaker", "bedrock"]
-Capacity = Literal["on-demand", "spot"]
-Quant = Literal["bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4"]
-Engine = Literal["vllm", "trtllm", "sglang", "tgi", "neuron"]
 PresetName = Literal["chat", "rag", "summarization", "code-completion", "batch"]
 
 
@@ -307,14 +304,14 @@ class SLO(Spec):
 
 
 def _default_deployments() -> list[Deployment]:
-    return ["eks", "sagemaker", "bedrock"]
+    return list(DEPLOYMENTS)
 
 
-def _default_capacity() -> list[Capacity]:
-    return ["on-demand", "spot"]
+def _default_capacity() -> list[CapacityType]:
+    return list(CAPACITY_TYPES)
 
 
-def _default_quants() -> list[Quant]:
+def _default_quants() -> list[Quantization]:
     return ["bf16", "fp8"]
 
 
@@ -359,13 +356,13 @@ class Constraints(Spec):
         " /catalog/instances); all when unset",
         examples=[["g6e.xlarge", "p5.48xlarge"]],
     )
-    capacity: list[Capacity] = Field(
+    capacity: list[CapacityType] = Field(
         default_factory=_default_capacity,
         min_length=1,
         description="purchase options: on-demand, spot (spot runs what is above the on-demand base of"
         " min_replicas)",
     )
-    quantizations: list[Quant] = Field(
+    quantizations: list[Quantization] = Field(
         default_factory=_default_quants,
         min_length=1,
         description="weight formats the model may be served in; a model's own checkpoint format is tried too"

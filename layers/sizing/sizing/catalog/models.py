@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sizing.errors import InvalidInput, NotFound, problems_from_pydantic
+from sizing.vocabulary import Quantization
 
 DATA_DIR = Path(__file__).parent / "data"
 #: Extra catalog files (same layout as data/) merged over the shipped ones; models added with
@@ -26,7 +27,6 @@ OVERLAY_ENV = "SIZING_CATALOG_DIR"
 GB = 1e9
 MIB = 2**20
 
-Quantization = Literal["bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4"]
 #: Bytes per weight by format. int4 carries group scales (AWQ/GPTQ g128: 16-bit scale + zero per 128 weights =
 #: 0.03 bytes/weight), rounded to 0.53. MXFP4 (OCP Microscaling): 4-bit E2M1 elements in blocks of 32 sharing one
 #: 8-bit E8M0 scale = 4 + 8/32 = 4.25 bits [OCP Microscaling Formats (MX) v1.0, opencompute.org]. NVFP4: 4-bit E2M1

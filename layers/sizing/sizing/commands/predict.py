@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 
 from sizing.commands.output import print_json
-
-QUANTS = ("bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4")
-ENGINES = ("vllm", "trtllm", "neuron", "tgi", "sglang")
+from sizing.vocabulary import ENGINES, QUANTIZATIONS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,7 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--tp", type=int, default=None, help="tensor parallel devices (GPUs, or NeuronCores on inf2/trn)"
     )
-    p.add_argument("--quant", choices=QUANTS, default="bf16")
+    p.add_argument("--quant", choices=QUANTIZATIONS, default="bf16")
     p.add_argument("--engine", choices=ENGINES, default="vllm")
     p.add_argument("--input-tokens", type=int, required=True)
     p.add_argument("--output-tokens", type=int, required=True)

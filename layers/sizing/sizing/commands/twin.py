@@ -15,6 +15,8 @@ import dataclasses
 import sys
 from typing import TYPE_CHECKING, Any
 
+from sizing.vocabulary import ENGINES, QUANTIZATIONS
+
 if TYPE_CHECKING:
     from sizing.catalog import Catalog
     from sizing.serving import ServingConfig
@@ -30,8 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--tp", type=int, default=None, help="tensor parallelism in devices (default: the smallest that fits)"
     )
-    p.add_argument("--quant", default="bf16", choices=["bf16", "fp8", "int8", "int4"])
-    p.add_argument("--engine", default="vllm", choices=["vllm", "trtllm", "neuron", "tgi", "sglang"])
+    p.add_argument("--quant", default="bf16", choices=QUANTIZATIONS)
+    p.add_argument("--engine", default="vllm", choices=ENGINES)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
     p.add_argument("--port", type=int, default=8000, help="port (0 picks a free one)")
     p.add_argument(

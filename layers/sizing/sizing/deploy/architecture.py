@@ -14,10 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from sizing.catalog import Catalog, load_catalog
 from sizing.errors import InvalidInput, Problem, problems_from_pydantic
 from sizing.serving import ServingConfig, check_for_hardware
-
-Deployment = Literal["eks", "sagemaker", "bedrock"]
-CapacityType = Literal["on-demand", "spot"]
-Quant = Literal["bf16", "fp8", "int8", "int4"]
+from sizing.vocabulary import CapacityType, Deployment, Quantization
 
 
 class _Loose(BaseModel):
@@ -59,7 +56,7 @@ class Architecture(_Loose):
     #: Chips per replica; fractional when replicas share a chip (TP1 on a 2-core Neuron chip).
     accelerators_per_replica: float | None = Field(default=None, gt=0)
     tensor_parallel: int = Field(default=1, ge=1)
-    quantization: Quant = "bf16"
+    quantization: Quantization = "bf16"
     engine: str = "vllm"
     capacity_type: CapacityType = "on-demand"
     replicas: Replicas = Replicas(peak=1, min=1, mean=1)

@@ -111,6 +111,9 @@ ENDED = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})
 RECONCILE_PAGE = 100
 #: Characters of an execution's failure kept in the run's error (the error field is shown, not a log).
 FAILURE_CHARS = 1000
+#: Deployments whose resources a run provisions and the janitor sweeps: a subset of
+#: `sizing.vocabulary.Deployment` (Bedrock is serverless; a run creates nothing there to remove).
+SweptDeployment = Literal["eks", "sagemaker"]
 
 
 class Reconciled(BaseModel):
@@ -130,7 +133,7 @@ class Swept(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    where: Literal["eks", "sagemaker"]
+    where: SweptDeployment
     kind: str
     name: str
     namespace: str | None = None
@@ -152,7 +155,7 @@ class SweepReport(BaseModel):
 
 @dataclass
 class _Found:
-    where: Literal["eks", "sagemaker"]
+    where: SweptDeployment
     kind: str
     name: str
     namespace: str | None

@@ -38,6 +38,7 @@ from sizing.errors import InvalidInput, Problem
 from sizing.perf.engines import NEURON_MEMORY_FRACTION
 from sizing.plan.cost import AVAILABILITY_ZONES
 from sizing.serving import ServingConfig, parse_vllm_args, vllm_args
+from sizing.vocabulary import Engine
 
 KARPENTER_API = "karpenter.sh/v1"
 NODECLASS_API = "karpenter.k8s.aws/v1"
@@ -146,7 +147,7 @@ NEURON_FIXED: dict[str, object] = {
 #: Engines whose own server we render: vLLM on GPUs and vLLM on Neuron. The planner also estimates TensorRT-LLM,
 #: SGLang and TGI; their manifests are not written, so such an architecture is refused rather than deployed on
 #: another engine than the one estimated.
-RENDERED_ENGINES = ("vllm", "neuron")
+RENDERED_ENGINES: tuple[Engine, ...] = ("vllm", "neuron")
 #: Pod annotation naming the quantization of a pre-quantized checkpoint (no vLLM flag states it then).
 CHECKPOINT_QUANT = f"{L.PREFIX}/checkpoint-quantization"
 #: Deployment annotation stating how replicas land on nodes and zones (the rule the cost counts).

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 from sizing.errors import InvalidInput, Problem
 from sizing.perf.engines import (
-    ENGINES,
     GPU_ENGINES,
     NEURON_ENGINES,
     EngineDefaults,
@@ -15,14 +14,14 @@ from sizing.perf.engines import (
     pads_heads,
 )
 from sizing.perf.memory import memory_fit
+from sizing.vocabulary import ENGINES, QUANTIZATIONS, Quantization
 
 if TYPE_CHECKING:
     from sizing.catalog import Accelerator, Catalog, InstanceType, ModelSpec
     from sizing.serving import ServingConfig
 
-QUANTIZATIONS = ("bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4")
 #: Formats that quantize only the MoE experts: a dense model has none to quantize.
-EXPERT_ONLY_FORMATS = ("mxfp4",)
+EXPERT_ONLY_FORMATS: tuple[Quantization, ...] = ("mxfp4",)
 
 
 @dataclass(frozen=True)

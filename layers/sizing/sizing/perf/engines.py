@@ -11,12 +11,14 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from sizing.vocabulary import Engine
+
 if TYPE_CHECKING:
     from sizing.catalog import Accelerator
 
-ENGINES = ("vllm", "trtllm", "sglang", "tgi", "neuron")
-GPU_ENGINES = ("vllm", "trtllm", "sglang", "tgi")
-NEURON_ENGINES = ("neuron",)
+#: Engines that run on NVIDIA GPUs, and on AWS Inferentia/Trainium NeuronCores (vLLM on NxD Inference).
+GPU_ENGINES: tuple[Engine, ...] = ("vllm", "trtllm", "sglang", "tgi")
+NEURON_ENGINES: tuple[Engine, ...] = ("neuron",)
 #: Context a replica must hold at least once when the caller gives no max_model_len: a 2k-token conversation
 #: is the smallest useful chat context (assumed; every catalog model supports more).
 DEFAULT_MIN_CONTEXT = 2048

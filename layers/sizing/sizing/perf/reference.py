@@ -20,6 +20,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from sizing.vocabulary import Engine
+
 DATA = Path(__file__).parent / "data"
 ANNOTATIONS = DATA / "reference_annotations.yaml"
 NORMALISED = DATA / "measurements-normalised.csv"
@@ -67,7 +69,8 @@ OFFLINE_REQUESTS = 1000
 #: guidellm "throughput mode" caps concurrency at this (rows M045-M083 say "guidellm max concurrency 128").
 GUIDELLM_MAX_CONCURRENCY = 128
 
-Engine = Literal["vllm", "trtllm", "sglang", "tgi", "neuron"]
+#: Weight formats a reference row may state: a subset of `sizing.vocabulary.Quantization`.
+MeasuredQuantization = Literal["bf16", "fp8", "int8", "int4"]
 #: closed: N users; open: Poisson rate; batch: one static batch; offline: N requests at once; saturate: as many
 #: users as the server's batch limit
 LoadKind = Literal["closed", "open", "batch", "offline", "saturate"]
@@ -108,7 +111,7 @@ class CalRow(BaseModel):
     tp: int = Field(ge=1)
     replicas: int = Field(default=1, ge=1)
     model: str
-    quantization: Literal["bf16", "fp8", "int8", "int4"]
+    quantization: MeasuredQuantization
     input_tokens: float = Field(gt=0)
     output_tokens: float = Field(gt=0)
     token_dist: Literal["fixed", "sharegpt"] = "fixed"

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from sizing.vocabulary import QUANTIZATIONS, CapacityType, Deployment, Quantization
 from sizing.workload import PRESETS
 
 #: Preset used when the message names none: most people asking from chat describe an interactive assistant.
@@ -46,15 +47,17 @@ PRESET_ALIASES: dict[str, str] = {
     "batch": "batch",
     "offline": "batch",
 }
-DEPLOYMENTS = {
+#: Words for a deployment, a purchase option and a weight format, to the vocabulary's value (`sizing.vocabulary`).
+DEPLOYMENTS: dict[str, Deployment] = {
     "eks": "eks",
     "k8s": "eks",
     "kubernetes": "eks",
     "sagemaker": "sagemaker",
     "bedrock": "bedrock",
 }
-CAPACITY = {"spot": "spot", "on-demand": "on-demand", "ondemand": "on-demand"}
-QUANTS = {"bf16", "fp16", "fp8", "int8", "int4"}
+CAPACITY: dict[str, CapacityType] = {"spot": "spot", "on-demand": "on-demand", "ondemand": "on-demand"}
+#: fp16 is served as bf16 (the catalog's 16-bit format)
+QUANTS: dict[str, Quantization] = {**{q: q for q in QUANTIZATIONS}, "fp16": "bf16"}
 FILLER = {
     "for",
     "with",
@@ -212,7 +215,7 @@ def parse_command(text: str) -> Parsed:
             constraints.setdefault("capacity", []).append(CAPACITY[low])
             continue
         if low in QUANTS:
-            constraints.setdefault("quantizations", []).append("bf16" if low == "fp16" else low)
+            constraints.setdefault("quantizations", []).append(QUANTS[low])
             continue
         # "10k users", "12 rps", "720 rpm"
         m = _NUM_WORD.match(low)
