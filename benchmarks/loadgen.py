@@ -52,6 +52,10 @@ DISTRIBUTED_STREAMS = 256
 DISTRIBUTED_WORKERS = 2
 #: The issue's bound on the TTFT error p50 the distributed mode may add.
 DISTRIBUTED_ADDED_P50_BOUND_MS = 1.0
+#: Server lateness p99 above which a run is marked busy: the reference server itself then waited for a core
+#: (another tenant's work on a shared machine), and the load generator's error says more about the machine.
+#: Its own lateness p99 on a quiet machine was 2-4 ms in these runs.
+CONTENDED_SERVER_LATE_MS = 5.0
 #: CPUs of `--pin`: the server under test on one, the load generator (every process of it) on the other.
 SERVER_CPU, LOADGEN_CPU = 0, 1
 
@@ -284,7 +288,8 @@ def fidelity(
         with tempfile.TemporaryDirectory() as tmp:
             for c in levels:
                 f = measure(url, c, duration, warmup, Path(tmp) / f"c{c}", workers=workers)
-                print(f.row(), flush=True)
+                busy = f.server_late_p99_ms > CONTENDED_SERVER_LATE_MS
+                print(f.row() + ("  (busy: the server ran late)" if busy else ""), flush=True)
                 p99 = _pct(f.ttft_err, 99)
                 if p99 <= TTFT_ERROR_BOUND_MS and not failed:
                     sustained = c
@@ -297,33 +302,51 @@ def fidelity(
     return sustained
 
 
-def distributed(duration: float, warmup: float, pin: bool = False) -> None:
-    """Master + 2 workers against one process at the same 256 streams, alternately, against one server: what
-    the distributed mode adds to the TTFT error (p50, p99), with what explains its tail."""
+def distributed(duration: float, warmup: float, pin: bool = False, repeats: int = 2) -> None:
+    """Master + 2 workers against one process at the same 256 streams, alternately (`repeats` times each) against
+    one server: what the distributed mode adds to the TTFT error (medians of the runs' p50 and p99), with what
+    explains its tail. A run in which the server itself ran late (another tenant took the cores) is marked and
+    left out of the medians while a clean run of that mode remains."""
     server, url = _start("--serve-reference", SERVER_CPU if pin else None)
     n, w = DISTRIBUTED_STREAMS, DISTRIBUTED_WORKERS
     print(
-        f"distributed mode at {n} streams: one process vs a master and {w} workers ({duration:g} s windows;"
-        f" {_placement(pin)})"
+        f"distributed mode at {n} streams: one process vs a master and {w} workers, {repeats} runs each"
+        f" ({duration:g} s windows; {_placement(pin)})"
     )
     print(HEADER)
+    runs: dict[int, list[Fidelity]] = {0: [], w: []}
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            one = measure(url, n, duration, warmup, Path(tmp) / "one")
-            print(one.row("1 proc"), flush=True)
-            dist = measure(url, n, duration, warmup, Path(tmp) / "dist", workers=w)
-            print(dist.row(f"1+{w}"), flush=True)
+            for i in range(repeats):
+                for workers, label in ((0, "1 proc"), (w, f"1+{w}")):
+                    f = measure(url, n, duration, warmup, Path(tmp) / f"r{i}w{workers}", workers=workers)
+                    busy = f.server_late_p99_ms > CONTENDED_SERVER_LATE_MS
+                    runs[workers].append(f)
+                    print(f.row(label) + ("  (busy: the server ran late)" if busy else ""), flush=True)
     finally:
         server.terminate()
         server.wait()
-    added50 = _pct(dist.ttft_err, 50) - _pct(one.ttft_err, 50)
-    added99 = _pct(dist.ttft_err, 99) - _pct(one.ttft_err, 99)
+
+    def clean(fs: list[Fidelity]) -> list[Fidelity]:
+        ok = [f for f in fs if f.server_late_p99_ms <= CONTENDED_SERVER_LATE_MS]
+        return ok or fs
+
+    def med(fs: list[Fidelity], q: float) -> float:
+        return float(np.median([_pct(f.ttft_err, q) for f in fs]))
+
+    one, dist = clean(runs[0]), clean(runs[w])
+    added50 = med(dist, 50) - med(one, 50)
+    added99 = med(dist, 99) - med(one, 99)
     verdict = "within" if added50 <= DISTRIBUTED_ADDED_P50_BOUND_MS else "over"
+    if any(f.server_late_p99_ms > CONTENDED_SERVER_LATE_MS for f in one + dist):
+        verdict = "no clean run of both modes: a figure of the busy machine, not of the load generator"
     print(
-        f"TTFT error added by the distributed mode: {added50:+.2f} ms p50 ({verdict} the"
-        f" {DISTRIBUTED_ADDED_P50_BOUND_MS:g} ms bound), {added99:+.2f} ms p99; {1 + w} load-generator processes"
-        f" used {dist.cpu:.0%} of a core against one process's {one.cpu:.0%}, and the server ran"
-        f" {dist.server_late_p99_ms:.1f} ms late at p99 (vs {one.server_late_p99_ms:.1f} ms)"
+        f"TTFT error added by the distributed mode (medians of {len(one)} and {len(dist)} runs): {added50:+.2f} ms"
+        f" p50 ({verdict} the {DISTRIBUTED_ADDED_P50_BOUND_MS:g} ms bound), {added99:+.2f} ms p99;"
+        f" {1 + w} load-generator processes used {np.median([f.cpu for f in dist]):.0%} of a core against one"
+        f" process's {np.median([f.cpu for f in one]):.0%}, and the server ran"
+        f" {np.median([f.server_late_p99_ms for f in dist]):.1f} ms late at p99"
+        f" (vs {np.median([f.server_late_p99_ms for f in one]):.1f} ms)"
     )
 
 
@@ -413,6 +436,7 @@ def main() -> None:
     p.add_argument(
         "--twin-vs-predict", action="store_true", help="also compare the twin under load with predict"
     )
+    p.add_argument("--repeats", type=int, default=2, help="runs of each mode in the --distributed comparison")
     a = p.parse_args()
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     pin = a.pin and _can_pin()
@@ -424,7 +448,7 @@ def main() -> None:
     if not a.skip_levels:
         fidelity([int(x) for x in a.levels.split(",")], a.duration, a.warmup, a.workers, pin)
     if a.distributed:
-        distributed(a.duration, a.warmup, pin)
+        distributed(a.duration, a.warmup, pin, a.repeats)
     if pin:  # the twin checks below run unpinned, as before
         _pin_self(cpus)
     if not a.skip_twin:

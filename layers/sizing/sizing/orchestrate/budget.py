@@ -1,11 +1,15 @@
 """The budget guard: what measuring the chosen candidates will cost, in arithmetic a person can check.
 
 Each candidate runs one replica's worth of instances for its provisioning lead time, its load-test sweep and its
-teardown; the load generator runs on Fargate (a master and workers) for the sweep."""
+teardown; the load generator runs on Fargate (a master and workers) for the sweep. How many workers a level needs
+follows from the streams one core of load generation was measured to sustain (`loadgen_layout`; docs/loadgen.md).
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sizing.catalog import Catalog
@@ -15,18 +19,79 @@ from sizing.plan.cost import SCALE_UP_LEAD_S_GPU, SCALE_UP_LEAD_S_NEURON
 #: [aws.amazon.com/fargate/pricing].
 FARGATE_USD_PER_VCPU_HOUR = 0.04048
 FARGATE_USD_PER_GB_HOUR = 0.004445
-#: Each Locust process (master or worker) gets 2 vCPU and 4 GB: one core drives ~256 streams with a few ms of
-#: TTFT error (docs/serving-facts.md s8), the second absorbs the master's aggregation and TLS.
+#: Streams one core of load generation (one Locust process: a single thread) sustains with TTFT error p99 <= 5 ms
+#: against a server with exactly known timing, the server pinned to the other core: `benchmarks/loadgen.py --pin`
+#: on a quiet 2-core KVM machine (AMD EPYC) gave 224 (TTFT error p99 3.8 ms; 256 streams: 5.6 ms, 320: 25 ms);
+#: busy runs of the same machine gave 128-192 (docs/loadgen.md has the rows).
+STREAMS_PER_CORE = 224
+#: Streams each worker process is given at most: the measured figure (a level above it gets another worker).
+STREAMS_PER_WORKER = STREAMS_PER_CORE
+#: Each Locust process (master or worker) gets 2 vCPU and 4 GB: its one thread has the core the streams-per-core
+#: figure was measured on, and the second vCPU takes what that measurement left out: the kernel's network work,
+#: TLS on a real endpoint, the master's merging of every worker's records and the load task's heartbeat (a
+#: Fargate vCPU counted as the measured core: assumed, not measured on Fargate). 4 GB is Fargate's smallest memory
+#: for 2 vCPU [docs.aws.amazon.com/AmazonECS/latest/developerguide/fargate-tasks-services.html#fargate-tasks-size];
+#: a step's records take tens of MB at 1,024 streams.
 LOADGEN_VCPU = 2
 LOADGEN_GB = 4
 #: Time to tear down and for Karpenter to remove the empty node (consolidateAfter + termination).
 TEARDOWN_S = 300
 
 
+def workers_for(streams: int) -> int:
+    """Worker processes a level of `streams` concurrent streams needs: one per STREAMS_PER_WORKER, at least one."""
+    return max(1, math.ceil(max(streams, 0) / STREAMS_PER_WORKER))
+
+
+@dataclass(frozen=True)
+class LoadgenLayout:
+    """How a level's streams are laid out on Fargate: a master (it runs no users: it steps the load, merges every
+    worker's records and stores the figures) and `workers` workers, each a Locust process of LOADGEN_VCPU vCPU
+    and LOADGEN_GB GB, each worker driving at most STREAMS_PER_WORKER streams."""
+
+    streams: int
+    workers: int
+    streams_per_worker: int
+    vcpu_each: int = LOADGEN_VCPU
+    gb_each: int = LOADGEN_GB
+
+    @property
+    def processes(self) -> int:
+        return 1 + self.workers
+
+    @property
+    def vcpu(self) -> int:
+        return self.processes * self.vcpu_each
+
+    @property
+    def gb(self) -> int:
+        return self.processes * self.gb_each
+
+    def describe(self) -> str:
+        return (
+            f"{self.streams} streams: a master and {self.workers} workers ({self.streams_per_worker} streams each"
+            f" at most), {self.vcpu_each} vCPU / {self.gb_each} GB each, {self.vcpu} vCPU / {self.gb} GB in all"
+        )
+
+
+def loadgen_layout(streams: int) -> LoadgenLayout:
+    """The load generator a level of `streams` concurrent streams needs (`workers_for`)."""
+    n = workers_for(streams)
+    return LoadgenLayout(streams=streams, workers=n, streams_per_worker=math.ceil(streams / n))
+
+
 def candidate_measurement_cost(
-    arch: dict[str, Any], cat: Catalog, sweep_s: float, workers: int, region: str
+    arch: dict[str, Any],
+    cat: Catalog,
+    sweep_s: float,
+    workers: int,
+    region: str,
+    max_streams: int | None = None,
 ) -> dict[str, Any]:
-    """Cost of measuring one candidate: instances for one replica x hours, plus the Fargate load generator."""
+    """Cost of measuring one candidate: instances for one replica x hours, plus the Fargate load generator: the
+    `workers` configured, or as many as the candidate's highest level (`max_streams`) needs if that is more."""
+    if max_streams is not None:
+        workers = max(workers, workers_for(max_streams))
     if arch["deployment"] == "bedrock":
         # a sweep on Bedrock is billed per token: at most the requests the sweep sends
         return {
@@ -65,7 +130,13 @@ def candidate_measurement_cost(
 
 
 def measurement_cost(
-    candidates: list[dict[str, Any]], cat: Catalog, sweep_s: float, workers: int, region: str
-) -> dict[str, Any]:
-    parts = [candidate_measurement_cost(a, cat, sweep_s, workers, region) for a in candidates]
+    candidates: list[dict[str, Any]], cat: Catalog, sweep_s: float, workers: int, region: str,
+    max_streams: Sequence[int | None] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The candidates' measurement costs and their sum; `max_streams`, one per candidate, is its highest level."""
+    highest = list(max_streams) if max_streams is not None else [None] * len(candidates)
+    parts = [
+        candidate_measurement_cost(a, cat, sweep_s, workers, region, top)
+        for a, top in zip(candidates, highest, strict=True)
+    ]
     return {"usd": round(sum(p["usd"] for p in parts), 2), "candidates": parts}
