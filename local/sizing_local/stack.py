@@ -41,7 +41,7 @@ LOCAL_ENV = {
     "STAGE": "local",
     "READY_POLL_S": "1",
     "READY_MAX_ATTEMPTS": "60",
-    "MAP_MAX_CONCURRENCY": "1",
+    "MAP_MAX_CONCURRENCY": "3",
     "HEARTBEAT_S": "120",
     "LOADTEST_TIMEOUT_S": "900",
     "LOADTEST_WORKERS": "0",
