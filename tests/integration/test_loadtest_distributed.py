@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from sizing.loadtest import run_sweep
-from sizing.loadtest.metrics import RequestRecord, summarize
+from sizing.loadtest.metrics import RequestRecord, read_worker_log, summarize
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(name="timing")]
 
@@ -131,7 +131,9 @@ def test_the_masters_figures_are_those_of_the_union_of_every_workers_records(
         warmup_s=WARMUP_S, workers=WORKERS, save_requests=True, max_total_s=MAX_TOTAL_S, quiet=True,
     )  # fmt: skip
     served = dict(server.arrived)
-    per_worker = {i: _records(tmp_path / f"requests.worker-{i}.jsonl") for i in range(1, WORKERS + 1)}
+    per_worker = {
+        i: read_worker_log(tmp_path / f"requests.worker-{i}.msgpack") for i in range(1, WORKERS + 1)
+    }
     union = [r for recs in per_worker.values() for r in recs]
     ids = Counter(r.response_id for r in union)
     lo = step.started_at + step.warmup_s

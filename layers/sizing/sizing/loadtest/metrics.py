@@ -6,6 +6,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -57,6 +58,18 @@ class RequestRecord:
     @classmethod
     def from_wire(cls, w: Sequence[Any]) -> RequestRecord:
         return cls(w[0], w[1], w[2], list(w[3]), w[4], w[5], w[6], w[7] if len(w) > 7 else None)
+
+
+def read_worker_log(path: str | Path) -> list[RequestRecord]:
+    """The records a Locust worker shipped to its master, in order (`requests.worker-<index>.msgpack`, written
+    with `save_requests`: one msgpack list of wire records per report)."""
+    import msgpack  # Locust's dependency; only the load-test side writes these logs
+
+    out: list[RequestRecord] = []
+    with open(path, "rb") as f:
+        for batch in msgpack.Unpacker(f, raw=False):
+            out.extend(RequestRecord.from_wire(w) for w in batch)
+    return out
 
 
 class Strict(BaseModel):
