@@ -4,9 +4,11 @@
 
 Prints the import cycles among the package's modules -- from module-level imports (what runs at import; a cycle
 there is an import-order bug waiting to happen) and, with in-function imports of the package's own modules
-counted too, the cycles those imports hide -- and the in-function imports of own modules per module.
-Imports under `if TYPE_CHECKING:` never run and are not edges. `tests/unit/test_import_graph.py` asserts the
-module-level graph has no cycle.
+counted too, the cycles those imports hide -- and the in-function imports of own modules per module, with
+those that bring no heavy library (`HEAVY`) the importing module does not already load: such an import defers
+nothing worth deferring and belongs at the top. Imports under `if TYPE_CHECKING:` never run and are not edges.
+`tests/unit/test_import_graph.py` asserts the module-level graph has no cycle, none hides behind an in-function
+import, and every in-function import of an own module defers a heavy library.
 """
 
 from __future__ import annotations
@@ -23,14 +25,55 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_DIR = ROOT / "layers" / "sizing" / "sizing"
 
 
+#: Libraries whose import is worth deferring to the call that needs it: milliseconds to import each alone
+#: (`python -X importtime -c "import X"`, cumulative, on the 2 shared cores of the development machine, 2026-12-02).
+#: Anything under ~20 ms (json 3, difflib 2, statistics 8, markupsafe 8) is not worth an in-function import.
+HEAVY = {
+    "boto3": 843, "botocore": 32, "moto": 893, "locust": 1504, "gevent": 61, "numpy": 354, "pydantic": 65,
+    "pydantic_settings": 503, "yaml": 25, "jinja2": 267, "aws_lambda_powertools": 68, "slack_sdk": 262,
+    "prometheus_client": 212, "psutil": 104, "urllib3": 199, "werkzeug": 165, "celpy": 141, "asyncio": 88,
+    "ssl": 50, "http": 67, "urllib": 71, "concurrent": 26,
+}  # fmt: skip
+
+
 @dataclass
 class Graph:
-    """Module -> modules of the package it imports: at module level (`top`), and inside functions (`inner`)."""
+    """Module -> modules of the package it imports: at module level (`top`), and inside functions (`inner`);
+    the outside libraries (top-level names) each module imports at module level (`external`); every in-function
+    import of own modules as (module, line, targets) (`inner_sites`)."""
 
     modules: set[str] = field(default_factory=set)
     top: dict[str, set[str]] = field(default_factory=dict)
     inner: dict[str, set[str]] = field(default_factory=dict)
     inner_count: Counter[str] = field(default_factory=Counter)
+    external: dict[str, set[str]] = field(default_factory=dict)
+    inner_sites: list[tuple[str, int, frozenset[str]]] = field(default_factory=list)
+
+    def loads(self, module: str) -> tuple[set[str], set[str]]:
+        """What importing `module` runs: the own modules and the outside libraries, through module-level imports."""
+        seen: set[str] = set()
+        libs: set[str] = set()
+        stack = [module]
+        while stack:
+            m = stack.pop()
+            if m in seen:
+                continue
+            seen.add(m)
+            libs |= self.external.get(m, set())
+            stack.extend(self.top.get(m, ()))
+        return seen, libs
+
+    def light_inner_imports(self) -> list[tuple[str, int, list[str]]]:
+        """In-function imports of own modules that bring no `HEAVY` library the importing module lacks."""
+        out = []
+        for here, line, targets in self.inner_sites:
+            _, have = self.loads(here)
+            brought: set[str] = set()
+            for t in targets:
+                brought |= self.loads(t)[1]
+            if not (brought - have) & set(HEAVY):
+                out.append((here, line, sorted(targets)))
+        return out
 
     def edges(self, with_inner: bool) -> dict[str, set[str]]:
         out = {m: set(self.top.get(m, ())) for m in self.modules}
@@ -104,6 +147,15 @@ def _targets(node: ast.Import | ast.ImportFrom, here: str, is_pkg: bool, modules
     return out
 
 
+def _note_external(g: Graph, here: str, node: ast.Import | ast.ImportFrom) -> None:
+    if isinstance(node, ast.ImportFrom) and node.level:
+        return
+    names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+    roots = {n.split(".")[0] for n in names} - {"sizing", "__future__", ""}
+    if roots:
+        g.external.setdefault(here, set()).update(roots)
+
+
 def build(package_dir: Path = PACKAGE_DIR) -> Graph:
     g = Graph()
     files = sorted(p for p in package_dir.rglob("*.py") if "__pycache__" not in p.parts)
@@ -113,12 +165,15 @@ def build(package_dir: Path = PACKAGE_DIR) -> Graph:
         tree = ast.parse(path.read_text(), filename=str(path))
         is_pkg = path.name == "__init__.py"
         for node, in_function in _imports(tree.body, False):
+            if not in_function:
+                _note_external(g, here, node)
             targets = _targets(node, here, is_pkg, g.modules) - {here}
             if not targets:
                 continue
             if in_function:
                 g.inner.setdefault(here, set()).update(targets)
                 g.inner_count[here] += 1
+                g.inner_sites.append((here, node.lineno, frozenset(targets)))
             else:
                 g.top.setdefault(here, set()).update(targets)
     return g
@@ -195,6 +250,10 @@ def main() -> int:
     shown = g.inner_count.most_common(None if args.all else 15)
     for m, n in shown:
         print(f"  {n:4d}  {m}")
+    light = g.light_inner_imports()
+    print(f"in-function imports of own modules that defer no heavy library (belong at the top): {len(light)}")
+    for here, line, targets in light if args.all else light[:15]:
+        print(f"  {here}:{line} -> {', '.join(targets)}")
     return 0
 
 
