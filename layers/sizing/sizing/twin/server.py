@@ -15,6 +15,7 @@ import asyncio
 import json
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -129,6 +130,63 @@ def _word(n: int) -> str:
 
 def _text(n: int) -> str:
     return "".join(_word(i) for i in range(1, n + 1))
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """What every reply to one completion request repeats: its id, model, prompt size and how it ends."""
+
+    chat: bool
+    req: _Request
+    prompt: int
+    rid: str
+    created: int
+    model: str
+
+    @property
+    def usage_wanted(self) -> bool:
+        return self.req.stream_options is not None and self.req.stream_options.include_usage
+
+    def usage(self, n: int) -> dict[str, int]:
+        return {"prompt_tokens": self.prompt, "completion_tokens": n, "total_tokens": self.prompt + n}
+
+    def reason(self, n: int) -> str:
+        cap = self.req.max_completion_tokens or self.req.max_tokens
+        return "length" if cap is not None and n >= cap else "stop"
+
+    def chunk_head(self) -> str:
+        """A streamed chunk's JSON up to its choices (closed by `]}`)."""
+        kind = "chat.completion.chunk" if self.chat else "text_completion"
+        return (
+            f'{{"id":"{self.rid}","object":"{kind}","created":{self.created},"model":{json.dumps(self.model)},'
+            '"choices":['
+        )
+
+    def choice(self, content: str | None, finish: str | None) -> str:
+        """One streamed choice: a delta (chat) or text (completions), with its finish reason or null."""
+        fin = "null" if finish is None else f'"{finish}"'
+        if self.chat:
+            delta = "{}" if content is None else f'{{"content":"{content}"}}'
+            return f'{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":{fin}}}'
+        return f'{{"index":0,"text":"{content or ""}","logprobs":null,"finish_reason":{fin}}}'
+
+    def body(self, n: int) -> dict[str, Any]:
+        """The whole (not streamed) reply for an answer of n tokens."""
+        text = _text(n)
+        choice: dict[str, Any]
+        if self.chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None}
+        choice["finish_reason"] = self.reason(n)
+        return {
+            "id": self.rid,
+            "object": "chat.completion" if self.chat else "text_completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+            "usage": self.usage(n),
+        }
 
 
 class TwinServer:
@@ -309,15 +367,30 @@ class TwinServer:
         writer: asyncio.StreamWriter,
         keep_alive: bool,
     ) -> None:
+        """Answer one completion request: refuse it, stream it, or reply with the whole answer."""
         assert self.engine is not None
+        admitted = self._admit(chat, body, writer, keep_alive)
+        if admitted is None:
+            return
+        answer, n_out = admitted
+        if answer.req.stream:
+            await self._stream(answer, n_out, reader, writer, keep_alive)
+        else:
+            await self._whole(answer, n_out, reader, writer, keep_alive)
+
+    def _admit(
+        self, chat: bool, body: bytes, writer: asyncio.StreamWriter, keep_alive: bool
+    ) -> tuple[_Answer, int] | None:
+        """The request's answer and its length in tokens, or None once an error reply has been written (a body
+        that is not a request, a model not served, a prompt that does not fit the context)."""
         try:
             req, prompt = self._parse(chat, body)
         except (ValidationError, ValueError) as exc:
             self._error(writer, 400, f"invalid request: {exc}", keep_alive)
-            return
+            return None
         if req.model != self.settings.served_model and req.model not in self.settings.aliases:
             self._error(writer, 404, f"The model `{req.model}` does not exist.", keep_alive)
-            return
+            return None
         n_out = self.output_length(req)
         limit = self.settings.max_model_len
         if limit:
@@ -331,102 +404,88 @@ class TwinServer:
                     f"{prompt + asked} tokens ({prompt} in the messages, {asked} in the completion): prompt + "
                     f"max_tokens exceeds max_model_len {limit}", keep_alive,
                 )  # fmt: skip
-                return
+                return None
             n_out = min(n_out, limit - prompt)
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
-        created = int(time.time())
-        model = self.settings.served_model
-        usage_wanted = req.stream_options is not None and req.stream_options.include_usage
+        answer = _Answer(chat, req, prompt, rid, int(time.time()), self.settings.served_model)
+        return answer, n_out
 
-        def usage(n: int) -> dict[str, int]:
-            return {"prompt_tokens": prompt, "completion_tokens": n, "total_tokens": prompt + n}
-
-        def reason(n: int) -> str:
-            cap = req.max_completion_tokens or req.max_tokens
-            return "length" if cap is not None and n >= cap else "stop"
-
+    async def _stream(
+        self,
+        answer: _Answer,
+        n_out: int,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        keep_alive: bool,
+    ) -> None:
+        """Stream the answer as server-sent events, one chunk per token written from the engine's step loop."""
+        assert self.engine is not None
         seq: Sequence | None = None
-        if req.stream:
-            kind = "chat.completion.chunk" if chat else "text_completion"
-            head = f'{{"id":"{rid}","object":"{kind}","created":{created},"model":{json.dumps(model)},"choices":['
-            tail = "]}"
-
-            def choice(content: str | None, finish: str | None) -> str:
-                fin = "null" if finish is None else f'"{finish}"'
-                if chat:
-                    delta = "{}" if content is None else f'{{"content":"{content}"}}'
-                    return f'{{"index":0,"delta":{delta},"logprobs":null,"finish_reason":{fin}}}'
-                return f'{{"index":0,"text":"{content or ""}","logprobs":null,"finish_reason":{fin}}}'
-
-            writer.write(
-                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
-                b"transfer-encoding: chunked\r\nconnection: "
-                + (b"keep-alive" if keep_alive else b"close")
-                + b"\r\n\r\n"
+        chat = answer.chat
+        head, tail = answer.chunk_head(), "]}"
+        usage_wanted = answer.usage_wanted
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+            b"transfer-encoding: chunked\r\nconnection: "
+            + (b"keep-alive" if keep_alive else b"close")
+            + b"\r\n\r\n"
+        )
+        if chat:  # like vLLM, the role arrives at once, before any content
+            role = (
+                '{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}'
             )
-            if chat:  # like vLLM, the role arrives at once, before any content
-                role = '{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}'
-                writer.write(_sse(head + role + tail))
+            writer.write(_sse(head + role + tail))
 
-            # the per-token bytes around the word, built once per request (the hot path of a busy twin)
-            token_pre, token_post = (
-                ("data: " + head + choice("\0", None) + tail + "\n\n").encode().split(b"\0")
-            )
-            first_word = VOCABULARY[0].encode()
+        # the per-token bytes around the word, built once per request (the hot path of a busy twin)
+        token_pre, token_post = (
+            ("data: " + head + answer.choice("\0", None) + tail + "\n\n").encode().split(b"\0")
+        )
+        first_word = VOCABULARY[0].encode()
 
-            def sink(n: int, finished: bool) -> None:
-                if writer.is_closing():
-                    if seq is not None and self.engine is not None:
-                        self.engine.abort(seq)
-                    return
-                data = b"".join(
-                    (token_pre, _WORD_BYTES[(n - 1) % _N_WORDS] if n > 1 else first_word, token_post)
-                )
-                out = b"%x\r\n%s\r\n" % (len(data), data)
-                if finished:
-                    out += _sse(head + choice(None if chat else "", reason(n)) + tail)
-                    if usage_wanted:
-                        u = json.dumps(usage(n))
-                        out += _sse(head + '],"usage":' + u + "}")
-                    out += _DONE
-                writer.write(out)
-
-            try:
-                seq = self.engine.submit(prompt, n_out, sink)
-            except SizingError as exc:
-                writer.write(_sse(json.dumps({"error": {"message": str(exc), "code": 400}})) + _DONE)
+        def sink(n: int, finished: bool) -> None:
+            if writer.is_closing():
+                if seq is not None and self.engine is not None:
+                    self.engine.abort(seq)
                 return
-            assert seq.done is not None
-            await self._until_done(seq, reader, writer)
+            data = b"".join((token_pre, _WORD_BYTES[(n - 1) % _N_WORDS] if n > 1 else first_word, token_post))
+            out = b"%x\r\n%s\r\n" % (len(data), data)
+            if finished:
+                out += _sse(head + answer.choice(None if chat else "", answer.reason(n)) + tail)
+                if usage_wanted:
+                    out += _sse(head + '],"usage":' + json.dumps(answer.usage(n)) + "}")
+                out += _DONE
+            writer.write(out)
+
+        try:
+            seq = self.engine.submit(answer.prompt, n_out, sink)
+        except SizingError as exc:
+            writer.write(_sse(json.dumps({"error": {"message": str(exc), "code": 400}})) + _DONE)
             return
+        await self._until_done(seq, reader, writer)
+
+    async def _whole(
+        self,
+        answer: _Answer,
+        n_out: int,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        keep_alive: bool,
+    ) -> None:
+        """Wait for the whole answer and reply with it as one JSON body."""
+        assert self.engine is not None
+        seq: Sequence | None = None
 
         def quiet(n: int, finished: bool) -> None:
             if writer.is_closing() and seq is not None and self.engine is not None:
                 self.engine.abort(seq)
 
         try:
-            seq = self.engine.submit(prompt, n_out, quiet)
+            seq = self.engine.submit(answer.prompt, n_out, quiet)
         except SizingError as exc:
             self._error(writer, 400, str(exc), keep_alive)
             return
         await self._until_done(seq, reader, writer)
-        n = seq.generated
-        text = _text(n)
-        choice_obj: dict[str, Any]
-        if chat:
-            choice_obj = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None}
-        else:
-            choice_obj = {"index": 0, "text": text, "logprobs": None}
-        choice_obj["finish_reason"] = reason(n)
-        obj = {
-            "id": rid,
-            "object": "chat.completion" if chat else "text_completion",
-            "created": created,
-            "model": model,
-            "choices": [choice_obj],
-            "usage": usage(n),
-        }
-        self._reply(writer, 200, obj, keep_alive=keep_alive)
+        self._reply(writer, 200, answer.body(seq.generated), keep_alive=keep_alive)
 
     # --- metrics ------------------------------------------------------------------------------------------
     def metrics_text(self) -> str:
