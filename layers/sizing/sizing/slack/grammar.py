@@ -176,6 +176,170 @@ def _slo_value(metric: str, value: float, unit: str | None) -> float:
     return value / 1000 if value > E2E_BARE_MS_ABOVE else value
 
 
+@dataclass
+class _Reading:
+    """What the words of one message said so far (`parse_command` reads them in order)."""
+
+    raw: dict[str, Any] = field(default_factory=dict)
+    slo: dict[str, dict[str, float]] = field(default_factory=dict)
+    tokens: dict[str, dict[str, float | int]] = field(default_factory=dict)
+    constraints: dict[str, Any] = field(default_factory=dict)
+    models: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    preset: str | None = None
+
+    def word(self, word: str, nxt: str) -> int:
+        """Read one word (`nxt`: the next, lower-cased); how many words it took, counting itself."""
+        low = word.lower()
+        if low in FILLER:
+            return 1
+        for read in (self._preset, self._choice, self._tokens, self._slo, self._key_value):
+            if read(word, low):
+                return 1
+        took = self._traffic(low, nxt)
+        if took:
+            return took
+        if (
+            re.search(r"[a-z]", low)
+            and (re.search(r"\d", low) or "/" in low)
+            and not re.search(r"[<>=]", low)
+        ):
+            self.models.append(word)  # llama-3.1-70b, meta-llama/Llama-3.1-70B-Instruct, Qwen2.5-7B
+        else:
+            self.unknown.append(word)
+        return 1
+
+    def _preset(self, word: str, low: str) -> bool:
+        if not (low in PRESET_ALIASES or low.startswith("preset=") or low.startswith("preset:")):
+            return False
+        name = PRESET_ALIASES.get(low.split("=", 1)[-1].split(":", 1)[-1])
+        if name is None:
+            self.problems.append(f"unknown preset in `{word}`; use one of {', '.join(PRESETS)}")
+        elif self.preset and self.preset != name:
+            self.problems.append(f"two use cases given (`{self.preset}` and `{name}`); pick one")
+        self.preset = name
+        return True
+
+    def _choice(self, word: str, low: str) -> bool:
+        for key, words in (("deployments", DEPLOYMENTS), ("capacity", CAPACITY), ("quantizations", QUANTS)):
+            if low in words:
+                self.constraints.setdefault(key, []).append(words[low])
+                return True
+        return False
+
+    def _traffic(self, low: str, nxt: str) -> int:
+        """ "10k users", "12 rps", "720 rpm" (two words, or one: "12rps")."""
+        m = _NUM_WORD.match(low)
+        if m and (nxt in USER_WORDS or nxt in RATE_WORDS):
+            self._set_traffic(_number(m.group(1), m.group(2)), nxt)
+            return 2
+        m = _NUM_THEN_WORD.match(low)
+        if m and (m.group("word") in USER_WORDS or m.group("word") in RATE_WORDS):
+            self._set_traffic(_number(m.group(1), m.group(2)), m.group("word"))
+            return 1
+        return 0
+
+    def _set_traffic(self, value: float, unit: str) -> None:
+        if unit in USER_WORDS:
+            self.raw["users"] = {"total": round(value)}
+        else:
+            self.raw["rate"] = {"peak_rps": round(value * RATE_WORDS[unit], 6)}
+
+    def _tokens(self, word: str, low: str) -> bool:
+        m = _TOKENS.match(low)
+        if not m:
+            return False
+        which = "input" if m.group("which") in ("in", "input", "prompt") else "output"
+        mean = _tokens_value(m.group("mean"))
+        if m.group("p95"):
+            self.tokens[which] = {"mean": mean, "p95": _tokens_value(m.group("p95"))}
+        else:
+            self.tokens[which] = {"fixed": max(1, round(mean))}
+        return True
+
+    def _slo(self, word: str, low: str) -> bool:
+        m = _SLO.match(low)
+        if not (m and m.group("metric") in METRICS):
+            return False
+        metric = METRICS[m.group("metric")]
+        pct = m.group("pct1") or m.group("pct2") or "p95"
+        if pct not in ("p50", "p90", "p95", "p99"):
+            self.problems.append(f"`{word}`: percentiles are p50, p90, p95 or p99")
+            return True
+        value = _slo_value(metric, float(m.group("value")), m.group("unit"))
+        self.slo.setdefault(metric, {})[pct] = round(value, 6)
+        return True
+
+    def _key_value(self, word: str, low: str) -> bool:
+        m = _KV.match(low)
+        if not m:
+            return False
+        key, value_text = m.group("key"), m.group("value")
+        if key == "model":
+            self.models.append(re.split(r"[=:]", word, maxsplit=1)[1])
+        elif not self._setting(key, value_text):
+            self.unknown.append(word)
+        return True
+
+    def _setting(self, key: str, value_text: str) -> bool:
+        """A `key=value` word other than the model; False when the key or its value is not understood."""
+        if key in ("users", "user") and (n := _NUM_WORD.match(value_text)):
+            self.raw["users"] = {"total": round(_number(n.group(1), n.group(2)))}
+        elif key in ("rps", "rate", "qps") and (n := _NUM_WORD.match(value_text)):
+            self.raw["rate"] = {"peak_rps": _number(n.group(1), n.group(2))}
+        elif key == "region" and re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d", value_text):
+            self.constraints["region"] = value_text
+        elif key in ("budget", "max", "max_monthly_usd") and (
+            n := re.fullmatch(r"\$?" + _NUMBER + r"(?:/mo(?:nth)?)?", value_text)
+        ):
+            self.constraints["max_monthly_usd"] = _number(n.group(1), n.group(2))
+        elif key in ("replicas", "min_replicas", "min") and value_text.isdigit():
+            self.constraints["min_replicas"] = int(value_text)
+        else:
+            return False
+        return True
+
+    def finish(self) -> list[str]:
+        """The problems of the whole message (an unknown word may be a model named without digits)."""
+        if not self.models and len(self.unknown) == 1 and re.fullmatch(r"[A-Za-z][\w.-]*", self.unknown[0]):
+            self.models.append(self.unknown.pop())  # `mixtral` (the catalog suggests ids)
+        problems = self.problems
+        if self.unknown:
+            problems.append("I did not understand " + ", ".join(f"`{w}`" for w in self.unknown))
+        if len(self.models) > 1:
+            problems.append(
+                f"two models named ({', '.join(f'`{m}`' for m in self.models)}); size one model per message"
+            )
+        if not self.models:
+            problems.append("which model? name one, e.g. `llama-3.1-70b`")
+        if "users" in self.raw and "rate" in self.raw:
+            problems.append("give users (`10k users`) or a request rate (`12 rps`), not both")
+        if "users" not in self.raw and "rate" not in self.raw:
+            problems.append(
+                "how much traffic? say how many users (`10k users`) or requests per second (`12 rps`)"
+            )
+        return problems
+
+    def spec(self) -> dict[str, Any]:
+        raw = {"name": "slack", "model": self.models[0], "preset": self.preset or DEFAULT_PRESET, **self.raw}
+        if self.tokens:
+            base = PRESETS[raw["preset"]]["spec"].get("tokens", {})
+            raw["tokens"] = {
+                "input": self.tokens.get("input", base.get("input")),
+                "output": self.tokens.get("output", base.get("output")),
+            }
+        if self.slo:
+            raw["slo"] = self.slo
+        if self.constraints:
+            constraints = self.constraints
+            for key in ("deployments", "capacity", "quantizations"):
+                if key in constraints:
+                    constraints[key] = list(dict.fromkeys(constraints[key]))
+            raw["constraints"] = constraints
+        return raw
+
+
 def parse_command(text: str) -> Parsed:
     """Parse the text after `/sizing`. Never raises for bad input: returns kind="usage" with the problems."""
     if len(text or "") > MAX_TEXT_CHARS:
@@ -184,146 +348,11 @@ def parse_command(text: str) -> Parsed:
     if norm.lower() in HELP_WORDS:
         return Parsed("help", text=norm)
     words = norm.split(" ")
-    raw: dict[str, Any] = {}
-    slo: dict[str, dict[str, float]] = {}
-    tokens: dict[str, dict[str, float | int]] = {}
-    constraints: dict[str, Any] = {}
-    models: list[str] = []
-    unknown: list[str] = []
-    problems: list[str] = []
-    preset: str | None = None
+    reading = _Reading()
     i = 0
     while i < len(words):
-        word = words[i]
-        low = word.lower()
-        nxt = words[i + 1].lower() if i + 1 < len(words) else ""
-        i += 1
-        if low in FILLER:
-            continue
-        if low in PRESET_ALIASES or low.startswith("preset=") or low.startswith("preset:"):
-            name = PRESET_ALIASES.get(low.split("=", 1)[-1].split(":", 1)[-1])
-            if name is None:
-                problems.append(f"unknown preset in `{word}`; use one of {', '.join(PRESETS)}")
-            elif preset and preset != name:
-                problems.append(f"two use cases given (`{preset}` and `{name}`); pick one")
-            preset = name
-            continue
-        if low in DEPLOYMENTS:
-            constraints.setdefault("deployments", []).append(DEPLOYMENTS[low])
-            continue
-        if low in CAPACITY:
-            constraints.setdefault("capacity", []).append(CAPACITY[low])
-            continue
-        if low in QUANTS:
-            constraints.setdefault("quantizations", []).append(QUANTS[low])
-            continue
-        # "10k users", "12 rps", "720 rpm"
-        m = _NUM_WORD.match(low)
-        if m and (nxt in USER_WORDS or nxt in RATE_WORDS):
-            value = _number(m.group(1), m.group(2))
-            i += 1
-            if nxt in USER_WORDS:
-                raw["users"] = {"total": round(value)}
-            else:
-                raw["rate"] = {"peak_rps": round(value * RATE_WORDS[nxt], 6)}
-            continue
-        m = _NUM_THEN_WORD.match(low)
-        if m and (m.group("word") in USER_WORDS or m.group("word") in RATE_WORDS):
-            value = _number(m.group(1), m.group(2))
-            if m.group("word") in USER_WORDS:
-                raw["users"] = {"total": round(value)}
-            else:
-                raw["rate"] = {"peak_rps": round(value * RATE_WORDS[m.group("word")], 6)}
-            continue
-        m = _TOKENS.match(low)
-        if m:
-            which = "input" if m.group("which") in ("in", "input", "prompt") else "output"
-            mean = _tokens_value(m.group("mean"))
-            if m.group("p95"):
-                tokens[which] = {"mean": mean, "p95": _tokens_value(m.group("p95"))}
-            else:
-                tokens[which] = {"fixed": max(1, round(mean))}
-            continue
-        m = _SLO.match(low)
-        if m and m.group("metric") in METRICS:
-            metric = METRICS[m.group("metric")]
-            pct = m.group("pct1") or m.group("pct2") or "p95"
-            if pct not in ("p50", "p90", "p95", "p99"):
-                problems.append(f"`{word}`: percentiles are p50, p90, p95 or p99")
-                continue
-            value = _slo_value(metric, float(m.group("value")), m.group("unit"))
-            slo.setdefault(metric, {})[pct] = round(value, 6)
-            continue
-        m = _KV.match(low)
-        if m:
-            key, value_text = m.group("key"), m.group("value")
-            if key in ("users", "user"):
-                n = _NUM_WORD.match(value_text)
-                if n:
-                    raw["users"] = {"total": round(_number(n.group(1), n.group(2)))}
-                    continue
-            elif key in ("rps", "rate", "qps"):
-                n = _NUM_WORD.match(value_text)
-                if n:
-                    raw["rate"] = {"peak_rps": _number(n.group(1), n.group(2))}
-                    continue
-            elif key == "region" and re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d", value_text):
-                constraints["region"] = value_text
-                continue
-            elif key in ("budget", "max", "max_monthly_usd"):
-                n = re.fullmatch(r"\$?" + _NUMBER + r"(?:/mo(?:nth)?)?", value_text)
-                if n:
-                    constraints["max_monthly_usd"] = _number(n.group(1), n.group(2))
-                    continue
-            elif key in ("replicas", "min_replicas", "min"):
-                if value_text.isdigit():
-                    constraints["min_replicas"] = int(value_text)
-                    continue
-            elif key == "model":
-                models.append(re.split(r"[=:]", word, maxsplit=1)[1])
-                continue
-            unknown.append(word)
-            continue
-        if (
-            re.search(r"[a-z]", low)
-            and (re.search(r"\d", low) or "/" in low)
-            and not re.search(r"[<>=]", low)
-        ):
-            models.append(word)  # llama-3.1-70b, meta-llama/Llama-3.1-70B-Instruct, Qwen2.5-7B
-            continue
-        unknown.append(word)
-
-    if not models and len(unknown) == 1 and re.fullmatch(r"[A-Za-z][\w.-]*", unknown[0]):
-        models.append(unknown.pop())  # a model named without digits: `mixtral` (the catalog suggests ids)
-    if unknown:
-        problems.append("I did not understand " + ", ".join(f"`{w}`" for w in unknown))
-    if len(models) > 1:
-        problems.append(
-            f"two models named ({', '.join(f'`{m}`' for m in models)}); size one model per message"
-        )
-    if not models:
-        problems.append("which model? name one, e.g. `llama-3.1-70b`")
-    if "users" in raw and "rate" in raw:
-        problems.append("give users (`10k users`) or a request rate (`12 rps`), not both")
-    if "users" not in raw and "rate" not in raw:
-        problems.append(
-            "how much traffic? say how many users (`10k users`) or requests per second (`12 rps`)"
-        )
+        i += reading.word(words[i], words[i + 1].lower() if i + 1 < len(words) else "")
+    problems = reading.finish()
     if problems:
         return Parsed("usage", problems=problems, text=norm)
-
-    raw = {"name": "slack", "model": models[0], "preset": preset or DEFAULT_PRESET, **raw}
-    if tokens:
-        base = PRESETS[raw["preset"]]["spec"].get("tokens", {})
-        raw["tokens"] = {
-            "input": tokens.get("input", base.get("input")),
-            "output": tokens.get("output", base.get("output")),
-        }
-    if slo:
-        raw["slo"] = slo
-    if constraints:
-        for key in ("deployments", "capacity", "quantizations"):
-            if key in constraints:
-                constraints[key] = list(dict.fromkeys(constraints[key]))
-        raw["constraints"] = constraints
-    return Parsed("spec", raw_spec=raw, text=norm)
+    return Parsed("spec", raw_spec=reading.spec(), text=norm)
