@@ -69,35 +69,54 @@ def statement_problems(st: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def policy_problems(name: str, resource: dict[str, Any]) -> Iterator[tuple[list[Any], str]]:
+Problem = tuple[list[Any], str]
+Doc = tuple[Any, list[Any]]
+
+
+def _sam_policies(name: str, props: dict[str, Any], base: list[Any]) -> tuple[list[Problem], list[Doc]]:
+    """A SAM function's or state machine's `Policies`: managed policy names and SAM policy templates checked
+    against the allow-list, and the inline policy documents (with their paths) to check statement by statement."""
+    problems: list[Problem] = []
+    docs: list[Doc] = []
+    for i, pol in enumerate(as_list(props.get("Policies") or [])):
+        for node, at in _branches(pol, [*base, "Policies", i]):
+            if isinstance(node, str):
+                if managed_name(node) not in MANAGED:
+                    problems.append((at, f"{name}: managed policy {node!r} is not in the allow-list"))
+            elif isinstance(node, dict) and "Statement" in node:
+                docs.append((node, at))
+            elif isinstance(node, dict) and len(node) == 1 and "Ref" not in node:
+                template = next(iter(node))
+                if template not in SAM_TEMPLATES:
+                    problems.append((at, f"{name}: SAM policy template {template} is not in the allow-list"))
+    return problems, docs
+
+
+def _iam_policies(name: str, props: dict[str, Any], base: list[Any]) -> tuple[list[Problem], list[Doc]]:
+    """An IAM role's or policy's managed policy ARNs checked against the allow-list, and its policy documents
+    (inline `Policies` and its own `PolicyDocument`, with their paths)."""
+    docs: list[Doc] = [
+        (pol.get("PolicyDocument"), [*base, "Policies", i, "PolicyDocument"])
+        for i, pol in enumerate(as_list(props.get("Policies") or []))
+        if isinstance(pol, dict)
+    ]
+    if "PolicyDocument" in props:
+        docs.append((props["PolicyDocument"], [*base, "PolicyDocument"]))
+    problems: list[Problem] = [
+        ([*base, "ManagedPolicyArns", i], f"{name}: managed policy {arn!r} is not in the allow-list")
+        for i, arn in enumerate(as_list(props.get("ManagedPolicyArns") or []))
+        if managed_name(arn) not in MANAGED
+    ]
+    return problems, docs
+
+
+def policy_problems(name: str, resource: dict[str, Any]) -> Iterator[Problem]:
     """(path, message) for every problem in one resource's IAM policies."""
     props = resource.get("Properties", {}) or {}
     base = ["Resources", name, "Properties"]
-    docs: list[tuple[Any, list[Any]]] = []
-    if resource.get("Type") in SAM_TYPES:
-        for i, pol in enumerate(as_list(props.get("Policies") or [])):
-            for node, at in _branches(pol, [*base, "Policies", i]):
-                if isinstance(node, str):
-                    if managed_name(node) not in MANAGED:
-                        yield at, f"{name}: managed policy {node!r} is not in the allow-list"
-                elif isinstance(node, dict) and "Statement" in node:
-                    docs.append((node, at))
-                elif isinstance(node, dict) and len(node) == 1 and "Ref" not in node:
-                    template = next(iter(node))
-                    if template not in SAM_TEMPLATES:
-                        yield at, f"{name}: SAM policy template {template} is not in the allow-list"
-    else:
-        for i, pol in enumerate(as_list(props.get("Policies") or [])):
-            if isinstance(pol, dict):
-                docs.append((pol.get("PolicyDocument"), [*base, "Policies", i, "PolicyDocument"]))
-        if "PolicyDocument" in props:
-            docs.append((props["PolicyDocument"], [*base, "PolicyDocument"]))
-        for i, arn in enumerate(as_list(props.get("ManagedPolicyArns") or [])):
-            if managed_name(arn) not in MANAGED:
-                yield (
-                    [*base, "ManagedPolicyArns", i],
-                    f"{name}: managed policy {arn!r} is not in the allow-list",
-                )
+    read = _sam_policies if resource.get("Type") in SAM_TYPES else _iam_policies
+    problems, docs = read(name, props, base)
+    yield from problems
     for doc, at in docs:
         for st, st_at in statements(doc, at):
             for key, message in statement_problems(st):
