@@ -15,22 +15,21 @@ requests (`cached_share`).
 
 from __future__ import annotations
 
-import heapq
 import math
-from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from sizing.perf.arrivals import ClosedArrivals, OpenArrivals
+from sizing.perf.scheduler import KV_WATERMARK as KV_WATERMARK  # the admission watermark, named here before
+from sizing.perf.scheduler import Scheduler
 
 if TYPE_CHECKING:
     from sizing.perf.config import HardwareConfig
     from sizing.perf.step import StepModel
     from sizing.workload import SLO, TokenDistribution
 
-#: Share of the KV cache kept free when admitting (vLLM V0's watermark 0.01): admission never fills the cache to
-#: the last block, which would preempt on the very next decode step.
-KV_WATERMARK = 0.01
 #: A closed-loop run needs this many rounds of `concurrency` requests for a steady-state window; fewer rounds
 #: (or an all-at-once batch) are measured over the whole makespan instead, as offline benchmarks do.
 MIN_ROUNDS_FOR_WINDOW = 3
@@ -167,81 +166,6 @@ class SimResult:
         }
 
 
-# --- closed-form sums over runs of decode steps ----------------------------------------------------------------
-def _line_sum(a: float, b: float, k0: int, k1: int) -> float:
-    """sum_{k=k0}^{k1-1} (a + b k)."""
-    n = k1 - k0
-    return n * a + b * (k0 + k1 - 1) * n * 0.5 if n > 0 else 0.0
-
-
-def _split(a1: float, b1: float, a2: float, b2: float, n: int) -> tuple[int, float, float, float, float]:
-    """max(a1 + b1 k, a2 + b2 k) on [0, n) as line (A, B) on [0, ks) then line (A2, B2) on [ks, n)."""
-    if a1 >= a2:
-        if b1 >= b2:
-            return n, a1, b1, a1, b1
-        ks = math.ceil((a1 - a2) / (b2 - b1))
-        return min(max(ks, 0), n), a1, b1, a2, b2
-    if b2 >= b1:
-        return n, a2, b2, a2, b2
-    ks = math.ceil((a2 - a1) / (b1 - b2))
-    return min(max(ks, 0), n), a2, b2, a1, b1
-
-
-def _first_reaching(a: float, b: float, k0: int, delta: float) -> int:
-    """Smallest m >= 1 with sum_{k=k0}^{k0+m-1} (a + b k) >= delta (delta > 0)."""
-    alpha = a + b * k0
-    if b <= 0:
-        m = math.ceil(delta / alpha - 1e-12)
-        return m if m > 1 else 1
-    # b/2 m^2 + (alpha - b/2) m - delta = 0
-    h = alpha - b * 0.5
-    m = math.ceil((-h + math.sqrt(h * h + 2 * b * delta)) / b - 1e-9)
-    if m < 1:
-        m = 1
-    while m > 1 and (m - 1) * alpha + b * (m - 1) * (m - 2) * 0.5 >= delta:
-        m -= 1
-    while m * alpha + b * m * (m - 1) * 0.5 < delta:
-        m += 1
-    return m
-
-
-def _run(
-    lines: tuple[float, float, float, float, float], C: float, D: int, n: int, delta: float
-) -> tuple[int, float, float, float]:
-    """Decode steps: time of step k is max(c0 + c1 (C + kD), m0 + m1 (C + kD)) + o. Run at most `n` steps, stopping
-    after the step during which the elapsed time first reaches `delta` (inf: no limit). Returns (steps,
-    elapsed, first step time, last step time)."""
-    c0, c1, m0, m1, o = lines
-    a1, b1 = c0 + c1 * C + o, c1 * D
-    a2, b2 = m0 + m1 * C + o, m1 * D
-    if a2 >= a1 and b2 >= b1:  # memory-bound throughout (the common decode case): one line
-        elapsed = n * a2 + b2 * (n - 1) * n * 0.5
-        if delta != math.inf and elapsed >= delta:
-            reach = _first_reaching(a2, b2, 0, delta)
-            if reach < n:
-                n = reach
-                elapsed = n * a2 + b2 * (n - 1) * n * 0.5
-        return n, elapsed, a2, a2 + b2 * (n - 1)
-    ks, A, B, A2, B2 = _split(a1, b1, a2, b2, n)
-    if delta == math.inf and ks >= n:
-        last = A + B * (n - 1)
-        return n, n * A + B * (n - 1) * n * 0.5, A, last
-    if delta != math.inf:
-        s1 = _line_sum(A, B, 0, ks)
-        if s1 >= delta:
-            n = min(n, _first_reaching(A, B, 0, delta))
-        elif s1 + _line_sum(A2, B2, ks, n) > delta:
-            # only when the limit falls inside the run: for a far-off delta (the next arrival at a rate of
-            # 1e-40 req/s) the search would step one at a time through ~1e20 candidates
-            n = min(n, ks + _first_reaching(A2, B2, ks, delta - s1))
-    k1 = min(ks, n)
-    elapsed = _line_sum(A, B, 0, k1) + _line_sum(A2, B2, k1, n)
-    first = max(a1, a2)
-    last_k = n - 1
-    last = max(a1 + b1 * last_k, a2 + b2 * last_k)
-    return n, elapsed, first, last
-
-
 # --- the simulation ---------------------------------------------------------------------------------------------
 def cached_share(step_model: StepModel, prefix_tokens: int, prompt_tokens: int) -> int:
     """Tokens of a `prompt_tokens` prompt that prefix caching serves from the KV cache when every prompt starts
@@ -288,374 +212,170 @@ def simulate(
     cache) and every later admission, a preempted request's recomputation included, reads its `cached_share`
     from the cache: those tokens are not prefilled, though the prompt's remaining tokens still attend to them, and
     the KV cache holds the shared blocks once, not once per request. Without prefix caching, or with 0, the run is
-    the one without a prefix to the last bit."""
+    the one without a prefix to the last bit.
+
+    The run is the scheduler (`sizing.perf.scheduler`: admission, prefill chunks, preemption, completions) driven
+    by the event loop (`_event_loop`: time, arrivals, per-request times), then summarised (`_summarise`)."""
     sm = step_model
     n = int(n_requests)
     if n < 1:
         raise ValueError("n_requests must be at least 1")
     rng = np.random.default_rng(seed)
+    inp_a, out_a, truncated = _draw_requests(sm, input_dist, output_dist, rng, n)
+    if prefix_tokens < 0:
+        raise ValueError("prefix_tokens must not be negative")
+    shared, pinned = _shared_blocks(sm, inp_a, prefix_tokens)
+    sched = Scheduler(sm, inp_a.tolist(), out_a.tolist(), shared, pinned)
+    arrival_a, arrivals = _arrivals(load, rng, sm, sched)
+    first, finish, completed, itl_v, itl_w = _event_loop(sched, arrivals, n, itl)
+    res = _summarise(
+        np.array(arrivals.arrival, dtype=np.float64) if arrival_a is None else arrival_a,
+        np.array(first, dtype=np.float64),
+        np.array(finish, dtype=np.float64),
+        out_a,
+        warmup,
+        load,
+        sched.preemptions,
+        completed,
+        np.array(itl_v, dtype=np.float64),
+        np.array(itl_w, dtype=np.float64),
+        truncated,
+    )
+    res.output_tokens_generated = sched.emitted
+    res.output_tokens_drawn = int(out_a.sum())
+    return res
+
+
+def _draw_requests(
+    sm: StepModel,
+    input_dist: TokenDistribution,
+    output_dist: TokenDistribution,
+    rng: np.random.Generator,
+    n: int,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Each request's prompt and output tokens (int64), and how many were cut: a request longer than the KV cache
+    (or max_model_len) is cut, as the server would refuse or truncate it."""
     inp_a = input_dist.sample(rng, n)
     out_a = output_dist.sample(rng, n)
     cap = sm.kv_capacity_tokens
     if cap < 2 or sm.max_num_seqs < 1:
         raise ValueError("the replica has no KV-cache capacity (the model does not fit)")
-    # a request longer than the KV cache (or max_model_len) is cut, as the server would refuse or truncate it
     limit = min(cap - 1, max(sm.max_model_len, 2))
     out_a = np.minimum(out_a, max(1, limit // 2))
     over = inp_a + out_a > limit
     truncated = int(over.sum())
     inp_a = np.where(over, np.maximum(limit - out_a, 1), inp_a)
-    prompt = inp_a.tolist()
-    out = out_a.tolist()
-    if prefix_tokens < 0:
-        raise ValueError("prefix_tokens must not be negative")
-    # per request: its prompt tokens in the shared prefix's full blocks (empty: nothing shared, the plain run)
-    shared: list[int] = []
-    pinned = 0  # KV tokens of the shared blocks, held once for every request
+    return inp_a, out_a, truncated
+
+
+def _shared_blocks(sm: StepModel, inp_a: np.ndarray, prefix_tokens: int) -> tuple[list[int], int]:
+    """Per request, its prompt tokens in the shared prefix's full blocks (empty: nothing shared, the plain run),
+    and the KV tokens of those blocks, held once for every request."""
     if sm.prefix_caching and prefix_tokens > 0:
         block = max(1, sm.block_size)
         share_a = (np.minimum(int(prefix_tokens), inp_a - 1) // block) * block
         if share_a.any():
-            shared = share_a.tolist()
-            pinned = int(share_a.max())
-    sharing = bool(shared)
-    cold = sharing  # the first admission computes the prefix; every later one finds it cached
+            return share_a.tolist(), int(share_a.max())
+    return [], 0
 
-    closed = isinstance(load, ClosedLoop)
-    arrival = [0.0] * n
+
+def _arrivals(
+    load: ClosedLoop | OpenLoop, rng: np.random.Generator, sm: StepModel, sched: Scheduler
+) -> tuple[np.ndarray | None, OpenArrivals | ClosedArrivals]:
+    """The requests' source under `load` (and, for an open loop, the arrival times as an array)."""
+    n = len(sched.prompt)
+    #: the API server's share of each request (tokenise, schedule, stream): the engine sees it this much later
+    delay = sm.request_overhead_s
     if isinstance(load, OpenLoop):
         if load.rate_rps <= 0:
             raise ValueError("rate_rps must be positive")
-        arrival = np.cumsum(rng.exponential(1.0 / load.rate_rps, n)).tolist()
-        think: list[float] = []
-    else:
-        if load.concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        think = (rng.exponential(load.think_time_s, n) if load.think_time_s > 0 else np.zeros(n)).tolist()
+        arrival_a = np.cumsum(rng.exponential(1.0 / load.rate_rps, n))
+        return arrival_a, OpenArrivals(arrival_a.tolist(), delay, sched.waiting)
+    if load.concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
+    think = (rng.exponential(load.think_time_s, n) if load.think_time_s > 0 else np.zeros(n)).tolist()
+    k0 = min(load.concurrency, n)
+    ramp = load.ramp_s
+    if load.wave_gap_s is not None:
+        ramp = load.wave_gap_s * k0
+    elif ramp is None:
+        # users evenly spread over one request duration: closed loops settle there (a request delayed by a
+        # collision shifts its user's next cycle); random phases predicted TTFT worse in cross-validation
+        ramp = _request_duration(
+            sm,
+            float(np.mean(sched.prompt)),
+            float(np.mean(sched.out)),
+            k0,
+            float(np.mean(sched.shared)) if sched.sharing else 0.0,
+        )
+    return None, ClosedArrivals([0.0] * n, delay, sched.waiting, k0, ramp, think, load.wave_gap_s)
 
+
+def _event_loop(
+    sched: Scheduler, arrivals: OpenArrivals | ClosedArrivals, n: int, itl: bool
+) -> tuple[list[float], list[float], int, list[float], list[float]]:
+    """Advance time step by step until every request completed: each iteration queues the arrivals, lets the
+    scheduler preempt and plan the step, then runs one step with prefill or a run of pure-decode steps (summed
+    in closed form up to the next event), or idles until the next arrival. Returns each request's first-token
+    and completion times, the requests completed, and the inter-token latencies with their weights (empty
+    without `itl`)."""
     first = [math.nan] * n
     finish = [math.nan] * n
-    gen_before = [0] * n  # tokens generated before the current decode stint (preemption)
-    g_start = [0] * n
-    base = [0] * n
-    version = [0] * n
-
-    max_seqs = sm.max_num_seqs
-    #: the API server's share of each request (tokenise, schedule, stream): the engine sees it this much later
-    delay = sm.request_overhead_s
-    budget_max = sm.max_num_batched_tokens if sm.max_num_batched_tokens > 0 else sm.max_model_len
-    chunked = sm.chunked_prefill
-    mixed = sm.mixed_prefill_decode
-    reserve = sm.admission == "reserve"
-    defer_ratio = sm.prefill_defer_ratio
-    defer_steps = sm.prefill_defer_steps
-    since_prefill = 0  # decode steps since the last prefill (TGI 2.x's waiting_tokens)
-    adm_cap = cap * (1.0 - KV_WATERMARK)
-    it = sm.iteration_time
-    # decode_lines(D) by batch size D (admission keeps D <= max_num_seqs)
-    lines_by_d: list[tuple[float, float, float, float, float] | None] = [None] * (max_seqs + 1)
-    inf = math.inf
-    isnan = math.isnan
-    heappush = heapq.heappush
-    heappop = heapq.heappop
-
-    t = 0.0
-    G = 0
-    D = 0
-    S_base = 0
-    # tokens held by prefilling requests (incremental) or by every admitted request (reserve), and the shared
-    # prefix blocks
-    kv_fixed = pinned
-    # decoding sequences' tokens in the shared blocks: in their context (S_base + D G, which their attention reads)
-    # but held once, in `pinned`, so the KV cache holds S_base + D G - S_shared of theirs
-    S_shared = 0
-    heap: list[tuple[int, int, int]] = []  # (g_finish, idx, version)
-    decode_order: list[int] = []
-    in_decode = [False] * n
-    waiting: deque[int] = deque()
-    prefill: list[list[int]] = []  # [idx, remaining, done, prompt_eff, remaining_out]
-    future: list[tuple[float, int]] = []  # closed loop: (arrival time, idx)
-    # open loop: when the engine sees request next_idx (arrival + the API server's delay; inf when none is left)
-    next_idx = 0
-    next_seen = arrival[0] + delay if not closed else inf
-    users = iter(range(0))  # closed loop: the requests still to send, in order
-    k0 = 0
-    wave_gap: float | None = None  # closed loop in waves: the gap between a wave's requests
-    wave_left = 0  # requests of the current wave still running
-    if closed:
-        assert isinstance(load, ClosedLoop)
-        k0 = min(load.concurrency, n)
-        ramp = load.ramp_s
-        if load.wave_gap_s is not None:
-            ramp = load.wave_gap_s * k0
-        elif ramp is None:
-            # users evenly spread over one request duration: closed loops settle there (a request delayed by a
-            # collision shifts its user's next cycle); random phases predicted TTFT worse in cross-validation
-            ramp = _request_duration(
-                sm,
-                float(np.mean(prompt)),
-                float(np.mean(out)),
-                k0,
-                float(np.mean(shared)) if sharing else 0.0,
-            )
-        starts = [ramp * k / k0 for k in range(k0)]
-        for k in range(k0):
-            arrival[k] = starts[k]
-            if arrival[k] + delay <= 0:
-                waiting.append(k)
-            else:
-                heappush(future, (arrival[k] + delay, k))
-        users = iter(range(k0, n))
-        wave_gap, wave_left = load.wave_gap_s, k0
-    completed = 0
-    preemptions = 0
     itl_v: list[float] = []
     itl_w: list[float] = []
-    emitted = 0
-
-    def next_of_user(when: float) -> None:
-        """Closed loop: a request ended at `when`; its user sends the next one after thinking (in waves: the last
-        request of a wave to end launches the next wave)."""
-        nonlocal wave_left
-        if wave_gap is not None:
-            wave_left -= 1
-            if wave_left > 0:
-                return
-            for k in range(k0):
-                j = next(users, -1)
-                if j < 0:
-                    break
-                wave_left += 1
-                arrival[j] = when + k * wave_gap
-                heappush(future, (arrival[j] + delay, j))
-            return
-        j = next(users, -1)
-        if j >= 0:
-            arrival[j] = when + think[j]
-            if think[j] + delay > 0:
-                heappush(future, (arrival[j] + delay, j))
-            else:
-                waiting.append(j)
-
+    it = sched.step_model.iteration_time
+    mixed = sched.mixed
+    closed = isinstance(arrivals, ClosedArrivals)
+    due, ended = arrivals.due, arrivals.ended
+    schedule, decode, prefill_ran = sched.schedule, sched.decode, sched.prefill_ran
+    inf = math.inf
+    t = 0.0
+    completed = 0
     while completed < n:
-        # arrivals up to now
-        if closed:
-            while future and future[0][0] <= t:
-                waiting.append(heappop(future)[1])
-        else:
-            while next_seen <= t and next_idx < n:
-                waiting.append(next_idx)
-                next_idx += 1
-                next_seen = arrival[next_idx] + delay if next_idx < n else inf
-        # make room for this step's decode tokens (incremental KV)
-        if D and not reserve:
-            while kv_fixed + S_base - S_shared + D * G + D > cap and D > 1:
-                while True:
-                    v = decode_order.pop()
-                    if in_decode[v]:
-                        break
-                in_decode[v] = False
-                version[v] += 1
-                D -= 1
-                S_base -= base[v]
-                if sharing:
-                    S_shared -= shared[v]
-                generated = gen_before[v] + (G - g_start[v])
-                gen_before[v] = generated
-                waiting.appendleft(v)
-                preemptions += 1
-        # schedule prefill chunks (a run of pure decode steps has none to schedule)
-        P = 0
-        # TGI 2.x: while a batch decodes, new prompts wait until they are numerous enough or waited long enough
-        deferred = (
-            defer_ratio > 0
-            and D > 0
-            and not prefill
-            and since_prefill < defer_steps
-            and len(waiting) < int(D * defer_ratio)
-        )
-        if (prefill or waiting) and not deferred:
-            budget = budget_max - (D if mixed else 0)
-            pairs = 0.0
-            nchunks = 0
-            done_any = False
-            if budget > 0:
-                for e in prefill:
-                    room = budget - P
-                    if room <= 0:
-                        break
-                    take = e[1] if (e[1] <= room or (not chunked and P == 0)) else (room if chunked else 0)
-                    if take <= 0:
-                        break
-                    pairs += take * (e[2] + take * 0.5)
-                    P += take
-                    e[1] -= take
-                    e[2] += take
-                    nchunks += 1
-                    if e[1] == 0:
-                        done_any = True
-                while waiting and budget - P > 0 and D + len(prefill) < max_seqs:
-                    i = waiting[0]
-                    p_eff = prompt[i] + gen_before[i]
-                    r_out = out[i] - gen_before[i]
-                    need = p_eff + r_out if reserve else p_eff
-                    hit = 0  # prompt tokens read from the prefix cache, not prefilled
-                    if sharing:
-                        need -= shared[i]  # its shared blocks are held once, in `pinned`
-                        hit = 0 if cold else shared[i]
-                    todo = p_eff - hit
-                    used = kv_fixed + (0 if reserve else S_base - S_shared + D * G)
-                    if used + need > adm_cap and (D + len(prefill)) > 0:
-                        break
-                    room = budget - P
-                    if todo > room and not chunked and P > 0:
-                        break
-                    waiting.popleft()
-                    cold = False
-                    take = room if chunked and room < todo else todo
-                    kv_fixed += need
-                    # the chunk's queries attend to the cached prefix too
-                    pairs += take * (hit + take * 0.5) if hit else take * take * 0.5
-                    P += take
-                    nchunks += 1
-                    prefill.append([i, todo - take, hit + take, p_eff, r_out])
-                    if take == todo:
-                        done_any = True
-        if P == 0:
-            if D == 0:
-                # idle until the next arrival
-                if closed:
-                    if not future:
-                        break
-                    if future[0][0] > t:
-                        t = future[0][0]
-                else:
-                    if next_idx >= n:
-                        break
-                    if next_seen > t:
-                        t = next_seen
-                continue
-            # a run of pure-decode steps up to the next event
-            top = heap[0]
-            if preemptions:  # only a preempted sequence leaves a stale entry behind
-                while top[2] != version[top[1]] or not in_decode[top[1]]:
-                    heappop(heap)
-                    top = heap[0]
-            steps = top[0] - G
-            C = S_base + D * G
-            if not reserve:
-                by_kv = (cap - (kv_fixed + C - S_shared)) // D
-                if by_kv < 1:
-                    by_kv = 1
-                if by_kv < steps:
-                    steps = by_kv
-            if deferred:
-                # until the deferral ends: enough decode steps, or (below) an arrival that makes the waiting enough
-                steps = min(steps, defer_steps - since_prefill)
-            if waiting and not deferred:
-                delta = inf  # blocked requests wait for a completion; arrivals only join the queue
-            else:
-                nxt = (future[0][0] if future else inf) if closed else next_seen
-                delta = nxt - t if nxt != inf else inf
-                if delta <= 0:
-                    delta = 1e-12
-            if prefill:
-                steps = 1
-            lines = lines_by_d[D]
-            if lines is None:
-                lines = lines_by_d[D] = sm.decode_lines(D)
-            k, elapsed, f_step, l_step = _run(lines, C, D, steps, delta)
-            t += elapsed
-            G += k
-            since_prefill += k
-            emitted += D * k
-            if itl:
-                half = D * k * 0.5
-                itl_v.append(f_step)
-                itl_w.append(half)
-                itl_v.append(l_step)
-                itl_w.append(half)
-        else:
-            dt = it(P, D if mixed else 0, (S_base + D * G) if mixed else 0, pairs, nchunks)
+        if arrivals.next_seen <= t:
+            due(t)
+        P, pairs, nchunks, done_any = schedule()
+        if P:
+            D = sched.D
+            dt = it(P, D if mixed else 0, (sched.S_base + D * sched.G) if mixed else 0, pairs, nchunks)
             t += dt
-            since_prefill = 0
-            if D:
-                if itl:
-                    itl_v.append(dt)
-                    itl_w.append(float(D))
-                if mixed:
-                    G += 1
-                    emitted += D
-            # prefills that finished produce a token
-            if done_any:
-                keep = []
-                for e in prefill:
-                    if e[1] > 0:
-                        keep.append(e)
-                        continue
-                    i = e[0]
-                    emitted += 1
-                    if isnan(first[i]):
-                        first[i] = t
-                    gen = gen_before[i] + 1
-                    s_i = shared[i] if sharing else 0
-                    if not reserve:
-                        kv_fixed -= e[3] - s_i
-                    if gen >= out[i]:
-                        if reserve:
-                            kv_fixed -= e[3] + e[4] - s_i
-                        finish[i] = t
-                        completed += 1
-                        if closed:
-                            next_of_user(t)
-                        continue
-                    gen_before[i] = gen
-                    g_start[i] = G
-                    base[i] = e[3] + 1 - G
-                    S_base += base[i]
-                    S_shared += s_i
-                    D += 1
-                    in_decode[i] = True
-                    decode_order.append(i)
-                    heappush(heap, (G + out[i] - gen, i, version[i]))
-                prefill = keep
-        # completions
-        while heap and heap[0][0] <= G:
-            _g, i, ver = heappop(heap)
-            if ver != version[i] or not in_decode[i]:
-                continue
-            in_decode[i] = False
-            D -= 1
-            S_base -= base[i]
-            if sharing:
-                S_shared -= shared[i]
-            if reserve:
-                kv_fixed -= prompt[i] + out[i] - (shared[i] if sharing else 0)
+            if D and itl:
+                itl_v.append(dt)
+                itl_w.append(float(D))
+            emitting, done = prefill_ran(done_any)
+            for i in emitting:
+                if first[i] != first[i]:  # NaN: its first token
+                    first[i] = t
+        elif sched.D:
+            # a run of pure-decode steps up to the next event
+            D = sched.D
+            nxt = arrivals.next_seen
+            k, elapsed, f_step, l_step, done = decode(nxt - t if nxt != inf else inf)
+            t += elapsed
+            if itl:
+                _record_decode_itl(itl_v, itl_w, D * k * 0.5, f_step, l_step)
+        elif arrivals.pending():  # idle until the next arrival
+            t = max(t, arrivals.next_seen)
+            continue
+        else:
+            break
+        for i in done:
             finish[i] = t
             completed += 1
             if closed:
-                next_of_user(t)
-        if preemptions and len(heap) > 4 * (D + 1) + 64:
-            heap = [h for h in heap if h[2] == version[h[1]] and in_decode[h[1]]]
-            heapq.heapify(heap)
+                ended(t)
+    return first, finish, completed, itl_v, itl_w
 
-    res = _summarise(
-        np.asarray(arrival),
-        np.asarray(first),
-        np.asarray(finish),
-        np.asarray(out),
-        warmup,
-        closed,
-        load,
-        preemptions,
-        completed,
-        np.asarray(itl_v),
-        np.asarray(itl_w),
-        truncated,
-    )
-    res.output_tokens_generated = emitted
-    res.output_tokens_drawn = int(sum(out))
-    return res
+
+def _record_decode_itl(
+    itl_v: list[float], itl_w: list[float], half: float, f_step: float, l_step: float
+) -> None:
+    """A run of decode steps' inter-token latencies: its step times grow linearly, so its first and last step
+    each stand for half of its tokens."""
+    itl_v.append(f_step)
+    itl_w.append(half)
+    itl_v.append(l_step)
+    itl_w.append(half)
 
 
 def _summarise(
@@ -664,7 +384,6 @@ def _summarise(
     finish: np.ndarray,
     out: np.ndarray,
     warmup: float,
-    closed: bool,
     load: ClosedLoop | OpenLoop,
     preemptions: int,
     completed: int,
@@ -672,6 +391,7 @@ def _summarise(
     itl_w: np.ndarray,
     truncated: int,
 ) -> SimResult:
+    closed = isinstance(load, ClosedLoop)
     n = arrival.size
     order = np.argsort(arrival, kind="stable")
     skip = int(n * warmup)

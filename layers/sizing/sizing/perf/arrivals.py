@@ -1,0 +1,139 @@
+"""When the simulated engine sees each request: Poisson arrivals (an open loop), or users that each send their next
+request when the previous one ends (a closed loop, in waves or not). The engine sees a request the API server's
+share of it (`delay`: tokenise, schedule) after it arrives; both sources put it in the scheduler's waiting queue
+then, and record its arrival time in `arrival`."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Iterator
+
+INF = math.inf
+
+
+class OpenArrivals:
+    """Requests at fixed times `arrival` (ascending), whatever the replica does."""
+
+    __slots__ = ("arrival", "n", "next_idx", "next_seen", "seen", "waiting")
+
+    def __init__(self, arrival: list[float], delay: float, waiting: deque[int]):
+        self.arrival = arrival
+        self.waiting = waiting
+        self.n = len(arrival)
+        # when the engine sees each request, and inf after the last
+        self.seen = [a + delay for a in arrival]
+        self.seen.append(INF)
+        self.next_idx = 0
+        self.next_seen = self.seen[0]  # when the engine sees request next_idx
+
+    def due(self, t: float) -> None:
+        """Queue every request the engine has seen by `t` (`next_seen`: when it sees the next one)."""
+        seen = self.seen
+        n = self.n
+        i = self.next_idx
+        append = self.waiting.append
+        while i < n and seen[i] <= t:
+            append(i)
+            i += 1
+        self.next_idx = i
+        self.next_seen = seen[i]
+
+    def next_time(self) -> float:
+        """When the engine sees the next request (inf: none is left)."""
+        return self.next_seen
+
+    def pending(self) -> bool:
+        """Whether a request is still to come."""
+        return self.next_idx < self.n
+
+    def ended(self, when: float) -> None:
+        """A request ended: an open loop does not care."""
+
+
+class ClosedArrivals:
+    """`k0` users whose first requests start `ramp / k0` apart; a user sends its next request `think[j]` after its
+    previous one ends. With `wave_gap` the users run in waves instead: when the last request of a wave ends, the
+    next wave's `k0` requests start `wave_gap` apart. Requests are numbered in the order they are sent."""
+
+    __slots__ = (
+        "arrival",
+        "delay",
+        "future",
+        "k0",
+        "next_seen",
+        "think",
+        "users",
+        "waiting",
+        "wave_gap",
+        "wave_left",
+    )
+
+    def __init__(
+        self,
+        arrival: list[float],
+        delay: float,
+        waiting: deque[int],
+        k0: int,
+        ramp: float,
+        think: list[float],
+        wave_gap: float | None,
+    ):
+        self.arrival = arrival
+        self.delay = delay
+        self.waiting = waiting
+        self.think = think
+        self.k0 = k0
+        self.future: list[tuple[float, int]] = []  # (when the engine sees it, idx)
+        for k in range(k0):
+            arrival[k] = ramp * k / k0
+            if arrival[k] + delay <= 0:
+                waiting.append(k)
+            else:
+                heapq.heappush(self.future, (arrival[k] + delay, k))
+        self.users: Iterator[int] = iter(range(k0, len(arrival)))  # the requests still to send, in order
+        self.next_seen = self.next_time()
+        self.wave_gap = wave_gap
+        self.wave_left = k0  # requests of the current wave still running
+
+    def due(self, t: float) -> None:
+        """Queue every request the engine has seen by `t`."""
+        future = self.future
+        while future and future[0][0] <= t:
+            self.waiting.append(heapq.heappop(future)[1])
+        self.next_seen = future[0][0] if future else INF
+
+    def next_time(self) -> float:
+        """When the engine sees the next request already sent (inf: none is on its way)."""
+        return self.future[0][0] if self.future else INF
+
+    def pending(self) -> bool:
+        """Whether a request is on its way (a user that has not sent its next one yet is not)."""
+        return bool(self.future)
+
+    def ended(self, when: float) -> None:
+        """A request ended at `when`: its user sends the next one after thinking (in waves: the last request of a
+        wave to end launches the next wave)."""
+        arrival, delay = self.arrival, self.delay
+        if self.wave_gap is not None:
+            self.wave_left -= 1
+            if self.wave_left > 0:
+                return
+            for k in range(self.k0):
+                j = next(self.users, -1)
+                if j < 0:
+                    break
+                self.wave_left += 1
+                arrival[j] = when + k * self.wave_gap
+                heapq.heappush(self.future, (arrival[j] + delay, j))
+            self.next_seen = self.future[0][0] if self.future else INF
+            return
+        j = next(self.users, -1)
+        if j >= 0:
+            arrival[j] = when + self.think[j]
+            if self.think[j] + delay > 0:
+                heapq.heappush(self.future, (arrival[j] + delay, j))
+                self.next_seen = self.future[0][0]
+            else:
+                self.waiting.append(j)

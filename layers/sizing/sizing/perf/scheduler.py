@@ -1,0 +1,397 @@
+"""The engine's scheduler in the continuous-batching simulator: which requests are admitted, which prompt chunks a
+step prefills, which sequence is preempted, and which ones complete.
+
+State: the waiting queue (request ids, FCFS; a preempted request goes back to its front), the prefilling requests,
+the decoding batch (D sequences, a heap of the decode step each one finishes at) and the KV tokens they hold. Time
+is not the scheduler's: the event loop (`sizing.perf.simulator`) advances it and records when each request got
+its first token and its last. The scheduler counts decode steps instead (`G`, one per step that decodes).
+
+KV accounting, in tokens:
+- `kv_fixed`: the prompts of the prefilling requests (incremental admission), or the prompt + output of every
+  admitted request (`reserve`), plus the shared prefix's blocks (`pinned`), held once;
+- a decoding sequence i holds `base[i] + G` tokens of context (its prompt, and the tokens decoded so far), so the
+  D of them hold `S_base + D * G`; of those, `S_shared` lie in the shared prefix's blocks, which are counted once,
+  in `kv_fixed`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from heapq import heapify, heappop, heappush
+from typing import TYPE_CHECKING
+
+from sizing.perf.decoderuns import DecodeLines, decode_run
+
+if TYPE_CHECKING:
+    from sizing.perf.step import StepModel
+
+#: Share of the KV cache kept free when admitting (vLLM V0's watermark 0.01): admission never fills the cache to
+#: the last block, which would preempt on the very next decode step.
+KV_WATERMARK = 0.01
+#: Stale heap entries (of preempted sequences) tolerated beyond 4 per decoding sequence before the heap is
+#: rebuilt without them (a bound on memory, not a model figure: any value gives the same run).
+STALE_HEAP_SLACK = 64
+
+#: No requests (returned, never appended to).
+NONE: list[int] = []
+INF = math.inf
+#: Seconds a run of decode steps lasts at least when an arrival is already due (so a run is never empty).
+MIN_WAIT_S = 1e-12
+#: A step without prefill: (tokens, attention pairs, chunks, a prompt completes).
+NO_PREFILL = (0, 0.0, 0, False)
+
+
+class Scheduler:
+    """Admission (batch room `max_num_seqs`, KV room for the prompt, or prompt + output where the engine
+    reserves), FCFS prefill chunks within the step's token budget (chunked or whole prompts), preemption of the
+    newest decoding sequence when the KV cache cannot hold the next decode step (recomputed later, vLLM V1's
+    default), and TGI 2.x's deferral of new prefills while a batch decodes.
+
+    `prompt`, `out`: each request's prompt and output tokens; `shared`: its prompt tokens in the shared prefix's
+    full blocks (empty: no prefix caching), `pinned` the KV tokens of those blocks, held once.
+
+    The decoding sequences sit in a heap of integer keys `(G at which it finishes) << shift | idx`, ordered as
+    (finish, idx); `live[idx]` is the key of its current stint (-1: not decoding), so the entry a preempted
+    stint leaves behind is stale and skipped."""
+
+    __slots__ = (
+        "D",
+        "G",
+        "S_base",
+        "S_shared",
+        "adm_cap",
+        "base",
+        "budget_max",
+        "cap",
+        "chunked",
+        "cold",
+        "decode_order",
+        "defer_ratio",
+        "defer_steps",
+        "deferred",
+        "emitted",
+        "g_start",
+        "gen_before",
+        "heap",
+        "kv_fixed",
+        "lines_by_d",
+        "live",
+        "mask",
+        "max_seqs",
+        "mixed",
+        "out",
+        "preemptions",
+        "prefill",
+        "prompt",
+        "reserve",
+        "shared",
+        "sharing",
+        "shift",
+        "since_prefill",
+        "step_model",
+        "waiting",
+    )
+
+    def __init__(self, sm: StepModel, prompt: list[int], out: list[int], shared: list[int], pinned: int):
+        n = len(prompt)
+        self.step_model = sm
+        self.prompt = prompt
+        self.out = out
+        self.shared = shared
+        self.sharing = bool(shared)
+        self.cold = self.sharing  # the first admission computes the prefix; every later one finds it cached
+        self.cap = sm.kv_capacity_tokens
+        self.adm_cap = self.cap * (1.0 - KV_WATERMARK)
+        self.max_seqs = sm.max_num_seqs
+        self.budget_max = sm.max_num_batched_tokens if sm.max_num_batched_tokens > 0 else sm.max_model_len
+        self.chunked = sm.chunked_prefill
+        self.mixed = sm.mixed_prefill_decode
+        self.reserve = sm.admission == "reserve"
+        self.defer_ratio = sm.prefill_defer_ratio
+        self.defer_steps = sm.prefill_defer_steps
+        # per request: tokens generated before the current decode stint (preemption), the decode step the stint
+        # began at, and its context less G while it decodes
+        self.gen_before = [0] * n
+        self.g_start = [0] * n
+        self.base = [0] * n
+        self.shift = max(1, (n - 1).bit_length())
+        self.mask = (1 << self.shift) - 1
+        self.live = [-1] * n
+        self.heap: list[int] = []
+        self.decode_order: list[int] = []  # decoding sequences, oldest first (preemption takes the newest)
+        self.waiting: deque[int] = deque()
+        self.prefill: list[list[int]] = []  # [idx, remaining, done, prompt_eff, remaining_out]
+        self.G = 0
+        self.D = 0
+        self.S_base = 0
+        self.S_shared = 0
+        self.kv_fixed = pinned
+        self.since_prefill = 0  # decode steps since the last prefill (TGI 2.x's waiting_tokens)
+        self.deferred = False
+        self.preemptions = 0
+        self.emitted = 0  # output tokens produced
+        # decode_lines(D) by batch size D (admission keeps D <= max_num_seqs)
+        self.lines_by_d: list[DecodeLines | None] = [None] * (self.max_seqs + 1)
+
+    def schedule(self) -> tuple[int, float, int, bool]:
+        """This step's decisions: make room for its decode tokens (preempting), then its prefill. Returns (prompt
+        tokens prefilled, their attention pairs, chunks, whether a prompt completes); (0, 0.0, 0, False) when the
+        step only decodes (nothing waits, deferred, or no budget left)."""
+        D = self.D
+        if (
+            D > 1
+            and self.kv_fixed + self.S_base - self.S_shared + D * self.G + D > self.cap
+            and not self.reserve
+        ):
+            self._preempt()
+            D = self.D
+        if self.defer_ratio > 0 and self._defer(D):
+            return NO_PREFILL
+        prefill = self.prefill
+        if prefill:
+            budget = self.budget_max - D if self.mixed else self.budget_max
+            if budget <= 0:
+                return NO_PREFILL
+            P, pairs, nchunks, done_any = self._continue_prefills(budget)
+        elif self.waiting:
+            budget = self.budget_max - D if self.mixed else self.budget_max
+            if budget <= 0:
+                return NO_PREFILL
+            P, pairs, nchunks, done_any = NO_PREFILL
+        else:
+            return NO_PREFILL
+        if budget - P > 0 and self.waiting and D + len(prefill) < self.max_seqs:
+            return self._admit(budget, P, pairs, nchunks, done_any)
+        return P, pairs, nchunks, done_any
+
+    def _defer(self, D: int) -> bool:
+        """TGI 2.x: while a batch decodes, new prompts wait until they are numerous enough or waited long enough."""
+        self.deferred = (
+            D > 0
+            and not self.prefill
+            and self.since_prefill < self.defer_steps
+            and len(self.waiting) < int(D * self.defer_ratio)
+        )
+        return self.deferred
+
+    # --- preemption ------------------------------------------------------------------------------------------
+    def _preempt(self) -> None:
+        """Incremental KV: preempt the newest decoding sequences until the cache holds this step's decode tokens
+        (one more per sequence); the last one is never preempted. A preempted request returns to the front of
+        the queue with what it generated, to be recomputed."""
+        cap, kv_fixed, G = self.cap, self.kv_fixed, self.G
+        D, S_base, S_shared = self.D, self.S_base, self.S_shared
+        order, live, base = self.decode_order, self.live, self.base
+        gen_before, g_start, shared, sharing = self.gen_before, self.g_start, self.shared, self.sharing
+        while kv_fixed + S_base - S_shared + D * G + D > cap and D > 1:
+            while True:
+                v = order.pop()
+                if live[v] >= 0:
+                    break
+            live[v] = -1
+            D -= 1
+            S_base -= base[v]
+            if sharing:
+                S_shared -= shared[v]
+            gen_before[v] = gen_before[v] + (G - g_start[v])
+            self.waiting.appendleft(v)
+            self.preemptions += 1
+        self.D, self.S_base, self.S_shared = D, S_base, S_shared
+
+    # --- prefill -------------------------------------------------------------------------------------------
+    def _continue_prefills(self, budget: int) -> tuple[int, float, int, bool]:
+        """The next chunks of the requests already prefilling, FCFS, within `budget` tokens."""
+        P = 0
+        pairs = 0.0
+        nchunks = 0
+        done_any = False
+        chunked = self.chunked
+        for e in self.prefill:
+            room = budget - P
+            if room <= 0:
+                break
+            take = e[1] if (e[1] <= room or (not chunked and P == 0)) else (room if chunked else 0)
+            if take <= 0:
+                break
+            pairs += take * (e[2] + take * 0.5)
+            P += take
+            e[1] -= take
+            e[2] += take
+            nchunks += 1
+            if e[1] == 0:
+                done_any = True
+        return P, pairs, nchunks, done_any
+
+    def _admit(
+        self, budget: int, P: int, pairs: float, nchunks: int, done_any: bool
+    ) -> tuple[int, float, int, bool]:
+        """Admit waiting requests in order, each while the batch, the KV cache (less the watermark) and the token
+        budget have room: its first chunk joins this step."""
+        waiting = self.waiting
+        prefill = self.prefill
+        gen_before = self.gen_before
+        reserve = self.reserve
+        chunked = self.chunked
+        kv_fixed = self.kv_fixed
+        D = self.D
+        busy = D + len(prefill)  # sequences in the batch
+        held = 0 if reserve else self.S_base - self.S_shared + D * self.G  # KV of the decoding sequences
+        room_kv = self.adm_cap
+        while waiting and budget - P > 0 and busy < self.max_seqs:
+            i = waiting[0]
+            p_eff = self.prompt[i] + gen_before[i]
+            r_out = self.out[i] - gen_before[i]
+            need = p_eff + r_out if reserve else p_eff
+            hit = 0  # prompt tokens read from the prefix cache, not prefilled
+            if self.sharing:
+                need -= self.shared[i]  # its shared blocks are held once, in `pinned`
+                hit = 0 if self.cold else self.shared[i]
+            todo = p_eff - hit
+            if kv_fixed + held + need > room_kv and busy > 0:
+                break
+            room = budget - P
+            if todo > room and not chunked and P > 0:
+                break
+            waiting.popleft()
+            self.cold = False
+            take = room if chunked and room < todo else todo
+            kv_fixed += need
+            # the chunk's queries attend to the cached prefix too
+            pairs += take * (hit + take * 0.5) if hit else take * take * 0.5
+            P += take
+            nchunks += 1
+            busy += 1
+            prefill.append([i, todo - take, hit + take, p_eff, r_out])
+            if take == todo:
+                done_any = True
+        self.kv_fixed = kv_fixed
+        return P, pairs, nchunks, done_any
+
+    def prefill_ran(self, done_any: bool) -> tuple[list[int], list[int]]:
+        """A step with prefill ran: the deferral count restarts, the decoding sequences advanced one token if the
+        step carried them (mixed prefill and decode), and the requests whose prompt completed (`done_any`) emit a
+        token (their first, or the first since a preemption) and start decoding, or complete when that was their
+        last. Returns (requests whose prompt completed, requests that completed), in the order the engine
+        finishes them."""
+        self.since_prefill = 0
+        decoded = NONE  # sequences whose last token this step decoded
+        if self.D and self.mixed:
+            self.G += 1
+            self.emitted += self.D
+            if self.heap[0] >> self.shift <= self.G:
+                decoded = self._complete()
+        if not done_any:
+            return NONE, decoded
+        keep: list[list[int]] = []
+        emitting: list[int] = []
+        ended: list[int] = []  # requests whose prompt's token was their last
+        gen_before, out, reserve, G = self.gen_before, self.out, self.reserve, self.G
+        kv_fixed, S_base, D = self.kv_fixed, self.S_base, self.D
+        for e in self.prefill:
+            if e[1] > 0:
+                keep.append(e)
+                continue
+            i = e[0]
+            emitting.append(i)
+            gen = gen_before[i] + 1
+            s_i = self.shared[i] if self.sharing else 0
+            if not reserve:
+                kv_fixed -= e[3] - s_i
+            if gen >= out[i]:
+                if reserve:
+                    kv_fixed -= e[3] + e[4] - s_i
+                ended.append(i)
+                continue
+            gen_before[i] = gen
+            self.g_start[i] = G
+            b = self.base[i] = e[3] + 1 - G
+            S_base += b
+            if s_i:
+                self.S_shared += s_i
+            D += 1
+            self.decode_order.append(i)
+            key = self.live[i] = (G + out[i] - gen) << self.shift | i
+            heappush(self.heap, key)
+        self.kv_fixed, self.S_base, self.D = kv_fixed, S_base, D
+        self.emitted += len(emitting)
+        self.prefill = keep
+        if self.preemptions and len(self.heap) > 4 * (D + 1) + STALE_HEAP_SLACK:
+            self._compact()
+        if decoded:
+            ended += decoded
+        return emitting, ended
+
+    # --- decoding ------------------------------------------------------------------------------------------
+    def decode(self, until: float) -> tuple[int, float, float, float, list[int]]:
+        """Run pure-decode steps, no further than anything but the token counts changes: the next completion, the
+        last step the KV cache holds one more token per sequence for, the end of a deferral, a single step while
+        a prompt waits for budget; and at most until `until` seconds from now have passed (the next arrival),
+        unless requests wait for room rather than for time (an arrival would only join them). Returns (steps,
+        seconds, the first step's time, the last step's time, the requests that completed)."""
+        heap, live, mask, shift = self.heap, self.live, self.mask, self.shift
+        top = heap[0]
+        if self.preemptions:  # only a preempted sequence leaves a stale entry behind
+            while live[top & mask] != top:
+                heappop(heap)
+                top = heap[0]
+        D, G = self.D, self.G
+        steps = (top >> shift) - G
+        C = self.S_base + D * G
+        if not self.reserve:
+            by_kv = (self.cap - (self.kv_fixed + C - self.S_shared)) // D
+            if by_kv < 1:
+                by_kv = 1
+            if by_kv < steps:
+                steps = by_kv
+        deferred = self.deferred
+        if deferred:
+            # until the deferral ends: enough decode steps, or an arrival that makes the waiting enough
+            steps = min(steps, self.defer_steps - self.since_prefill)
+        if self.prefill:
+            steps = 1
+        if self.waiting and not deferred:
+            until = INF
+        elif until <= 0:
+            until = MIN_WAIT_S
+        lines = self.lines_by_d[D]
+        if lines is None:  # memoised per batch size
+            lines = self.lines_by_d[D] = self.step_model.decode_lines(D)
+        k, elapsed, f_step, l_step = decode_run(lines, C, D, steps, until)
+        self.G = G = G + k
+        self.since_prefill += k
+        self.emitted += D * k
+        return k, elapsed, f_step, l_step, (self._complete() if top >> shift <= G else NONE)
+
+    def _complete(self) -> list[int]:
+        """Sequences whose last token was decoded leave the batch and free their KV; returns them."""
+        heap = self.heap
+        live = self.live
+        mask = self.mask
+        limit = (self.G + 1) << self.shift  # keys of the sequences finishing by step G
+        D = self.D
+        S_base = self.S_base
+        ended: list[int] = []
+        while heap and heap[0] < limit:
+            key = heappop(heap)
+            i = key & mask
+            if live[i] != key:
+                continue
+            live[i] = -1
+            D -= 1
+            S_base -= self.base[i]
+            if self.sharing:
+                self.S_shared -= self.shared[i]
+            if self.reserve:
+                self.kv_fixed -= self.prompt[i] + self.out[i] - (self.shared[i] if self.sharing else 0)
+            ended.append(i)
+        self.D = D
+        self.S_base = S_base
+        return ended
+
+    def _compact(self) -> None:
+        """Drop stale heap entries (preempted stints) when they outnumber the live ones by far: only a bound on
+        memory, since every reader skips them."""
+        live, mask = self.live, self.mask
+        self.heap = [key for key in self.heap if live[key & mask] == key]
+        heapify(self.heap)

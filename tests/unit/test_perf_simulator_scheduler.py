@@ -1,0 +1,167 @@
+"""The simulator's parts: the scheduler (admission, prefill, preemption), the arrival sources, and the event loop
+that drives them, which reproduces the figures recorded before the simulator was split into them."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import deque
+from pathlib import Path
+
+import pytest
+
+from sizing.perf.arrivals import ClosedArrivals, OpenArrivals
+from sizing.perf.config import HardwareConfig
+from sizing.perf.engines import build_scheduler
+from sizing.perf.scheduler import Scheduler
+from sizing.perf.simulator import ClosedLoop, OpenLoop, simulate
+from sizing.perf.step import Profile, StepModel
+from sizing.workload import TokenDistribution
+
+PROFILE = Profile(0.5, 0.6, 0.003)
+CHAT_IN = TokenDistribution.from_mean_p95(1200, 3500)
+CHAT_OUT = TokenDistribution.from_mean_p95(250, 700)
+RECORDED = Path(__file__).parents[1] / "fixtures" / "simulator" / "recorded_runs.json"
+
+
+def _step_model(**overrides: object) -> StepModel:
+    cfg = HardwareConfig.create("meta-llama/Llama-3.1-8B-Instruct", "g6e.xlarge", 1, max_num_seqs=2)
+    sm = StepModel.for_config(cfg, PROFILE)
+    sm.schedule_as(dict(overrides))
+    return sm
+
+
+def test_admission_is_first_come_first_served_up_to_the_batch_limit():
+    # given a replica that batches at most 2 sequences and three queued 100-token prompts
+    sched = Scheduler(_step_model(), [100, 100, 100], [10, 10, 10], [], 0)
+    sched.waiting.extend([0, 1, 2])
+    # when the scheduler plans a step
+    tokens, _pairs, chunks, completes = sched.schedule()
+    # then the first two prompts are prefilled whole and the third waits
+    assert (tokens, chunks, completes) == (200, 2, True)
+    assert list(sched.waiting) == [2]
+    # and once the step ran, both emit their first token and decode
+    emitting, ended = sched.prefill_ran(completes)
+    assert emitting == [0, 1] and ended == []
+    assert sched.D == 2 and sched.emitted == 2
+
+
+def test_a_full_kv_cache_preempts_the_newest_sequence_with_what_it_generated():
+    # given two decoding sequences of 100-token prompts in a 260-token KV cache
+    sched = Scheduler(_step_model(kv_capacity_tokens=260), [100, 100], [1000, 1000], [], 0)
+    sched.waiting.extend([0, 1])
+    sched.prefill_ran(sched.schedule()[3])
+    # when they decode until the cache cannot hold another step, and the next step is scheduled
+    steps, *_rest, ended = sched.decode(float("inf"))
+    sched.schedule()
+    # then the run stopped at the cache's edge, and the newest sequence went back to the front of the queue with
+    # its 30 tokens (1 from prefill, 29 decoded), to be recomputed when there is room
+    assert steps == 29 and ended == []
+    assert sched.preemptions == 1 and sched.D == 1
+    assert list(sched.waiting) == [1]
+    assert sched.gen_before[1] == 30
+
+
+def test_an_open_loop_queues_each_request_once_the_api_server_passed_it_on():
+    # given requests arriving at 0, 1 and 2 s and an API server taking 0.5 s of each
+    waiting: deque[int] = deque()
+    arrivals = OpenArrivals([0.0, 1.0, 2.0], 0.5, waiting)
+    # when the engine looks at 1.4 s, then much later
+    arrivals.due(1.4)
+    seen_early = list(waiting)
+    next_early = arrivals.next_seen
+    arrivals.due(10.0)
+    # then it first sees only the first request, the next at 1.5 s, and at last all of them
+    assert seen_early == [0] and next_early == 1.5
+    assert list(waiting) == [0, 1, 2]
+    assert not arrivals.pending() and arrivals.next_seen == float("inf")
+
+
+def test_a_closed_loop_user_sends_the_next_request_after_thinking():
+    # given 2 users spread over 1 s, 4 requests, think time 0.25 s
+    waiting: deque[int] = deque()
+    arrival = [0.0] * 4
+    arrivals = ClosedArrivals(arrival, 0.0, waiting, 2, 1.0, [0.25] * 4, None)
+    # when the first request ends at 3 s
+    arrivals.ended(3.0)
+    # then the users started at 0 s (queued at once, without an API-server delay) and 0.5 s, and request 2
+    # arrives 0.25 s after the end
+    assert arrival[:3] == [0.0, 0.5, 3.25]
+    assert list(waiting) == [0]
+    assert arrivals.next_seen == 0.5
+
+
+def test_a_wave_starts_when_the_last_request_of_the_previous_one_ends():
+    # given waves of 2 requests sent 0.1 s apart
+    waiting: deque[int] = deque()
+    arrival = [0.0] * 4
+    arrivals = ClosedArrivals(arrival, 0.0, waiting, 2, 0.2, [0.0] * 4, 0.1)
+    # when one request of the first wave ends, nothing is sent; when the second ends, the next wave starts
+    arrivals.ended(5.0)
+    after_one = arrival[2:]
+    arrivals.ended(6.0)
+    # then
+    assert after_one == [0.0, 0.0]
+    assert arrival[2:] == [6.0, 6.1]
+
+
+def _recorded_replica(name: str) -> tuple[StepModel, ClosedLoop | OpenLoop, int]:
+    settings = {
+        "preempting vllm on g5.xlarge": ("g5.xlarge", 1, "vllm", None, False, ClosedLoop(128), 0),
+        "reserving trtllm on g6e.xlarge": ("g6e.xlarge", 1, "trtllm", None, False, OpenLoop(6.0), 0),
+        "deferring tgi 2.x on g6e.12xlarge": (
+            "g6e.12xlarge",
+            4,
+            "tgi",
+            "tgi@v2",
+            False,
+            ClosedLoop(32, think_time_s=0.5),
+            0,
+        ),
+        "neuron buckets on inf2.8xlarge": (
+            "inf2.8xlarge",
+            2,
+            "neuron",
+            None,
+            False,
+            ClosedLoop(8, wave_gap_s=0.05),
+            0,
+        ),
+        "prefix caching on p5.48xlarge": ("p5.48xlarge", 1, "vllm", None, True, OpenLoop(20.0), 700),
+        "unchunked vllm 0.x on g6e.xlarge": (
+            "g6e.xlarge",
+            1,
+            "vllm",
+            "vllm@v0",
+            False,
+            ClosedLoop(48, ramp_s=0.0),
+            0,
+        ),
+    }
+    instance, tp, engine, build, prefix, load, prefix_tokens = settings[name]
+    model = "mistralai/Mixtral-8x7B-v0.1" if engine == "tgi" else "meta-llama/Llama-3.1-8B-Instruct"
+    cfg = HardwareConfig.create(model, instance, tp, "bf16", engine)
+    if prefix:
+        cfg = dataclasses.replace(cfg, enable_prefix_caching=True)
+    sm = StepModel.for_config(cfg, PROFILE)
+    if build:
+        sm.schedule_as(build_scheduler(build, sm.max_model_len, "2.0.0"))
+    return sm, load, prefix_tokens
+
+
+@pytest.mark.parametrize("name", sorted(json.loads(RECORDED.read_text())["runs"]))
+def test_the_split_simulator_reproduces_the_recorded_runs(name: str):
+    # given a replica and load whose figures were recorded before the split (preemption, reserved KV, TGI's
+    # deferral, Neuron buckets and waves, prefix caching, whole-prompt prefill)
+    expected = json.loads(RECORDED.read_text())["runs"][name]
+    sm, load, prefix_tokens = _recorded_replica(name)
+    # when it is simulated again
+    res = simulate(sm, load, CHAT_IN, CHAT_OUT, n_requests=400, seed=11, prefix_tokens=prefix_tokens)
+    # then every figure is the recorded one, and every drawn token was generated
+    got = {
+        **res.as_dict(),
+        "output_tokens_generated": res.output_tokens_generated,
+        "truncated": res.truncated,
+    }
+    assert got == expected
+    assert res.output_tokens_generated == res.output_tokens_drawn
