@@ -90,66 +90,11 @@ class HardwareConfig:
         inst = cat.instance(instance)
         acc = cat.accelerator_of(inst)
         if lnc is not None:
-            if acc.kind != "neuron" or lnc not in acc.lnc_options:
-                opts = (
-                    ", ".join(map(str, acc.lnc_options))
-                    if acc.kind == "neuron"
-                    else "none (not a Neuron device)"
-                )
-                raise InvalidInput(
-                    f"lnc {lnc} is not a logical-core setting of {acc.name} (supported: {opts})",
-                    [Problem("lnc", f"{lnc} is not supported on {inst.instance_type}")],
-                )
-            acc = acc.at_lnc(lnc)
+            acc = _at_lnc(acc, lnc, inst.instance_type)
         devices = inst.accelerator_count * acc.cores_per_chip
-        if quant not in QUANTIZATIONS:
-            raise InvalidInput(
-                f"unknown quantization '{quant}' (use one of {', '.join(QUANTIZATIONS)})",
-                [Problem("quantization", f"'{quant}' is not one of {', '.join(QUANTIZATIONS)}")],
-            )
-        if not acc.supports(quant):
-            raise InvalidInput(
-                f"{acc.name} has no {quant} support; use bf16, int8 or int4 on {inst.instance_type}",
-                [Problem("quantization", f"{quant} is not supported on {acc.name}")],
-            )
-        if quant in EXPERT_ONLY_FORMATS and spec.moe is None:
-            raise InvalidInput(
-                f"{quant} quantizes mixture-of-experts weights; {spec.id} is a dense model",
-                [Problem("quantization", f"{quant} needs a mixture-of-experts model")],
-            )
-        if kv_cache_dtype not in (None, "auto", "fp8"):
-            raise InvalidInput(
-                f"unknown kv_cache_dtype '{kv_cache_dtype}' (use auto or fp8)",
-                [Problem("kv_cache_dtype", "must be auto or fp8")],
-            )
-        if kv_cache_dtype == "fp8" and (acc.kind == "neuron" or not acc.supports("fp8")):
-            raise InvalidInput(
-                f"kv_cache_dtype fp8 needs an accelerator with fp8 support (L4, L40S, H100, H200, B200), not {acc.name}",
-                [Problem("kv_cache_dtype", f"fp8 is not supported on {acc.name}")],
-            )
-        if engine not in ENGINES:
-            raise InvalidInput(
-                f"unknown engine '{engine}' (use one of {', '.join(ENGINES)})",
-                [Problem("engine", f"'{engine}' is not one of {', '.join(ENGINES)}")],
-            )
-        allowed = NEURON_ENGINES if acc.kind == "neuron" else GPU_ENGINES
-        if engine not in allowed:
-            raise InvalidInput(
-                f"engine '{engine}' does not run on {inst.instance_type} ({acc.name}); use {', '.join(allowed)}",
-                [Problem("engine", f"'{engine}' needs {'a GPU' if engine != 'neuron' else 'inf2/trn'}")],
-            )
-        for name, value in (
-            ("max_model_len", max_model_len),
-            ("max_num_seqs", max_num_seqs),
-            ("max_num_batched_tokens", max_num_batched_tokens),
-        ):
-            if value is not None and value < 1:
-                raise InvalidInput(f"{name} must be at least 1, got {value}", [Problem(name, "must be >= 1")])
-        if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
-            raise InvalidInput(
-                f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}",
-                [Problem("gpu_memory_utilization", "must be in (0, 1]")],
-            )
+        _check_format(spec, acc, quant, kv_cache_dtype, inst.instance_type)
+        _check_engine(acc, engine, inst.instance_type)
+        _check_limits(max_model_len, max_num_seqs, max_num_batched_tokens, gpu_memory_utilization)
         base = cls(
             spec.id,
             inst.instance_type,
@@ -219,6 +164,82 @@ class HardwareConfig:
 
     def label(self) -> str:
         return f"{self.model_id} on {self.instance_type or self.accelerator_id} tp{self.tensor_parallel} {self.quantization} {self.engine}"
+
+
+def _at_lnc(acc: Accelerator, lnc: int, instance_type: str) -> Accelerator:
+    """The accelerator at a logical-core setting, or InvalidInput naming the settings it has."""
+    if acc.kind != "neuron" or lnc not in acc.lnc_options:
+        opts = ", ".join(map(str, acc.lnc_options)) if acc.kind == "neuron" else "none (not a Neuron device)"
+        raise InvalidInput(
+            f"lnc {lnc} is not a logical-core setting of {acc.name} (supported: {opts})",
+            [Problem("lnc", f"{lnc} is not supported on {instance_type}")],
+        )
+    return acc.at_lnc(lnc)
+
+
+def _check_format(
+    spec: ModelSpec, acc: Accelerator, quant: str, kv_cache_dtype: str | None, instance_type: str
+) -> None:
+    """The weight format and KV-cache type must exist and run on the accelerator (experts-only formats on MoE)."""
+    if quant not in QUANTIZATIONS:
+        raise InvalidInput(
+            f"unknown quantization '{quant}' (use one of {', '.join(QUANTIZATIONS)})",
+            [Problem("quantization", f"'{quant}' is not one of {', '.join(QUANTIZATIONS)}")],
+        )
+    if not acc.supports(quant):
+        raise InvalidInput(
+            f"{acc.name} has no {quant} support; use bf16, int8 or int4 on {instance_type}",
+            [Problem("quantization", f"{quant} is not supported on {acc.name}")],
+        )
+    if quant in EXPERT_ONLY_FORMATS and spec.moe is None:
+        raise InvalidInput(
+            f"{quant} quantizes mixture-of-experts weights; {spec.id} is a dense model",
+            [Problem("quantization", f"{quant} needs a mixture-of-experts model")],
+        )
+    if kv_cache_dtype not in (None, "auto", "fp8"):
+        raise InvalidInput(
+            f"unknown kv_cache_dtype '{kv_cache_dtype}' (use auto or fp8)",
+            [Problem("kv_cache_dtype", "must be auto or fp8")],
+        )
+    if kv_cache_dtype == "fp8" and (acc.kind == "neuron" or not acc.supports("fp8")):
+        raise InvalidInput(
+            f"kv_cache_dtype fp8 needs an accelerator with fp8 support (L4, L40S, H100, H200, B200), not {acc.name}",
+            [Problem("kv_cache_dtype", f"fp8 is not supported on {acc.name}")],
+        )
+
+
+def _check_engine(acc: Accelerator, engine: str, instance_type: str) -> None:
+    if engine not in ENGINES:
+        raise InvalidInput(
+            f"unknown engine '{engine}' (use one of {', '.join(ENGINES)})",
+            [Problem("engine", f"'{engine}' is not one of {', '.join(ENGINES)}")],
+        )
+    allowed = NEURON_ENGINES if acc.kind == "neuron" else GPU_ENGINES
+    if engine not in allowed:
+        raise InvalidInput(
+            f"engine '{engine}' does not run on {instance_type} ({acc.name}); use {', '.join(allowed)}",
+            [Problem("engine", f"'{engine}' needs {'a GPU' if engine != 'neuron' else 'inf2/trn'}")],
+        )
+
+
+def _check_limits(
+    max_model_len: int | None,
+    max_num_seqs: int | None,
+    max_num_batched_tokens: int | None,
+    gpu_memory_utilization: float | None,
+) -> None:
+    for name, value in (
+        ("max_model_len", max_model_len),
+        ("max_num_seqs", max_num_seqs),
+        ("max_num_batched_tokens", max_num_batched_tokens),
+    ):
+        if value is not None and value < 1:
+            raise InvalidInput(f"{name} must be at least 1, got {value}", [Problem(name, "must be >= 1")])
+    if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
+        raise InvalidInput(
+            f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}",
+            [Problem("gpu_memory_utilization", "must be in (0, 1]")],
+        )
 
 
 def valid_tps(spec: ModelSpec, devices: int, accelerator: Accelerator | None = None) -> list[int]:
