@@ -27,7 +27,7 @@ from sizing.catalog.models import BedrockChoice
 from sizing.catalog.modes import Modes, ServiceTiers, load_modes
 from sizing.catalog.regions import region_name
 from sizing.perf.calibration import summary
-from sizing.plan.candidates import HardwareOption, enumerate_candidates
+from sizing.plan.candidates import Enumeration, HardwareOption, enumerate_candidates
 from sizing.plan.capacity import (
     UNITS,
     Capacity,
@@ -1297,6 +1297,311 @@ def _fold(archs: list[Architecture]) -> list[Architecture]:
     ]
 
 
+@dataclass
+class _Search:
+    """One estimate's working state: the workload, its candidates, and what each phase of the search has found.
+    Phases append to `rejected`, `near` and `excluded` in the order the result reports them."""
+
+    wm: WorkloadModel
+    cat: Catalog
+    enum: Enumeration
+    ctx: Context
+    deployments: list[str]
+    headroom: float
+    seed: int
+    rejected: list[Rejected]
+    #: options an SLO excluded, with the figures that came closest (the infeasible diagnosis reads them)
+    near: list[tuple[Any, dict[str, float]]] = field(default_factory=list)
+    #: (cost bound, option, reason) of options an SLO excluded
+    excluded: list[tuple[float, str, str]] = field(default_factory=list)
+    #: options that fit in memory and no roofline bound excludes, cheapest cost bound first once bounded
+    options: list[Option] = field(default_factory=list)
+    #: the option whose capacity search stands for every option of the same performance key
+    by_performance: dict[tuple[str, ServingConfig], Option] = field(default_factory=dict)
+    #: options that met the SLOs, with their architectures verified at the operating point
+    placed: list[tuple[Option, list[Architecture]]] = field(default_factory=list)
+    tuned_keys: list[tuple[str, ServingConfig]] = field(default_factory=list)
+    searches: int = 0
+
+    def over_budget(self, usd_per_month: float) -> bool:
+        budget = self.wm.spec.constraints.max_monthly_usd
+        return bool(budget) and usd_per_month > budget
+
+
+def _start(spec: WorkloadSpec, catalog: Catalog | None, headroom: float, seed: int) -> _Search:
+    """The workload resolved against the catalog, and its candidates enumerated."""
+    cat = catalog or load_catalog()
+    wm = resolve(spec, cat)
+    ctx = context_for(wm, cat.model(wm.model_id).max_position_embeddings)
+    enum = enumerate_candidates(wm, cat)
+    return _Search(
+        wm=wm,
+        cat=cat,
+        enum=enum,
+        ctx=ctx,
+        deployments=_deployments(wm),
+        headroom=headroom,
+        seed=seed,
+        rejected=[Rejected.model_validate(r) for r in enum.rejected],
+    )
+
+
+def _config_for(instance_type: str) -> Callable[[ServingConfig], Any]:
+    """The hardware configuration of a serving configuration on `instance_type`."""
+    from sizing.perf.config import HardwareConfig
+
+    def cfg_for(s: ServingConfig) -> HardwareConfig:
+        return HardwareConfig.from_serving(s, instance_type)
+
+    return cfg_for
+
+
+def _cost_bound(s: _Search, hw: HardwareOption, rep: Replica) -> float:
+    """The cost the ranking reads (spot where the workload allows only spot), at the roofline's capacity: no
+    replica serves more, and fewer requests per replica never cost less."""
+    pricings = [_pricing(s.cat, s.wm, hw, d) for d in s.deployments]
+    monthly = monthly_usd(s.wm, rep.bound_rps, hw.replicas_per_instance, pricings)
+    return min(
+        (
+            ranked_usd_per_month(on_demand, spot, _capacity_type(s.wm, d))
+            for d, (on_demand, spot) in zip(s.deployments, monthly, strict=True)
+        ),
+        default=math.inf,  # Bedrock alone: no instance to bound
+    )
+
+
+def _bound_option(s: _Search, hw: HardwareOption) -> None:
+    """Memory fit and roofline bounds of one hardware option (cheap): an option to simulate, or a rejection."""
+    wm, cat = s.wm, s.cat
+    acc = cat.accelerator_of(cat.instance(hw.instance_type))
+    serving = default_serving(
+        wm.spec.model,
+        hw.engine,
+        hw.tensor_parallel,
+        hw.quantization,
+        acc,
+        s.ctx.max_model_len,
+        prefix_caching=wm.shared_prefix_tokens > 0,
+    )
+    rep = _replica(_config_for(hw.instance_type), serving, wm, cat)
+    if isinstance(rep, str):
+        s.rejected.append(Rejected(id=hw.key, kind=RejectedKind.memory, reason=f"does not fit: {rep}"))
+        return
+    lb = _cost_bound(s, hw, rep)
+    early = _early_reject(wm.slo, rep.step, wm)
+    if early:
+        s.rejected.append(Rejected(id=hw.key, kind=RejectedKind.slo, reason=early[0]))
+        s.near.append((hw, early[1]))
+        s.excluded.append((lb, _label(hw), early[0]))
+        return
+    s.options.append(Option(hw, rep, lb, cat.instance(hw.instance_type).accelerator))
+
+
+def _row_costs(placed: list[tuple[Option, list[Architecture]]]) -> list[float]:
+    """The costs of the ranking's rows found so far, cheapest first (same-performance instance sizes fold into one
+    row)."""
+    rows: dict[tuple[Any, ...], float] = {}
+    for _, archs in placed:
+        for a in archs:
+            rows[_fold_key(a)] = min(rows.get(_fold_key(a), math.inf), a.ranked_usd_per_month)
+    return sorted(rows.values())
+
+
+def _reject_dominated(s: _Search, rest: list[Option], certify: int) -> None:
+    for opt in rest:
+        s.rejected.append(
+            Rejected(
+                id=opt.hw.key,
+                kind=RejectedKind.dominated,
+                reason=f"dominated: costs at least ${opt.lb_cost:,.0f}/month (roofline bound), more than"
+                f" the {certify} cheapest feasible architectures",
+            )
+        )
+
+
+def _search_capacity(s: _Search, opt: Option) -> None:
+    """The option's SLO capacity: searched, or shared from an option of the same performance already searched."""
+    known = s.by_performance.get(opt.perf_key)
+    if known is not None and known.default.capacity is not None:
+        # same accelerators and serving configuration as an option already searched: same replica
+        opt.default.capacity = dataclasses.replace(known.default.capacity)
+        opt.default.predictions = known.default.predictions
+        return
+    opt.default.capacity = measured_capacity(
+        opt.default,
+        s.wm,
+        s.cat,
+        s.seed,
+        max_rate_under_slo(opt.default.step, s.wm, opt.default.bound_rps, s.seed),
+    )
+    s.searches += 1
+    s.by_performance[opt.perf_key] = opt
+
+
+def _place(s: _Search, opt: Option) -> None:
+    """A searched option enters the ranking when it meets the SLOs, verified at its operating point."""
+    capacity = opt.capacity
+    assert capacity is not None
+    if not capacity.feasible:
+        s.rejected.append(Rejected(id=opt.hw.key, kind=RejectedKind.slo, reason=capacity.reason))
+        s.excluded.append((opt.lb_cost, _label(opt.hw), capacity.reason))
+        if capacity.closest:
+            s.near.append((opt, capacity.closest))
+        return
+    verified = _verified(s.wm, s.cat, opt, s.deployments, s.headroom, s.seed, s.ctx)
+    if verified is None:
+        s.rejected.append(
+            Rejected(
+                id=opt.hw.key,
+                kind=RejectedKind.slo,
+                reason="SLO holds only at the edge: the full simulation at the operating point misses it",
+            )
+        )
+        return
+    s.placed.append((opt, verified))
+
+
+def _simulate(s: _Search, certify: int, progress: Progress | None) -> None:
+    """Simulate cheapest-bound first; stop when no remaining option can enter the certified ranking."""
+    for i, opt in enumerate(s.options):
+        costs = _row_costs(s.placed)
+        if len(costs) >= certify and opt.lb_cost > costs[certify - 1]:
+            _reject_dominated(s, s.options[i:], certify)
+            break
+        if progress:
+            progress(i + 1, len(s.options), opt.hw.key)
+        _search_capacity(s, opt)
+        _place(s, opt)
+
+
+def _tune_heads(s: _Search) -> None:
+    """Tune the runtime parameters of the replicas at the ranking's head (their capacity, hence cost, can only
+    improve)."""
+    # cheapest first; replicas of equal cost in the order they were placed (a set's order varied per process)
+    heads: dict[tuple[str, ServingConfig], float] = {}
+    for o, archs in s.placed:
+        cost = min(a.ranked_usd_per_month for a in archs)
+        heads[o.perf_key] = min(heads.get(o.perf_key, math.inf), cost)
+    for key, _cost in sorted(heads.items(), key=lambda t: t[1]):
+        if len(s.tuned_keys) >= TUNED_REPLICAS:
+            break
+        if key in s.tuned_keys:
+            continue
+        s.tuned_keys.append(key)
+        lead = s.by_performance[key]
+        acc = s.cat.accelerator_of(s.cat.instance(lead.hw.instance_type))
+        _tune(lead, s.wm, s.cat, s.seed, _config_for(lead.hw.instance_type), acc)
+        s.searches += lead.capacity_searches
+
+
+def _adopt_tuning(s: _Search, opt: Option, archs: list[Architecture]) -> list[Architecture]:
+    """The option's architectures at its replica's tuned configuration when that still verifies, else as placed."""
+    lead = s.by_performance[opt.perf_key]
+    opt.searched = lead.searched
+    if lead.chosen is None:
+        return archs
+    assert lead.chosen.capacity is not None
+    opt.chosen = dataclasses.replace(lead.chosen, capacity=dataclasses.replace(lead.chosen.capacity))
+    tuned = _verified(s.wm, s.cat, opt, s.deployments, s.headroom, s.seed, s.ctx)
+    if tuned is None:
+        opt.chosen = None
+        return archs
+    return tuned
+
+
+def _hosted(s: _Search) -> list[Architecture]:
+    """Every placed architecture with its tuning block, within the budget (those over it are rejected)."""
+    budget = s.wm.spec.constraints.max_monthly_usd
+    feasible: list[Architecture] = []
+    for opt, placed in s.placed:
+        archs = _adopt_tuning(s, opt, placed)
+        for arch in _with_tuning(s.wm, s.cat, opt, archs, s.deployments, s.headroom, s.seed, s.ctx):
+            if s.over_budget(arch.ranked_usd_per_month):
+                s.rejected.append(
+                    Rejected(
+                        id=arch.id,
+                        kind=RejectedKind.budget,
+                        reason=f"over budget: ${arch.ranked_usd_per_month:,.0f}/month > max_monthly_usd"
+                        f" ${budget:,.0f}",
+                    )
+                )
+                continue
+            feasible.append(arch)
+    return feasible
+
+
+def _sold(s: _Search, feasible: list[Architecture], batch: bool, modes_cfg: Modes) -> list[Architecture]:
+    """As sold: spot interruptions and the on-demand base, SageMaker inference components, the day's job of a
+    batch workload; SageMaker asynchronous inference for a batch workload (dropped when over budget)."""
+    hosted = [_as_sold(s.wm, s.cat, a, modes_cfg, batch) for a in feasible]
+    return hosted + [
+        job
+        for a in hosted
+        if batch and a.deployment == "sagemaker"
+        for job in [_sagemaker_async(s.wm, s.cat, a, modes_cfg)]
+        if job is not None and not s.over_budget(job.ranked_usd_per_month)
+    ]
+
+
+def _bedrock_all(s: _Search, batch: bool, modes_cfg: Modes) -> tuple[list[Architecture], list[Architecture]]:
+    """Bedrock in every mode it is sold: (the feasible ones within budget, every one priced -- managed options)."""
+    feasible: list[Architecture] = []
+    managed: list[Architecture] = []
+    for choice in s.enum.bedrock:
+        for rid, bedrock_arch, reason in _bedrock_options(s.wm, choice, batch, modes_cfg):
+            if bedrock_arch is not None:
+                managed.append(bedrock_arch)
+            if reason is not None or bedrock_arch is None:
+                s.rejected.append(Rejected(id=rid, kind=_kind_of(reason), reason=reason or "rejected"))
+            elif s.over_budget(bedrock_arch.ranked_usd_per_month):
+                s.rejected.append(
+                    Rejected(
+                        id=bedrock_arch.id,
+                        kind=RejectedKind.budget,
+                        reason=f"over budget: ${bedrock_arch.ranked_usd_per_month:,.0f}/month",
+                    )
+                )
+            else:
+                feasible.append(bedrock_arch)
+    return feasible, managed
+
+
+def _ranked(feasible: list[Architecture]) -> list[Architecture]:
+    """Cheapest first, same-performance sizes folded into one row, numbered, and marked on the Pareto front."""
+    feasible = _fold(sorted(feasible, key=Architecture.rank_key))
+    return _pareto([a.model_copy(update={"rank": r}) for r, a in enumerate(feasible, start=1)])
+
+
+def _infeasible(s: _Search, feasible: list[Architecture]) -> dict[str, Any] | None:
+    """Why nothing is feasible: no hardware in the Region, or the SLO that binds nearest."""
+    if feasible:
+        return None
+    if s.enum.region_gap and not s.enum.hardware:
+        return {
+            "binding": None,
+            "region": s.wm.spec.constraints.region,
+            "nearest_region": s.enum.nearest_region,
+            "message": s.enum.region_gap,
+        }
+    return _diagnose(s.wm, s.near)
+
+
+def _region_block(s: _Search) -> dict[str, Any]:
+    c = s.wm.spec.constraints
+    return {
+        "code": c.region,
+        "name": region_name(c.region),
+        "data_residency": c.data_residency,
+        "prices": "EC2 prices per Region from the price snapshot (catalog data/regions.yaml) where it covers the"
+        " family, else the us-east-1 price marked assumed; SageMaker ml.* prices outside us-east-1 are derived"
+        " from EC2 (assumed); Bedrock prices per offer (cost.price.region)",
+        "unavailable_here": sorted(
+            {r["id"].split("@")[0] for r in s.enum.rejected if r["id"].endswith(f"@{c.region}")}
+        ),
+        "nearest_region_with_hardware": s.enum.nearest_region,
+    }
+
+
 def estimate_result(
     spec: WorkloadSpec,
     top: int | None = None,
@@ -1309,242 +1614,44 @@ def estimate_result(
 ) -> EstimateResult:
     """Estimate every candidate architecture for a workload, typed. `tune=False` keeps every option at its
     engine's defaults (the benchmark's baseline)."""
-    from sizing.perf.config import HardwareConfig
-
     t0 = time.perf_counter()
-    cat = catalog or load_catalog()
-    wm = resolve(spec, cat)
-    model_spec = cat.model(wm.model_id)
-    ctx = context_for(wm, model_spec.max_position_embeddings)
-    prefix = wm.shared_prefix_tokens > 0
-    enum = enumerate_candidates(wm, cat)
-    rejected: list[Rejected] = [Rejected.model_validate(r) for r in enum.rejected]
-    deployments = _deployments(wm)
-    c = wm.spec.constraints
-    options: list[Option] = []
-    near: list[tuple[Any, dict[str, float]]] = []
-    excluded: list[tuple[float, str, str]] = []  # (cost bound, option, reason) of options an SLO excluded
+    s = _start(spec, catalog, headroom, seed)
     # 1. memory fit and roofline bounds for every hardware option (cheap)
-    for hw in enum.hardware:
-        acc = cat.accelerator_of(cat.instance(hw.instance_type))
-
-        def cfg_for(s: ServingConfig, it: str = hw.instance_type) -> HardwareConfig:
-            return HardwareConfig.from_serving(s, it)
-
-        serving = default_serving(
-            wm.spec.model,
-            hw.engine,
-            hw.tensor_parallel,
-            hw.quantization,
-            acc,
-            ctx.max_model_len,
-            prefix_caching=prefix,
-        )
-        rep = _replica(cfg_for, serving, wm, cat)
-        if isinstance(rep, str):
-            rejected.append(Rejected(id=hw.key, kind=RejectedKind.memory, reason=f"does not fit: {rep}"))
-            continue
-        # the cost the ranking reads (spot where the workload allows only spot), at the roofline's capacity: no
-        # replica serves more, and fewer requests per replica never cost less
-        pricings = [_pricing(cat, wm, hw, d) for d in deployments]
-        monthly = monthly_usd(wm, rep.bound_rps, hw.replicas_per_instance, pricings)
-        lb = min(
-            (
-                ranked_usd_per_month(on_demand, spot, _capacity_type(wm, d))
-                for d, (on_demand, spot) in zip(deployments, monthly, strict=True)
-            ),
-            default=math.inf,  # Bedrock alone: no instance to bound
-        )
-        early = _early_reject(wm.slo, rep.step, wm)
-        if early:
-            rejected.append(Rejected(id=hw.key, kind=RejectedKind.slo, reason=early[0]))
-            near.append((hw, early[1]))
-            excluded.append((lb, _label(hw), early[0]))
-            continue
-        options.append(Option(hw, rep, lb, cat.instance(hw.instance_type).accelerator))
-    options.sort(key=lambda o: o.lb_cost)
-    # 2. simulate cheapest-bound first; stop when no remaining option can enter the certified ranking
-    certify = max(top or 0, DEFAULT_CERTIFY)
-    by_performance: dict[tuple[str, ServingConfig], Option] = {}
-    placed: list[tuple[Option, list[Architecture]]] = []
-    searches = 0
-    for i, opt in enumerate(options):
-        # rows of the ranking found so far (same-performance instance sizes fold into one row)
-        rows: dict[tuple[Any, ...], float] = {}
-        for _, archs in placed:
-            for a in archs:
-                rows[_fold_key(a)] = min(rows.get(_fold_key(a), math.inf), a.ranked_usd_per_month)
-        costs = sorted(rows.values())
-        if len(costs) >= certify and opt.lb_cost > costs[certify - 1]:
-            for rest in options[i:]:
-                rejected.append(
-                    Rejected(
-                        id=rest.hw.key,
-                        kind=RejectedKind.dominated,
-                        reason=f"dominated: costs at least ${rest.lb_cost:,.0f}/month (roofline bound), more than"
-                        f" the {certify} cheapest feasible architectures",
-                    )
-                )
-            break
-        if progress:
-            progress(i + 1, len(options), opt.hw.key)
-        known = by_performance.get(opt.perf_key)
-        if known is not None and known.default.capacity is not None:
-            # same accelerators and serving configuration as an option already searched: same replica
-            opt.default.capacity = dataclasses.replace(known.default.capacity)
-            opt.default.predictions = known.default.predictions
-        else:
-            opt.default.capacity = measured_capacity(
-                opt.default,
-                wm,
-                cat,
-                seed,
-                max_rate_under_slo(opt.default.step, wm, opt.default.bound_rps, seed),
-            )
-            searches += 1
-            by_performance[opt.perf_key] = opt
-        capacity = opt.capacity
-        assert capacity is not None
-        if not capacity.feasible:
-            rejected.append(Rejected(id=opt.hw.key, kind=RejectedKind.slo, reason=capacity.reason))
-            excluded.append((opt.lb_cost, _label(opt.hw), capacity.reason))
-            if capacity.closest:
-                near.append((opt, capacity.closest))
-            continue
-        verified = _verified(wm, cat, opt, deployments, headroom, seed, ctx)
-        if verified is None:
-            rejected.append(
-                Rejected(
-                    id=opt.hw.key,
-                    kind=RejectedKind.slo,
-                    reason="SLO holds only at the edge: the full simulation at the operating point misses it",
-                )
-            )
-            continue
-        placed.append((opt, verified))
-    # 3. tune the runtime parameters of the replicas at the ranking's head (their capacity, hence cost, can only
-    # improve), then give every architecture its tuning block
-    tuned_keys: list[tuple[str, ServingConfig]] = []
+    for hw in s.enum.hardware:
+        _bound_option(s, hw)
+    s.options.sort(key=lambda o: o.lb_cost)
+    # 2. simulate cheapest-bound first, down to the certified rows of the ranking
+    _simulate(s, max(top or 0, DEFAULT_CERTIFY), progress)
+    # 3. tune the replicas at the ranking's head, then give every architecture its tuning block
     if tune:
-        # cheapest first; replicas of equal cost in the order they were placed (a set's order varied per process)
-        heads: dict[tuple[str, ServingConfig], float] = {}
-        for o, archs in placed:
-            cost = min(a.ranked_usd_per_month for a in archs)
-            heads[o.perf_key] = min(heads.get(o.perf_key, math.inf), cost)
-        for key, _cost in sorted(heads.items(), key=lambda t: t[1]):
-            if len(tuned_keys) >= TUNED_REPLICAS:
-                break
-            if key in tuned_keys:
-                continue
-            tuned_keys.append(key)
-            lead = by_performance[key]
-            acc = cat.accelerator_of(cat.instance(lead.hw.instance_type))
-
-            def cfg_for(s: ServingConfig, it: str = lead.hw.instance_type) -> HardwareConfig:
-                return HardwareConfig.from_serving(s, it)
-
-            _tune(lead, wm, cat, seed, cfg_for, acc)
-            searches += lead.capacity_searches
-    feasible: list[Architecture] = []
-    for opt, archs in placed:
-        lead = by_performance[opt.perf_key]
-        opt.searched = lead.searched
-        if lead.chosen is not None:
-            assert lead.chosen.capacity is not None
-            opt.chosen = dataclasses.replace(lead.chosen, capacity=dataclasses.replace(lead.chosen.capacity))
-            tuned = _verified(wm, cat, opt, deployments, headroom, seed, ctx)
-            if tuned is None:
-                opt.chosen = None
-            else:
-                archs = tuned
-        for arch in _with_tuning(wm, cat, opt, archs, deployments, headroom, seed, ctx):
-            if c.max_monthly_usd and arch.ranked_usd_per_month > c.max_monthly_usd:
-                rejected.append(
-                    Rejected(
-                        id=arch.id,
-                        kind=RejectedKind.budget,
-                        reason=f"over budget: ${arch.ranked_usd_per_month:,.0f}/month > max_monthly_usd"
-                        f" ${c.max_monthly_usd:,.0f}",
-                    )
-                )
-                continue
-            feasible.append(arch)
-    # 4. as sold: spot interruptions and the on-demand base, SageMaker inference components, the day's job of a
-    # batch workload; SageMaker asynchronous inference for a batch workload; Bedrock in every mode it is sold
-    batch = is_batch_workload(wm) and c.batch_inference
+        _tune_heads(s)
+    feasible = _hosted(s)
+    # 4. as sold, and Bedrock in every mode it is sold
+    batch = is_batch_workload(s.wm) and s.wm.spec.constraints.batch_inference
     modes_cfg = load_modes()
-    hosted = [_as_sold(wm, cat, a, modes_cfg, batch) for a in feasible]
-    feasible = hosted + [
-        job
-        for a in hosted
-        if batch and a.deployment == "sagemaker"
-        for job in [_sagemaker_async(wm, cat, a, modes_cfg)]
-        if job is not None and not (c.max_monthly_usd and job.ranked_usd_per_month > c.max_monthly_usd)
-    ]
-    managed: list[Architecture] = []
-    for choice in enum.bedrock:
-        for rid, bedrock_arch, reason in _bedrock_options(wm, choice, batch, modes_cfg):
-            if bedrock_arch is not None:
-                managed.append(bedrock_arch)
-            if reason is None and bedrock_arch is not None:
-                if c.max_monthly_usd and bedrock_arch.ranked_usd_per_month > c.max_monthly_usd:
-                    rejected.append(
-                        Rejected(
-                            id=bedrock_arch.id,
-                            kind=RejectedKind.budget,
-                            reason=f"over budget: ${bedrock_arch.ranked_usd_per_month:,.0f}/month",
-                        )
-                    )
-                else:
-                    feasible.append(bedrock_arch)
-            else:
-                rejected.append(Rejected(id=rid, kind=_kind_of(reason), reason=reason or "rejected"))
+    feasible = _sold(s, feasible, batch, modes_cfg)
+    bedrock, managed = _bedrock_all(s, batch, modes_cfg)
     # 5. rank
-    feasible.sort(key=Architecture.rank_key)
-    feasible = _fold(feasible)
-    feasible = _pareto([a.model_copy(update={"rank": r}) for r, a in enumerate(feasible, start=1)])
-    shown = feasible[:top] if top else feasible
-    why, summary_text = _why_not_cheaper(feasible, excluded, wm)
+    feasible = _ranked([*feasible, *bedrock])
+    why, summary_text = _why_not_cheaper(feasible, s.excluded, s.wm)
     elapsed = time.perf_counter() - t0
     return EstimateResult(
-        workload=wm.derived(),
-        architectures=shown,
-        rejected=rejected,
-        assumptions=_assumptions(cat, headroom, wm.slo),
+        workload=s.wm.derived(),
+        architectures=feasible[:top] if top else feasible,
+        rejected=s.rejected,
+        assumptions=_assumptions(s.cat, headroom, s.wm.slo),
         search={
-            "hardware_options": len(enum.hardware),
-            "simulated": sum(1 for o in options if o.capacity is not None),
-            "capacity_searches": searches,
-            "tuned_replicas": len(tuned_keys),
+            "hardware_options": len(s.enum.hardware),
+            "simulated": sum(1 for o in s.options if o.capacity is not None),
+            "capacity_searches": s.searches,
+            "tuned_replicas": len(s.tuned_keys),
             "seed": seed,
             "feasible": len(feasible),
             "seconds": round(elapsed, 3),
         },
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        infeasible=None
-        if feasible
-        else (
-            {
-                "binding": None,
-                "region": c.region,
-                "nearest_region": enum.nearest_region,
-                "message": enum.region_gap,
-            }
-            if enum.region_gap and not enum.hardware
-            else _diagnose(wm, near)
-        ),
-        region={
-            "code": c.region,
-            "name": region_name(c.region),
-            "data_residency": c.data_residency,
-            "prices": "EC2 prices per Region from the price snapshot (catalog data/regions.yaml) where it covers the"
-            " family, else the us-east-1 price marked assumed; SageMaker ml.* prices outside us-east-1 are derived"
-            " from EC2 (assumed); Bedrock prices per offer (cost.price.region)",
-            "unavailable_here": sorted(
-                {r["id"].split("@")[0] for r in enum.rejected if r["id"].endswith(f"@{c.region}")}
-            ),
-            "nearest_region_with_hardware": enum.nearest_region,
-        },
+        infeasible=_infeasible(s, feasible),
+        region=_region_block(s),
         why_not_cheaper=why,
         summary=summary_text,
         managed_options=sorted(managed, key=Architecture.rank_key),
