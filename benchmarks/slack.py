@@ -22,9 +22,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from slack_sdk.signature import SignatureVerifier
+
+if TYPE_CHECKING:
+    from sizing.slack.bot import EstimateJob, SlackBot, SlackRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "benchmark-signing-secret"
@@ -89,95 +93,119 @@ def _line(name: str, xs: list[float], unit: float = 1000.0, label: str = "ms") -
     )
 
 
-def main() -> None:
+def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commands", type=int, default=200)
     parser.add_argument("--estimates", type=int, default=3)
     parser.add_argument("--cold", type=int, default=3)
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    from sizing.service.observability import logger
-    from sizing.slack.bot import EstimateJob, SlackBot, SlackRequest, answer
+
+class _Signer:
+    """Slash commands as Slack sends them: form-encoded, timestamped and signed with the benchmark's secret."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.verifier = SignatureVerifier(SECRET)
+
+    def __call__(self, text: str, i: int) -> SlackRequest:
+        from sizing.slack.bot import SlackRequest
+
+        body = urlencode(
+            {"command": "/sizing", "text": text, "response_url": f"{self.base}/hooks/{i}", "channel_id": "C1"}
+        )
+        ts = str(int(time.time()))
+        return SlackRequest(
+            body=body,
+            headers={
+                "X-Slack-Request-Timestamp": ts,
+                "X-Slack-Signature": str(self.verifier.generate_signature(timestamp=ts, body=body)),
+            },
+        )
+
+
+def _bot(base: str, jobs: list[EstimateJob]) -> SlackBot:
+    """The bot posting to the fake Slack at `base`, its estimate jobs handed off into `jobs`."""
+    from sizing.slack.bot import SlackBot
     from sizing.slack.client import SlackPoster
-    from sizing.slack.grammar import parse_command
     from sizing.slack.secrets import StaticSecrets
     from sizing.slack.verify import MemoryReplayGuard
 
-    logger.setLevel("WARNING")  # one INFO line per hand-off would drown the figures
     secrets = StaticSecrets(SECRET, "xoxb-benchmark")
-    with fake_slack() as base:
-        jobs: list[EstimateJob] = []
-        bot = SlackBot(
-            secrets=secrets,
-            poster=SlackPoster(base + "/api/", secrets.bot_token),
-            replay_guard=MemoryReplayGuard(),
-            invoker=jobs.append,
-        )
-        verifier = SignatureVerifier(SECRET)
+    return SlackBot(
+        secrets=secrets,
+        poster=SlackPoster(base + "/api/", secrets.bot_token),
+        replay_guard=MemoryReplayGuard(),
+        invoker=jobs.append,
+    )
 
-        def signed(text: str, i: int) -> SlackRequest:
-            body = urlencode(
-                {"command": "/sizing", "text": text, "response_url": f"{base}/hooks/{i}", "channel_id": "C1"}
-            )
-            ts = str(int(time.time()))
-            return SlackRequest(
-                body=body,
-                headers={
-                    "X-Slack-Request-Timestamp": ts,
-                    "X-Slack-Signature": str(verifier.generate_signature(timestamp=ts, body=body)),
-                },
-            )
 
-        print("== ack (verify, parse, validate, hand off) ==")
+def _ack_kind(text: str) -> str:
+    return "help" if text == "help" else ("usage reply" if text == "10k users" else "estimate hand-off")
+
+
+def measure_ack(bot: SlackBot, signed: _Signer, commands: int) -> None:
+    """The first signed command (it loads the catalog), then `commands` warm ones, per kind of answer."""
+    from sizing.slack.bot import answer
+
+    print("== ack (verify, parse, validate, hand off) ==")
+    t0 = time.perf_counter()
+    first = answer(bot.command, signed(MESSAGES[0], -1))
+    cold = time.perf_counter() - t0
+    assert first.status == 200
+    print(f"  first request (loads the catalog)            {cold * 1000:8.1f} ms")
+    per_kind: dict[str, list[float]] = {"estimate hand-off": [], "help": [], "usage reply": []}
+    for i in range(commands):
+        text = MESSAGES[i % len(MESSAGES)]
+        request = signed(text, i)
         t0 = time.perf_counter()
-        first = answer(bot.command, signed(MESSAGES[0], -1))
-        cold = time.perf_counter() - t0
-        assert first.status == 200
-        print(f"  first request (loads the catalog)            {cold * 1000:8.1f} ms")
-        per_kind: dict[str, list[float]] = {"estimate hand-off": [], "help": [], "usage reply": []}
-        for i in range(args.commands):
-            text = MESSAGES[i % len(MESSAGES)]
-            request = signed(text, i)
+        out = answer(bot.command, request)
+        took = time.perf_counter() - t0
+        assert out.status == 200, out.body
+        per_kind[_ack_kind(text)].append(took)
+    for kind, xs in per_kind.items():
+        _line(kind, xs)
+    worst = max(max(xs) for xs in per_kind.values())
+    print(
+        f"  worst warm ack {worst * 1000:.1f} ms = {worst / SLACK_ACK_DEADLINE_S:.1%} of Slack's 3 s deadline"
+    )
+
+
+def measure_grammar(commands: int) -> None:
+    """Parsing alone, about `commands` messages over the benchmark's phrasings."""
+    from sizing.slack.grammar import parse_command
+
+    print("== grammar ==")
+    parse: list[float] = []
+    for _ in range(max(1, commands // len(MESSAGES))):
+        for text in MESSAGES:
             t0 = time.perf_counter()
-            out = answer(bot.command, request)
-            took = time.perf_counter() - t0
-            kind = (
-                "help" if text == "help" else ("usage reply" if text == "10k users" else "estimate hand-off")
-            )
-            assert out.status == 200, out.body
-            per_kind[kind].append(took)
-        for kind, xs in per_kind.items():
-            _line(kind, xs)
-        worst = max(max(xs) for xs in per_kind.values())
-        print(
-            f"  worst warm ack {worst * 1000:.1f} ms = {worst / SLACK_ACK_DEADLINE_S:.1%} of Slack's 3 s deadline"
-        )
+            parse_command(text)
+            parse.append(time.perf_counter() - t0)
+    _line("parse_command", parse, unit=1e6, label="µs")
 
-        print("== grammar ==")
-        parse: list[float] = []
-        for _ in range(max(1, args.commands // len(MESSAGES))):
-            for text in MESSAGES:
-                t0 = time.perf_counter()
-                parse_command(text)
-                parse.append(time.perf_counter() - t0)
-        _line("parse_command", parse, unit=1e6, label="µs")
 
-        print("== worker (estimate, Block Kit, post to loopback) ==")
-        seen: dict[str, EstimateJob] = {}
-        for job in jobs:
-            seen.setdefault(job.raw_spec["model"], job)
-        for model, job in seen.items():
-            times = []
-            for _ in range(args.estimates):
-                t0 = time.perf_counter()
-                bot.estimate(job)
-                times.append(time.perf_counter() - t0)
-            _line(model, times, unit=1.0, label="s ")
-        print(f"  messages posted to the fake Slack: {_Sink.posted}")
+def measure_worker(bot: SlackBot, jobs: list[EstimateJob], estimates: int) -> None:
+    """One handed-off job per model estimated, rendered and posted `estimates` times."""
+    print("== worker (estimate, Block Kit, post to loopback) ==")
+    seen: dict[str, EstimateJob] = {}
+    for job in jobs:
+        seen.setdefault(job.raw_spec["model"], job)
+    for model, job in seen.items():
+        times = []
+        for _ in range(estimates):
+            t0 = time.perf_counter()
+            bot.estimate(job)
+            times.append(time.perf_counter() - t0)
+        _line(model, times, unit=1.0, label="s ")
+    print(f"  messages posted to the fake Slack: {_Sink.posted}")
 
+
+def measure_cold(runs: int) -> None:
+    """`runs` fresh processes importing the commands function and loading the catalog."""
     print("== cold start of the commands function (fresh process: import the handler, load the catalog) ==")
     cold_import, cold_catalog = [], []
-    for _ in range(args.cold):
+    for _ in range(runs):
         out = subprocess.run(
             [sys.executable, "-c", COLD], capture_output=True, text=True, check=True, cwd=ROOT
         )
@@ -191,6 +219,20 @@ def main() -> None:
         f"  median cold path {both * 1000:.0f} ms = {both / SLACK_ACK_DEADLINE_S:.0%} of Slack's 3 s deadline"
         " (plus, in AWS, one GetSecretValue and the async invoke)"
     )
+
+
+def main() -> None:
+    args = _args()
+    from sizing.service.observability import logger
+
+    logger.setLevel("WARNING")  # one INFO line per hand-off would drown the figures
+    with fake_slack() as base:
+        jobs: list[EstimateJob] = []
+        bot = _bot(base, jobs)
+        measure_ack(bot, _Signer(base), args.commands)
+        measure_grammar(args.commands)
+        measure_worker(bot, jobs, args.estimates)
+    measure_cold(args.cold)
 
 
 if __name__ == "__main__":
