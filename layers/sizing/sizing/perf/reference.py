@@ -346,11 +346,8 @@ def _f(text: str) -> float | None:
         return None
 
 
-def parse_row(r: dict[str, str], annotation: dict[str, Any] | None = None) -> CalRow | str:
-    """A normalised row, or the reason the row is excluded."""
-    ann = dict(annotation or {})
-    if "exclude" in ann:
-        return str(ann["exclude"])
+def _identity(r: dict[str, str]) -> tuple[str, str, str, str, int, int] | str:
+    """Engine, accelerator, model, weight format, TP and replicas of a row, or why it cannot be modelled."""
     found, engine = _first(_ENGINES, r["engine"])
     if not found or engine is None:
         return f"engine '{r['engine']}' is not modelled"
@@ -366,6 +363,11 @@ def parse_row(r: dict[str, str], annotation: dict[str, Any] | None = None) -> Ca
     tp, replicas = _tp(r["tensor_parallel"], r["hardware"])
     if tp is None:
         return f"tensor parallel '{r['tensor_parallel']}' not usable (unstated or pipeline parallel)"
+    return engine, acc, model, quant, tp, replicas
+
+
+def _shape(r: dict[str, str], ann: dict[str, Any], model: str) -> tuple[float, float, bool] | str:
+    """Mean prompt and output tokens (in the model's tokens) and whether they are ShareGPT-shaped."""
     inp, sg_in = _tokens(r["input_tokens"], SHAREGPT_IN)
     outp, sg_out = _tokens(r["output_tokens"], SHAREGPT_OUT)
     inp = ann.pop("input_tokens", inp)
@@ -374,6 +376,79 @@ def parse_row(r: dict[str, str], annotation: dict[str, Any] | None = None) -> Ca
         return "input/output token counts not published"
     if "llama-2-tokenizer" in r["input_tokens"].lower() and model.startswith("meta-llama/Llama-3"):
         inp *= LLAMA2_TO_LLAMA3_TOKENS
+    return inp, outp, bool(sg_in or sg_out)
+
+
+def _figures(r: dict[str, str], drop_ttft: bool) -> dict[str, Any] | str:
+    """The published figures of a row (TTFT with the statistic it is), or why there are none."""
+    ttft = _f(r["ttft_ms_mean"])
+    stat: Literal["mean", "p50"] = "mean"
+    if ttft is None:
+        ttft = _f(r["ttft_ms_p50"])
+        stat = "p50"
+    if drop_ttft:
+        ttft = None
+    out = {
+        "ttft_ms": ttft,
+        "ttft_stat": stat,
+        "tpot_ms": _f(r["tpot_ms_mean_or_itl"]) or _f(r["tpot_ms_p50"]),
+        "e2e_s": _f(r["e2e_s_mean"]) or _f(r["e2e_s_p50"]),
+        "output_tokens_per_s": _f(r["output_tokens_per_s_total"]),
+        "requests_per_s": _f(r["requests_per_s"]),
+    }
+    if all(out[k] is None for k in ("ttft_ms", "tpot_ms", "e2e_s", "output_tokens_per_s", "requests_per_s")):
+        return "no metric published"
+    return out
+
+
+def _per_replica(figures: dict[str, Any], load: str, value: float, replicas: int) -> float:
+    """Rates per replica, and the load one replica saw: a load balancer spreads the load over the replicas;
+    fewer users than replicas keep only some busy."""
+    closed = load in ("closed", "batch", "saturate")
+    active = min(replicas, value) if closed else replicas
+    for key in ("output_tokens_per_s", "requests_per_s"):
+        if figures[key] is not None:
+            figures[key] /= active
+    if replicas > 1:
+        value = max(1.0, round(value / replicas)) if closed else value / replicas
+    return value
+
+
+def _client_and_build(
+    r: dict[str, str], fields: dict[str, Any], engine: str, load: str, value: float
+) -> None:
+    """How the client started and counted, settings the notes state, and the engine build."""
+    if LOCKSTEP_CLIENT.search(r["concurrency_or_request_rate"]):
+        fields["start"] = "together"
+    elif WAVE_CLIENT.search(r["concurrency_or_request_rate"]):
+        fields["start"] = "waves"
+    client = re.search(r"client-counted mean (\d+(?:\.\d+)?)", r["output_tokens"], re.I)
+    if client:  # llmperf: TPOT = e2e / client-counted tokens, throughput in client tokens per second
+        fields.update(client_output_tokens=float(client.group(1)), tpot_stat="e2e_per_token")
+    fields.update(_notes_overrides(r.get("notes", "")))
+    if load == "batch" and engine == "neuron":
+        fields["max_num_seqs"] = int(value)
+    fields["engine_version"] = (r.get("engine_version_if_known") or "").strip()
+    named = f"{r['engine']} {fields['engine_version']}"
+    fields["build"] = next(
+        (b for eng, pattern, b in ENGINE_BUILDS if eng == engine and re.search(pattern, named, re.I)),
+        "",
+    )
+
+
+def parse_row(r: dict[str, str], annotation: dict[str, Any] | None = None) -> CalRow | str:
+    """A normalised row, or the reason the row is excluded."""
+    ann = dict(annotation or {})
+    if "exclude" in ann:
+        return str(ann["exclude"])
+    ident = _identity(r)
+    if isinstance(ident, str):
+        return ident
+    engine, acc, model, quant, tp, replicas = ident
+    shape = _shape(r, ann, model)
+    if isinstance(shape, str):
+        return shape
+    inp, outp, sharegpt = shape
     load, value, sat = _load(r["concurrency_or_request_rate"], r["input_tokens"])
     if load is None:
         return f"load '{r['concurrency_or_request_rate']}' not usable"
@@ -383,28 +458,10 @@ def parse_row(r: dict[str, str], annotation: dict[str, Any] | None = None) -> Ca
         # show no queueing at all (M066-M068), others a minute of it (M083). The server is saturated, so the
         # replica runs at its batch limit; TTFT (queueing time) is not comparable and is dropped.
         load, drop_ttft = "saturate", True
-    ttft = _f(r["ttft_ms_mean"])
-    stat: Literal["mean", "p50"] = "mean"
-    if ttft is None:
-        ttft = _f(r["ttft_ms_p50"])
-        stat = "p50"
-    if drop_ttft:
-        ttft = None
-    tpot = _f(r["tpot_ms_mean_or_itl"]) or _f(r["tpot_ms_p50"])
-    client = re.search(r"client-counted mean (\d+(?:\.\d+)?)", r["output_tokens"], re.I)
-    e2e = _f(r["e2e_s_mean"]) or _f(r["e2e_s_p50"])
-    tps = _f(r["output_tokens_per_s_total"])
-    rps = _f(r["requests_per_s"])
-    if all(v is None for v in (ttft, tpot, e2e, tps, rps)):
-        return "no metric published"
-    # a load balancer spreads the load over the replicas; fewer users than replicas keep only some busy
-    active = min(replicas, value) if load in ("closed", "batch", "saturate") else replicas
-    tps = None if tps is None else tps / active
-    rps = None if rps is None else rps / active
-    if replicas > 1:
-        value = (
-            max(1.0, round(value / replicas)) if load in ("closed", "batch", "saturate") else value / replicas
-        )
+    figures = _figures(r, drop_ttft)
+    if isinstance(figures, str):
+        return figures
+    value = _per_replica(figures, load, value, replicas)
     quality = r["quality"].split(" ")[0].strip()
     fields: dict[str, Any] = {
         "row_id": r["row_id"],
@@ -418,33 +475,14 @@ def parse_row(r: dict[str, str], annotation: dict[str, Any] | None = None) -> Ca
         "quantization": quant,
         "input_tokens": round(float(inp), 1),
         "output_tokens": round(float(outp), 1),
-        "token_dist": "sharegpt" if (sg_in or sg_out) else "fixed",
+        "token_dist": "sharegpt" if sharegpt else "fixed",
         "load": load,
         "load_value": value,
         "saturated": sat,
-        "ttft_ms": ttft,
-        "ttft_stat": stat,
-        "tpot_ms": tpot,
-        "e2e_s": e2e,
-        "output_tokens_per_s": tps,
-        "requests_per_s": rps,
+        **figures,
         "weight": QUALITY_WEIGHT.get(quality, 0.4),
     }
-    if LOCKSTEP_CLIENT.search(r["concurrency_or_request_rate"]):
-        fields["start"] = "together"
-    elif WAVE_CLIENT.search(r["concurrency_or_request_rate"]):
-        fields["start"] = "waves"
-    if client:  # llmperf: TPOT = e2e / client-counted tokens, throughput in client tokens per second
-        fields.update(client_output_tokens=float(client.group(1)), tpot_stat="e2e_per_token")
-    fields.update(_notes_overrides(r.get("notes", "")))
-    if load == "batch" and engine == "neuron":
-        fields["max_num_seqs"] = int(value)
-    fields["engine_version"] = (r.get("engine_version_if_known") or "").strip()
-    named = f"{r['engine']} {fields['engine_version']}"
-    fields["build"] = next(
-        (b for eng, pattern, b in ENGINE_BUILDS if eng == engine and re.search(pattern, named, re.I)),
-        "",
-    )
+    _client_and_build(r, fields, engine, load, value)
     fields.update(ann)
     return CalRow.model_validate(fields)
 
