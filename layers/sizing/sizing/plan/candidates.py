@@ -6,6 +6,7 @@ managed offerings for the model."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sizing.catalog import Accelerator, Catalog, InstanceType, ModelSpec
@@ -86,79 +87,103 @@ def _tp_options(model: ModelSpec, devices: int, accelerator: Accelerator) -> lis
     return [t for t in valid_tps(model, devices, accelerator) if devices % t == 0]
 
 
+def _sold_in_region(out: Enumeration, allowed: list[InstanceType], region: str) -> list[InstanceType]:
+    """The allowed instance types sold in `region`; the others are rejected, and when none is sold the
+    enumeration says so and names the nearest Region that has them."""
+    sold = [i for i in allowed if i.available_in(region) is not False]
+    for inst in allowed:
+        if inst.available_in(region) is False:
+            out.rejected.append(
+                {
+                    "id": f"{inst.instance_type}@{region}",
+                    "kind": "unsupported",
+                    "reason": f"{inst.instance_type} is not sold in {region} (price snapshot)",
+                }
+            )
+    if allowed and not sold:
+        from sizing.catalog.regions import nearest
+
+        elsewhere = {r for i in allowed for r in (i.regions_available or [])}
+        close = nearest(region, elsewhere)
+        out.nearest_region = close[0] if close else None
+        types = ", ".join(sorted({i.family for i in allowed}))
+        out.region_gap = f"no allowed instance type ({types}) is sold in {region}" + (
+            f"; the nearest Region that has them is {close[0]}" if close else ""
+        )
+    return sold
+
+
+def _quantizations(wm: WorkloadModel, model: ModelSpec) -> list[str]:
+    c = wm.spec.constraints
+    quants = list(c.quantizations)
+    if model.native_quantization and "quantizations" not in c.model_fields_set:
+        # the model's own checkpoint format (gpt-oss's MXFP4 experts) is served as shipped: a candidate unless
+        # the workload chose its quantizations itself
+        quants.append(model.native_quantization)
+    return quants
+
+
+def _engines_on(acc: Accelerator, allowed: Sequence[str]) -> list[str]:
+    """The allowed engines that run on the accelerator."""
+    if acc.kind == "neuron":
+        return [NEURON_ENGINE] if {"vllm", "neuron"} & set(allowed) else []
+    return [e for e in allowed if e != NEURON_ENGINE]
+
+
+def _unsupported_quantization(acc: Accelerator, quant: str) -> str | None:
+    """Why the accelerator cannot serve `quant`, or None when it can."""
+    if not acc.supports(quant):
+        return f"{acc.name} has no {quant} support"
+    if acc.kind == "neuron" and quant == "int4":
+        return "int4 weight-only kernels are not available on Neuron"
+    return None
+
+
+def _hardware(out: Enumeration, wm: WorkloadModel, cat: Catalog, model: ModelSpec) -> None:
+    """Every instance type x quantization x engine x TP the constraints allow, in the Region."""
+    c = wm.spec.constraints
+    sold = _sold_in_region(out, _allowed_instances(cat, wm), c.region)
+    quants = _quantizations(wm, model)
+    for inst in sold:
+        acc = cat.accelerator_of(inst)
+        devices = cat.devices(inst)
+        engines = _engines_on(acc, c.engines)
+        for quant in quants:
+            why = _unsupported_quantization(acc, quant)
+            if why is not None:
+                out.rejected.append(
+                    {"id": f"{inst.instance_type}:{quant}", "kind": "unsupported", "reason": why}
+                )
+                continue
+            for engine in engines:
+                for tp in _tp_options(model, devices, acc):
+                    out.hardware.append(HardwareOption(inst.instance_type, tp, quant, engine, devices))
+
+
+def _bedrock(out: Enumeration, wm: WorkloadModel, cat: Catalog, model: ModelSpec) -> None:
+    """The Bedrock offers of the model the Region and data residency allow."""
+    c = wm.spec.constraints
+    if not cat.bedrock_offers(model.id):
+        out.rejected.append(
+            {
+                "id": f"bedrock:{model.id}",
+                "kind": "unsupported",
+                "reason": f"Bedrock does not offer {model.id}",
+            }
+        )
+    choices, why = cat.bedrock_choices(model.id, c.region, c.data_residency)
+    for reason in why:
+        out.rejected.append({"id": f"bedrock:{model.id}", "kind": "unsupported", "reason": reason})
+    out.bedrock.extend(choices)
+
+
 def enumerate_candidates(wm: WorkloadModel, cat: Catalog) -> Enumeration:
     """Every hardware option for EKS/SageMaker and every Bedrock offer the constraints allow."""
     c = wm.spec.constraints
     model = cat.model(wm.model_id)
     out = Enumeration()
     if "eks" in c.deployments or "sagemaker" in c.deployments:
-        allowed = _allowed_instances(cat, wm)
-        sold = [i for i in allowed if i.available_in(c.region) is not False]
-        for inst in allowed:
-            if inst.available_in(c.region) is False:
-                out.rejected.append(
-                    {
-                        "id": f"{inst.instance_type}@{c.region}",
-                        "kind": "unsupported",
-                        "reason": f"{inst.instance_type} is not sold in {c.region} (price snapshot)",
-                    }
-                )
-        if allowed and not sold:
-            from sizing.catalog.regions import nearest
-
-            elsewhere = {r for i in allowed for r in (i.regions_available or [])}
-            close = nearest(c.region, elsewhere)
-            out.nearest_region = close[0] if close else None
-            types = ", ".join(sorted({i.family for i in allowed}))
-            out.region_gap = f"no allowed instance type ({types}) is sold in {c.region}" + (
-                f"; the nearest Region that has them is {close[0]}" if close else ""
-            )
-        quants = list(c.quantizations)
-        if model.native_quantization and "quantizations" not in c.model_fields_set:
-            # the model's own checkpoint format (gpt-oss's MXFP4 experts) is served as shipped: a candidate unless
-            # the workload chose its quantizations itself
-            quants.append(model.native_quantization)
-        for inst in sold:
-            acc = cat.accelerator_of(inst)
-            devices = cat.devices(inst)
-            if acc.kind == "neuron":
-                engines = [NEURON_ENGINE] if {"vllm", "neuron"} & set(c.engines) else []
-            else:
-                engines = [e for e in c.engines if e != NEURON_ENGINE]
-            for quant in quants:
-                if not acc.supports(quant):
-                    out.rejected.append(
-                        {
-                            "id": f"{inst.instance_type}:{quant}",
-                            "kind": "unsupported",
-                            "reason": f"{acc.name} has no {quant} support",
-                        }
-                    )
-                    continue
-                if acc.kind == "neuron" and quant == "int4":
-                    out.rejected.append(
-                        {
-                            "id": f"{inst.instance_type}:{quant}",
-                            "kind": "unsupported",
-                            "reason": "int4 weight-only kernels are not available on Neuron",
-                        }
-                    )
-                    continue
-                for engine in engines:
-                    for tp in _tp_options(model, devices, acc):
-                        out.hardware.append(HardwareOption(inst.instance_type, tp, quant, engine, devices))
+        _hardware(out, wm, cat, model)
     if "bedrock" in c.deployments:
-        offers = cat.bedrock_offers(model.id)
-        if not offers:
-            out.rejected.append(
-                {
-                    "id": f"bedrock:{model.id}",
-                    "kind": "unsupported",
-                    "reason": f"Bedrock does not offer {model.id}",
-                }
-            )
-        choices, why = cat.bedrock_choices(model.id, c.region, c.data_residency)
-        for reason in why:
-            out.rejected.append({"id": f"bedrock:{model.id}", "kind": "unsupported", "reason": reason})
-        out.bedrock.extend(choices)
+        _bedrock(out, wm, cat, model)
     return out
