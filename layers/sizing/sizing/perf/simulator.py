@@ -11,6 +11,10 @@ so 2,000 requests take milliseconds, not a per-token loop.
 With prefix caching (vLLM's automatic prefix caching) and a prefix every prompt shares, a request reads the full KV
 blocks of that prefix from the cache instead of prefilling them, and the cache holds those blocks once for all
 requests (`cached_share`).
+
+The parts: the scheduler's decisions and state (`sizing.perf.scheduler`), the arrival sources
+(`sizing.perf.arrivals`), the closed-form decode runs (`sizing.perf.decoderuns`); here, the event loop that drives
+them and records each request's times (`_event_loop`), and the summary (`_summarise`).
 """
 
 from __future__ import annotations
