@@ -9,7 +9,7 @@ from typing import Any
 
 from sizing.commands.output import print_json, table
 from sizing.outcome import EXIT_NO_ARCHITECTURE, impossible_constraints
-from sizing.workload import load_spec
+from sizing.workload import WorkloadSpec, load_spec
 
 #: Searches shorter than this show no progress bar.
 PROGRESS_AFTER_S = 1.0
@@ -211,13 +211,13 @@ def render_managed(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def run(args: argparse.Namespace) -> int:
+def _estimate(args: argparse.Namespace, spec: WorkloadSpec) -> dict[str, Any]:
+    """The estimate's JSON, with a progress bar while the search runs."""
     from sizing.plan import DEFAULT_HEADROOM, estimate
 
-    spec = load_spec(args.file)
     bar = ProgressBar()
     try:
-        result = estimate(
+        return estimate(
             spec,
             top=args.top if args.json else None,
             headroom=DEFAULT_HEADROOM if args.headroom is None else args.headroom,
@@ -226,18 +226,10 @@ def run(args: argparse.Namespace) -> int:
         )
     finally:
         bar.close()
-    refusal = impossible_constraints(result, spec)
-    if refusal is not None:
-        raise refusal  # exit 2: the constraints contradict the model, nothing could be estimated
-    if args.report:
-        from sizing.report import write_report
-        from sizing.workload import resolve
 
-        # the report's curves re-simulate exactly what the table's figures came from: this workload, this seed
-        write_report(result, args.report, workload=resolve(spec), seed=args.seed)
-    if args.json:
-        print_json(result)
-        return 0 if result["architectures"] else EXIT_NO_ARCHITECTURE
+
+def _print_header(result: dict[str, Any]) -> None:
+    """The workload as resolved, and what the search covered."""
     w = result["workload"]
     print(f"{w['name']}: {w['model']}")
     print(
@@ -250,44 +242,78 @@ def run(args: argparse.Namespace) -> int:
         f"  searched {s['hardware_options']} hardware options, simulated {s['simulated']},"
         f" {s['feasible']} feasible architectures, {s['seconds']:.2f} s\n"
     )
-    if result["architectures"]:
-        print(render_table(result, args.top or 10))
+
+
+def _print_best(best: dict[str, Any]) -> None:
+    """The cheapest architecture's monthly cost, and how close its predictions typically come to a measurement."""
+    print(f"\nbest: {best['id']} — {_fmt_money(best['cost']['usd_per_month'])}/month on-demand", end="")
+    if best["cost"].get("usd_per_month_spot"):
+        print(f", {_fmt_money(best['cost']['usd_per_month_spot'])}/month with spot above the base", end="")
+    print()
+    err = (best.get("calibration") or {}).get("expected_error") or {}
+    if err:
+        typical = ", ".join(f"{k.upper()} ±{err[k]:.0%}" for k in ("ttft", "tpot") if k in err)
         print(
-            "  in flight: requests per replica at peak (simulated); headroom: spare share of the SLO capacity at"
-            " peak, and the tightest SLO's margin below its limit"
+            f"  its predictions are typically within {typical} of a measurement (cross-validated median"
+            f" error; calibration: {best['calibration']['basis']})"
         )
-        notes = render_notes(result, args.top or 10)
-        if notes:
-            print("\n".join(notes))
-        managed = render_managed(result)
-        if managed:
-            print("\n".join(managed))
-        if result.get("summary"):
-            print(f"\n{result['summary']}")
-        best = result["architectures"][0]
-        print(f"\nbest: {best['id']} — {_fmt_money(best['cost']['usd_per_month'])}/month on-demand", end="")
-        if best["cost"].get("usd_per_month_spot"):
-            print(
-                f", {_fmt_money(best['cost']['usd_per_month_spot'])}/month with spot above the base", end=""
-            )
-        print()
-        err = (best.get("calibration") or {}).get("expected_error") or {}
-        if err:
-            typical = ", ".join(f"{k.upper()} ±{err[k]:.0%}" for k in ("ttft", "tpot") if k in err)
-            print(
-                f"  its predictions are typically within {typical} of a measurement (cross-validated median"
-                f" error; calibration: {best['calibration']['basis']})"
-            )
-    else:
-        inf = result.get("infeasible") or {}
-        print(
-            f"no architecture meets the SLOs (exit {EXIT_NO_ARCHITECTURE}): binding SLO"
-            f" {inf.get('binding') or '-'}; {inf.get('message', '')}"
-        )
+
+
+def _print_ranking(result: dict[str, Any], top: int) -> None:
+    """The ranked table with its notes, the managed offers not ranked, the summary and the best answer."""
+    print(render_table(result, top))
+    print(
+        "  in flight: requests per replica at peak (simulated); headroom: spare share of the SLO capacity at"
+        " peak, and the tightest SLO's margin below its limit"
+    )
+    notes = render_notes(result, top)
+    if notes:
+        print("\n".join(notes))
+    managed = render_managed(result)
+    if managed:
+        print("\n".join(managed))
+    if result.get("summary"):
+        print(f"\n{result['summary']}")
+    _print_best(result["architectures"][0])
+
+
+def _print_infeasible(result: dict[str, Any]) -> None:
+    inf = result.get("infeasible") or {}
+    print(
+        f"no architecture meets the SLOs (exit {EXIT_NO_ARCHITECTURE}): binding SLO"
+        f" {inf.get('binding') or '-'}; {inf.get('message', '')}"
+    )
+
+
+def _print_rejected(result: dict[str, Any]) -> None:
+    """How many candidates each kind of reason rejected, most first."""
     reasons: dict[str, int] = {}
     for r in result["rejected"]:
         key = KIND_LABELS.get(r.get("kind", ""), "other")
         reasons[key] = reasons.get(key, 0) + 1
     if reasons:
         print("rejected: " + ", ".join(f"{n} {k}" for k, n in sorted(reasons.items(), key=lambda kv: -kv[1])))
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = load_spec(args.file)
+    result = _estimate(args, spec)
+    refusal = impossible_constraints(result, spec)
+    if refusal is not None:
+        raise refusal  # exit 2: the constraints contradict the model, nothing could be estimated
+    if args.report:
+        from sizing.report import write_report
+        from sizing.workload import resolve
+
+        # the report's curves re-simulate exactly what the table's figures came from: this workload, this seed
+        write_report(result, args.report, workload=resolve(spec), seed=args.seed)
+    if args.json:
+        print_json(result)
+        return 0 if result["architectures"] else EXIT_NO_ARCHITECTURE
+    _print_header(result)
+    if result["architectures"]:
+        _print_ranking(result, args.top or 10)
+    else:
+        _print_infeasible(result)
+    _print_rejected(result)
     return 0 if result["architectures"] else EXIT_NO_ARCHITECTURE
