@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from sizing.errors import InvalidInput, Problem
 from sizing.perf.calibration import interval_for, profile_for, stated_interval, summary
 from sizing.perf.config import HardwareConfig
-from sizing.perf.memory import memory_fit
+from sizing.perf.memory import MemoryFit, memory_fit
 from sizing.perf.simulator import ClosedLoop, OpenLoop, SimResult, saturating_concurrency, simulate
 from sizing.perf.step import StepModel
 
@@ -22,6 +22,139 @@ N_REQUESTS = 2000
 ROUNDS = 4
 #: Largest concurrency simulated as given; beyond it the replica is long saturated and only the queue grows.
 MAX_SIMULATED_CONCURRENCY = 4096
+
+
+def _check_load(
+    input_tokens: int, output_tokens: int, concurrency: int | None, rate: float | None
+) -> int | None:
+    """The request shape and load checked; the concurrency simulated (1 when neither it nor a rate is given)."""
+    if input_tokens < 1 or output_tokens < 1:
+        raise InvalidInput(
+            "input and output tokens must be at least 1",
+            [Problem("input_tokens" if input_tokens < 1 else "output_tokens", "must be >= 1")],
+        )
+    if concurrency is not None and rate is not None:
+        raise InvalidInput(
+            "give concurrency or rate, not both", [Problem("concurrency", "and rate both given")]
+        )
+    if concurrency is not None and concurrency < 1:
+        raise InvalidInput(
+            f"concurrency must be at least 1, got {concurrency}", [Problem("concurrency", ">= 1")]
+        )
+    if rate is not None and not rate > 0:
+        raise InvalidInput(f"rate must be positive, got {rate}", [Problem("rate", "> 0")])
+    if concurrency is None and rate is None:
+        return 1
+    return concurrency
+
+
+def _check_context(
+    model: str, input_tokens: int, output_tokens: int, max_model_len: int | None, catalog: Catalog | None
+) -> None:
+    """The request, and `max_model_len` when given, fit the model's context; the server admits the request."""
+    from sizing.catalog import load_catalog
+
+    context = input_tokens + output_tokens
+    spec = (catalog or load_catalog()).model(model)
+    if context > spec.max_position_embeddings:
+        raise InvalidInput(
+            f"input + output = {context:,} tokens exceeds the {spec.max_position_embeddings:,}-token context of"
+            f" {spec.id}",
+            [Problem("input_tokens", f"{input_tokens} + {output_tokens} > {spec.max_position_embeddings}")],
+        )
+    if max_model_len is not None and max_model_len < context:
+        raise InvalidInput(
+            f"max_model_len {max_model_len:,} is below input + output = {context:,} tokens: the server would refuse"
+            " the request",
+            [Problem("max_model_len", f"{max_model_len} < {input_tokens} + {output_tokens}")],
+        )
+    if max_model_len is not None and max_model_len > spec.max_position_embeddings:
+        raise InvalidInput(
+            f"max_model_len {max_model_len:,} exceeds the {spec.max_position_embeddings:,}-token context of {spec.id}",
+            [Problem("max_model_len", f"> {spec.max_position_embeddings}")],
+        )
+
+
+def _deployment(
+    cfg: HardwareConfig,
+    fit: MemoryFit,
+    input_tokens: int,
+    output_tokens: int,
+    concurrency: int | None,
+    rate: float | None,
+) -> dict[str, Any]:
+    """The head of a prediction: what was predicted, under which load, and whether it fits in memory."""
+    out: dict[str, Any] = {
+        "model": cfg.model_id,
+        "instance_type": cfg.instance_type,
+        "tensor_parallel": cfg.tensor_parallel,
+        "quantization": cfg.quantization,
+        "engine": cfg.engine,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+    }
+    if rate is not None:
+        out["request_rate"] = rate
+    else:
+        out["concurrency"] = concurrency
+    out["fits"] = fit.fits
+    out["kv_cache_tokens"] = fit.kv_cache_tokens
+    out["memory"] = fit.as_dict()
+    return out
+
+
+#: The figures of a prediction that does not fit in memory.
+_NO_FIGURES: dict[str, Any] = {
+    "ttft_ms": None,
+    "tpot_ms": None,
+    "e2e_s": None,
+    "output_tokens_per_s": None,
+    "requests_per_s": None,
+}
+
+
+def _load(concurrency: int | None, rate: float | None, notes: list[str]) -> tuple[ClosedLoop | OpenLoop, int]:
+    """The load simulated and the requests it takes (a closed loop capped at MAX_SIMULATED_CONCURRENCY)."""
+    if concurrency is not None:
+        c = min(concurrency, MAX_SIMULATED_CONCURRENCY)
+        if c < concurrency:
+            notes.append(f"concurrency {concurrency} simulated as {c}: the replica saturates long before")
+        return ClosedLoop(c), max(N_REQUESTS, ROUNDS * c)
+    assert rate is not None
+    return OpenLoop(rate), N_REQUESTS
+
+
+def _figures(res: SimResult, saturated: bool, saturating: int) -> dict[str, Any]:
+    return {
+        "ttft_ms": res.ttft_ms.as_dict(1),
+        "tpot_ms": res.tpot_ms.as_dict(2),
+        "e2e_s": res.e2e_s.as_dict(3),
+        "output_tokens_per_s": round(res.output_tokens_per_s, 1),
+        "requests_per_s": round(res.requests_per_s, 4),
+        "itl_ms": res.itl_ms.as_dict(2),
+        "preemptions": res.preemptions,
+        "saturated": saturated,
+        "saturating_concurrency": saturating,
+    }
+
+
+def _calibration(out: dict[str, Any], sm: StepModel, engine: str) -> None:
+    """The profile's summary and factors, and each metric's interval from the cross-validated error."""
+    p = sm.profile
+    out["calibration"] = {**summary(p), "factors": {k: round(v, 5) for k, v in p.params().items()}}
+    bands = interval_for(p.family, engine)
+    out["intervals"] = {
+        "basis": bands.get("basis", ""),
+        **{
+            key: stated_interval(out[key], metric, bands)
+            for key, metric in (
+                ("ttft_ms", "ttft"),
+                ("tpot_ms", "tpot"),
+                ("output_tokens_per_s", "throughput"),
+            )
+            if out.get(key) is not None
+        },
+    }
 
 
 def predict(
@@ -50,44 +183,9 @@ def predict(
     error gives it (`sizing.perf.calibration.interval_for`)."""
     from sizing.workload import TokenDistribution
 
-    if input_tokens < 1 or output_tokens < 1:
-        raise InvalidInput(
-            "input and output tokens must be at least 1",
-            [Problem("input_tokens" if input_tokens < 1 else "output_tokens", "must be >= 1")],
-        )
-    if concurrency is not None and rate is not None:
-        raise InvalidInput(
-            "give concurrency or rate, not both", [Problem("concurrency", "and rate both given")]
-        )
-    if concurrency is not None and concurrency < 1:
-        raise InvalidInput(
-            f"concurrency must be at least 1, got {concurrency}", [Problem("concurrency", ">= 1")]
-        )
-    if rate is not None and not rate > 0:
-        raise InvalidInput(f"rate must be positive, got {rate}", [Problem("rate", "> 0")])
-    if concurrency is None and rate is None:
-        concurrency = 1
+    concurrency = _check_load(input_tokens, output_tokens, concurrency, rate)
+    _check_context(model, input_tokens, output_tokens, max_model_len, catalog)
     context = input_tokens + output_tokens
-    from sizing.catalog import load_catalog
-
-    spec = (catalog or load_catalog()).model(model)
-    if context > spec.max_position_embeddings:
-        raise InvalidInput(
-            f"input + output = {context:,} tokens exceeds the {spec.max_position_embeddings:,}-token context of"
-            f" {spec.id}",
-            [Problem("input_tokens", f"{input_tokens} + {output_tokens} > {spec.max_position_embeddings}")],
-        )
-    if max_model_len is not None and max_model_len < context:
-        raise InvalidInput(
-            f"max_model_len {max_model_len:,} is below input + output = {context:,} tokens: the server would refuse"
-            " the request",
-            [Problem("max_model_len", f"{max_model_len} < {input_tokens} + {output_tokens}")],
-        )
-    if max_model_len is not None and max_model_len > spec.max_position_embeddings:
-        raise InvalidInput(
-            f"max_model_len {max_model_len:,} exceeds the {spec.max_position_embeddings:,}-token context of {spec.id}",
-            [Problem("max_model_len", f"> {spec.max_position_embeddings}")],
-        )
     cfg = HardwareConfig.create(
         model,
         instance,
@@ -103,39 +201,14 @@ def predict(
         lnc=lnc,
     )
     fit = memory_fit(cfg, catalog)
-    out: dict[str, Any] = {
-        "model": cfg.model_id,
-        "instance_type": cfg.instance_type,
-        "tensor_parallel": cfg.tensor_parallel,
-        "quantization": cfg.quantization,
-        "engine": cfg.engine,
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-    }
-    if rate is not None:
-        out["request_rate"] = rate
-    else:
-        out["concurrency"] = concurrency
-    out["fits"] = fit.fits
-    out["kv_cache_tokens"] = fit.kv_cache_tokens
-    empty: dict[str, Any] = {
-        "ttft_ms": None,
-        "tpot_ms": None,
-        "e2e_s": None,
-        "output_tokens_per_s": None,
-        "requests_per_s": None,
-    }
-    out["memory"] = fit.as_dict()
+    out = _deployment(cfg, fit, input_tokens, output_tokens, concurrency, rate)
     acc_id = cfg.parts(catalog).accelerator.id
     # the shipped profile with the team's adopted correction for this model, when one is adopted
     sm = StepModel.for_config(cfg, profile_for(acc_id, cfg.engine, model=cfg.model_id), catalog=catalog)
     out["serving"] = simulated_serving(cfg, sm, catalog)
     if not fit.fits:
-        out.update(empty)
+        out.update(_NO_FIGURES)
         return out
-    i_dist = TokenDistribution.fixed(input_tokens)
-    o_dist = TokenDistribution.fixed(output_tokens)
-    load: ClosedLoop | OpenLoop
     notes: list[str] = (
         []
         if max_model_len
@@ -144,51 +217,17 @@ def predict(
             " shape)"
         ]
     )
-    if concurrency is not None:
-        c = min(concurrency, MAX_SIMULATED_CONCURRENCY)
-        if c < concurrency:
-            notes.append(f"concurrency {concurrency} simulated as {c}: the replica saturates long before")
-        load = ClosedLoop(c)
-        n = max(N_REQUESTS, ROUNDS * c)
-    else:
-        assert rate is not None
-        load = OpenLoop(rate)
-        n = N_REQUESTS
-    res: SimResult = simulate(sm, load, i_dist, o_dist, n_requests=n, seed=seed)
+    load, n = _load(concurrency, rate, notes)
+    fixed = TokenDistribution.fixed
+    res: SimResult = simulate(sm, load, fixed(input_tokens), fixed(output_tokens), n_requests=n, seed=seed)
     sat_c = saturating_concurrency(sm, input_tokens, output_tokens)
     saturated = concurrency is not None and concurrency >= sat_c
     if saturated:
         notes.append(
             f"concurrency >= {sat_c} saturates the replica: throughput is the maximum, latency includes queueing"
         )
-    out.update(
-        {
-            "ttft_ms": res.ttft_ms.as_dict(1),
-            "tpot_ms": res.tpot_ms.as_dict(2),
-            "e2e_s": res.e2e_s.as_dict(3),
-            "output_tokens_per_s": round(res.output_tokens_per_s, 1),
-            "requests_per_s": round(res.requests_per_s, 4),
-            "itl_ms": res.itl_ms.as_dict(2),
-            "preemptions": res.preemptions,
-            "saturated": saturated,
-            "saturating_concurrency": sat_c,
-        }
-    )
-    p = sm.profile
-    out["calibration"] = {**summary(p), "factors": {k: round(v, 5) for k, v in p.params().items()}}
-    bands = interval_for(p.family, cfg.engine)
-    out["intervals"] = {
-        "basis": bands.get("basis", ""),
-        **{
-            key: stated_interval(out[key], metric, bands)
-            for key, metric in (
-                ("ttft_ms", "ttft"),
-                ("tpot_ms", "tpot"),
-                ("output_tokens_per_s", "throughput"),
-            )
-            if out.get(key) is not None
-        },
-    }
+    out.update(_figures(res, saturated, sat_c))
+    _calibration(out, sm, cfg.engine)
     out["notes"] = notes
     _answer_basis(out, acc_id, concurrency)
     if rate is not None and res.requests_per_s < rate * 0.95 and not math.isinf(res.requests_per_s):
