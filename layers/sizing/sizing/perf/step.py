@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sizing.perf.calibration import profile_for
-from sizing.perf.engines import neuron_buckets, padded_to_bucket, pads_heads
+from sizing.perf.engines import EngineDefaults, neuron_buckets, padded_to_bucket, pads_heads
 from sizing.perf.memory import (
     GB,
     KV_DTYPE_BYTES,
@@ -26,7 +26,7 @@ from sizing.perf.memory import (
 from sizing.perf.profile import ROOFLINE, Profile
 
 if TYPE_CHECKING:
-    from sizing.catalog import Catalog
+    from sizing.catalog import Accelerator, Catalog, ModelSpec
     from sizing.perf.config import HardwareConfig
     from sizing.perf.memory import MemoryFit
 
@@ -58,6 +58,26 @@ class StepModel:
         self.profile = profile
         d = cfg.defaults(catalog)
         self.engine_defaults = d
+        self._set_scheduler(cfg, fit, profile, d, spec)
+        self.tp = tp
+        # int8/int4 are weight-only here (W8A16/W4A16: AWQ, GPTQ, Neuron int8 storage): the math runs in 16 bit;
+        # FP4 formats run FP4 math where the chip has FP4 tensor cores (B200), else weight-only 16-bit math
+        math_dtype = cfg.quantization if cfg.quantization in ("bf16", "fp8", "mxfp4", "nvfp4") else "bf16"
+        moe = profile.moe_eff if spec.moe is not None else 1.0
+        flops = acc.device_flops(math_dtype) * profile.compute_eff * moe
+        bw = acc.device_bw_bytes * profile.bandwidth_eff * moe
+        self._set_compute(spec, acc, d, tp, flops)
+        self._set_memory(cfg, fit, spec, acc, d, tp, bw)
+        self._set_allreduce(spec, acc, tp)
+        self._set_neuron_shapes(cfg, d)
+        self._o_step = profile.step_overhead_s
+        self._o_seq = profile.seq_overhead_s
+        self.kv_write_tok = self._kv_tok
+
+    def _set_scheduler(
+        self, cfg: HardwareConfig, fit: MemoryFit, profile: Profile, d: EngineDefaults, spec: ModelSpec
+    ) -> None:
+        """The scheduler's limits and policies: the memory fit's batch and KV capacity, the engine's defaults."""
         self.max_num_seqs: int = fit.max_num_seqs
         self.max_num_batched_tokens: int = fit.max_num_batched_tokens
         self.kv_capacity_tokens: int = fit.kv_cache_tokens
@@ -75,19 +95,14 @@ class StepModel:
         #: longest request the replica serves (requests beyond are cut): the configured max_model_len, else the
         #: model's context
         self.max_model_len: int = cfg.max_model_len or spec.max_position_embeddings
-        self.tp = tp
 
-        # int8/int4 are weight-only here (W8A16/W4A16: AWQ, GPTQ, Neuron int8 storage): the math runs in 16 bit;
-        # FP4 formats run FP4 math where the chip has FP4 tensor cores (B200), else weight-only 16-bit math
-        math_dtype = cfg.quantization if cfg.quantization in ("bf16", "fp8", "mxfp4", "nvfp4") else "bf16"
-        moe = profile.moe_eff if spec.moe is not None else 1.0
-        flops = acc.device_flops(math_dtype) * profile.compute_eff * moe
-        bw = acc.device_bw_bytes * profile.bandwidth_eff * moe
-        # compute seconds per token of linear layers, per context token of attention
+    def _set_compute(
+        self, spec: ModelSpec, acc: Accelerator, d: EngineDefaults, tp: int, flops: float
+    ) -> None:
+        """Compute seconds per token of linear layers, per (query, key) pair of attention."""
         active = spec.params_b if d.moe_dense else spec.active_params_b
-        padded = pads_heads(acc)
         active_dev = active * 1e9 / tp
-        if padded:
+        if pads_heads(acc):
             # Neuron pads Q heads to a multiple of TP (and K/V to multi-head where TP is not a multiple of the KV
             # heads): each rank computes the projections of the heads it holds, padding included
             attn = spec.param_parts()["attention"]
@@ -100,8 +115,20 @@ class StepModel:
             4 * spec.layers * heads_dev * spec.head_dim
         )  # QK^T and AV, per (query, key) pair
         self._c_pair = attn_flops_per_pair / flops
-        # memory seconds: weights once per step, KV per token read/written
-        w_dev = weight_bytes_per_device(spec, cfg.quantization, tp, padded)
+
+    def _set_memory(
+        self,
+        cfg: HardwareConfig,
+        fit: MemoryFit,
+        spec: ModelSpec,
+        acc: Accelerator,
+        d: EngineDefaults,
+        tp: int,
+        bw: float,
+    ) -> None:
+        """Memory seconds: weights once per step (a MoE batch touches only its routed experts), KV per token read
+        or written."""
+        w_dev = weight_bytes_per_device(spec, cfg.quantization, tp, pads_heads(acc))
         self._kv_tok = fit.kv_bytes_per_token_per_device / bw
         self._moe = spec.moe is not None and not d.moe_dense
         if spec.moe is not None and not d.moe_dense:
@@ -115,7 +142,9 @@ class StepModel:
             self._w_dense = w_dev / bw
             self._w_expert = 0.0
             self._route_miss = 0.0
-        # TP all-reduce: latency per call + bytes per token
+
+    def _set_allreduce(self, spec: ModelSpec, acc: Accelerator, tp: int) -> None:
+        """TP all-reduce: latency per call + bytes per token."""
         if tp > 1:
             ic = acc.interconnect
             n_ar = ALLREDUCES_PER_LAYER * spec.layers
@@ -125,6 +154,9 @@ class StepModel:
         else:
             self._ar_fixed = 0.0
             self._ar_tok = 0.0
+
+    def _set_neuron_shapes(self, cfg: HardwareConfig, d: EngineDefaults) -> None:
+        """The compiled shapes a Neuron engine runs (none elsewhere: the engine defaults say which apply)."""
         #: Neuron decode graphs size the KV block table to max_model_len: each step reads the whole compiled
         #: context of every sequence [docs/serving-facts.md s3, vllm-neuron decode-context-length-bucketing]
         self._static_ctx = (cfg.max_model_len or DEFAULT_STATIC_CONTEXT) if d.static_kv_reads else 0
@@ -134,9 +166,6 @@ class StepModel:
         self.prefill_buckets: tuple[int, ...] = (
             (cfg.context_buckets or neuron_buckets(self.max_model_len)) if d.prefill_buckets else ()
         )
-        self._o_step = profile.step_overhead_s
-        self._o_seq = profile.seq_overhead_s
-        self.kv_write_tok = self._kv_tok
 
     @classmethod
     def for_config(
