@@ -29,7 +29,8 @@ def test_the_shipped_profile_was_calibrated_on_these_inputs_with_this_procedure(
 
 
 def test_the_procedures_digest_follows_its_definitions_not_where_they_live(tmp_path: Path) -> None:
-    # given a procedure module, the same split over two modules with other docstrings, and one constant edited
+    # given a procedure module, the same split over two modules with other docstrings, the same with its import
+    # inside the function, and one constant edited
     one = tmp_path / "one.py"
     one.write_text(
         '"""A."""\nimport math\nK = 2\n\n\ndef f(x):\n    """Doc."""\n    return math.log(x) * K\n'
@@ -37,11 +38,14 @@ def test_the_procedures_digest_follows_its_definitions_not_where_they_live(tmp_p
     a, b = tmp_path / "a.py", tmp_path / "b.py"
     a.write_text("K = 2  # a comment\n")
     b.write_text('"""B."""\nimport math\n\n\ndef f(x):\n    """Other doc."""\n    return math.log(x) * K\n')
+    hoisted = tmp_path / "hoisted.py"
+    hoisted.write_text("K = 2\n\n\ndef f(x):\n    import math\n\n    return math.log(x) * K\n")
     edited = tmp_path / "edited.py"
     edited.write_text(one.read_text().replace("K = 2", "K = 3"))
     # when each is hashed
-    # then moving and re-documenting keeps the digest, an edited definition changes it
+    # then moving, re-documenting and moving an import keep the digest, an edited definition changes it
     assert procedure.procedure_digest([one]) == procedure.procedure_digest([a, b])
+    assert procedure.procedure_digest([hoisted]) == procedure.procedure_digest([one])
     assert procedure.procedure_digest([edited]) != procedure.procedure_digest([one])
 
 

@@ -26,7 +26,7 @@ from sizing.perf.fit import (
     row_config,
 )
 from sizing.perf.memory import memory_fit
-from sizing.perf.reference import ANNOTATIONS, REFERENCE_MODELS, CalRow
+from sizing.perf.reference import ANNOTATIONS, REFERENCE_MODELS, CalRow, parse_rows, read_rows
 
 
 def inputs_digest(paths: Iterable[Any]) -> str:
@@ -47,7 +47,8 @@ PROCEDURE_SOURCES = ("optimizer.py", "fit.py", "crossval.py", "procedure.py")
 
 def _definitions(path: Path) -> dict[str, str]:
     """Each module-level definition of `path` (function, class, constant) by name, as its syntax tree without
-    docstrings; imports and `__all__` are left out (they say where a name lives, not what it does)."""
+    docstrings or imports, at any depth (an import says where a name lives, not what the code does: hoisting one
+    out of a function changes nothing); `__all__` is left out too."""
     out: dict[str, str] = {}
     for node in ast.parse(path.read_text()).body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -59,10 +60,14 @@ def _definitions(path: Path) -> dict[str, str]:
         if name == "__all__":
             continue
         for sub in ast.walk(node):
+            body = getattr(sub, "body", None)
+            if not isinstance(body, list):
+                continue
             if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and ast.get_docstring(
                 sub
             ):
-                sub.body = sub.body[1:] or [ast.Pass()]
+                body = body[1:]
+            sub.body = [b for b in body if not isinstance(b, ast.Import | ast.ImportFrom)] or [ast.Pass()]
         out[name] = ast.dump(node)
     return out
 
@@ -148,8 +153,6 @@ def calibration_rows(
 ) -> tuple[list[CalRow], list[tuple[str, str]], list[tuple[str, str]]]:
     """The rows a calibration fits on, those the parser or annotations excluded and those the model cannot use,
     each excluded one with its reason."""
-    from sizing.perf.reference import parse_rows, read_rows
-
     rows, excluded = parse_rows(reference)
     for path in extra:
         rows += read_rows(path)
