@@ -110,7 +110,9 @@ class Connection:
         chunk = self._sock.recv(RECV_BYTES)
         return self.clock(), chunk
 
-    def _read(self, first: bytes) -> Iterator[tuple[float, bytes]]:
+    def _head(self, first: bytes) -> tuple[float, int, dict[str, str], bytes]:
+        """Read the response head: when its last byte came, the status, the headers (lower-case names) and what
+        of the body came with it."""
         t = self.clock()
         buf = first
         while b"\r\n\r\n" not in buf:
@@ -130,8 +132,13 @@ class Connection:
         for header in lines[1:]:
             k, _, v = header.partition(":")
             hdrs[k.strip().lower()] = v.strip()
+        return t, status, hdrs, buf
+
+    def _read(self, first: bytes) -> Iterator[tuple[float, bytes]]:
+        t, status, hdrs, buf = self._head(first)
         keep = hdrs.get("connection", "").lower() != "close"
-        if "chunked" in hdrs.get("transfer-encoding", "").lower():
+        chunked = "chunked" in hdrs.get("transfer-encoding", "").lower()
+        if chunked:
             body_iter = self._chunked(t, buf)
         elif "content-length" in hdrs:
             body_iter = self._sized(t, buf, int(hdrs["content-length"]))
@@ -143,61 +150,33 @@ class Connection:
             if not keep:
                 self.close()
             raise HttpError(status, raw)
-        if "chunked" in hdrs.get("transfer-encoding", "").lower():
-            yield from self._chunked_lines(t, buf)
-        else:
-            pending = b""
-            for at, piece in body_iter:
-                pending += piece
-                if b"\n" in pending:
-                    *complete, pending = pending.split(b"\n")
-                    for line in complete:
-                        if line.strip():
-                            yield at, line.rstrip(b"\r")
-            if pending.strip():
-                yield self.clock(), pending.rstrip(b"\r")
+        yield from self._chunked_lines(t, buf) if chunked else self._lines(body_iter)
         if not keep:
             self.close()
 
+    def _lines(self, body_iter: Iterator[tuple[float, bytes]]) -> Iterator[tuple[float, bytes]]:
+        """The non-empty lines of a body read in pieces, each with the time of the read that completed it."""
+        pending = b""
+        for at, piece in body_iter:
+            pending += piece
+            if b"\n" in pending:
+                *complete, pending = pending.split(b"\n")
+                for line in complete:
+                    if line.strip():
+                        yield at, line.rstrip(b"\r")
+        if pending.strip():
+            yield self.clock(), pending.rstrip(b"\r")
+
     def _chunked_lines(self, t: float, raw: bytes) -> Iterator[tuple[float, bytes]]:
         """Decode a chunked body and yield its non-empty lines, with the time of the read that completed each.
-        One loop per read (not a generator per layer): this is the load generator's per-token hot path."""
+        One decoding pass per read (not a generator per layer): this is the load generator's per-token hot path."""
         pending = b""
-        remaining = 0  # data bytes of the current chunk still to come
-        crlf = 0  # bytes of the CRLF after a chunk's data still to skip
+        state = [
+            0,
+            0,
+        ]  # data bytes of the current chunk still to come; bytes of the CRLF after it still to skip
         while True:
-            pieces: list[bytes] = []
-            done = False
-            while raw:
-                if remaining:
-                    piece = raw[:remaining]
-                    pieces.append(piece)
-                    remaining -= len(piece)
-                    raw = raw[len(piece) :]
-                    if not remaining:
-                        crlf = 2
-                elif crlf:
-                    skip = min(crlf, len(raw))
-                    raw = raw[skip:]
-                    crlf -= skip
-                else:
-                    end = raw.find(b"\r\n")
-                    if end < 0:
-                        break
-                    try:
-                        size = int(raw[:end].split(b";", 1)[0], 16)
-                    except ValueError:
-                        raise ProtocolError(f"bad chunk size {raw[:20]!r}") from None
-                    raw = raw[end + 2 :]
-                    if size == 0:  # the last chunk; its empty trailer line must be read too (keep-alive)
-                        while b"\r\n" not in raw:
-                            more = self._recv()[1]
-                            if not more:
-                                break
-                            raw += more
-                        done = True
-                        break
-                    remaining = size
+            pieces, raw, done = self._dechunk(raw, state)
             if pieces:
                 pending += b"".join(pieces)
                 if b"\n" in pending:
@@ -213,6 +192,44 @@ class Connection:
             if not more:
                 raise ProtocolError("connection closed inside a chunked body")
             raw += more
+
+    def _dechunk(self, raw: bytes, state: list[int]) -> tuple[list[bytes], bytes, bool]:
+        """The data pieces in `raw` (chunk framing removed), what is left of `raw` undecoded, and whether the
+        last chunk was read; `state` carries the position inside a chunk from one read to the next."""
+        pieces: list[bytes] = []
+        remaining, crlf = state
+        while raw:
+            if remaining:
+                piece = raw[:remaining]
+                pieces.append(piece)
+                remaining -= len(piece)
+                raw = raw[len(piece) :]
+                if not remaining:
+                    crlf = 2
+            elif crlf:
+                skip = min(crlf, len(raw))
+                raw = raw[skip:]
+                crlf -= skip
+            else:
+                end = raw.find(b"\r\n")
+                if end < 0:
+                    break
+                try:
+                    size = int(raw[:end].split(b";", 1)[0], 16)
+                except ValueError:
+                    raise ProtocolError(f"bad chunk size {raw[:20]!r}") from None
+                raw = raw[end + 2 :]
+                if size == 0:  # the last chunk; its empty trailer line must be read too (keep-alive)
+                    while b"\r\n" not in raw:
+                        more = self._recv()[1]
+                        if not more:
+                            break
+                        raw += more
+                    state[:] = [0, 0]
+                    return pieces, raw, True
+                remaining = size
+        state[:] = [remaining, crlf]
+        return pieces, raw, False
 
     def _sized(self, t: float, buf: bytes, length: int) -> Iterator[tuple[float, bytes]]:
         got = len(buf)
