@@ -48,7 +48,6 @@ def floor(data: dict, loso: dict) -> None:
     import statistics
 
     from sizing.perf.crossval import ttft_floor
-
     from sizing.perf.fit import reference_catalog, row_config
     from sizing.perf.memory import memory_fit
     from sizing.perf.reference import DEFAULT_REFERENCE, parse_rows
@@ -171,9 +170,9 @@ def main() -> int:
     from sizing.perf.calibration import load_profiles
     from sizing.perf.crossval import cv_table
     from sizing.perf.fit import fit_profiles, reference_catalog, row_config
-    from sizing.perf.tables import format_error_table
     from sizing.perf.memory import memory_fit
     from sizing.perf.reference import DEFAULT_REFERENCE, parse_rows
+    from sizing.perf.tables import format_error_table
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument(
