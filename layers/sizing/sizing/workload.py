@@ -21,7 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from sizing.errors import InvalidInput, Problem, problems_from_pydantic
+from sizing.errors import InvalidInput, NotFound, Problem, problems_from_pydantic
 from sizing.vocabulary import CAPACITY_TYPES, DEPLOYMENTS, CapacityType, Deployment, Engine, Quantization
 
 if TYPE_CHECKING:
@@ -393,6 +393,8 @@ class Constraints(Spec):
     @field_validator("region")
     @classmethod
     def _known_region(cls, v: str) -> str:
+        # deferred here and below: sizing.catalog (its pydantic models) costs ~50 ms (-X importtime) of the cold
+        # starts that parse no spec (the Slack acknowledgement, the notifier)
         from sizing.catalog.regions import is_region, suggest_regions
 
         code = v.strip().lower()
@@ -567,7 +569,6 @@ def _model_problem(name: Any, prefix: str, catalog: Any) -> Problem | None:
     """The catalog's refusal of an unknown model name, as a problem of the spec (None when known or not text)."""
     if not isinstance(name, str) or not name:
         return None
-    from sizing.errors import NotFound
 
     if catalog is None:
         from sizing.catalog import load_catalog

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from sizing.catalog.regions import DATA_RESIDENCY, nearest
 from sizing.errors import InvalidInput, NotFound, problems_from_pydantic
 from sizing.vocabulary import Quantization
 
@@ -554,8 +555,6 @@ class Catalog:
     ) -> tuple[list[BedrockChoice], list[str]]:
         """The offers of a model callable from `region` under `data_residency`, and, when there is none, why
         (the Regions and profiles that would serve it)."""
-        from sizing.catalog.regions import DATA_RESIDENCY, nearest
-
         allowed = (
             {"in-region"}
             | ({"geography"} if DATA_RESIDENCY.index(data_residency) >= 1 else set())

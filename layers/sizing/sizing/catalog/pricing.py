@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from datetime import date
 from typing import Any
 
+from sizing.errors import InvalidInput, Problem
+
 #: Pricing API `location` values for the regions we price (AWS Price List attribute `location`).
 REGION_LOCATIONS = {
     "us-east-1": "US East (N. Virginia)",
@@ -51,8 +53,6 @@ def fetch_prices(
 ) -> dict[str, float | None]:
     """On-demand USD/hour per instance type in `region` (None where the API lists no price)."""
     if region not in REGION_LOCATIONS:
-        from sizing.errors import InvalidInput, Problem
-
         raise InvalidInput(
             f"no Pricing API location known for region {region}",
             [Problem("region", f"use one of {', '.join(REGION_LOCATIONS)}")],

@@ -20,7 +20,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from sizing.workload import TokenDistribution, WorkloadModel
+from sizing.errors import SizingError
+from sizing.perf.config import HardwareConfig
+from sizing.perf.step import StepModel
+from sizing.serving import ServingConfig
+from sizing.workload import TokenDistribution, WorkloadModel, build_model, parse_spec
 
 #: Distinct hardware configurations given a curve (the report's charts stay readable with four lines).
 CURVE_CANDIDATES = 4
@@ -167,10 +171,6 @@ def step_model(arch: dict[str, Any], model_id: str | None) -> Any:
     when neither can be built."""
     from pydantic import ValidationError
 
-    from sizing.perf.config import HardwareConfig
-    from sizing.perf.step import StepModel
-    from sizing.serving import ServingConfig
-
     serving = arch.get("serving")
     cfg = None
     if isinstance(serving, dict):
@@ -217,9 +217,6 @@ def reproduces(sim: Any, predicted: Any) -> bool:
 def rebuilt_workload(result: dict[str, Any]) -> WorkloadModel | None:
     """The WorkloadModel the result's workload block describes, for a report rendered from the JSON alone (its
     token shapes and peak rate are kept rounded there); None when the block is unusable."""
-    from sizing.errors import SizingError
-    from sizing.workload import build_model, parse_spec
-
     w = result.get("workload") or {}
     try:
         ins, outs = token_distribution(w["input_tokens"]), token_distribution(w["output_tokens"])
@@ -276,7 +273,6 @@ def latency_curves(
 
     `workload`: the WorkloadModel the planner sized (exact token shapes and rates); without it the workload is
     rebuilt from the result's block. `seed`: the planner's (the result's `search.seed`, else 0)."""
-    from sizing.errors import SizingError
     from sizing.plan.capacity import predict_at
 
     if seed is None:

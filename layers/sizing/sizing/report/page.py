@@ -23,8 +23,10 @@ from typing import Any
 from jinja2 import Environment
 from markupsafe import Markup
 
+from sizing.errors import SizingError
 from sizing.report import svg
 from sizing.report.curves import Curve, latency_curves
+from sizing.report.export import export_csv, rejected_csv
 from sizing.report.model import check_result
 from sizing.report.templating import make_environment
 from sizing.results import rank_cost
@@ -704,8 +706,6 @@ def _data_uri(text: str, mime: str) -> Markup:
 def _downloads(result: dict[str, Any]) -> dict[str, Markup]:
     """The CSV exports as data: URIs, so the page itself saves them (the JSON is saved from the embedded result
     by a two-line script, so the page does not carry the result twice)."""
-    from sizing.report.export import export_csv, rejected_csv
-
     return {
         "architectures": _data_uri(export_csv(result), "text/csv"),
         "rejected": _data_uri(rejected_csv(result), "text/csv"),
@@ -1273,7 +1273,6 @@ def winner_manifests(result: dict[str, Any]) -> tuple[dict[str, str] | None, str
         from sizing.deploy.manifests import render, to_yaml
     except ImportError:
         return None, "Manifests are not available in this build (sizing.deploy is missing)."
-    from sizing.errors import SizingError
 
     try:
         objs = render(eks, str(result.get("run_id") or "estimate"))

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from sizing.errors import SizingError
 from sizing.report.page import render_report
-from sizing.workload import WorkloadModel
+from sizing.workload import WorkloadModel, parse_spec, resolve
 
 
 def run_result(payload: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], WorkloadModel | None]:
@@ -15,9 +16,6 @@ def run_result(payload: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, 
 
     The workload block is derived again from the run's spec (the run record keeps the spec, not the figures),
     so the report shows the business terms, the SLO lines and the predicted curves as an estimate's does."""
-    from sizing.errors import SizingError
-    from sizing.workload import parse_spec, resolve
-
     run = payload.get("run") or {}
     ranking = payload.get("ranking") or {}
     wm: WorkloadModel | None = None
