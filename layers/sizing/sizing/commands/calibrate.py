@@ -8,14 +8,16 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from sizing.learn.profiles import ProfileStore
+from sizing.commands.output import table
+from sizing.errors import InvalidInput, Problem
+from sizing.learn.profiles import DEFAULT_PREFIX, ProfileStore
+from sizing.learn.refit import overview, rollback
+from sizing.perf.calibration import PROFILE_PATH
+from sizing.perf.tables import format_error_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from sizing.perf.calibration import PROFILE_PATH
     from sizing.perf.reference import DEFAULT_REFERENCE
 
     p = sub.add_parser(
@@ -75,9 +77,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _team_store(args: argparse.Namespace) -> ProfileStore:
-    from sizing.errors import InvalidInput, Problem
-    from sizing.learn.profiles import DEFAULT_PREFIX, ProfileStore
-
     bucket = args.bucket or os.environ.get("CALIBRATION_BUCKET")
     if not bucket:
         raise InvalidInput(
@@ -90,8 +89,6 @@ def _team_store(args: argparse.Namespace) -> ProfileStore:
 
 def team_profiles(args: argparse.Namespace) -> int:
     """`--rollback VERSION` and `--versions`: the team's profiles in S3."""
-    from sizing.learn.refit import overview, rollback
-
     store = _team_store(args)
     if args.rollback:
         pointer = rollback(store, args.rollback)
@@ -102,7 +99,6 @@ def team_profiles(args: argparse.Namespace) -> int:
         json.dump(data, sys.stdout, indent=2)
         print()
         return 0
-    from sizing.commands.output import table
 
     print(f"adopted: {data['adopted']} (reference profile {data['reference_version']})")
     rows = [
@@ -126,12 +122,9 @@ def _pct(summary: dict | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sizing.errors import InvalidInput, Problem
-
     if args.rollback or args.versions:
         return team_profiles(args)
     from sizing.perf.procedure import run_calibration
-    from sizing.perf.tables import format_error_table
     from sizing.perf.reference import (
         EXCLUDED,
         LOADTEST_ROWS_NAME,
@@ -191,8 +184,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _read_json(path: Path) -> dict:
-    from sizing.errors import InvalidInput, Problem
-
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:

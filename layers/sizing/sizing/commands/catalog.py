@@ -11,7 +11,9 @@ from typing import Any
 
 import yaml
 
+from sizing.catalog.hf import model_from_config
 from sizing.catalog.models import DATA_DIR, OVERLAY_ENV, Catalog, load_catalog, reset_cache
+from sizing.catalog.pricing import apply_prices, fetch_prices
 from sizing.commands.output import print_json, table
 from sizing.errors import InvalidInput, Problem
 
@@ -120,8 +122,6 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _refresh(args: argparse.Namespace) -> int:
-    from sizing.catalog.pricing import apply_prices, fetch_prices
-
     path = DATA_DIR / "instances.yaml"
     doc = yaml.safe_load(path.read_text())
     try:
@@ -161,8 +161,6 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def _add_model(args: argparse.Namespace) -> int:
-    from sizing.catalog.hf import model_from_config
-
     try:
         config = json.loads(Path(args.config).read_text())
     except OSError as exc:

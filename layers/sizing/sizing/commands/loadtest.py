@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from sizing.commands.output import print_json, table
 from sizing.errors import InvalidInput, Problem
 
 #: Fractions of the workload's peak users (or rate) a `--workload` sweep steps through.
@@ -113,7 +114,6 @@ def _from_workload(path: str, users: str | None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sizing.commands.output import print_json, table
     from sizing.loadtest import run_sweep
 
     extra: dict[str, Any] = {"seed": args.seed, "api": args.api, "sagemaker_payload": args.sagemaker_payload}

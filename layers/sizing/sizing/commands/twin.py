@@ -15,6 +15,9 @@ import dataclasses
 import sys
 from typing import TYPE_CHECKING, Any
 
+from sizing.errors import InvalidInput, Problem, problems_from_pydantic
+from sizing.orchestrate.lifeline import exit_with_parent
+from sizing.perf import HardwareConfig
 from sizing.vocabulary import ENGINES, QUANTIZATIONS
 
 if TYPE_CHECKING:
@@ -60,8 +63,6 @@ def serving_from_args(args: argparse.Namespace, catalog: Catalog | None = None) 
     from pydantic import ValidationError
 
     from sizing.catalog import load_catalog
-    from sizing.errors import InvalidInput, Problem, problems_from_pydantic
-    from sizing.perf import HardwareConfig
     from sizing.plan.serving import serving_for
     from sizing.serving import ServingConfig, check_for_hardware
 
@@ -101,9 +102,6 @@ def serving_from_args(args: argparse.Namespace, catalog: Catalog | None = None) 
 
 
 def run(args: argparse.Namespace) -> int:
-    from sizing.orchestrate.lifeline import exit_with_parent
-    from sizing.perf import HardwareConfig
-
     exit_with_parent()  # started by a local run: end with it, even if it is SIGKILLed
     from sizing.catalog import load_catalog
     from sizing.twin import serve, step_model_for
