@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from sizing.catalog import Catalog, load_catalog
 from sizing.errors import InvalidInput, Problem, problems_from_pydantic
+from sizing.results import Architecture as Answer
 from sizing.serving import ServingConfig, check_for_hardware
 from sizing.vocabulary import CapacityType, Deployment, Quantization
 
@@ -77,8 +78,6 @@ class Architecture(_Loose):
     @classmethod
     def from_id(cls, arch_id: str, model: str, **extra: Any) -> Architecture:
         """Parse `{deployment}:{instance_type}:tp{N}:{quantization}:{engine}:{capacity_type}`."""
-        from sizing.results import Architecture as Answer
-
         fields = Answer.parse_id(arch_id)
         if fields is None:
             raise InvalidInput(
@@ -134,6 +133,7 @@ class Architecture(_Loose):
 
     def _check_serving(self, s: ServingConfig, cat: Catalog) -> None:
         """A stated `ServingConfig` must describe this architecture's replica and run on its hardware."""
+        # deferred: the hardware configuration costs the janitor's cold start ~15 ms (-X importtime)
         from sizing.perf.config import check_tp
 
         inst = cat.instance(self.instance_type or "")

@@ -52,6 +52,8 @@ def _value(figs: dict[str, Any], key: str, stat: str | None) -> float | None:
 
 def flags(levels: list[Any], adopted: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Per candidate and metric, the level furthest outside its prediction's interval (none when all inside)."""
+    # deferred: the slack bot imports this module for its sentences; the calibration and correction modules
+    # cost its cold start ~8 ms more (-X importtime), and only a collect step flags drift
     from sizing.learn.correction import corrected, lookup
     from sizing.perf.calibration import interval_for
 

@@ -19,6 +19,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sizing.catalog import load_catalog
+from sizing.errors import SizingError
+from sizing.perf.calibration import PROFILE_PATH, family_of, load_profiles, profile_for
+from sizing.perf.replica import replica_of
+from sizing.perf.step import StepModel
+from sizing.store.codec import from_item, to_item
 from sizing.store.items import now_iso
 
 REAL_INDEX_PK = "MEASURED"
@@ -153,8 +159,6 @@ def levels_from_run(
     """The run's measured levels as items (one per closed-loop level of each measured candidate), and those
     refused with the reason: a server reporting another model than the run asked for, a level without a
     successful request, a managed service (Bedrock runs on hardware it does not name)."""
-    from sizing.perf.calibration import PROFILE_PATH, family_of, load_profiles
-
     by_candidate: dict[str, list[dict[str, Any]]] = {}
     for s in steps:
         by_candidate.setdefault(s["candidate_id"], []).append(s["record"])
@@ -250,10 +254,7 @@ LEVEL_ROUNDS = 4
 def predict_level(arch: dict[str, Any], concurrency: int, wm: Any, cat: Any) -> dict[str, Any] | None:
     """The reference profile's prediction (no team correction) of a closed-loop level with the workload's token
     distributions on the architecture's serving config: the refit's baseline."""
-    from sizing.perf.calibration import PROFILE_PATH, load_profiles, profile_for
-    from sizing.perf.replica import replica_of
     from sizing.perf.simulator import ClosedLoop, simulate
-    from sizing.perf.step import StepModel
 
     try:
         cfg = replica_of(arch, cat)
@@ -273,8 +274,6 @@ def predict_level(arch: dict[str, Any], concurrency: int, wm: Any, cat: Any) -> 
     except (ValueError, KeyError, ArithmeticError):
         return None
     except Exception as exc:  # a SizingError (does not fit, unknown instance): nothing to compare with
-        from sizing.errors import SizingError
-
         if isinstance(exc, SizingError):
             return None
         raise
@@ -298,8 +297,6 @@ class LevelStore:
         self.store = store
 
     def put(self, levels: list[MeasuredLevel]) -> int:
-        from sizing.store.codec import to_item
-
         requests = [
             {"PutRequest": {"Item": to_item({**lv.model_dump(mode="json"), **lv.keys(), "type": "level"})}}
             for lv in levels
@@ -312,12 +309,8 @@ class LevelStore:
     ) -> list[MeasuredLevel]:
         """Real levels (or twin levels with `twin`), optionally of one hardware family and one model (a name the
         catalog knows is read as its catalog entry: levels are stored under it)."""
-        from sizing.store.codec import from_item
-
         if model is not None:
             import contextlib
-
-            from sizing.catalog import load_catalog
 
             with contextlib.suppress(Exception):  # not a catalog model: stored as named
                 model = load_catalog().model(model).id

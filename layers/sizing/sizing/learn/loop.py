@@ -10,6 +10,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from sizing.learn import drift
+from sizing.learn.profiles import LOCAL_BUCKET, ProfileStore, active, configured_store
+from sizing.learn.refit import outcome_line, run_refit
+
 log = logging.getLogger("sizing.learn")
 
 QUEUED = "calibration refit queued"
@@ -29,9 +33,7 @@ def after_collect(
 ) -> dict[str, Any]:
     """The run's `learning` block (it rides in the ranking and the completion event): levels stored (real and
     twin), levels refused and why, drift flags and their sentences, and the refit's outcome (or "queued")."""
-    from sizing.learn import drift
     from sizing.learn.levels import LevelStore, levels_from_run
-    from sizing.learn.profiles import active
 
     kind = "twin" if origin == "twin" else "endpoint"
     levels, refused = levels_from_run(architectures, measured, steps, run_id, kind, wm, catalog)
@@ -64,8 +66,6 @@ def refit_in_process(store: Any) -> dict[str, Any]:
     """The embedded default's refit: every real level of the table, the embedded S3's profiles. A failure is
     reported (the adopted profile is untouched), never raised into the run."""
     from sizing.learn.levels import LevelStore
-    from sizing.learn.profiles import LOCAL_BUCKET, ProfileStore, configured_store
-    from sizing.learn.refit import outcome_line, run_refit
 
     try:
         profiles = configured_store() or ProfileStore(LOCAL_BUCKET)

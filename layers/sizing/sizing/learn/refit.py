@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sizing.learn import correction
+from sizing.errors import InvalidInput, Problem
+from sizing.learn import correction, measured
 from sizing.learn.profiles import REFERENCE, ConcurrentAdoption, CorruptProfile, ProfileStore, new_version
+from sizing.perf.calibration import PROFILE_PATH, load_profiles
 
 log = logging.getLogger("sizing.learn")
 
@@ -25,7 +27,6 @@ log = logging.getLogger("sizing.learn")
 @functools.cache
 def _reference() -> tuple[str, tuple[correction.ReferenceRow, ...]]:
     """The shipped profile's version and its reference rows' cross-validated predictions."""
-    from sizing.perf.calibration import PROFILE_PATH, load_profiles
     from sizing.perf.reference import NORMALISED
 
     data = load_profiles(str(PROFILE_PATH))
@@ -72,8 +73,6 @@ def _changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def prepare(levels: list[Any], store: ProfileStore, trigger: str = "") -> Prepared:
     """Compute a refit on `levels` (real measured levels) against what `store` has adopted."""
-    from sizing.learn import measured
-
     started = time.perf_counter()
     try:
         pointer, etag = store.read_pointer()
@@ -164,8 +163,6 @@ def outcome_line(data: dict[str, Any]) -> str:
 def rollback(store: ProfileStore, version: str) -> dict[str, Any]:
     """Adopt `version` again (a stored version, or `reference` for the shipped profile alone). Returns the new
     pointer. InvalidInput naming the version when it is not stored or not valid."""
-    from sizing.errors import InvalidInput, Problem
-
     if version != REFERENCE:
         try:
             store.read_version(version)

@@ -125,6 +125,8 @@ def profile_for(
 def with_team_correction(prof: Profile, model: str | None) -> Profile:
     """`prof` with the adopted team correction of its family, engine and model applied (two time scales:
     `sizing.learn.correction`), its basis and version saying so; `prof` itself when none is adopted."""
+    # deferred here and below: the learning loop's modules cost ~20 ms (-X importtime) of the cold starts that
+    # import the planner and estimate nothing (the janitor, the steps other than estimate)
     from sizing.learn.profiles import active
 
     adopted = active()

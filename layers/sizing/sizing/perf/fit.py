@@ -31,6 +31,8 @@ from typing import Any
 
 import yaml
 
+from sizing.catalog import load_catalog
+from sizing.catalog.models import Catalog, ModelSpec
 from sizing.perf.calibration import family_of
 from sizing.perf.config import HardwareConfig
 from sizing.perf.engines import build_scheduler
@@ -39,6 +41,7 @@ from sizing.perf.optimizer import nelder_mead
 from sizing.perf.reference import LLMPERF_LAUNCH_GAP_S, REFERENCE_MODELS, SHAREGPT_SIGMA, CalRow
 from sizing.perf.simulator import ClosedLoop, OpenLoop, saturating_concurrency, simulate
 from sizing.perf.step import ROOFLINE, Profile, StepModel
+from sizing.workload import TokenDistribution
 
 #: Literature prior: prefill MFU ~50% and decode MBU 55-60% at batch 1 (Databricks, docs/serving-facts.md s2);
 #: CPU/scheduling overhead of a few ms per step (vLLM V1: ~5 ms steps for 8B on H100 incl. GPU work, s2).
@@ -118,9 +121,6 @@ STATIC_BATCH_BUILD = "transformers-neuronx"
 @functools.cache
 def reference_catalog() -> Any:
     """The product catalog plus the architectures of reference-only models (Llama-2, Yi, small Qwen)."""
-    from sizing.catalog import load_catalog
-    from sizing.catalog.models import Catalog, ModelSpec
-
     base = load_catalog()
     extra = [ModelSpec.model_validate(m) for m in yaml.safe_load(REFERENCE_MODELS.read_text())["models"]]
     return Catalog(
@@ -139,8 +139,6 @@ def profile_key(row: CalRow) -> str:
 
 def _drawn(mean: float, sigma: float | None) -> Any:
     """The lengths a client drew around `mean`: lognormal with `sigma` when the row states one, else fixed."""
-    from sizing.workload import TokenDistribution
-
     return TokenDistribution.lognormal(mean, sigma) if sigma else TokenDistribution.fixed(round(mean))
 
 
@@ -193,8 +191,6 @@ def measured(row: CalRow) -> dict[str, float]:
 
 
 def _dists(row: CalRow) -> tuple[Any, Any]:
-    from sizing.workload import TokenDistribution
-
     if row.token_dist == "sharegpt":
         return (
             TokenDistribution.lognormal(row.input_tokens, SHAREGPT_SIGMA),

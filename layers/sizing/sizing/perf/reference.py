@@ -20,6 +20,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from sizing.errors import InvalidInput, Problem, problems_from_pydantic
+from sizing.perf.calibration import TWIN_ORIGIN
 from sizing.vocabulary import Engine
 
 DATA = Path(__file__).parent / "data"
@@ -555,9 +557,6 @@ def rows_from_run(result: dict[str, Any], where: str) -> list[CalRow]:
     the embedded default's twins among them), and rows measured on local twins (`calibration.TWIN_ORIGIN`): those
     would fit the model to its own predictions. Raises `InvalidInput`; nothing is returned half-read."""
     from pydantic import ValidationError
-
-    from sizing.errors import InvalidInput, Problem, problems_from_pydantic
-    from sizing.perf.calibration import TWIN_ORIGIN
 
     ranking = result.get("ranking")
     raw = ranking.get("calibration_rows") if isinstance(ranking, dict) else None

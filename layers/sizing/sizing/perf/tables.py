@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sizing.commands.output import table as render
+
 CV_TITLES = {
     "source": "Leave-one-source-out",
     "study": "Leave-one-study-out (stricter: every source of a lab or repository held out together)",
@@ -12,7 +14,6 @@ CV_TITLES = {
 
 def format_error_table(table: dict[str, Any]) -> str:
     """The error tables as text: per metric, then per family, calibrated beside plain roofline."""
-    from sizing.commands.output import table as render
 
     def line(name: str, s: dict[str, Any]) -> list[Any]:
         if not s.get("n"):

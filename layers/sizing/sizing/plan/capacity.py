@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sizing.perf.calibration import conservative_ratio
 from sizing.plan.memo import LRU, fingerprint
 from sizing.workload import SLO, WorkloadModel
 
@@ -91,8 +92,6 @@ class Margin:
 
 @functools.cache
 def _error_ratios(family: str, engine: str, confidence: float) -> dict[str, float | None]:
-    from sizing.perf.calibration import conservative_ratio
-
     return {m: conservative_ratio(family, engine, m, confidence) for m in ("ttft", "tpot", "throughput")}
 
 
@@ -304,6 +303,8 @@ def probe(step: Any, wm: WorkloadModel, saturated_rps: float, k: int, seed: int 
     """One probe of the capacity search: grid point `k` of the rates below `saturated_rps` meets every SLO target,
     and 1 / score there. Memoised as the searches are (the runtime-parameter search probes each variant once per
     workload: a repeated request probes nothing)."""
+    # deferred here and below: the simulator costs ~20 ms (-X importtime) of every cold start that imports the
+    # planner without estimating (the janitor, the steps other than estimate, through sizing.deploy.manifests)
     from sizing.perf.simulator import OpenLoop
 
     scale = margin(step, wm.slo, 0.0)

@@ -96,6 +96,8 @@ def _scales(step: Any, wm: WorkloadModel, conf: dict[str, Any], seed: int) -> di
     """The prefill and decode time scales that make `step`'s closed-loop predictions at the measured levels (the
     measured token shape) match the measured mean TTFT and TPOT: the geometric mean of measured / predicted over
     the levels, clamped as the team correction is (`correction.MAX_SCALE`)."""
+    # deferred here and below: the simulator, the level store and the learning loop cost ~50 ms (-X importtime)
+    # of every cold start that imports the planner without estimating (the janitor, the steps but estimate)
     from sizing.learn.correction import MAX_SCALE
     from sizing.learn.levels import LEVEL_REQUESTS, LEVEL_ROUNDS
     from sizing.perf.simulator import ClosedLoop, simulate
