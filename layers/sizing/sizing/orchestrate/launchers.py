@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
+from sizing.errors import InvalidInput, SizingError
 from sizing.orchestrate.lifeline import lifeline_env
 from sizing.orchestrate.settings import OrchestrationSettings
 
@@ -133,8 +134,6 @@ class FargateLauncher:
     def start(self, task: dict[str, Any]) -> dict[str, Any]:
         s = self.settings
         if not (s.ecs_cluster and s.master_task_definition and s.subnets):
-            from sizing.errors import InvalidInput
-
             raise InvalidInput(
                 "the Fargate load generator is not configured (cluster, task definition, subnets)"
             )
@@ -166,7 +165,5 @@ class FargateLauncher:
         )
         arns = [t["taskArn"] for t in out.get("tasks", [])]
         if not arns or out.get("failures"):
-            from sizing.errors import SizingError
-
             raise SizingError(f"the load generator did not start: {out.get('failures')}")
         return {"launched": "fargate", "tasks": arns}

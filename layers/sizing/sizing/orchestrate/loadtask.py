@@ -23,7 +23,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from sizing.errors import problems_from_pydantic
+from sizing.loadtest.launch import run_config
 from sizing.orchestrate.contracts import LoadTask
+from sizing.orchestrate.lifeline import exit_with_parent
+from sizing.store import SizingStore
 
 #: Heartbeats go out at this fraction of the state's HeartbeatSeconds, so one lost heartbeat is not fatal.
 HEARTBEAT_FRACTION = 1 / 3
@@ -82,8 +85,6 @@ class Heartbeat(threading.Thread):
 
 def execute(task: LoadTask, sfn: Any, store: Any) -> dict[str, Any]:
     """Sweep, store, complete the token. Returns the summary sent (or the failure)."""
-    from sizing.loadtest.launch import run_config
-
     beat = Heartbeat(sfn, task.task_token, max(1.0, task.heartbeat_s * HEARTBEAT_FRACTION))
     beat.start()
     try:
@@ -139,12 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         problems = "; ".join(f"{p.field}: {p.message}" for p in problems_from_pydantic(exc))
         print(f"the load task is not valid: {problems}", file=sys.stderr)
         return 2
-    from sizing.orchestrate.lifeline import exit_with_parent
 
     exit_with_parent()  # started by a local run: end with it (and end Locust), even if it is SIGKILLed
     import boto3
-
-    from sizing.store import SizingStore
 
     result = execute(task, boto3.client("stepfunctions"), SizingStore(task.table_name))
     print(json.dumps(result), flush=True)

@@ -16,9 +16,14 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from sizing.catalog import Catalog
-from sizing.errors import SizingError
+from sizing.errors import InvalidInput, Problem, SizingError
 from sizing.perf.replica import replica_of
-from sizing.plan.search import DEFAULT_HEADROOM
+from sizing.perf.simulator import ClosedLoop, OpenLoop, simulate
+from sizing.perf.step import StepModel
+from sizing.plan.candidates import HardwareOption
+from sizing.plan.cost import project
+from sizing.plan.search import DEFAULT_HEADROOM, _pricing
+from sizing.results import rank_cost
 from sizing.workload import WorkloadModel, WorkloadSpec, build_model
 
 METRICS = ("ttft_ms", "tpot_ms", "e2e_s")
@@ -108,9 +113,6 @@ def predicted_at_level(
     `concurrency`, `users` with `think_time_s`, or an open-loop `rate_rps`) with the workload's token
     distributions on the architecture's serving config. None when there is no replica to simulate (Bedrock) or
     no level."""
-    from sizing.perf.simulator import ClosedLoop, OpenLoop, simulate
-    from sizing.perf.step import StepModel
-
     if not target or arch.get("deployment") == "bedrock" or not arch.get("instance_type"):
         return None
     load: ClosedLoop | OpenLoop
@@ -158,11 +160,6 @@ def merge_measurements(
     """Architectures with `measured` filled in and re-ranked; calibration rows from every measured step. `origin`:
     `endpoint` for real servers (`loadtest`, its earlier name, is accepted), `twin` for local twins, whose rows
     calibration refuses; it becomes `measured.origin`."""
-    from sizing.errors import InvalidInput, Problem
-    from sizing.plan.cost import project
-    from sizing.plan.search import _pricing
-    from sizing.results import rank_cost
-
     kind = ORIGIN_ALIASES.get(origin)
     if kind is None:
         raise InvalidInput(
@@ -190,8 +187,6 @@ def merge_measurements(
             a["measured"] = _measured_block(recs, best, spec, kind, a, wm, cat)
             a["meets_slo"] = best is not None
             if best is not None and a["deployment"] != "bedrock":
-                from sizing.plan.candidates import HardwareOption
-
                 hw = HardwareOption(
                     a["instance_type"],
                     a["tensor_parallel"],

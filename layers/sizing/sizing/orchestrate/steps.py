@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sizing.catalog import Catalog, load_catalog
+from sizing.deploy.base import ExistingEndpoint
 from sizing.errors import InvalidInput, Problem, SizingError
 from sizing.loadtest.config import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from sizing.orchestrate.budget import measurement_cost
@@ -37,10 +38,14 @@ from sizing.orchestrate.contracts import (
     TeardownInput,
     step_input,
 )
+from sizing.orchestrate.launchers import FargateLauncher, LocalLauncher
 from sizing.orchestrate.settings import OrchestrationSettings
+from sizing.perf.calibration import TWIN_ORIGIN
+from sizing.plan import estimate
+from sizing.releases.catalog import LiveCatalog, ModelRegistry
 from sizing.results import Architecture
 from sizing.store import SizingStore
-from sizing.workload import TokenSpec, WorkloadSpec, parse_spec
+from sizing.workload import TokenSpec, WorkloadSpec, build_model, parse_spec
 
 #: Sweep levels around the predicted SLO-limit concurrency c of one replica: below, at and above the knee.
 LEVEL_FACTORS = (0.5, 1.0, 1.5)
@@ -73,19 +78,14 @@ def build_services(settings: OrchestrationSettings | None = None) -> Services:
     store = SizingStore(s.table_name)
     catalog = _catalog(s, store)
     if s.backend == "local":
-        from sizing.orchestrate.launchers import LocalLauncher
-
         provisioner = _local_provisioner(s)
         return Services(s, store, lambda _deployment: provisioner, LocalLauncher(s), catalog)
-    from sizing.orchestrate.launchers import FargateLauncher
 
     return Services(s, store, _aws_provisioners(s), FargateLauncher(s), catalog)
 
 
 def _catalog(s: OrchestrationSettings, store: SizingStore) -> Callable[[], Catalog]:
     """The shipped catalog plus the models added at runtime from release events (kept in the table)."""
-    from sizing.releases.catalog import LiveCatalog, ModelRegistry
-
     return LiveCatalog(ModelRegistry(s.table_name, store.client))
 
 
@@ -112,8 +112,6 @@ def close_local_twins() -> None:
 
 def _local_provisioner(s: OrchestrationSettings) -> Any:
     if s.endpoint_url:
-        from sizing.deploy.base import ExistingEndpoint
-
         return ExistingEndpoint(s.endpoint_url)
     return local_twins()
 
@@ -168,8 +166,6 @@ def choose_candidates(result: dict[str, Any], top_k: int) -> list[Candidate]:
 
 def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     """Estimate, choose the top K, and refuse when measuring them would exceed the run's budget."""
-    from sizing.plan import estimate
-
     inp = step_input(EstimateInput, event)
     run_id = inp.run_id
     spec = parse_spec(inp.spec, prefix="spec")
@@ -323,8 +319,9 @@ def start_loadtest_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
 # --- Collect and rank ------------------------------------------------------------------------------------------
 def collect_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     """Merge measured figures into the estimated architectures, write the ranking, append calibration rows."""
+    # deferred, as the learning loop in `_learn`: only the collect state needs them, and they cost the other
+    # states' cold starts ~40 ms (-X importtime)
     from sizing.orchestrate.merge import merge_measurements
-    from sizing.perf.calibration import TWIN_ORIGIN
 
     inp = step_input(CollectInput, event)
     run_id = inp.run_id
@@ -347,7 +344,6 @@ def collect_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     )
     svc.store.put_architectures(run_id, merged["architectures"])
     ok = [m for m in outcomes if m.status == "MEASURED"]
-    from sizing.workload import build_model
 
     ranking = Ranking(
         status="SUCCEEDED" if ok else "FAILED",
@@ -387,7 +383,6 @@ def _learn(
     as items, drift flags, the refit (in-process locally, queued for the calibration function on AWS). A fault
     here is stated in the block and never fails the run."""
     from sizing.learn.loop import after_collect
-    from sizing.workload import build_model
 
     try:
         return after_collect(
