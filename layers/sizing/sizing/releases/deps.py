@@ -25,8 +25,9 @@ from sizing.releases.settings import ReleaseSettings
 from sizing.releases.watches import WatchService
 from sizing.service.errors import Unavailable
 from sizing.service.runs import RunsService
+from sizing.slack.secrets import SlackSecrets
 from sizing.store import SizingStore
-from sizing.wiring import Wiring
+from sizing.wiring import Wiring, idempotency_layer
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
@@ -94,8 +95,6 @@ class ReleaseServices:
 
     @cached_property
     def idempotency(self) -> DynamoDBPersistenceLayer:
-        from sizing.wiring import idempotency_layer
-
         return idempotency_layer(self.settings.table_name, IDEMPOTENCY_PK, self.client)
 
     def release_service(self, lambda_context: Any = None) -> ReleaseService:
@@ -136,8 +135,6 @@ def _bot_poster(s: ReleaseSettings) -> SlackPoster | None:
 
     def bot_token() -> str:
         # the Slack bot's own secret reader (JSON {signing_secret, bot_token}, cached, never logged)
-        from sizing.slack.secrets import SlackSecrets
-
         return SlackSecrets(secret_id, max_age_s=SECRET_MAX_AGE_S).bot_token().get_secret_value()
 
     return WebClientSlackPoster(bot_token, base_url=s.slack_api_url)

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sizing.catalog import load_catalog
 from sizing.errors import Conflict
 from sizing.service.errors import Unavailable
 from sizing.store import Run, RunSource, SizingStore, SlackThread
@@ -56,8 +57,6 @@ class RunsService:
     @property
     def catalog(self) -> Catalog:
         if self._catalog is None:
-            from sizing.catalog import load_catalog
-
             return load_catalog()
         return self._catalog() if callable(self._catalog) else self._catalog
 

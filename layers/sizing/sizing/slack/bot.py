@@ -238,6 +238,8 @@ class SlackBot:
     # --- shared -------------------------------------------------------------------------------------------
     def catalog(self) -> Catalog:
         if self._catalog is None:
+            # deferred: the catalog's pydantic models cost a Slack cold start that reads no catalog (the
+            # acknowledgement, the notifier) ~50 ms (-X importtime)
             from sizing.catalog import load_catalog
 
             return load_catalog()

@@ -10,12 +10,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from sizing.slack.bot import Invoker, LambdaInvoker, Secrets, SlackBot
+from sizing.slack.bot import EstimateJob, Invoker, LambdaInvoker, Secrets, SlackBot, SlackRequest, answer
 from sizing.slack.client import SlackPoster
 from sizing.slack.secrets import SlackSecrets
 from sizing.slack.settings import SlackSettings
 from sizing.slack.verify import DynamoReplayGuard
+from sizing.store import SizingStore
 from sizing.wiring import Wiring
+from sizing.wiring import idempotency_layer as persistence_layer
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
@@ -23,7 +25,6 @@ if TYPE_CHECKING:
     from sizing.catalog import Catalog
     from sizing.releases.catalog import LiveCatalog
     from sizing.service.runs import RunsService
-    from sizing.store import SizingStore
 
 
 @dataclass(frozen=True)
@@ -48,14 +49,14 @@ class SlackServices:
 
     @cached_property
     def store(self) -> SizingStore:
-        from sizing.store import SizingStore
-
         return SizingStore(self.settings.table_name, client=self.dynamodb)
 
     @cached_property
     def live_catalog(self) -> LiveCatalog:
         """The shipped catalog plus the models added by releases (rebuilt when a release lands), so a model
         announced a minute ago can be estimated and measured from Slack."""
+        # deferred, as `runs` below: the release and run services (pydantic results) cost a Slack cold start
+        # that needs neither (the acknowledgement, the notifier) ~100 ms (-X importtime)
         from sizing.releases.catalog import LiveCatalog
 
         return LiveCatalog.of_table(self.settings.table_name, self.store.client, self.catalog_check_s)
@@ -77,9 +78,7 @@ class SlackServices:
     def idempotency(self, static_pk: str) -> DynamoDBPersistenceLayer:
         """Idempotency records in the sizing table under their own partition key, expiring through its TTL."""
         if static_pk not in self._layers:
-            from sizing.wiring import idempotency_layer
-
-            self._layers[static_pk] = idempotency_layer(
+            self._layers[static_pk] = persistence_layer(
                 self.settings.table_name, static_pk, self.store.client
             )
         return self._layers[static_pk]
@@ -199,8 +198,6 @@ ROUTES = {"/slack/commands": "command", "/slack/interactions": "interaction"}
 def route(event: dict[str, Any]) -> dict[str, Any] | None:
     """Answer an API Gateway REST event for one of Slack's routes (for `sizing serve`, which runs the API
     resolver for every other path); None when the path is not Slack's."""
-    from sizing.slack.bot import SlackRequest, answer
-
     name = ROUTES.get(str(event.get("path") or "").rstrip("/"))
     if name is None or event.get("httpMethod") != "POST":
         return None
@@ -211,8 +208,6 @@ def route(event: dict[str, Any]) -> dict[str, Any] | None:
 def background_invoker() -> Invoker:
     """Runs the estimate worker in a daemon thread (for `sizing serve`: the acknowledgement must not wait)."""
     import threading
-
-    from sizing.slack.bot import EstimateJob
 
     def invoke(job: EstimateJob) -> None:
         threading.Thread(target=bot().estimate, args=(job,), name="slack-estimate", daemon=True).start()

@@ -13,6 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from sizing.perf import StepModel
 from sizing.twin.engine import Engine, StepModelLike
 from sizing.twin.server import TwinServer, TwinSettings
 
@@ -30,8 +31,6 @@ __all__ = [
 
 def step_model_for(cfg: Any) -> StepModelLike:
     """The perf estimator's step model for a `sizing.perf.HardwareConfig`."""
-    from sizing.perf import StepModel
-
     model: StepModelLike = StepModel.for_config(cfg)
     return model
 

@@ -16,10 +16,14 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from sizing.api_models import EXAMPLE_SPEC
+from sizing.catalog import load_catalog
 from sizing.errors import InvalidInput, Problem
-from sizing.service.api import errors
+from sizing.releases.watches import PATTERN_MAX, PATTERN_RE
+from sizing.service.api import deps, errors
 from sizing.service.api.routers import calibration, catalog, estimates, runs, watches
 from sizing.service.errors import MethodNotAllowed, PayloadTooLarge
+from sizing.workload import WorkloadSpec
 
 if TYPE_CHECKING:
     from sizing.catalog import Catalog
@@ -43,8 +47,6 @@ errors.register(app)
 def openapi_document() -> dict[str, Any]:
     """The document of the server answering: the deployed API's (IAM/SigV4), or, under `sizing serve` (stage
     `local`), one that declares no authentication, since the local server checks none."""
-    from sizing.service.api import deps
-
     local = deps.settings().stage == "local"
     info = _openapi_info()
     if local:
@@ -71,9 +73,6 @@ def with_spec_schema(doc: dict[str, Any], catalog: Catalog | None = None) -> dic
     choices), in place of the free-form object the routes declare (they validate through `parse_spec`, which
     applies presets first). `tokens` and `slo` are not required in the document: a `preset` fills them.
     `model` lists the names of `catalog` (the served document's: the shipped models and those released)."""
-    from sizing.api_models import EXAMPLE_SPEC
-    from sizing.workload import WorkloadSpec
-
     schema = WorkloadSpec.model_json_schema(
         ref_template=f"#/components/schemas/{SPEC_SCHEMA_PREFIX}{{model}}"
     )
@@ -120,8 +119,6 @@ def _given(props: dict[str, Any], *names: str) -> dict[str, Any]:
 def model_names(catalog: Catalog | None = None) -> list[str]:
     """Every name `model` is accepted under: the catalog's ids, their aliases and unambiguous short names
     (GET /catalog/models lists the models); the shipped catalog's when `catalog` is not given."""
-    from sizing.catalog import load_catalog
-
     cat = catalog or load_catalog()
     names = set(cat._alias) | {name for m in cat.models.values() for name in (m.id, *m.aliases)}
     shorts: dict[str, set[str]] = {}
@@ -139,8 +136,6 @@ def _cross_field_rules(
     them; at least one SLO and one percentile in each; tokens.input and tokens.output; `model` one the catalog
     knows; a token length given as fixed, mean with p95, or lognormal mean with sigma; a watch's `model_pattern`
     is org/name with wildcards in the name, its budget storable."""
-    from sizing.releases.watches import PATTERN_MAX, PATTERN_RE
-
     props = spec["properties"]
     spec["oneOf"] = [_given(props, "users"), _given(props, "rate")]
     spec["anyOf"] = [_given(props, "preset"), {"required": ["tokens", "slo"]}]

@@ -9,16 +9,17 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from sizing.releases.catalog import LiveCatalog
 from sizing.service.runs import RunsService
 from sizing.service.settings import ApiSettings
 from sizing.store import SizingStore
 from sizing.wiring import Wiring
+from sizing.wiring import idempotency_layer as persistence_layer
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
     from sizing.catalog import Catalog
-    from sizing.releases.catalog import LiveCatalog
 
 #: Idempotency records share the table (single-table design: one TTL, one IAM grant, one backup policy); they
 #: sit under their own partition key and carry the table's TTL attribute, so DynamoDB deletes them itself.
@@ -48,8 +49,6 @@ class ApiServices:
     @cached_property
     def live_catalog(self) -> LiveCatalog:
         """The shipped catalog plus the models added by releases (rebuilt when a release lands)."""
-        from sizing.releases.catalog import LiveCatalog
-
         return LiveCatalog.of_table(self.settings.table_name, self.store.client, self.catalog_check_s)
 
     @cached_property
@@ -62,9 +61,7 @@ class ApiServices:
 
     @cached_property
     def idempotency(self) -> DynamoDBPersistenceLayer:
-        from sizing.wiring import idempotency_layer
-
-        return idempotency_layer(self.settings.table_name, IDEMPOTENCY_PK, self.store.client)
+        return persistence_layer(self.settings.table_name, IDEMPOTENCY_PK, self.store.client)
 
 
 def build(

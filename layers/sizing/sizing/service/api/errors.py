@@ -11,8 +11,9 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
-from sizing.api_models import ErrorBody
-from sizing.errors import Conflict, InvalidInput, NotFound, Problem, SizingError
+from sizing.api_models import ErrorBody, RunRequest
+from sizing.errors import Conflict, InvalidInput, NotFound, Problem, SizingError, unknown_field_message
+from sizing.releases.watches import WatchRequest
 from sizing.service.errors import MethodNotAllowed, PayloadTooLarge, Unavailable
 from sizing.service.observability import logger
 
@@ -89,10 +90,6 @@ def validation_error(exc: RequestValidationError) -> Response:
 
 def _unknown_field(loc: list[str]) -> str:
     """An unknown field of a request body, with a did-you-mean from the request models' fields."""
-    from sizing.api_models import RunRequest
-    from sizing.errors import unknown_field_message
-    from sizing.releases.watches import WatchRequest
-
     if len(loc) == 2 and loc[0] == "body":
         known = sorted(set(RunRequest.model_fields) | set(WatchRequest.model_fields))
         return unknown_field_message(loc[1], known)

@@ -66,6 +66,8 @@ class CalibrationOverview(BaseModel):
 def get_calibration(
     limit: Annotated[int, Query(ge=1, le=MAX_VERSIONS, description="versions listed, newest first")] = 20,
 ) -> CalibrationOverview:
+    # deferred: sizing.learn.refit and what it loads cost the API's cold start ~20 ms (-X importtime), and
+    # only this route needs them
     from sizing.learn.profiles import configured_store
     from sizing.learn.refit import _reference, overview
 

@@ -7,6 +7,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.metrics import MetricUnit
 
 from sizing.api_models import EXAMPLE_SPEC, SPEC_DESCRIPTION
+from sizing.outcome import impossible_constraints
 from sizing.results import EstimateResult
 from sizing.service.api import deps
 from sizing.service.api.responses import ok
@@ -32,7 +33,6 @@ def post_estimate(
     spec: Annotated[dict[str, Any], Body(description=SPEC_DESCRIPTION, examples=[EXAMPLE_SPEC])],
     top: Annotated[int | None, Query(ge=1, le=MAX_TOP, description="ranked architectures to return")] = None,
 ) -> EstimateResult:
-    from sizing.outcome import impossible_constraints
     from sizing.plan.search import estimate_result
 
     catalog = deps.catalog()  # the shipped models and those released since
