@@ -63,27 +63,10 @@ _SLACK = (
     "~50-100 ms of the Slack cold starts that read no catalog and start no run (acknowledgement, notifier)"
 )
 
-#: In-function imports of own modules that bring no heavy library, left in files others are editing (the lead
-#: hoists them after): (importing module, module imported) -> why it is still there.
+#: In-function imports of own modules that bring no heavy library, left in a file being edited (hoisted after):
+#: (importing module, module imported) -> why it is still there.
 KNOWN_LIGHT: dict[tuple[str, str], str] = {
-    ("sizing.commands.estimate", "sizing.workload"): _EDITED,
-    ("sizing.loadtest.launch", "sizing.errors"): _EDITED,
-    ("sizing.loadtest.locustfile", "sizing.loadtest.plan"): _EDITED,
-    ("sizing.loadtest.process", "sizing.loadtest.aws"): _EDITED,
-    ("sizing.perf.predict", "sizing.learn.measured"): _EDITED,
-    ("sizing.perf.predict", "sizing.learn.profiles"): _EDITED,
-    ("sizing.perf.predict", "sizing.perf.engines"): _EDITED,
-    ("sizing.perf.predict", "sizing.perf.memory"): _EDITED,
     ("sizing.perf.simulator", "sizing.perf.step"): _EDITED,
-    ("sizing.plan.candidates", "sizing.perf.config"): _EDITED,
-    ("sizing.plan.candidates", "sizing.catalog.regions"): _EDITED,
-    ("sizing.plan.search", "sizing.learn.measured"): _EDITED,
-    ("sizing.plan.search", "sizing.perf.calibration"): _EDITED,
-    ("sizing.plan.search", "sizing.perf.memory"): _EDITED,
-    ("sizing.plan.search", "sizing.perf.simulator"): _EDITED,
-    ("sizing.plan.search", "sizing.perf.step"): _EDITED,
-    ("sizing.plan.search", "sizing.perf.config"): _EDITED,
-    ("sizing.plan.search", "sizing.plan.serving"): _EDITED,
 }
 
 #: In-function imports of own modules that bring no heavy library yet defer a measured share of a Lambda cold

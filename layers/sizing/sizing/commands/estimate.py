@@ -9,7 +9,7 @@ from typing import Any
 
 from sizing.commands.output import print_json, table
 from sizing.outcome import EXIT_NO_ARCHITECTURE, impossible_constraints
-from sizing.workload import WorkloadSpec, load_spec
+from sizing.workload import WorkloadSpec, load_spec, resolve
 
 #: Searches shorter than this show no progress bar.
 PROGRESS_AFTER_S = 1.0
@@ -303,7 +303,6 @@ def run(args: argparse.Namespace) -> int:
         raise refusal  # exit 2: the constraints contradict the model, nothing could be estimated
     if args.report:
         from sizing.report import write_report
-        from sizing.workload import resolve
 
         # the report's curves re-simulate exactly what the table's figures came from: this workload, this seed
         write_report(result, args.report, workload=resolve(spec), seed=args.seed)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sizing.errors import InvalidInput, Problem
+from sizing.errors import InvalidInput, Problem, problems_from_pydantic
 from sizing.loadtest.config import LoadTestConfig, SlaSearchSpec, SloTarget
 from sizing.loadtest.metrics import StepResult
 from sizing.workload import TokenSpec
@@ -137,8 +137,6 @@ def run_sweep(
 
 def _validated(fields: dict[str, Any]) -> LoadTestConfig:
     from pydantic import ValidationError
-
-    from sizing.errors import problems_from_pydantic
 
     try:
         return LoadTestConfig.model_validate(fields)

@@ -48,7 +48,7 @@ from locust.runners import MasterRunner, WORKER_REPORT_INTERVAL
 from sizing.loadtest.config import LoadTestConfig, token_distribution
 from sizing.loadtest.http import Connection
 from sizing.loadtest.metrics import RequestRecord, StepResult, check_slo, summarize
-from sizing.loadtest.plan import LevelPlan
+from sizing.loadtest.plan import LevelPlan, plan_for
 from sizing.loadtest.prompts import PromptItem, PromptSource, load_dataset
 from sizing.loadtest.streams import measure_bedrock, measure_openai, measure_sagemaker
 
@@ -425,8 +425,6 @@ class SweepShape(LoadTestShape):
     @property
     def plan(self) -> LevelPlan:
         if self._plan is None:
-            from sizing.loadtest.plan import plan_for
-
             self._plan = plan_for(self.cfg)
         return self._plan
 

@@ -22,6 +22,7 @@ import gevent
 from locust.env import Environment
 
 from sizing.loadtest import locustfile as lf
+from sizing.loadtest.aws import report_to_aws  # it imports boto3 only when it reports, well after Locust
 from sizing.loadtest.config import LoadTestConfig
 from sizing.loadtest.metrics import CSV_COLUMNS, StepResult, csv_row
 from sizing.loadtest.plan import SlaSearch, plan_for
@@ -181,8 +182,6 @@ def run(
                 w.kill()
     out.finish(shape.stopped_by, plan, started)
     if upload or task_token:
-        from sizing.loadtest.aws import report_to_aws  # boto3 only now, well after Locust
-
         report_to_aws(Path(cfg.out_dir), upload, task_token)
     return 0
 

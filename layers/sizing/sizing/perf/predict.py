@@ -7,9 +7,12 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from sizing.errors import InvalidInput, Problem
+from sizing.learn.measured import answer
+from sizing.learn.profiles import active
 from sizing.perf.calibration import interval_for, profile_for, stated_interval, summary
 from sizing.perf.config import HardwareConfig
-from sizing.perf.memory import MemoryFit, memory_fit
+from sizing.perf.engines import ENGINE_IMAGES
+from sizing.perf.memory import MemoryFit, kv_dtype_bytes, memory_fit
 from sizing.perf.simulator import ClosedLoop, OpenLoop, SimResult, saturating_concurrency, simulate
 from sizing.perf.step import StepModel
 
@@ -248,8 +251,6 @@ def _answer_basis(out: dict[str, Any], accelerator: str, concurrency: int | None
     out["profile_version"] = cal["profile_version"]
     if concurrency is None:
         return
-    from sizing.learn.measured import answer
-    from sizing.learn.profiles import active
 
     hit = answer(
         active(),
@@ -283,7 +284,6 @@ def _answer_basis(out: dict[str, Any], accelerator: str, concurrency: int | None
 def simulated_serving(cfg: HardwareConfig, sm: StepModel, catalog: Catalog | None = None) -> dict[str, Any]:
     """The serving configuration simulated, in `ServingConfig`'s names: every setting as the engine runs it
     (defaults resolved; on Neuron the compiled batch the KV memory holds, the LNC and the context buckets)."""
-    from sizing.perf.engines import ENGINE_IMAGES
 
     acc = cfg.parts(catalog).accelerator
     neuron = acc.kind == "neuron"
@@ -309,6 +309,5 @@ def simulated_serving(cfg: HardwareConfig, sm: StepModel, catalog: Catalog | Non
 
 
 def _fp8_kv(cfg: HardwareConfig) -> bool:
-    from sizing.perf.memory import kv_dtype_bytes
 
     return kv_dtype_bytes(cfg.engine, cfg.quantization, cfg.kv_cache_dtype) < 2

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 
 from sizing.catalog import Accelerator, Catalog, InstanceType, ModelSpec
 from sizing.catalog.models import BedrockChoice
+from sizing.catalog.regions import nearest
 from sizing.errors import InvalidInput, Problem
+from sizing.perf.config import valid_tps
 from sizing.workload import WorkloadModel
 
 #: Engines that run on Neuron devices; a constraint naming "vllm" includes vLLM's Neuron backend there.
@@ -82,7 +84,6 @@ def _allowed_instances(cat: Catalog, wm: WorkloadModel) -> list[InstanceType]:
 def _tp_options(model: ModelSpec, devices: int, accelerator: Accelerator) -> list[int]:
     """TP sizes that divide the instance's devices (so replicas pack evenly) and the engine runs on the
     accelerator: dividing the heads on a GPU, a compiled `tp_degree` on Neuron (heads padded)."""
-    from sizing.perf.config import valid_tps
 
     return [t for t in valid_tps(model, devices, accelerator) if devices % t == 0]
 
@@ -101,8 +102,6 @@ def _sold_in_region(out: Enumeration, allowed: list[InstanceType], region: str) 
                 }
             )
     if allowed and not sold:
-        from sizing.catalog.regions import nearest
-
         elsewhere = {r for i in allowed for r in (i.regions_available or [])}
         close = nearest(region, elsewhere)
         out.nearest_region = close[0] if close else None

@@ -26,7 +26,12 @@ from sizing.catalog import Catalog, load_catalog
 from sizing.catalog.models import BedrockChoice
 from sizing.catalog.modes import Modes, ServiceTiers, load_modes
 from sizing.catalog.regions import region_name
-from sizing.perf.calibration import summary
+from sizing.learn.measured import at_throughput, describe
+from sizing.perf.calibration import load_profiles, profile_for, summary
+from sizing.perf.config import HardwareConfig
+from sizing.perf.memory import memory_fit
+from sizing.perf.simulator import bounds
+from sizing.perf.step import StepModel
 from sizing.plan.candidates import Enumeration, HardwareOption, enumerate_candidates
 from sizing.plan.capacity import (
     UNITS,
@@ -69,7 +74,14 @@ from sizing.plan.cost import (
     spread_zones,
 )
 from sizing.plan.measured import measured_capacity
-from sizing.plan.serving import Context, context_for, default_serving, tuning_variants, with_effective_batch
+from sizing.plan.serving import (
+    CONTEXT_PERCENTILE,
+    Context,
+    context_for,
+    default_serving,
+    tuning_variants,
+    with_effective_batch,
+)
 from sizing.plan.serving import changes as serving_changes
 from sizing.results import (
     AlsoFits,
@@ -276,7 +288,6 @@ def _measured_at(plan: Any, capacity_rps: float, rate_rps: float, modelled: Any)
     lowest measured level, the estimator's rescaled to the measurement (`modelled`), as the lowest level's are an
     upper bound far above a light load -- the requests in flight there and at the capacity, and the
     architecture's `measurement` block."""
-    from sizing.learn.measured import at_throughput, describe
 
     figures, in_flight, _used, below = at_throughput(plan.levels, rate_rps)
     _f, at_capacity, _u, _b = at_throughput(plan.levels, capacity_rps)
@@ -1153,10 +1164,6 @@ def _replica(
     cfg_for: Callable[[ServingConfig], Any], serving: ServingConfig, wm: WorkloadModel, cat: Catalog
 ) -> Replica | str:
     """The replica of `serving`, or why it does not fit in memory."""
-    from sizing.perf.calibration import profile_for
-    from sizing.perf.memory import memory_fit
-    from sizing.perf.simulator import bounds
-    from sizing.perf.step import StepModel
 
     cfg = cfg_for(serving)
     fit = memory_fit(cfg, catalog=cat)
@@ -1348,7 +1355,6 @@ def _start(spec: WorkloadSpec, catalog: Catalog | None, headroom: float, seed: i
 
 def _config_for(instance_type: str) -> Callable[[ServingConfig], Any]:
     """The hardware configuration of a serving configuration on `instance_type`."""
-    from sizing.perf.config import HardwareConfig
 
     def cfg_for(s: ServingConfig) -> HardwareConfig:
         return HardwareConfig.from_serving(s, instance_type)
@@ -1743,7 +1749,6 @@ def _why_not_cheaper(
 
 def _early_reject(slo: SLO, step: Any, wm: WorkloadModel) -> tuple[str, dict[str, float]] | None:
     """Roofline lower bounds already above an SLO: no simulation can do better."""
-    from sizing.perf.simulator import bounds
 
     b = bounds(step, wm.input_tokens.mean, wm.output_tokens.mean, prefix_tokens=wm.shared_prefix_tokens)
     floor = {
@@ -1770,8 +1775,6 @@ def _early_reject(slo: SLO, step: Any, wm: WorkloadModel) -> tuple[str, dict[str
 
 
 def _assumptions(cat: Catalog, headroom: float, slo: SLO) -> dict[str, Any]:
-    from sizing.perf.calibration import load_profiles
-    from sizing.plan.serving import CONTEXT_PERCENTILE
 
     prof = load_profiles()
     return {
