@@ -32,34 +32,32 @@ def _step_model(**overrides: object) -> StepModel:
 
 
 def test_admission_is_first_come_first_served_up_to_the_batch_limit():
-    # given a replica that batches at most 2 sequences and three queued 100-token prompts
+    # given a replica that batches at most 2 sequences, three queued 100-token prompts of 10 output tokens each
     sched = Scheduler(_step_model(), [100, 100, 100], [10, 10, 10], [], 0)
-    sched.waiting.extend([0, 1, 2])
-    # when the scheduler plans a step
-    tokens, _pairs, chunks, completes = sched.schedule()
-    # then the first two prompts are prefilled whole and the third waits
-    assert (tokens, chunks, completes) == (200, 2, True)
-    assert list(sched.waiting) == [2]
-    # and once the step ran, both emit their first token and decode
-    emitting, ended = sched.prefill_ran(completes)
-    assert emitting == [0, 1] and ended == []
-    assert sched.D == 2 and sched.emitted == 2
+    arrivals = OpenArrivals([0.0, 0.0, 0.0], 0.0, sched.waiting)
+    # when the engine runs until nothing is left
+    t, completed = sched.advance(0.0, arrivals, closed=False)
+    # then the first two prompts were prefilled together and got their first token at once; the third waited
+    # for a free slot, and every request generated its 10 tokens
+    assert completed == 3 and sched.emitted == 30
+    assert sched.first[0] == sched.first[1] < sched.first[2]
+    assert sched.first[2] >= sched.finish[0] and sched.finish[2] == t
+    assert sched.D == 0 and not sched.waiting
 
 
 def test_a_full_kv_cache_preempts_the_newest_sequence_with_what_it_generated():
-    # given two decoding sequences of 100-token prompts in a 260-token KV cache
+    # given two 100-token prompts of 1,000 output tokens each in a 260-token KV cache
     sched = Scheduler(_step_model(kv_capacity_tokens=260), [100, 100], [1000, 1000], [], 0)
-    sched.waiting.extend([0, 1])
-    sched.prefill_ran(sched.schedule()[3])
-    # when they decode until the cache cannot hold another step, and the next step is scheduled
-    steps, *_rest, ended = sched.decode(float("inf"))
-    sched.schedule()
-    # then the run stopped at the cache's edge, and the newest sequence went back to the front of the queue with
-    # its 30 tokens (1 from prefill, 29 decoded), to be recomputed when there is room
-    assert steps == 29 and ended == []
-    assert sched.preemptions == 1 and sched.D == 1
-    assert list(sched.waiting) == [1]
-    assert sched.gen_before[1] == 30
+    arrivals = OpenArrivals([0.0, 0.0], 0.0, sched.waiting)
+    # when the engine runs
+    _t, completed = sched.advance(0.0, arrivals, closed=False)
+    # then the newest sequence was preempted once, at the cache's edge with 30 tokens (1 from prefill, 29
+    # decoded), and recomputed with them once the other had finished: its recomputed prompt emitted its 31st
+    # token; nothing was lost, and its first token kept its time
+    assert completed == 2 and sched.preemptions == 1
+    assert sched.gen_before == [1, 31]
+    assert sched.emitted == 2000
+    assert sched.first[0] == sched.first[1] and sched.finish[1] > sched.finish[0]
 
 
 def test_an_open_loop_queues_each_request_once_the_api_server_passed_it_on():

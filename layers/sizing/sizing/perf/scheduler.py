@@ -2,9 +2,12 @@
 step prefills, which sequence is preempted, and which ones complete.
 
 State: the waiting queue (request ids, FCFS; a preempted request goes back to its front), the prefilling requests,
-the decoding batch (D sequences, a heap of the decode step each one finishes at) and the KV tokens they hold. Time
-is not the scheduler's: the event loop (`sizing.perf.simulator`) advances it and records when each request got
-its first token and its last. The scheduler counts decode steps instead (`G`, one per step that decodes).
+the decoding batch (D sequences, a heap of the decode step each one finishes at) and the KV tokens they hold. It
+counts decode steps (`G`, one per step that decodes). `step` plans a step and runs it on the step model: the
+event loop (`sizing.perf.simulator`) passes it the time and when the engine sees the next request, queues the
+arrivals, and records when each request got its first token and its last. The hot state stays on the scheduler
+between decisions: runs of steps that change nothing but the token counts (full prefill chunks of one prompt,
+pure-decode steps) are run in one call, not planned step by step.
 
 KV accounting, in tokens:
 - `kv_fixed`: the prompts of the prefilling requests (incremental admission), or the prompt + output of every
@@ -24,6 +27,7 @@ from typing import TYPE_CHECKING
 from sizing.perf.decoderuns import DecodeLines, decode_run
 
 if TYPE_CHECKING:
+    from sizing.perf.arrivals import ClosedArrivals, OpenArrivals
     from sizing.perf.step import StepModel
 
 #: Share of the KV cache kept free when admitting (vLLM V0's watermark 0.01): admission never fills the cache to
@@ -33,13 +37,9 @@ KV_WATERMARK = 0.01
 #: rebuilt without them (a bound on memory, not a model figure: any value gives the same run).
 STALE_HEAP_SLACK = 64
 
-#: No requests (returned, never appended to).
-NONE: list[int] = []
 INF = math.inf
 #: Seconds a run of decode steps lasts at least when an arrival is already due (so a run is never empty).
 MIN_WAIT_S = 1e-12
-#: A step without prefill: (tokens, attention pairs, chunks, a prompt completes).
-NO_PREFILL = (0, 0.0, 0, False)
 
 
 class Scheduler:
@@ -71,9 +71,14 @@ class Scheduler:
         "defer_steps",
         "deferred",
         "emitted",
+        "finish",
+        "first",
         "g_start",
         "gen_before",
         "heap",
+        "it",
+        "itl_v",
+        "itl_w",
         "kv_fixed",
         "lines_by_d",
         "live",
@@ -93,9 +98,24 @@ class Scheduler:
         "waiting",
     )
 
-    def __init__(self, sm: StepModel, prompt: list[int], out: list[int], shared: list[int], pinned: int):
+    def __init__(
+        self,
+        sm: StepModel,
+        prompt: list[int],
+        out: list[int],
+        shared: list[int],
+        pinned: int,
+        itl: bool = True,
+    ):
         n = len(prompt)
         self.step_model = sm
+        self.it = sm.iteration_time
+        # the steps' inter-token latencies and their weights (tokens), None: not recorded
+        self.itl_v: list[float] | None = [] if itl else None
+        self.itl_w: list[float] = []
+        # when each request got its first token and its last (NaN: not yet)
+        self.first = [math.nan] * n
+        self.finish = [math.nan] * n
         self.prompt = prompt
         self.out = out
         self.shared = shared
@@ -134,36 +154,51 @@ class Scheduler:
         # decode_lines(D) by batch size D (admission keeps D <= max_num_seqs)
         self.lines_by_d: list[DecodeLines | None] = [None] * (self.max_seqs + 1)
 
-    def schedule(self) -> tuple[int, float, int, bool]:
-        """This step's decisions: make room for its decode tokens (preempting), then its prefill. Returns (prompt
-        tokens prefilled, their attention pairs, chunks, whether a prompt completes); (0, 0.0, 0, False) when the
-        step only decodes (nothing waits, deferred, or no budget left)."""
-        D = self.D
-        if (
-            D > 1
-            and self.kv_fixed + self.S_base - self.S_shared + D * self.G + D > self.cap
-            and not self.reserve
-        ):
-            self._preempt()
+    def advance(self, t: float, arrivals: OpenArrivals | ClosedArrivals, closed: bool) -> tuple[float, int]:
+        """Run the engine from time `t`: before each step, queue the requests it has seen by then (`arrivals`);
+        plan the step as the engine plans it (make room for its decode tokens by preempting, then prefill the
+        chunks of the prompts being prefilled and admit what fits, else decode up to the next event) and run
+        it; in a `closed` loop, each completion lets its user send the next request. Stops when nothing is left
+        to run (idle until the next arrival, or done). Returns (the time, the requests completed)."""
+        completed = 0
+        next_seen = arrivals.next_seen
+        while True:
+            if next_seen <= t:
+                arrivals.due(t)
+                next_seen = arrivals.next_seen
             D = self.D
-        if self.defer_ratio > 0 and self._defer(D):
-            return NO_PREFILL
-        prefill = self.prefill
-        if prefill:
-            budget = self.budget_max - D if self.mixed else self.budget_max
-            if budget <= 0:
-                return NO_PREFILL
-            P, pairs, nchunks, done_any = self._continue_prefills(budget)
-        elif self.waiting:
-            budget = self.budget_max - D if self.mixed else self.budget_max
-            if budget <= 0:
-                return NO_PREFILL
-            P, pairs, nchunks, done_any = NO_PREFILL
-        else:
-            return NO_PREFILL
-        if budget - P > 0 and self.waiting and D + len(prefill) < self.max_seqs:
-            return self._admit(budget, P, pairs, nchunks, done_any)
-        return P, pairs, nchunks, done_any
+            if (
+                D > 1
+                and not self.reserve
+                and self.kv_fixed + self.S_base - self.S_shared + D * self.G + D > self.cap
+            ):
+                self._preempt()
+                D = self.D
+            P = 0
+            if self.defer_ratio > 0 and self._defer(D):
+                pass
+            elif self.prefill or self.waiting:
+                budget = self.budget_max - D if self.mixed else self.budget_max
+                if budget > 0:
+                    prefill = self.prefill
+                    if prefill:
+                        P, pairs, nchunks, done_any = self._continue_prefills(budget)
+                    else:
+                        pairs, nchunks, done_any = 0.0, 0, False
+                    if budget > P and self.waiting and D + len(prefill) < self.max_seqs:
+                        P, pairs, nchunks, done_any = self._admit(budget, P, pairs, nchunks, done_any)
+            if P:
+                t, done = self._prefill(t, next_seen, P, pairs, nchunks, done_any)
+            elif D:
+                t, done = self._decode(t, next_seen)
+            else:
+                return t, completed
+            if done:
+                completed += done
+                if closed:
+                    for _ in range(done):
+                        arrivals.ended(t)
+                    next_seen = arrivals.next_seen
 
     def _defer(self, D: int) -> bool:
         """TGI 2.x: while a batch decodes, new prompts wait until they are numerous enough or waited long enough."""
@@ -227,35 +262,34 @@ class Scheduler:
         self, budget: int, P: int, pairs: float, nchunks: int, done_any: bool
     ) -> tuple[int, float, int, bool]:
         """Admit waiting requests in order, each while the batch, the KV cache (less the watermark) and the token
-        budget have room: its first chunk joins this step."""
+        budget have room: its first chunk joins this step (`P` tokens, `pairs`, `nchunks` so far)."""
         waiting = self.waiting
         prefill = self.prefill
         gen_before = self.gen_before
         reserve = self.reserve
-        chunked = self.chunked
         kv_fixed = self.kv_fixed
         D = self.D
         busy = D + len(prefill)  # sequences in the batch
         held = 0 if reserve else self.S_base - self.S_shared + D * self.G  # KV of the decoding sequences
-        room_kv = self.adm_cap
         while waiting and budget - P > 0 and busy < self.max_seqs:
             i = waiting[0]
-            p_eff = self.prompt[i] + gen_before[i]
-            r_out = self.out[i] - gen_before[i]
+            g = gen_before[i]
+            p_eff = self.prompt[i] + g
+            r_out = self.out[i] - g
             need = p_eff + r_out if reserve else p_eff
             hit = 0  # prompt tokens read from the prefix cache, not prefilled
             if self.sharing:
                 need -= self.shared[i]  # its shared blocks are held once, in `pinned`
                 hit = 0 if self.cold else self.shared[i]
             todo = p_eff - hit
-            if kv_fixed + held + need > room_kv and busy > 0:
+            if kv_fixed + held + need > self.adm_cap and busy > 0:
                 break
             room = budget - P
-            if todo > room and not chunked and P > 0:
+            if todo > room and not self.chunked and P > 0:
                 break
             waiting.popleft()
             self.cold = False
-            take = room if chunked and room < todo else todo
+            take = room if room < todo and self.chunked else todo
             kv_fixed += need
             # the chunk's queries attend to the cached prefix too
             pairs += take * (hit + take * 0.5) if hit else take * take * 0.5
@@ -268,75 +302,113 @@ class Scheduler:
         self.kv_fixed = kv_fixed
         return P, pairs, nchunks, done_any
 
-    def prefill_ran(self, done_any: bool) -> tuple[list[int], list[int]]:
-        """A step with prefill ran: the deferral count restarts, the decoding sequences advanced one token if the
-        step carried them (mixed prefill and decode), and the requests whose prompt completed (`done_any`) emit a
-        token (their first, or the first since a preemption) and start decoding, or complete when that was their
-        last. Returns (requests whose prompt completed, requests that completed), in the order the engine
-        finishes them."""
-        self.since_prefill = 0
-        decoded = NONE  # sequences whose last token this step decoded
-        if self.D and self.mixed:
-            self.G += 1
-            self.emitted += self.D
-            if self.heap[0] >> self.shift <= self.G:
-                decoded = self._complete()
-        if not done_any:
-            return NONE, decoded
+    def _prefill(
+        self, t: float, next_seen: float, P: int, pairs: float, nchunks: int, done_any: bool
+    ) -> tuple[float, int]:
+        """Run a step that prefills `P` prompt tokens in `nchunks` chunks (their attention `pairs`; `done_any`: a
+        prompt completes), decoding the batch where the engine mixes them: the decoding sequences advance one
+        token if the step carried them, and the requests whose prompt completed emit a token and start
+        decoding, or complete when that was their last. While the next steps only continue the one prompt being
+        prefilled (chunked: no sequence finished, no request seen, none to admit beside its chunk, the KV cache
+        holds them), they run here too, without planning each. Returns (the time, the requests completed)."""
+        D, G = self.D, self.G
+        mixed = self.mixed
+        it, itl_v = self.it, self.itl_v
+        # a further step only continues prefill[0]: it must not preempt, admit or reach the next arrival
+        e = self.prefill[0] if len(self.prefill) == 1 and self.chunked else None
+        budget = self.budget_max - D if mixed else self.budget_max
+        may_preempt = D > 1 and not self.reserve
+        kv_held = self.kv_fixed + self.S_base - self.S_shared
+        can_admit = self.max_seqs > D + 1
+        while True:
+            dt = it(P, D if mixed else 0, (self.S_base + D * G) if mixed else 0, pairs, nchunks)
+            t += dt
+            if D:
+                if itl_v is not None:
+                    itl_v.append(dt)
+                    self.itl_w.append(float(D))
+                if mixed:
+                    G += 1
+                    self.emitted += D
+                    if self.heap[0] >> self.shift <= G:
+                        self.G, self.since_prefill = G, 0
+                        done = self._complete(t)
+                        return t, (done + self._start_decoding(t) if done_any else done)
+            if done_any:
+                self.G, self.since_prefill = G, 0
+                return t, self._start_decoding(t)
+            if e is None or next_seen <= t or (may_preempt and kv_held + D * G + D > self.cap):
+                break
+            left = e[1]
+            take = left if left <= budget else budget
+            if take < budget and can_admit and self.waiting:
+                break
+            pairs = take * (e[2] + take * 0.5)
+            e[1] = left - take
+            e[2] += take
+            P, nchunks, done_any = take, 1, left == take
+        self.G, self.since_prefill = G, 0
+        return t, 0
+
+    def _start_decoding(self, t: float) -> int:
+        """At `t` the requests whose prompt completed emit a token (their first, or the first since a
+        preemption) and join the decoding batch, or complete when that was their last. Returns how many
+        completed."""
         keep: list[list[int]] = []
-        emitting: list[int] = []
-        ended: list[int] = []  # requests whose prompt's token was their last
-        gen_before, out, reserve, G = self.gen_before, self.out, self.reserve, self.G
-        kv_fixed, S_base, D = self.kv_fixed, self.S_base, self.D
+        completed = 0
+        gen_before, out, G = self.gen_before, self.out, self.G
         for e in self.prefill:
             if e[1] > 0:
                 keep.append(e)
                 continue
             i = e[0]
-            emitting.append(i)
+            self.emitted += 1
             gen = gen_before[i] + 1
+            if gen == 1:  # its first token (a preempted request had generated one at least)
+                self.first[i] = t
             s_i = self.shared[i] if self.sharing else 0
-            if not reserve:
-                kv_fixed -= e[3] - s_i
+            if self.reserve:
+                if gen >= out[i]:
+                    self.kv_fixed -= e[3] + e[4] - s_i
+            else:
+                self.kv_fixed -= e[3] - s_i
             if gen >= out[i]:
-                if reserve:
-                    kv_fixed -= e[3] + e[4] - s_i
-                ended.append(i)
+                self.finish[i] = t
+                completed += 1
                 continue
             gen_before[i] = gen
             self.g_start[i] = G
             b = self.base[i] = e[3] + 1 - G
-            S_base += b
+            self.S_base += b
             if s_i:
                 self.S_shared += s_i
-            D += 1
+            self.D += 1
             self.decode_order.append(i)
-            key = self.live[i] = (G + out[i] - gen) << self.shift | i
+            key = (G + out[i] - gen) << self.shift | i
+            self.live[i] = key
             heappush(self.heap, key)
-        self.kv_fixed, self.S_base, self.D = kv_fixed, S_base, D
-        self.emitted += len(emitting)
         self.prefill = keep
-        if self.preemptions and len(self.heap) > 4 * (D + 1) + STALE_HEAP_SLACK:
+        if self.preemptions and len(self.heap) > 4 * (self.D + 1) + STALE_HEAP_SLACK:
             self._compact()
-        if decoded:
-            ended += decoded
-        return emitting, ended
+        return completed
 
     # --- decoding ------------------------------------------------------------------------------------------
-    def decode(self, until: float) -> tuple[int, float, float, float, list[int]]:
+    def _decode(self, t: float, next_seen: float) -> tuple[float, int]:
         """Run pure-decode steps, no further than anything but the token counts changes: the next completion, the
         last step the KV cache holds one more token per sequence for, the end of a deferral, a single step while
-        a prompt waits for budget; and at most until `until` seconds from now have passed (the next arrival),
-        unless requests wait for room rather than for time (an arrival would only join them). Returns (steps,
-        seconds, the first step's time, the last step's time, the requests that completed)."""
-        heap, live, mask, shift = self.heap, self.live, self.mask, self.shift
+        a prompt waits for budget; and at most until the step during which the engine sees the next request
+        (`next_seen`), unless requests wait for room rather than for time (an arrival would only join them). The
+        steps are summed in closed form (`decode_run`). Returns as `_prefill`."""
+        heap = self.heap
         top = heap[0]
         if self.preemptions:  # only a preempted sequence leaves a stale entry behind
+            live, mask = self.live, self.mask
             while live[top & mask] != top:
                 heappop(heap)
                 top = heap[0]
         D, G = self.D, self.G
-        steps = (top >> shift) - G
+        end = top >> self.shift  # the decode step the next sequence finishes at
+        steps = end - G
         C = self.S_base + D * G
         if not self.reserve:
             by_kv = (self.cap - (self.kv_fixed + C - self.S_shared)) // D
@@ -350,10 +422,12 @@ class Scheduler:
             steps = min(steps, self.defer_steps - self.since_prefill)
         if self.prefill:
             steps = 1
-        if self.waiting and not deferred:
+        if next_seen == INF or (self.waiting and not deferred):
             until = INF
-        elif until <= 0:
-            until = MIN_WAIT_S
+        else:
+            until = next_seen - t
+            if until <= 0:
+                until = MIN_WAIT_S
         lines = self.lines_by_d[D]
         if lines is None:  # memoised per batch size
             lines = self.lines_by_d[D] = self.step_model.decode_lines(D)
@@ -361,33 +435,38 @@ class Scheduler:
         self.G = G = G + k
         self.since_prefill += k
         self.emitted += D * k
-        return k, elapsed, f_step, l_step, (self._complete() if top >> shift <= G else NONE)
+        if self.itl_v is not None:
+            # the steps' times grow linearly, so the first and the last each stand for half of their tokens
+            half = D * k * 0.5
+            self.itl_v += (f_step, l_step)
+            self.itl_w += (half, half)
+        t += elapsed
+        if end <= G:
+            return t, self._complete(t)
+        return t, 0
 
-    def _complete(self) -> list[int]:
-        """Sequences whose last token was decoded leave the batch and free their KV; returns them."""
+    def _complete(self, t: float) -> int:
+        """At `t` the sequences whose last token was decoded leave the batch and free their KV; returns how
+        many."""
         heap = self.heap
-        live = self.live
-        mask = self.mask
         limit = (self.G + 1) << self.shift  # keys of the sequences finishing by step G
-        D = self.D
-        S_base = self.S_base
-        ended: list[int] = []
+        live, mask = self.live, self.mask
+        completed = 0
         while heap and heap[0] < limit:
             key = heappop(heap)
             i = key & mask
             if live[i] != key:
                 continue
             live[i] = -1
-            D -= 1
-            S_base -= self.base[i]
+            completed += 1
+            self.S_base -= self.base[i]
             if self.sharing:
                 self.S_shared -= self.shared[i]
             if self.reserve:
                 self.kv_fixed -= self.prompt[i] + self.out[i] - (self.shared[i] if self.sharing else 0)
-            ended.append(i)
-        self.D = D
-        self.S_base = S_base
-        return ended
+            self.finish[i] = t
+        self.D -= completed
+        return completed
 
     def _compact(self) -> None:
         """Drop stale heap entries (preempted stints) when they outnumber the live ones by far: only a bound on

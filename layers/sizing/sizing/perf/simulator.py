@@ -229,20 +229,20 @@ def simulate(
     if prefix_tokens < 0:
         raise ValueError("prefix_tokens must not be negative")
     shared, pinned = _shared_blocks(sm, inp_a, prefix_tokens)
-    sched = Scheduler(sm, inp_a.tolist(), out_a.tolist(), shared, pinned)
+    sched = Scheduler(sm, inp_a.tolist(), out_a.tolist(), shared, pinned, itl)
     arrival_a, arrivals = _arrivals(load, rng, sm, sched)
-    first, finish, completed, itl_v, itl_w = _event_loop(sched, arrivals, n, itl)
+    completed = _event_loop(sched, arrivals, n)
     res = _summarise(
         np.array(arrivals.arrival, dtype=np.float64) if arrival_a is None else arrival_a,
-        np.array(first, dtype=np.float64),
-        np.array(finish, dtype=np.float64),
+        np.array(sched.first, dtype=np.float64),
+        np.array(sched.finish, dtype=np.float64),
         out_a,
         warmup,
         load,
         sched.preemptions,
         completed,
-        np.array(itl_v, dtype=np.float64),
-        np.array(itl_w, dtype=np.float64),
+        np.array(sched.itl_v or [], dtype=np.float64),
+        np.array(sched.itl_w, dtype=np.float64),
         truncated,
     )
     res.output_tokens_generated = sched.emitted
@@ -315,71 +315,21 @@ def _arrivals(
     return None, ClosedArrivals([0.0] * n, delay, sched.waiting, k0, ramp, think, load.wave_gap_s)
 
 
-def _event_loop(
-    sched: Scheduler, arrivals: OpenArrivals | ClosedArrivals, n: int, itl: bool
-) -> tuple[list[float], list[float], int, list[float], list[float]]:
-    """Advance time step by step until every request completed: each iteration queues the arrivals, lets the
-    scheduler preempt and plan the step, then runs one step with prefill or a run of pure-decode steps (summed
-    in closed form up to the next event), or idles until the next arrival. Returns each request's first-token
-    and completion times, the requests completed, and the inter-token latencies with their weights (empty
-    without `itl`)."""
-    first = [math.nan] * n
-    finish = [math.nan] * n
-    itl_v: list[float] = []
-    itl_w: list[float] = []
-    it = sched.step_model.iteration_time
-    mixed = sched.mixed
+def _event_loop(sched: Scheduler, arrivals: OpenArrivals | ClosedArrivals, n: int) -> int:
+    """Advance time until every request completed: the scheduler runs the engine while it has work (queueing
+    what the engine sees from `arrivals`, and recording each request's times), and the loop idles it until the
+    next arrival. Returns the requests completed."""
     closed = isinstance(arrivals, ClosedArrivals)
-    due, ended = arrivals.due, arrivals.ended
-    schedule, decode, prefill_ran = sched.schedule, sched.decode, sched.prefill_ran
-    inf = math.inf
+    advance = sched.advance
     t = 0.0
     completed = 0
     while completed < n:
-        if arrivals.next_seen <= t:
-            due(t)
-        P, pairs, nchunks, done_any = schedule()
-        if P:
-            D = sched.D
-            dt = it(P, D if mixed else 0, (sched.S_base + D * sched.G) if mixed else 0, pairs, nchunks)
-            t += dt
-            if D and itl:
-                itl_v.append(dt)
-                itl_w.append(float(D))
-            emitting, done = prefill_ran(done_any)
-            for i in emitting:
-                if first[i] != first[i]:  # NaN: its first token
-                    first[i] = t
-        elif sched.D:
-            # a run of pure-decode steps up to the next event
-            D = sched.D
-            nxt = arrivals.next_seen
-            k, elapsed, f_step, l_step, done = decode(nxt - t if nxt != inf else inf)
-            t += elapsed
-            if itl:
-                _record_decode_itl(itl_v, itl_w, D * k * 0.5, f_step, l_step)
-        elif arrivals.pending():  # idle until the next arrival
-            t = max(t, arrivals.next_seen)
-            continue
-        else:
+        t, done = advance(t, arrivals, closed)
+        completed += done
+        if completed >= n or not arrivals.pending():
             break
-        for i in done:
-            finish[i] = t
-            completed += 1
-            if closed:
-                ended(t)
-    return first, finish, completed, itl_v, itl_w
-
-
-def _record_decode_itl(
-    itl_v: list[float], itl_w: list[float], half: float, f_step: float, l_step: float
-) -> None:
-    """A run of decode steps' inter-token latencies: its step times grow linearly, so its first and last step
-    each stand for half of its tokens."""
-    itl_v.append(f_step)
-    itl_w.append(half)
-    itl_v.append(l_step)
-    itl_w.append(half)
+        t = max(t, arrivals.next_seen)  # idle until the next arrival
+    return completed
 
 
 def _summarise(
