@@ -49,8 +49,30 @@ def test_a_level_above_the_configured_workers_is_priced_with_the_workers_it_need
     plain = measurement_cost([ARCH], cat, 600, 2, "us-east-1")
     sized = measurement_cost([ARCH], cat, 600, 2, "us-east-1", max_streams=[big])
     small = measurement_cost([ARCH], cat, 600, 2, "us-east-1", max_streams=[8])
-    # then the arithmetic names the Fargate processes that level needs, and costs more
-    assert f"Fargate {1 + workers_for(big)} x" in sized["candidates"][0]["arithmetic"]
+    # then the arithmetic names the Fargate task that level needs (a master and its workers), and costs more
+    assert f"(a master and {workers_for(big)} workers)" in sized["candidates"][0]["arithmetic"]
     assert sized["usd"] > plain["usd"]
     # and a small level keeps the configured workers
     assert small == plain
+
+
+def test_the_load_generators_task_is_the_smallest_fargate_size_that_holds_its_processes() -> None:
+    # given sweeps whose highest level is 200, 1,024 and 1,568 streams
+    from sizing.orchestrate.budget import fargate_task_size
+
+    sizes = {streams: fargate_task_size(workers_for(streams)) for streams in (200, 1024, 1568)}
+    # then a master and 1 worker fit the task definition's own 4 vCPU / 8 GB, a master and 5 workers (12 vCPU /
+    # 24 GB of processes) take a 16 vCPU task with Fargate's 32 GB floor, and 7 workers the same task's whole
+    assert sizes == {200: (4, 8), 1024: (16, 32), 1568: (16, 32)}
+
+
+def test_a_level_no_fargate_task_can_drive_is_refused_naming_the_limit() -> None:
+    # given a level beyond what one 16 vCPU task drives at the measured streams per core
+    import pytest
+
+    from sizing.errors import InvalidInput
+    from sizing.orchestrate.budget import MAX_WORKERS_PER_TASK, fargate_task_size
+
+    # when the task is sized, then it is refused with the figures
+    with pytest.raises(InvalidInput, match=f"at most {MAX_WORKERS_PER_TASK}"):
+        fargate_task_size(workers_for(MAX_WORKERS_PER_TASK * STREAMS_PER_WORKER + 1))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sizing.catalog import Catalog
+from sizing.errors import InvalidInput, Problem
 from sizing.plan.cost import SCALE_UP_LEAD_S_GPU, SCALE_UP_LEAD_S_NEURON
 
 #: Fargate on-demand, us-east-1, Linux/x86: $0.04048 per vCPU-hour and $0.004445 per GB-hour
@@ -80,6 +81,31 @@ def loadgen_layout(streams: int) -> LoadgenLayout:
     return LoadgenLayout(streams=streams, workers=n, streams_per_worker=math.ceil(streams / n))
 
 
+#: Fargate task sizes the load generator's one task may take: vCPU -> (smallest, largest, step) memory in GB
+#: [docs.aws.amazon.com/AmazonECS/latest/developerguide/fargate-tasks-services.html#fargate-tasks-size]. The task
+#: definition's own size (4 vCPU / 8 GB) is the smallest used.
+FARGATE_SIZES = {4: (8, 30, 1), 8: (16, 60, 4), 16: (32, 120, 8)}
+#: Workers one task holds beside its master at LOADGEN_VCPU each: the largest size's vCPUs.
+MAX_WORKERS_PER_TASK = max(FARGATE_SIZES) // LOADGEN_VCPU - 1
+
+
+def fargate_task_size(workers: int) -> tuple[int, int]:
+    """The (vCPU, GB) of the one Fargate task that runs the master and `workers` worker processes at LOADGEN_VCPU
+    and LOADGEN_GB each: the smallest size that holds them. InvalidInput when no task size does."""
+    layout = LoadgenLayout(streams=0, workers=workers, streams_per_worker=0)
+    for vcpu, (lo, hi, step) in sorted(FARGATE_SIZES.items()):
+        if vcpu >= layout.vcpu:
+            gb = max(lo, math.ceil(layout.gb / step) * step)
+            if gb <= hi:
+                return vcpu, gb
+    raise InvalidInput(
+        f"a load generator of {workers} workers needs {layout.vcpu} vCPU; one Fargate task holds at most"
+        f" {MAX_WORKERS_PER_TASK} ({MAX_WORKERS_PER_TASK * STREAMS_PER_WORKER:,} streams at the measured"
+        f" {STREAMS_PER_WORKER} per core)",
+        [Problem("levels", f"the highest level needs {workers} load-generator workers")],
+    )
+
+
 def candidate_measurement_cost(
     arch: dict[str, Any],
     cat: Catalog,
@@ -88,8 +114,9 @@ def candidate_measurement_cost(
     region: str,
     max_streams: int | None = None,
 ) -> dict[str, Any]:
-    """Cost of measuring one candidate: instances for one replica x hours, plus the Fargate load generator: the
-    `workers` configured, or as many as the candidate's highest level (`max_streams`) needs if that is more."""
+    """Cost of measuring one candidate: instances for one replica x hours, plus the Fargate load generator's task
+    at its size (`fargate_task_size`) for the sweep: the `workers` configured, or as many as the candidate's
+    highest level (`max_streams`) needs if that is more."""
     if max_streams is not None:
         workers = max(workers, workers_for(max_streams))
     if arch["deployment"] == "bedrock":
@@ -113,18 +140,16 @@ def candidate_measurement_cost(
     assert price is not None
     gpu_usd = instances * price * hours
     loadgen_hours = sweep_s / 3600
-    fargate_usd = (
-        (1 + workers)
-        * loadgen_hours
-        * (LOADGEN_VCPU * FARGATE_USD_PER_VCPU_HOUR + LOADGEN_GB * FARGATE_USD_PER_GB_HOUR)
-    )
+    # the task is billed at its size: the smallest Fargate size holding the master and the workers
+    vcpu, gb = fargate_task_size(workers)
+    fargate_usd = loadgen_hours * (vcpu * FARGATE_USD_PER_VCPU_HOUR + gb * FARGATE_USD_PER_GB_HOUR)
     return {
         "id": arch["id"],
         "usd": round(gpu_usd + fargate_usd, 2),
         "gpu_hours": round(instances * hours * (arch.get("accelerators_per_replica") or 1), 3),
         "arithmetic": f"{instances} x {arch['instance_type']} x ${price:.2f}/h x {hours:.2f} h"
         f" (lead {lead / 60:.0f} min + sweep {sweep_s / 60:.0f} min + teardown {TEARDOWN_S / 60:.0f} min)"
-        f" + Fargate {1 + workers} x {LOADGEN_VCPU} vCPU/{LOADGEN_GB} GB x {loadgen_hours:.2f} h"
+        f" + Fargate {vcpu} vCPU/{gb} GB (a master and {workers} workers) x {loadgen_hours:.2f} h"
         f" = ${gpu_usd + fargate_usd:.2f}",
     }
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from sizing.errors import InvalidInput, SizingError
+from sizing.orchestrate.budget import fargate_task_size
 from sizing.orchestrate.lifeline import lifeline_env
 from sizing.orchestrate.settings import OrchestrationSettings
 
@@ -115,9 +116,9 @@ def _report_crash(proc: subprocess.Popen[bytes], task_token: str, log_path: Path
 
 class FargateLauncher:
     """Runs the load generator as one Fargate task (awsvpc) with the task in its environment. Locust's own
-    master/worker mode runs inside it: `workers` worker processes, one per vCPU beyond the master's, so a
-    bigger task definition (or several candidates' tasks) scales the load, and workers always find their master
-    on the task's loopback."""
+    master/worker mode runs inside it: the master and `workers` worker processes, LOADGEN_VCPU / LOADGEN_GB each,
+    the task sized to hold them (`budget.fargate_task_size`), so workers always find their master on the task's
+    loopback."""
 
     def __init__(self, settings: OrchestrationSettings, ecs_client: Any | None = None) -> None:
         self.settings = settings
@@ -137,6 +138,7 @@ class FargateLauncher:
             raise InvalidInput(
                 "the Fargate load generator is not configured (cluster, task definition, subnets)"
             )
+        vcpu, gb = fargate_task_size(int(task.get("workers") or 0))
         out = self.ecs.run_task(
             cluster=s.ecs_cluster,
             taskDefinition=s.master_task_definition,
@@ -150,12 +152,15 @@ class FargateLauncher:
                 }
             },
             overrides={
+                # the task's size follows from its workers: LOADGEN_VCPU / LOADGEN_GB per Locust process
+                "cpu": str(vcpu * 1024),
+                "memory": str(gb * 1024),
                 "containerOverrides": [
                     {
                         "name": MASTER_CONTAINER,
                         "environment": [{"name": "LOADTEST_TASK", "value": json.dumps(task)}],
                     }
-                ]
+                ],
             },
             tags=[
                 {"key": "sizing.llm/run-id", "value": task["run_id"]},

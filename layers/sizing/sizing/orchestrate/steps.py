@@ -16,7 +16,7 @@ from sizing.catalog import Catalog, load_catalog
 from sizing.deploy.base import ExistingEndpoint
 from sizing.errors import InvalidInput, Problem, SizingError
 from sizing.loadtest.config import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
-from sizing.orchestrate.budget import measurement_cost
+from sizing.orchestrate.budget import measurement_cost, workers_for
 from sizing.orchestrate.contracts import (
     DEFAULT_TOP_K,
     Candidate,
@@ -164,6 +164,20 @@ def choose_candidates(result: dict[str, Any], top_k: int) -> list[Candidate]:
     return out
 
 
+def _highest(levels: list[float]) -> int | None:
+    """The most concurrent streams of a candidate's sweep (None: no level)."""
+    return math.ceil(max(levels)) if levels else None
+
+
+def _workers(configured: int, levels: list[float]) -> int:
+    """Load-generator workers for a sweep: none where it runs as one process (the embedded default), else the
+    configured count or as many as its highest level needs at the measured streams per core, if more."""
+    if configured == 0:
+        return 0
+    top = _highest(levels)
+    return max(configured, workers_for(top)) if top is not None else configured
+
+
 def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     """Estimate, choose the top K, and refuse when measuring them would exceed the run's budget."""
     inp = step_input(EstimateInput, event)
@@ -180,6 +194,7 @@ def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
         sweep_s,
         svc.settings.loadtest_workers,
         spec.constraints.region,
+        max_streams=[_highest(c.levels) for c in candidates],
     )
     settings = MachineSettings.model_validate(svc.settings.machine_settings())
     if not candidates:
@@ -301,7 +316,7 @@ def load_task(inp: LoadTestInput, settings: OrchestrationSettings) -> LoadTask:
         slo=plan.slo,
         step_s=settings.step_s,
         warmup_s=settings.warmup_s,
-        workers=settings.loadtest_workers,
+        workers=_workers(settings.loadtest_workers, cand.levels),
         table_name=settings.table_name,
         heartbeat_s=inp.settings.heartbeat_s,
         out_dir=f"{settings.out_dir}/{inp.run_id}/{cand.candidate_id}",

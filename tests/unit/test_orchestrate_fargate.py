@@ -1,0 +1,57 @@
+"""The Fargate launcher's request to ECS (checked against ECS's API model by botocore's Stubber): the load
+generator's one task is sized for the workers its sweep needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import ANY, Stubber
+
+from sizing.orchestrate.budget import workers_for
+from sizing.orchestrate.launchers import FargateLauncher
+from sizing.orchestrate.settings import OrchestrationSettings
+
+SETTINGS = OrchestrationSettings(
+    TABLE_NAME="llm-sizing-test",
+    LOADTEST_CLUSTER_ARN="loadtest",
+    LOADTEST_MASTER_TASK_DEF="llm-sizing-loadtest",
+    LOADTEST_SUBNETS="subnet-1",
+)
+
+
+def _expected(cpu: str, memory: str) -> dict[str, Any]:
+    return {
+        "cluster": "loadtest",
+        "taskDefinition": "llm-sizing-loadtest",
+        "launchType": "FARGATE",
+        "count": 1,
+        "networkConfiguration": ANY,
+        "overrides": {"cpu": cpu, "memory": memory, "containerOverrides": ANY},
+        "tags": ANY,
+        "startedBy": ANY,
+    }
+
+
+@pytest.mark.parametrize(("streams", "cpu", "memory"), [(64, "4096", "8192"), (1024, "16384", "32768")])
+def test_the_task_is_sized_for_the_workers_of_the_sweeps_highest_level(streams, cpu, memory):
+    # given a load task whose highest level needs workers_for(streams) workers
+    task = {"run_id": "r1", "candidate_id": "c1", "workers": workers_for(streams), "levels": [streams]}
+    ecs = boto3.client("ecs", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    # when the launcher starts it, then ECS is asked for the size that holds the master and every worker at
+    # 2 vCPU / 4 GB each (a request ECS's API model accepts)
+    with Stubber(ecs) as stub:
+        stub.add_response("run_task", {"tasks": [{"taskArn": "arn:task/1"}]}, _expected(cpu, memory))
+        out = FargateLauncher(SETTINGS, ecs_client=ecs).start(task)
+        stub.assert_no_pending_responses()
+    assert out == {"launched": "fargate", "tasks": ["arn:task/1"]}
+
+
+def test_a_sweeps_workers_follow_its_highest_level_and_the_embedded_default_keeps_one_process():
+    # given the configured workers on AWS (2) and on the embedded default (0, one process)
+    from sizing.orchestrate.steps import _workers
+
+    # then a sweep up to 1,024 streams gets the 5 its highest level needs, a small one the configured 2, and the
+    # embedded default never starts workers
+    assert (_workers(2, [256, 512, 1024]), _workers(2, [8, 16, 32]), _workers(0, [1024])) == (5, 2, 0)
