@@ -140,12 +140,7 @@ def with_team_correction(prof: Profile, model: str | None) -> Profile:
     key, c = hit
     sp, sd = float(c["prefill_scale"]), float(c["decode_scale"])
     return replace(
-        prof,
-        compute_eff=prof.compute_eff / sp,
-        request_overhead_s=prof.request_overhead_s * sp,
-        bandwidth_eff=prof.bandwidth_eff / sd,
-        step_overhead_s=prof.step_overhead_s * sd,
-        seq_overhead_s=prof.seq_overhead_s * sd,
+        prof.stretched(sp, sd),
         basis=f"{prof.basis}; team correction {key} (prefill x{sp:.3f}, decode x{sd:.3f}, {c.get('levels', 0)}"
         f" measured levels)",
         version=f"{prof.version}+team.{adopted['version']}",

@@ -3,7 +3,7 @@ per (accelerator family, engine) by `sizing.perf.fit` and looked up by `sizing.p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -38,6 +38,19 @@ class Profile:
             "request_overhead_s": self.request_overhead_s,
             "moe_eff": self.moe_eff,
         }
+
+    def stretched(self, prefill: float, decode: float) -> Profile:
+        """This profile with prefill times `prefill` times and decode times `decode` times as long: the compute
+        efficiency and the per-request cost for prefill, the bandwidth efficiency and the per-step and per-sequence
+        costs for decode (the two time scales of a team correction, `sizing.learn.correction`)."""
+        return replace(
+            self,
+            compute_eff=self.compute_eff / prefill,
+            request_overhead_s=self.request_overhead_s * prefill,
+            bandwidth_eff=self.bandwidth_eff / decode,
+            step_overhead_s=self.step_overhead_s * decode,
+            seq_overhead_s=self.seq_overhead_s * decode,
+        )
 
 
 #: A plain roofline: peak FLOP/s and bandwidth, no overheads (the baseline the calibration is compared with).

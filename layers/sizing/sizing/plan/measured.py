@@ -133,17 +133,7 @@ def _rescaled(step: Any, scales: dict[str, float], cat: Any) -> Any:
     `sizing.perf.calibration.with_team_correction`)."""
     from sizing.perf.step import StepModel
 
-    sp, sd = scales["prefill"], scales["decode"]
-    prof = step.profile
-    prof = dataclasses.replace(
-        prof,
-        compute_eff=prof.compute_eff / sp,
-        request_overhead_s=prof.request_overhead_s * sp,
-        bandwidth_eff=prof.bandwidth_eff / sd,
-        step_overhead_s=prof.step_overhead_s * sd,
-        seq_overhead_s=prof.seq_overhead_s * sd,
-    )
-    return StepModel(step.cfg, step.fit, prof, cat)
+    return StepModel(step.cfg, step.fit, step.profile.stretched(scales["prefill"], scales["decode"]), cat)
 
 
 def lookup(rep: Any, wm: WorkloadModel, cat: Any) -> tuple[dict[str, Any], float] | None:
