@@ -1,100 +1,40 @@
 """The learning loop on moto: measured levels stored as items, the refit adopted (or not) into S3, the next
 estimate answered from the measurement, drift flagged, rollbacks, corrupt objects and concurrent refits.
 
-The "endpoint" is one of known timing: the estimator's own step model with every step `SLOWDOWN` times slower
-(efficiencies divided, overheads multiplied by it), which is what a server 30% slower than the estimate
-measures at every closed-loop level."""
+The "endpoint" is one of known timing (`support.learning.known_timing`): the estimator's own step model with
+every step `SLOWDOWN` times slower, which is what a server 30% slower than the estimate measures at every
+closed-loop level."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
+from support.learning import BUCKET, SLOWDOWN, SPEC, TABLE, dist, known_timing, learning_stack, slowed
 
 from sizing.catalog import load_catalog
 from sizing.learn import profiles as profiles_mod
 from sizing.learn.levels import LevelStore
 from sizing.learn.loop import after_collect
-from sizing.learn.profiles import ProfileStore, use_store
+from sizing.learn.profiles import use_store
 from sizing.learn.refit import commit, overview, prepare, rollback
 from sizing.orchestrate.steps import choose_candidates
 from sizing.perf.calibration import PROFILE_PATH, load_profiles, profile_for
 from sizing.perf.predict import predict
 from sizing.perf.replica import replica_of
-from sizing.perf.simulator import ClosedLoop, simulate
 from sizing.perf.step import StepModel
 from sizing.plan import estimate
-from sizing.store import SizingStore, create_table
+from sizing.store import SizingStore
 from sizing.workload import build_model, parse_spec
-
-TABLE = "llm-sizing-test"
-BUCKET = "llm-sizing-calibration-test"
-SLOWDOWN = 1.3
-SPEC = {
-    "name": "learn",
-    "model": "meta-llama/Llama-3.1-8B-Instruct",
-    "rate": {"peak_rps": 2},
-    "tokens": {"input": {"mean": 800, "p95": 2000}, "output": {"mean": 150, "p95": 300}},
-    "slo": {"ttft_ms": {"p95": 2000}, "e2e_s": {"p95": 20}},
-    "constraints": {
-        "instance_types": ["g6e.xlarge"],
-        "deployments": ["eks"],
-        "quantizations": ["bf16"],
-        "engines": ["vllm"],
-        "capacity": ["on-demand"],
-    },
-}
 
 
 @pytest.fixture
 def aws():
-    with mock_aws():
-        ddb = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(ddb, TABLE)
-        s3 = boto3.client("s3", region_name="us-east-1")
-        s3.create_bucket(Bucket=BUCKET)
-        store = ProfileStore(BUCKET, client=s3)
-        use_store(store)
-        try:
-            yield SizingStore(TABLE, client=ddb), store
-        finally:
-            use_store(None)
-
-
-def _slowed(profile: Any, k: float) -> Any:
-    return dataclasses.replace(
-        profile,
-        compute_eff=profile.compute_eff / k,
-        bandwidth_eff=profile.bandwidth_eff / k,
-        step_overhead_s=profile.step_overhead_s * k,
-        seq_overhead_s=profile.seq_overhead_s * k,
-        request_overhead_s=profile.request_overhead_s * k,
-    )
-
-
-def _dist(st: Any) -> dict[str, float]:
-    return {"mean": st.mean, "p50": st.p50, "p90": st.p90, "p95": st.p95, "p99": st.p99}
-
-
-def known_timing(arch: dict[str, Any], wm: Any, cat: Any, c: int, k: float, inp: Any = None, out: Any = None):
-    """What an endpoint `k` times slower than the reference profile measures at concurrency `c`."""
-    cfg = replica_of(arch, cat)
-    ref = profile_for(cfg.parts(cat).accelerator.id, cfg.engine, load_profiles(str(PROFILE_PATH)))
-    step = StepModel.for_config(cfg, profile=_slowed(ref, k), catalog=cat)
-    return simulate(
-        step,
-        ClosedLoop(c),
-        inp or wm.input_tokens,
-        out or wm.output_tokens,
-        n_requests=1000,
-        seed=1,
-        itl=False,
-    )
+    with learning_stack() as stack:
+        yield stack
 
 
 def measured_run(k: float = SLOWDOWN, served_model: str | None = None, run_id: str = "0123456789abcdef"):
@@ -117,9 +57,9 @@ def measured_run(k: float = SLOWDOWN, served_model: str | None = None, run_id: s
                     "target": {"concurrency": c},
                     "requests": 1000,
                     "errors": {},
-                    "ttft_ms": _dist(sim.ttft_ms),
-                    "tpot_ms": _dist(sim.tpot_ms),
-                    "e2e_s": _dist(sim.e2e_s),
+                    "ttft_ms": dist(sim.ttft_ms),
+                    "tpot_ms": dist(sim.tpot_ms),
+                    "e2e_s": dist(sim.e2e_s),
                     "input_tokens": wm.input_tokens.mean,
                     "output_tokens": wm.output_tokens.mean,
                     "requests_per_s": sim.requests_per_s,
@@ -591,7 +531,7 @@ def test_a_loopback_server_30_percent_slower_is_learned_from_one_run(aws, tmp_pa
     wm = build_model(spec, cat.model(spec.model).id)
     cfg = replica_of(arch, cat)
     ref = profile_for(cfg.parts(cat).accelerator.id, cfg.engine, load_profiles(str(PROFILE_PATH)))
-    slow = StepModel.for_config(cfg, profile=_slowed(ref, SLOWDOWN), catalog=cat)
+    slow = StepModel.for_config(cfg, profile=slowed(ref, SLOWDOWN), catalog=cat)
     serving = ServingConfig.model_validate(arch["serving"])
     with start_twin(cfg, step_model=slow, served_model=arch["model"], serving=serving) as twin:
         # when the load task measures it at three levels and CollectAndRank stores the run (refit in-process)
@@ -669,7 +609,7 @@ def test_the_embedded_default_learns_from_a_run_against_a_real_endpoint(tmp_path
     arch = choose_candidates(estimate(parse_spec(spec_raw), catalog=cat), 1)[0].architecture.as_json()
     cfg = replica_of(arch, cat)
     ref = profile_for(cfg.parts(cat).accelerator.id, cfg.engine, load_profiles(str(PROFILE_PATH)))
-    slow = StepModel.for_config(cfg, profile=_slowed(ref, SLOWDOWN), catalog=cat)
+    slow = StepModel.for_config(cfg, profile=slowed(ref, SLOWDOWN), catalog=cat)
     serving = ServingConfig.model_validate(arch["serving"])
     with start_twin(cfg, step_model=slow, served_model=arch["model"], serving=serving) as server:
         # when `sizing run --endpoint URL` measures it through the real state machine on the embedded AWS

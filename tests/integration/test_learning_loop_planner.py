@@ -11,22 +11,19 @@ import json
 import math
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
+from support.learning import SLOWDOWN, SPEC, dist, known_timing, learning_stack, slowed
 
 from sizing.catalog import load_catalog
 from sizing.learn.loop import after_collect
-from sizing.learn.profiles import ProfileStore, use_store
 from sizing.perf.calibration import PROFILE_PATH, load_profiles, profile_for
 from sizing.perf.replica import replica_of
 from sizing.perf.simulator import bounds
 from sizing.perf.step import StepModel
 from sizing.plan import estimate
 from sizing.plan.capacity import max_rate_under_slo
-from sizing.store import SizingStore, create_table
+from sizing.store import SizingStore
 from sizing.workload import build_model, parse_spec
-from tests.integration.test_learning_loop import BUCKET, SLOWDOWN, SPEC, TABLE, _dist, _slowed, known_timing
 
 #: the learning loop's workload at a load that needs several replicas, so a capacity change shows in their count
 BUSY = {**SPEC, "rate": {"peak_rps": 40}}
@@ -35,17 +32,8 @@ LEVEL_FACTORS = (0.5, 1.0, 1.5)
 
 @pytest.fixture
 def aws():
-    with mock_aws():
-        ddb = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(ddb, TABLE)
-        s3 = boto3.client("s3", region_name="us-east-1")
-        s3.create_bucket(Bucket=BUCKET)
-        store = ProfileStore(BUCKET, client=s3)
-        use_store(store)
-        try:
-            yield SizingStore(TABLE, client=ddb), store
-        finally:
-            use_store(None)
+    with learning_stack() as stack:
+        yield stack
 
 
 def measure(store: SizingStore, spec_raw: dict[str, Any]) -> dict[str, Any]:
@@ -66,7 +54,7 @@ def measure(store: SizingStore, spec_raw: dict[str, Any]) -> dict[str, Any]:
             "target": {"concurrency": c},
             "requests": 1000,
             "errors": {},
-            **{m: _dist(getattr(sim, m)) for m in ("ttft_ms", "tpot_ms", "e2e_s")},
+            **{m: dist(getattr(sim, m)) for m in ("ttft_ms", "tpot_ms", "e2e_s")},
             "input_tokens": wm.input_tokens.mean,
             "output_tokens": wm.output_tokens.mean,
             "requests_per_s": sim.requests_per_s,
@@ -90,7 +78,7 @@ def measure(store: SizingStore, spec_raw: dict[str, Any]) -> dict[str, Any]:
     assert learning["refit"]["status"] == "adopted", learning["refit"]
     cfg = replica_of(arch, cat)
     ref = profile_for(cfg.parts(cat).accelerator.id, cfg.engine, load_profiles(str(PROFILE_PATH)))
-    slow = StepModel.for_config(cfg, profile=_slowed(ref, SLOWDOWN), catalog=cat)
+    slow = StepModel.for_config(cfg, profile=slowed(ref, SLOWDOWN), catalog=cat)
     top = bounds(slow, wm.input_tokens.mean, wm.output_tokens.mean).max_requests_per_s
     truth = max_rate_under_slo(slow, wm, top).rate_rps
     return {"before": arch, "levels": levels, "truth": truth}

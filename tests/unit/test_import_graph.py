@@ -3,16 +3,11 @@ hidden behind an in-function import (benchmarks/imports.py draws the graph from 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("imports_graph", ROOT / "benchmarks" / "imports.py")
-assert _spec and _spec.loader
-imports = importlib.util.module_from_spec(_spec)
-sys.modules["imports_graph"] = imports
-_spec.loader.exec_module(imports)
+from support.scripts import load_script
+
+imports = load_script("benchmarks/imports.py", "imports_graph")
 
 #: Cycles that in-function imports still hide, to be removed. None is left; no other may appear.
 KNOWN_HIDDEN: list[list[str]] = []

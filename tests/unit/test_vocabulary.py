@@ -3,12 +3,11 @@ and subset is drawn from it, and a value it names works everywhere a user can gi
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any, get_args
 
 import pytest
+from support.scripts import load_script
 
 from sizing.catalog import load_catalog
 from sizing.catalog.models import BYTES_PER_PARAM
@@ -28,12 +27,7 @@ from sizing.vocabulary import CAPACITY_TYPES, ENGINES, QUANTIZATIONS
 from sizing.vocabulary import DEPLOYMENTS as DEPLOYMENT_VALUES
 from sizing.workload import Constraints
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("imports_graph", ROOT / "benchmarks" / "imports.py")
-assert _spec and _spec.loader
-imports = importlib.util.module_from_spec(_spec)
-sys.modules["imports_graph"] = imports
-_spec.loader.exec_module(imports)
+imports = load_script("benchmarks/imports.py", "imports_graph")
 
 
 def _accepted(schema: dict[str, Any], field: str) -> list[str]:
