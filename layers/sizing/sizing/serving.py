@@ -8,7 +8,9 @@ setting has one value here; nothing downstream holds a default of its own.
 
 from __future__ import annotations
 
-from typing import Literal
+import hashlib
+import json
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -201,3 +203,27 @@ def check_for_hardware(s: ServingConfig, accelerator_kind: str, supports_fp8: bo
             "serving.kv_cache_dtype fp8 needs an accelerator with fp8 support (L4, L40S, H100, H200, B200)",
             [Problem("serving.kv_cache_dtype", "fp8 is not supported on this accelerator")],
         )
+
+
+#: The ServingConfig settings that decide a replica's performance at a load level: a measurement answers another
+#: estimate only when these agree (`sizing.learn`). max_model_len and gpu_memory_utilization are left out -- they
+#: size the KV cache, which decides how many sequences fit, and the measured levels' concurrency already ran
+#: within it.
+SERVING_KEY_FIELDS = (
+    "model",
+    "engine",
+    "tensor_parallel",
+    "quantization",
+    "kv_cache_dtype",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "enable_chunked_prefill",
+    "enable_prefix_caching",
+    "lnc",
+)
+
+
+def serving_key(serving: dict[str, Any] | None) -> str:
+    """A short digest of the performance-deciding ServingConfig settings (`SERVING_KEY_FIELDS`)."""
+    picked = {k: (serving or {}).get(k) for k in SERVING_KEY_FIELDS}
+    return hashlib.sha256(json.dumps(picked, sort_keys=True, default=str).encode()).hexdigest()[:12]

@@ -12,8 +12,6 @@ calibration data (the raw per-step records beside them expire after 90 days).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from typing import Any, Literal
 
@@ -24,35 +22,15 @@ from sizing.errors import SizingError
 from sizing.perf.calibration import PROFILE_PATH, family_of, load_profiles, profile_for
 from sizing.perf.replica import replica_of
 from sizing.perf.step import StepModel
+from sizing.serving import serving_key
 from sizing.store.codec import from_item, to_item
 from sizing.store.items import now_iso
 
 REAL_INDEX_PK = "MEASURED"
 TWIN_INDEX_PK = "MEASURED#twin"
 INDEX = "GSI1"
-#: The ServingConfig settings that decide a replica's performance at a load level: a measurement answers another
-#: estimate only when these agree. max_model_len and gpu_memory_utilization are left out -- they size the KV
-#: cache, which decides how many sequences fit, and the measured levels' concurrency already ran within it.
-SERVING_KEY_FIELDS = (
-    "model",
-    "engine",
-    "tensor_parallel",
-    "quantization",
-    "kv_cache_dtype",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "enable_chunked_prefill",
-    "enable_prefix_caching",
-    "lnc",
-)
 #: Figures kept per latency metric.
 STATS = ("mean", "p50", "p95", "p99")
-
-
-def serving_key(serving: dict[str, Any] | None) -> str:
-    """A short digest of the performance-deciding ServingConfig settings (`SERVING_KEY_FIELDS`)."""
-    picked = {k: (serving or {}).get(k) for k in SERVING_KEY_FIELDS}
-    return hashlib.sha256(json.dumps(picked, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 class MeasuredLevel(BaseModel):

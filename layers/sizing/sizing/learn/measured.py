@@ -1,7 +1,7 @@
 """A measured configuration answered from its measurement (`basis: measured`).
 
 The adopted profile carries a table of measured configurations: per run and candidate, the model, accelerator,
-performance-deciding ServingConfig (`levels.serving_key`), the token shape drawn (mean prompt and output tokens)
+performance-deciding ServingConfig (`sizing.serving.serving_key`), the token shape drawn (mean prompt and output tokens)
 and the measured closed-loop levels. An estimate of the same model, accelerator and ServingConfig whose token
 shape is within `MAX_TOKEN_DISTANCE` of a measured one, at a concurrency within the measured levels, is the
 measured figures interpolated between the two levels around it (linear in log concurrency). The newest such
@@ -107,7 +107,7 @@ def matches(
     """The measured configurations of `data` (newest first) of this model, accelerator and performance-deciding
     ServingConfig whose token shape is within MAX_TOKEN_DISTANCE, with that distance: what `sizing predict` and
     the planner both ask before answering from a measurement."""
-    from sizing.learn.levels import serving_key
+    from sizing.serving import serving_key
 
     if not data:
         return

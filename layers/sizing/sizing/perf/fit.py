@@ -33,6 +33,7 @@ import yaml
 
 from sizing.catalog import load_catalog
 from sizing.catalog.models import Catalog, ModelSpec
+from sizing.distributions import TokenDistribution
 from sizing.perf.calibration import family_of
 from sizing.perf.config import HardwareConfig
 from sizing.perf.engines import build_scheduler
@@ -41,7 +42,6 @@ from sizing.perf.optimizer import nelder_mead
 from sizing.perf.reference import LLMPERF_LAUNCH_GAP_S, REFERENCE_MODELS, SHAREGPT_SIGMA, CalRow
 from sizing.perf.simulator import ClosedLoop, OpenLoop, saturating_concurrency, simulate
 from sizing.perf.step import ROOFLINE, Profile, StepModel
-from sizing.workload import TokenDistribution
 
 #: Literature prior: prefill MFU ~50% and decode MBU 55-60% at batch 1 (Databricks, docs/serving-facts.md s2);
 #: CPU/scheduling overhead of a few ms per step (vLLM V1: ~5 ms steps for 8B on H100 incl. GPU work, s2).

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from sizing.distributions import TokenDistribution
 from sizing.errors import InvalidInput, Problem
 from sizing.learn.measured import answer
 from sizing.learn.profiles import active
@@ -184,8 +185,6 @@ def predict(
     serving settings (`ServingConfig`'s names and meaning) default to the engine's; the result's `serving` block
     states the configuration simulated, and each metric's `interval` the range the estimator's cross-validated
     error gives it (`sizing.perf.calibration.interval_for`)."""
-    from sizing.workload import TokenDistribution
-
     concurrency = _check_load(input_tokens, output_tokens, concurrency, rate)
     _check_context(model, input_tokens, output_tokens, max_model_len, catalog)
     context = input_tokens + output_tokens
