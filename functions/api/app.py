@@ -9,8 +9,8 @@ from typing import Any
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from sizing.observability import logger, metrics, tracer
 from sizing.service.api import deps, resolve
-from sizing.service.observability import logger, metrics, tracer
 from sizing.wiring import init_environment
 
 

@@ -20,7 +20,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sizing.errors import InvalidInput, Problem, problems_from_pydantic
-from sizing.service.observability import logger, metrics, tracer
+from sizing.observability import logger, metrics, tracer
 
 
 class CalibrationSettings(BaseModel):

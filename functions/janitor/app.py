@@ -21,7 +21,7 @@ from pydantic import Field
 from sizing.deploy.janitor import DynamoRunStatus, reconcile_runs, sweep
 from sizing.deploy.manifests import DEFAULT_MAX_DURATION_S
 from sizing.envsettings import EnvSettings
-from sizing.service.observability import logger, metrics, tracer
+from sizing.observability import logger, metrics, tracer
 from sizing.wiring import Wiring, init_environment
 
 

@@ -13,8 +13,8 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from sizing.observability import logger, metrics, tracer
 from sizing.releases import deps
-from sizing.service.observability import logger, metrics, tracer
 from sizing.wiring import init_environment
 
 

@@ -6,9 +6,9 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from sizing.observability import logger, metrics, tracer
 from sizing.releases import deps
 from sizing.releases.events import parse_poll_request
-from sizing.service.observability import logger, metrics, tracer
 from sizing.wiring import init_environment
 
 

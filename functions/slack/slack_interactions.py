@@ -6,7 +6,7 @@ from typing import Any
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sizing.service.observability import logger, metrics, tracer
+from sizing.observability import logger, metrics, tracer
 from sizing.slack import deps
 from sizing.slack.bot import SlackRequest, answer
 from sizing.wiring import init_environment

@@ -12,8 +12,8 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from sizing.observability import logger, metrics, tracer
 from sizing.orchestrate import steps
-from sizing.service.observability import logger, metrics, tracer
 from sizing.wiring import Wiring, init_environment
 
 Handler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]

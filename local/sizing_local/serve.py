@@ -96,8 +96,8 @@ class _Handler(BaseHTTPRequestHandler):
     lock = threading.Lock()  # the resolver keeps the current event on itself: one request at a time
 
     def _serve(self) -> None:
+        from sizing.observability import metrics
         from sizing.service.api import resolve
-        from sizing.service.observability import metrics
 
         length = min(int(self.headers.get("Content-Length") or 0), MAX_READ_BYTES)
         body = self.rfile.read(length) if length else b""

@@ -629,7 +629,7 @@ class LocalRuns:
         """Start `run` (PENDING) now when a slot is free, else mark it QUEUED behind the others."""
         with self._lock:
             if self._stopping:
-                from sizing.service.errors import Unavailable
+                from sizing.errors import Unavailable
 
                 self.store.transition(run.run_id, "FAILED", expected_from="PENDING", error="server stopping")
                 raise Unavailable("the local server is stopping; no run is started")

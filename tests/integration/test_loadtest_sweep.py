@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from sizing.loadtest import run_sweep
+from sizing.tokens import CHAT_OVERHEAD_ONE_MESSAGE
 from sizing.twin import TwinHandle, start_twin
-from sizing.twin.tokenizer import CHAT_OVERHEAD_ONE_MESSAGE
 
 pytestmark = pytest.mark.integration
 

@@ -9,12 +9,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from sizing.errors import Unavailable
 from sizing.releases import deps
 from sizing.releases.compare import Comparison
 from sizing.releases.notify import ReleaseNote, SlackNotifier, WebClientSlackPoster
 from sizing.releases.settings import ReleaseSettings
 from sizing.releases.watches import NotifyTargets, ReleaseWatch
-from sizing.service.errors import Unavailable
 from sizing.store import SlackThread
 
 pytestmark = pytest.mark.integration

@@ -25,7 +25,7 @@ from slack_sdk.signature import SignatureVerifier
 from werkzeug import Request, Response
 
 from sizing.lambdas import load_function
-from sizing.service.observability import logger as powertools_logger
+from sizing.observability import logger as powertools_logger
 from sizing.slack import deps
 from sizing.slack.bot import EstimateJob
 from sizing.slack.settings import SlackSettings

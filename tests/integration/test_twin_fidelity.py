@@ -11,8 +11,8 @@ from sizing.loadtest.http import Connection
 from sizing.loadtest.streams import measure_openai
 from sizing.perf import HardwareConfig
 from sizing.perf.predict import predict
+from sizing.tokens import synth_text
 from sizing.twin import start_twin
-from sizing.twin.tokenizer import synth_text
 
 pytestmark = pytest.mark.integration
 

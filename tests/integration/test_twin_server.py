@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from sizing.tokens import synth_text
 from sizing.twin import TwinHandle, start_twin
-from sizing.twin.tokenizer import synth_text
 
 pytestmark = pytest.mark.integration
 

@@ -14,9 +14,9 @@ from moto import mock_aws
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+from sizing.observability import logger as powertools_logger
 from sizing.releases import deps
 from sizing.releases.settings import ReleaseSettings
-from sizing.service.observability import logger as powertools_logger
 
 pytestmark = pytest.mark.integration
 

@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from sizing.errors import Conflict, InvalidInput, NotFound, Problem, SizingError
+from sizing.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge, Problem, SizingError, Unavailable
 from sizing.service.api.errors import sizing_error
-from sizing.service.errors import PayloadTooLarge, Unavailable
 
 
 @pytest.mark.parametrize(

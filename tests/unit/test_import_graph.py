@@ -111,3 +111,32 @@ def test_in_function_imports_of_own_modules_defer_something() -> None:
     unexplained = found - KNOWN_LIGHT.keys() - DEFERRED_FOR_COLD_START.keys()
     # then there is none: every other such import sits at the top of its module
     assert unexplained == set(), sorted(unexplained)
+
+
+#: The base layer: errors, the vocabulary, token-length distributions and token counting, observability, the
+#: wiring of services, environment settings, the lifeline of child processes and the serving configuration.
+#: Features import them; they import nothing above them.
+BASE = frozenset(
+    {
+        "sizing.errors",
+        "sizing.vocabulary",
+        "sizing.distributions",
+        "sizing.tokens",
+        "sizing.observability",
+        "sizing.wiring",
+        "sizing.envsettings",
+        "sizing.aws",
+        "sizing.orchestrate.lifeline",
+        "sizing.serving",
+    }
+)
+
+
+def test_the_base_layer_imports_nothing_above_it() -> None:
+    # given the package's import graph, in-function imports counted
+    graph = imports.build()
+    edges = graph.edges(with_inner=True)
+    # when the base modules' imports of the package are taken (the packages they sit in aside)
+    upward = {m: sorted(edges.get(m, set()) - BASE - {"sizing", "sizing.orchestrate"}) for m in BASE}
+    # then they import only each other
+    assert {m: up for m, up in upward.items() if up} == {}

@@ -10,7 +10,7 @@ import pytest
 
 from sizing.errors import InvalidInput
 from sizing.loadtest.prompts import PromptSource, load_dataset
-from sizing.twin.tokenizer import chat_tokens, count_tokens
+from sizing.tokens import chat_tokens, count_tokens
 from sizing.workload import TokenDistribution
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sizing.service import observability
-from sizing.service.observability import LazyTracer, tracing_disabled
+from sizing import observability
+from sizing.observability import LazyTracer, tracing_disabled
 
 ROOT = Path(__file__).resolve().parents[2]
 

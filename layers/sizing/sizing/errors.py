@@ -224,3 +224,16 @@ def problems_from_pydantic(
             else:
                 out.append(Problem(path, _plain(e, quote)))
     return out
+
+
+# --- errors of the transports and of dependencies (mapped to HTTP once, in sizing.service.api.errors) ---------
+class PayloadTooLarge(SizingError):
+    """The request body exceeds what any valid request needs (HTTP 413)."""
+
+
+class MethodNotAllowed(SizingError):
+    """A known path asked with a method it does not answer (HTTP 405, with `Allow`)."""
+
+
+class Unavailable(SizingError):
+    """A dependency (Step Functions) failed or is not configured; the request may be retried (HTTP 503)."""

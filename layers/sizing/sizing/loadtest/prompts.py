@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from sizing.errors import InvalidInput, Problem
-from sizing.twin.tokenizer import CHAT_OVERHEAD_ONE_MESSAGE, count_tokens, synth_text
+from sizing.tokens import CHAT_OVERHEAD_ONE_MESSAGE, count_tokens, synth_text
 from sizing.workload import TokenDistribution
 
 #: Tokens of the unique marker that starts every synthesized prompt ("r" + 7 digits = 8 characters = 2 tokens

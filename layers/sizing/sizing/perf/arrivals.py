@@ -28,17 +28,16 @@ class OpenArrivals:
         self.next_idx = 0
         self.next_seen = self.seen[0]  # when the engine sees request next_idx
 
-    def due(self, t: float) -> None:
-        """Queue every request the engine has seen by `t` (`next_seen`: when it sees the next one)."""
+    def due(self, t: float) -> float:
+        """Queue every request the engine has seen by `t`; returns when it sees the next one (`next_seen`)."""
         seen = self.seen
-        n = self.n
         i = self.next_idx
-        append = self.waiting.append
-        while i < n and seen[i] <= t:
-            append(i)
+        while seen[i] <= t and i < self.n:
+            self.waiting.append(i)
             i += 1
         self.next_idx = i
-        self.next_seen = seen[i]
+        self.next_seen = nxt = seen[i]
+        return nxt
 
     def next_time(self) -> float:
         """When the engine sees the next request (inf: none is left)."""
@@ -97,12 +96,13 @@ class ClosedArrivals:
         self.wave_gap = wave_gap
         self.wave_left = k0  # requests of the current wave still running
 
-    def due(self, t: float) -> None:
-        """Queue every request the engine has seen by `t`."""
+    def due(self, t: float) -> float:
+        """Queue every request the engine has seen by `t`; returns when it sees the next one (`next_seen`)."""
         future = self.future
         while future and future[0][0] <= t:
             self.waiting.append(heapq.heappop(future)[1])
-        self.next_seen = future[0][0] if future else INF
+        self.next_seen = nxt = future[0][0] if future else INF
+        return nxt
 
     def next_time(self) -> float:
         """When the engine sees the next request already sent (inf: none is on its way)."""

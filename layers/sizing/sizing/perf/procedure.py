@@ -67,16 +67,37 @@ def _definitions(path: Path) -> dict[str, str]:
                 sub
             ):
                 body = body[1:]
-            sub.body = [b for b in body if not isinstance(b, ast.Import | ast.ImportFrom)] or [ast.Pass()]
+            kept = [b for b in body if not isinstance(b, ast.Import | ast.ImportFrom)]
+            setattr(sub, "body", kept or [ast.Pass()])  # noqa: B010 (any node with a statement body)
         out[name] = ast.dump(node)
     return out
 
 
+#: What versions a profile rather than fits it (this digest, the fingerprint and their comparison): left out of
+#: the procedure's digest, so mending them restamps nothing.
+VERSIONING = frozenset(
+    {
+        "PROCEDURE_SOURCES",
+        "VERSIONING",
+        "_definitions",
+        "procedure_digest",
+        "profile_inputs_digest",
+        "inputs_digest",
+        "version_digest",
+        "FINGERPRINT_DIGITS",
+        "FINGERPRINT_RTOL",
+        "_sig",
+        "fingerprint_changes",
+    }
+)
+
+
 def procedure_digest(paths: Iterable[Path]) -> str:
-    """The hash of the procedure's definitions across `paths`, independent of which module holds each."""
+    """The hash of the procedure's definitions across `paths`, independent of which module holds each; the
+    versioning code itself (`VERSIONING`) left out."""
     defs: dict[str, str] = {}
     for path in paths:
-        defs.update(_definitions(path))
+        defs.update({k: v for k, v in _definitions(path).items() if k not in VERSIONING})
     return hashlib.sha256(json.dumps(defs, sort_keys=True).encode()).hexdigest()[:12]
 
 

@@ -207,7 +207,7 @@ class LiveCatalog:
         try:
             marker = self.registry.newest()
         except (ClientError, BotoCoreError) as exc:
-            from sizing.service.observability import logger
+            from sizing.observability import logger
 
             logger.warning(
                 "released models could not be read; serving the last catalog",

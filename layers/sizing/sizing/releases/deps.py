@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from sizing.errors import Problem
+from sizing.errors import Problem, Unavailable
 from sizing.releases.catalog import ModelRegistry
 from sizing.releases.fanout import FanoutConsumer, WatchQueue
 from sizing.releases.hub import HubClient
@@ -23,7 +23,6 @@ from sizing.releases.poller import BusPublisher, PollReport, SeenState, poll
 from sizing.releases.service import ReleaseService
 from sizing.releases.settings import ReleaseSettings
 from sizing.releases.watches import WatchService
-from sizing.service.errors import Unavailable
 from sizing.service.runs import RunsService
 from sizing.slack.secrets import SlackSecrets
 from sizing.store import SizingStore

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
+from sizing.errors import Unavailable
 from sizing.releases.catalog import BatchCache
-from sizing.service.errors import Unavailable
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

@@ -16,7 +16,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
 from sizing.aws import EventBus
-from sizing.errors import Problem
+from sizing.errors import Problem, Unavailable
 from sizing.releases.compare import Comparison
 from sizing.releases.events import (
     EVENT_SOURCE,
@@ -25,7 +25,6 @@ from sizing.releases.events import (
     ModelReleaseRejected,
     RejectedProblem,
 )
-from sizing.service.errors import Unavailable
 from sizing.store.items import now_iso
 
 if TYPE_CHECKING:

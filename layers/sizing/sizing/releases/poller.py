@@ -19,10 +19,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
 from sizing.aws import DynamoTable, EventBus
-from sizing.errors import InvalidInput
+from sizing.errors import InvalidInput, Unavailable
 from sizing.releases.events import EVENT_SOURCE, MODEL_RELEASED, ModelReleased
 from sizing.releases.hub import HubClient, HubError, HubModel
-from sizing.service.errors import Unavailable
 from sizing.store.codec import from_item, to_item
 from sizing.store.items import now_iso
 

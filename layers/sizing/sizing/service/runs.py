@@ -9,8 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sizing.catalog import load_catalog
-from sizing.errors import Conflict
-from sizing.service.errors import Unavailable
+from sizing.errors import Conflict, Unavailable
 from sizing.store import Run, RunSource, SizingStore, SlackThread
 from sizing.workload import parse_spec
 

@@ -19,10 +19,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from sizing.errors import InvalidInput, NotFound, SizingError
+from sizing.errors import InvalidInput, NotFound, SizingError, Unavailable
 from sizing.learn.drift import slack_text
-from sizing.service.errors import Unavailable
-from sizing.service.observability import logger, metrics
+from sizing.observability import logger, metrics
 from sizing.slack import blocks
 from sizing.slack.client import Message, SlackPoster
 from sizing.slack.grammar import parse_command

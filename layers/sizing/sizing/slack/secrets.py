@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from sizing.errors import InvalidInput, Problem
-from sizing.service.errors import Unavailable
-from sizing.service.observability import logger
+from sizing.errors import InvalidInput, Problem, Unavailable
+from sizing.observability import logger
 
 if TYPE_CHECKING:
     from mypy_boto3_secretsmanager import SecretsManagerClient

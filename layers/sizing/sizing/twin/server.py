@@ -24,8 +24,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sizing.errors import SizingError
+from sizing.tokens import VOCABULARY, chat_tokens, count_tokens
 from sizing.twin.engine import TTFT_BUCKETS_S, Engine, Sequence, StepModelLike
-from sizing.twin.tokenizer import VOCABULARY, chat_tokens, count_tokens
 from sizing.workload import TokenDistribution
 
 #: Answer lengths when the client does not force them (ignore_eos): the chat preset's output distribution

@@ -18,11 +18,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sizing.api_models import EXAMPLE_SPEC
 from sizing.catalog import load_catalog
-from sizing.errors import InvalidInput, Problem
+from sizing.errors import InvalidInput, MethodNotAllowed, PayloadTooLarge, Problem
 from sizing.releases.watches import PATTERN_MAX, PATTERN_RE
 from sizing.service.api import deps, errors
 from sizing.service.api.routers import calibration, catalog, estimates, runs, watches
-from sizing.service.errors import MethodNotAllowed, PayloadTooLarge
 from sizing.workload import WorkloadSpec
 
 if TYPE_CHECKING:

@@ -12,10 +12,19 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
 from sizing.api_models import ErrorBody, RunRequest
-from sizing.errors import Conflict, InvalidInput, NotFound, Problem, SizingError, unknown_field_message
+from sizing.errors import (
+    Conflict,
+    InvalidInput,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    Problem,
+    SizingError,
+    Unavailable,
+    unknown_field_message,
+)
+from sizing.observability import logger
 from sizing.releases.watches import WatchRequest
-from sizing.service.errors import MethodNotAllowed, PayloadTooLarge, Unavailable
-from sizing.service.observability import logger
 
 #: Seconds a client should wait before retrying a 503 (a state machine start that was throttled recovers in
 #: seconds; Step Functions' own retry guidance starts at 1-2 s with backoff).

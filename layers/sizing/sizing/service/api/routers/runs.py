@@ -10,10 +10,10 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from sizing.api_models import Links, ReportLink, RunArchitectures, RunCreated, RunOut, RunPage, RunRequest
 from sizing.errors import Conflict, InvalidInput, NotFound, Problem
+from sizing.observability import logger, metrics, tracer
 from sizing.service.api import deps, paging
 from sizing.service.api.paging import CURSOR_PATTERN, MAX_TOKEN_CHARS
 from sizing.service.api.responses import ERRORS, ok
-from sizing.service.observability import logger, metrics, tracer
 from sizing.store import RunStatus
 from sizing.store.items import RUNS_INDEX_PK
 from sizing.store.repository import DEFAULT_PAGE, MAX_PAGE

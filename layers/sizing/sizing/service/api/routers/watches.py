@@ -9,11 +9,11 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
+from sizing.observability import metrics, tracer
 from sizing.releases.watches import ReleaseWatch, WatchRequest, WatchService
 from sizing.service.api import deps, paging
 from sizing.service.api.paging import CURSOR_PATTERN, MAX_TOKEN_CHARS
 from sizing.service.api.responses import ERRORS, ok
-from sizing.service.observability import metrics, tracer
 from sizing.store.items import WATCHES_INDEX_PK
 from sizing.store.repository import DEFAULT_PAGE, MAX_PAGE
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sizing.twin.tokenizer import CHAT_OVERHEAD_ONE_MESSAGE, chat_tokens, count_tokens, synth_text
+from sizing.tokens import CHAT_OVERHEAD_ONE_MESSAGE, chat_tokens, count_tokens, synth_text
 
 
 def test_words_count_one_token_per_four_characters_and_punctuation_one_each() -> None:
