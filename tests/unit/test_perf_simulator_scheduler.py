@@ -60,6 +60,22 @@ def test_a_full_kv_cache_preempts_the_newest_sequence_with_what_it_generated():
     assert sched.first[0] == sched.first[1] and sched.finish[1] > sched.finish[0]
 
 
+def test_a_long_prompt_is_prefilled_in_budget_sized_chunks_before_its_first_token():
+    # given a chunking replica with a 256-token step budget and one 1,000-token prompt
+    sm = _step_model(max_num_batched_tokens=256, chunked_prefill=True)
+    sched = Scheduler(sm, [1000], [5], [], 0)
+    arrivals = OpenArrivals([0.0], 0.0, sched.waiting)
+    # when the engine runs it
+    sched.advance(0.0, arrivals, closed=False)
+    # then its first token came after four steps of 256, 256, 256 and 232 tokens, each attending to the chunks
+    # before it, one after the other
+    expected = 0.0
+    for done, take in ((0, 256), (256, 256), (512, 256), (768, 232)):
+        expected += sm.iteration_time(take, 0, 0, take * (done + take * 0.5), 1)
+    assert sched.first[0] == expected
+    assert sched.emitted == 5
+
+
 def test_an_open_loop_queues_each_request_once_the_api_server_passed_it_on():
     # given requests arriving at 0, 1 and 2 s and an API server taking 0.5 s of each
     waiting: deque[int] = deque()

@@ -3,11 +3,12 @@ step prefills, which sequence is preempted, and which ones complete.
 
 State: the waiting queue (request ids, FCFS; a preempted request goes back to its front), the prefilling requests,
 the decoding batch (D sequences, a heap of the decode step each one finishes at) and the KV tokens they hold. It
-counts decode steps (`G`, one per step that decodes). `step` plans a step and runs it on the step model: the
-event loop (`sizing.perf.simulator`) passes it the time and when the engine sees the next request, queues the
-arrivals, and records when each request got its first token and its last. The hot state stays on the scheduler
-between decisions: runs of steps that change nothing but the token counts (full prefill chunks of one prompt,
-pure-decode steps) are run in one call, not planned step by step.
+counts decode steps (`G`, one per step that decodes). `advance` runs the engine from a time until it has nothing
+left to run: before each step it queues the requests the engine has seen (`sizing.perf.arrivals`), plans the step
+and runs it on the step model, and records when each request got its first token and its last; the event loop
+(`sizing.perf.simulator`) idles it until the next arrival. The state stays on the scheduler between steps and is
+read once per decision: the steps that follow a prefill step and only continue its one prompt (full chunks) run
+back to back in one call, and runs of pure-decode steps are summed in closed form (`sizing.perf.decoderuns`).
 
 KV accounting, in tokens:
 - `kv_fixed`: the prompts of the prefilling requests (incremental admission), or the prompt + output of every
@@ -70,13 +71,14 @@ class Scheduler:
         "defer_ratio",
         "defer_steps",
         "deferred",
+        "defers",
         "emitted",
         "finish",
         "first",
-        "g_start",
         "gen_before",
         "heap",
         "it",
+        "itl",
         "itl_v",
         "itl_w",
         "kv_fixed",
@@ -110,8 +112,9 @@ class Scheduler:
         n = len(prompt)
         self.step_model = sm
         self.it = sm.iteration_time
-        # the steps' inter-token latencies and their weights (tokens), None: not recorded
-        self.itl_v: list[float] | None = [] if itl else None
+        # the steps' inter-token latencies and their weights (tokens), where recorded
+        self.itl = itl
+        self.itl_v: list[float] = []
         self.itl_w: list[float] = []
         # when each request got its first token and its last (NaN: not yet)
         self.first = [math.nan] * n
@@ -129,11 +132,11 @@ class Scheduler:
         self.mixed = sm.mixed_prefill_decode
         self.reserve = sm.admission == "reserve"
         self.defer_ratio = sm.prefill_defer_ratio
+        self.defers = self.defer_ratio > 0
         self.defer_steps = sm.prefill_defer_steps
-        # per request: tokens generated before the current decode stint (preemption), the decode step the stint
-        # began at, and its context less G while it decodes
+        # per request: tokens generated before the current decode stint (preemption), and its context less G
+        # while it decodes (the stint began at G = prompt + gen_before - base)
         self.gen_before = [0] * n
-        self.g_start = [0] * n
         self.base = [0] * n
         self.shift = max(1, (n - 1).bit_length())
         self.mask = (1 << self.shift) - 1
@@ -141,7 +144,7 @@ class Scheduler:
         self.heap: list[int] = []
         self.decode_order: list[int] = []  # decoding sequences, oldest first (preemption takes the newest)
         self.waiting: deque[int] = deque()
-        self.prefill: list[list[int]] = []  # [idx, remaining, done, prompt_eff, remaining_out]
+        self.prefill: list[list[int]] = []  # [idx, remaining, done, prompt_eff, remaining_out (reserve)]
         self.G = 0
         self.D = 0
         self.S_base = 0
@@ -164,8 +167,7 @@ class Scheduler:
         next_seen = arrivals.next_seen
         while True:
             if next_seen <= t:
-                arrivals.due(t)
-                next_seen = arrivals.next_seen
+                next_seen = arrivals.due(t)
             D = self.D
             if (
                 D > 1
@@ -175,12 +177,12 @@ class Scheduler:
                 self._preempt()
                 D = self.D
             P = 0
-            if self.defer_ratio > 0 and self._defer(D):
+            prefill = self.prefill
+            if self.defers and self._defer(D):
                 pass
-            elif self.prefill or self.waiting:
+            elif prefill or self.waiting:
                 budget = self.budget_max - D if self.mixed else self.budget_max
                 if budget > 0:
-                    prefill = self.prefill
                     if prefill:
                         P, pairs, nchunks, done_any = self._continue_prefills(budget)
                     else:
@@ -188,9 +190,9 @@ class Scheduler:
                     if budget > P and self.waiting and D + len(prefill) < self.max_seqs:
                         P, pairs, nchunks, done_any = self._admit(budget, P, pairs, nchunks, done_any)
             if P:
-                t, done = self._prefill(t, next_seen, P, pairs, nchunks, done_any)
+                t, done = self._prefill(t, next_seen, D, P, pairs, nchunks, done_any)
             elif D:
-                t, done = self._decode(t, next_seen)
+                t, done = self._decode(t, next_seen, D)
             else:
                 return t, completed
             if done:
@@ -218,7 +220,7 @@ class Scheduler:
         cap, kv_fixed, G = self.cap, self.kv_fixed, self.G
         D, S_base, S_shared = self.D, self.S_base, self.S_shared
         order, live, base = self.decode_order, self.live, self.base
-        gen_before, g_start, shared, sharing = self.gen_before, self.g_start, self.shared, self.sharing
+        gen_before, prompt, shared, sharing = self.gen_before, self.prompt, self.shared, self.sharing
         while kv_fixed + S_base - S_shared + D * G + D > cap and D > 1:
             while True:
                 v = order.pop()
@@ -229,7 +231,7 @@ class Scheduler:
             S_base -= base[v]
             if sharing:
                 S_shared -= shared[v]
-            gen_before[v] = gen_before[v] + (G - g_start[v])
+            gen_before[v] = G + base[v] - prompt[v]  # + the G - (prompt + gen_before - base) decoded since
             self.waiting.appendleft(v)
             self.preemptions += 1
         self.D, self.S_base, self.S_shared = D, S_base, S_shared
@@ -275,8 +277,12 @@ class Scheduler:
             i = waiting[0]
             g = gen_before[i]
             p_eff = self.prompt[i] + g
-            r_out = self.out[i] - g
-            need = p_eff + r_out if reserve else p_eff
+            if reserve:
+                r_out = self.out[i] - g
+                need = p_eff + r_out
+            else:
+                need = p_eff
+                r_out = 0  # read only where the engine reserves
             hit = 0  # prompt tokens read from the prefix cache, not prefilled
             if self.sharing:
                 need -= self.shared[i]  # its shared blocks are held once, in `pinned`
@@ -303,52 +309,76 @@ class Scheduler:
         return P, pairs, nchunks, done_any
 
     def _prefill(
-        self, t: float, next_seen: float, P: int, pairs: float, nchunks: int, done_any: bool
+        self, t: float, next_seen: float, D: int, P: int, pairs: float, nchunks: int, done_any: bool
     ) -> tuple[float, int]:
         """Run a step that prefills `P` prompt tokens in `nchunks` chunks (their attention `pairs`; `done_any`: a
-        prompt completes), decoding the batch where the engine mixes them: the decoding sequences advance one
+        prompt completes), decoding the batch of `D` sequences where the engine mixes them: they advance one
         token if the step carried them, and the requests whose prompt completed emit a token and start
-        decoding, or complete when that was their last. While the next steps only continue the one prompt being
-        prefilled (chunked: no sequence finished, no request seen, none to admit beside its chunk, the KV cache
-        holds them), they run here too, without planning each. Returns (the time, the requests completed)."""
-        D, G = self.D, self.G
-        mixed = self.mixed
-        it, itl_v = self.it, self.itl_v
-        # a further step only continues prefill[0]: it must not preempt, admit or reach the next arrival
-        e = self.prefill[0] if len(self.prefill) == 1 and self.chunked else None
+        decoding, or complete when that was their last. Returns (the time, the requests completed)."""
+        if self.mixed:
+            dt = self.it(P, D, self.S_base + D * self.G, pairs, nchunks)
+        else:
+            dt = self.it(P, 0, 0, pairs, nchunks)
+        t += dt
+        self.since_prefill = 0
+        done = 0
+        if D:
+            if self.itl:
+                self.itl_v.append(dt)
+                self.itl_w.append(float(D))
+            if self.mixed:
+                G = self.G = self.G + 1
+                self.emitted += D
+                if self.heap[0] >> self.shift <= G:
+                    done = self._complete(t)
+        if done_any:
+            return t, done + self._start_decoding(t)
+        if done or next_seen <= t or len(self.prefill) != 1 or not self.chunked:
+            return t, done
+        return self._chunks(t, next_seen)
+
+    def _chunks(self, t: float, next_seen: float) -> tuple[float, int]:
+        """The steps after a prefill step that only continue the one prompt being prefilled (chunked), decoding
+        the batch where the engine mixes them, run back to back without planning each: they stop before a step
+        that would preempt or admit, and after the prompt's last chunk, a sequence finishing, or the step the
+        engine sees the next request in. Returns as `_prefill`."""
+        e = self.prefill[0]
+        D, G, S_base = self.D, self.G, self.S_base
+        it, itl_v, mixed, cap = self.it, self.itl_v, self.mixed, self.cap
         budget = self.budget_max - D if mixed else self.budget_max
         may_preempt = D > 1 and not self.reserve
-        kv_held = self.kv_fixed + self.S_base - self.S_shared
-        can_admit = self.max_seqs > D + 1
-        while True:
-            dt = it(P, D if mixed else 0, (self.S_base + D * G) if mixed else 0, pairs, nchunks)
-            t += dt
-            if D:
-                if itl_v is not None:
-                    itl_v.append(dt)
-                    self.itl_w.append(float(D))
-                if mixed:
-                    G += 1
-                    self.emitted += D
-                    if self.heap[0] >> self.shift <= G:
-                        self.G, self.since_prefill = G, 0
-                        done = self._complete(t)
-                        return t, (done + self._start_decoding(t) if done_any else done)
-            if done_any:
-                self.G, self.since_prefill = G, 0
-                return t, self._start_decoding(t)
-            if e is None or next_seen <= t or (may_preempt and kv_held + D * G + D > self.cap):
-                break
+        kv_held = self.kv_fixed + S_base - self.S_shared  # less the batch's D tokens a step
+        can_admit = self.max_seqs > D + 1 and self.waiting
+        advance = mixed and D > 0  # the steps decode the batch: G advances
+        finish_at = self.heap[0] >> self.shift if advance else -1  # the next sequence to finish
+        d_seqs = D if mixed else 0
+        record = D > 0 and self.itl
+        g0 = G
+        prompt_done = False
+        while not (may_preempt and kv_held + D * G + D > cap):
             left = e[1]
             take = left if left <= budget else budget
-            if take < budget and can_admit and self.waiting:
+            if take < budget and can_admit:
                 break
             pairs = take * (e[2] + take * 0.5)
             e[1] = left - take
             e[2] += take
-            P, nchunks, done_any = take, 1, left == take
-        self.G, self.since_prefill = G, 0
-        return t, 0
+            dt = it(take, d_seqs, (S_base + D * G) if mixed else 0, pairs, 1)
+            t += dt
+            if record:
+                itl_v.append(dt)
+                self.itl_w.append(float(D))
+            if advance:
+                G += 1
+            prompt_done = left == take
+            if prompt_done or finish_at == G or next_seen <= t:
+                break
+        self.G = G
+        self.emitted += D * (G - g0)
+        done = self._complete(t) if finish_at == G else 0
+        if prompt_done:
+            done += self._start_decoding(t)
+        return t, done
 
     def _start_decoding(self, t: float) -> int:
         """At `t` the requests whose prompt completed emit a token (their first, or the first since a
@@ -377,7 +407,6 @@ class Scheduler:
                 completed += 1
                 continue
             gen_before[i] = gen
-            self.g_start[i] = G
             b = self.base[i] = e[3] + 1 - G
             self.S_base += b
             if s_i:
@@ -393,12 +422,12 @@ class Scheduler:
         return completed
 
     # --- decoding ------------------------------------------------------------------------------------------
-    def _decode(self, t: float, next_seen: float) -> tuple[float, int]:
+    def _decode(self, t: float, next_seen: float, D: int) -> tuple[float, int]:
         """Run pure-decode steps, no further than anything but the token counts changes: the next completion, the
         last step the KV cache holds one more token per sequence for, the end of a deferral, a single step while
         a prompt waits for budget; and at most until the step during which the engine sees the next request
         (`next_seen`), unless requests wait for room rather than for time (an arrival would only join them). The
-        steps are summed in closed form (`decode_run`). Returns as `_prefill`."""
+        steps of the `D` sequences are summed in closed form (`decode_run`). Returns as `_prefill`."""
         heap = self.heap
         top = heap[0]
         if self.preemptions:  # only a preempted sequence leaves a stale entry behind
@@ -406,7 +435,7 @@ class Scheduler:
             while live[top & mask] != top:
                 heappop(heap)
                 top = heap[0]
-        D, G = self.D, self.G
+        G = self.G
         end = top >> self.shift  # the decode step the next sequence finishes at
         steps = end - G
         C = self.S_base + D * G
@@ -435,7 +464,7 @@ class Scheduler:
         self.G = G = G + k
         self.since_prefill += k
         self.emitted += D * k
-        if self.itl_v is not None:
+        if self.itl:
             # the steps' times grow linearly, so the first and the last each stand for half of their tokens
             half = D * k * 0.5
             self.itl_v += (f_step, l_step)

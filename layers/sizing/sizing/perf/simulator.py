@@ -12,9 +12,12 @@ With prefix caching (vLLM's automatic prefix caching) and a prefix every prompt 
 blocks of that prefix from the cache instead of prefilling them, and the cache holds those blocks once for all
 requests (`cached_share`).
 
-The parts: the scheduler's decisions and state (`sizing.perf.scheduler`), the arrival sources
-(`sizing.perf.arrivals`), the closed-form decode runs (`sizing.perf.decoderuns`); here, the event loop that drives
-them and records each request's times (`_event_loop`), and the summary (`_summarise`).
+The parts: the scheduler (`sizing.perf.scheduler`: its decisions and state; it runs the steps it plans, queueing
+what the engine has seen and recording each request's first and last token), the arrival sources
+(`sizing.perf.arrivals`), the closed-form decode runs (`sizing.perf.decoderuns`); here, the event loop that runs
+the scheduler and idles the replica between arrivals (`_event_loop`), and the summary (`_summarise`). The hot
+state stays on the scheduler and is read once per decision, not once per step: a run of steps that changes only
+the token counts (full prefill chunks of one prompt, pure-decode steps) runs in one call.
 """
 
 from __future__ import annotations
@@ -218,8 +221,9 @@ def simulate(
     the KV cache holds the shared blocks once, not once per request. Without prefix caching, or with 0, the run is
     the one without a prefix to the last bit.
 
-    The run is the scheduler (`sizing.perf.scheduler`: admission, prefill chunks, preemption, completions) driven
-    by the event loop (`_event_loop`: time, arrivals, per-request times), then summarised (`_summarise`)."""
+    The run is the scheduler (`sizing.perf.scheduler`: admission, prefill chunks, preemption, completions, and
+    each request's times) driven by the event loop (`_event_loop`: idle time until arrivals), then summarised
+    (`_summarise`)."""
     sm = step_model
     n = int(n_requests)
     if n < 1:
@@ -241,7 +245,7 @@ def simulate(
         load,
         sched.preemptions,
         completed,
-        np.array(sched.itl_v or [], dtype=np.float64),
+        np.array(sched.itl_v, dtype=np.float64),
         np.array(sched.itl_w, dtype=np.float64),
         truncated,
     )
