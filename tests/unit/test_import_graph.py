@@ -4,27 +4,36 @@ hidden behind an in-function import (benchmarks/imports.py draws the graph from 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
 from support.scripts import load_script
 
 imports = load_script("benchmarks/imports.py", "imports_graph")
+
+
+@pytest.fixture(scope="module")
+def package_graph() -> Any:
+    """The package's import graph, read once for this module's tests (~3 s: every source file parsed)."""
+    return imports.build()
+
 
 #: Cycles that in-function imports still hide, to be removed. None is left; no other may appear.
 KNOWN_HIDDEN: list[list[str]] = []
 
 
-def test_no_module_level_import_cycle_in_the_package() -> None:
+def test_no_module_level_import_cycle_in_the_package(package_graph: Any) -> None:
     # given the package's import graph as its modules' top-level imports run
-    graph = imports.build()
+    graph = package_graph
     # when its strongly connected components are taken
     found = imports.cycles(graph.edges(with_inner=False))
     # then no module waits on one that waits on it
     assert found == []
 
 
-def test_in_function_imports_hide_no_cycle_beyond_the_known_ones() -> None:
+def test_in_function_imports_hide_no_cycle_beyond_the_known_ones(package_graph: Any) -> None:
     # given the graph with the in-function imports of the package's own modules counted as edges
-    graph = imports.build()
+    graph = package_graph
     # when its cycles are taken
     found = imports.cycles(graph.edges(with_inner=True))
     # then each is one of those still to be removed (a removed one may go from the list)
@@ -102,10 +111,10 @@ DEFERRED_FOR_COLD_START: dict[tuple[str, str], str] = {
 }
 
 
-def test_in_function_imports_of_own_modules_defer_something() -> None:
+def test_in_function_imports_of_own_modules_defer_something(package_graph: Any) -> None:
     # given the in-function imports of the package's own modules that bring no heavy library the importing
     # module lacks, each named by its module and the deepest module it imports
-    light = imports.build().light_inner_imports()
+    light = package_graph.light_inner_imports()
     found = {(here, max(targets, key=len)) for here, _line, targets in light}
     # when those neither left in a file being edited nor deferring a measured part of a cold start are taken
     unexplained = found - KNOWN_LIGHT.keys() - DEFERRED_FOR_COLD_START.keys()
@@ -132,9 +141,9 @@ BASE = frozenset(
 )
 
 
-def test_the_base_layer_imports_nothing_above_it() -> None:
+def test_the_base_layer_imports_nothing_above_it(package_graph: Any) -> None:
     # given the package's import graph, in-function imports counted
-    graph = imports.build()
+    graph = package_graph
     edges = graph.edges(with_inner=True)
     # when the base modules' imports of the package are taken (the packages they sit in aside)
     upward = {m: sorted(edges.get(m, set()) - BASE - {"sizing", "sizing.orchestrate"}) for m in BASE}
