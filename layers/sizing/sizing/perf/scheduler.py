@@ -39,6 +39,8 @@ KV_WATERMARK = 0.01
 STALE_HEAP_SLACK = 64
 
 INF = math.inf
+#: More decode steps than any run holds (a reserving engine's KV bound).
+INF_STEPS = 1 << 62
 #: Seconds a run of decode steps lasts at least when an arrival is already due (so a run is never empty).
 MIN_WAIT_S = 1e-12
 
@@ -165,12 +167,14 @@ class Scheduler:
         to run (idle until the next arrival, or done). Returns (the time, the requests completed)."""
         completed = 0
         next_seen = arrivals.next_seen
+        room = False  # the KV cache holds the next decode step: no preemption to check for
         while True:
             if next_seen <= t:
                 next_seen = arrivals.due(t)
             D = self.D
             if (
                 D > 1
+                and not room
                 and not self.reserve
                 and self.kv_fixed + self.S_base - self.S_shared + D * self.G + D > self.cap
             ):
@@ -191,8 +195,9 @@ class Scheduler:
                         P, pairs, nchunks, done_any = self._admit(budget, P, pairs, nchunks, done_any)
             if P:
                 t, done = self._prefill(t, next_seen, D, P, pairs, nchunks, done_any)
+                room = False
             elif D:
-                t, done = self._decode(t, next_seen, D)
+                t, done, room = self._decode(t, next_seen, D)
             else:
                 return t, completed
             if done:
@@ -422,12 +427,13 @@ class Scheduler:
         return completed
 
     # --- decoding ------------------------------------------------------------------------------------------
-    def _decode(self, t: float, next_seen: float, D: int) -> tuple[float, int]:
+    def _decode(self, t: float, next_seen: float, D: int) -> tuple[float, int, bool]:
         """Run pure-decode steps, no further than anything but the token counts changes: the next completion, the
         last step the KV cache holds one more token per sequence for, the end of a deferral, a single step while
         a prompt waits for budget; and at most until the step during which the engine sees the next request
         (`next_seen`), unless requests wait for room rather than for time (an arrival would only join them). The
-        steps of the `D` sequences are summed in closed form (`decode_run`). Returns as `_prefill`."""
+        steps of the `D` sequences are summed in closed form (`decode_run`). Returns as `_prefill`, and whether
+        the KV cache still holds the next step (the run stopped short of its edge: completions only free KV)."""
         heap = self.heap
         top = heap[0]
         if self.preemptions:  # only a preempted sequence leaves a stale entry behind
@@ -439,12 +445,11 @@ class Scheduler:
         end = top >> self.shift  # the decode step the next sequence finishes at
         steps = end - G
         C = self.S_base + D * G
+        by_kv = INF_STEPS
         if not self.reserve:
             by_kv = (self.cap - (self.kv_fixed + C - self.S_shared)) // D
-            if by_kv < 1:
-                by_kv = 1
             if by_kv < steps:
-                steps = by_kv
+                steps = by_kv if by_kv > 1 else 1
         deferred = self.deferred
         if deferred:
             # until the deferral ends: enough decode steps, or an arrival that makes the waiting enough
@@ -462,7 +467,8 @@ class Scheduler:
             lines = self.lines_by_d[D] = self.step_model.decode_lines(D)
         k, elapsed, f_step, l_step = decode_run(lines, C, D, steps, until)
         self.G = G = G + k
-        self.since_prefill += k
+        if self.defers:
+            self.since_prefill += k
         self.emitted += D * k
         if self.itl:
             # the steps' times grow linearly, so the first and the last each stand for half of their tokens
@@ -470,9 +476,10 @@ class Scheduler:
             self.itl_v += (f_step, l_step)
             self.itl_w += (half, half)
         t += elapsed
+        # k < by_kv: D (k + 1) <= cap - the KV held before the run, so the next step fits
         if end <= G:
-            return t, self._complete(t)
-        return t, 0
+            return t, self._complete(t), k < by_kv
+        return t, 0, k < by_kv
 
     def _complete(self, t: float) -> int:
         """At `t` the sequences whose last token was decoded leave the batch and free their KV; returns how
