@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import copy
 import threading
-import time
-import uuid
 from typing import Any
 
 from pydantic import BaseModel
@@ -21,21 +19,15 @@ from pydantic import BaseModel
 from sizing.errors import InvalidInput, NotFound, Problem
 from sizing.store.codec import from_item, to_item
 from sizing.store.items import (
-    MEASUREMENT_TTL_S,
-    RUNS_INDEX_PK,
-    WATCHES_INDEX_PK,
     Architecture,
-    Measurement,
-    Ranking,
     Run,
     Watch,
     now_iso,
 )
 from sizing.store.repository import (
-    DEFAULT_PAGE,
     MAX_PAGE,
+    RecordStore,
     check_new_run,
-    check_status_filter,
     decode_token,
     encode_token,
     run_exists,
@@ -46,11 +38,7 @@ from sizing.store.repository import (
 Key = tuple[str, str]
 
 
-def _strip(item: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in item.items() if k not in ("PK", "SK", "GSI1PK", "GSI1SK", "type")}
-
-
-class InMemoryStore:
+class InMemoryStore(RecordStore):
     """A `SizingStore` held in a dict. `table_name` is kept for code that reads it; `items()` shows what is
     stored (to see that a refused request wrote nothing)."""
 
@@ -64,7 +52,7 @@ class InMemoryStore:
         """Every stored item, with its keys, in key order."""
         return [copy.deepcopy(self._items[k]) for k in sorted(self._items)]
 
-    def _put(self, item_type: str, model: BaseModel, keys: dict[str, str]) -> None:
+    def _put(self, item_type: str, model: BaseModel, keys: dict[str, str], **kwargs: Any) -> None:
         body = {**model.model_dump(mode="json"), **keys, "type": item_type}
         self._items[(keys["PK"], keys["SK"])] = from_item(to_item(body))
 
@@ -72,7 +60,7 @@ class InMemoryStore:
         found = self._items.get((key["PK"], key["SK"]))
         return copy.deepcopy(found) if found is not None else None
 
-    def _prefix(self, pk: str, sk_prefix: str) -> list[dict[str, Any]]:
+    def _query_prefix(self, pk: str, sk_prefix: str) -> list[dict[str, Any]]:
         return [
             copy.deepcopy(v)
             for (p, s), v in sorted(self._items.items())
@@ -109,24 +97,6 @@ class InMemoryStore:
             self._put("run", run, run.keys())
         return run
 
-    def get_run(self, run_id: str) -> Run:
-        data = self._get(Run.key(run_id))
-        if data is None:
-            raise NotFound(f"no run with id '{run_id}'")
-        return Run.model_validate(_strip(data))
-
-    def list_runs(
-        self,
-        limit: int = DEFAULT_PAGE,
-        token: str | None = None,
-        model: str | None = None,
-        status: str | None = None,
-    ) -> tuple[list[Run], str | None]:
-        check_status_filter(status)
-        filters = {k: v for k, v in (("model", model), ("status", status)) if v is not None}
-        items, next_token = self._page(RUNS_INDEX_PK, limit, token, filters)
-        return [Run.model_validate(_strip(i)) for i in items], next_token
-
     def transition(
         self,
         run_id: str,
@@ -160,61 +130,14 @@ class InMemoryStore:
             for i, a in enumerate(architectures)
         ]
         with self._lock:
-            for old in self._prefix(f"RUN#{run_id}", "ARCH#"):
+            for old in self._query_prefix(f"RUN#{run_id}", "ARCH#"):
                 del self._items[(old["PK"], old["SK"])]
             for item in items:
                 self._put("architecture", item, item.keys())
         return items
 
-    def get_architectures(self, run_id: str) -> list[dict[str, Any]]:
-        items = [Architecture.model_validate(_strip(i)) for i in self._prefix(f"RUN#{run_id}", "ARCH#")]
-        return [a.data for a in sorted(items, key=lambda a: a.rank)]
-
-    def put_measurement(
-        self, run_id: str, candidate_id: str, step_record: dict[str, Any], *, now: float | None = None
-    ) -> Measurement:
-        t = time.time() if now is None else now
-        m = Measurement(
-            run_id=run_id,
-            candidate_id=candidate_id,
-            seq=f"{int(t * 1e6):020d}-{uuid.uuid4().hex[:8]}",
-            record=step_record,
-            expires_at=int(t) + MEASUREMENT_TTL_S,
-        )
-        self._put("measurement", m, m.keys())
-        return m
-
-    def list_measurements(self, run_id: str, candidate_id: str | None = None) -> list[Measurement]:
-        prefix = f"MEAS#{candidate_id}#" if candidate_id else "MEAS#"
-        return [Measurement.model_validate(_strip(i)) for i in self._prefix(f"RUN#{run_id}", prefix)]
-
-    def put_ranking(self, run_id: str, ranking: dict[str, Any]) -> Ranking:
-        r = Ranking(run_id=run_id, data=ranking)
-        self._put("ranking", r, r.keys())
-        return r
-
-    def get_ranking(self, run_id: str) -> dict[str, Any] | None:
-        data = self._get({"PK": f"RUN#{run_id}", "SK": "RANKING"})
-        return None if data is None else Ranking.model_validate(_strip(data)).data
-
     # --- watches ------------------------------------------------------------------------------------------
-    def put_watch(self, watch: Watch) -> Watch:
-        self._put("watch", watch, watch.keys())
-        return watch
-
-    def get_watch(self, watch_id: str) -> Watch:
-        data = self._get(Watch.key(watch_id))
-        if data is None:
-            raise NotFound(f"no watch with id '{watch_id}'")
-        return Watch.model_validate(_strip(data))
-
-    def list_watches(
-        self, limit: int = MAX_PAGE, token: str | None = None, model: str | None = None
-    ) -> tuple[list[Watch], str | None]:
-        items, next_token = self._page(WATCHES_INDEX_PK, limit, token, {"model": model} if model else {})
-        return [Watch.model_validate(_strip(i)) for i in items], next_token
-
     def delete_watch(self, watch_id: str) -> None:
         with self._lock:
-            if self._items.pop(tuple(Watch.key(watch_id).values()), None) is None:  # type: ignore[arg-type]
+            if self._items.pop(tuple(Watch.key(watch_id).values()), None) is None:
                 raise NotFound(f"no watch with id '{watch_id}'")

@@ -144,7 +144,102 @@ def transition_refused(run_id: str, current: str, to_status: str) -> Conflict:
     )
 
 
-class SizingStore(DynamoTable):
+class RecordStore:
+    """The sizing records (runs, architectures, measurements, rankings, watches) over four primitives a store
+    provides: `_put`, `_get`, `_query_prefix` (a partition's items by sort-key prefix) and `_page` (an index newest
+    first). `SizingStore` provides them on the table; the tests' in-memory store on a dict. The writes whose
+    atomicity each store keeps its own way (create, transition, replacing architectures, deleting a watch) are
+    theirs."""
+
+    def _put(self, item_type: str, model: BaseModel, keys: dict[str, str], **kwargs: Any) -> None:
+        raise NotImplementedError
+
+    def _get(self, key: dict[str, str]) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def _query_prefix(self, pk: str, sk_prefix: str) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _page(
+        self, index_pk: str, limit: int, token: str | None, filters: dict[str, str]
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        raise NotImplementedError
+
+    def get_run(self, run_id: str) -> Run:
+        data = self._get(Run.key(run_id))
+        if data is None:
+            raise NotFound(f"no run with id '{run_id}'")
+        return Run.model_validate(_strip_keys(data))
+
+    def list_runs(
+        self,
+        limit: int = DEFAULT_PAGE,
+        token: str | None = None,
+        model: str | None = None,
+        status: str | None = None,
+    ) -> tuple[list[Run], str | None]:
+        """Runs newest first, optionally only one model's or one status's; returns (page, next token)."""
+        check_status_filter(status)
+        filters = {k: v for k, v in (("model", model), ("status", status)) if v is not None}
+        items, next_token = self._page(RUNS_INDEX_PK, limit, token, filters)
+        return [Run.model_validate(_strip_keys(i)) for i in items], next_token
+
+    def get_architectures(self, run_id: str) -> list[dict[str, Any]]:
+        """A run's architectures in rank order (empty until the run has ranked any)."""
+        items = [
+            Architecture.model_validate(_strip_keys(i)) for i in self._query_prefix(f"RUN#{run_id}", "ARCH#")
+        ]
+        return [a.data for a in sorted(items, key=lambda a: a.rank)]
+
+    def put_measurement(
+        self, run_id: str, candidate_id: str, step_record: dict[str, Any], *, now: float | None = None
+    ) -> Measurement:
+        """Store one load-test step of a candidate; it expires `MEASUREMENT_TTL_S` after now."""
+        t = time.time() if now is None else now
+        seq = f"{int(t * 1e6):020d}-{uuid.uuid4().hex[:8]}"
+        m = Measurement(
+            run_id=run_id,
+            candidate_id=candidate_id,
+            seq=seq,
+            record=step_record,
+            expires_at=int(t) + MEASUREMENT_TTL_S,
+        )
+        self._put("measurement", m, m.keys())
+        return m
+
+    def list_measurements(self, run_id: str, candidate_id: str | None = None) -> list[Measurement]:
+        prefix = f"MEAS#{candidate_id}#" if candidate_id else "MEAS#"
+        items = self._query_prefix(f"RUN#{run_id}", prefix)
+        return [Measurement.model_validate(_strip_keys(i)) for i in items]
+
+    def put_ranking(self, run_id: str, ranking: dict[str, Any]) -> Ranking:
+        r = Ranking(run_id=run_id, data=ranking)
+        self._put("ranking", r, r.keys())
+        return r
+
+    def get_ranking(self, run_id: str) -> dict[str, Any] | None:
+        data = self._get({"PK": f"RUN#{run_id}", "SK": "RANKING"})
+        return None if data is None else Ranking.model_validate(_strip_keys(data)).data
+
+    def put_watch(self, watch: Watch) -> Watch:
+        self._put("watch", watch, watch.keys())
+        return watch
+
+    def get_watch(self, watch_id: str) -> Watch:
+        data = self._get(Watch.key(watch_id))
+        if data is None:
+            raise NotFound(f"no watch with id '{watch_id}'")
+        return Watch.model_validate(_strip_keys(data))
+
+    def list_watches(
+        self, limit: int = MAX_PAGE, token: str | None = None, model: str | None = None
+    ) -> tuple[list[Watch], str | None]:
+        filters = {"model": model} if model else {}
+        items, next_token = self._page(WATCHES_INDEX_PK, limit, token, filters)
+        return [Watch.model_validate(_strip_keys(i)) for i in items], next_token
+
+
+class SizingStore(DynamoTable, RecordStore):
     """Repository over the one table. `client` is a boto3 DynamoDB client (made lazily when not given)."""
 
     # --- helpers ------------------------------------------------------------------------------------------
@@ -230,25 +325,6 @@ class SizingStore(DynamoTable):
             raise run_exists(run.run_id) from None
         return run
 
-    def get_run(self, run_id: str) -> Run:
-        data = self._get(Run.key(run_id))
-        if data is None:
-            raise NotFound(f"no run with id '{run_id}'")
-        return Run.model_validate(_strip_keys(data))
-
-    def list_runs(
-        self,
-        limit: int = DEFAULT_PAGE,
-        token: str | None = None,
-        model: str | None = None,
-        status: str | None = None,
-    ) -> tuple[list[Run], str | None]:
-        """Runs newest first, optionally only one model's or one status's; returns (page, next token)."""
-        check_status_filter(status)
-        filters = {k: v for k, v in (("model", model), ("status", status)) if v is not None}
-        items, next_token = self._page(RUNS_INDEX_PK, limit, token, filters)
-        return [Run.model_validate(_strip_keys(i)) for i in items], next_token
-
     def transition(
         self,
         run_id: str,
@@ -316,61 +392,7 @@ class SizingStore(DynamoTable):
         self._batch_write(deletes + puts)
         return items
 
-    def get_architectures(self, run_id: str) -> list[dict[str, Any]]:
-        """A run's architectures in rank order (empty until the run has ranked any)."""
-        items = [
-            Architecture.model_validate(_strip_keys(i)) for i in self._query_prefix(f"RUN#{run_id}", "ARCH#")
-        ]
-        return [a.data for a in sorted(items, key=lambda a: a.rank)]
-
-    def put_measurement(
-        self, run_id: str, candidate_id: str, step_record: dict[str, Any], *, now: float | None = None
-    ) -> Measurement:
-        """Store one load-test step of a candidate; it expires `MEASUREMENT_TTL_S` after now."""
-        t = time.time() if now is None else now
-        seq = f"{int(t * 1e6):020d}-{uuid.uuid4().hex[:8]}"
-        m = Measurement(
-            run_id=run_id,
-            candidate_id=candidate_id,
-            seq=seq,
-            record=step_record,
-            expires_at=int(t) + MEASUREMENT_TTL_S,
-        )
-        self._put("measurement", m, m.keys())
-        return m
-
-    def list_measurements(self, run_id: str, candidate_id: str | None = None) -> list[Measurement]:
-        prefix = f"MEAS#{candidate_id}#" if candidate_id else "MEAS#"
-        items = self._query_prefix(f"RUN#{run_id}", prefix)
-        return [Measurement.model_validate(_strip_keys(i)) for i in items]
-
-    def put_ranking(self, run_id: str, ranking: dict[str, Any]) -> Ranking:
-        r = Ranking(run_id=run_id, data=ranking)
-        self._put("ranking", r, r.keys())
-        return r
-
-    def get_ranking(self, run_id: str) -> dict[str, Any] | None:
-        data = self._get({"PK": f"RUN#{run_id}", "SK": "RANKING"})
-        return None if data is None else Ranking.model_validate(_strip_keys(data)).data
-
     # --- watches ------------------------------------------------------------------------------------------
-    def put_watch(self, watch: Watch) -> Watch:
-        self._put("watch", watch, watch.keys())
-        return watch
-
-    def get_watch(self, watch_id: str) -> Watch:
-        data = self._get(Watch.key(watch_id))
-        if data is None:
-            raise NotFound(f"no watch with id '{watch_id}'")
-        return Watch.model_validate(_strip_keys(data))
-
-    def list_watches(
-        self, limit: int = MAX_PAGE, token: str | None = None, model: str | None = None
-    ) -> tuple[list[Watch], str | None]:
-        filters = {"model": model} if model else {}
-        items, next_token = self._page(WATCHES_INDEX_PK, limit, token, filters)
-        return [Watch.model_validate(_strip_keys(i)) for i in items], next_token
-
     def delete_watch(self, watch_id: str) -> None:
         """Delete a watch; NotFound when there is none."""
         try:
