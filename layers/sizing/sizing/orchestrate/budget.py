@@ -92,14 +92,14 @@ MAX_WORKERS_PER_TASK = max(FARGATE_SIZES) // LOADGEN_VCPU - 1
 def fargate_task_size(workers: int) -> tuple[int, int]:
     """The (vCPU, GB) of the one Fargate task that runs the master and `workers` worker processes at LOADGEN_VCPU
     and LOADGEN_GB each: the smallest size that holds them. InvalidInput when no task size does."""
-    layout = LoadgenLayout(streams=0, workers=workers, streams_per_worker=0)
+    need_vcpu, need_gb = (1 + workers) * LOADGEN_VCPU, (1 + workers) * LOADGEN_GB
     for vcpu, (lo, hi, step) in sorted(FARGATE_SIZES.items()):
-        if vcpu >= layout.vcpu:
-            gb = max(lo, math.ceil(layout.gb / step) * step)
+        if vcpu >= need_vcpu:
+            gb = max(lo, math.ceil(need_gb / step) * step)
             if gb <= hi:
                 return vcpu, gb
     raise InvalidInput(
-        f"a load generator of {workers} workers needs {layout.vcpu} vCPU; one Fargate task holds at most"
+        f"a load generator of {workers} workers needs {need_vcpu} vCPU; one Fargate task holds at most"
         f" {MAX_WORKERS_PER_TASK} ({MAX_WORKERS_PER_TASK * STREAMS_PER_WORKER:,} streams at the measured"
         f" {STREAMS_PER_WORKER} per core)",
         [Problem("levels", f"the highest level needs {workers} load-generator workers")],
