@@ -216,7 +216,8 @@ def test_cancelling_a_run_mid_load_test_ends_it_cancelled_with_nothing_left_runn
     assert wait_for(
         lambda: any(c.get("state") == "LoadTest" for c in run_of(server, run_id)["progress"]["candidates"])
     ), run_of(server, run_id)
-    urls = twin_urls(server.out, run_id)
+    # (the state turns LoadTest before the launcher writes the task and starts the load generator)
+    urls = wait_for(lambda: twin_urls(server.out, run_id))
     # when it is cancelled
     status, cancelling = request(f"{server.url}/runs/{run_id}", "DELETE")
     final = wait_for(lambda: finished(server, run_id))
