@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 from support.events import load_event
 
+from sizing_local.awsmodels import share_service_models
+
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = ROOT / "events"
 EXAMPLES = ROOT / "examples"
@@ -36,6 +38,9 @@ os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "LLMSizing")
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "llm-sizing")
 # The repository's template, whatever directory a test (or a child process it starts) runs in.
 os.environ.setdefault("SIZING_TEMPLATE", str(ROOT / "template.yaml"))
+# Every test opens fresh boto3 sessions (moto resets the default one): let them share one reader of the service
+# models instead of each parsing botocore's JSON again (see sizing_local/awsmodels.py).
+share_service_models()
 
 #: A unit test module that mentions moto is in the wrong tier (tests/integration is moto's).
 _MOTO = re.compile(r"^\s*(from|import)\s+moto\b", re.MULTILINE)

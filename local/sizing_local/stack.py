@@ -23,6 +23,7 @@ from typing import Any
 
 from sizing.service.runs import RunsService
 from sizing.store.schema import find_template, load_template
+from sizing_local.awsmodels import share_service_models
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -304,6 +305,7 @@ class EmbeddedAws:
 
         for noisy in ("werkzeug", "moto"):  # the embedded AWS's request log and its engine's traces
             logging.getLogger(noisy).setLevel(logging.CRITICAL)
+        share_service_models()
         self._server = moto_server()
         self._server.start()
         host, port = self._server.get_host_and_port()
