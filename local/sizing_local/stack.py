@@ -351,6 +351,13 @@ TERMINAL_EXECUTION = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"}
 FAILURE_CAUSE_CHARS = 1000
 
 
+#: Longest pause, in seconds, between two reads of an execution's history while no new event comes. moto's
+#: engine ignores `maxResults` and serializes the whole history on every read: ~50 ms for a one-candidate run,
+#: more as events accumulate. An execution waiting on a load test adds none for many seconds, so its history is
+#: read less and less often (doubling from `poll_s`), and again at once after the next new event.
+HISTORY_QUIET_MAX_S = 4.0
+
+
 def watch_execution(
     sfn: Any,
     execution_arn: str,
@@ -361,14 +368,18 @@ def watch_execution(
     on_event: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Poll the execution; call on_state(event_type, state_name) for every state entered or failed (and
-    `on_event` with every history event). Returns at once (status ABORTED) when `cancelled()` says the run was
-    cancelled: moto's engine does not interrupt a Map iteration on StopExecution as AWS does, so the runner
-    stops waiting and tears down itself."""
+    `on_event` with every history event). Its status is read every `poll_s`; its history at that pace while
+    events keep coming, less often while none do (`HISTORY_QUIET_MAX_S`), and once more when it ends, so every
+    event is reported. Returns at once (status ABORTED) when `cancelled()` says the run was cancelled: moto's
+    engine does not interrupt a Map iteration on StopExecution as AWS does, so the runner stops waiting and
+    tears down itself."""
     seen = 0
     deadline = time.monotonic() + timeout_s
-    while True:
-        if cancelled():
-            return {**sfn.describe_execution(executionArn=execution_arn), "status": "ABORTED"}
+    history_every = poll_s
+    next_history = time.monotonic()
+
+    def read_history() -> int:
+        nonlocal seen
         history = sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
         for ev in history[seen:]:
             if on_event is not None:
@@ -379,10 +390,19 @@ def watch_execution(
             for key in ("taskFailedEventDetails", "executionFailedEventDetails"):
                 if key in ev:
                     on_state("failed", f"{ev[key].get('error', '')}: {ev[key].get('cause', '')[:300]}")
-        seen = len(history)
+        new, seen = len(history) - seen, len(history)
+        return new
+
+    while True:
+        if cancelled():
+            return {**sfn.describe_execution(executionArn=execution_arn), "status": "ABORTED"}
         desc = sfn.describe_execution(executionArn=execution_arn)
         if desc["status"] in TERMINAL_EXECUTION:
+            read_history()
             return dict(desc)
+        if time.monotonic() >= next_history:
+            history_every = poll_s if read_history() else min(2 * history_every, HISTORY_QUIET_MAX_S)
+            next_history = time.monotonic() + history_every
         if time.monotonic() > deadline:
             sfn.stop_execution(executionArn=execution_arn, cause=f"local run exceeded {timeout_s:.0f} s")
         time.sleep(poll_s)
