@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import copy
 import re
-from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
+from support.examples import EXAMPLES, example_estimate
 
 from sizing.deploy import validate as checks
 from sizing.deploy.architecture import Architecture
 from sizing.deploy.manifests import RENDERED_ENGINES, RenderOptions, render
 from sizing.errors import InvalidInput
-
-EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.yaml"))
 
 #: Representative architectures, used whatever the planner emits: GPU TP1 several per instance, GPU TP8,
 #: inf2, trn2, spot, int4 and a fractional Neuron chip.
@@ -31,16 +29,10 @@ REPRESENTATIVE = [
 
 
 def planner_architectures() -> list[dict[str, Any]]:
-    """Every EKS architecture the planner proposes for the example workloads (none while it does not exist)."""
-    try:
-        from sizing.plan import estimate
-    except ImportError:
-        return []
-    from sizing.workload import load_spec
-
+    """Every EKS architecture the planner proposes for the example workloads."""
     out = []
     for path in EXAMPLES:
-        result = estimate(load_spec(path))
+        result = example_estimate(path.stem)
         out += [a for a in result["architectures"] if a.get("deployment") == "eks"]
     return out
 
@@ -69,8 +61,7 @@ def test_a_capacity_reservation_and_named_zones_validate() -> None:
 def test_every_architecture_the_example_workloads_produce_validates() -> None:
     # given the planner's EKS architectures for every example workload
     archs = planner_architectures()
-    if not archs:
-        pytest.skip("the planner (sizing.plan.estimate) is not available yet")
+    assert archs, "the example workloads produce EKS architectures"
     # when each is rendered, then every manifest is valid
     for raw in archs:
         opts = RenderOptions(checkpoints={"int8": "org/pre-quantized-w8a8"})

@@ -5,12 +5,12 @@ defaults, and nodes billed as the replicas really land on them."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.examples import EXAMPLES, example_estimate
 
 from sizing.errors import InvalidInput
 from sizing.plan import estimate
@@ -18,8 +18,6 @@ from sizing.plan.cost import DAYS_PER_MONTH, HOURS_PER_MONTH, LOAD_BALANCER_USD_
 from sizing.plan.serving import context_for
 from sizing.results import EstimateResult
 from sizing.workload import build_model, load_spec, parse_spec
-
-EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
 
 #: One GPU family and EKS only: each estimate takes a fraction of a second.
 SMALL: dict[str, Any] = {
@@ -35,7 +33,7 @@ SMALL: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def example_results() -> dict[str, dict[str, Any]]:
-    return {p.stem: estimate(load_spec(p)) for p in EXAMPLES}
+    return {p.stem: example_estimate(p.stem) for p in EXAMPLES}
 
 
 def test_the_served_model_is_the_one_the_workload_names(example_results):

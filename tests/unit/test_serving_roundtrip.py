@@ -3,24 +3,19 @@ configuration read back from the rendered container is the one the estimator sim
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from support.examples import EXAMPLES, example_estimate
 
 from sizing.deploy.manifests import RENDERED_ENGINES, render, serving_from_manifests
 from sizing.perf.config import HardwareConfig
 from sizing.perf.step import StepModel
-from sizing.plan import estimate
 from sizing.serving import ServingConfig
-from sizing.workload import load_spec
-
-EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_rendered_container_arguments_parse_back_to_the_estimated_serving_config(path):
     # given every architecture the planner ranks for an example workload
-    result = estimate(load_spec(path))
+    result = example_estimate(path.stem)
     eks = [a for a in result["architectures"] if a["deployment"] == "eks" and a["engine"] in RENDERED_ENGINES]
     assert eks
     for arch in eks:
@@ -33,7 +28,7 @@ def test_rendered_container_arguments_parse_back_to_the_estimated_serving_config
 
 def test_the_estimator_simulates_the_serving_config_it_states():
     # given the chatbot's best EKS architecture
-    result = estimate(load_spec(EXAMPLES[[p.stem for p in EXAMPLES].index("chatbot")]))
+    result = example_estimate("chatbot")
     arch = next(a for a in result["architectures"] if a["deployment"] == "eks")
     serving = ServingConfig.model_validate(arch["serving"])
     # when the step model of that configuration is built
