@@ -22,10 +22,9 @@ Handler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 services: Wiring[steps.Services] = Wiring(steps.build_services)
 
 
-def state_handler(
-    step: Callable[[dict[str, Any], steps.Services], dict[str, Any]], *required: str
-) -> Handler:
-    """The Lambda handler of one state: check the input has `required` keys, run `step`."""
+def state_handler(step: Callable[[dict[str, Any], steps.Services], dict[str, Any]]) -> Handler:
+    """The Lambda handler of one state: run `step`, which reads its input as its typed contract (`step_input`:
+    a missing or malformed key is InvalidInput naming it)."""
 
     @init_environment(services)
     @logger.inject_lambda_context(correlation_id_path="run_id")
@@ -33,17 +32,17 @@ def state_handler(
     @tracer.capture_lambda_handler
     def handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         metrics.add_metric(name=f"{name}_invocations", unit=MetricUnit.Count, value=1)
-        return step(steps.check_event(event, *required), services())
+        return step(event, services())
 
     name = step.__name__.removesuffix("_step")
     handle.__name__ = handle.__qualname__ = name
     return handle
 
 
-estimate = state_handler(steps.estimate_step, "run_id", "spec")
-provision = state_handler(steps.provision_step, "run_id", "candidate")
-check_ready = state_handler(steps.check_ready_step, "run_id", "candidate", "endpoint")
-start_loadtest = state_handler(steps.start_loadtest_step, "task_token", "run_id", "candidate", "endpoint")
-teardown = state_handler(steps.teardown_step, "run_id", "candidate")
-collect = state_handler(steps.collect_step, "run_id")
-fail_run = state_handler(steps.fail_run_step, "run_id")
+estimate = state_handler(steps.estimate_step)
+provision = state_handler(steps.provision_step)
+check_ready = state_handler(steps.check_ready_step)
+start_loadtest = state_handler(steps.start_loadtest_step)
+teardown = state_handler(steps.teardown_step)
+collect = state_handler(steps.collect_step)
+fail_run = state_handler(steps.fail_run_step)

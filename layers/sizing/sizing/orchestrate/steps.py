@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from sizing.catalog import Catalog, load_catalog
 from sizing.deploy.base import ExistingEndpoint
-from sizing.errors import InvalidInput, Problem, SizingError
+from sizing.errors import SizingError
 from sizing.loadtest.config import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from sizing.orchestrate.budget import measurement_cost, workers_for
 from sizing.orchestrate.contracts import (
@@ -438,14 +438,3 @@ def fail_run_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
         except SizingError:
             continue
     return RunFailure(error=cause, torn_down=swept).model_dump(mode="json")
-
-
-def check_event(event: Any, *required: str) -> dict[str, Any]:
-    """The handler's first look at a state's input: an object with the `required` keys (each step then reads it
-    as its typed contract, `step_input`, with the same wording)."""
-    if not isinstance(event, dict):
-        raise InvalidInput("the step's input must be an object", [Problem("event", "not an object")])
-    missing = [k for k in required if k not in event]
-    if missing:
-        raise InvalidInput("the step's input is incomplete", [Problem(k, "missing") for k in missing])
-    return event
