@@ -123,7 +123,8 @@ def test_in_function_imports_of_own_modules_defer_something(package_graph: Any) 
 
 
 #: The base layer: errors, the vocabulary, token-length distributions and token counting, observability, the
-#: wiring of services, environment settings, the lifeline of child processes and the serving configuration.
+#: wiring of services, environment settings, the lifeline of child processes, the serving configuration and the
+#: plain-text presentation (tables, the name a run's figures go by).
 #: Features import them; they import nothing above them.
 BASE = frozenset(
     {
@@ -137,6 +138,7 @@ BASE = frozenset(
         "sizing.aws",
         "sizing.orchestrate.lifeline",
         "sizing.serving",
+        "sizing.text",
     }
 )
 

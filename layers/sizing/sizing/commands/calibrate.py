@@ -9,12 +9,12 @@ import os
 import sys
 from pathlib import Path
 
-from sizing.commands.output import table
 from sizing.errors import InvalidInput, Problem
 from sizing.learn.profiles import DEFAULT_PREFIX, ProfileStore
 from sizing.learn.refit import overview, rollback
 from sizing.perf.calibration import PROFILE_PATH
 from sizing.perf.tables import format_error_table
+from sizing.text import table
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -7,8 +7,9 @@ import sys
 import time
 from typing import Any
 
-from sizing.commands.output import print_json, table
+from sizing.commands.output import print_json
 from sizing.outcome import EXIT_NO_ARCHITECTURE, impossible_constraints
+from sizing.text import table
 from sizing.workload import WorkloadSpec, load_spec, resolve
 
 #: Searches shorter than this show no progress bar.

@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sizing.commands.output import print_json, table
+from sizing.commands.output import print_json
 from sizing.errors import InvalidInput, Problem
+from sizing.text import table
 
 #: Fractions of the workload's peak users (or rate) a `--workload` sweep steps through.
 WORKLOAD_FRACTIONS = (0.25, 0.5, 1.0)

@@ -1,32 +1,12 @@
-"""Small helpers for CLI output: JSON and plain aligned tables (no extra dependency)."""
+"""JSON on standard output for the commands' `--json` (tables and labels: `sizing.text`)."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
 from typing import Any
-
-#: How a run's figures are named by `measured.origin`: a local twin serves at our own model's pace, so its figures
-#: are a simulation, never a measurement; a real server's are measured. A block without an origin predates it
-#: and was taken as measured.
-ORIGIN_LABELS = {"twin": "simulated (twin)", "endpoint": "measured"}
-
-
-def measured_label(measured: Any) -> str:
-    """`simulated (twin)` for a local twin's figures, `measured` for a real server's."""
-    origin = measured.get("origin") if isinstance(measured, dict) else None
-    return ORIGIN_LABELS.get(str(origin), ORIGIN_LABELS["endpoint"])
 
 
 def print_json(obj: Any) -> None:
     json.dump(obj, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)

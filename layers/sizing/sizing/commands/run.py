@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from sizing.commands.output import measured_label, table
 from sizing.errors import InvalidInput, Problem
+from sizing.text import measured_label, table
 
 
 def register(sub: argparse._SubParsersAction) -> None:

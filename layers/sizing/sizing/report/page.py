@@ -30,6 +30,7 @@ from sizing.report.export import export_csv, rejected_csv
 from sizing.report.model import check_result
 from sizing.report.templating import make_environment
 from sizing.results import rank_cost
+from sizing.text import ENDPOINT, ORIGIN_LABELS, TWIN  # what served a load test's figures (`measured.origin`)
 from sizing.workload import WorkloadModel
 
 METRIC_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "end-to-end"}
@@ -237,13 +238,6 @@ def feasible(a: dict[str, Any]) -> bool:
 def winner_index(result: dict[str, Any]) -> int | None:
     """Index of the chosen architecture: the best-ranked one that meets the SLOs."""
     return next((i for i, a in enumerate(result.get("architectures") or []) if feasible(a)), None)
-
-
-#: What served a load test's figures (`measured.origin`), as the report names it: a local twin serves at the
-#: estimator's own predicted pace, so its figures are simulations of our model, never measurements.
-TWIN = "twin"
-ENDPOINT = "endpoint"
-ORIGIN_LABELS = {TWIN: "simulated (twin)", ENDPOINT: "measured"}
 
 
 def _twin_run(result: dict[str, Any]) -> bool:
