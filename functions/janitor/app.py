@@ -19,7 +19,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field
 
 from sizing.deploy.janitor import DynamoRunStatus, reconcile_runs, sweep
-from sizing.deploy.manifests import DEFAULT_MAX_DURATION_S
+from sizing.deploy.labels import DEFAULT_MAX_DURATION_S
 from sizing.envsettings import EnvSettings
 from sizing.observability import logger, metrics, tracer
 from sizing.wiring import Wiring, init_environment

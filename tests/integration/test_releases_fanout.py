@@ -211,16 +211,16 @@ def test_a_watch_whose_estimate_fails_lands_in_the_dead_letter_queue_after_its_r
     aws, context, monkeypatch
 ) -> None:
     # given three watches, one of whose estimates fails every time (a fault in the estimator)
-    import sizing.plan
+    import sizing.plan.search
 
-    real = sizing.plan.estimate
+    real = sizing.plan.search.estimate
 
     def estimate(spec: Any, **kwargs: Any) -> Any:
         if spec.name == "poison":
             raise RuntimeError("the simulator diverged")
         return real(spec, **kwargs)
 
-    monkeypatch.setattr(sizing.plan, "estimate", estimate)
+    monkeypatch.setattr(sizing.plan.search, "estimate", estimate)
     good = [watch(aws, "chat a"), watch(aws, "chat b")]
     poison = watch(aws, "poison")
     # when the release fans out and the queue is drained

@@ -102,7 +102,7 @@ def test_the_estimate_table_shows_in_flight_both_headrooms_the_tuning_and_the_si
     monkeypatch, capsys, examples_dir
 ):
     # GIVEN an estimate result whose best row was tuned and also fits on a dearer size
-    import sizing.plan
+    import sizing.plan.search
 
     arch = {
         "rank": 1, "id": "eks:g6e.xlarge:tp1:fp8:vllm:on-demand", "deployment": "eks", "instance_type": "g6e.xlarge",
@@ -127,7 +127,7 @@ def test_the_estimate_table_shows_in_flight_both_headrooms_the_tuning_and_the_si
         "rejected": [],
         "summary": "The answer costs 3.9x the cheapest hardware that fits in memory.",
     }  # fmt: skip
-    monkeypatch.setattr(sizing.plan, "estimate", lambda *a, **k: result)
+    monkeypatch.setattr(sizing.plan.search, "estimate", lambda *a, **k: result)
     # WHEN the table is printed
     assert main(["estimate", str(examples_dir / "chatbot.yaml")]) == 0
     out = capsys.readouterr().out

@@ -13,9 +13,9 @@ from sizing.catalog import load_catalog
 from sizing.cli import main
 from sizing.deploy import labels as L
 from sizing.deploy.architecture import Architecture, pick_architecture
+from sizing.deploy.labels import ORDER
 from sizing.deploy.manifests import (
     AMI_VERSIONS,
-    ORDER,
     SHARED_KINDS,
     RenderOptions,
     nodes_for,

@@ -3,7 +3,8 @@ on first use (never at import, so handlers start fast) and can be injected (test
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -40,3 +41,14 @@ class EventBus:
 
             self._client = boto3.client("events")
         return self._client
+
+
+def tag_map(tags: list[dict[str, str]]) -> dict[str, str]:
+    """AWS's tag list (`[{"Key": ..., "Value": ...}]`) as a dict."""
+    return {t["Key"]: t["Value"] for t in tags}
+
+
+def paged(client: Any, operation: str, key: str) -> Iterator[dict[str, Any]]:
+    """Every item of a paginated AWS list call (`key`: the list's name in each page)."""
+    for page in client.get_paginator(operation).paginate():
+        yield from page.get(key, [])

@@ -214,7 +214,7 @@ def render_managed(result: dict[str, Any]) -> list[str]:
 
 def _estimate(args: argparse.Namespace, spec: WorkloadSpec) -> dict[str, Any]:
     """The estimate's JSON, with a progress bar while the search runs."""
-    from sizing.plan import DEFAULT_HEADROOM, estimate
+    from sizing.plan.search import DEFAULT_HEADROOM, estimate
 
     bar = ProgressBar()
     try:

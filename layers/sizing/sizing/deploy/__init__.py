@@ -9,19 +9,5 @@
 - `janitor.sweep(...)`: removes what finished or expired runs left behind.
 - `labels`: the one label/tag vocabulary (`sizing.llm/run-id`, `sizing.llm/candidate-id`, ...) all of them use.
 
-Import the provisioners from their modules; this package only re-exports the light, dependency-free parts."""
-
-from sizing.deploy.architecture import Architecture
-from sizing.deploy.base import Endpoint, ExistingEndpoint, Provisioner, TeardownReport
-from sizing.deploy.manifests import RenderOptions, render, to_yaml
-
-__all__ = [
-    "Architecture",
-    "Endpoint",
-    "ExistingEndpoint",
-    "Provisioner",
-    "RenderOptions",
-    "TeardownReport",
-    "render",
-    "to_yaml",
-]
+Import each part from its module: the package imports nothing, so a function that needs only the labels or the
+janitor does not load the renderer, the catalog and the planner behind it."""

@@ -15,7 +15,8 @@ from sizing.deploy import labels as L
 from sizing.deploy.architecture import Architecture
 from sizing.deploy.base import Endpoint, EndpointKind, Provisioner, TeardownReport, as_architecture
 from sizing.deploy.kube import ClusterConfig, KubeClient, ProvisioningError, eks_client_for
-from sizing.deploy.manifests import DEFAULT_MAX_DURATION_S, ORDER, SERVICE_PORT, RenderOptions, render
+from sizing.deploy.labels import DEFAULT_MAX_DURATION_S, TEARDOWN_ORDER
+from sizing.deploy.manifests import SERVICE_PORT, RenderOptions, render
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +27,6 @@ ENDPOINT_TIMEOUT_S = 90
 #: keeps teardown inside Lambda's 15-minute limit with time to report. What is left, the janitor removes.
 TEARDOWN_TIMEOUT_S = 12 * 60
 POLL_S = 10.0
-#: Kinds removed by teardown, in order: the autoscaler and pods first, the node pools and classes last.
-TEARDOWN_ORDER = list(reversed(ORDER))
 
 
 class EksProvisioner(Provisioner):

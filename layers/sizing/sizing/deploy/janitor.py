@@ -22,11 +22,10 @@ from typing import Any, Literal, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
+from sizing.aws import paged, tag_map
 from sizing.deploy import labels as L
-from sizing.deploy.eks import TEARDOWN_ORDER
 from sizing.deploy.kube import KubeClient, ProvisioningError
-from sizing.deploy.manifests import DEFAULT_MAX_DURATION_S
-from sizing.deploy.sagemaker import paged, tag_map
+from sizing.deploy.labels import DEFAULT_MAX_DURATION_S, TEARDOWN_ORDER
 from sizing.errors import Conflict, NotFound
 
 log = logging.getLogger(__name__)

@@ -21,6 +21,20 @@ CANDIDATE_ID_FULL = f"{PREFIX}/candidate-id-full"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "llm-sizing"
 
+#: A sizing run's resources live at most this long unless told otherwise (the janitor's deadline).
+DEFAULT_MAX_DURATION_S = 4 * 3600
+#: Kubernetes kinds of one candidate, in apply order (teardown deletes these, in reverse).
+ORDER = [
+    "EC2NodeClass",
+    "NodePool",
+    "Service",
+    "PodDisruptionBudget",
+    "Deployment",
+    "HorizontalPodAutoscaler",
+]
+#: Kinds removed by teardown, in order: the autoscaler and pods first, the node pools and classes last.
+TEARDOWN_ORDER = list(reversed(ORDER))
+
 #: Kubernetes label values: at most 63 characters of [A-Za-z0-9-_.], starting and ending alphanumeric.
 _LABEL_MAX = 63
 _LABEL_BAD = re.compile(r"[^A-Za-z0-9_.-]+")

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sizing.catalog import Catalog, load_catalog
 from sizing.deploy import labels as L
 from sizing.deploy.architecture import Architecture
+from sizing.deploy.labels import DEFAULT_MAX_DURATION_S
 from sizing.errors import InvalidInput, Problem
 from sizing.perf.engines import NEURON_MEMORY_FRACTION
 from sizing.plan.cost import AVAILABILITY_ZONES
@@ -110,8 +111,6 @@ BUSINESS_HOURS_SCHEDULE = "0 8 * * 1-5"
 BUSINESS_HOURS_DURATION = "10h"
 #: HPA: scale up at once, scale down only after 10 minutes of lower load (a GPU pod takes minutes to start).
 SCALE_DOWN_WINDOW_S = 600
-#: A sizing run's resources live at most this long unless told otherwise (the janitor's deadline).
-DEFAULT_MAX_DURATION_S = 4 * 3600
 
 #: Pinned EKS-optimized AMI releases (Karpenter `amiSelectorTerms` alias `family@version`). A pin makes node
 #: images reproducible; `@latest` would drift every node whenever AWS publishes an AMI. AL2023 v20260818:
@@ -170,15 +169,6 @@ ADAPTER_CONFIG_KEY = "config.yaml"
 #: EC2 capacity reservation ids (On-Demand Capacity Reservations and Capacity Blocks): the CRD's pattern.
 CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-z]+$")
 
-#: Kinds of one candidate, in apply order (teardown deletes these, in reverse).
-ORDER = [
-    "EC2NodeClass",
-    "NodePool",
-    "Service",
-    "PodDisruptionBudget",
-    "Deployment",
-    "HorizontalPodAutoscaler",
-]
 #: Shared by every deployment in the cluster (rendered for `serve` only, never deleted by a teardown).
 SHARED_KINDS = ["Namespace", "ConfigMap"]
 

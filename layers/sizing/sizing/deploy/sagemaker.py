@@ -16,11 +16,12 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from sizing.aws import paged, tag_map
 from sizing.deploy import labels as L
 from sizing.deploy.architecture import Architecture
 from sizing.deploy.base import Endpoint, EndpointKind, Provisioner, TeardownReport, as_architecture
 from sizing.deploy.kube import ProvisioningError
-from sizing.deploy.manifests import DEFAULT_MAX_DURATION_S
+from sizing.deploy.labels import DEFAULT_MAX_DURATION_S
 from sizing.errors import InvalidInput, Problem
 from sizing.serving import VLLM_FP8_KV, ServingConfig
 
@@ -43,10 +44,6 @@ def _tags(run_id: str, candidate_id: str, expires_at: float) -> list[dict[str, s
         {"Key": L.EXPIRES_AT, "Value": str(int(expires_at))},
         {"Key": L.MANAGED_BY, "Value": L.MANAGER},
     ]
-
-
-def tag_map(tags: list[dict[str, str]]) -> dict[str, str]:
-    return {t["Key"]: t["Value"] for t in tags}
 
 
 def _exists(exc: Exception) -> bool:
@@ -231,9 +228,3 @@ class SageMakerProvisioner(Provisioner):
                 except self.sm.exceptions.ClientError as exc:
                     report.remaining.append(f"sagemaker-{kind}/{name}: {exc}")
         return report
-
-
-def paged(client: Any, operation: str, key: str) -> Iterator[dict[str, Any]]:
-    """Every item of a paginated SageMaker list call."""
-    for page in client.get_paginator(operation).paginate():
-        yield from page.get(key, [])

@@ -233,7 +233,7 @@ class ReleaseService:
     def _resize(
         self, job: WatchJob, watch: ReleaseWatch, catalog: Catalog, cache: dict[str, dict[str, Any] | None]
     ) -> WatchOutcome:
-        from sizing.plan import estimate
+        from sizing.plan.search import estimate
 
         model_id = job.model_id
         out = WatchOutcome(watch_id=watch.watch_id, model_id=model_id, config_digest=job.config_digest)

@@ -23,6 +23,7 @@ from typing import Any
 from jinja2 import Environment
 from markupsafe import Markup
 
+from sizing.deploy.manifests import render, to_yaml
 from sizing.errors import SizingError
 from sizing.report import svg
 from sizing.report.curves import Curve, latency_curves
@@ -1258,16 +1259,11 @@ def _manifests(manifests: dict[str, str] | None, note: str) -> Section:
 
 def winner_manifests(result: dict[str, Any]) -> tuple[dict[str, str] | None, str]:
     """Karpenter + Kubernetes YAML of the best-ranked EKS architecture, one file per kind, and a note; (None,
-    why) when there is none or the deploy package is not available."""
+    why) when there is none."""
     archs = [a for a in result.get("architectures") or [] if feasible(a)]
     eks = next((a for a in archs if a.get("deployment") == "eks"), None)
     if eks is None:
         return None, "No EKS architecture in the ranking: nothing to deploy on Kubernetes."
-    try:
-        from sizing.deploy.manifests import render, to_yaml
-    except ImportError:
-        return None, "Manifests are not available in this build (sizing.deploy is missing)."
-
     try:
         objs = render(eks, str(result.get("run_id") or "estimate"))
     except (SizingError, ValueError, KeyError) as exc:

@@ -315,7 +315,7 @@ class SlackBot:
     # --- the asynchronous worker --------------------------------------------------------------------------
     def estimate(self, job: EstimateJob) -> None:
         """Estimate the workload and post the top architectures to the response_url (in the channel)."""
-        from sizing.plan import estimate
+        from sizing.plan.search import estimate
 
         try:
             catalog = self.catalog()
