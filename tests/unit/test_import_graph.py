@@ -61,7 +61,9 @@ def test_the_checker_sees_a_cycle_and_ignores_type_checking_imports(tmp_path: Pa
 
 
 _EDITED = "being edited"
-_JANITOR = "~15 ms of the janitor's cold start (it imports sizing.deploy.manifests for one constant)"
+_RENDER = (
+    "~15 ms (sizing.perf.config) of the cold starts that read or render an architecture and simulate nothing"
+)
 _PLANNER = "~20-50 ms of the cold starts that import the planner and estimate nothing (janitor, steps)"
 _SLACK = (
     "~50-100 ms of the Slack cold starts that read no catalog and start no run (acknowledgement, notifier)"
@@ -78,8 +80,8 @@ KNOWN_LIGHT: dict[tuple[str, str], str] = {
 #: read; `python -X importtime` on the entry point, figures from the 2 shared development cores). Each site
 #: says so in a comment. (importing module, module imported) -> what deferring it saves.
 DEFERRED_FOR_COLD_START: dict[tuple[str, str], str] = {
-    ("sizing.deploy.architecture", "sizing.perf.config"): _JANITOR,
-    ("sizing.deploy.manifests", "sizing.perf.config"): _JANITOR,
+    ("sizing.deploy.architecture", "sizing.perf.config"): _RENDER,
+    ("sizing.deploy.manifests", "sizing.perf.config"): _RENDER,
     (
         "sizing.learn.drift",
         "sizing.learn.correction",
