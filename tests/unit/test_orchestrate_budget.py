@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from sizing.catalog import load_catalog
 from sizing.orchestrate.budget import (
-    LOADGEN_VCPU,
     STREAMS_PER_WORKER,
     loadgen_layout,
     measurement_cost,
+    sweep_workers,
     workers_for,
 )
 
@@ -29,16 +29,14 @@ def test_each_worker_drives_at_most_the_measured_streams_per_core() -> None:
         assert layout.streams_per_worker <= STREAMS_PER_WORKER
         assert layout.workers * layout.streams_per_worker >= streams
         assert layout.workers == 1 or (layout.workers - 1) * STREAMS_PER_WORKER < streams
-        assert layout.workers == workers_for(streams)
 
 
 def test_a_1024_stream_level_states_its_tasks_and_their_size() -> None:
     # when a 1,024-stream level is laid out
     layout = loadgen_layout(1024)
-    # then it is a master and its workers, each process of the same size, and it says so
-    assert layout.processes == 1 + layout.workers
-    assert layout.vcpu == layout.processes * LOADGEN_VCPU
-    assert f"a master and {layout.workers} workers" in layout.describe()
+    # then it is a master and 5 workers (1,024 / 224 streams per core), 2 vCPU / 4 GB each, and it says so
+    assert (layout.workers, layout.streams_per_worker, layout.vcpu, layout.gb) == (5, 205, 12, 24)
+    assert "a master and 5 workers" in layout.describe()
 
 
 def test_a_level_above_the_configured_workers_is_priced_with_the_workers_it_needs() -> None:
@@ -46,9 +44,9 @@ def test_a_level_above_the_configured_workers_is_priced_with_the_workers_it_need
     cat = load_catalog()
     big = 4 * STREAMS_PER_WORKER
     # when its measurement is priced without and with its highest level
-    plain = measurement_cost([ARCH], cat, 600, 2, "us-east-1")
-    sized = measurement_cost([ARCH], cat, 600, 2, "us-east-1", max_streams=[big])
-    small = measurement_cost([ARCH], cat, 600, 2, "us-east-1", max_streams=[8])
+    plain = measurement_cost([ARCH], cat, 600, [2], "us-east-1")
+    sized = measurement_cost([ARCH], cat, 600, [sweep_workers(2, [8, big])], "us-east-1")
+    small = measurement_cost([ARCH], cat, 600, [sweep_workers(2, [8])], "us-east-1")
     # then the arithmetic names the Fargate task that level needs (a master and its workers), and costs more
     assert f"(a master and {workers_for(big)} workers)" in sized["candidates"][0]["arithmetic"]
     assert sized["usd"] > plain["usd"]

@@ -9,7 +9,7 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from sizing.orchestrate.budget import workers_for
+from sizing.orchestrate.budget import sweep_workers, workers_for
 from sizing.orchestrate.launchers import FargateLauncher
 from sizing.orchestrate.settings import OrchestrationSettings
 
@@ -50,8 +50,10 @@ def test_the_task_is_sized_for_the_workers_of_the_sweeps_highest_level(streams, 
 
 def test_a_sweeps_workers_follow_its_highest_level_and_the_embedded_default_keeps_one_process():
     # given the configured workers on AWS (2) and on the embedded default (0, one process)
-    from sizing.orchestrate.steps import _workers
-
     # then a sweep up to 1,024 streams gets the 5 its highest level needs, a small one the configured 2, and the
     # embedded default never starts workers
-    assert (_workers(2, [256, 512, 1024]), _workers(2, [8, 16, 32]), _workers(0, [1024])) == (5, 2, 0)
+    assert (sweep_workers(2, [256, 512, 1024]), sweep_workers(2, [8, 16, 32]), sweep_workers(0, [1024])) == (
+        5,
+        2,
+        0,
+    )

@@ -44,6 +44,15 @@ def workers_for(streams: int) -> int:
     return max(1, math.ceil(max(streams, 0) / STREAMS_PER_WORKER))
 
 
+def sweep_workers(configured: int, levels: Sequence[float]) -> int:
+    """Load-generator workers for a sweep: none where it runs as one process (the embedded default, `configured`
+    0), else the configured count or as many as its highest level needs (`workers_for`), if more. The load test
+    starts these, and the budget guard prices them."""
+    if configured == 0 or not levels:
+        return configured
+    return max(configured, workers_for(math.ceil(max(levels))))
+
+
 @dataclass(frozen=True)
 class LoadgenLayout:
     """How a level's streams are laid out on Fargate: a master (it runs no users: it steps the load, merges every
@@ -112,13 +121,9 @@ def candidate_measurement_cost(
     sweep_s: float,
     workers: int,
     region: str,
-    max_streams: int | None = None,
 ) -> dict[str, Any]:
     """Cost of measuring one candidate: instances for one replica x hours, plus the Fargate load generator's task
-    at its size (`fargate_task_size`) for the sweep: the `workers` configured, or as many as the candidate's
-    highest level (`max_streams`) needs if that is more."""
-    if max_streams is not None:
-        workers = max(workers, workers_for(max_streams))
+    at its size (`fargate_task_size`) for the sweep with its `workers` (`sweep_workers`)."""
     if arch["deployment"] == "bedrock":
         # a sweep on Bedrock is billed per token: at most the requests the sweep sends
         return {
@@ -155,13 +160,11 @@ def candidate_measurement_cost(
 
 
 def measurement_cost(
-    candidates: list[dict[str, Any]], cat: Catalog, sweep_s: float, workers: int, region: str,
-    max_streams: Sequence[int | None] | None = None,
-) -> dict[str, Any]:  # fmt: skip
-    """The candidates' measurement costs and their sum; `max_streams`, one per candidate, is its highest level."""
-    highest = list(max_streams) if max_streams is not None else [None] * len(candidates)
+    candidates: list[dict[str, Any]], cat: Catalog, sweep_s: float, workers: Sequence[int], region: str
+) -> dict[str, Any]:
+    """The candidates' measurement costs and their sum; `workers`, one per candidate, its sweep's workers."""
     parts = [
-        candidate_measurement_cost(a, cat, sweep_s, workers, region, top)
-        for a, top in zip(candidates, highest, strict=True)
+        candidate_measurement_cost(a, cat, sweep_s, n, region)
+        for a, n in zip(candidates, workers, strict=True)
     ]
     return {"usd": round(sum(p["usd"] for p in parts), 2), "candidates": parts}

@@ -16,7 +16,7 @@ from sizing.catalog import Catalog, load_catalog
 from sizing.deploy.base import ExistingEndpoint
 from sizing.errors import SizingError
 from sizing.loadtest.config import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
-from sizing.orchestrate.budget import measurement_cost, workers_for
+from sizing.orchestrate.budget import measurement_cost, sweep_workers
 from sizing.orchestrate.contracts import (
     DEFAULT_TOP_K,
     Candidate,
@@ -40,8 +40,6 @@ from sizing.orchestrate.contracts import (
 )
 from sizing.orchestrate.launchers import FargateLauncher, LocalLauncher
 from sizing.orchestrate.settings import OrchestrationSettings
-from sizing.perf.calibration import TWIN_ORIGIN
-from sizing.plan import estimate
 from sizing.releases.catalog import LiveCatalog, ModelRegistry
 from sizing.results import Architecture
 from sizing.store import SizingStore
@@ -164,25 +162,14 @@ def choose_candidates(result: dict[str, Any], top_k: int) -> list[Candidate]:
     return out
 
 
-def _highest(levels: list[float]) -> int | None:
-    """The most concurrent streams of a candidate's sweep (None: no level)."""
-    return math.ceil(max(levels)) if levels else None
-
-
-def _workers(configured: int, levels: list[float]) -> int:
-    """Load-generator workers for a sweep: none where it runs as one process (the embedded default), else the
-    configured count or as many as its highest level needs at the measured streams per core, if more."""
-    if configured == 0:
-        return 0
-    top = _highest(levels)
-    return max(configured, workers_for(top)) if top is not None else configured
-
-
 def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     """Estimate, choose the top K, and refuse when measuring them would exceed the run's budget."""
     inp = step_input(EstimateInput, event)
     run_id = inp.run_id
     spec = parse_spec(inp.spec, prefix="spec")
+    # deferred: the search and its simulator are the estimate step's alone, not the other steps' cold starts
+    from sizing.plan.search import estimate
+
     result = estimate(spec, catalog=svc.catalog)
     top_k = 1 if svc.settings.endpoint_url else inp.top_k or DEFAULT_TOP_K
     candidates = choose_candidates(result, top_k)
@@ -192,9 +179,8 @@ def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
         [c.architecture.as_json() for c in candidates],
         svc.catalog,
         sweep_s,
-        svc.settings.loadtest_workers,
+        [sweep_workers(svc.settings.loadtest_workers, c.levels) for c in candidates],
         spec.constraints.region,
-        max_streams=[_highest(c.levels) for c in candidates],
     )
     settings = MachineSettings.model_validate(svc.settings.machine_settings())
     if not candidates:
@@ -316,7 +302,7 @@ def load_task(inp: LoadTestInput, settings: OrchestrationSettings) -> LoadTask:
         slo=plan.slo,
         step_s=settings.step_s,
         warmup_s=settings.warmup_s,
-        workers=_workers(settings.loadtest_workers, cand.levels),
+        workers=sweep_workers(settings.loadtest_workers, cand.levels),
         table_name=settings.table_name,
         heartbeat_s=inp.settings.heartbeat_s,
         out_dir=f"{settings.out_dir}/{inp.run_id}/{cand.candidate_id}",
@@ -336,7 +322,7 @@ def collect_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     """Merge measured figures into the estimated architectures, write the ranking, append calibration rows."""
     # deferred, as the learning loop in `_learn`: only the collect state needs them, and they cost the other
     # states' cold starts ~40 ms (-X importtime)
-    from sizing.orchestrate.merge import merge_measurements
+    from sizing.orchestrate.merge import ENDPOINT, TWIN, merge_measurements
 
     inp = step_input(CollectInput, event)
     run_id = inp.run_id
@@ -355,7 +341,7 @@ def collect_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
         spec,
         svc.catalog,
         run_id=run_id,
-        origin=TWIN_ORIGIN if twins else "endpoint",
+        origin=TWIN if twins else ENDPOINT,
     )
     svc.store.put_architectures(run_id, merged["architectures"])
     ok = [m for m in outcomes if m.status == "MEASURED"]
