@@ -7,15 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.scripts import load_script
+from support.scripts import load_script, package_graph
 
 imports = load_script("benchmarks/imports.py", "imports_graph")
 
 
-@pytest.fixture(scope="module")
-def package_graph() -> Any:
-    """The package's import graph, read once for this module's tests (~3 s: every source file parsed)."""
-    return imports.build()
+@pytest.fixture(name="package_graph")
+def package_graph_fixture() -> Any:
+    """The package's import graph, read once per test process (shared with the vocabulary's test)."""
+    return package_graph()
 
 
 #: Cycles that in-function imports still hide, to be removed. None is left; no other may appear.
@@ -60,7 +60,6 @@ def test_the_checker_sees_a_cycle_and_ignores_type_checking_imports(tmp_path: Pa
     assert graph.inner_count["pkg.b"] == 1
 
 
-_EDITED = "being edited"
 _RENDER = (
     "~15 ms (sizing.perf.config) of the cold starts that read or render an architecture and simulate nothing"
 )
@@ -71,9 +70,7 @@ _SLACK = (
 
 #: In-function imports of own modules that bring no heavy library, left in a file being edited (hoisted after):
 #: (importing module, module imported) -> why it is still there.
-KNOWN_LIGHT: dict[tuple[str, str], str] = {
-    ("sizing.perf.simulator", "sizing.perf.step"): _EDITED,
-}
+KNOWN_LIGHT: dict[tuple[str, str], str] = {}
 
 #: In-function imports of own modules that bring no heavy library yet defer a measured share of a Lambda cold
 #: start on the paths that do not need them (the package's own import work: pydantic models built, profiles
@@ -95,13 +92,10 @@ DEFERRED_FOR_COLD_START: dict[tuple[str, str], str] = {
         "sizing.orchestrate.merge",
     ): "~40 ms of each step's cold start but collect's",
     ("sizing.orchestrate.steps", "sizing.learn.loop"): "~40 ms of each step's cold start but collect's",
+    ("sizing.orchestrate.steps", "sizing.plan.search"): "~75 ms of each step's cold start but estimate's",
     ("sizing.perf.calibration", "sizing.learn.profiles"): _PLANNER,
     ("sizing.perf.calibration", "sizing.learn.correction"): _PLANNER,
-    ("sizing.plan.capacity", "sizing.perf.simulator"): _PLANNER,
     ("sizing.plan.measured", "sizing.learn.correction"): _PLANNER,
-    ("sizing.plan.measured", "sizing.learn.levels"): _PLANNER,
-    ("sizing.plan.measured", "sizing.perf.simulator"): _PLANNER,
-    ("sizing.plan.measured", "sizing.perf.step"): _PLANNER,
     ("sizing.plan.measured", "sizing.learn.profiles"): _PLANNER,
     ("sizing.service.api.routers.calibration", "sizing.learn.profiles"): "~20 ms of the API's cold start",
     ("sizing.service.api.routers.calibration", "sizing.learn.refit"): "~20 ms of the API's cold start",

@@ -133,7 +133,8 @@ class Architecture(_Loose):
 
     def _check_serving(self, s: ServingConfig, cat: Catalog) -> None:
         """A stated `ServingConfig` must describe this architecture's replica and run on its hardware."""
-        # deferred: the hardware configuration costs the janitor's cold start ~15 ms (-X importtime)
+        # deferred: the hardware configuration costs ~15 ms (-X importtime) of the cold starts that read an
+        # architecture and simulate nothing (the Fargate load task, the provisioning steps)
         from sizing.perf.config import check_tp
 
         inst = cat.instance(self.instance_type or "")

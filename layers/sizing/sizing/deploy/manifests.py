@@ -339,8 +339,8 @@ class _Plan:
 def _check_deployable(arch: Architecture, s: ServingConfig, cat: Catalog) -> None:
     """Refuse what `sizing predict` refuses (quantization, engine or TP the hardware or the model's heads do not
     allow), an engine without manifests, and Neuron settings vLLM-Neuron cannot honour: each names its field."""
-    # deferred: the hardware configuration costs the janitor's cold start (it imports this module for one
-    # constant) ~15 ms (-X importtime)
+    # deferred: the hardware configuration costs ~15 ms (-X importtime) of the cold starts that render or read an
+    # architecture and simulate nothing
     from sizing.perf.config import HardwareConfig
 
     try:

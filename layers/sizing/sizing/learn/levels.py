@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sizing.catalog import load_catalog
 from sizing.errors import SizingError
+from sizing.learn.measured import LEVEL_REQUESTS, LEVEL_ROUNDS
 from sizing.perf.calibration import PROFILE_PATH, family_of, load_profiles, profile_for
 from sizing.perf.replica import replica_of
 from sizing.perf.step import StepModel
@@ -221,12 +222,6 @@ def levels_from_run(
                 )
             )
     return out, refused
-
-
-#: Requests simulated per level prediction (the planner's operating-point figure, as merge.LEVEL_REQUESTS) and
-#: at least this many rounds of the closed loop's users.
-LEVEL_REQUESTS = 1000
-LEVEL_ROUNDS = 4
 
 
 def predict_level(arch: dict[str, Any], concurrency: int, wm: Any, cat: Any) -> dict[str, Any] | None:

@@ -29,6 +29,11 @@ MAX_TOKEN_DISTANCE = math.log(1.2)
 #: Measured configurations kept in a profile (newest first): bounds the object estimators load.
 MAX_CONFIGURATIONS = 500
 LATENCIES = ("ttft_ms", "tpot_ms", "e2e_s")
+#: Requests simulated per re-simulated measured level: the planner's operating-point figure
+#: (plan.capacity.REPORT_REQUESTS) and, for a closed loop, at least this many rounds of its users so a steady state
+#: exists (perf.predict.ROUNDS). The run's merge, the level store and the planner's measured capacity share them.
+LEVEL_REQUESTS = 1000
+LEVEL_ROUNDS = 4
 RATES = ("output_tokens_per_s", "requests_per_s")
 
 

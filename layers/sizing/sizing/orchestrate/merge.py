@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from sizing.catalog import Catalog
 from sizing.errors import InvalidInput, Problem, SizingError
+from sizing.learn.measured import LEVEL_REQUESTS, LEVEL_ROUNDS
 from sizing.perf.replica import replica_of
 from sizing.perf.simulator import ClosedLoop, OpenLoop, simulate
 from sizing.perf.step import StepModel
@@ -36,10 +37,6 @@ ORIGIN_ALIASES: dict[str, Origin] = {"twin": TWIN, "endpoint": ENDPOINT, "loadte
 #: The calibration rows' own `origin` (sizing.perf.reference.CalRow): `twin` rows are refused by calibration
 #: (sizing.perf.calibration.TWIN_ORIGIN), `loadtest` rows are this product's measurements of real servers.
 ROW_ORIGIN: dict[Origin, str] = {TWIN: "twin", ENDPOINT: "loadtest"}
-#: Requests simulated per re-simulated level: the planner's operating-point figure (plan.capacity.REPORT_REQUESTS)
-#: and, for a closed loop, at least this many rounds of its users so a steady state exists (perf.predict.ROUNDS).
-LEVEL_REQUESTS = 1000
-LEVEL_ROUNDS = 4
 #: Largest closed-loop level re-simulated as given (perf.predict.MAX_SIMULATED_CONCURRENCY): beyond it a replica
 #: is long saturated and only the queue grows.
 MAX_LEVEL_CONCURRENCY = 4096

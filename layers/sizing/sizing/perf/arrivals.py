@@ -39,10 +39,6 @@ class OpenArrivals:
         self.next_seen = nxt = seen[i]
         return nxt
 
-    def next_time(self) -> float:
-        """When the engine sees the next request (inf: none is left)."""
-        return self.next_seen
-
     def pending(self) -> bool:
         """Whether a request is still to come."""
         return self.next_idx < self.n
@@ -127,7 +123,7 @@ class ClosedArrivals:
                 self.wave_left += 1
                 arrival[j] = when + k * self.wave_gap
                 heapq.heappush(self.future, (arrival[j] + delay, j))
-            self.next_seen = self.future[0][0] if self.future else INF
+            self.next_seen = self.next_time()
             return
         j = next(self.users, -1)
         if j >= 0:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sizing.errors import InvalidInput, Problem, problems_from_pydantic
 from sizing.perf.calibration import TWIN_ORIGIN
@@ -556,7 +556,6 @@ def rows_from_run(result: dict[str, Any], where: str) -> list[CalRow]:
     row that is not a calibration row, rows that do not name the run (recorded before rows said what they measured:
     the embedded default's twins among them), and rows measured on local twins (`calibration.TWIN_ORIGIN`): those
     would fit the model to its own predictions. Raises `InvalidInput`; nothing is returned half-read."""
-    from pydantic import ValidationError
 
     ranking = result.get("ranking")
     raw = ranking.get("calibration_rows") if isinstance(ranking, dict) else None

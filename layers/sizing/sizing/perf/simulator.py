@@ -29,12 +29,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sizing.perf.arrivals import ClosedArrivals, OpenArrivals
-from sizing.perf.scheduler import KV_WATERMARK as KV_WATERMARK  # the admission watermark, named here before
 from sizing.perf.scheduler import Scheduler
+from sizing.perf.step import StepModel
 
 if TYPE_CHECKING:
     from sizing.perf.config import HardwareConfig
-    from sizing.perf.step import StepModel
     from sizing.workload import SLO, TokenDistribution
 
 #: A closed-loop run needs this many rounds of `concurrency` requests for a steady-state window; fewer rounds
@@ -429,8 +428,6 @@ def saturated(
     prefix_tokens: int = 0,
 ) -> SimResult:
     """Maximum throughput: a closed loop at the saturating concurrency (`prefix_tokens` as for `simulate`)."""
-    from sizing.perf.step import StepModel
-
     sm = (
         cfg_or_step_model
         if isinstance(cfg_or_step_model, StepModel)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sizing.perf.calibration import conservative_ratio
+from sizing.perf.simulator import ClosedLoop, OpenLoop, simulate
 from sizing.plan.memo import LRU, fingerprint
 from sizing.workload import SLO, WorkloadModel
 
@@ -303,10 +304,6 @@ def probe(step: Any, wm: WorkloadModel, saturated_rps: float, k: int, seed: int 
     """One probe of the capacity search: grid point `k` of the rates below `saturated_rps` meets every SLO target,
     and 1 / score there. Memoised as the searches are (the runtime-parameter search probes each variant once per
     workload: a repeated request probes nothing)."""
-    # deferred here and below: the simulator costs ~20 ms (-X importtime) of every cold start that imports the
-    # planner without estimating (the janitor, the steps other than estimate, through sizing.deploy.manifests)
-    from sizing.perf.simulator import OpenLoop
-
     scale = margin(step, wm.slo, 0.0)
     key = (
         fingerprint(step),
@@ -334,8 +331,6 @@ def probe(step: Any, wm: WorkloadModel, saturated_rps: float, k: int, seed: int 
 def _simulated(step: Any, wm: WorkloadModel, arrivals: Any, n_requests: int, seed: int) -> Any:
     """The workload's requests under `arrivals` on `step`, without inter-token latency (the planner reads TTFT,
     TPOT and e2e)."""
-    from sizing.perf.simulator import simulate
-
     return simulate(
         step,
         arrivals,
@@ -360,8 +355,6 @@ def grid_point_above(rate: float, saturated_rps: float) -> int | None:
 def _search(
     step: Any, wm: WorkloadModel, saturated_rps: float, seed: int, start: tuple[int, float] | None = None
 ) -> Capacity:
-    from sizing.perf.simulator import ClosedLoop, OpenLoop
-
     slo = wm.slo
     scale = margin(step, slo, 0.0)
     grid = 2**BISECTION_STEPS
@@ -399,8 +392,6 @@ def _search(
 def predict_at(step: Any, wm: WorkloadModel, rate_rps: float, seed: int = 0) -> Any:
     """The simulation reported for an operating point (REPORT_REQUESTS requests); memoised, so read-only. Without
     inter-token latency (NaN): the planner reports TTFT, TPOT and e2e."""
-    from sizing.perf.simulator import OpenLoop
-
     key = (
         fingerprint(step),
         wm.input_tokens,

@@ -26,7 +26,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from sizing.learn.measured import Edge, conservative_rate, matches, slo_edge
+from sizing.learn.measured import LEVEL_REQUESTS, LEVEL_ROUNDS, Edge, conservative_rate, matches, slo_edge
+from sizing.perf.simulator import ClosedLoop, bounds, simulate
+from sizing.perf.step import StepModel
 from sizing.plan.capacity import Capacity, max_rate_under_slo
 from sizing.workload import TokenDistribution, WorkloadModel
 
@@ -96,11 +98,9 @@ def _scales(step: Any, wm: WorkloadModel, conf: dict[str, Any], seed: int) -> di
     """The prefill and decode time scales that make `step`'s closed-loop predictions at the measured levels (the
     measured token shape) match the measured mean TTFT and TPOT: the geometric mean of measured / predicted over
     the levels, clamped as the team correction is (`correction.MAX_SCALE`)."""
-    # deferred here and below: the simulator, the level store and the learning loop cost ~50 ms (-X importtime)
-    # of every cold start that imports the planner without estimating (the janitor, the steps but estimate)
+    # deferred: the team correction's module loads the learning loop (a planner that finds no measurement needs
+    # none of it)
     from sizing.learn.correction import MAX_SCALE
-    from sizing.learn.levels import LEVEL_REQUESTS, LEVEL_ROUNDS
-    from sizing.perf.simulator import ClosedLoop, simulate
 
     inp = _shaped(wm.input_tokens, float(conf["input_tokens"]))
     out = _shaped(wm.output_tokens, float(conf["output_tokens"]))
@@ -131,8 +131,6 @@ def _scales(step: Any, wm: WorkloadModel, conf: dict[str, Any], seed: int) -> di
 def _rescaled(step: Any, scales: dict[str, float], cat: Any) -> Any:
     """`step` with its prefill and decode times stretched by `scales` (as a team correction stretches them:
     `sizing.perf.calibration.with_team_correction`)."""
-    from sizing.perf.step import StepModel
-
     return StepModel(step.cfg, step.fit, step.profile.stretched(scales["prefill"], scales["decode"]), cat)
 
 
@@ -160,8 +158,6 @@ def lookup(rep: Any, wm: WorkloadModel, cat: Any) -> tuple[dict[str, Any], float
 def measured_capacity(rep: Any, wm: WorkloadModel, cat: Any, seed: int, cap: Capacity) -> Capacity:
     """`cap` (the estimator's capacity of `rep`) answered from the team's measurement of its configuration where
     one matches and its SLO edge lies inside the measured range; else `cap`, carrying why (`MeasuredPlan`)."""
-    from sizing.perf.simulator import bounds
-
     if not cap.feasible:
         return cap
     hit = lookup(rep, wm, cat)
