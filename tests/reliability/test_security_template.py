@@ -5,7 +5,6 @@ route but Slack's two, and secrets only by reference to Secrets Manager."""
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import re
 import subprocess
@@ -15,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from support.scripts import load_script
 
 from sizing.service.api import openapi_json
 from sizing.store.schema import find_template, load_template
@@ -28,14 +28,6 @@ SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSWORD|PASSWD|API_KEY|PRIVATE", re.IGN
 REFERENCE_SUFFIXES = ("_SECRET", "_SECRET_ID", "_SECRET_ARN", "_SECRET_MAX_AGE_S")
 
 
-def _rule() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("iam_least_privilege", RULE_FILE)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def template() -> dict[str, Any]:
     return load_template(find_template())
@@ -43,7 +35,7 @@ def template() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def rule() -> ModuleType:
-    return _rule()
+    return load_script(".cfnlint/iam_least_privilege.py", "iam_least_privilege")
 
 
 # --- IAM least privilege ----------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The example workloads (`examples/*.yaml`) and the planner's answer for each, computed once per test process.
 
 Several unit modules check the planner's answers for the example workloads from different sides (manifests,
-serving round trip, the served model, report geometry). Each estimate takes ~0.5-1 s on this machine; they are
+serving round trip, the served model, the example reports). Each estimate takes ~0.5-1 s on this machine; they are
 deterministic, so one per process is enough. Callers get their own deep copy and may change it freely.
 """
 

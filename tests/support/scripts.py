@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,3 +22,10 @@ def load_script(relative: str, name: str) -> ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+@functools.cache
+def package_graph() -> Any:
+    """The package's import graph (benchmarks/imports.py), read once per process: ~3 s, every source file parsed.
+    Tests only read it."""
+    return load_script("benchmarks/imports.py", "imports_graph").build()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.examples import EXAMPLES, example_estimate
+from support.examples import EXAMPLES, example_estimate, example_path
 
 from sizing.errors import InvalidInput
 from sizing.plan import estimate
@@ -39,7 +39,7 @@ def example_results() -> dict[str, dict[str, Any]]:
 def test_the_served_model_is_the_one_the_workload_names(example_results):
     # given the example workloads, which name -Instruct models
     for name, result in example_results.items():
-        named = load_spec(EXAMPLES[[p.stem for p in EXAMPLES].index(name)]).model
+        named = load_spec(example_path(name)).model
         # when the planner answers
         for a in result["architectures"]:
             if a["deployment"] == "bedrock":

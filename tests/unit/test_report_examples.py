@@ -6,14 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.examples import EXAMPLES, example_estimate
 
-from sizing.plan import estimate
 from sizing.report import render_report
 from sizing.report.page import lookup
 from sizing.report.reading import chart_geometry, read_report, shown_number
-from sizing.workload import load_spec
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
 CHARTS = ("latency-ttft_ms", "latency-e2e_s", "pareto", "schedule", "cost-breakdown")
 
 
@@ -21,7 +19,7 @@ CHARTS = ("latency-ttft_ms", "latency-e2e_s", "pareto", "schedule", "cost-breakd
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_every_example_renders_a_complete_report(example: Path) -> None:
     # given
-    result = estimate(load_spec(example))
+    result = example_estimate(example.stem)
     # when
     html = render_report(result)
     view = read_report(html)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 import pytest
-from support.scripts import load_script
+from support.scripts import package_graph
 
 from sizing.catalog import load_catalog
 from sizing.catalog.models import BYTES_PER_PARAM
@@ -27,8 +27,6 @@ from sizing.vocabulary import CAPACITY_TYPES, ENGINES, QUANTIZATIONS
 from sizing.vocabulary import DEPLOYMENTS as DEPLOYMENT_VALUES
 from sizing.workload import Constraints
 
-imports = load_script("benchmarks/imports.py", "imports_graph")
-
 
 def _accepted(schema: dict[str, Any], field: str) -> list[str]:
     """The values a JSON-Schema property accepts (inline `enum`, or its list items' `enum`)."""
@@ -38,7 +36,7 @@ def _accepted(schema: dict[str, Any], field: str) -> list[str]:
 
 def test_the_vocabulary_sits_at_the_bottom_of_the_package() -> None:
     # given the package's import graph, in-function imports included
-    graph = imports.build()
+    graph = package_graph()
     # when the vocabulary's own imports of the package are taken
     edges = graph.edges(with_inner=True).get("sizing.vocabulary", set())
     # then it imports nothing from sizing
