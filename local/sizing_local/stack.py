@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sizing.errors import Unavailable
 from sizing.service.runs import RunsService
 from sizing.store.schema import find_template, load_template
 from sizing_local.awsmodels import share_service_models
@@ -651,8 +652,6 @@ class LocalRuns:
         """Start `run` (PENDING) now when a slot is free, else mark it QUEUED behind the others."""
         with self._lock:
             if self._stopping:
-                from sizing.errors import Unavailable
-
                 self.store.transition(run.run_id, "FAILED", expected_from="PENDING", error="server stopping")
                 raise Unavailable("the local server is stopping; no run is started")
             if len(self._active) >= self.max_active:

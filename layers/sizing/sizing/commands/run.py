@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from sizing.errors import InvalidInput, Problem
-from sizing.text import measured_label, table
+from sizing.text import ENDPOINT, ORIGIN_LABELS, TWIN, table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"\nrun {run_['run_id']}: {run_['status']}" + (f" — {run_['error']}" if run_.get("error") else ""))
     archs = result.architectures[:10]
     twin = any((a.get("measured") or {}).get("origin") == "twin" for a in archs)
-    label = measured_label({"origin": "twin" if twin else "endpoint"})
+    label = ORIGIN_LABELS[TWIN if twin else ENDPOINT]
     short = "sim (twin)" if twin else "meas"
     rows = []
     for a in archs:
