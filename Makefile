@@ -20,14 +20,22 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The simulator's hot loop compiled with mypyc into .venv (sizing_local/native.py): rebuilt when its sources change;
+# where no C compiler is at hand it says so and the simulations run as Python, with the same results.
+NATIVE_SOURCES := $(addprefix layers/sizing/sizing/perf/,steptime.py decoderuns.py arrivals.py scheduler.py native.py)
+NATIVE := $(VENV)/.native
+$(NATIVE): $(STAMP) $(NATIVE_SOURCES) local/sizing_local/native.py
+	$(BIN)/python -m sizing_local.native
+	touch $(NATIVE)
+
 $(LINT_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,lint]'
 	touch $(LINT_STAMP)
 
-run: $(STAMP)
+run: $(NATIVE)
 	$(BIN)/sizing run $(EXAMPLE)
 
-estimate: $(STAMP)
+estimate: $(NATIVE)
 	$(BIN)/sizing estimate $(EXAMPLE)
 
 # Parallel on every core (pytest-xdist). --dist loadgroup keeps tests of one xdist_group on one worker, one
@@ -35,16 +43,16 @@ estimate: $(STAMP)
 # on for the tests: pytest caches its rewritten test modules there, which each worker otherwise redoes (~5 s).
 XDIST ?= -n auto --dist loadgroup
 test: export PYTHONDONTWRITEBYTECODE :=
-test: $(STAMP)
+test: $(NATIVE)
 	$(BIN)/python -m pytest -q $(XDIST) -m "not slow and not e2e"
 
 # The unit tier alone: no sockets (pytest-socket), no moto -- tests/conftest.py enforces both.
 unit: export PYTHONDONTWRITEBYTECODE :=
-unit: $(STAMP)
+unit: $(NATIVE)
 	$(BIN)/python -m pytest -q $(XDIST) tests/unit -m "not slow"
 
 test-all: export PYTHONDONTWRITEBYTECODE :=
-test-all: $(STAMP)
+test-all: $(NATIVE)
 	$(BIN)/python -m pytest -q $(XDIST)
 
 lint: $(LINT_STAMP)
@@ -58,7 +66,7 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-serve: $(STAMP)
+serve: $(NATIVE)
 	$(BIN)/sizing serve --port 3000
 
 # After the build: the layer ships bytecode compiled by the runtime's Python (3.12), checked by hash only at compile
@@ -70,7 +78,7 @@ build: $(LINT_STAMP)
 	PYENV_VERSION=3.12.1 python3.12 -m compileall -q -j 0 --invalidation-mode unchecked-hash $(LAYER_BUILD)/python > /dev/null
 	@echo "Lambda layer, unzipped: $$(du -sm $(LAYER_BUILD) | cut -f1) MB (Lambda's limit for function + layers: 250 MB)"
 
-bench: $(STAMP)
+bench: $(NATIVE)
 	$(BIN)/python benchmarks/speed.py
 	$(BIN)/python benchmarks/accuracy.py
 	$(BIN)/python benchmarks/api.py

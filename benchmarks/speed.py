@@ -155,11 +155,23 @@ def plan(repeat: int) -> None:
     print(f"target: whole process <= {PLAN_TARGET_S:.1f} s per workload")
 
 
+def print_kernel() -> None:
+    """Which simulator kernel this process runs (sizing.perf.native): the compiled one where make built it; the
+    Lambda layer runs the Python one (rerun with SIZING_NATIVE=0 for its figures)."""
+    from sizing.perf.native import KERNEL
+
+    print(
+        f"simulator kernel: {KERNEL.reason}"
+        + ("; the Lambda layer runs Python: SIZING_NATIVE=0 for its figures" if KERNEL.native else "")
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--section", choices=["perf", "plan", "all"], default="all")
     args = ap.parse_args()
+    print_kernel()
     if args.section in ("perf", "all"):
         perf(args.repeat)
     if args.section in ("plan", "all"):

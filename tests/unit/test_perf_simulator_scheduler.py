@@ -3,24 +3,19 @@ that drives them, which reproduces the figures recorded before the simulator was
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections import deque
 from pathlib import Path
 
 import pytest
+from support.replicas import CHAT_IN, CHAT_OUT, PROFILE, replica
 
 from sizing.perf.arrivals import ClosedArrivals, OpenArrivals
 from sizing.perf.config import HardwareConfig
-from sizing.perf.engines import build_scheduler
 from sizing.perf.scheduler import Scheduler
-from sizing.perf.simulator import ClosedLoop, OpenLoop, simulate
-from sizing.perf.step import Profile, StepModel
-from sizing.workload import TokenDistribution
+from sizing.perf.simulator import simulate
+from sizing.perf.step import StepModel
 
-PROFILE = Profile(0.5, 0.6, 0.003)
-CHAT_IN = TokenDistribution.from_mean_p95(1200, 3500)
-CHAT_OUT = TokenDistribution.from_mean_p95(250, 700)
 RECORDED = Path(__file__).parents[1] / "fixtures" / "simulator" / "recorded_runs.json"
 
 
@@ -119,56 +114,12 @@ def test_a_wave_starts_when_the_last_request_of_the_previous_one_ends():
     assert arrival[2:] == [6.0, 6.1]
 
 
-def _recorded_replica(name: str) -> tuple[StepModel, ClosedLoop | OpenLoop, int]:
-    settings = {
-        "preempting vllm on g5.xlarge": ("g5.xlarge", 1, "vllm", None, False, ClosedLoop(128), 0),
-        "reserving trtllm on g6e.xlarge": ("g6e.xlarge", 1, "trtllm", None, False, OpenLoop(6.0), 0),
-        "deferring tgi 2.x on g6e.12xlarge": (
-            "g6e.12xlarge",
-            4,
-            "tgi",
-            "tgi@v2",
-            False,
-            ClosedLoop(32, think_time_s=0.5),
-            0,
-        ),
-        "neuron buckets on inf2.8xlarge": (
-            "inf2.8xlarge",
-            2,
-            "neuron",
-            None,
-            False,
-            ClosedLoop(8, wave_gap_s=0.05),
-            0,
-        ),
-        "prefix caching on p5.48xlarge": ("p5.48xlarge", 1, "vllm", None, True, OpenLoop(20.0), 700),
-        "unchunked vllm 0.x on g6e.xlarge": (
-            "g6e.xlarge",
-            1,
-            "vllm",
-            "vllm@v0",
-            False,
-            ClosedLoop(48, ramp_s=0.0),
-            0,
-        ),
-    }
-    instance, tp, engine, build, prefix, load, prefix_tokens = settings[name]
-    model = "mistralai/Mixtral-8x7B-v0.1" if engine == "tgi" else "meta-llama/Llama-3.1-8B-Instruct"
-    cfg = HardwareConfig.create(model, instance, tp, "bf16", engine)
-    if prefix:
-        cfg = dataclasses.replace(cfg, enable_prefix_caching=True)
-    sm = StepModel.for_config(cfg, PROFILE)
-    if build:
-        sm.schedule_as(build_scheduler(build, sm.max_model_len, "2.0.0"))
-    return sm, load, prefix_tokens
-
-
 @pytest.mark.parametrize("name", sorted(json.loads(RECORDED.read_text())["runs"]))
 def test_the_split_simulator_reproduces_the_recorded_runs(name: str):
     # given a replica and load whose figures were recorded before the split (preemption, reserved KV, TGI's
     # deferral, Neuron buckets and waves, prefix caching, whole-prompt prefill)
     expected = json.loads(RECORDED.read_text())["runs"][name]
-    sm, load, prefix_tokens = _recorded_replica(name)
+    sm, load, prefix_tokens = replica(name)
     # when it is simulated again
     res = simulate(sm, load, CHAT_IN, CHAT_OUT, n_requests=400, seed=11, prefix_tokens=prefix_tokens)
     # then every figure is the recorded one, and every drawn token was generated

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import math
 
-#: A pure-decode step of D sequences as the step model gives it (`StepModel.decode_lines`): time(C) =
-#: max(c0 + c1 C, m0 + m1 C) + o for a context of C tokens.
-DecodeLines = tuple[float, float, float, float, float]
+# relative: the simulator's hot loop is also built as a compiled copy under another package (sizing.perf.native)
+from .steptime import DecodeLines
 
 
 def _line_sum(a: float, b: float, k0: int, k1: int) -> float:

@@ -23,13 +23,14 @@ from __future__ import annotations
 import math
 from collections import deque
 from heapq import heapify, heappop, heappush
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from sizing.perf.decoderuns import DecodeLines, decode_run
+# relative: the simulator's hot loop is also built as a compiled copy under another package (sizing.perf.native)
+from .decoderuns import decode_run
+from .steptime import DecodeLines, StepTime, StepTimeTerms
 
 if TYPE_CHECKING:
-    from sizing.perf.arrivals import ClosedArrivals, OpenArrivals
-    from sizing.perf.step import StepModel
+    from .arrivals import ClosedArrivals, OpenArrivals
 
 #: Share of the KV cache kept free when admitting (vLLM V0's watermark 0.01): admission never fills the cache to
 #: the last block, which would preempt on the very next decode step.
@@ -43,6 +44,23 @@ INF = math.inf
 INF_STEPS = 1 << 62
 #: Seconds a run of decode steps lasts at least when an arrival is already due (so a run is never empty).
 MIN_WAIT_S = 1e-12
+
+
+class StepLimits(Protocol):
+    """What the scheduler reads off a step model (`sizing.perf.step.StepModel`): its limits and policies, and the
+    terms of its step time. Named here rather than imported, so the hot loop compiles without the model."""
+
+    kv_capacity_tokens: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int
+    chunked_prefill: bool
+    mixed_prefill_decode: bool
+    admission: str
+    prefill_defer_ratio: float
+    prefill_defer_steps: int
+
+    def step_time_terms(self) -> StepTimeTerms: ...
 
 
 class Scheduler:
@@ -79,7 +97,6 @@ class Scheduler:
         "first",
         "gen_before",
         "heap",
-        "it",
         "itl",
         "itl_v",
         "itl_w",
@@ -98,13 +115,13 @@ class Scheduler:
         "sharing",
         "shift",
         "since_prefill",
-        "step_model",
+        "time",
         "waiting",
     )
 
     def __init__(
         self,
-        sm: StepModel,
+        sm: StepLimits,
         prompt: list[int],
         out: list[int],
         shared: list[int],
@@ -112,8 +129,7 @@ class Scheduler:
         itl: bool = True,
     ):
         n = len(prompt)
-        self.step_model = sm
-        self.it = sm.iteration_time
+        self.time = StepTime(*sm.step_time_terms())  # this package's StepTime: compiled with the loop
         # the steps' inter-token latencies and their weights (tokens), where recorded
         self.itl = itl
         self.itl_v: list[float] = []
@@ -321,9 +337,9 @@ class Scheduler:
         token if the step carried them, and the requests whose prompt completed emit a token and start
         decoding, or complete when that was their last. Returns (the time, the requests completed)."""
         if self.mixed:
-            dt = self.it(P, D, self.S_base + D * self.G, pairs, nchunks)
+            dt = self.time.iteration_time(P, D, self.S_base + D * self.G, pairs, nchunks)
         else:
-            dt = self.it(P, 0, 0, pairs, nchunks)
+            dt = self.time.iteration_time(P, 0, 0, pairs, nchunks)
         t += dt
         self.since_prefill = 0
         done = 0
@@ -349,7 +365,7 @@ class Scheduler:
         engine sees the next request in. Returns as `_prefill`."""
         e = self.prefill[0]
         D, G, S_base = self.D, self.G, self.S_base
-        it, itl_v, mixed, cap = self.it, self.itl_v, self.mixed, self.cap
+        time, itl_v, mixed, cap = self.time, self.itl_v, self.mixed, self.cap
         budget = self.budget_max - D if mixed else self.budget_max
         may_preempt = D > 1 and not self.reserve
         kv_held = self.kv_fixed + S_base - self.S_shared  # less the batch's D tokens a step
@@ -368,7 +384,7 @@ class Scheduler:
             pairs = take * (e[2] + take * 0.5)
             e[1] = left - take
             e[2] += take
-            dt = it(take, d_seqs, (S_base + D * G) if mixed else 0, pairs, 1)
+            dt = time.iteration_time(take, d_seqs, (S_base + D * G) if mixed else 0, pairs, 1)
             t += dt
             if record:
                 itl_v.append(dt)
@@ -464,7 +480,7 @@ class Scheduler:
                 until = MIN_WAIT_S
         lines = self.lines_by_d[D]
         if lines is None:  # memoised per batch size
-            lines = self.lines_by_d[D] = self.step_model.decode_lines(D)
+            lines = self.lines_by_d[D] = self.time.decode_lines(D)
         k, elapsed, f_step, l_step = decode_run(lines, C, D, steps, until)
         self.G = G = G + k
         if self.defers:

@@ -12,12 +12,13 @@ With prefix caching (vLLM's automatic prefix caching) and a prefix every prompt 
 blocks of that prefix from the cache instead of prefilling them, and the cache holds those blocks once for all
 requests (`cached_share`).
 
-The parts: the scheduler (`sizing.perf.scheduler`: its decisions and state; it runs the steps it plans, queueing
-what the engine has seen and recording each request's first and last token), the arrival sources
-(`sizing.perf.arrivals`), the closed-form decode runs (`sizing.perf.decoderuns`); here, the event loop that runs
-the scheduler and idles the replica between arrivals (`_event_loop`), and the summary (`_summarise`). The hot
-state stays on the scheduler and is read once per decision, not once per step: a run of steps that changes only
-the token counts (full prefill chunks of one prompt, pure-decode steps) runs in one call.
+The parts: the scheduler (`sizing.perf.scheduler`: its decisions and state; it runs the steps it plans, timed by
+`sizing.perf.steptime`, queueing what the engine has seen and recording each request's first and last token), the
+arrival sources (`sizing.perf.arrivals`), the closed-form decode runs (`sizing.perf.decoderuns`) -- the hot loop,
+compiled where it was built (`sizing.perf.native`) -- and here, the event loop that runs the scheduler and idles
+the replica between arrivals (`_event_loop`), and the summary (`_summarise`). The hot state stays on the scheduler
+and is read once per decision, not once per step: a run of steps that changes only the token counts (full prefill
+chunks of one prompt, pure-decode steps) runs in one call.
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sizing.perf.arrivals import ClosedArrivals, OpenArrivals
-from sizing.perf.scheduler import Scheduler
+from sizing.perf.native import KERNEL
 from sizing.perf.step import StepModel
 
 if TYPE_CHECKING:
+    from sizing.perf.arrivals import ClosedArrivals, OpenArrivals
     from sizing.perf.config import HardwareConfig
+    from sizing.perf.scheduler import Scheduler
     from sizing.workload import SLO, TokenDistribution
 
 #: A closed-loop run needs this many rounds of `concurrency` requests for a steady-state window; fewer rounds
@@ -232,7 +234,7 @@ def simulate(
     if prefix_tokens < 0:
         raise ValueError("prefix_tokens must not be negative")
     shared, pinned = _shared_blocks(sm, inp_a, prefix_tokens)
-    sched = Scheduler(sm, inp_a.tolist(), out_a.tolist(), shared, pinned, itl)
+    sched = KERNEL.scheduler(sm, inp_a.tolist(), out_a.tolist(), shared, pinned, itl)
     arrival_a, arrivals = _arrivals(load, rng, sm, sched)
     completed = _event_loop(sched, arrivals, n)
     res = _summarise(
@@ -297,7 +299,7 @@ def _arrivals(
         if load.rate_rps <= 0:
             raise ValueError("rate_rps must be positive")
         arrival_a = np.cumsum(rng.exponential(1.0 / load.rate_rps, n))
-        return arrival_a, OpenArrivals(arrival_a.tolist(), delay, sched.waiting)
+        return arrival_a, KERNEL.open_arrivals(arrival_a.tolist(), delay, sched.waiting)
     if load.concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     think = (rng.exponential(load.think_time_s, n) if load.think_time_s > 0 else np.zeros(n)).tolist()
@@ -315,14 +317,14 @@ def _arrivals(
             k0,
             float(np.mean(sched.shared)) if sched.sharing else 0.0,
         )
-    return None, ClosedArrivals([0.0] * n, delay, sched.waiting, k0, ramp, think, load.wave_gap_s)
+    return None, KERNEL.closed_arrivals([0.0] * n, delay, sched.waiting, k0, ramp, think, load.wave_gap_s)
 
 
 def _event_loop(sched: Scheduler, arrivals: OpenArrivals | ClosedArrivals, n: int) -> int:
     """Advance time until every request completed: the scheduler runs the engine while it has work (queueing
     what the engine sees from `arrivals`, and recording each request's times), and the loop idles it until the
     next arrival. Returns the requests completed."""
-    closed = isinstance(arrivals, ClosedArrivals)
+    closed = isinstance(arrivals, KERNEL.closed_arrivals)
     advance = sched.advance
     t = 0.0
     completed = 0

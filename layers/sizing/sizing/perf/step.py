@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sizing.perf.calibration import profile_for
-from sizing.perf.engines import EngineDefaults, neuron_buckets, padded_to_bucket, pads_heads
+from sizing.perf.engines import EngineDefaults, neuron_buckets, pads_heads
 from sizing.perf.memory import (
     GB,
     KV_DTYPE_BYTES,
@@ -24,6 +24,7 @@ from sizing.perf.memory import (
     weight_bytes_per_device,
 )
 from sizing.perf.profile import ROOFLINE, Profile
+from sizing.perf.steptime import DecodeLines, StepTime, StepTimeTerms
 
 if TYPE_CHECKING:
     from sizing.catalog import Accelerator, Catalog, ModelSpec
@@ -186,63 +187,53 @@ class StepModel:
                 raise AttributeError(f"StepModel has no scheduler setting {name!r}")
             setattr(self, name, value)
 
+    def step_time_terms(self) -> StepTimeTerms:
+        """The coefficients of this model's step time as they are now, in `StepTime`'s order: the simulator
+        builds its own `StepTime` from them once per run (`sizing.perf.steptime`)."""
+        return (
+            self._c_tok,
+            self._c_pair,
+            self._kv_tok,
+            self._w_dense,
+            self._w_expert,
+            self._route_miss,
+            self._moe,
+            self._ar_fixed,
+            self._ar_tok,
+            self._o_step,
+            self._o_seq,
+            self._static_ctx,
+            self.static_decode_batch,
+            self.max_num_seqs,
+            self.prefill_buckets,
+        )
+
+    def timing(self) -> StepTime:
+        """The step-time arithmetic over this model's coefficients as they are now (a snapshot)."""
+        return StepTime(*self.step_time_terms())
+
     def weights_time(self, tokens: int) -> float:
-        if not self._moe or tokens <= 0:
-            return self._w_dense + self._w_expert
-        return self._w_dense + self._w_expert * (1.0 - self._route_miss**tokens)
+        """Seconds to read the weights a step of `tokens` touches."""
+        return self.timing().weights_time(tokens)
 
     def iteration_time(
         self,
         prefill_tokens: int,
         decode_seqs: int,
-        context_tokens: int,
+        context_tokens: float,
         prefill_attention_pairs: float | None = None,
         prefill_seqs: int = 1,
     ) -> float:
-        """Seconds for one engine step. `prefill_attention_pairs` (query x key pairs of the prefill chunks)
-        defaults to one chunk starting from an empty context: prefill_tokens^2 / 2."""
-        if prefill_tokens + decode_seqs <= 0:
-            return 0.0
-        pairs = (
-            prefill_tokens * prefill_tokens / 2
-            if prefill_attention_pairs is None
-            else prefill_attention_pairs
-        )
-        seqs = decode_seqs + (prefill_seqs if prefill_tokens else 0)
-        computed = prefill_tokens
-        if self.prefill_buckets and prefill_tokens:
-            # each prompt is encoded padded to its compiled bucket: the padding costs FLOPs, not KV
-            n = max(1, prefill_seqs)
-            computed = n * padded_to_bucket(-(-prefill_tokens // n), self.prefill_buckets)
-            pairs *= (computed / prefill_tokens) ** 2
-        if self.static_decode_batch and decode_seqs:
-            decode_seqs = max(decode_seqs, self.max_num_seqs)
-        tokens = computed + decode_seqs
-        if self._static_ctx:
-            context_tokens = decode_seqs * self._static_ctx
-        compute = self._c_tok * tokens + self._c_pair * (pairs + context_tokens)
-        memory = self.weights_time(tokens) + self._kv_tok * (context_tokens + 2 * prefill_tokens)
-        return (
-            (compute if compute > memory else memory)
-            + self._ar_fixed
-            + self._ar_tok * tokens
-            + self._o_step
-            + self._o_seq * seqs
+        """Seconds for one engine step (`StepTime.iteration_time`). `prefill_attention_pairs` (query x key pairs
+        of the prefill chunks) defaults to one chunk starting from an empty context: prefill_tokens^2 / 2."""
+        return self.timing().iteration_time(
+            prefill_tokens, decode_seqs, context_tokens, prefill_attention_pairs, prefill_seqs
         )
 
-    def decode_lines(self, decode_seqs: int) -> tuple[float, float, float, float, float]:
-        """A pure-decode step with `decode_seqs` sequences as two lines in the context size C plus a constant:
-        time(C) = max(c0 + c1*C, m0 + m1*C) + o. The simulator sums runs of such steps in closed form."""
-        seqs = decode_seqs
-        if self.static_decode_batch and decode_seqs:
-            decode_seqs = max(decode_seqs, self.max_num_seqs)
-        c0 = self._c_tok * decode_seqs
-        m0 = self.weights_time(decode_seqs)
-        o = self._ar_fixed + self._ar_tok * decode_seqs + self._o_step + self._o_seq * seqs
-        if self._static_ctx:  # every step reads the compiled context, whatever the sequences hold
-            ctx = decode_seqs * self._static_ctx
-            return c0 + self._c_pair * ctx, 0.0, m0 + self._kv_tok * ctx, 0.0, o
-        return c0, self._c_pair, m0, self._kv_tok, o
+    def decode_lines(self, decode_seqs: int) -> DecodeLines:
+        """A pure-decode step with `decode_seqs` sequences as two lines in the context size C plus a constant
+        (`StepTime.decode_lines`)."""
+        return self.timing().decode_lines(decode_seqs)
 
     def describe(self) -> dict[str, Any]:
         return {

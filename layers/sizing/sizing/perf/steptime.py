@@ -1,0 +1,160 @@
+"""The arithmetic of one engine step's time, over the coefficients a step model derived (`sizing.perf.step`).
+
+`StepModel` works out the coefficients (seconds per token of compute, per byte of weights and KV, per all-reduce,
+the engine's overheads and compiled shapes); a `StepTime` is a snapshot of them that times steps. The simulator
+takes one snapshot per run, so this module is one of the four its hot loop is made of (`sizing.perf.native`:
+compiled to C where a compiler is at hand, the same source either way).
+"""
+
+from __future__ import annotations
+
+#: A pure-decode step of D sequences (`StepTime.decode_lines`): time(C) = max(c0 + c1 C, m0 + m1 C) + o for a
+#: context of C tokens.
+DecodeLines = tuple[float, float, float, float, float]
+#: `StepTime`'s arguments, in order: what a step model hands the simulator (`StepModel.step_time_terms`).
+StepTimeTerms = tuple[
+    float,
+    float,
+    float,
+    float,
+    float,
+    float,
+    bool,
+    float,
+    float,
+    float,
+    float,
+    int,
+    bool,
+    int,
+    tuple[int, ...],
+]
+
+
+def padded_to_bucket(tokens: int, buckets: tuple[int, ...]) -> int:
+    """`tokens` padded to the smallest bucket that holds them (the largest bucket when none does)."""
+    for b in buckets:
+        if b >= tokens:
+            return b
+    return max(tokens, buckets[-1]) if buckets else tokens
+
+
+class StepTime:
+    """Seconds per engine step from a step model's coefficients (see `sizing.perf.step` for what each is):
+      compute = c_tok x tokens + c_pair x (attention pairs + context read)
+      memory  = weights touched + kv_tok x (context read + prefill tokens written twice)
+      step    = max(compute, memory) + ar_fixed + ar_tok x tokens + o_step + o_seq x sequences.
+    A MoE batch touches the routed experts only (`moe`, `route_miss`); a Neuron engine pads prompts to its
+    compiled buckets, runs decode at its compiled batch and reads its compiled context (`prefill_buckets`,
+    `static_decode_batch`, `static_ctx`)."""
+
+    __slots__ = (
+        "ar_fixed",
+        "ar_tok",
+        "c_pair",
+        "c_tok",
+        "kv_tok",
+        "max_num_seqs",
+        "moe",
+        "o_seq",
+        "o_step",
+        "prefill_buckets",
+        "route_miss",
+        "static_ctx",
+        "static_decode_batch",
+        "w_dense",
+        "w_expert",
+    )
+
+    def __init__(
+        self,
+        c_tok: float,
+        c_pair: float,
+        kv_tok: float,
+        w_dense: float,
+        w_expert: float,
+        route_miss: float,
+        moe: bool,
+        ar_fixed: float,
+        ar_tok: float,
+        o_step: float,
+        o_seq: float,
+        static_ctx: int,
+        static_decode_batch: bool,
+        max_num_seqs: int,
+        prefill_buckets: tuple[int, ...],
+    ):
+        self.c_tok = c_tok
+        self.c_pair = c_pair
+        self.kv_tok = kv_tok
+        self.w_dense = w_dense
+        self.w_expert = w_expert
+        self.route_miss = route_miss
+        self.moe = moe
+        self.ar_fixed = ar_fixed
+        self.ar_tok = ar_tok
+        self.o_step = o_step
+        self.o_seq = o_seq
+        self.static_ctx = static_ctx
+        self.static_decode_batch = static_decode_batch
+        self.max_num_seqs = max_num_seqs
+        self.prefill_buckets = prefill_buckets
+
+    def weights_time(self, tokens: int) -> float:
+        """Seconds to read the weights a step of `tokens` touches (a MoE batch: the experts its tokens route to)."""
+        if not self.moe or tokens <= 0:
+            return self.w_dense + self.w_expert
+        return self.w_dense + self.w_expert * (1.0 - self.route_miss**tokens)
+
+    def iteration_time(
+        self,
+        prefill_tokens: int,
+        decode_seqs: int,
+        context_tokens: float,
+        prefill_attention_pairs: float | None = None,
+        prefill_seqs: int = 1,
+    ) -> float:
+        """Seconds for one engine step. `prefill_attention_pairs` (query x key pairs of the prefill chunks)
+        defaults to one chunk starting from an empty context: prefill_tokens^2 / 2."""
+        if prefill_tokens + decode_seqs <= 0:
+            return 0.0
+        pairs = (
+            prefill_tokens * prefill_tokens / 2
+            if prefill_attention_pairs is None
+            else prefill_attention_pairs
+        )
+        seqs = decode_seqs + (prefill_seqs if prefill_tokens else 0)
+        computed = prefill_tokens
+        if self.prefill_buckets and prefill_tokens:
+            # each prompt is encoded padded to its compiled bucket: the padding costs FLOPs, not KV
+            n = max(1, prefill_seqs)
+            computed = n * padded_to_bucket(-(-prefill_tokens // n), self.prefill_buckets)
+            pairs *= (computed / prefill_tokens) ** 2
+        if self.static_decode_batch and decode_seqs:
+            decode_seqs = max(decode_seqs, self.max_num_seqs)
+        tokens = computed + decode_seqs
+        # a Neuron decode step reads the compiled context of every row, whatever the sequences hold
+        context = float(decode_seqs * self.static_ctx) if self.static_ctx else context_tokens
+        compute = self.c_tok * tokens + self.c_pair * (pairs + context)
+        memory = self.weights_time(tokens) + self.kv_tok * (context + 2 * prefill_tokens)
+        return (
+            (compute if compute > memory else memory)
+            + self.ar_fixed
+            + self.ar_tok * tokens
+            + self.o_step
+            + self.o_seq * seqs
+        )
+
+    def decode_lines(self, decode_seqs: int) -> DecodeLines:
+        """A pure-decode step with `decode_seqs` sequences as two lines in the context size C plus a constant:
+        time(C) = max(c0 + c1*C, m0 + m1*C) + o. The simulator sums runs of such steps in closed form."""
+        seqs = decode_seqs
+        if self.static_decode_batch and decode_seqs:
+            decode_seqs = max(decode_seqs, self.max_num_seqs)
+        c0 = self.c_tok * decode_seqs
+        m0 = self.weights_time(decode_seqs)
+        o = self.ar_fixed + self.ar_tok * decode_seqs + self.o_step + self.o_seq * seqs
+        if self.static_ctx:  # every step reads the compiled context, whatever the sequences hold
+            ctx = decode_seqs * self.static_ctx
+            return c0 + self.c_pair * ctx, 0.0, m0 + self.kv_tok * ctx, 0.0, o
+        return c0, self.c_pair, m0, self.kv_tok, o

@@ -1,0 +1,72 @@
+"""The simulator's hot loop compiled by mypyc (`sizing.perf.native`, built by `make`) against the same source run
+as Python: a sizing must not depend on which of the two a machine has."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from support.replicas import SCENARIOS, simulated_figures
+
+from sizing.perf import native
+
+TESTS = Path(__file__).resolve().parents[1]
+#: The figures of every scenario, computed in a child process that runs the Python modules.
+CHILD = "import json; from support.replicas import simulated_figures; print(json.dumps(simulated_figures()))"
+
+
+@pytest.mark.skipif(not native.KERNEL.native, reason=f"no compiled kernel here: {native.KERNEL.reason}")
+def test_the_compiled_kernel_simulates_every_scheduler_path_as_python_does_to_the_last_bit():
+    # given this process simulating with the compiled kernel, and a child told to run the Python modules
+    env = {**os.environ, native.ENV_SWITCH: "0", "PYTHONPATH": str(TESTS)}
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, check=True, timeout=120
+    )
+    # when both simulate every scenario (preemption, reserved KV, TGI's deferral, Neuron buckets and waves,
+    # prefix caching, whole-prompt prefill)
+    python = json.loads(child.stdout)
+    compiled = json.loads(json.dumps(simulated_figures()))
+    # then every request's TTFT, TPOT and e2e, and every rate and count, are the same float for float
+    assert sorted(compiled) == sorted(SCENARIOS)
+    for name in SCENARIOS:
+        assert compiled[name] == python[name], name
+
+
+def test_switching_the_compiled_kernel_off_runs_python(monkeypatch: pytest.MonkeyPatch):
+    # given SIZING_NATIVE=0
+    monkeypatch.setenv(native.ENV_SWITCH, "0")
+    # when the kernel is chosen
+    kernel = native.load_kernel()
+    # then it is the Python modules, and it says why
+    assert not kernel.native and kernel.scheduler.__module__ == "sizing.perf.scheduler"
+    assert "SIZING_NATIVE=0" in kernel.reason
+
+
+def test_a_compiled_copy_of_other_sources_is_not_used(monkeypatch: pytest.MonkeyPatch):
+    # given a compiled package that records the digest of sources since edited
+    monkeypatch.delenv(native.ENV_SWITCH, raising=False)
+    stale = types.ModuleType(native.NATIVE_PACKAGE)
+    stale.SOURCE_DIGEST = "0" * 64  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, native.NATIVE_PACKAGE, stale)
+    # when the kernel is chosen
+    kernel = native.load_kernel()
+    # then the Python modules run (an edit is never shadowed by an old binary), and the reason says to rebuild
+    assert not kernel.native and "rebuilds" in kernel.reason
+
+
+def test_the_digest_changes_with_any_of_the_loops_sources(tmp_path: Path):
+    # given a copy of the hot loop's sources
+    here = Path(native.__file__).parent
+    for name in native.KERNEL_MODULES:
+        (tmp_path / f"{name}.py").write_bytes((here / f"{name}.py").read_bytes())
+    same = native.source_digest(tmp_path)
+    # when one module gains a line
+    (tmp_path / "decoderuns.py").write_text((here / "decoderuns.py").read_text() + "\n# edited\n")
+    # then the digest is the sources' own until then, and differs after
+    assert same == native.source_digest()
+    assert native.source_digest(tmp_path) != same
