@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import schemathesis
@@ -40,7 +41,10 @@ def wsgi_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Ite
     if environ.get("CONTENT_TYPE"):
         headers["Content-Type"] = [environ["CONTENT_TYPE"]]
     query = environ.get("QUERY_STRING") or ""
-    target = environ.get("PATH_INFO", "/") + (f"?{query}" if query else "")
+    # WSGI hands the path over percent-decoded (as latin-1): quoted again, a decoded "?" or "%" in a path
+    # parameter stays in the path, as API Gateway keeps it, instead of starting a query
+    path = quote(environ.get("PATH_INFO", "/").encode("latin-1"), safe="/")
+    target = path + (f"?{query}" if query else "")
     event = to_event(environ["REQUEST_METHOD"], target, headers, body, "127.0.0.1")
     status, out_headers, out = from_result(resolve(event, None))
     start_response(f"{status} {HTTPStatus(status).phrase}", [*out_headers, ("Content-Length", str(len(out)))])

@@ -28,6 +28,15 @@ def test_a_request_becomes_a_rest_proxy_event() -> None:
     assert event["requestContext"]["identity"]["sourceIp"] == "127.0.0.1"
 
 
+def test_an_encoded_question_mark_in_a_run_id_stays_in_the_path() -> None:
+    # given a run id holding "?" and a non-ASCII letter, percent-encoded in the request target as a client sends it
+    # when the request becomes an event
+    event = to_event("GET", "/runs/%3Fr%C3%85", {}, b"", "127.0.0.1")
+    # then the path holds the decoded id (API Gateway's GET /runs/{run_id}), not a list request with a query
+    assert event["path"] == "/runs/?r\u00c5"
+    assert event["queryStringParameters"] is None
+
+
 def test_a_binary_body_travels_base64_encoded() -> None:
     event = to_event("POST", "/estimates", {}, b"\xff\xfe", "127.0.0.1")
     assert event["isBase64Encoded"] is True
