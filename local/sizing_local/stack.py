@@ -255,6 +255,11 @@ def deploy_local(session: Any, endpoint: str, template_path: Path | None = None)
     return LocalStack(endpoint, arn, handlers, values, timeouts)
 
 
+#: How often the embedded AWS's server checks whether it was asked to stop: stopping waits up to this long
+#: (werkzeug's default, 0.5 s, was half a second of every local run and test that starts one).
+SHUTDOWN_POLL_S = 0.05
+
+
 def moto_server(ip_address: str = "127.0.0.1", port: int = 0) -> Any:
     """moto's threaded server, with DynamoDB's writes atomic as the real service's are.
 
@@ -287,7 +292,7 @@ def moto_server(ip_address: str = "127.0.0.1", port: int = 0) -> Any:
                 self._ip_address, self._port, serve, True, request_handler=MotoRequestHandler
             )
             self._server_ready_event.set()
-            self._server.serve_forever()
+            self._server.serve_forever(poll_interval=SHUTDOWN_POLL_S)
 
     return _AtomicTables(ip_address=ip_address, port=port, verbose=False)
 

@@ -76,6 +76,18 @@ def test_every_catch_inside_the_candidate_loop_reaches_teardown():
     assert any(c.get("Variable") == "$.poll.value.give_up" for c in choices)
 
 
+def test_a_provisioned_endpoint_is_checked_at_once_and_waited_for_only_when_not_ready():
+    # given the candidate loop
+    loop = json.loads(ASL.read_text())["States"]["MeasureCandidates"]["ItemProcessor"]["States"]
+    # then the first readiness check follows provisioning directly (an endpoint that already serves, such as
+    # SIZING_ENDPOINT, is measured without a poll interval's delay), and each wait follows a check that found
+    # the endpoint not ready, before the next check
+    assert loop["InitReadyPoll"]["Next"] == "CheckReady"
+    assert loop["CheckReady"]["Next"] == "ReadyChoice"
+    assert loop["ReadyChoice"]["Default"] == "WaitUntilReady"
+    assert loop["WaitUntilReady"]["Next"] == "CheckReady"
+
+
 @pytest.mark.parametrize("key", ["EventBusName"])
 def test_non_function_substitutions_point_at_template_resources(key: str):
     props = state_machine_resource()
