@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from sizing.perf import arrivals, scheduler
+from sizing.perf import arrivals, scheduler, steptime
 
 #: The hot loop's modules, in the order their sources enter the digest.
 KERNEL_MODULES = ("steptime", "decoderuns", "arrivals", "scheduler")
@@ -47,6 +47,7 @@ class Kernel:
     """The classes a simulation runs, and where they come from."""
 
     scheduler: type[scheduler.Scheduler]
+    step_time: type[steptime.StepTime]
     open_arrivals: type[arrivals.OpenArrivals]
     closed_arrivals: type[arrivals.ClosedArrivals]
     #: compiled (mypyc) or the Python modules
@@ -56,7 +57,9 @@ class Kernel:
 
 
 def _python(reason: str) -> Kernel:
-    return Kernel(scheduler.Scheduler, arrivals.OpenArrivals, arrivals.ClosedArrivals, False, reason)
+    return Kernel(
+        scheduler.Scheduler, steptime.StepTime, arrivals.OpenArrivals, arrivals.ClosedArrivals, False, reason
+    )
 
 
 def load_kernel() -> Kernel:
@@ -72,10 +75,12 @@ def load_kernel() -> Kernel:
     try:
         native_scheduler = importlib.import_module(f"{NATIVE_PACKAGE}.scheduler")
         native_arrivals = importlib.import_module(f"{NATIVE_PACKAGE}.arrivals")
+        native_steptime = importlib.import_module(f"{NATIVE_PACKAGE}.steptime")
     except ImportError as exc:  # built for another interpreter or platform
         return _python(f"Python (the compiled copy does not load: {exc})")
     return Kernel(
         native_scheduler.Scheduler,
+        native_steptime.StepTime,
         native_arrivals.OpenArrivals,
         native_arrivals.ClosedArrivals,
         True,

@@ -191,12 +191,13 @@ def _request_duration(sm: StepModel, inp: float, outp: float, concurrency: int, 
     """Rough time one request spends in a replica holding `concurrency` of them (spreads closed-loop starts);
     `cached` of its `inp` prompt tokens come from the prefix cache."""
     b = max(1, min(concurrency, sm.max_num_seqs))
+    step = sm.timing()
     if cached > 0:
         todo = inp - cached
-        prefill = sm.iteration_time(int(todo), 0, 0, todo * (cached + todo / 2))
+        prefill = step.iteration_time(int(todo), 0, 0, todo * (cached + todo / 2))
     else:
-        prefill = sm.iteration_time(int(inp), 0, 0)
-    return prefill + outp * sm.iteration_time(0, b, int(b * (inp + outp / 2)))
+        prefill = step.iteration_time(int(inp), 0, 0)
+    return prefill + outp * step.iteration_time(0, b, int(b * (inp + outp / 2)))
 
 
 def simulate(
@@ -450,6 +451,7 @@ def bounds(
     as for `simulate`), a prompt prefills only what the cache does not hold, and the KV cache holds the shared
     blocks once."""
     sm = step_model
+    step = sm.timing()  # one snapshot of the step time for every step timed here
     inp = max(1, int(input_tokens))
     outp = max(1, int(output_tokens))
     shared = cached_share(sm, prefix_tokens, inp)
@@ -459,11 +461,11 @@ def bounds(
     chunks = math.ceil(todo / chunk)
     if shared:
         ttft = sum(
-            sm.iteration_time(chunk, 0, 0, chunk * (shared + k * chunk + chunk / 2)) for k in range(chunks)
+            step.iteration_time(chunk, 0, 0, chunk * (shared + k * chunk + chunk / 2)) for k in range(chunks)
         )
     else:
-        ttft = sum(sm.iteration_time(chunk, 0, 0, chunk * (k * chunk + chunk / 2)) for k in range(chunks))
-    tpot = sm.iteration_time(0, 1, inp + outp // 2)
+        ttft = sum(step.iteration_time(chunk, 0, 0, chunk * (k * chunk + chunk / 2)) for k in range(chunks))
+    tpot = step.iteration_time(0, 1, inp + outp // 2)
     b = saturating_concurrency(sm, inp, outp, prefix_tokens)
     if shared:
         # the cache holds the shared blocks once and each sequence its own tokens, todo + outp / 2 over its life:
@@ -472,8 +474,8 @@ def bounds(
         b = max(1, min(b, int((sm.kv_capacity_tokens - shared) // max(1, todo + outp // 2)) or 1))
     else:
         b = max(1, min(b, int(sm.kv_capacity_tokens // max(1, inp + outp)) or 1))
-    prefill_s = todo * b / budget * sm.iteration_time(budget, 0, 0) if budget else ttft * b
-    decode_s = (outp - 1) * sm.iteration_time(0, b, b * (inp + outp // 2))
+    prefill_s = todo * b / budget * step.iteration_time(budget, 0, 0) if budget else ttft * b
+    decode_s = (outp - 1) * step.iteration_time(0, b, b * (inp + outp // 2))
     busy = prefill_s + decode_s
     if shared and sm.mixed_prefill_decode:
         # what is left of a prompt to prefill is short enough to ride in the decode steps (memory-bound, their

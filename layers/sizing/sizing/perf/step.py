@@ -23,6 +23,7 @@ from sizing.perf.memory import (
     memory_fit,
     weight_bytes_per_device,
 )
+from sizing.perf.native import KERNEL
 from sizing.perf.profile import ROOFLINE, Profile
 from sizing.perf.steptime import DecodeLines, StepTime, StepTimeTerms
 
@@ -209,8 +210,9 @@ class StepModel:
         )
 
     def timing(self) -> StepTime:
-        """The step-time arithmetic over this model's coefficients as they are now (a snapshot)."""
-        return StepTime(*self.step_time_terms())
+        """The step-time arithmetic over this model's coefficients as they are now (a snapshot), compiled where
+        the simulator's kernel is (`sizing.perf.native`)."""
+        return KERNEL.step_time(*self.step_time_terms())
 
     def weights_time(self, tokens: int) -> float:
         """Seconds to read the weights a step of `tokens` touches."""
