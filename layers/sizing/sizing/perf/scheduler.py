@@ -6,7 +6,7 @@ the decoding batch (D sequences, a heap of the decode step each one finishes at)
 counts decode steps (`G`, one per step that decodes). `advance` runs the engine from a time until it has nothing
 left to run: before each step it queues the requests the engine has seen (`sizing.perf.arrivals`), plans the step
 and runs it on the step model, and records when each request got its first token and its last; the event loop
-(`sizing.perf.simulator`) idles it until the next arrival. The state stays on the scheduler between steps and is
+(`run`) idles it until the next arrival. The state stays on the scheduler between steps and is
 read once per decision: the steps that follow a prefill step and only continue its one prompt (full chunks) run
 back to back in one call, and runs of pure-decode steps are summed in closed form (`sizing.perf.decoderuns`).
 
@@ -26,11 +26,12 @@ from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Protocol
 
 # relative: the simulator's hot loop is also built as a compiled copy under another package (sizing.perf.native)
+from .arrivals import ClosedArrivals
 from .decoderuns import decode_run
 from .steptime import DecodeLines, StepTime, StepTimeTerms
 
 if TYPE_CHECKING:
-    from .arrivals import ClosedArrivals, OpenArrivals
+    from .arrivals import OpenArrivals
 
 #: Share of the KV cache kept free when admitting (vLLM V0's watermark 0.01): admission never fills the cache to
 #: the last block, which would preempt on the very next decode step.
@@ -174,6 +175,21 @@ class Scheduler:
         self.emitted = 0  # output tokens produced
         # decode_lines(D) by batch size D (admission keeps D <= max_num_seqs)
         self.lines_by_d: list[DecodeLines | None] = [None] * (self.max_seqs + 1)
+
+    def run(self, arrivals: OpenArrivals | ClosedArrivals, n: int) -> int:
+        """The event loop: advance time until every one of the `n` requests completed. The engine runs while it
+        has work (`advance`: queueing what it sees from `arrivals`, recording each request's times), and idles
+        until the next arrival. Returns the requests completed."""
+        closed = isinstance(arrivals, ClosedArrivals)
+        t = 0.0
+        completed = 0
+        while completed < n:
+            t, done = self.advance(t, arrivals, closed)
+            completed += done
+            if completed >= n or not arrivals.pending():
+                break
+            t = max(t, arrivals.next_seen)  # idle until the next arrival
+        return completed
 
     def advance(self, t: float, arrivals: OpenArrivals | ClosedArrivals, closed: bool) -> tuple[float, int]:
         """Run the engine from time `t`: before each step, queue the requests it has seen by then (`arrivals`);

@@ -16,7 +16,7 @@ The parts: the scheduler (`sizing.perf.scheduler`: its decisions and state; it r
 `sizing.perf.steptime`, queueing what the engine has seen and recording each request's first and last token), the
 arrival sources (`sizing.perf.arrivals`), the closed-form decode runs (`sizing.perf.decoderuns`) -- the hot loop,
 compiled where it was built (`sizing.perf.native`) -- and here, the event loop that runs the scheduler and idles
-the replica between arrivals (`_event_loop`), and the summary (`_summarise`). The hot state stays on the scheduler
+the replica between arrivals (`Scheduler.run`), and the summary (`_summarise`). The hot state stays on the scheduler
 and is read once per decision, not once per step: a run of steps that changes only the token counts (full prefill
 chunks of one prompt, pure-decode steps) runs in one call.
 """
@@ -224,7 +224,7 @@ def simulate(
     the one without a prefix to the last bit.
 
     The run is the scheduler (`sizing.perf.scheduler`: admission, prefill chunks, preemption, completions, and
-    each request's times) driven by the event loop (`_event_loop`: idle time until arrivals), then summarised
+    each request's times) driven by its event loop (`Scheduler.run`: idle time until arrivals), then summarised
     (`_summarise`)."""
     sm = step_model
     n = int(n_requests)
@@ -237,7 +237,7 @@ def simulate(
     shared, pinned = _shared_blocks(sm, inp_a, prefix_tokens)
     sched = KERNEL.scheduler(sm, inp_a.tolist(), out_a.tolist(), shared, pinned, itl)
     arrival_a, arrivals = _arrivals(load, rng, sm, sched)
-    completed = _event_loop(sched, arrivals, n)
+    completed = sched.run(arrivals, n)
     res = _summarise(
         np.array(arrivals.arrival, dtype=np.float64) if arrival_a is None else arrival_a,
         np.array(sched.first, dtype=np.float64),
@@ -319,23 +319,6 @@ def _arrivals(
             float(np.mean(sched.shared)) if sched.sharing else 0.0,
         )
     return None, KERNEL.closed_arrivals([0.0] * n, delay, sched.waiting, k0, ramp, think, load.wave_gap_s)
-
-
-def _event_loop(sched: Scheduler, arrivals: OpenArrivals | ClosedArrivals, n: int) -> int:
-    """Advance time until every request completed: the scheduler runs the engine while it has work (queueing
-    what the engine sees from `arrivals`, and recording each request's times), and the loop idles it until the
-    next arrival. Returns the requests completed."""
-    closed = isinstance(arrivals, KERNEL.closed_arrivals)
-    advance = sched.advance
-    t = 0.0
-    completed = 0
-    while completed < n:
-        t, done = advance(t, arrivals, closed)
-        completed += done
-        if completed >= n or not arrivals.pending():
-            break
-        t = max(t, arrivals.next_seen)  # idle until the next arrival
-    return completed
 
 
 def _summarise(
