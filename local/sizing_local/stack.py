@@ -362,6 +362,11 @@ FAILURE_CAUSE_CHARS = 1000
 #: more as events accumulate. An execution waiting on a load test adds none for many seconds, so its history is
 #: read less and less often (doubling from `poll_s`), and again at once after the next new event.
 HISTORY_QUIET_MAX_S = 4.0
+#: Most of a core the history reads of one execution may take: after a read that took d seconds, the next waits
+#: d / HISTORY_READ_SHARE at least. Without it, an execution that keeps adding events (a readiness loop checking
+#: every second for a minute, ~9 events a check) was read every `poll_s` at a cost growing with its history:
+#: quadratic, and most of what `sizing serve` spent while such runs waited.
+HISTORY_READ_SHARE = 0.05
 
 
 def watch_execution(
@@ -375,8 +380,8 @@ def watch_execution(
 ) -> dict[str, Any]:
     """Poll the execution; call on_state(event_type, state_name) for every state entered or failed (and
     `on_event` with every history event). Its status is read every `poll_s`; its history at that pace while
-    events keep coming, less often while none do (`HISTORY_QUIET_MAX_S`), and once more when it ends, so every
-    event is reported. Returns at once (status ABORTED) when `cancelled()` says the run was cancelled: moto's
+    events keep coming, less often while none do (`HISTORY_QUIET_MAX_S`) or while reading it costs much
+    (`HISTORY_READ_SHARE`), and once more when it ends, so every event is reported. Returns at once (status ABORTED) when `cancelled()` says the run was cancelled: moto's
     engine does not interrupt a Map iteration on StopExecution as AWS does, so the runner stops waiting and
     tears down itself."""
     seen = 0
@@ -407,8 +412,10 @@ def watch_execution(
             read_history()
             return dict(desc)
         if time.monotonic() >= next_history:
+            began = time.monotonic()
             history_every = poll_s if read_history() else min(2 * history_every, HISTORY_QUIET_MAX_S)
-            next_history = time.monotonic() + history_every
+            spent = time.monotonic() - began
+            next_history = time.monotonic() + max(history_every, spent / HISTORY_READ_SHARE)
         if time.monotonic() > deadline:
             sfn.stop_execution(executionArn=execution_arn, cause=f"local run exceeded {timeout_s:.0f} s")
         time.sleep(poll_s)
