@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ROOT / "layers" / "sizing" / "sizing" / "perf"
 #: Scratch directory of the compile (build/ is ignored by git).
 WORK = ROOT / "build" / "native"
+#: The file in the installed package naming mypyc's shared library beside it in site-packages (removed on rebuild).
+SHARED_MANIFEST = "shared-libraries.txt"
 #: Lines of the compiler's output shown when it fails.
 FAILURE_TAIL_LINES = 15
 
@@ -65,14 +67,21 @@ def _install(work: Path, package: Path, target: Path) -> list[Path]:
     library of the group into `target`; returns what was installed."""
     dest = target / native.NATIVE_PACKAGE
     dest.mkdir(parents=True, exist_ok=True)
-    for old in dest.iterdir():  # a module the loop no longer has
+    manifest = dest / SHARED_MANIFEST
+    # the previous build's shared library (its name changes with the sources), then its modules
+    previous = manifest.read_text().split() if manifest.exists() else []
+    for name in previous:
+        (target / Path(name).name).unlink(missing_ok=True)
+    for old in dest.iterdir():
         if old.is_file():
             old.unlink()
     installed = [_put(package / "__init__.py", dest / "__init__.py")]
     for ext in [*package.glob("*.so"), *package.glob("*.pyd")]:
         installed.append(_put(ext, dest / ext.name))
-    for shared in [*work.glob("*__mypyc*.so"), *work.glob("*__mypyc*.pyd")]:
-        installed.append(_put(shared, target / shared.name))
+    shared = [*work.glob("*__mypyc*.so"), *work.glob("*__mypyc*.pyd")]
+    for lib in shared:
+        installed.append(_put(lib, target / lib.name))
+    manifest.write_text("\n".join(lib.name for lib in shared) + "\n")
     return installed
 
 
@@ -117,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     if ok:
         print(message)
         return 0
-    print(f"note: {message}\nSimulations run as Python (same results, about 3x slower).", file=sys.stderr)
+    print(
+        f"note: {message}\nSimulations run as Python (same results, several times slower).", file=sys.stderr
+    )
     return 1 if args.require else 0
 
 

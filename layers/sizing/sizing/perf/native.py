@@ -7,7 +7,8 @@ sources it was compiled from.
 
 This module picks the compiled copy when it is installed and was compiled from the sources as they are now.
 Otherwise, or with SIZING_NATIVE=0, it picks the Python modules. Both run the same source, so a simulation comes out
-the same to the last bit either way (tests/unit/test_perf_native.py); the compiled copy runs it about 3x faster.
+the same to the last bit either way (tests/unit/test_perf_native.py); the compiled copy runs the planner's
+simulations about 6x faster.
 
 The Lambda layer ships the Python modules only: its functions run on arm64, and the build machine compiles for its
 own platform.
