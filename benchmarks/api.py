@@ -239,22 +239,13 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[k]
 
 
-def print_kernel() -> None:
-    """Which simulator kernel this process runs (sizing.perf.native): the compiled one where make built it; the
-    Lambda layer runs the Python one (rerun with SIZING_NATIVE=0 for its figures)."""
-    from sizing.perf.native import KERNEL
-
-    print(
-        f"simulator kernel: {KERNEL.reason}"
-        + ("; the Lambda layer runs Python: SIZING_NATIVE=0 for its figures" if KERNEL.native else "")
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=10, help="timed calls per workload")
     args = parser.parse_args()
-    print_kernel()
+    from sizing.perf.native import kernel_line
+
+    print(kernel_line())
     bench_cold_import()
     bench_estimates(args.repeat)
 

@@ -58,11 +58,12 @@ def perf(repeat: int) -> None:
     ]
     sm = StepModel.for_config(HardwareConfig.create(cases[0][1], cases[0][2], cases[0][3]))
     n_calls = 20_000
+    step = sm.timing()  # the simulator times its steps on one snapshot per run
     t0 = time.perf_counter()
     for i in range(n_calls):
-        sm.iteration_time(512 if i % 4 == 0 else 0, 64, 64 * 1500)
+        step.iteration_time(512 if i % 4 == 0 else 0, 64, 64 * 1500)
     per_call_us = (time.perf_counter() - t0) / n_calls * 1e6
-    print(f"StepModel.iteration_time: {per_call_us:.2f} us per call")
+    print(f"StepTime.iteration_time: {per_call_us:.2f} us per call")
     for label, model, inst, tp in cases:
         sm = StepModel.for_config(HardwareConfig.create(model, inst, tp))
         sat = saturated(sm, chat_in, chat_out, n_requests=2000)
@@ -155,23 +156,14 @@ def plan(repeat: int) -> None:
     print(f"target: whole process <= {PLAN_TARGET_S:.1f} s per workload")
 
 
-def print_kernel() -> None:
-    """Which simulator kernel this process runs (sizing.perf.native): the compiled one where make built it; the
-    Lambda layer runs the Python one (rerun with SIZING_NATIVE=0 for its figures)."""
-    from sizing.perf.native import KERNEL
-
-    print(
-        f"simulator kernel: {KERNEL.reason}"
-        + ("; the Lambda layer runs Python: SIZING_NATIVE=0 for its figures" if KERNEL.native else "")
-    )
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--section", choices=["perf", "plan", "all"], default="all")
     args = ap.parse_args()
-    print_kernel()
+    from sizing.perf.native import kernel_line
+
+    print(kernel_line())
     if args.section in ("perf", "all"):
         perf(args.repeat)
     if args.section in ("plan", "all"):

@@ -70,3 +70,13 @@ def test_the_digest_changes_with_any_of_the_loops_sources(tmp_path: Path):
     # then the digest is the sources' own until then, and differs after
     assert same == native.source_digest()
     assert native.source_digest(tmp_path) != same
+
+
+def test_make_rebuilds_the_compiled_copy_when_any_module_of_the_loop_changes():
+    # given the Makefile's prerequisites of the compiled copy
+    makefile = (TESTS.parent / "Makefile").read_text()
+    listed = next(line for line in makefile.splitlines() if line.startswith("NATIVE_SOURCES :="))
+    # then every module whose source enters the digest is one of them (an edit to a module left out would run
+    # as Python until some listed file changed)
+    for name in native.KERNEL_MODULES:
+        assert f"{name}.py" in listed, name

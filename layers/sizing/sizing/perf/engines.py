@@ -105,14 +105,6 @@ def neuron_buckets(max_len: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def padded_to_bucket(tokens: int, buckets: tuple[int, ...]) -> int:
-    """`tokens` padded to the smallest bucket that holds them (the largest bucket when none does)."""
-    for b in buckets:
-        if b >= tokens:
-            return b
-    return max(tokens, buckets[-1]) if buckets else tokens
-
-
 NEURON_MEMORY_FRACTION = 0.95  # assumed: the Neuron runtime allocates KV statically, little slack kept
 
 #: Memory inside the engine's budget that is neither weights, activations nor KV cache, per device: CUDA context

@@ -1,7 +1,7 @@
 """The simulator's hot loop, compiled to C where it was built, else the same modules as Python.
 
 Four modules make the loop: `sizing.perf.steptime`, `decoderuns`, `arrivals` and `scheduler`, about nine
-tenths of a simulation's time. `make` (tools/native.py) compiles a copy of them with mypyc, the compiler that
+tenths of a simulation's time. `make` (`python -m sizing_local.native`) compiles a copy of them with mypyc, the compiler that
 ships with mypy, into the virtual environment as the package `sizing_native`. That package records the digest of the
 sources it was compiled from.
 
@@ -55,6 +55,14 @@ class Kernel:
     native: bool
     #: why this one, in a line (benchmarks print it)
     reason: str
+
+
+def kernel_line() -> str:
+    """Which simulator kernel this process runs, in a line for benchmarks to print beside their figures."""
+    line = f"simulator kernel: {KERNEL.reason}"
+    if KERNEL.native:
+        line += "; the Lambda layer runs Python: SIZING_NATIVE=0 for its figures"
+    return line
 
 
 def _python(reason: str) -> Kernel:

@@ -25,7 +25,7 @@ from sizing.perf.memory import (
 )
 from sizing.perf.native import KERNEL
 from sizing.perf.profile import ROOFLINE, Profile
-from sizing.perf.steptime import DecodeLines, StepTime, StepTimeTerms
+from sizing.perf.steptime import StepTime, StepTimeTerms
 
 if TYPE_CHECKING:
     from sizing.catalog import Accelerator, Catalog, ModelSpec
@@ -231,11 +231,6 @@ class StepModel:
         return self.timing().iteration_time(
             prefill_tokens, decode_seqs, context_tokens, prefill_attention_pairs, prefill_seqs
         )
-
-    def decode_lines(self, decode_seqs: int) -> DecodeLines:
-        """A pure-decode step with `decode_seqs` sequences as two lines in the context size C plus a constant
-        (`StepTime.decode_lines`)."""
-        return self.timing().decode_lines(decode_seqs)
 
     def describe(self) -> dict[str, Any]:
         return {
