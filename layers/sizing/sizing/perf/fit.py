@@ -261,16 +261,15 @@ def roofline_row(row: CalRow) -> dict[str, float]:
     cfg = row_config(row)
     sm = StepModel(cfg, memory_fit(cfg, cat), ROOFLINE, cat)
     inp, outp = max(1, round(row.input_tokens)), max(1, round(row.output_tokens))
-    step = sm.timing()  # one step-time snapshot for the three steps timed here
-    ttft = step.iteration_time(inp, 0, 0)
+    ttft = sm.iteration_time(inp, 0, 0)
     if row.load in ("closed", "batch", "saturate"):
         b = max(1, min(round(row.load_value), sm.max_num_seqs))
     elif row.load == "offline":
         b = min(round(row.load_value), saturating_concurrency(sm, inp, outp))
     else:
-        one = ttft + outp * step.iteration_time(0, 1, inp)
+        one = ttft + outp * sm.iteration_time(0, 1, inp)
         b = max(1, min(sm.max_num_seqs, round(row.load_value * one)))
-    tpot = step.iteration_time(0, b, b * (inp + outp // 2))
+    tpot = sm.iteration_time(0, b, b * (inp + outp // 2))
     e2e = ttft + (outp - 1) * tpot
     cycle = b * ttft + (outp - 1) * tpot
     tps = b * outp / cycle
