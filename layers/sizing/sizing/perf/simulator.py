@@ -15,8 +15,8 @@ requests (`cached_share`).
 The parts: the scheduler (`sizing.perf.scheduler`: its decisions and state; it runs the steps it plans, timed by
 `sizing.perf.steptime`, queueing what the engine has seen and recording each request's first and last token), the
 arrival sources (`sizing.perf.arrivals`), the closed-form decode runs (`sizing.perf.decoderuns`) -- the hot loop,
-compiled where it was built (`sizing.perf.native`) -- and here, the event loop that runs the scheduler and idles
-the replica between arrivals (`Scheduler.run`), and the summary (`_summarise`). The hot state stays on the scheduler
+compiled where it was built (`sizing.perf.native`), with the scheduler's event loop that idles the replica between
+arrivals (`Scheduler.run`) -- and here, the requests drawn and the summary (`_summarise`). The hot state stays on the scheduler
 and is read once per decision, not once per step: a run of steps that changes only the token counts (full prefill
 chunks of one prompt, pure-decode steps) runs in one call.
 """
