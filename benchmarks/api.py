@@ -48,6 +48,9 @@ ENV = {
     "POWERTOOLS_SERVICE_NAME": "llm-sizing",
     "POWERTOOLS_METRICS_NAMESPACE": "LLMSizing",
     "AWS_DEFAULT_REGION": "us-east-1",
+    # as template.yaml's Globals set them for every function
+    "PYDANTIC_DISABLE_PLUGINS": "__all__",
+    "OPENBLAS_NUM_THREADS": "1",
     # moto's embedded AWS: fake credentials, never a real account
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",

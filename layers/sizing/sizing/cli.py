@@ -5,10 +5,20 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
-from sizing.errors import SizingError
+#: Process settings the CLI takes before pydantic or numpy load (a user's own value wins), as the functions take
+#: them from template.yaml's Globals. The project registers no pydantic plugin, and without this pydantic scans
+#: every installed distribution's entry points for one on the first model it builds (~0.1 s of `sizing predict`
+#: on this venv); the simulator does no BLAS work, so OpenBLAS's thread pool, one thread per core started at
+#: `import numpy`, only spends CPU (~0.1 s of CPU time per process on 2 cores).
+PROCESS_ENVIRONMENT = {"PYDANTIC_DISABLE_PLUGINS": "__all__", "OPENBLAS_NUM_THREADS": "1"}
+for _name, _value in PROCESS_ENVIRONMENT.items():
+    os.environ.setdefault(_name, _value)
+
+from sizing.errors import SizingError  # noqa: E402 -- after the process settings above
 
 #: Command modules, imported lazily so `sizing predict` does not pay for boto3 or the HTTP server.
 #: Each module has `register(subparsers)` which adds its commands with `set_defaults(func=...)`.

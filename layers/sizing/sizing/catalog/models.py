@@ -7,13 +7,11 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sizing.catalog.regions import DATA_RESIDENCY, nearest
@@ -58,7 +56,7 @@ WEIGHT_PARTS = ("experts", "mlp", "attention", "embeddings", "other")
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Sourced(Strict):
@@ -602,10 +600,6 @@ class Catalog:
         ]
 
 
-#: libyaml's C loader when PyYAML was built with it (3-5x faster on the catalog files), else the pure-Python one.
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 #: Parsed catalog files are kept as JSON under this directory (a user cache; `/tmp` in a Lambda), named by the
 #: digest of the YAML they came from: json.load takes ~5 ms where PyYAML's constructor takes ~200 ms for the
 #: catalog, so a process's first estimate starts that much sooner. The YAML stays the source of truth: a changed
@@ -619,6 +613,8 @@ def _cache_dir() -> Path:
         try:
             base = str(Path.home() / ".cache")
         except (RuntimeError, KeyError):  # no home directory (a Lambda sandbox): the temporary directory
+            import tempfile
+
             base = tempfile.gettempdir()
     return Path(base) / "sizing-catalog"
 
@@ -629,7 +625,12 @@ def _read(path: Path) -> dict:
     try:
         data = json.loads(cached.read_bytes())
     except (OSError, ValueError):
-        data = yaml.load(raw, Loader=_Loader) or {}
+        # PyYAML (~25 ms to import, -X importtime) only when the JSON copy is missing: a process whose cache is
+        # warm, as every `sizing predict` after the first, never imports it. libyaml's C loader where PyYAML was
+        # built with it (3-5x faster on the catalog files), else the pure-Python one.
+        import yaml
+
+        data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
         _keep(cached, data)
     if not isinstance(data, dict):
         raise InvalidInput(f"{path}: expected a mapping at the top level")
