@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import support.selection
 from support.events import load_event
 
 from sizing_local.awsmodels import share_service_models
@@ -106,6 +107,10 @@ def _is_generated(item: pytest.Item) -> bool:
     fn = getattr(item, "function", None)
     module = item.path.stem
     return bool(getattr(fn, "is_hypothesis_test", False)) or any(m in module for m in _FUZZ_MODULES)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    support.selection.markexpr = str(config.option.markexpr or "")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -17,6 +17,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis import checks as st_checks
+from support.selection import selects
 
 from sizing.service.api import openapi_json, resolve
 from sizing_local.serve import from_result, to_event
@@ -109,16 +110,18 @@ def test_every_operation_answers_within_its_document(case: Any, figures: Any) ->
     _call_counted(case, figures)
 
 
-@pytest.mark.slow
-@schema.parametrize()
-@settings(
-    max_examples=DEEP_EXAMPLES,
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-    database=None,
-)
-def test_every_operation_answers_within_its_document_deeply(case: Any, figures: Any) -> None:
-    _call_counted(case, figures)
+if selects("slow", "integration", "fuzz"):  # built only where -m can select it (support.selection)
+
+    @pytest.mark.slow
+    @schema.parametrize()
+    @settings(
+        max_examples=DEEP_EXAMPLES,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+    )
+    def test_every_operation_answers_within_its_document_deeply(case: Any, figures: Any) -> None:
+        _call_counted(case, figures)
 
 
 def _call_counted(case: Any, figures: Any) -> None:
