@@ -114,12 +114,23 @@ def profile_for(
     states no error for states the all-families one (`_fleet_error`). Without `data` (the shipped profile), the
     team's adopted correction for the family, engine and `model` (else pooled over the team's models) is applied
     on top (`sizing.learn`, docs/learning.md); explicit `data` is used as given."""
-    team = data is None
-    data = data if data is not None else load_profiles()
+    if data is None:
+        return with_team_correction(_shipped_profile(accelerator_id, engine), model)
+    return _resolved(accelerator_id, engine, data)
+
+
+def _resolved(accelerator_id: str, engine: str, data: dict[str, Any]) -> Profile:
     prof = _lookup(accelerator_id, engine, data)
     missing = {m: v for m, v in _fleet_error(data).items() if m not in prof.expected_error}
-    prof = replace(prof, expected_error={**prof.expected_error, **missing}) if missing else prof
-    return with_team_correction(prof, model) if team else prof
+    return replace(prof, expected_error={**prof.expected_error, **missing}) if missing else prof
+
+
+@functools.lru_cache(maxsize=512)
+def _shipped_profile(accelerator_id: str, engine: str) -> Profile:
+    """The shipped profile's answer for an accelerator and engine, resolved once per process (`load_profiles`
+    reads the file once; the planner asks once per hardware option). Frozen, and no caller changes its
+    expected_error, so the one instance is shared."""
+    return _resolved(accelerator_id, engine, load_profiles())
 
 
 def with_team_correction(prof: Profile, model: str | None) -> Profile:

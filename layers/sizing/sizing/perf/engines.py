@@ -7,6 +7,7 @@ each value; where that sheet has no figure the value is marked `assumed` with a 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -152,10 +153,13 @@ class EngineDefaults:
     prefill_defer_steps: int = 0
 
 
+@functools.lru_cache(maxsize=1024)
 def engine_defaults(
     engine: str, accelerator_name: str, device_memory_gb: float, kind: str, tp: int = 1
 ) -> EngineDefaults:
-    """Defaults of `engine` on a device with `device_memory_gb` (decimal GB) of memory."""
+    """Defaults of `engine` on a device with `device_memory_gb` (decimal GB) of memory. A pure function of its
+    arguments with a frozen answer, cached: one estimate asks it ~5 times per hardware option (memory fit, step
+    model, serving defaults), for a few dozen distinct devices."""
     gib = device_memory_gb * 1e9 / GIB
     if engine == "vllm":
         large = gib >= VLLM_LARGE_GPU_GIB and "a100" not in accelerator_name.lower()
