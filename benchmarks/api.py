@@ -30,6 +30,8 @@ from typing import Any
 
 import yaml
 
+from sizing.cli import PROCESS_ENVIRONMENT
+
 ROOT = Path(__file__).resolve().parents[1]
 HANDLER = ROOT / "functions" / "api" / "app.py"
 P95_TARGET_MS = 150.0
@@ -48,9 +50,8 @@ ENV = {
     "POWERTOOLS_SERVICE_NAME": "llm-sizing",
     "POWERTOOLS_METRICS_NAMESPACE": "LLMSizing",
     "AWS_DEFAULT_REGION": "us-east-1",
-    # as template.yaml's Globals set them for every function
-    "PYDANTIC_DISABLE_PLUGINS": "__all__",
-    "OPENBLAS_NUM_THREADS": "1",
+    # as template.yaml's Globals set them for every function (a test keeps the two in step)
+    **PROCESS_ENVIRONMENT,
     # moto's embedded AWS: fake credentials, never a real account
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",

@@ -97,13 +97,20 @@ def _embedded_aws(api: Any) -> Any:
     return api
 
 
+def fuzz_settings(max_examples: int, **extra: Any) -> settings:
+    """Every fuzz run's hypothesis settings: no deadline (an estimate takes its time), no health check, no
+    example database (a run is reproducible from its seed alone)."""
+    return settings(
+        max_examples=max_examples,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+        **extra,
+    )
+
+
 @schema.parametrize()
-@settings(
-    max_examples=QUICK_EXAMPLES,
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-    database=None,
-)
+@fuzz_settings(QUICK_EXAMPLES)
 def test_every_operation_answers_within_its_document(case: Any, figures: Any) -> None:
     # given generated input for one operation (valid and invalid, by the document)
     # when it is called, then no 5xx, the answer matches the document, no trace
@@ -114,12 +121,7 @@ if selects("slow", "integration", "fuzz"):  # built only where -m can select it 
 
     @pytest.mark.slow
     @schema.parametrize()
-    @settings(
-        max_examples=DEEP_EXAMPLES,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-        database=None,
-    )
+    @fuzz_settings(DEEP_EXAMPLES)
     def test_every_operation_answers_within_its_document_deeply(case: Any, figures: Any) -> None:
         _call_counted(case, figures)
 
@@ -142,15 +144,7 @@ def test_stateful_sequences_keep_every_answer_within_the_document(api: Any, figu
             )
             case.validate_response(response, checks=CHECKS)
 
-    Checked.run(
-        settings=settings(
-            max_examples=STATEFUL_SCENARIOS,
-            deadline=None,
-            suppress_health_check=list(HealthCheck),
-            database=None,
-            stateful_step_count=10,
-        )
-    )
+    Checked.run(settings=fuzz_settings(STATEFUL_SCENARIOS, stateful_step_count=10))
 
 
 def test_the_stateful_workflow_follows_runs_and_watches() -> None:

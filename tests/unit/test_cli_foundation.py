@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from sizing.catalog.models import OVERLAY_ENV, reset_cache
-from sizing.cli import main
+from sizing.cli import PROCESS_ENVIRONMENT, main
+from sizing.store.schema import load_template
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -141,3 +142,11 @@ def test_the_estimate_table_shows_in_flight_both_headrooms_the_tuning_and_the_si
     # AND the row's tuning, the sizes folded into it and the result's summary are printed
     assert "#1 max_num_seqs 128 instead of 256: capacity +12%; also fits on g6e.2xlarge ($2,500/month)" in out
     assert "The answer costs 3.9x the cheapest hardware" in out
+
+
+def test_the_cli_and_the_functions_start_with_the_same_process_settings():
+    # given the settings the CLI applies before pydantic and numpy load
+    # when the deployed functions' Globals are read
+    variables = load_template()["Globals"]["Function"]["Environment"]["Variables"]
+    # then every function starts with the same values (pydantic's plugin scan off, one OpenBLAS thread)
+    assert {k: str(variables.get(k)) for k in PROCESS_ENVIRONMENT} == PROCESS_ENVIRONMENT
