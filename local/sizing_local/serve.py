@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from sizing_local import STEP_S, WARMUP_S, add_level_seconds
+
 DEFAULT_PORT = 3000
 LOCAL_HOST = "127.0.0.1"
 #: The largest body read from a socket: API Gateway's own payload limit (10 MB); the API refuses far less.
@@ -160,7 +162,8 @@ class LocalApi:
         out_dir: Path | None = None,
         max_runs: int | None = None,
         endpoint_url: str | None = None,
-        step_s: float = 8.0,
+        step_s: float = STEP_S,
+        warmup_s: float = WARMUP_S,
         signing_secret: str | None = None,
     ):
         from sizing_local.stack import DEFAULT_MAX_ACTIVE_RUNS
@@ -171,6 +174,7 @@ class LocalApi:
         self.max_runs = max_runs or DEFAULT_MAX_ACTIVE_RUNS
         self.endpoint_url = endpoint_url or os.environ.get("SIZING_ENDPOINT") or None
         self.step_s = step_s
+        self.warmup_s = warmup_s
         self.signing_secret = signing_secret or os.environ.get(SIGNING_SECRET_ENV) or secrets.token_hex(16)
         self.runs: Any = None
         self._http: ThreadingHTTPServer | None = None
@@ -199,6 +203,7 @@ class LocalApi:
                 out_dir=self.out_dir,
                 endpoint_url=self.endpoint_url,
                 step_s=self.step_s,
+                warmup_s=self.warmup_s,
                 max_active=self.max_runs,
                 template_path=self.template,
             ).start()
@@ -282,7 +287,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="measure this OpenAI-compatible URL instead of local twins (default: $SIZING_ENDPOINT)",
     )
-    p.add_argument("--step-seconds", type=float, default=8.0, help="seconds per load level (default 8)")
+    add_level_seconds(p)
     p.add_argument("--out", type=Path, default=None, help="runs folder (default runs/serve-<time>)")
     p.set_defaults(func=run)
 
@@ -301,6 +306,7 @@ def run(args: argparse.Namespace) -> int:
         max_runs=args.max_runs,
         endpoint_url=args.endpoint,
         step_s=args.step_seconds,
+        warmup_s=args.warmup_seconds,
     ).start()
     print(
         f"LLM Sizing API on {api.url}  (OpenAPI: {api.url}/openapi.json, Swagger UI: {api.url}/swagger)",

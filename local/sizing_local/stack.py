@@ -24,6 +24,7 @@ from typing import Any
 from sizing.errors import Unavailable
 from sizing.service.runs import RunsService
 from sizing.store.schema import find_template, load_template
+from sizing_local import STEP_S, WARMUP_S
 from sizing_local.awsmodels import share_service_models
 
 REGION = "us-east-1"
@@ -437,8 +438,8 @@ def run_local(
     top_k: int = 3,
     endpoint_url: str | None = None,
     out_dir: Path,
-    step_s: float = 8.0,
-    warmup_s: float = 2.0,
+    step_s: float = STEP_S,
+    warmup_s: float = WARMUP_S,
     budget_usd: float | None = None,
     on_state: Callable[[str, str], None] | None = None,
     template_path: Path | None = None,
@@ -606,8 +607,8 @@ class LocalRuns:
         *,
         out_dir: Path,
         endpoint_url: str | None = None,
-        step_s: float = 8.0,
-        warmup_s: float = 2.0,
+        step_s: float = STEP_S,
+        warmup_s: float = WARMUP_S,
         max_active: int = DEFAULT_MAX_ACTIVE_RUNS,
         template_path: Path | None = None,
         extra_env: dict[str, str] | None = None,

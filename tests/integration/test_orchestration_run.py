@@ -38,28 +38,34 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def twin_urls(result: Any) -> list[str]:
-    urls = []
-    for m in result.measurements:
-        _ = m
-    for path in Path(result.out_dir).rglob("task.json"):
-        urls.append(json.loads(path.read_text())["endpoint"])
-    return urls
+def twin_urls(out_dir: Path) -> list[str]:
+    """The endpoints the run's load tests were given (each load task's file records its own)."""
+    return [json.loads(path.read_text())["endpoint"] for path in Path(out_dir).rglob("task.json")]
 
 
-def test_happy_path_measures_ranks_and_leaves_nothing_running(tmp_path, leftover_children):
-    # given a workload and one candidate to measure
-    # when the run executes on the embedded default
-    result = run_local(SPEC, top_k=1, out_dir=tmp_path, **FAST)
+def test_sizing_run_measures_ranks_labels_the_twin_simulated_and_leaves_nothing_running(
+    tmp_path, capsys, leftover_children
+):
+    # given the workload as a file and one candidate to measure, run by `sizing run` as `make run` does
+    from sizing.cli import main
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(SPEC))
+    out_dir = tmp_path / "out"
+    # when it runs on the embedded default, against a local twin
+    level = ["--step-seconds", str(FAST["step_s"]), "--warmup-seconds", str(FAST["warmup_s"])]
+    rc = main(["run", str(spec), "--top", "1", "--out", str(out_dir), *level])
+    out = capsys.readouterr().out
+    result = json.loads((out_dir / "result.json").read_text())
     # then it succeeds with measured figures beside predicted ones
-    assert result.execution["status"] == "SUCCEEDED"
-    assert result.run["status"] == "SUCCEEDED"
-    measured = [a for a in result.architectures if a.get("measured")]
+    assert rc == 0, out
+    assert result["execution_status"] == "SUCCEEDED" and result["run"]["status"] == "SUCCEEDED"
+    measured = [a for a in result["architectures"] if a.get("measured")]
     assert measured, "the measured candidate carries its measurement"
     m = measured[0]["measured"]
     assert m["ttft_ms"]["p95"] > 0 and m["e2e_s"]["p95"] > 0 and m["levels"]
-    assert result.measurements and all(x["record"]["requests"] > 0 for x in result.measurements)
-    assert result.ranking and result.ranking["status"] == "SUCCEEDED"
+    assert result["measurements"] and all(x["record"]["requests"] > 0 for x in result["measurements"])
+    assert result["ranking"] and result["ranking"]["status"] == "SUCCEEDED"
     # and they say a local twin produced them, with the configuration it served and the version it reported
     assert m["origin"] == "twin"
     assert m["serving"] == measured[0]["serving"] and m["serving"]["model"] == "llama-3.1-8b"
@@ -67,28 +73,16 @@ def test_happy_path_measures_ranks_and_leaves_nothing_running(tmp_path, leftover
     # and the prediction beside them is re-simulated at the load level they were taken at
     assert m["predicted_at_level"]["at"] == m["at"] and m["predicted_at_level"]["ttft_ms"]["p95"] > 0
     # and its calibration rows say they were measured on a twin, which calibration refuses
-    rows = result.ranking["calibration_rows"]
-    assert rows and all(r["origin"] == "twin" and result.run["run_id"] in r["source"] for r in rows)
-    # and nothing it started is still running (a twin served the run, and no twin or load generator is alive;
-    # checked by process: a twin's freed port may already serve another test's twin)
-    assert twin_urls(result)
-    assert leftover_children() == []
-    assert not LocalLauncher._children
-
-
-def test_sizing_run_labels_a_twins_figures_simulated_never_measured(tmp_path, capsys):
-    # given the workload as a file, run by `sizing run` as `make run` does
-    from sizing.cli import main
-
-    spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps(SPEC))
-    # when it runs on local twins
-    rc = main(["run", str(spec), "--top", "1", "--out", str(tmp_path / "out"), "--step-seconds", "1.5"])
-    out = capsys.readouterr().out
-    # then the table calls the twin's figures simulated (twin), and nothing on it is called measured
-    assert rc == 0, out
+    rows = result["ranking"]["calibration_rows"]
+    assert rows and all(r["origin"] == "twin" and result["run"]["run_id"] in r["source"] for r in rows)
+    # and the table calls the twin's figures simulated (twin), and nothing on it is called measured
     assert "simulated (twin)" in out and "sim (twin)" in out
     assert "measured" not in out.lower()
+    # and nothing it started is still running (a twin served the run, and no twin or load generator is alive;
+    # checked by process: a twin's freed port may already serve another test's twin)
+    assert twin_urls(out_dir)
+    assert leftover_children() == []
+    assert not LocalLauncher._children
 
 
 def test_budget_refusal_states_the_arithmetic(tmp_path):
@@ -139,6 +133,9 @@ def test_a_failed_load_test_still_tears_down_and_fails_with_its_cause(tmp_path, 
     assert result.run["status"] == "FAILED"
     assert "LoadTestFailed" in result.run["error"]
     assert not LocalLauncher._children
+    # and the sweep stopped at its first level, where not one request was answered, instead of loading on
+    (summary,) = [json.loads(p.read_text()) for p in Path(tmp_path).rglob("summary.json")]
+    assert summary["stopped_by"] == "no_answer" and len(summary["steps"]) == 1
 
 
 def test_cancelling_a_run_stops_it_and_tears_down(tmp_path, leftover_children):
@@ -166,6 +163,6 @@ def test_cancelling_a_run_stops_it_and_tears_down(tmp_path, leftover_children):
     assert cancelled["run"].status == "CANCELLING"
     assert result.execution["status"] == "ABORTED"
     assert result.run["status"] == "CANCELLED"
-    assert twin_urls(result)
+    assert twin_urls(result.out_dir)
     assert leftover_children() == []
     assert not LocalLauncher._children

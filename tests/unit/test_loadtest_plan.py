@@ -7,15 +7,18 @@ from hypothesis import strategies as st
 
 from sizing.loadtest.config import SlaSearchSpec, SloTarget
 from sizing.loadtest.metrics import Distribution, StepResult
-from sizing.loadtest.plan import FixedLevels, SlaSearch
+from sizing.loadtest.plan import FixedLevels, SlaSearch, pointless_after
 
 SPEC = SlaSearchSpec(targets=[SloTarget(metric="ttft_ms", percentile="p95", limit=500)], max_steps=40)
 
 
-def _step(i: int, key: str, level: float, meets: bool) -> StepResult:
+def _step(
+    i: int, key: str, level: float, meets: bool, requests: int = 1, errors: dict[str, int] | None = None
+) -> StepResult:
     empty = Distribution()
     return StepResult(
-        step=i, target={key: level}, started_at=0, duration_s=1, warmup_s=0, requests=1, errors={}, ttft_ms=empty,
+        step=i, target={key: level}, started_at=0, duration_s=1, warmup_s=0, requests=requests,
+        errors=errors or {}, ttft_ms=empty,
         tpot_ms=empty, itl_ms=empty, e2e_s=empty, input_tokens=None, output_tokens=None, requests_per_s=0,
         output_tokens_per_s=0, meets_slo=meets,
     )  # fmt: skip
@@ -69,3 +72,22 @@ def test_when_even_the_first_level_fails_there_is_no_passing_level() -> None:
     history, levels = _search(plan, 0, "concurrency")
     assert levels == [1]
     assert plan.summary(history)["max_passing_level"] is None
+
+
+def test_a_level_where_every_request_failed_ends_a_rising_sweep() -> None:
+    # given a step at concurrency 30 whose 40 requests were all refused or timed out
+    dead = [_step(0, "concurrency", 30, False, requests=40, errors={"connection": 25, "timeout": 15})]
+    # when the plan's next level is the same or higher, then it is not worth running
+    assert pointless_after(dead, 60) and pointless_after(dead, 30)
+    # but a lower level (an SLA search bisecting down) still is
+    assert not pointless_after(dead, 15)
+
+
+def test_one_answered_request_or_a_step_that_sent_none_keeps_the_sweep_going() -> None:
+    # given a step where one request of 40 was answered, and one that sent no request at all
+    one_answer = [_step(0, "concurrency", 30, False, requests=40, errors={"timeout": 39})]
+    silent = [_step(0, "concurrency", 30, False, requests=0)]
+    # then neither ends the sweep, nor does an empty history
+    assert not pointless_after(one_answer, 60)
+    assert not pointless_after(silent, 60)
+    assert not pointless_after([], 60)

@@ -21,6 +21,8 @@ from sizing.text import ENDPOINT, ORIGIN_LABELS, TWIN, table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from sizing_local import add_level_seconds
+
     p = sub.add_parser("run", help="estimate, provision, load-test and rank on the embedded default (no AWS)")
     p.add_argument("file", help="workload spec (YAML or JSON)")
     p.add_argument(
@@ -35,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--top", type=int, default=3, help="candidates to measure (default 3)")
     p.add_argument("--out", default=None, help="results folder (default runs/<time>)")
-    p.add_argument("--step-seconds", type=float, default=8.0, help="seconds per load level (default 8)")
+    add_level_seconds(p)
     p.add_argument("--budget", type=float, default=None, help="refuse when measuring would cost more (USD)")
     p.add_argument("--json", action="store_true", help="print the result JSON")
     p.set_defaults(func=run)
@@ -76,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         endpoint_url=args.endpoint,
         out_dir=out,
         step_s=args.step_seconds,
+        warmup_s=args.warmup_seconds,
         budget_usd=args.budget,
         on_state=on_state,
     )

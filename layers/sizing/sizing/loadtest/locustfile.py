@@ -48,7 +48,7 @@ from locust.runners import MasterRunner, WORKER_REPORT_INTERVAL
 from sizing.loadtest.config import LoadTestConfig, token_distribution
 from sizing.loadtest.http import Connection
 from sizing.loadtest.metrics import RequestRecord, StepResult, check_slo, summarize
-from sizing.loadtest.plan import LevelPlan, plan_for
+from sizing.loadtest.plan import LevelPlan, plan_for, pointless_after
 from sizing.loadtest.prompts import PromptItem, PromptSource, load_dataset
 from sizing.loadtest.streams import measure_bedrock, measure_openai, measure_sagemaker
 
@@ -67,6 +67,12 @@ FAST_SPAWN_PER_USER = 10
 #: Pause of a closed-loop user after a failed request: against a refused or broken endpoint a user with no think
 #: time would otherwise retry thousands of times a second (the failures are still counted, by kind).
 ERROR_BACKOFF_S = 0.1
+#: Seconds between two calls of a shape's `tick()`: Locust's shape worker sleeps one second less the tick's own
+#: time (locust/runners.py, `Runner.shape_worker`). A window that ends between two ticks is waited for inside the
+#: tick, so a step lasts what its plan says instead of being rounded up to the next whole second.
+SHAPE_TICK_S = 1.0
+#: Seconds between checks, inside a tick, for the window's last answers (the step's tail).
+TAIL_POLL_S = 0.05
 #: Bedrock and SageMaker region when the endpoint does not name one.
 DEFAULT_REGION = "us-east-1"
 
@@ -434,6 +440,10 @@ class SweepShape(LoadTestShape):
         self._last_progress = now
         if self.level is None:
             return False
+        if pointless_after(self.history, self.level):  # the sweep ends instead of spending its time
+            self.stopped_by = "no_answer"
+            self.level = None
+            return False
         if self.cfg.mode == "rate":
             assert self.runner is not None
             self.runner.send_message("sizing_rate", self.level / self.dispatchers)
@@ -480,6 +490,20 @@ class SweepShape(LoadTestShape):
         oldest = COLLECTOR.oldest_inflight()
         return oldest is None or oldest >= window_end
 
+    def _await_window(self, window_end: float, now: float) -> float:
+        """When the window ends before the next tick, wait for its end and then (within this tick) for its last
+        answers, instead of leaving both to the next tick. Returns the time the step stands at. The wait is a
+        gevent sleep: the users keep sending and answering meanwhile."""
+        if now < window_end <= now + SHAPE_TICK_S:
+            gevent.sleep(window_end - now)
+            now = time.time()
+        if now >= window_end:
+            give_up = now + SHAPE_TICK_S - 2 * TAIL_POLL_S  # past it, the next tick looks again
+            while not self._window_counted(window_end, now) and now < give_up:
+                gevent.sleep(TAIL_POLL_S)
+                now = time.time()
+        return now
+
     def _users(self) -> tuple[int, float]:
         assert self.level is not None
         if self.cfg.mode == "rate":  # the dispatchers, at once: the arrivals are what the rate shapes
@@ -508,6 +532,7 @@ class SweepShape(LoadTestShape):
             self.level = None
             return None
         window_end = self.step_start + cfg.warmup_s + cfg.duration_s
+        now = self._await_window(window_end, now)
         if now >= window_end and self._window_counted(window_end, now):
             self._finish()
             if not self._begin(now):

@@ -23,8 +23,20 @@ class FixedLevels:
         return self.levels[len(history)] if len(history) < len(self.levels) else None
 
 
-def _level(r: StepResult) -> float:
+def level_of(r: StepResult) -> float:
     return next(iter(r.target.values()))
+
+
+def nothing_answered(step: StepResult) -> bool:
+    """Every request the step sent failed (refused, errored or timed out); a step that sent none is not one."""
+    return step.requests > 0 and sum(step.errors.values()) >= step.requests
+
+
+def pointless_after(history: Sequence[StepResult], level: float) -> bool:
+    """Whether running `level` next cannot measure anything: not one request of the last step was answered and
+    the next level is no lower (an endpoint that refuses, fails or stalls every request answers no more under
+    more load). A lower level -- an SLA search bisecting down -- is still worth its step."""
+    return bool(history) and nothing_answered(history[-1]) and level >= level_of(history[-1])
 
 
 class SlaSearch:
@@ -37,8 +49,8 @@ class SlaSearch:
         self.integer = integer
 
     def bracket(self, history: Sequence[StepResult]) -> tuple[float | None, float | None]:
-        passing = [_level(r) for r in history if r.meets_slo]
-        failing = [_level(r) for r in history if r.meets_slo is False]
+        passing = [level_of(r) for r in history if r.meets_slo]
+        failing = [level_of(r) for r in history if r.meets_slo is False]
         hi = min(failing) if failing else None
         below = [x for x in passing if hi is None or x < hi]
         lo = max(below) if below else None
@@ -64,7 +76,7 @@ class SlaSearch:
         if self._narrow_enough(low, hi):
             return None
         nxt = self._round((low + hi) / 2)
-        if nxt <= low or nxt >= hi or any(_level(r) == nxt for r in history):
+        if nxt <= low or nxt >= hi or any(level_of(r) == nxt for r in history):
             return None
         return nxt
 
@@ -77,7 +89,7 @@ class SlaSearch:
             "max_passing_level": lo,
             "first_failing_level": hi,
             "probes": [
-                {"level": _level(r), "meets_slo": r.meets_slo, "failures": r.slo_failures} for r in history
+                {"level": level_of(r), "meets_slo": r.meets_slo, "failures": r.slo_failures} for r in history
             ],
         }
 
