@@ -49,6 +49,10 @@ _FUZZ_MODULES = ("fuzz", "hostile")
 #: Modules whose assertions compare measured latencies with known ones (a few ms of slack): under xdist they
 #: share one worker (`--dist loadgroup`), so two of them never load the cores at the same time.
 TIMING_MODULES = frozenset({"test_twin_fidelity", "test_loadtest_sweep", "test_loadtest_streams"})
+#: Modules whose module-scoped fixture starts a server of its own (`sizing serve`, the embedded AWS): under xdist
+#: each module's tests share one worker, so the server starts once (5-8 s each) instead of once per worker that
+#: draws one of its tests.
+SERVER_MODULES = frozenset({"test_api_serve", "test_reliability_concurrency"})
 
 
 @pytest.fixture(name="load_event")
@@ -136,3 +140,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.fuzz)
         elif tier == "e2e":
             item.add_marker(pytest.mark.e2e)
+        if item.path.stem in SERVER_MODULES:
+            item.add_marker(pytest.mark.xdist_group(name=item.path.stem))
