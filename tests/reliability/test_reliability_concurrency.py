@@ -88,9 +88,10 @@ def shared_aws() -> Iterator[SharedAws]:
         server.stop()
 
 
-# --- one API container (a child process) ----------------------------------------------------------------------
-def _container(aws: SharedAws, jobs: list[dict[str, Any]], start: Any, out: Any) -> None:
-    """Configure the resolver against the shared AWS, wait for every container, send the jobs, report answers."""
+# --- API containers (child processes, warm across the module's tests, as Lambda keeps its containers) -------
+def _container(aws: SharedAws, inbox: Any, ready: Any, out: Any) -> None:
+    """Configure the resolver against the shared AWS; then, for each batch of jobs, wait until every container
+    has its batch, send the jobs at once with the others, and report the answers. `None` ends the container."""
     import os
 
     os.environ.update({"POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_METRICS_DISABLED": "true",
@@ -115,36 +116,64 @@ def _container(aws: SharedAws, jobs: list[dict[str, Any]], start: Any, out: Any)
         answer = resolve(to_event(method, job["path"], headers, body, "127.0.0.1"), None)
         return {"status": int(answer["statusCode"]), "body": json.loads(answer["body"] or "null")}
 
-    start.wait()
-    answers = []
-    for job in jobs:
-        first = call(job)
-        final, retries = first, 0
-        while final["status"] == 409 and retries < RETRIES_ON_CONFLICT:
-            time.sleep(RETRY_PAUSE_S)
-            final, retries = call(job), retries + 1
-        answers.append({**job, "first": first["status"], "status": final["status"], "body": final["body"],
-                        "retries": retries})  # fmt: skip
-    out.put(answers)
+    while (jobs := inbox.get()) is not None:
+        ready.wait()
+        answers = []
+        for job in jobs:
+            first = call(job)
+            final, retries = first, 0
+            while final["status"] == 409 and retries < RETRIES_ON_CONFLICT:
+                time.sleep(RETRY_PAUSE_S)
+                final, retries = call(job), retries + 1
+            answers.append({**job, "first": first["status"], "status": final["status"], "body": final["body"],
+                            "retries": retries})  # fmt: skip
+        out.put(answers)
 
 
-def _fire(aws: SharedAws, per_container: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    ctx = multiprocessing.get_context("spawn")
-    start, out = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_container, args=(aws, jobs, start, out)) for jobs in per_container]
-    for p in procs:
-        p.start()
-    time.sleep(0.5)
-    start.set()
-    answers: list[dict[str, Any]] = []
-    for _ in procs:
-        answers += out.get(timeout=300)
-    for p in procs:
-        p.join(timeout=60)
-    return answers
+class Containers:
+    """CONTAINERS API containers started once for the module (each start imports the whole API: ~2 s of CPU)."""
+
+    def __init__(self, aws: SharedAws) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.inboxes = [ctx.Queue() for _ in range(CONTAINERS)]
+        self.ready = ctx.Barrier(CONTAINERS + 1)
+        self.out = ctx.Queue()
+        self.procs = [
+            ctx.Process(target=_container, args=(aws, q, self.ready, self.out)) for q in self.inboxes
+        ]
+        for proc in self.procs:
+            proc.start()
+
+    def fire(self, per_container: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+        """Every container's jobs (containers past the list's end get none), sent at the same moment."""
+        assert len(per_container) <= CONTAINERS
+        for i, inbox in enumerate(self.inboxes):
+            inbox.put(per_container[i] if i < len(per_container) else [])
+        self.ready.wait(timeout=120)
+        answers: list[dict[str, Any]] = []
+        for _ in self.inboxes:
+            answers += self.out.get(timeout=300)
+        return answers
+
+    def stop(self) -> None:
+        for inbox in self.inboxes:
+            inbox.put(None)
+        for proc in self.procs:
+            proc.join(timeout=60)
+            if proc.is_alive():
+                proc.kill()
 
 
-def test_parallel_runs_start_one_execution_per_key_and_lose_none(shared_aws, record_figures):
+@pytest.fixture(scope="module")
+def containers(shared_aws: SharedAws) -> Iterator[Containers]:
+    pool = Containers(shared_aws)
+    try:
+        yield pool
+    finally:
+        pool.stop()
+
+
+def test_parallel_runs_start_one_execution_per_key_and_lose_none(shared_aws, containers, record_figures):
     # given CONTAINERS API containers; every one sends each shared key, and a share of the distinct keys
     shared = [f"shared-{i}" for i in range(SHARED_KEYS)]
     distinct = [f"distinct-{i}" for i in range(DISTINCT_KEYS)]
@@ -159,7 +188,7 @@ def test_parallel_runs_start_one_execution_per_key_and_lose_none(shared_aws, rec
     store = SizingStore(TABLE, client=ddb)
     before = {r.run_id for r in _all_runs(store)}
     # when they all fire at once
-    answers = _fire(shared_aws, per_container)
+    answers = containers.fire(per_container)
     # then every request got a 202 in the end (409 "in progress" only on first tries, and retried)
     assert len(answers) == CONTAINERS * SHARED_KEYS + DISTINCT_KEYS
     assert Counter(a["status"] for a in answers) == {202: len(answers)}, Counter(a["status"] for a in answers)
@@ -189,13 +218,13 @@ def test_parallel_runs_start_one_execution_per_key_and_lose_none(shared_aws, rec
 
 
 @pytest.mark.slow
-def test_parallel_estimates_all_answer_and_agree(shared_aws, record_figures):
+def test_parallel_estimates_all_answer_and_agree(containers, record_figures):
     # given the same workload estimated by every container at once, several times
     per_container = [
         [{"path": "/estimates", "body": SPEC}] * ESTIMATES_PER_CONTAINER for _ in range(CONTAINERS)
     ]
     # when
-    answers = _fire(shared_aws, per_container)
+    answers = containers.fire(per_container)
     # then every one is a 200 with the same ranking
     assert [a["status"] for a in answers] == [200] * (CONTAINERS * ESTIMATES_PER_CONTAINER)
     rankings = {json.dumps([x["id"] for x in a["body"]["architectures"]]) for a in answers}
@@ -207,13 +236,13 @@ def test_parallel_estimates_all_answer_and_agree(shared_aws, record_figures):
 CANCELS_PER_CONTAINER = 5
 
 
-def test_parallel_cancellations_of_one_run_agree(shared_aws, record_figures):
+def test_parallel_cancellations_of_one_run_agree(shared_aws, containers, record_figures):
     # given a run that is RUNNING (started through the API on the shared AWS)
-    started = _fire(shared_aws, [[{"path": "/runs", "key": "to-cancel", "body": {"spec": SPEC}}]])
+    started = containers.fire([[{"path": "/runs", "key": "to-cancel", "body": {"spec": SPEC}}]])
     run_id = started[0]["body"]["run_id"]
     job = {"method": "DELETE", "path": f"/runs/{run_id}", "body": None}
     # when every container cancels it several times at once
-    answers = _fire(shared_aws, [[job] * CANCELS_PER_CONTAINER for _ in range(CONTAINERS)])
+    answers = containers.fire([[job] * CANCELS_PER_CONTAINER for _ in range(CONTAINERS)])
     # then each answer is an accepted cancellation or a conflict with the finished run; never a 5xx
     statuses = Counter(a["first"] for a in answers)
     assert set(statuses) <= {202, 409}, statuses
