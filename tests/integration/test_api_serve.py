@@ -52,6 +52,8 @@ SCHEMATHESIS_HOOKS = ROOT / "tests" / "support" / "api_checks.py"
 RUN_DEADLINE_S = 300
 #: Load level seconds of the lifecycle server: short sweeps (a run in well under a minute).
 STEP_S = "1.5"
+#: Warm-up seconds of each of those levels (a twin on loopback is at steady state within a fraction of a second).
+WARMUP_S = "0.5"
 #: Concurrent clients the server must hold without a connection error (the issue's target).
 CLIENTS = 64
 
@@ -108,7 +110,15 @@ def _serve(out: Path, *args: str) -> Iterator[Served]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    yield from _serve(tmp_path_factory.mktemp("serve"), "--step-seconds", STEP_S, "--max-runs", "1")
+    yield from _serve(
+        tmp_path_factory.mktemp("serve"),
+        "--step-seconds",
+        STEP_S,
+        "--warmup-seconds",
+        WARMUP_S,
+        "--max-runs",
+        "1",
+    )
 
 
 @pytest.fixture(scope="module")
