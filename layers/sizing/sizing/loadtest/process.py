@@ -20,7 +20,9 @@ from typing import Any
 
 import gevent
 from locust.env import Environment
+from pydantic import ValidationError
 
+from sizing.errors import InvalidInput, problems_from_pydantic
 from sizing.loadtest import locustfile as lf
 from sizing.loadtest.aws import report_to_aws  # it imports boto3 only when it reports, well after Locust
 from sizing.loadtest.config import LoadTestConfig
@@ -114,9 +116,17 @@ def _run_shape(env: Environment, shape: lf.SweepShape) -> None:
 
 
 def load_config(arg: str) -> LoadTestConfig:
-    """The config from a file path, or inline JSON (an ECS container override can pass it that way)."""
-    text = arg if arg.lstrip().startswith("{") else Path(arg).read_text()
-    return LoadTestConfig.model_validate_json(text)
+    """The config from a file path, or inline JSON (an ECS container override can pass it that way). A file that
+    cannot be read, or a config that is not valid, is an `InvalidInput` that names the file or the fields."""
+    try:
+        text = arg if arg.lstrip().startswith("{") else Path(arg).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        raise InvalidInput(f"the load-test config {arg} cannot be read: {reason}") from None
+    try:
+        return LoadTestConfig.model_validate_json(text)
+    except ValidationError as exc:
+        raise InvalidInput("the load-test config is not valid", problems_from_pydantic(exc)) from None
 
 
 def run(
@@ -212,12 +222,16 @@ def main(argv: list[str] | None = None) -> int:
         "--task-token", default=None, help="Step Functions task token to complete with the summary"
     )
     a = p.parse_args(argv)
-    if a.role == "worker":
-        return worker(a.config, a.master, a.port, a.index)
-    if a.role == "master":
-        return run(a.config, expect_workers=a.expect_workers or 1, bind=a.bind, port=a.port, upload=a.upload,
-                   task_token=a.task_token)  # fmt: skip
-    return run(a.config, upload=a.upload, task_token=a.task_token)
+    try:
+        if a.role == "worker":
+            return worker(a.config, a.master, a.port, a.index)
+        if a.role == "master":
+            return run(a.config, expect_workers=a.expect_workers or 1, bind=a.bind, port=a.port, upload=a.upload,
+                       task_token=a.task_token)  # fmt: skip
+        return run(a.config, upload=a.upload, task_token=a.task_token)
+    except InvalidInput as exc:  # a config that cannot be read or is not valid: its message, not a traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
