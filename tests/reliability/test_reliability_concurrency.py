@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import socket
 import threading
 import time
 import urllib.error
@@ -277,20 +278,27 @@ def _all_executions(sfn: Any, arn: str) -> list[dict[str, Any]]:
 
 # --- `sizing serve` under a burst -----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def served() -> Iterator[Any]:
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     import os
 
     from sizing_local.serve import LocalApi
 
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    api = LocalApi(port=0, quiet=True).start()
-    try:
-        yield api
-    finally:
-        api.stop()
-        from sizing.service.api import deps
+    # the burst's runs measure a port held but never listened on: the test is about the API's answers, and runs
+    # that started twins and load generators behind them would only spend the cores the other tests need
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        refused = f"http://127.0.0.1:{held.getsockname()[1]}"
+        api = LocalApi(
+            port=0, quiet=True, out_dir=tmp_path_factory.mktemp("served"), endpoint_url=refused
+        ).start()
+        try:
+            yield api
+        finally:
+            api.stop()
+            from sizing.service.api import deps
 
-        deps.configure()
+            deps.configure()
 
 
 def _request(
