@@ -40,8 +40,9 @@ estimate: $(NATIVE)
 
 # Parallel (pytest-xdist) on one worker more than the cores: the integration tests spend much of their time
 # waiting on loopback servers and real-time load tests (2 workers on 2 cores kept ~1.2 cores busy), so a third
-# worker fills the wait (2 cores, same 1,355 tests: a warm checkout 4:50 with 2 workers, 4:05 with 4; a fresh
-# clone 4:00 with 2 or 3, where the first run compiles bytecode in every worker). --dist loadgroup keeps tests of
+# worker fills the wait (2 cores, 1,355 tests then: a warm checkout 4:50 with 2 workers, 4:05 with 4; a fresh
+# clone 4:00 with 2 or 3; now, 1,359 tests with 3 workers: 2:49-2:52 warm, 3:00-3:09 on a fresh clone, whose
+# first run also builds pytest's rewritten test modules in every worker). --dist loadgroup keeps tests of
 # one xdist_group on one worker, one after another (the timing-sensitive twin and load-test checks, see
 # tests/conftest.py). Bytecode caching stays on for the tests: pytest caches its rewritten test modules there,
 # which each worker otherwise redoes (~5 s).
