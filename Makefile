@@ -50,24 +50,17 @@ CORES := $(shell nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || e
 XDIST ?= -n $(shell echo $$(($(CORES) + 1))) --dist loadgroup
 #: the unit tier waits on nothing (no sockets, no servers): one worker per core
 UNIT_XDIST ?= -n auto --dist loadgroup
-#: The package's own modules, byte-compiled once (on all cores) before the workers start: on a fresh clone each
-#: worker and each child process (sizing serve, twins, load generators) would otherwise compile them again,
-#: ~3.5 s of CPU per worker at collection alone. A no-op when they are compiled already.
-COMPILE := $(BIN)/python -m compileall -q -j 0 layers/sizing/sizing local/sizing_local
 test: export PYTHONDONTWRITEBYTECODE :=
 test: $(NATIVE)
-	$(COMPILE)
 	$(BIN)/python -m pytest -q $(XDIST) -m "not slow and not e2e"
 
 # The unit tier alone: no sockets (pytest-socket), no moto -- tests/conftest.py enforces both.
 unit: export PYTHONDONTWRITEBYTECODE :=
 unit: $(NATIVE)
-	$(COMPILE)
 	$(BIN)/python -m pytest -q $(UNIT_XDIST) tests/unit -m "not slow"
 
 test-all: export PYTHONDONTWRITEBYTECODE :=
 test-all: $(NATIVE)
-	$(COMPILE)
 	$(BIN)/python -m pytest -q $(XDIST)
 
 lint: $(LINT_STAMP)
