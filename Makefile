@@ -40,12 +40,11 @@ estimate: $(NATIVE)
 
 # Parallel (pytest-xdist) on one worker more than the cores: the integration tests spend much of their time
 # waiting on loopback servers and real-time load tests (2 workers on 2 cores kept ~1.2 cores busy), so a third
-# worker fills the wait (2 cores, 1,355 tests then: a warm checkout 4:50 with 2 workers, 4:05 with 4; a fresh
-# clone 4:00 with 2 or 3; now, 1,359 tests with 3 workers: 2:49-2:52 warm, 3:00-3:09 on a fresh clone, whose
-# first run also builds pytest's rewritten test modules in every worker). --dist loadgroup keeps tests of
-# one xdist_group on one worker, one after another (the timing-sensitive twin and load-test checks, see
-# tests/conftest.py). Bytecode caching stays on for the tests: pytest caches its rewritten test modules there,
-# which each worker otherwise redoes (~5 s).
+# worker fills the wait (measured on 2 cores, 1,359 tests: 2:49-2:52 warm, 2:53-3:09 on a fresh clone, whose
+# first run also builds pytest's rewritten test modules in every worker). --dist loadgroup keeps tests of one
+# xdist_group on one worker, one after another (the timing-sensitive twin and load-test checks, and modules that
+# start their own server: see tests/conftest.py). Bytecode caching stays on for the tests: pytest caches its
+# rewritten test modules there, which each worker otherwise redoes (~5 s).
 CORES := $(shell nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 XDIST ?= -n $(shell echo $$(($(CORES) + 1))) --dist loadgroup
 #: the unit tier waits on nothing (no sockets, no servers): one worker per core

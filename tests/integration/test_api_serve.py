@@ -12,7 +12,6 @@ import hmac
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from urllib.parse import parse_qs, urlencode
 import psutil
 import pytest
 import yaml
+from support.endpoints import refusing_endpoint
 
 pytestmark = pytest.mark.integration
 
@@ -124,12 +124,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 @pytest.fixture(scope="module")
 def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     # its own server: the runs schemathesis starts queue there, not in front of the lifecycle tests' runs. They
-    # measure an endpoint that refuses every connection (a port held but never listened on, so no other test's
-    # twin can take it): schemathesis checks the API's answers, and runs that launched twins and load generators
-    # for its generated workloads would only spend the cores the other tests' timings need
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        refused = f"http://127.0.0.1:{held.getsockname()[1]}"
+    # measure an endpoint that refuses every connection: schemathesis checks the API's answers, and runs that
+    # launched twins and load generators for its generated workloads would only spend the cores the other tests'
+    # timings need
+    with refusing_endpoint() as refused:
         yield from _serve(tmp_path_factory.mktemp("fuzzed"), "--step-seconds", STEP_S, "--endpoint", refused)
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import socket
 import threading
 import time
 import urllib.error
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from support.endpoints import refusing_endpoint
 
 pytestmark = pytest.mark.integration
 
@@ -284,11 +284,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from sizing_local.serve import LocalApi
 
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    # the burst's runs measure a port held but never listened on: the test is about the API's answers, and runs
-    # that started twins and load generators behind them would only spend the cores the other tests need
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        refused = f"http://127.0.0.1:{held.getsockname()[1]}"
+    # the burst's runs measure an endpoint that refuses every connection: the test is about the API's answers,
+    # and runs that started twins and load generators behind them would only spend the cores the other tests need
+    with refusing_endpoint() as refused:
         api = LocalApi(
             port=0, quiet=True, out_dir=tmp_path_factory.mktemp("served"), endpoint_url=refused
         ).start()

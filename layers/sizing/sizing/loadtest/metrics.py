@@ -107,6 +107,16 @@ class StepResult(Strict):
     meets_slo: bool | None = None
     slo_failures: list[str] = Field(default_factory=list)
 
+    @property
+    def failed(self) -> int:
+        """Requests of the window that failed, of every kind (refused, errored, timed out)."""
+        return sum(self.errors.values())
+
+    @property
+    def answered(self) -> int:
+        """Requests of the window that were answered."""
+        return self.requests - self.failed
+
     def value(self, metric: str, percentile: str) -> float | None:
         dist = getattr(self, metric, None)
         return None if not isinstance(dist, Distribution) else getattr(dist, percentile, None)
@@ -165,11 +175,10 @@ MAX_ERROR_RATE = 0.01
 def check_slo(result: StepResult, targets: Sequence[tuple[str, str, float]]) -> StepResult:
     """Mark whether every SLO percentile holds (and errors stay under MAX_ERROR_RATE)."""
     failures: list[str] = []
-    ok_requests = result.requests - sum(result.errors.values())
-    if ok_requests <= 0:
+    if result.answered <= 0:
         failures.append("no successful request")
-    elif sum(result.errors.values()) / result.requests > MAX_ERROR_RATE:
-        failures.append(f"errors {sum(result.errors.values())}/{result.requests} above {MAX_ERROR_RATE:.0%}")
+    elif result.failed / result.requests > MAX_ERROR_RATE:
+        failures.append(f"errors {result.failed}/{result.requests} above {MAX_ERROR_RATE:.0%}")
     for metric, pct, limit in targets:
         v = result.value(metric, pct)
         if v is not None and v > limit:
@@ -191,7 +200,7 @@ def csv_row(r: StepResult) -> list[Any]:
         ";".join(f"{k}={v:g}" for k, v in r.target.items()),
         r.duration_s,
         r.requests,
-        sum(r.errors.values()),
+        r.failed,
         r.requests_per_s,
         r.output_tokens_per_s,
         r.input_tokens,

@@ -29,7 +29,7 @@ def level_of(r: StepResult) -> float:
 
 def nothing_answered(step: StepResult) -> bool:
     """Every request the step sent failed (refused, errored or timed out); a step that sent none is not one."""
-    return step.requests > 0 and sum(step.errors.values()) >= step.requests
+    return step.requests > 0 and step.answered <= 0
 
 
 def pointless_after(history: Sequence[StepResult], level: float) -> bool:

@@ -49,7 +49,7 @@ class Output:
         self.steps.append(r)
         with self.steps_path.open("a") as f:
             f.write(r.model_dump_json() + "\n")
-        errs = sum(r.errors.values())
+        errs = r.failed
         slo = (
             ""
             if r.meets_slo is None
