@@ -80,3 +80,50 @@ def test_make_rebuilds_the_compiled_copy_when_any_module_of_the_loop_changes():
     # as Python until some listed file changed)
     for name in native.KERNEL_MODULES:
         assert f"{name}.py" in listed, name
+
+
+def test_the_layer_is_compiled_for_the_platform_the_functions_run_on():
+    # given the functions' runtime and architecture in template.yaml, and the layer's declared platform
+    from sizing.store.schema import load_template
+    from sizing_local import native as build
+
+    template = load_template(TESTS.parent / "template.yaml")
+    function = template["Globals"]["Function"]
+    layer = template["Resources"]["SizingLayer"]
+    # then the layer's compiled copy is built by that runtime's interpreter for that architecture: a copy built
+    # for another would not load there, and the functions would simulate as Python, several times slower
+    assert function["Runtime"] == build.LAYER_RUNTIME
+    assert function["Architectures"] == [build.LAYER_ARCHITECTURE]
+    assert layer["Properties"]["CompatibleRuntimes"] == [build.LAYER_RUNTIME]
+    assert layer["Properties"]["CompatibleArchitectures"] == [build.LAYER_ARCHITECTURE]
+    assert layer["Metadata"]["BuildArchitecture"] == build.LAYER_ARCHITECTURE
+    # and no function overrides the architecture the layer is built for
+    overridden = [
+        name
+        for name, resource in template["Resources"].items()
+        if resource.get("Type") == "AWS::Serverless::Function" and "Architectures" in resource["Properties"]
+    ]
+    assert overridden == []
+
+
+def test_building_the_layer_on_another_architecture_says_where_to_build_it(tmp_path: Path):
+    # given a built layer on a machine of another architecture than the functions'
+    from sizing_local import native as build
+
+    (tmp_path / "sizing").mkdir()
+    # when the layer's compiled copy is built there
+    ok, message = build.build_layer(tmp_path, machine="aarch64")
+    # then nothing is compiled, and the message names both architectures
+    assert not ok
+    assert "run on x86_64 and this machine is aarch64" in message
+    assert not (tmp_path / native.NATIVE_PACKAGE).exists()
+
+
+def test_building_the_layer_before_sam_build_says_so(tmp_path: Path):
+    # given an empty directory where the built layer should be
+    from sizing_local import native as build
+
+    # when the layer's compiled copy is built into it
+    ok, message = build.build_layer(tmp_path, machine=build.LAYER_ARCHITECTURE)
+    # then it is refused before any compile, naming the missing step
+    assert not ok and "run `sam build` first" in message

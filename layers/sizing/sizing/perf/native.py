@@ -10,8 +10,8 @@ Otherwise, or with SIZING_NATIVE=0, it picks the Python modules. Both run the sa
 the same to the last bit either way (tests/unit/test_perf_native.py); the compiled copy runs the planner's
 simulations about 6x faster.
 
-The Lambda layer ships the Python modules only: its functions run on arm64, and the build machine compiles for its
-own platform.
+The Lambda layer ships the compiled copy too: `make build` compiles it with the runtime's interpreter (python3.12)
+for the functions' architecture (x86_64) and checks it there against the Python modules (`sizing_local.native`).
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ class Kernel:
 def kernel_line() -> str:
     """Which simulator kernel this process runs, in a line for benchmarks to print beside their figures."""
     line = f"simulator kernel: {KERNEL.reason}"
-    if KERNEL.native:
-        line += "; the Lambda layer runs Python: SIZING_NATIVE=0 for its figures"
+    if not KERNEL.native:
+        line += "; the Lambda layer runs the compiled copy (make build), so these figures overstate its time"
     return line
 
 
