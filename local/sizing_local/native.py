@@ -68,6 +68,15 @@ LAYER_CHECK = (
 LAYER_CHECK_TIMEOUT_S = 300
 
 
+def _tail(output: str) -> str:
+    """The last FAILURE_TAIL_LINES lines of a failed command's output."""
+    return "\n".join(output.strip().splitlines()[-FAILURE_TAIL_LINES:])
+
+
+def _dotted(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version))
+
+
 def _stage(work: Path, digest: str) -> Path:
     """The package to compile: a copy of the hot loop's sources, and an __init__ that records their digest."""
     shutil.rmtree(work, ignore_errors=True)
@@ -153,7 +162,7 @@ def build(work: Path = WORK, target: Path | None = None, python: str | None = No
     except OSError as exc:
         return False, f"could not run mypyc: {exc}"
     if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-FAILURE_TAIL_LINES:])
+        tail = _tail(proc.stdout + proc.stderr)
         return False, f"mypyc failed (exit {proc.returncode}):\n{tail}"
     built = {ext.name.split(".")[0] for ext in [*package.glob("*.so"), *package.glob("*.pyd")]}
     missing = sorted(set(native.KERNEL_MODULES) - built)
@@ -184,7 +193,7 @@ def _tools(runtime: str) -> tuple[str | None, str]:
         except OSError as exc:
             return None, f"could not run {step[0]}: {exc}"
         if proc.returncode != 0:
-            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-FAILURE_TAIL_LINES:])
+            tail = _tail(proc.stdout + proc.stderr)
             return None, f"{' '.join(step[:3])} failed (exit {proc.returncode}):\n{tail}"
     (venv / ".ready").write_text(mypy_version + "\n")
     return str(python), ""
@@ -209,10 +218,10 @@ def _scenarios(python: str, layer: Path, compiled: bool) -> tuple[dict | None, s
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, f"the layer's check did not run: {exc}"
     if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-FAILURE_TAIL_LINES:])
+        tail = _tail(proc.stderr)
         return None, f"the layer's check failed (exit {proc.returncode}):\n{tail}"
     is_native, reason, figures = json.loads(proc.stdout.strip().splitlines()[-1])
-    if is_native != compiled:
+    if compiled and not is_native:
         return None, f"{LAYER_RUNTIME} importing the layer runs {reason}, not the compiled copy"
     return figures, ""
 
@@ -256,8 +265,10 @@ def build_layer(layer: Path, machine: str | None = None) -> tuple[bool, str]:
     if glibc is None:
         return False, f"cannot tell which glibc the compiled copy needs: {why}"
     if glibc > LAYER_GLIBC:
-        wanted, offered = ".".join(map(str, glibc)), ".".join(map(str, LAYER_GLIBC))
-        return False, f"the compiled copy needs glibc {wanted}; the Lambda runtime offers {offered}"
+        return (
+            False,
+            f"the compiled copy needs glibc {_dotted(glibc)}; the Lambda runtime offers {_dotted(LAYER_GLIBC)}",
+        )
     # the check runs the runtime's own interpreter, as Lambda does: nothing from the compile's environment
     compiled, why = _scenarios(runtime, layer, compiled=True)
     if compiled is None:
@@ -269,9 +280,9 @@ def build_layer(layer: Path, machine: str | None = None) -> tuple[bool, str]:
     if differ:
         return False, f"the compiled layer simulates {', '.join(differ)} differently from its Python modules"
     return True, (
-        f"{message}; it needs glibc {'.'.join(map(str, glibc))} (the runtime has"
-        f" {'.'.join(map(str, LAYER_GLIBC))}); {LAYER_RUNTIME} on {machine} runs it from the layer, and its {len(plain)} scheduler"
-        " scenarios match the Python modules' to the last bit"
+        f"{message}; it needs glibc {_dotted(glibc)} (the runtime has {_dotted(LAYER_GLIBC)}); {LAYER_RUNTIME}"
+        f" on {machine} runs it from the layer, and its {len(plain)} scheduler scenarios match the Python"
+        " modules' to the last bit"
     )
 
 
