@@ -7,10 +7,11 @@ import functools
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -246,6 +247,14 @@ class ModelSpec(Sourced):
             raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
         return self
 
+    @functools.cached_property
+    def _parts_memo(self) -> dict[str | None, dict[str, float]]:
+        """`param_parts` (key None) and `part_bytes` by format, worked out once per spec: the planner reads them
+        for every option it bounds. The fields are frozen, so they cannot go stale, and `model_copy` starts a
+        fresh memo. A cached property lives in the instance's `__dict__`, which equality and `model_dump` skip
+        (they read the fields)."""
+        return {}
+
     def kv_bytes_per_token(self, kv_dtype_bytes: float = 2.0) -> float:
         """K and V for every layer: 2 x layers x kv_heads x head_dim x bytes."""
         return 2 * self.layers * self.num_key_value_heads * self.head_dim * kv_dtype_bytes
@@ -255,6 +264,12 @@ class ModelSpec(Sourced):
         expert), the dense MLP, attention projections (Q, K, V, O), input embeddings plus the LM head (once when
         tied), and the rest of the stated total (norms, routers, biases, shared experts). Each part is capped so
         the parts never exceed the stated total."""
+        known = self._parts_memo.get(None)
+        if known is None:
+            known = self._parts_memo[None] = self._param_parts()
+        return dict(known)
+
+    def _param_parts(self) -> dict[str, float]:
         total = self.params_b * 1e9
         emb = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
         q_width = self.num_attention_heads * self.head_dim
@@ -282,12 +297,20 @@ class ModelSpec(Sourced):
 
     def part_bytes(self, quantization: str) -> dict[str, float]:
         """Weight bytes by layer type at `quantization` (`QUANTIZED_PARTS`: which parts a format quantizes)."""
-        width = BYTES_PER_PARAM[quantization]
-        only = QUANTIZED_PARTS.get(quantization)
-        return {
-            k: v * (width if only is None or k in only else UNQUANTIZED_BYTES)
-            for k, v in self.param_parts().items()
-        }
+        known = self._parts_memo.get(quantization)
+        if known is None:
+            width = BYTES_PER_PARAM[quantization]
+            only = QUANTIZED_PARTS.get(quantization)
+            known = self._parts_memo[quantization] = {
+                k: v * (width if only is None or k in only else UNQUANTIZED_BYTES)
+                for k, v in self.param_parts().items()
+            }
+        return dict(known)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        copied = super().model_copy(update=update, deep=deep)
+        copied.__dict__.pop("_parts_memo", None)
+        return copied
 
     def weight_bytes(self, quantization: str) -> float:
         """All weight bytes at `quantization`, each layer type at the width its format gives it."""

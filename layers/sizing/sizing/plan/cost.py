@@ -36,8 +36,10 @@ def spread_zones(wm: WorkloadModel) -> int:
 
 def nodes_for(replicas: int, replicas_per_instance: int, zones: int) -> int:
     """Nodes holding `replicas` spread evenly over `zones` zones, each zone's replicas packed onto its own nodes."""
-    per_zone = [replicas // zones + (1 if z < replicas % zones else 0) for z in range(zones)]
-    return sum(math.ceil(n / replicas_per_instance) for n in per_zone)
+    per_zone, fuller = divmod(replicas, zones)  # `fuller` zones hold one replica more than the others
+    return fuller * -(-(per_zone + 1) // replicas_per_instance) + (zones - fuller) * -(
+        -per_zone // replicas_per_instance
+    )
 
 
 #: Scale-up lead time, seconds: Karpenter node launch to Ready 80-100 s, GPU allocatable lag, a ~12-28 GB vLLM
@@ -82,7 +84,8 @@ def _schedule(
     c = wm.spec.constraints
     hourly = replicas_by_hour(wm, capacity_rps, c.min_replicas)
     zones = spread_zones(wm)
-    nodes = [nodes_for(r, replicas_per_instance, zones) for r in hourly]
+    by_count = {r: nodes_for(r, replicas_per_instance, zones) for r in set(hourly)}
+    nodes = [by_count[r] for r in hourly]
     min_nodes = nodes_for(c.min_replicas, replicas_per_instance, zones)
     # node-hours billed per day: each hour's nodes, plus lead time for nodes added for the next hour and the
     # scale-down lag for nodes removed after it
