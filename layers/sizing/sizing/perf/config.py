@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sizing.errors import InvalidInput, Problem
 from sizing.perf.engines import (
@@ -145,16 +145,29 @@ class HardwareConfig:
         )
 
     def parts(self, catalog: Catalog | None = None) -> Parts:
+        """The catalog entries of this replica. Looked up once per (config, catalog): the memory fit, the step
+        model and the planner each ask several times per option. The memo sits outside the fields, so equality,
+        hashing and `dataclasses.replace` do not see it."""
         from sizing.catalog import load_catalog
 
         cat = catalog or load_catalog()
+        known = self.__dict__.get("_parts")
+        if known is not None and known[0] is cat:
+            return known[1]
         spec = cat.model(self.model_id)
         if self.accelerator_id is not None:
             acc = cat.accelerators[self.accelerator_id].at_lnc(self.lnc)
-            return Parts(spec, None, acc, self.tensor_parallel)
-        inst = cat.instance(self.instance_type)
-        acc = cat.accelerator_of(inst).at_lnc(self.lnc)
-        return Parts(spec, inst, acc, inst.accelerator_count * acc.cores_per_chip)
+            parts = Parts(spec, None, acc, self.tensor_parallel)
+        else:
+            inst = cat.instance(self.instance_type)
+            acc = cat.accelerator_of(inst).at_lnc(self.lnc)
+            parts = Parts(spec, inst, acc, inst.accelerator_count * acc.cores_per_chip)
+        object.__setattr__(self, "_parts", (cat, parts))
+        return parts
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the memo of `parts` (it holds the whole catalog)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_parts"}
 
     def defaults(self, catalog: Catalog | None = None) -> EngineDefaults:
         acc = self.parts(catalog).accelerator
