@@ -123,3 +123,35 @@ def test_fp8_is_refused_on_gpus_without_fp8_math():
     with pytest.raises(InvalidInput) as err:
         HardwareConfig.create(LLAMA_8B, "g5.xlarge", quant="fp8")
     assert "fp8" in str(err.value)
+
+
+def test_a_copied_model_with_other_layers_has_its_own_weight_bytes():
+    # given a model whose parameter and weight bytes were already worked out once (they are memoised per spec)
+    from sizing.catalog import load_catalog
+
+    spec = load_catalog().model(LLAMA_8B)
+    before = spec.part_bytes("bf16")["attention"]
+    # when a copy changes its architecture
+    half = spec.model_copy(update={"layers": spec.layers // 2})
+    # then the copy's bytes follow its own layers, the original's stay, and equality still reads only the fields
+    assert half.part_bytes("bf16")["attention"] == pytest.approx(before / 2)
+    assert spec.part_bytes("bf16")["attention"] == before
+    assert spec == spec.model_copy()
+    # and a caller changing the returned dict does not change what the next caller reads
+    spec.param_parts()["attention"] = 0.0
+    assert spec.part_bytes("bf16")["attention"] == before
+
+
+def test_a_configuration_reads_the_catalog_it_is_given_not_the_first_one_it_saw():
+    # given a configuration already fitted against the shipped catalog
+    from sizing.catalog.models import build_catalog
+
+    cfg = HardwareConfig.create(LLAMA_8B, "g5.xlarge", tp=1)
+    shipped = memory_fit(cfg)
+    # when a catalog whose A10G has half the memory is passed
+    other = build_catalog()
+    a10g = other.accelerators["a10g"]
+    other.accelerators["a10g"] = a10g.model_copy(update={"memory_gb": 12.0, "usable_memory_mib": None})
+    # then the fit reads that catalog (the per-catalog memo of the entries is not shared across catalogs)
+    assert not memory_fit(cfg, catalog=other).fits
+    assert memory_fit(cfg).fits == shipped.fits
