@@ -269,3 +269,27 @@ def test_vllm_refuses_a_token_budget_below_its_batch_and_so_does_the_serving_con
         )
     # then the configuration is refused, as vLLM refuses it at start
     assert "below max_num_seqs" in str(err.value)
+
+
+def test_the_tuned_figures_are_the_architectures_own_predictions(example_results):
+    # given the example workloads' tuned real-time architectures (an asynchronous job reports its queue's figures)
+    import re
+
+    tuned = [
+        a
+        for result in example_results.values()
+        for a in result["architectures"]
+        if a.get("tuning") and a["tuning"].get("changed") and not a["id"].endswith(":async")
+    ]
+    assert tuned
+    for a in tuned:
+        # when the tuning summary states each SLO figure before -> after
+        for name, pct, after in re.findall(
+            r"(TTFT|TPOT|e2e) (p\d+) [\d.]+ → ([\d.]+)", a["tuning"]["summary"]
+        ):
+            metric = {"TTFT": "ttft_ms", "TPOT": "tpot_ms", "e2e": "e2e_s"}[name]
+            predicted = a["predicted"][metric][pct]
+            # then the figure after is the one the architecture reports, at its own operating point (the same
+            # simulation, not one at the rate rounded for display)
+            digits = 2 if metric == "e2e_s" else 0  # as the summary prints it
+            assert float(after) == pytest.approx(predicted, abs=1.01 * 10**-digits), (a["id"], name)

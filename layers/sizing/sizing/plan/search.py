@@ -1245,8 +1245,11 @@ def _tuning(
     changed = serving_changes(opt.default.serving, opt.chosen.serving)
     words = "; ".join(f"{k} {b} instead of {a}" for k, (a, b) in changed.items())
     assert arch.per_replica is not None and opt.chosen.capacity is not None
-    # rps_at_peak is rounded to 4 decimals, so a peak below 5e-5 req/s per replica reads 0: an idle replica, as at 1e-4
-    rate = arch.per_replica.rps_at_peak or 1e-4
+    # the operating point `_architecture` simulated (rps_at_peak is that rate rounded to 4 decimals): the tuned
+    # figures are then the architecture's own predicted ones, from the same simulation, and only the defaults'
+    # run at that point is new; a workload with no traffic at its peak reads as an idle replica, at 1e-4
+    rate = wm.peak_rps / arch.replicas.peak if arch.replicas.peak else 0.0
+    rate = rate or 1e-4
     tuned = opt.chosen.predict(wm, rate, seed)
     before = opt.default.predict(wm, rate, seed)
     figures = []
