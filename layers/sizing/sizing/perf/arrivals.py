@@ -9,8 +9,12 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Iterator
+from typing import Final
 
-INF = math.inf
+INF: Final = math.inf
+#: heapq's functions, bound once (a C static where this module is compiled, as in `scheduler`)
+heappush: Final = heapq.heappush
+heappop: Final = heapq.heappop
 
 
 class OpenArrivals:
@@ -86,7 +90,7 @@ class ClosedArrivals:
             if arrival[k] + delay <= 0:
                 waiting.append(k)
             else:
-                heapq.heappush(self.future, (arrival[k] + delay, k))
+                heappush(self.future, (arrival[k] + delay, k))
         self.users: Iterator[int] = iter(range(k0, len(arrival)))  # the requests still to send, in order
         self.next_seen = self.next_time()
         self.wave_gap = wave_gap
@@ -96,7 +100,7 @@ class ClosedArrivals:
         """Queue every request the engine has seen by `t`; returns when it sees the next one (`next_seen`)."""
         future = self.future
         while future and future[0][0] <= t:
-            self.waiting.append(heapq.heappop(future)[1])
+            self.waiting.append(heappop(future)[1])
         self.next_seen = nxt = future[0][0] if future else INF
         return nxt
 
@@ -122,14 +126,14 @@ class ClosedArrivals:
                     break
                 self.wave_left += 1
                 arrival[j] = when + k * self.wave_gap
-                heapq.heappush(self.future, (arrival[j] + delay, j))
+                heappush(self.future, (arrival[j] + delay, j))
             self.next_seen = self.next_time()
             return
         j = next(self.users, -1)
         if j >= 0:
             arrival[j] = when + self.think[j]
             if self.think[j] + delay > 0:
-                heapq.heappush(self.future, (arrival[j] + delay, j))
+                heappush(self.future, (arrival[j] + delay, j))
                 self.next_seen = self.future[0][0]
             else:
                 self.waiting.append(j)

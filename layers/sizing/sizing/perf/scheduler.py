@@ -20,10 +20,10 @@ KV accounting, in tokens:
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
-from heapq import heapify, heappop, heappush
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 # relative: the simulator's hot loop is also built as a compiled copy under another package (sizing.perf.native)
 from .arrivals import ClosedArrivals
@@ -35,16 +35,21 @@ if TYPE_CHECKING:
 
 #: Share of the KV cache kept free when admitting (vLLM V0's watermark 0.01): admission never fills the cache to
 #: the last block, which would preempt on the very next decode step.
-KV_WATERMARK = 0.01
+KV_WATERMARK: Final = 0.01
 #: Stale heap entries (of preempted sequences) tolerated beyond 4 per decoding sequence before the heap is
 #: rebuilt without them (a bound on memory, not a model figure: any value gives the same run).
-STALE_HEAP_SLACK = 64
+STALE_HEAP_SLACK: Final = 64
 
-INF = math.inf
+INF: Final = math.inf
+#: heapq's functions, bound once: compiled, a Final module attribute is a C static, where an imported name is
+#: looked up in the module's dictionary at every call
+heappush: Final = heapq.heappush
+heappop: Final = heapq.heappop
+heapify: Final = heapq.heapify
 #: More decode steps than any run holds (a reserving engine's KV bound).
-INF_STEPS = 1 << 62
+INF_STEPS: Final = 1 << 62
 #: Seconds a run of decode steps lasts at least when an arrival is already due (so a run is never empty).
-MIN_WAIT_S = 1e-12
+MIN_WAIT_S: Final = 1e-12
 
 
 class StepLimits(Protocol):
