@@ -329,7 +329,7 @@ def _architecture(
     nodes = cost.pop("_nodes")
     sched = cost["schedule"]["replicas_by_hour"]
     peak_replicas = max(sched)
-    per_replica_peak = wm.peak_rps / peak_replicas
+    per_replica_peak = _per_replica_peak(wm, peak_replicas)
     plan = opt.capacity.measured
     answered = plan is not None and plan.answered
     if answered:
@@ -1230,6 +1230,11 @@ def _tune(
         opt.chosen = best
 
 
+def _per_replica_peak(wm: WorkloadModel, peak_replicas: int) -> float:
+    """The requests per second each replica serves at the workload's peak: an architecture's operating point."""
+    return wm.peak_rps / peak_replicas
+
+
 def _tuning(
     wm: WorkloadModel, opt: Option, arch: Architecture, default_cost: float | None, seed: int
 ) -> Tuning:
@@ -1245,11 +1250,10 @@ def _tuning(
     changed = serving_changes(opt.default.serving, opt.chosen.serving)
     words = "; ".join(f"{k} {b} instead of {a}" for k, (a, b) in changed.items())
     assert arch.per_replica is not None and opt.chosen.capacity is not None
-    # the operating point `_architecture` simulated (rps_at_peak is that rate rounded to 4 decimals): the tuned
-    # figures are then the architecture's own predicted ones, from the same simulation, and only the defaults'
-    # run at that point is new; a workload with no traffic at its peak reads as an idle replica, at 1e-4
-    rate = wm.peak_rps / arch.replicas.peak if arch.replicas.peak else 0.0
-    rate = rate or 1e-4
+    # the operating point `_architecture` simulated, not `rps_at_peak` (that rate rounded to 4 decimals): the tuned
+    # figures are the architecture's own predicted ones, from the same simulation, and only the defaults' run at
+    # that point is new
+    rate = _per_replica_peak(wm, arch.replicas.peak)
     tuned = opt.chosen.predict(wm, rate, seed)
     before = opt.default.predict(wm, rate, seed)
     figures = []
