@@ -293,3 +293,27 @@ def test_the_tuned_figures_are_the_architectures_own_predictions(example_results
             # simulation, not one at the rate rounded for display)
             digits = 2 if metric == "e2e_s" else 0  # as the summary prints it
             assert float(after) == pytest.approx(predicted, abs=1.01 * 10**-digits), (a["id"], name)
+
+
+def test_an_async_jobs_tuning_block_compares_jobs_not_the_real_time_endpoint(example_results):
+    # given the batch example's SageMaker asynchronous jobs (a day's queue drained from zero instances)
+    import re
+
+    jobs = [a for a in example_results["batch-summarization"]["architectures"] if a["id"].endswith(":async")]
+    tuned = [a for a in jobs if a["tuning"]["changed"]]
+    assert tuned and len(tuned) < len(jobs)
+    for a in jobs:
+        t, own = a["tuning"], a["cost"]["usd_per_month"]
+        if not t["changed"]:
+            # then an untuned job's defaults are the job itself, not the real-time endpoint's monthly bill
+            assert t["default_usd_per_month"] == pytest.approx(own, abs=0.01), a["id"]
+            continue
+        # and a tuned job states the instances and instance-hours a job takes at the defaults and tuned
+        m = re.search(r"a job runs (\d+) → (\d+) instances, ([\d.]+) → ([\d.]+) instance-hours", t["summary"])
+        assert m, t["summary"]
+        assert int(m[2]) == a["batch"]["instances"]
+        assert float(m[4]) == pytest.approx(a["batch"]["instance_hours"], abs=0.051)
+        assert int(m[1]) >= int(m[2]) and float(m[3]) >= float(m[4])
+        # (no per-request latency of the real-time endpoint: a job's e2e is its queue's wall time)
+        assert "e2e p" not in t["summary"]
+        assert t["default_usd_per_month"] >= own

@@ -1048,9 +1048,13 @@ def _as_sold(wm: WorkloadModel, cat: Catalog, a: Architecture, modes: Modes, bat
     return a.model_copy(update=update) if update else a
 
 
-def _sagemaker_async(wm: WorkloadModel, cat: Catalog, a: Architecture, modes: Modes) -> Architecture | None:
+def _sagemaker_async(
+    wm: WorkloadModel, cat: Catalog, a: Architecture, modes: Modes, default_rps_slo: float | None = None
+) -> Architecture | None:
     """A batch workload's day as one job on a SageMaker asynchronous endpoint: instances start from zero, drain the
-    queue at the replicas' SLO capacity and scale back to zero, billed per instance-hour."""
+    queue at the replicas' SLO capacity and scale back to zero, billed per instance-hour. `default_rps_slo`: a
+    replica's SLO capacity at the engine's defaults when tuning changed the configuration (the job's tuning block
+    compares the two jobs)."""
     if a.per_replica is None or a.instance_type is None or a.serving is None:
         return None
     cfg = modes.sagemaker_async
@@ -1061,9 +1065,13 @@ def _sagemaker_async(wm: WorkloadModel, cat: Catalog, a: Architecture, modes: Mo
     lead = SCALE_UP_LEAD_S_NEURON if neuron else SCALE_UP_LEAD_S_GPU
     rps_instance = a.per_replica.rps_slo_limit * (a.replicas_per_instance or 1)
     deadline = batch_deadline_h(wm)
-    job = async_job(
-        wm.avg_rps * 86400, wm.input_tokens.mean, wm.output_tokens.mean, rps_instance, price, deadline, lead
-    )
+
+    def job_at(rps: float) -> dict[str, Any]:
+        return async_job(
+            wm.avg_rps * 86400, wm.input_tokens.mean, wm.output_tokens.mean, rps, price, deadline, lead
+        )
+
+    job = job_at(rps_instance)
     job["note"] = (
         f"SageMaker asynchronous inference: {job['instances']} ml.{a.instance_type} start from zero"
         f" ({lead / 60:g} min to serve), drain the day's queue at {rps_instance:.3g} req/s each (the SLO"
@@ -1102,7 +1110,7 @@ def _sagemaker_async(wm: WorkloadModel, cat: Catalog, a: Architecture, modes: Mo
                 update={"e2e_s": Percentiles(p50=round(wall, 1), p95=round(wall, 1), p99=round(wall, 1))}
             ),
             "batch": BatchJob.model_validate(job),
-            "tuning": a.tuning,
+            "tuning": _async_tuning(a, job, job_at, default_rps_slo),
             "also_fits_on": [],
             "notes": [job["note"], f"source: {cfg.source}", *a.notes[:1]],
         }
@@ -1248,7 +1256,7 @@ def _tuning(
             default_usd_per_month=arch.ranked_usd_per_month,
         )
     changed = serving_changes(opt.default.serving, opt.chosen.serving)
-    words = "; ".join(f"{k} {b} instead of {a}" for k, (a, b) in changed.items())
+    words = _changes_text(changed)
     assert arch.per_replica is not None and opt.chosen.capacity is not None
     # the operating point `_architecture` simulated, not `rps_at_peak` (that rate rounded to 4 decimals): the tuned
     # figures are the architecture's own predicted ones, from the same simulation, and only the defaults' run at
@@ -1276,6 +1284,48 @@ def _tuning(
         default_usd_per_month=default_cost,
         capacity_gain_pct=round(gain, 1),
     )
+
+
+def _async_tuning(
+    a: Architecture,
+    job: dict[str, Any],
+    job_at: Callable[[float], dict[str, Any]],
+    default_rps_slo: float | None,
+) -> Tuning | None:
+    """The tuning block of an asynchronous job: the real-time endpoint's per-request figures do not describe a
+    job, so it compares the job at the tuned replica's SLO capacity with the same job at the defaults' capacity."""
+    t = a.tuning
+    if t is None:
+        return None
+    monthly = round(job["usd_per_job"] * DAYS_PER_MONTH, 2)
+    if not t.changed:
+        return t.model_copy(update={"default_usd_per_month": monthly})
+    words = _changes_text(t.changed)
+    if default_rps_slo is None or default_rps_slo <= 0:
+        return t.model_copy(
+            update={
+                "summary": f"{words}: meets the SLOs the engine defaults miss",
+                "default_usd_per_month": None,
+            }
+        )
+    per_instance = a.replicas_per_instance or 1
+    rps_before = default_rps_slo * per_instance
+    rps_after = (a.per_replica.rps_slo_limit if a.per_replica else 0.0) * per_instance
+    before = job_at(rps_before)
+    return t.model_copy(
+        update={
+            "summary": f"{words}: a job runs {before['instances']} → {job['instances']} instances,"
+            f" {before['instance_hours']:.1f} → {job['instance_hours']:.1f} instance-hours"
+            f" ({rps_before:.3g} → {rps_after:.3g} req/s an instance at the SLOs),"
+            f" capacity +{t.capacity_gain_pct:.0f}%",
+            "default_usd_per_month": round(before["usd_per_job"] * DAYS_PER_MONTH, 2),
+        }
+    )
+
+
+def _changes_text(changed: dict[str, Any]) -> str:
+    """The serving settings tuning changed, in words: "max_num_seqs 128 instead of 256; ..."."""
+    return "; ".join(f"{k} {b} instead of {a}" for k, (a, b) in changed.items())
 
 
 def _fold_key(a: Architecture) -> tuple[Any, ...]:
@@ -1335,6 +1385,9 @@ class _Search:
     #: options that met the SLOs, with their architectures verified at the operating point
     placed: list[tuple[Option, list[Architecture]]] = field(default_factory=list)
     tuned_keys: list[tuple[str, ServingConfig]] = field(default_factory=list)
+    #: a tuned architecture's replica SLO capacity at the engine's defaults, by architecture id (its asynchronous
+    #: job's tuning block prices the defaults' job from it)
+    default_rps_slo: dict[str, float] = field(default_factory=dict)
     searches: int = 0
 
     def over_budget(self, usd_per_month: float) -> bool:
@@ -1529,6 +1582,9 @@ def _hosted(s: _Search) -> list[Architecture]:
     for opt, placed in s.placed:
         archs = _adopt_tuning(s, opt, placed)
         for arch in _with_tuning(s.wm, s.cat, opt, archs, s.deployments, s.headroom, s.seed, s.ctx):
+            d_cap = opt.default.capacity
+            if opt.chosen is not None and d_cap is not None and d_cap.feasible:
+                s.default_rps_slo[arch.id] = d_cap.rate_rps
             if s.over_budget(arch.ranked_usd_per_month):
                 s.rejected.append(
                     Rejected(
@@ -1551,7 +1607,7 @@ def _sold(s: _Search, feasible: list[Architecture], batch: bool, modes_cfg: Mode
         job
         for a in hosted
         if batch and a.deployment == "sagemaker"
-        for job in [_sagemaker_async(s.wm, s.cat, a, modes_cfg)]
+        for job in [_sagemaker_async(s.wm, s.cat, a, modes_cfg, s.default_rps_slo.get(a.id))]
         if job is not None and not s.over_budget(job.ranked_usd_per_month)
     ]
 
