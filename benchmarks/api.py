@@ -94,13 +94,24 @@ def bench_estimates(repeat: int) -> None:
         _bench_estimates(repeat)
 
 
+def _api_memory_mb() -> int:
+    """The API function's memory in template.yaml (at 1,769 MB Lambda gives it the one full vCPU that one local core
+    stands for here)."""
+    from sizing.store.schema import load_template
+
+    t = load_template(ROOT / "template.yaml")
+    return int(
+        t["Resources"]["ApiFunction"]["Properties"].get("MemorySize", t["Globals"]["Function"]["MemorySize"])
+    )
+
+
 def _bench_estimates(repeat: int) -> None:
     handler = load_handler()
     from sizing.plan.capacity import clear_caches
 
     context = SimpleNamespace(
         function_name="llm-sizing-api-bench",
-        memory_limit_in_mb=1024,
+        memory_limit_in_mb=_api_memory_mb(),
         invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:llm-sizing-api-bench",
         aws_request_id="bench",
     )
