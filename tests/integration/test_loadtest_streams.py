@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import sys
 import threading
 import time
 import zlib
@@ -260,3 +261,38 @@ def test_plain_token_chunks_count_the_same_without_parsing_as_with() -> None:
         full.chunks, full.first, full.itl, full.input_tokens, full.output_tokens, full.error,
     )  # fmt: skip
     assert full.chunks == 6 and (full.input_tokens, full.output_tokens) == (12, 6)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernel receive stamps are Linux's")
+def test_a_token_read_late_is_timed_when_it_arrived_not_when_it_was_read() -> None:
+    # given a loopback server that sends a token at a known moment, and a reader that only gets to it 200 ms later
+    # (as the last of hundreds of streams whose tokens landed together waits for the one thread to read it)
+    late_s = 0.200
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    sent: list[float] = []
+
+    def serve() -> None:
+        conn, _ = sock.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" + _sse({"n": 0}))
+            time.sleep(0.05)
+            sent.append(time.perf_counter())
+            conn.sendall(_sse({"n": 1}) + _sse(b"[DONE]") + b"0\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    conn = Connection(f"http://127.0.0.1:{sock.getsockname()[1]}")
+    lines = conn.post_lines("/v1/completions", b"{}")
+    next(lines)
+    time.sleep(0.05 + late_s)
+    # when the second token is read
+    at, line = next(lines)
+    list(lines)
+    thread.join(2)
+    sock.close()
+    # then its time is when its bytes arrived (the kernel's stamp), not when the reader got to them
+    assert conn.kernel_stamps and b'"n": 1' in line
+    assert 0.0 <= at - sent[0] < TOLERANCE_S, f"{(at - sent[0]) * 1000:.1f} ms after it was sent"

@@ -5,6 +5,8 @@ from __future__ import annotations
 from sizing.catalog import load_catalog
 from sizing.orchestrate.budget import (
     STREAMS_PER_WORKER,
+    STREAMS_PER_WORKER_READ_STAMPED,
+    kernel_stamped,
     loadgen_layout,
     measurement_cost,
     sweep_workers,
@@ -34,9 +36,9 @@ def test_each_worker_drives_at_most_the_measured_streams_per_core() -> None:
 def test_a_1024_stream_level_states_its_tasks_and_their_size() -> None:
     # when a 1,024-stream level is laid out
     layout = loadgen_layout(1024)
-    # then it is a master and 5 workers (1,024 / 224 streams per core), 2 vCPU / 4 GB each, and it says so
-    assert (layout.workers, layout.streams_per_worker, layout.vcpu, layout.gb) == (5, 205, 12, 24)
-    assert "a master and 5 workers" in layout.describe()
+    # then it is a master and 2 workers (1,024 / 512 streams per core), 2 vCPU / 4 GB each, and it says so
+    assert (layout.workers, layout.streams_per_worker, layout.vcpu, layout.gb) == (2, 512, 6, 12)
+    assert "a master and 2 workers" in layout.describe()
 
 
 def test_a_level_above_the_configured_workers_is_priced_with_the_workers_it_needs() -> None:
@@ -55,13 +57,14 @@ def test_a_level_above_the_configured_workers_is_priced_with_the_workers_it_need
 
 
 def test_the_load_generators_task_is_the_smallest_fargate_size_that_holds_its_processes() -> None:
-    # given sweeps whose highest level is 200, 1,024 and 1,568 streams
+    # given sweeps whose highest level is 200, 1,024, 1,568 and 3,584 streams
     from sizing.orchestrate.budget import fargate_task_size
 
-    sizes = {streams: fargate_task_size(workers_for(streams)) for streams in (200, 1024, 1568)}
-    # then a master and 1 worker fit the task definition's own 4 vCPU / 8 GB, a master and 5 workers (12 vCPU /
-    # 24 GB of processes) take a 16 vCPU task with Fargate's 32 GB floor, and 7 workers the same task's whole
-    assert sizes == {200: (4, 8), 1024: (16, 32), 1568: (16, 32)}
+    sizes = {streams: fargate_task_size(workers_for(streams)) for streams in (200, 1024, 1568, 3584)}
+    # then a master and 1 worker fit the task definition's own 4 vCPU / 8 GB, a master and 2 workers (6 vCPU /
+    # 12 GB of processes) an 8 vCPU task with Fargate's 16 GB floor, 4 workers (10 vCPU) a 16 vCPU task with its
+    # 32 GB floor, and 7 workers that same task's whole
+    assert sizes == {200: (4, 8), 1024: (8, 16), 1568: (16, 32), 3584: (16, 32)}
 
 
 def test_a_level_no_fargate_task_can_drive_is_refused_naming_the_limit() -> None:
@@ -74,3 +77,17 @@ def test_a_level_no_fargate_task_can_drive_is_refused_naming_the_limit() -> None
     # when the task is sized, then it is refused with the figures
     with pytest.raises(InvalidInput, match=f"at most {MAX_WORKERS_PER_TASK}"):
         fargate_task_size(workers_for(MAX_WORKERS_PER_TASK * STREAMS_PER_WORKER + 1))
+
+
+def test_an_endpoint_read_without_the_kernels_stamps_gets_the_read_time_density() -> None:
+    # given a plain-HTTP EKS service, an HTTPS endpoint and SageMaker's runtime URL (read through botocore)
+    eks = kernel_stamped("http://vllm.sizing.svc.cluster.local:8000", "eks")
+    https = kernel_stamped("https://llm.example.com", "eks")
+    sagemaker = kernel_stamped(None, "sagemaker")
+    # then only the plain-HTTP one is read with the kernel's receive stamps (an EKS service before it has a URL too)
+    assert (eks, https, sagemaker, kernel_stamped(None, "eks")) == (True, False, False, True)
+    # and the same 1,024-stream level is laid out at each transport's measured streams per core
+    assert loadgen_layout(1024, stamped=True).workers == 2
+    assert loadgen_layout(1024, stamped=False).workers == 5
+    assert loadgen_layout(1024, stamped=False).streams_per_worker <= STREAMS_PER_WORKER_READ_STAMPED
+    assert sweep_workers(1, [1024], stamped=False) > sweep_workers(1, [1024], stamped=True)

@@ -34,7 +34,9 @@ def _expected(cpu: str, memory: str) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize(("streams", "cpu", "memory"), [(64, "4096", "8192"), (1024, "16384", "32768")])
+@pytest.mark.parametrize(
+    ("streams", "cpu", "memory"), [(64, "4096", "8192"), (1024, "8192", "16384"), (2048, "16384", "32768")]
+)
 def test_the_task_is_sized_for_the_workers_of_the_sweeps_highest_level(streams, cpu, memory):
     # given a load task whose highest level needs workers_for(streams) workers
     task = {"run_id": "r1", "candidate_id": "c1", "workers": workers_for(streams), "levels": [streams]}
@@ -50,10 +52,13 @@ def test_the_task_is_sized_for_the_workers_of_the_sweeps_highest_level(streams, 
 
 def test_a_sweeps_workers_follow_its_highest_level_and_the_embedded_default_keeps_one_process():
     # given the configured workers on AWS (2) and on the embedded default (0, one process)
-    # then a sweep up to 1,024 streams gets the 5 its highest level needs, a small one the configured 2, and the
+    # then a sweep up to 2,048 streams of a plain-HTTP endpoint gets the 4 its highest level needs, a small one the
+    # configured 2, one read without the kernel's stamps (SageMaker) the 5 of its lower density at 1,024, and the
     # embedded default never starts workers
-    assert (sweep_workers(2, [256, 512, 1024]), sweep_workers(2, [8, 16, 32]), sweep_workers(0, [1024])) == (
-        5,
-        2,
-        0,
+    got = (
+        sweep_workers(2, [256, 1024, 2048]),
+        sweep_workers(2, [8, 16, 32]),
+        sweep_workers(2, [1024], stamped=False),
+        sweep_workers(0, [1024]),
     )
+    assert got == (4, 2, 5, 0)

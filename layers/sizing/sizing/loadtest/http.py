@@ -1,15 +1,23 @@
 """A minimal HTTP/1.1 client for streamed responses, on plain sockets (cooperative under gevent's patching).
 
 Why not the Locust clients: their buffered readers wait for a full buffer before returning, which shifts a
-measured TTFT by up to ~100 ms (docs/serving-facts.md s8). Here every `recv` is timestamped the moment it returns and the
-body (Content-Length, chunked, or until close) is split into lines, so a token's arrival time is when its bytes
-arrived. One `Connection` is one keep-alive socket; it is not shared between concurrent requests.
+measured TTFT by up to ~100 ms (docs/serving-facts.md s8). Here every read is timestamped and the body
+(Content-Length, chunked, or until close) is split into lines, so a token's arrival time is when its bytes arrived.
+One `Connection` is one keep-alive socket; it is not shared between concurrent requests.
+
+When its bytes arrived, not when the reading greenlet got its turn: on Linux, a plain-HTTP socket asks the kernel to
+stamp every received segment (`SO_TIMESTAMPNS`, socket(7)), and a read's time is that stamp. Hundreds of streams
+whose tokens land together are read one after the other, and the last of them would otherwise be late by the
+whole batch's processing (the load generator's TTFT error p99 at 256 streams on one core: ~11 ms read-time
+stamps, docs/loadgen.md). TLS sockets, other systems and injected clocks keep the read-time stamp.
 """
 
 from __future__ import annotations
 
 import socket
 import ssl
+import struct
+import sys
 import time
 from collections.abc import Callable, Iterator
 from urllib.parse import urlsplit
@@ -18,6 +26,15 @@ from urllib.parse import urlsplit
 RECV_BYTES = 65536
 #: Largest response head we accept (servers send well under 1 KiB).
 MAX_HEAD_BYTES = 64 * 1024
+#: Linux's receive-timestamp option and its control message, a `struct timespec` of CLOCK_REALTIME
+#: (include/uapi/asm-generic/socket.h: SO_TIMESTAMPNS_OLD = 35 = SCM_TIMESTAMPNS; not exported by Python's socket).
+SO_TIMESTAMPNS = 35
+TIMESPEC = struct.Struct("@qq")
+ANCILLARY_BYTES = socket.CMSG_SPACE(TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
+#: A kernel stamp further back than this from the read is not trusted (the wall clock stepped): the read's own time.
+MAX_KERNEL_LAG_S = 60.0
+#: Clocks that tick with the wall clock, so a kernel stamp converts into them exactly.
+REAL_CLOCKS: tuple[Callable[[], float], ...] = (time.perf_counter, time.monotonic)
 
 
 class HttpError(Exception):
@@ -52,6 +69,13 @@ class Connection:
         self.timeout_s = timeout_s
         self.clock = clock
         self.read_timeouts = read_timeouts
+        #: reads are stamped by the kernel (see the module's docstring); False where it cannot be
+        self.kernel_stamps = (
+            u.scheme == "http"
+            and sys.platform.startswith("linux")
+            and ANCILLARY_BYTES > 0
+            and clock in REAL_CLOCKS
+        )
         self._sock: socket.socket | None = None
         self._host_header = u.netloc
 
@@ -65,6 +89,11 @@ class Connection:
     def _connect(self) -> socket.socket:
         sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.kernel_stamps:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            except OSError:  # a kernel without it (or a sandbox refusing it): read-time stamps
+                self.kernel_stamps = False
         if not self.read_timeouts:
             sock.settimeout(None)
         if self.scheme == "https":
@@ -90,30 +119,40 @@ class Connection:
                 self._sock = self._connect()
             try:
                 self._sock.sendall(data)
-                first = self._sock.recv(RECV_BYTES)
+                t, first = self._recv()
             except OSError:
                 if not reused:
                     raise
-                first = b""
+                t, first = self.clock(), b""
             if not first and reused:  # the server closed an idle keep-alive connection: retry once, fresh
                 self.close()
                 self._sock = self._connect()
                 self._sock.sendall(data)
-                first = self._sock.recv(RECV_BYTES)
-            yield from self._read(first)
+                t, first = self._recv()
+            yield from self._read(t, first)
         except BaseException:
             self.close()
             raise
 
     def _recv(self) -> tuple[float, bytes]:
+        """One read: (when its bytes arrived, on `clock`; the bytes)."""
         assert self._sock is not None
-        chunk = self._sock.recv(RECV_BYTES)
-        return self.clock(), chunk
+        if not self.kernel_stamps:
+            chunk = self._sock.recv(RECV_BYTES)
+            return self.clock(), chunk
+        chunk, ancillary, _flags, _addr = self._sock.recvmsg(RECV_BYTES, ANCILLARY_BYTES)
+        now, wall = self.clock(), time.time()
+        for level, kind, raw in ancillary:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= TIMESPEC.size:
+                sec, nsec = TIMESPEC.unpack_from(raw)
+                lag = wall - (sec + nsec * 1e-9)  # how long the bytes waited in the socket for this read
+                if 0.0 <= lag <= MAX_KERNEL_LAG_S:
+                    return now - lag, chunk
+        return now, chunk
 
-    def _head(self, first: bytes) -> tuple[float, int, dict[str, str], bytes]:
-        """Read the response head: when its last byte came, the status, the headers (lower-case names) and what
-        of the body came with it."""
-        t = self.clock()
+    def _head(self, t: float, first: bytes) -> tuple[float, int, dict[str, str], bytes]:
+        """Read the response head, `first` its first read (at `t`): when its last byte came, the status, the
+        headers (lower-case names) and what of the body came with it."""
         buf = first
         while b"\r\n\r\n" not in buf:
             if len(buf) > MAX_HEAD_BYTES:
@@ -134,8 +173,8 @@ class Connection:
             hdrs[k.strip().lower()] = v.strip()
         return t, status, hdrs, buf
 
-    def _read(self, first: bytes) -> Iterator[tuple[float, bytes]]:
-        t, status, hdrs, buf = self._head(first)
+    def _read(self, t: float, first: bytes) -> Iterator[tuple[float, bytes]]:
+        t, status, hdrs, buf = self._head(t, first)
         keep = hdrs.get("connection", "").lower() != "close"
         chunked = "chunked" in hdrs.get("transfer-encoding", "").lower()
         if chunked:

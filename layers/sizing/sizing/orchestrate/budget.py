@@ -22,11 +22,34 @@ FARGATE_USD_PER_VCPU_HOUR = 0.04048
 FARGATE_USD_PER_GB_HOUR = 0.004445
 #: Streams one core of load generation (one Locust process: a single thread) sustains with TTFT error p99 <= 5 ms
 #: against a server with exactly known timing, the server pinned to the other core: `benchmarks/loadgen.py --pin`
-#: on a quiet 2-core KVM machine (AMD EPYC) gave 224 (TTFT error p99 3.8 ms; 256 streams: 5.6 ms, 320: 25 ms);
-#: busy runs of the same machine gave 128-192 (docs/loadgen.md has the rows).
-STREAMS_PER_CORE = 224
+#: on a 2-core KVM machine (AMD EPYC), reads stamped by the kernel (`sizing.loadtest.http`), gave TTFT error p99
+#: 0.02-0.05 ms at every level up to 576 streams (4 runs); at 640 streams (81% of the core) a read falls a whole
+#: token gap behind and p99 jumps to ~25 ms. 512 keeps the core near 70%, below that knee (docs/loadgen.md has the
+#: rows). Read-time stamps sustained 224.
+STREAMS_PER_CORE = 512
 #: Streams each worker process is given at most: the measured figure (a level above it gets another worker).
 STREAMS_PER_WORKER = STREAMS_PER_CORE
+#: The same with reads stamped when they return (the kernel's stamps are plain HTTP's only): an HTTPS endpoint,
+#: and SageMaker's streams, which the load generator reads through botocore over TLS. 224 is `--pin`'s figure for
+#: read-time stamps on the same machine (TTFT error p99 3.8 ms; 256 streams: 5.6-10.9 ms); botocore's per-event
+#: parsing costs more than our client's, not measured here, so this is an upper bound there.
+STREAMS_PER_WORKER_READ_STAMPED = 224
+
+
+def kernel_stamped(endpoint_url: str | None, deployment: str) -> bool:
+    """Whether the load generator's reads of this endpoint carry the kernel's receive stamps: a plain-HTTP URL
+    (`sizing.loadtest.http`), or before one is known, an EKS service (plain HTTP inside the VPC); SageMaker and
+    Bedrock are read through botocore over TLS."""
+    if endpoint_url:
+        return endpoint_url.startswith("http://")
+    return deployment == "eks"
+
+
+def streams_per_worker(stamped: bool = True) -> int:
+    """Streams one worker drives at most, for reads stamped by the kernel (`stamped`) or when they return."""
+    return STREAMS_PER_WORKER if stamped else STREAMS_PER_WORKER_READ_STAMPED
+
+
 #: Each Locust process (master or worker) gets 2 vCPU and 4 GB: its one thread has the core the streams-per-core
 #: figure was measured on, and the second vCPU takes what that measurement left out: the kernel's network work,
 #: TLS on a real endpoint, the master's merging of every worker's records and the load task's heartbeat (a
@@ -39,18 +62,18 @@ LOADGEN_GB = 4
 TEARDOWN_S = 300
 
 
-def workers_for(streams: int) -> int:
-    """Worker processes a level of `streams` concurrent streams needs: one per STREAMS_PER_WORKER, at least one."""
-    return max(1, math.ceil(max(streams, 0) / STREAMS_PER_WORKER))
+def workers_for(streams: int, stamped: bool = True) -> int:
+    """Worker processes a level of `streams` concurrent streams needs: one per `streams_per_worker`, at least one."""
+    return max(1, math.ceil(max(streams, 0) / streams_per_worker(stamped)))
 
 
-def sweep_workers(configured: int, levels: Sequence[float]) -> int:
+def sweep_workers(configured: int, levels: Sequence[float], stamped: bool = True) -> int:
     """Load-generator workers for a sweep: none where it runs as one process (the embedded default, `configured`
     0), else the configured count or as many as its highest level needs (`workers_for`), if more. The load test
-    starts these, and the budget guard prices them."""
+    starts these, and the budget guard prices them. `stamped`: see `kernel_stamped`."""
     if configured == 0 or not levels:
         return configured
-    return max(configured, workers_for(math.ceil(max(levels))))
+    return max(configured, workers_for(math.ceil(max(levels)), stamped))
 
 
 @dataclass(frozen=True)
@@ -84,9 +107,9 @@ class LoadgenLayout:
         )
 
 
-def loadgen_layout(streams: int) -> LoadgenLayout:
+def loadgen_layout(streams: int, stamped: bool = True) -> LoadgenLayout:
     """The load generator a level of `streams` concurrent streams needs (`workers_for`)."""
-    n = workers_for(streams)
+    n = workers_for(streams, stamped)
     return LoadgenLayout(streams=streams, workers=n, streams_per_worker=math.ceil(streams / n))
 
 
@@ -110,7 +133,8 @@ def fargate_task_size(workers: int) -> tuple[int, int]:
     raise InvalidInput(
         f"a load generator of {workers} workers needs {need_vcpu} vCPU; one Fargate task holds at most"
         f" {MAX_WORKERS_PER_TASK} ({MAX_WORKERS_PER_TASK * STREAMS_PER_WORKER:,} streams at the measured"
-        f" {STREAMS_PER_WORKER} per core)",
+        f" {STREAMS_PER_WORKER} per core of a plain-HTTP endpoint, {MAX_WORKERS_PER_TASK * STREAMS_PER_WORKER_READ_STAMPED:,}"
+        f" of an HTTPS or SageMaker one)",
         [Problem("levels", f"the highest level needs {workers} load-generator workers")],
     )
 

@@ -16,7 +16,7 @@ from sizing.catalog import Catalog, load_catalog
 from sizing.deploy.base import ExistingEndpoint
 from sizing.errors import SizingError
 from sizing.loadtest.config import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
-from sizing.orchestrate.budget import measurement_cost, sweep_workers
+from sizing.orchestrate.budget import kernel_stamped, measurement_cost, sweep_workers
 from sizing.orchestrate.contracts import (
     DEFAULT_TOP_K,
     Candidate,
@@ -179,7 +179,14 @@ def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
         [c.architecture.as_json() for c in candidates],
         svc.catalog,
         sweep_s,
-        [sweep_workers(svc.settings.loadtest_workers, c.levels) for c in candidates],
+        [
+            sweep_workers(
+                svc.settings.loadtest_workers,
+                c.levels,
+                kernel_stamped(svc.settings.endpoint_url, c.architecture.deployment),
+            )
+            for c in candidates
+        ],
         spec.constraints.region,
     )
     settings = MachineSettings.model_validate(svc.settings.machine_settings())
@@ -302,7 +309,11 @@ def load_task(inp: LoadTestInput, settings: OrchestrationSettings) -> LoadTask:
         slo=plan.slo,
         step_s=settings.step_s,
         warmup_s=settings.warmup_s,
-        workers=sweep_workers(settings.loadtest_workers, cand.levels),
+        workers=sweep_workers(
+            settings.loadtest_workers,
+            cand.levels,
+            kernel_stamped(inp.endpoint.url, cand.architecture.deployment),
+        ),
         table_name=settings.table_name,
         heartbeat_s=inp.settings.heartbeat_s,
         out_dir=f"{settings.out_dir}/{inp.run_id}/{cand.candidate_id}",
