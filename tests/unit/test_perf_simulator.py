@@ -55,6 +55,27 @@ def test_the_same_seed_gives_the_same_result(h100: StepModel):
     assert a.as_dict() != c.as_dict()
 
 
+def test_a_replica_that_cuts_requests_leaves_the_shared_draws_to_the_next_one(h100: StepModel):
+    # given a replica whose 2,048-token context cuts the longest chat requests, and the H100 that cuts none
+    import sizing.perf.simulator as sim
+
+    short = StepModel.for_config(
+        HardwareConfig.create("meta-llama/Llama-3.1-8B-Instruct", "p5.48xlarge", tp=1, max_model_len=2048),
+        PROFILE,
+    )
+    run = lambda sm: simulate(sm, OpenLoop(3.0), CHAT_IN, CHAT_OUT, n_requests=400, seed=11).as_dict()  # noqa: E731
+    sim._draws_memo.clear()
+    fresh_h100 = run(h100)
+    sim._draws_memo.clear()
+    fresh_short = run(short)
+    # when both simulate the same requests one after the other, reading the draws kept from the first
+    sim._draws_memo.clear()
+    first, cut, again = run(h100), run(short), run(short)
+    # then each run is the one it gives alone, from a fresh generator: the cut changed only its own requests
+    assert simulate(short, OpenLoop(3.0), CHAT_IN, CHAT_OUT, n_requests=400, seed=11).truncated > 0
+    assert (first, cut, again, run(h100)) == (fresh_h100, fresh_short, fresh_short, fresh_h100)
+
+
 @settings(max_examples=12, deadline=None)
 @given(concurrency=st.integers(1, 400))
 def test_more_concurrency_never_beats_saturated_throughput(h100: StepModel, concurrency: int):

@@ -233,13 +233,13 @@ def simulate(
     n = int(n_requests)
     if n < 1:
         raise ValueError("n_requests must be at least 1")
-    rng = np.random.default_rng(seed)
-    inp_a, out_a, truncated = _draw_requests(sm, input_dist, output_dist, rng, n)
+    draws = _draws(input_dist, output_dist, int(seed), n)
+    inp_a, out_a, truncated, inp_l, out_l = _draw_requests(sm, draws)
     if prefix_tokens < 0:
         raise ValueError("prefix_tokens must not be negative")
     shared, pinned = _shared_blocks(sm, inp_a, prefix_tokens)
-    sched = KERNEL.scheduler(sm, inp_a.tolist(), out_a.tolist(), shared, pinned, itl)
-    arrival_a, arrivals = _arrivals(load, rng, sm, sched)
+    sched = KERNEL.scheduler(sm, inp_l, out_l, shared, pinned, itl)
+    arrival_a, arrivals = _arrivals(load, draws.exponential, sm, sched)
     completed = sched.run(arrivals, n)
     res = _summarise(
         np.array(arrivals.arrival, dtype=np.float64) if arrival_a is None else arrival_a,
@@ -259,27 +259,66 @@ def simulate(
     return res
 
 
-def _draw_requests(
-    sm: StepModel,
-    input_dist: TokenDistribution,
-    output_dist: TokenDistribution,
-    rng: np.random.Generator,
-    n: int,
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """Each request's prompt and output tokens (int64), and how many were cut: a request longer than the KV cache
-    (or max_model_len) is cut, as the server would refuse or truncate it."""
-    inp_a = input_dist.sample(rng, n)
-    out_a = output_dist.sample(rng, n)
+class _Draws:
+    """The random numbers one run of `n` requests draws for a seed, in the order `simulate` always drew them from
+    `np.random.default_rng(seed)`: each request's prompt tokens, its output tokens, then n standard exponentials
+    (an open loop's inter-arrival gaps, or a closed loop's think times, at their scale: numpy's
+    `exponential(scale)` is `scale * standard_exponential()`, bit for bit). Read-only, with the token counts also
+    as lists (what the scheduler takes) and the largest output and request, so the cut to a replica's limit is
+    skipped when nothing reaches it."""
+
+    __slots__ = ("exponential", "inp", "inp_list", "longest", "out", "out_list", "out_max")
+
+    def __init__(
+        self, input_dist: TokenDistribution, output_dist: TokenDistribution, seed: int, n: int
+    ) -> None:
+        rng = np.random.default_rng(seed)
+        self.inp = input_dist.sample(rng, n)
+        self.out = output_dist.sample(rng, n)
+        self.exponential = rng.standard_exponential(n)
+        for a in (self.inp, self.out, self.exponential):
+            a.setflags(write=False)
+        self.inp_list: list[int] = self.inp.tolist()
+        self.out_list: list[int] = self.out.tolist()
+        self.out_max = int(self.out.max())
+        self.longest = int((self.inp + self.out).max())
+
+
+#: Draws kept per (input distribution, output distribution, seed, requests): an estimate's simulations share a
+#: handful (its probes and reports draw the same requests at every rate, on every replica). A bound on memory,
+#: not a model figure: when full it is emptied.
+DRAWS_KEPT = 64
+_draws_memo: dict[tuple[Any, Any, int, int], _Draws] = {}
+
+
+def _draws(input_dist: TokenDistribution, output_dist: TokenDistribution, seed: int, n: int) -> _Draws:
+    key = (input_dist, output_dist, seed, n)
+    got = _draws_memo.get(key)
+    if got is None:
+        got = _Draws(input_dist, output_dist, seed, n)
+        if len(_draws_memo) >= DRAWS_KEPT:
+            _draws_memo.clear()
+        _draws_memo[key] = got
+    return got
+
+
+def _draw_requests(sm: StepModel, d: _Draws) -> tuple[np.ndarray, np.ndarray, int, list[int], list[int]]:
+    """Each request's prompt and output tokens (int64, and as lists), and how many were cut: a request longer than
+    the KV cache (or max_model_len) is cut, as the server would refuse or truncate it."""
     cap = sm.kv_capacity_tokens
     if cap < 2 or sm.max_num_seqs < 1:
         raise ValueError("the replica has no KV-cache capacity (the model does not fit)")
     limit = min(cap - 1, max(sm.max_model_len, 2))
-    out_a = np.minimum(out_a, max(1, limit // 2))
+    out_cap = max(1, limit // 2)
+    if d.out_max <= out_cap and d.longest <= limit:
+        return d.inp, d.out, 0, d.inp_list, d.out_list  # nothing reaches the limit: the draws as they are
+    out_a = np.minimum(d.out, out_cap)
+    inp_a = d.inp
     over = inp_a + out_a > limit
     truncated = int(over.sum())
     if truncated:
         inp_a = np.where(over, np.maximum(limit - out_a, 1), inp_a)
-    return inp_a, out_a, truncated
+    return inp_a, out_a, truncated, inp_a.tolist(), out_a.tolist()
 
 
 def _shared_blocks(sm: StepModel, inp_a: np.ndarray, prefix_tokens: int) -> tuple[list[int], int]:
@@ -294,20 +333,21 @@ def _shared_blocks(sm: StepModel, inp_a: np.ndarray, prefix_tokens: int) -> tupl
 
 
 def _arrivals(
-    load: ClosedLoop | OpenLoop, rng: np.random.Generator, sm: StepModel, sched: Scheduler
+    load: ClosedLoop | OpenLoop, exponential: np.ndarray, sm: StepModel, sched: Scheduler
 ) -> tuple[np.ndarray | None, OpenArrivals | ClosedArrivals]:
-    """The requests' source under `load` (and, for an open loop, the arrival times as an array)."""
+    """The requests' source under `load` (and, for an open loop, the arrival times as an array); `exponential`:
+    the run's standard exponential draws, the gaps between arrivals or the think times at their scale."""
     n = len(sched.prompt)
     #: the API server's share of each request (tokenise, schedule, stream): the engine sees it this much later
     delay = sm.request_overhead_s
     if isinstance(load, OpenLoop):
         if load.rate_rps <= 0:
             raise ValueError("rate_rps must be positive")
-        arrival_a = np.cumsum(rng.exponential(1.0 / load.rate_rps, n))
+        arrival_a = np.cumsum((1.0 / load.rate_rps) * exponential)
         return arrival_a, KERNEL.open_arrivals(arrival_a.tolist(), delay, sched.waiting)
     if load.concurrency < 1:
         raise ValueError("concurrency must be at least 1")
-    think = (rng.exponential(load.think_time_s, n) if load.think_time_s > 0 else np.zeros(n)).tolist()
+    think = (load.think_time_s * exponential if load.think_time_s > 0 else np.zeros(n)).tolist()
     k0 = min(load.concurrency, n)
     ramp = load.ramp_s
     if load.wave_gap_s is not None:
