@@ -64,12 +64,12 @@ def test_a_replica_that_cuts_requests_leaves_the_shared_draws_to_the_next_one(h1
         PROFILE,
     )
     run = lambda sm: simulate(sm, OpenLoop(3.0), CHAT_IN, CHAT_OUT, n_requests=400, seed=11).as_dict()  # noqa: E731
-    sim._draws_memo.clear()
+    sim.forget_draws()
     fresh_h100 = run(h100)
-    sim._draws_memo.clear()
+    sim.forget_draws()
     fresh_short = run(short)
     # when both simulate the same requests one after the other, reading the draws kept from the first
-    sim._draws_memo.clear()
+    sim.forget_draws()
     first, cut, again = run(h100), run(short), run(short)
     # then each run is the one it gives alone, from a fresh generator: the cut changed only its own requests
     assert simulate(short, OpenLoop(3.0), CHAT_IN, CHAT_OUT, n_requests=400, seed=11).truncated > 0

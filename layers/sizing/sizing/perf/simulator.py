@@ -291,6 +291,11 @@ DRAWS_KEPT = 64
 _draws_memo: dict[tuple[Any, Any, int, int], _Draws] = {}
 
 
+def forget_draws() -> None:
+    """Empty the kept draws (what a new workload's first estimate finds)."""
+    _draws_memo.clear()
+
+
 def _draws(input_dist: TokenDistribution, output_dist: TokenDistribution, seed: int, n: int) -> _Draws:
     key = (input_dist, output_dist, seed, n)
     got = _draws_memo.get(key)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sizing.perf.calibration import conservative_ratio
-from sizing.perf.simulator import ClosedLoop, OpenLoop, simulate
+from sizing.perf.simulator import ClosedLoop, OpenLoop, forget_draws, simulate
 from sizing.plan.memo import LRU, fingerprint
 from sizing.workload import SLO, WorkloadModel
 
@@ -172,10 +172,12 @@ _probes: LRU[tuple[bool, float]] = LRU(PROBE_CACHE_SIZE)
 
 
 def clear_caches() -> None:
-    """Forget every memoised search, probe and prediction (benchmarks measuring a new workload; tests)."""
+    """Forget every memoised search, probe and prediction, and the simulator's kept draws (benchmarks measuring a
+    new workload; tests)."""
     _capacities.clear()
     _predictions.clear()
     _probes.clear()
+    forget_draws()
 
 
 def cache_info() -> dict[str, dict[str, int]]:
