@@ -45,6 +45,26 @@ def test_region_changes_the_instance_price_and_the_note_says_where_it_is_from():
     assert b["region"] == "eu-central-1" and b["cost"]["price"]["assumed"] is False
 
 
+def test_a_catalog_with_other_prices_is_priced_by_its_own_not_the_last_one_read():
+    # given an estimate priced from the shipped catalog (which keeps each instance's pricing once worked out)
+    from sizing.catalog.models import build_catalog
+
+    shipped = run("us-east-1")["architectures"][0]
+    # when a catalog whose instance of that answer costs twice as much is read next
+    dear = build_catalog()
+    inst = dear.instances[shipped["instance_type"]]
+    doubled = {r: p.model_copy(update={"usd_per_hour": 2 * p.usd_per_hour}) for r, p in inst.prices.items()}
+    dear.instances[inst.instance_type] = inst.model_copy(update={"prices": doubled})
+    raw = copy.deepcopy(SPEC)
+    raw["constraints"]["instance_types"] = [shipped["instance_type"]]
+    again = estimate(parse_spec(raw), tune=False, catalog=dear)["architectures"][0]
+    # then that estimate bills the dearer price, and the shipped catalog's stays as it was
+    assert again["cost"]["breakdown"]["instance_usd_per_hour"] == pytest.approx(
+        2 * shipped["cost"]["breakdown"]["instance_usd_per_hour"]
+    )
+    assert run("us-east-1")["architectures"][0]["cost"] == shipped["cost"]
+
+
 def test_g6_in_eu_central_1_is_no_longer_priced_as_us_east_1():
     # given the catalog
     g6 = load_catalog().instance("g6.xlarge")

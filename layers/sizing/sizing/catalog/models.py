@@ -490,6 +490,9 @@ class Catalog:
         self.instances = {i.instance_type: i for i in instances}
         self.models = {m.id: m for m in models}
         self.managed = managed
+        #: values worked out from this catalog, kept by whoever derives them (`sagemaker_price`, the planner's
+        #: pricing): a catalog does not change once built (a release builds a new one, `with_models`)
+        self.derived: dict[tuple[Any, ...], Any] = {}
         self._alias: dict[str, str] = {}
         for m in models:
             for name in (m.id, *m.aliases):
@@ -547,6 +550,13 @@ class Catalog:
         return instance.accelerator_count * self.accelerator_of(instance).cores_per_chip
 
     def sagemaker_price(self, instance: InstanceType, region: str = "us-east-1") -> Price:
+        key = ("sagemaker_price", instance.instance_type, region)
+        known = self.derived.get(key)
+        if known is None:
+            known = self.derived[key] = self._sagemaker_price(instance, region)
+        return known
+
+    def _sagemaker_price(self, instance: InstanceType, region: str) -> Price:
         for p in self.managed.sagemaker:
             if p.instance_type == f"ml.{instance.instance_type}" and p.region == region:
                 return Price(usd_per_hour=p.usd_per_hour, source=p.source, as_of=p.as_of)

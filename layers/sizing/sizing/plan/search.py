@@ -30,7 +30,7 @@ from sizing.learn.measured import at_throughput, describe
 from sizing.perf.calibration import load_profiles, profile_for, summary
 from sizing.perf.config import HardwareConfig
 from sizing.perf.memory import memory_fit
-from sizing.perf.simulator import bounds
+from sizing.perf.simulator import Bounds, bounds
 from sizing.perf.step import StepModel
 from sizing.plan.candidates import Enumeration, HardwareOption, enumerate_candidates
 from sizing.plan.capacity import (
@@ -142,6 +142,8 @@ class Replica:
     step: Any
     bound_rps: float
     capacity: Capacity | None = None
+    #: the roofline bounds `bound_rps` is read from (the early SLO check reads them too)
+    bounds: Bounds | None = None
     #: predictions at an operating point, by rate: shared by every option holding this replica (EKS and SageMaker,
     #: instance sizes of one accelerator), which the simulation does not tell apart
     predictions: dict[float, Any] = field(default_factory=dict)
@@ -185,8 +187,18 @@ class Option:
 
 
 def _pricing(cat: Catalog, wm: WorkloadModel, hw: HardwareOption, deployment: str) -> Pricing:
-    inst = cat.instance(hw.instance_type)
+    """How `hw` is billed on `deployment` in the workload's Region (kept per catalog: the planner asks for each
+    hardware option at every phase)."""
     region = wm.spec.constraints.region
+    key = ("pricing", hw.instance_type, region, deployment)
+    known = cat.derived.get(key)
+    if known is None:
+        known = cat.derived[key] = _priced(cat, hw.instance_type, region, deployment)
+    return known
+
+
+def _priced(cat: Catalog, instance_type: str, region: str, deployment: str) -> Pricing:
+    inst = cat.instance(instance_type)
     neuron = cat.accelerator_of(inst).kind == "neuron"
     if deployment == "sagemaker":
         p = cat.sagemaker_price(inst, region)
@@ -1169,9 +1181,14 @@ def _diagnose(wm: WorkloadModel, near: list[tuple[Any, dict[str, float]]]) -> di
 
 
 def _replica(
-    cfg_for: Callable[[ServingConfig], Any], serving: ServingConfig, wm: WorkloadModel, cat: Catalog
+    cfg_for: Callable[[ServingConfig], Any],
+    serving: ServingConfig,
+    wm: WorkloadModel,
+    cat: Catalog,
+    profiles: dict[tuple[str, str, str], Any] | None = None,
 ) -> Replica | str:
-    """The replica of `serving`, or why it does not fit in memory."""
+    """The replica of `serving`, or why it does not fit in memory. `profiles`: calibration profiles already looked
+    up in this estimate, by (accelerator, engine, model)."""
 
     cfg = cfg_for(serving)
     fit = memory_fit(cfg, catalog=cat)
@@ -1183,11 +1200,15 @@ def _replica(
         cfg = cfg_for(serving)
         fit = memory_fit(cfg, catalog=cat)
     # the fit just computed serves the step model too (StepModel.for_config would compute it again)
-    step = StepModel(
-        cfg, fit, profile_for(cfg.parts(cat).accelerator.id, cfg.engine, model=cfg.model_id), cat
-    )
+    key = (cfg.parts(cat).accelerator.id, cfg.engine, cfg.model_id)
+    profile = profiles.get(key) if profiles is not None else None
+    if profile is None:
+        profile = profile_for(key[0], key[1], model=key[2])
+        if profiles is not None:
+            profiles[key] = profile
+    step = StepModel(cfg, fit, profile, cat)
     b = bounds(step, wm.input_tokens.mean, wm.output_tokens.mean, prefix_tokens=wm.shared_prefix_tokens)
-    return Replica(serving, cfg, fit, step, b.max_requests_per_s)
+    return Replica(serving, cfg, fit, step, b.max_requests_per_s, bounds=b)
 
 
 def _tune(
@@ -1213,7 +1234,7 @@ def _tune(
                 continue
             # configurations compare on the estimator's scale (a measured one by its estimate)
             base = best.capacity.comparable_rps if best.capacity and best.capacity.feasible else 0.0
-            if rep.bound_rps <= base * (1 + TUNING_MIN_GAIN) or _early_reject(wm.slo, rep.step, wm):
+            if rep.bound_rps <= base * (1 + TUNING_MIN_GAIN) or _early_reject(wm.slo, rep, wm):
                 continue  # its roofline capacity cannot beat the best so far, or no load meets the SLO
             opt.searched += 1
             start: tuple[int, float] | None = None
@@ -1385,6 +1406,9 @@ class _Search:
     #: options that met the SLOs, with their architectures verified at the operating point
     placed: list[tuple[Option, list[Architecture]]] = field(default_factory=list)
     tuned_keys: list[tuple[str, ServingConfig]] = field(default_factory=list)
+    #: calibration profiles looked up so far, by (accelerator, engine, model): one estimate reads one adopted
+    #: profile throughout, and looks each up once
+    profiles: dict[tuple[str, str, str], Any] = field(default_factory=dict)
     #: a tuned architecture's replica SLO capacity at the engine's defaults, by architecture id (its asynchronous
     #: job's tuning block prices the defaults' job from it)
     default_rps_slo: dict[str, float] = field(default_factory=dict)
@@ -1449,12 +1473,12 @@ def _bound_option(s: _Search, hw: HardwareOption) -> None:
         s.ctx.max_model_len,
         prefix_caching=wm.shared_prefix_tokens > 0,
     )
-    rep = _replica(_config_for(hw.instance_type), serving, wm, cat)
+    rep = _replica(_config_for(hw.instance_type), serving, wm, cat, s.profiles)
     if isinstance(rep, str):
         s.rejected.append(Rejected(id=hw.key, kind=RejectedKind.memory, reason=f"does not fit: {rep}"))
         return
     lb = _cost_bound(s, hw, rep)
-    early = _early_reject(wm.slo, rep.step, wm)
+    early = _early_reject(wm.slo, rep, wm)
     if early:
         s.rejected.append(Rejected(id=hw.key, kind=RejectedKind.slo, reason=early[0]))
         s.near.append((hw, early[1]))
@@ -1810,10 +1834,12 @@ def _why_not_cheaper(
     return shown, text + "."
 
 
-def _early_reject(slo: SLO, step: Any, wm: WorkloadModel) -> tuple[str, dict[str, float]] | None:
+def _early_reject(slo: SLO, rep: Replica, wm: WorkloadModel) -> tuple[str, dict[str, float]] | None:
     """Roofline lower bounds already above an SLO: no simulation can do better."""
 
-    b = bounds(step, wm.input_tokens.mean, wm.output_tokens.mean, prefix_tokens=wm.shared_prefix_tokens)
+    b = rep.bounds or bounds(
+        rep.step, wm.input_tokens.mean, wm.output_tokens.mean, prefix_tokens=wm.shared_prefix_tokens
+    )
     floor = {
         "ttft_ms": b.min_ttft_s * 1000,
         "tpot_ms": b.min_tpot_s * 1000,
