@@ -1218,9 +1218,10 @@ def _tune(
     seed: int,
     cfg_for: Callable[[ServingConfig], Any],
     accelerator: Any,
+    profiles: dict[tuple[str, str, str], Any] | None = None,
 ) -> None:
     """Coordinate search over the runtime parameters: keep a change when it raises the SLO capacity by more than
-    TUNING_MIN_GAIN over the best configuration so far."""
+    TUNING_MIN_GAIN over the best configuration so far. `profiles`: as `_replica`'s."""
     best = opt.default
     tried: set[ServingConfig] = {best.serving}
     for _ in range(TUNING_ROUNDS):
@@ -1229,7 +1230,7 @@ def _tune(
             if variant in tried:
                 continue
             tried.add(variant)
-            rep = _replica(cfg_for, variant, wm, cat)
+            rep = _replica(cfg_for, variant, wm, cat, profiles)
             if isinstance(rep, str):
                 continue
             # configurations compare on the estimator's scale (a measured one by its estimate)
@@ -1580,7 +1581,7 @@ def _tune_heads(s: _Search) -> None:
         s.tuned_keys.append(key)
         lead = s.by_performance[key]
         acc = s.cat.accelerator_of(s.cat.instance(lead.hw.instance_type))
-        _tune(lead, s.wm, s.cat, s.seed, _config_for(lead.hw.instance_type), acc)
+        _tune(lead, s.wm, s.cat, s.seed, _config_for(lead.hw.instance_type), acc, s.profiles)
         s.searches += lead.capacity_searches
 
 
