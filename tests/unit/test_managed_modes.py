@@ -258,6 +258,28 @@ def test_a_batch_workload_gets_a_sagemaker_async_job_costed_per_job(batch_hosted
         assert a["instances"]["min"] == 0
 
 
+def test_an_async_job_drains_at_the_capacity_the_real_time_answer_is_sized_to_not_past_it(batch_hosted):
+    # given the nightly batch's asynchronous jobs and the real-time SageMaker endpoints on the same hardware
+    archs = {a["id"]: a for a in batch_hosted["architectures"]}
+    jobs = [a for a in archs.values() if a["id"].endswith(":async")]
+    assert jobs
+    for job in jobs:
+        endpoint = archs[job["id"].removesuffix(":async")]
+        usable = endpoint["per_replica"]["rps"]  # the SLO capacity less the sizing allowance
+        # then the job's replicas run at that rate, not at the SLO capacity itself
+        assert job["per_replica"]["rps_at_peak"] == pytest.approx(usable, abs=1e-3)
+        assert job["per_replica"]["rps_at_peak"] < job["per_replica"]["rps_slo_limit"]
+        # and its headroom is the allowance kept (the default 20%), its figures simulated at that rate
+        assert job["headroom"]["load_pct"] == pytest.approx(
+            100 * (1 - usable / job["per_replica"]["rps_slo_limit"]), abs=0.2
+        )
+        assert job["headroom"]["tightest_pct"] >= 0
+        # and the day's requests fit its instances at that rate within the day
+        per_instance = job["replicas_per_instance"] or 1
+        capacity = job["batch"]["instances"] * per_instance * usable * job["batch"]["wall_time_h"] * 3600
+        assert capacity >= 0.99 * job["batch"]["requests"]
+
+
 def test_every_hosted_answer_of_a_batch_workload_states_its_daily_job(batch_hosted):
     # then real-time answers carry the day's job too, at their monthly cost over the month's days
     for a in batch_hosted["architectures"]:

@@ -96,6 +96,7 @@ from sizing.results import (
     NotCheaper,
     Percentiles,
     Placement,
+    Predicted,
     QuotaFlag,
     Rejected,
     RejectedKind,
@@ -1060,13 +1061,13 @@ def _as_sold(wm: WorkloadModel, cat: Catalog, a: Architecture, modes: Modes, bat
     return a.model_copy(update=update) if update else a
 
 
-def _sagemaker_async(
-    wm: WorkloadModel, cat: Catalog, a: Architecture, modes: Modes, default_rps_slo: float | None = None
-) -> Architecture | None:
+def _sagemaker_async(s: _Search, a: Architecture, modes: Modes, opt: Option | None) -> Architecture | None:
     """A batch workload's day as one job on a SageMaker asynchronous endpoint: instances start from zero, drain the
-    queue at the replicas' SLO capacity and scale back to zero, billed per instance-hour. `default_rps_slo`: a
-    replica's SLO capacity at the engine's defaults when tuning changed the configuration (the job's tuning block
-    compares the two jobs)."""
+    queue at the replicas' usable capacity (the SLO capacity less the allowance for the estimator's error that
+    sizes the real-time answers: `capacity.margin`) and scale back to zero, billed per instance-hour. `opt`: the
+    hardware option `a` was placed from (its replica is simulated at the drain rate for the job's per-request
+    figures and headroom)."""
+    wm, cat = s.wm, s.cat
     if a.per_replica is None or a.instance_type is None or a.serving is None:
         return None
     cfg = modes.sagemaker_async
@@ -1075,7 +1076,10 @@ def _sagemaker_async(
     price = float(a.cost.breakdown.get("instance_usd_per_hour") or 0.0)
     neuron = cat.accelerator_of(cat.instance(a.instance_type)).kind == "neuron"
     lead = SCALE_UP_LEAD_S_NEURON if neuron else SCALE_UP_LEAD_S_GPU
-    rps_instance = a.per_replica.rps_slo_limit * (a.replicas_per_instance or 1)
+    per_instance = a.replicas_per_instance or 1
+    drain = _drain_rate(s, opt.replica) if opt is not None else None
+    rps_replica = drain if drain is not None else a.per_replica.rps
+    rps_instance = rps_replica * per_instance
     deadline = batch_deadline_h(wm)
 
     def job_at(rps: float) -> dict[str, Any]:
@@ -1087,7 +1091,8 @@ def _sagemaker_async(
     job["note"] = (
         f"SageMaker asynchronous inference: {job['instances']} ml.{a.instance_type} start from zero"
         f" ({lead / 60:g} min to serve), drain the day's queue at {rps_instance:.3g} req/s each (the SLO"
-        f" capacity) and scale back to zero: {job['instance_hours']:g} instance-hours a job"
+        f" capacity less the sizing allowance) and scale back to zero: {job['instance_hours']:g} instance-hours"
+        " a job"
     )
     monthly = job["usd_per_job"] * DAYS_PER_MONTH
     users = wm.spec.users.total if wm.spec.users else None
@@ -1108,25 +1113,57 @@ def _sagemaker_async(
         "price": a.cost.price,
     }
     wall = job["wall_time_h"] * 3600
+    update = _at_drain_rate(s, opt, a, drain) if opt is not None and drain is not None else {}
+    tuned = opt is not None and opt.chosen is not None and a.tuning is not None and bool(a.tuning.changed)
+    default_drain = _drain_rate(s, opt.default) if tuned and opt is not None else None
+    predicted = update.pop("predicted", a.predicted)
     return a.model_copy(
         update={
             "id": f"{a.id}:async",
             "cost": Cost.model_validate(cost),
             "replicas": Replicas(
-                peak=job["instances"] * (a.replicas_per_instance or 1),
+                peak=job["instances"] * per_instance,
                 min=0,
-                mean=round(job["instance_hours"] * (a.replicas_per_instance or 1) / 24, 2),
+                mean=round(job["instance_hours"] * per_instance / 24, 2),
             ),
             "instances": Instances(peak=job["instances"], min=0, mean=round(job["instance_hours"] / 24, 2)),
-            "predicted": a.predicted.model_copy(
+            "predicted": predicted.model_copy(
                 update={"e2e_s": Percentiles(p50=round(wall, 1), p95=round(wall, 1), p99=round(wall, 1))}
             ),
             "batch": BatchJob.model_validate(job),
-            "tuning": _async_tuning(a, job, job_at, default_rps_slo),
+            "tuning": _async_tuning(a, job, job_at, default_drain, rps_replica),
             "also_fits_on": [],
             "notes": [job["note"], f"source: {cfg.source}", *a.notes[:1]],
+            **update,
         }
     )
+
+
+def _drain_rate(s: _Search, rep: Replica) -> float | None:
+    """The rate a replica drains an asynchronous job's queue at: its SLO capacity less the sizing allowance (the
+    real-time answers' usable capacity); None without a feasible capacity."""
+    if rep.capacity is None or not rep.capacity.feasible or rep.capacity.rate_rps <= 0:
+        return None
+    return rep.capacity.rate_rps * margin(rep.step, s.wm.slo, s.headroom).usable
+
+
+def _at_drain_rate(s: _Search, opt: Option, a: Architecture, rate: float) -> dict[str, Any]:
+    """An asynchronous job's per-request figures: its replica simulated at the drain rate, its headroom there and
+    the requests each replica then holds in flight. A replica sized from a measurement keeps the real-time row's
+    (measured) figures."""
+    rep = opt.replica
+    if rep.capacity is None or rep.capacity.measured is not None or a.per_replica is None:
+        return {}
+    sim = opt.predict(s.wm, rate, s.seed)
+    allowance = margin(rep.step, s.wm.slo, s.headroom)
+    load_pct = round(100 * (1 - rate / rep.capacity.rate_rps), 1)
+    return {
+        "predicted": Predicted.model_validate(_predicted(sim)),
+        "headroom": _headroom(sim, s.wm.slo, load_pct, allowance.reasoning),
+        "per_replica": a.per_replica.model_copy(
+            update={"rps_at_peak": round(rate, 4), "in_flight": round(rate * sim.e2e_s.mean, 1)}
+        ),
+    }
 
 
 def _kind_of(reason: str | None) -> RejectedKind:
@@ -1312,10 +1349,12 @@ def _async_tuning(
     a: Architecture,
     job: dict[str, Any],
     job_at: Callable[[float], dict[str, Any]],
-    default_rps_slo: float | None,
+    default_drain: float | None,
+    drain: float,
 ) -> Tuning | None:
     """The tuning block of an asynchronous job: the real-time endpoint's per-request figures do not describe a
-    job, so it compares the job at the tuned replica's SLO capacity with the same job at the defaults' capacity."""
+    job, so it compares the job at the tuned replica's drain rate (`drain`, requests a second per replica) with
+    the same job at the defaults' (`default_drain`)."""
     t = a.tuning
     if t is None:
         return None
@@ -1323,7 +1362,7 @@ def _async_tuning(
     if not t.changed:
         return t.model_copy(update={"default_usd_per_month": monthly})
     words = _changes_text(t.changed)
-    if default_rps_slo is None or default_rps_slo <= 0:
+    if default_drain is None or default_drain <= 0:
         return t.model_copy(
             update={
                 "summary": f"{words}: meets the SLOs the engine defaults miss",
@@ -1331,14 +1370,13 @@ def _async_tuning(
             }
         )
     per_instance = a.replicas_per_instance or 1
-    rps_before = default_rps_slo * per_instance
-    rps_after = (a.per_replica.rps_slo_limit if a.per_replica else 0.0) * per_instance
+    rps_before, rps_after = default_drain * per_instance, drain * per_instance
     before = job_at(rps_before)
     return t.model_copy(
         update={
             "summary": f"{words}: a job runs {before['instances']} → {job['instances']} instances,"
             f" {before['instance_hours']:.1f} → {job['instance_hours']:.1f} instance-hours"
-            f" ({rps_before:.3g} → {rps_after:.3g} req/s an instance at the SLOs),"
+            f" ({rps_before:.3g} → {rps_after:.3g} req/s an instance),"
             f" capacity +{t.capacity_gain_pct:.0f}%",
             "default_usd_per_month": round(before["usd_per_job"] * DAYS_PER_MONTH, 2),
         }
@@ -1410,9 +1448,9 @@ class _Search:
     #: calibration profiles looked up so far, by (accelerator, engine, model): one estimate reads one adopted
     #: profile throughout, and looks each up once
     profiles: dict[tuple[str, str, str], Any] = field(default_factory=dict)
-    #: a tuned architecture's replica SLO capacity at the engine's defaults, by architecture id (its asynchronous
-    #: job's tuning block prices the defaults' job from it)
-    default_rps_slo: dict[str, float] = field(default_factory=dict)
+    #: the option each hosted architecture was placed from, by architecture id (its asynchronous job is simulated
+    #: on the option's replica)
+    option_of: dict[str, Option] = field(default_factory=dict)
     searches: int = 0
 
     def over_budget(self, usd_per_month: float) -> bool:
@@ -1607,9 +1645,7 @@ def _hosted(s: _Search) -> list[Architecture]:
     for opt, placed in s.placed:
         archs = _adopt_tuning(s, opt, placed)
         for arch in _with_tuning(s.wm, s.cat, opt, archs, s.deployments, s.headroom, s.seed, s.ctx):
-            d_cap = opt.default.capacity
-            if opt.chosen is not None and d_cap is not None and d_cap.feasible:
-                s.default_rps_slo[arch.id] = d_cap.rate_rps
+            s.option_of[arch.id] = opt
             if s.over_budget(arch.ranked_usd_per_month):
                 s.rejected.append(
                     Rejected(
@@ -1632,7 +1668,7 @@ def _sold(s: _Search, feasible: list[Architecture], batch: bool, modes_cfg: Mode
         job
         for a in hosted
         if batch and a.deployment == "sagemaker"
-        for job in [_sagemaker_async(s.wm, s.cat, a, modes_cfg, s.default_rps_slo.get(a.id))]
+        for job in [_sagemaker_async(s, a, modes_cfg, s.option_of.get(a.id))]
         if job is not None and not s.over_budget(job.ranked_usd_per_month)
     ]
 
