@@ -4,13 +4,12 @@ that drives them, which reproduces the figures recorded before the simulator was
 from __future__ import annotations
 
 import json
-from collections import deque
 from pathlib import Path
 
 import pytest
 from support.replicas import CHAT_IN, CHAT_OUT, PROFILE, replica
 
-from sizing.perf.arrivals import ClosedArrivals, OpenArrivals
+from sizing.perf.arrivals import ClosedArrivals, OpenArrivals, Waiting
 from sizing.perf.config import HardwareConfig
 from sizing.perf.scheduler import Scheduler
 from sizing.perf.simulator import simulate
@@ -37,7 +36,7 @@ def test_admission_is_first_come_first_served_up_to_the_batch_limit():
     assert completed == 3 and sched.emitted == 30
     assert sched.first[0] == sched.first[1] < sched.first[2]
     assert sched.first[2] >= sched.finish[0] and sched.finish[2] == t
-    assert sched.D == 0 and not sched.waiting
+    assert sched.D == 0 and sched.waiting.size() == 0
 
 
 def test_a_full_kv_cache_preempts_the_newest_sequence_with_what_it_generated():
@@ -73,22 +72,22 @@ def test_a_long_prompt_is_prefilled_in_budget_sized_chunks_before_its_first_toke
 
 def test_an_open_loop_queues_each_request_once_the_api_server_passed_it_on():
     # given requests arriving at 0, 1 and 2 s and an API server taking 0.5 s of each
-    waiting: deque[int] = deque()
+    waiting = Waiting()
     arrivals = OpenArrivals([0.0, 1.0, 2.0], 0.5, waiting)
     # when the engine looks at 1.4 s, then much later
     arrivals.due(1.4)
-    seen_early = list(waiting)
+    seen_early = waiting.as_list()
     next_early = arrivals.next_seen
     arrivals.due(10.0)
     # then it first sees only the first request, the next at 1.5 s, and at last all of them
     assert seen_early == [0] and next_early == 1.5
-    assert list(waiting) == [0, 1, 2]
+    assert waiting.as_list() == [0, 1, 2]
     assert not arrivals.pending() and arrivals.next_seen == float("inf")
 
 
 def test_a_closed_loop_user_sends_the_next_request_after_thinking():
     # given 2 users spread over 1 s, 4 requests, think time 0.25 s
-    waiting: deque[int] = deque()
+    waiting = Waiting()
     arrival = [0.0] * 4
     arrivals = ClosedArrivals(arrival, 0.0, waiting, 2, 1.0, [0.25] * 4, None)
     # when the first request ends at 3 s
@@ -96,13 +95,13 @@ def test_a_closed_loop_user_sends_the_next_request_after_thinking():
     # then the users started at 0 s (queued at once, without an API-server delay) and 0.5 s, and request 2
     # arrives 0.25 s after the end
     assert arrival[:3] == [0.0, 0.5, 3.25]
-    assert list(waiting) == [0]
+    assert waiting.as_list() == [0]
     assert arrivals.next_seen == 0.5
 
 
 def test_a_wave_starts_when_the_last_request_of_the_previous_one_ends():
     # given waves of 2 requests sent 0.1 s apart
-    waiting: deque[int] = deque()
+    waiting = Waiting()
     arrival = [0.0] * 4
     arrivals = ClosedArrivals(arrival, 0.0, waiting, 2, 0.2, [0.0] * 4, 0.1)
     # when one request of the first wave ends, nothing is sent; when the second ends, the next wave starts

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
 from collections.abc import Iterator
 from typing import Final
 
@@ -17,12 +16,52 @@ heappush: Final = heapq.heappush
 heappop: Final = heapq.heappop
 
 
+class Waiting:
+    """The engine's waiting queue: request ids, first come first served; a preempted request goes back to its
+    front. A list read from `head` (taking the first moves `head`; emptied, it starts over), so the compiled loop
+    calls these methods directly instead of a deque's through the Python API."""
+
+    __slots__ = ("head", "ids")
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.head = 0
+
+    def size(self) -> int:
+        return len(self.ids) - self.head
+
+    def push(self, i: int) -> None:
+        self.ids.append(i)
+
+    def first(self) -> int:
+        return self.ids[self.head]
+
+    def pop_first(self) -> int:
+        i = self.ids[self.head]
+        self.head += 1
+        if self.head == len(self.ids):
+            self.ids.clear()
+            self.head = 0
+        return i
+
+    def as_list(self) -> list[int]:
+        """The ids waiting, first first."""
+        return self.ids[self.head :]
+
+    def push_front(self, i: int) -> None:
+        if self.head > 0:
+            self.head -= 1
+            self.ids[self.head] = i
+        else:
+            self.ids.insert(0, i)
+
+
 class OpenArrivals:
     """Requests at fixed times `arrival` (ascending), whatever the replica does."""
 
     __slots__ = ("arrival", "n", "next_idx", "next_seen", "seen", "waiting")
 
-    def __init__(self, arrival: list[float], delay: float, waiting: deque[int]):
+    def __init__(self, arrival: list[float], delay: float, waiting: Waiting):
         self.arrival = arrival
         self.waiting = waiting
         self.n = len(arrival)
@@ -37,7 +76,7 @@ class OpenArrivals:
         seen = self.seen
         i = self.next_idx
         while seen[i] <= t and i < self.n:
-            self.waiting.append(i)
+            self.waiting.push(i)
             i += 1
         self.next_idx = i
         self.next_seen = nxt = seen[i]
@@ -73,7 +112,7 @@ class ClosedArrivals:
         self,
         arrival: list[float],
         delay: float,
-        waiting: deque[int],
+        waiting: Waiting,
         k0: int,
         ramp: float,
         think: list[float],
@@ -88,7 +127,7 @@ class ClosedArrivals:
         for k in range(k0):
             arrival[k] = ramp * k / k0
             if arrival[k] + delay <= 0:
-                waiting.append(k)
+                waiting.push(k)
             else:
                 heappush(self.future, (arrival[k] + delay, k))
         self.users: Iterator[int] = iter(range(k0, len(arrival)))  # the requests still to send, in order
@@ -100,7 +139,7 @@ class ClosedArrivals:
         """Queue every request the engine has seen by `t`; returns when it sees the next one (`next_seen`)."""
         future = self.future
         while future and future[0][0] <= t:
-            self.waiting.append(heappop(future)[1])
+            self.waiting.push(heappop(future)[1])
         self.next_seen = nxt = future[0][0] if future else INF
         return nxt
 
@@ -136,4 +175,4 @@ class ClosedArrivals:
                 heappush(self.future, (arrival[j] + delay, j))
                 self.next_seen = self.future[0][0]
             else:
-                self.waiting.append(j)
+                self.waiting.push(j)

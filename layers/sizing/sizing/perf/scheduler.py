@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
 from typing import TYPE_CHECKING, Final, Protocol
 
 # relative: the simulator's hot loop is also built as a compiled copy under another package (sizing.perf.native)
-from .arrivals import ClosedArrivals
+from .arrivals import ClosedArrivals, Waiting
 from .decoderuns import decode_run
 from .steptime import DecodeLines, StepTime, StepTimeTerms
 
@@ -167,7 +166,7 @@ class Scheduler:
         self.live = [-1] * n
         self.heap: list[int] = []
         self.decode_order: list[int] = []  # decoding sequences, oldest first (preemption takes the newest)
-        self.waiting: deque[int] = deque()
+        self.waiting = Waiting()
         self.prefill: list[list[int]] = []  # [idx, remaining, done, prompt_eff, remaining_out (reserve)]
         self.G = 0
         self.D = 0
@@ -221,14 +220,14 @@ class Scheduler:
             prefill = self.prefill
             if self.defers and self._defer(D):
                 pass
-            elif prefill or self.waiting:
+            elif prefill or self.waiting.size() > 0:
                 budget = self.budget_max - D if self.mixed else self.budget_max
                 if budget > 0:
                     if prefill:
                         P, pairs, nchunks, done_any = self._continue_prefills(budget)
                     else:
                         pairs, nchunks, done_any = 0.0, 0, False
-                    if budget > P and self.waiting and D + len(prefill) < self.max_seqs:
+                    if budget > P and self.waiting.size() > 0 and D + len(prefill) < self.max_seqs:
                         P, pairs, nchunks, done_any = self._admit(budget, P, pairs, nchunks, done_any)
             if P:
                 t, done = self._prefill(t, next_seen, D, P, pairs, nchunks, done_any)
@@ -250,7 +249,7 @@ class Scheduler:
             D > 0
             and not self.prefill
             and self.since_prefill < self.defer_steps
-            and len(self.waiting) < int(D * self.defer_ratio)
+            and self.waiting.size() < int(D * self.defer_ratio)
         )
         return self.deferred
 
@@ -274,7 +273,7 @@ class Scheduler:
             if sharing:
                 S_shared -= shared[v]
             gen_before[v] = G + base[v] - prompt[v]  # + the G - (prompt + gen_before - base) decoded since
-            self.waiting.appendleft(v)
+            self.waiting.push_front(v)
             self.preemptions += 1
         self.D, self.S_base, self.S_shared = D, S_base, S_shared
 
@@ -315,8 +314,8 @@ class Scheduler:
         D = self.D
         busy = D + len(prefill)  # sequences in the batch
         held = 0 if reserve else self.S_base - self.S_shared + D * self.G  # KV of the decoding sequences
-        while waiting and budget - P > 0 and busy < self.max_seqs:
-            i = waiting[0]
+        while waiting.size() > 0 and budget - P > 0 and busy < self.max_seqs:
+            i = waiting.first()
             g = gen_before[i]
             p_eff = self.prompt[i] + g
             if reserve:
@@ -335,7 +334,7 @@ class Scheduler:
             room = budget - P
             if todo > room and not self.chunked and P > 0:
                 break
-            waiting.popleft()
+            waiting.pop_first()
             self.cold = False
             take = room if room < todo and self.chunked else todo
             kv_fixed += need
@@ -390,7 +389,7 @@ class Scheduler:
         budget = self.budget_max - D if mixed else self.budget_max
         may_preempt = D > 1 and not self.reserve
         kv_held = self.kv_fixed + S_base - self.S_shared  # less the batch's D tokens a step
-        can_admit = self.max_seqs > D + 1 and self.waiting
+        can_admit = self.max_seqs > D + 1 and self.waiting.size() > 0
         advance = mixed and D > 0  # the steps decode the batch: G advances
         finish_at = self.heap[0] >> self.shift if advance else -1  # the next sequence to finish
         d_seqs = D if mixed else 0
@@ -493,7 +492,7 @@ class Scheduler:
             steps = min(steps, self.defer_steps - self.since_prefill)
         if self.prefill:
             steps = 1
-        if next_seen == INF or (self.waiting and not deferred):
+        if next_seen == INF or (self.waiting.size() > 0 and not deferred):
             until = INF
         else:
             until = next_seen - t
