@@ -23,6 +23,7 @@ chunks of one prompt, pure-decode steps) runs in one call.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -286,25 +287,18 @@ class _Draws:
 
 #: Draws kept per (input distribution, output distribution, seed, requests): an estimate's simulations share a
 #: handful (its probes and reports draw the same requests at every rate, on every replica). A bound on memory,
-#: not a model figure: when full it is emptied.
+#: not a model figure.
 DRAWS_KEPT = 64
-_draws_memo: dict[tuple[Any, Any, int, int], _Draws] = {}
+
+
+@functools.lru_cache(maxsize=DRAWS_KEPT)
+def _draws(input_dist: TokenDistribution, output_dist: TokenDistribution, seed: int, n: int) -> _Draws:
+    return _Draws(input_dist, output_dist, seed, n)
 
 
 def forget_draws() -> None:
     """Empty the kept draws (what a new workload's first estimate finds)."""
-    _draws_memo.clear()
-
-
-def _draws(input_dist: TokenDistribution, output_dist: TokenDistribution, seed: int, n: int) -> _Draws:
-    key = (input_dist, output_dist, seed, n)
-    got = _draws_memo.get(key)
-    if got is None:
-        got = _Draws(input_dist, output_dist, seed, n)
-        if len(_draws_memo) >= DRAWS_KEPT:
-            _draws_memo.clear()
-        _draws_memo[key] = got
-    return got
+    _draws.cache_clear()
 
 
 def _draw_requests(sm: StepModel, d: _Draws) -> tuple[np.ndarray, np.ndarray, int, list[int], list[int]]:

@@ -141,13 +141,17 @@ class Replica:
     cfg: Any
     fit: Any
     step: Any
-    bound_rps: float
+    #: the roofline's optimistic limits of the replica (its capacity bound, and the early SLO check's floors)
+    bounds: Bounds
     capacity: Capacity | None = None
-    #: the roofline bounds `bound_rps` is read from (the early SLO check reads them too)
-    bounds: Bounds | None = None
     #: predictions at an operating point, by rate: shared by every option holding this replica (EKS and SageMaker,
     #: instance sizes of one accelerator), which the simulation does not tell apart
     predictions: dict[float, Any] = field(default_factory=dict)
+
+    @property
+    def bound_rps(self) -> float:
+        """No replica serves more requests a second than its roofline bound."""
+        return self.bounds.max_requests_per_s
 
     def predict(self, wm: WorkloadModel, rate: float, seed: int) -> Any:
         key = round(rate, 9)
@@ -1061,7 +1065,7 @@ def _as_sold(wm: WorkloadModel, cat: Catalog, a: Architecture, modes: Modes, bat
     return a.model_copy(update=update) if update else a
 
 
-def _sagemaker_async(s: _Search, a: Architecture, modes: Modes, opt: Option | None) -> Architecture | None:
+def _sagemaker_async(s: _Search, a: Architecture, modes: Modes, opt: Option) -> Architecture | None:
     """A batch workload's day as one job on a SageMaker asynchronous endpoint: instances start from zero, drain the
     queue at the replicas' usable capacity (the SLO capacity less the allowance for the estimator's error that
     sizes the real-time answers: `capacity.margin`) and scale back to zero, billed per instance-hour. `opt`: the
@@ -1077,9 +1081,9 @@ def _sagemaker_async(s: _Search, a: Architecture, modes: Modes, opt: Option | No
     neuron = cat.accelerator_of(cat.instance(a.instance_type)).kind == "neuron"
     lead = SCALE_UP_LEAD_S_NEURON if neuron else SCALE_UP_LEAD_S_GPU
     per_instance = a.replicas_per_instance or 1
-    drain = _drain_rate(s, opt.replica) if opt is not None else None
-    rps_replica = drain if drain is not None else a.per_replica.rps
-    rps_instance = rps_replica * per_instance
+    drain = _drain_rate(s, opt.replica)
+    assert drain is not None  # a placed option's replica met the SLOs
+    rps_instance = drain * per_instance
     deadline = batch_deadline_h(wm)
 
     def job_at(rps: float) -> dict[str, Any]:
@@ -1113,9 +1117,9 @@ def _sagemaker_async(s: _Search, a: Architecture, modes: Modes, opt: Option | No
         "price": a.cost.price,
     }
     wall = job["wall_time_h"] * 3600
-    update = _at_drain_rate(s, opt, a, drain) if opt is not None and drain is not None else {}
-    tuned = opt is not None and opt.chosen is not None and a.tuning is not None and bool(a.tuning.changed)
-    default_drain = _drain_rate(s, opt.default) if tuned and opt is not None else None
+    update = _at_drain_rate(s, opt, a, drain)
+    tuned = opt.chosen is not None and a.tuning is not None and bool(a.tuning.changed)
+    default_drain = _drain_rate(s, opt.default) if tuned else None
     predicted = update.pop("predicted", a.predicted)
     return a.model_copy(
         update={
@@ -1131,7 +1135,7 @@ def _sagemaker_async(s: _Search, a: Architecture, modes: Modes, opt: Option | No
                 update={"e2e_s": Percentiles(p50=round(wall, 1), p95=round(wall, 1), p99=round(wall, 1))}
             ),
             "batch": BatchJob.model_validate(job),
-            "tuning": _async_tuning(a, job, job_at, default_drain, rps_replica),
+            "tuning": _async_tuning(a, job, job_at, default_drain, drain),
             "also_fits_on": [],
             "notes": [job["note"], f"source: {cfg.source}", *a.notes[:1]],
             **update,
@@ -1245,7 +1249,7 @@ def _replica(
             profiles[key] = profile
     step = StepModel(cfg, fit, profile, cat)
     b = bounds(step, wm.input_tokens.mean, wm.output_tokens.mean, prefix_tokens=wm.shared_prefix_tokens)
-    return Replica(serving, cfg, fit, step, b.max_requests_per_s, bounds=b)
+    return Replica(serving, cfg, fit, step, b)
 
 
 def _tune(
@@ -1668,7 +1672,7 @@ def _sold(s: _Search, feasible: list[Architecture], batch: bool, modes_cfg: Mode
         job
         for a in hosted
         if batch and a.deployment == "sagemaker"
-        for job in [_sagemaker_async(s, a, modes_cfg, s.option_of.get(a.id))]
+        for job in [_sagemaker_async(s, a, modes_cfg, s.option_of[a.id])]
         if job is not None and not s.over_budget(job.ranked_usd_per_month)
     ]
 
@@ -1874,9 +1878,7 @@ def _why_not_cheaper(
 def _early_reject(slo: SLO, rep: Replica, wm: WorkloadModel) -> tuple[str, dict[str, float]] | None:
     """Roofline lower bounds already above an SLO: no simulation can do better."""
 
-    b = rep.bounds or bounds(
-        rep.step, wm.input_tokens.mean, wm.output_tokens.mean, prefix_tokens=wm.shared_prefix_tokens
-    )
+    b = rep.bounds
     floor = {
         "ttft_ms": b.min_ttft_s * 1000,
         "tpot_ms": b.min_tpot_s * 1000,
