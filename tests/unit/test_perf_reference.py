@@ -67,7 +67,6 @@ def test_unusable_rows_say_why():
     assert "not published" in str(parse_row({**BASE, "input_tokens": "not published"}))
 
 
-@pytest.mark.skipif(not DEFAULT_REFERENCE.exists(), reason="shared reference data not present")
 def test_every_reference_row_is_kept_or_excluded_with_a_reason():
     rows, excluded = parse_rows(DEFAULT_REFERENCE)
     with DEFAULT_REFERENCE.open() as fh:
