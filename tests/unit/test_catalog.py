@@ -12,7 +12,7 @@ from botocore.stub import Stubber
 
 from sizing.catalog import load_catalog
 from sizing.catalog.hf import model_from_config
-from sizing.catalog.models import DATA_DIR, build_catalog
+from sizing.catalog.models import DATA_DIR, Catalog, build_catalog
 from sizing.catalog.pricing import apply_prices, fetch_prices
 from sizing.errors import InvalidInput, NotFound
 
@@ -223,8 +223,10 @@ def test_the_catalog_read_from_its_parsed_cache_is_the_catalog_read_from_yaml(tm
     from_yaml = build_catalog()
     cached = sorted(p.name for p in (tmp_path / "sizing-catalog").iterdir())
     from_cache = build_catalog()
-    # then the cache holds one parsed file per catalog file, and both catalogs are the same
-    assert len(cached) >= 4 and all(name.endswith(".json") for name in cached)
+    # then the cache holds one parsed file per catalog file and the validated catalog's compact copy, and both
+    # catalogs are the same
+    assert sum(name.endswith(".json") for name in cached) >= 4
+    assert sum(name.endswith(".pickle") for name in cached) == 1
     for part in ("accelerators", "instances", "models", "managed"):
         assert getattr(from_cache, part) == getattr(from_yaml, part), part
 
@@ -239,3 +241,83 @@ def test_an_unwritable_cache_still_reads_the_yaml(tmp_path, monkeypatch):
     catalog = build_catalog()
     # then it is read from the YAML all the same
     assert "g6e.xlarge" in catalog.instances
+
+
+def _copy_of_the_data(tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    data.mkdir()
+    for f in DATA_DIR.glob("*.yaml"):
+        (data / f.name).write_bytes(f.read_bytes())
+    return data
+
+
+def test_a_changed_data_file_is_never_served_from_the_compact_copy(tmp_path, monkeypatch):
+    # given a catalog built once from a copy of the data, so its compact copy is kept
+    from sizing.catalog.models import CACHE_ENV, build_catalog
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    data = _copy_of_the_data(tmp_path)
+    before = build_catalog(data).instances["g6e.xlarge"].prices["us-east-1"].usd_per_hour
+    # when a price in the YAML changes and the catalog is built again
+    doc = yaml.safe_load((data / "instances.yaml").read_text())
+    entry = next(i for i in doc["instances"] if i["instance_type"] == "g6e.xlarge")
+    entry["prices"]["us-east-1"]["usd_per_hour"] = before * 2
+    (data / "instances.yaml").write_text(yaml.safe_dump(doc))
+    after = build_catalog(data).instances["g6e.xlarge"].prices["us-east-1"].usd_per_hour
+    # then the new price is read, and the cache keeps one compact copy per version of the data
+    assert after == pytest.approx(before * 2)
+    assert len(list((tmp_path / "cache" / "sizing-catalog").glob("*.pickle"))) == 2
+
+
+def test_a_compact_copy_others_could_have_written_is_never_loaded(tmp_path, monkeypatch):
+    # given a cache directory anyone can write, holding a "compact copy" under the name the shipped data has --
+    # planted by another user: a catalog with a model the data does not have
+    import pickle
+
+    from sizing.catalog.models import CACHE_ENV, _compact_name, build_catalog
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    shared = tmp_path / "sizing-catalog"
+    shared.mkdir()
+    shared.chmod(0o777)
+    real = build_catalog()
+    planted = Catalog(
+        list(real.accelerators.values()),
+        list(real.instances.values()),
+        [*real.models.values(), real.model("llama-3.1-8b").model_copy(update={"id": "planted/model"})],
+        real.managed,
+    )
+    target = shared / _compact_name(DATA_DIR, None)
+    target.write_bytes(pickle.dumps(planted))
+    target.chmod(0o666)
+    # when the catalog is built
+    catalog = build_catalog()
+    # then the planted copy was not read: the catalog is the one the data describes
+    assert "planted/model" not in catalog.models
+    assert catalog.models == real.models
+    # and in a private cache directory the same kind of copy is read (so the check above is what refused it)
+    shared.chmod(0o700)
+    target.write_bytes(pickle.dumps(planted))
+    target.chmod(0o600)
+    assert "planted/model" in build_catalog().models
+
+
+def test_a_build_ships_the_compact_copy_so_a_cold_start_never_validates(tmp_path, monkeypatch):
+    # given the compact copy packaged beside the code, as `make build` does into the Lambda layer, and a cache
+    # that cannot be written (a read-only file system)
+    import sizing.catalog.models as models
+
+    monkeypatch.setattr(models, "PACKAGED_COMPACT_DIR", tmp_path / "compact")
+    written = models.package_compact()
+    (tmp_path / "sizing-catalog").write_text("not a directory")
+    monkeypatch.setenv(models.CACHE_ENV, str(tmp_path))
+
+    def no_validation(*_: object) -> None:
+        raise AssertionError("the catalog was validated again")
+
+    monkeypatch.setattr(models, "_validated", no_validation)
+    # when a new process builds the catalog
+    catalog = models.build_catalog()
+    # then it is the packaged copy: the same catalog, with nothing validated
+    assert written.parent == tmp_path / "compact" and written.stat().st_size > 0
+    assert catalog.models == load_catalog().models and catalog.instances == load_catalog().instances
