@@ -3,6 +3,7 @@ candidate (within 10%), and its decode pace matches the predicted TPOT."""
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 
 import pytest
@@ -59,3 +60,58 @@ def test_twin_ttft_at_concurrency_1_is_within_10_percent_of_sizing_predict(
     tpot_ms = statistics.median(t for r in records if (t := r.tpot_s) is not None) * 1000
     assert ttft_ms == pytest.approx(predicted["ttft_ms"]["p50"], rel=TOLERANCE)
     assert tpot_ms == pytest.approx(predicted["tpot_ms"]["p50"], rel=TOLERANCE)
+
+
+#: A RAG-like prompt: 4,800 of its 6,000 tokens are a prefix every request shares.
+PREFIX_TOKENS, PROMPT_TOKENS, ANSWER_TOKENS = 4800, 6000, 8
+#: What a busy machine may add to one answer's TTFT on top of the bound (as the single-request test allows): the
+#: suite runs this beside two workers' CPU-bound tests.
+BUSY_MACHINE_MS = 10.0
+
+
+def test_a_twin_that_caches_prefixes_prefills_only_what_follows_the_shared_prefix_as_the_estimator_does() -> (
+    None
+):
+    # given a candidate that caches prefixes, and the estimator's TTFT at one user for prompts sharing a prefix
+    from sizing.perf.simulator import ClosedLoop, simulate
+    from sizing.twin import step_model_for
+    from sizing.workload import TokenDistribution
+
+    cfg = dataclasses.replace(
+        HardwareConfig.create("meta-llama/Llama-3.1-8B-Instruct", "g6e.xlarge"), enable_prefix_caching=True
+    )
+    sm = step_model_for(cfg)
+
+    def estimated(prefix: int) -> float:
+        fixed = TokenDistribution.fixed
+        sim = simulate(
+            sm, ClosedLoop(1), fixed(PROMPT_TOKENS), fixed(ANSWER_TOKENS), n_requests=50, prefix_tokens=prefix
+        )
+        return sim.ttft_ms.p50
+
+    prefix = synth_text(PREFIX_TOKENS)
+    with start_twin(cfg, step_model=sm) as twin:
+        conn = Connection(twin.url)
+
+        def ttft_ms(shared: bool, i: int) -> float:
+            head = prefix if shared else synth_text(PREFIX_TOKENS, offset=7 * i + 1)
+            text = f"{head} r{i:07d} " + synth_text(PROMPT_TOKENS - PREFIX_TOKENS - 2, offset=i)
+            payload = {
+                "model": cfg.model_id, "prompt": text, "max_tokens": ANSWER_TOKENS, "ignore_eos": True,
+                "stream": True, "stream_options": {"include_usage": True},
+            }  # fmt: skip
+            r = measure_openai(conn, "/v1/completions", payload)
+            assert r.error is None and r.input_tokens == PROMPT_TOKENS and r.ttft_s is not None
+            return r.ttft_s * 1000
+
+        # when requests sharing the prefix are sent one after another (the first computes it), and then requests
+        # with prefixes of their own
+        ttft_ms(True, 0)
+        shared = statistics.median(ttft_ms(True, i) for i in range(1, 1 + SAMPLES))
+        unique = statistics.median(ttft_ms(False, i) for i in range(100, 100 + SAMPLES))
+        conn.close()
+    # then the shared prefix is read from the cache: TTFT is the estimator's with the prefix cached, within 10%,
+    # and prompts without a common prefix are prefilled whole, as the estimator's without one
+    assert shared == pytest.approx(estimated(PREFIX_TOKENS), rel=TOLERANCE, abs=BUSY_MACHINE_MS)
+    assert unique == pytest.approx(estimated(0), rel=TOLERANCE, abs=BUSY_MACHINE_MS)
+    assert shared < 0.6 * unique

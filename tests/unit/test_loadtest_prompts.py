@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from sizing.errors import InvalidInput
 from sizing.loadtest.prompts import PromptSource, load_dataset
-from sizing.tokens import chat_tokens, count_tokens
+from sizing.tokens import block_hashes, chat_token_pieces, chat_tokens, count_tokens
 from sizing.workload import TokenDistribution
 
 
@@ -61,3 +62,28 @@ def test_a_dataset_row_without_a_prompt_is_refused_with_its_line(tmp_path: Path)
     path.write_text('{"prompt": "ok"}\n{"text": "no prompt field"}\n')
     with pytest.raises(InvalidInput, match=r"bad\.jsonl:2"):
         load_dataset(path)
+
+
+@pytest.mark.parametrize("seeds", [(1, 1), (1, 2)])
+def test_prompts_share_the_workloads_prefix_and_nothing_more(seeds: tuple[int, int]) -> None:
+    # given a chat workload whose prompts start with a 600-token system prompt, drawn by two Locust users (the
+    # same seed twice, or two seeds)
+    def draw(seed: int) -> list:
+        src = PromptSource(
+            TokenDistribution.lognormal(1200, 0.3), TokenDistribution.fixed(64), chat=True, seed=seed,
+            shared_prefix=600,
+        )  # fmt: skip
+        return [src.next() for _ in range(20)]
+
+    a, b = draw(seeds[0]), draw(seeds[1])
+    for x, y in zip(a, b[1:], strict=False):
+        messages = [[{"role": "user", "content": it.text}] for it in (x, y)]
+        # then each prompt still counts its stated tokens, as the twin counts a chat request
+        assert chat_tokens(messages[0]) == x.input_tokens
+        # and two prompts have the same first 600 tokens (chat template header included) and differ right after,
+        # so a prefix cache of 16-token blocks serves the 37 full blocks of the prefix and no block past it
+        pieces = [chat_token_pieces(m) for m in messages]
+        assert pieces[0][:600] == pieces[1][:600] and pieces[0][600:603] != pieces[1][600:603]
+        blocks = [block_hashes(p, 16) for p in pieces]
+        common = sum(1 for _ in itertools.takewhile(lambda hk: hk[0] == hk[1], zip(*blocks, strict=False)))
+        assert common == 600 // 16

@@ -114,11 +114,13 @@ def test_the_workload_a_candidate_carries_names_only_what_the_spec_gave(estimate
     # given the candidate's workload
     _svc, out = estimated
     plan = out["candidates"][0]["workload"]
-    # then the token shapes are the spec's own, and each SLO target is (metric, percentile, limit)
+    # then the token shapes are the spec's own, each SLO target is (metric, percentile, limit), and no prompt
+    # prefix is shared (the spec declares none)
     assert plan == {
         "input_tokens": {"mean": 800.0, "p95": 2000.0},
         "output_tokens": {"fixed": 120},
         "slo": [["ttft_ms", "p95", 2000.0], ["e2e_s", "p95", 10.0]],
+        "shared_prefix_tokens": 0,
     }
 
 
@@ -188,7 +190,7 @@ def test_a_task_written_by_an_older_launcher_still_reads_and_one_with_a_bad_endp
     # then the first reads (and writes back the same keys), the second names the endpoint
     read = LoadTask.model_validate(task)
     assert read.serving is None and read.config().endpoint == "http://127.0.0.1:8000"
-    assert set(read.model_dump(mode="json")) == set(task) | {"serving"}
+    assert set(read.model_dump(mode="json")) == set(task) | {"serving", "shared_prefix_tokens"}
     with pytest.raises(InvalidInput) as refused:
         LoadTask.model_validate({**task, "endpoint": "localhost"}).config()
     assert [p.field for p in refused.value.problems] == ["endpoint"]

@@ -186,3 +186,20 @@ def test_calibration_drops_twin_rows_that_reach_it_by_another_path(tmp_path):
     assert result["rows"]["usable"] == 1
     reasons = dict(result["rows"]["excluded"])
     assert all("twin" in reasons[r["row_id"]] for r in _rows("twin"))
+
+
+def test_a_level_whose_prompts_shared_a_cached_prefix_gives_no_reference_row():
+    # GIVEN two levels whose prompts all started with the same 600 tokens, on a server that caches prefixes, and
+    # the same levels on one that does not
+    cached = {**ARCH, "serving": {**ARCH["serving"], "enable_prefix_caching": True}}
+    levels = [
+        {**_record(2, 60.0), "shared_prefix_tokens": 600},
+        {**_record(8, 110.0), "shared_prefix_tokens": 600},
+    ]
+    # WHEN they become calibration rows
+    with_cache = calibration_rows(cached, levels, "c1", "0123456789abcdef")
+    without = calibration_rows(ARCH, levels, "c1", "0123456789abcdef")
+    # THEN the cached levels give none (the reference fit simulates no prefix cache: the cache's saving would read
+    # as the estimator's error), and the uncached ones are rows as any level
+    assert with_cache == []
+    assert [r["load_value"] for r in without] == [2, 8]

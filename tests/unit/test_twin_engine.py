@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from sizing.errors import InvalidInput
+from sizing.tokens import block_hashes
 from sizing.twin.engine import Engine
 
 
@@ -23,6 +24,7 @@ class StandInStepModel:
     base_s: float = 0.004
     per_prefill_token_s: float = 0.00001
     per_decode_seq_s: float = 0.0001
+    prefix_caching: bool = False
 
     def iteration_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
         return self.base_s + prefill_tokens * self.per_prefill_token_s + decode_seqs * self.per_decode_seq_s
@@ -118,3 +120,84 @@ def test_a_request_larger_than_the_kv_cache_is_refused() -> None:
 
     with pytest.raises(InvalidInput, match="KV"):
         asyncio.run(scenario())
+
+
+def _step(engine: Engine) -> list[int]:
+    """Schedule and end one step; the prefill chunks it ran."""
+    prefills, decodes, _ = engine.schedule()
+    engine._finish_step(prefills, decodes, 0.0)
+    return [c for _, c in prefills]
+
+
+#: Two 100-token prompts (16-token blocks) whose first 64 tokens are the same: 4 full blocks in common.
+FIRST = block_hashes(list(range(100)), 16)
+SECOND = block_hashes([*range(64), *range(1000, 1036)], 16)
+
+
+@pytest.mark.parametrize("caching", [True, False])
+def test_a_prompt_whose_leading_blocks_are_cached_is_prefilled_from_where_the_cache_ends(
+    caching: bool,
+) -> None:
+    async def scenario() -> tuple[list[int], Engine]:
+        # given an engine that has prefilled one prompt
+        engine = Engine(StandInStepModel(prefix_caching=caching))
+        engine.submit(100, 5, lambda n, f: None, FIRST)
+        assert _step(engine) == [100]
+        # when a prompt sharing its first four blocks arrives
+        engine.submit(100, 5, lambda n, f: None, SECOND)
+        return _step(engine), engine
+
+    chunks, engine = asyncio.run(scenario())
+    if caching:
+        # then only the 36 tokens after the cached blocks are prefilled, the four blocks are held once (7 blocks
+        # for the first request, 3 of its own for the second), and the cache counts the hits as vLLM does
+        assert chunks == [36]
+        assert engine.used_blocks == 7 + 3
+        assert (engine.stats.prefix_cache_queries, engine.stats.prefix_cache_hits) == (200, 64)
+    else:
+        # without prefix caching the whole prompt is prefilled and every block is its own
+        assert chunks == [100]
+        assert engine.used_blocks == 7 + 7
+        assert engine.stats.prefix_cache_hits == 0
+
+
+def test_the_prompts_last_token_is_computed_even_when_the_whole_prompt_is_cached() -> None:
+    async def scenario() -> list[int]:
+        # given a 64-token prompt prefilled (four full blocks, cached)
+        engine = Engine(StandInStepModel(prefix_caching=True))
+        engine.submit(64, 5, lambda n, f: None, FIRST[:4])
+        _step(engine)
+        # when the same prompt comes again
+        engine.submit(64, 5, lambda n, f: None, FIRST[:4])
+        return _step(engine)
+
+    # then three blocks come from the cache and the last block is prefilled: its last token's logits give the
+    # first output token
+    assert asyncio.run(scenario()) == [16]
+
+
+def test_cached_blocks_outlive_their_request_until_the_kv_cache_needs_the_room() -> None:
+    async def scenario() -> tuple[list[int], list[int], Engine]:
+        # given a small KV cache (20 blocks) and a request that prefilled its prompt and finished
+        engine = Engine(StandInStepModel(prefix_caching=True, kv_capacity_tokens=320, max_num_seqs=8))
+        engine.submit(100, 1, lambda n, f: None, FIRST)
+        _step(engine)
+        assert not engine.running and engine.used_blocks == 0
+        # when a prompt sharing its first blocks comes: it still finds them
+        engine.submit(100, 1, lambda n, f: None, SECOND)
+        again = _step(engine)
+        # and when other prompts fill the cache, the blocks no one holds make room, and the next sharing prompt
+        # prefills from the start
+        for i in range(3):
+            engine.submit(
+                100, 1, lambda n, f: None, block_hashes([*range(5000 * (i + 1), 5000 * (i + 1) + 100)], 16)
+            )
+            _step(engine)
+        engine.submit(100, 1, lambda n, f: None, SECOND)
+        evicted = _step(engine)
+        return again, evicted, engine
+
+    again, evicted, engine = asyncio.run(scenario())
+    assert again == [36]
+    assert evicted == [100]
+    assert 0 <= engine.used_blocks <= engine.total_blocks

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 _WORD = re.compile(r"\w+|[^\w\s]")
@@ -25,6 +25,9 @@ CHAT_BOS_TOKENS = 1
 CHAT_PER_MESSAGE_TOKENS = 5
 CHAT_GENERATION_PROMPT_TOKENS = 4
 CHAT_OVERHEAD_ONE_MESSAGE = CHAT_BOS_TOKENS + CHAT_PER_MESSAGE_TOKENS + CHAT_GENERATION_PROMPT_TOKENS
+#: Tokens before the first message's content: <|begin_of_text|> and the message's header (role and "\n\n"); the
+#: message's <|eot_id|> follows its content.
+CHAT_HEADER_TOKENS = CHAT_BOS_TOKENS + CHAT_PER_MESSAGE_TOKENS - 1
 
 #: Short, common English words: one token each here and (with the leading space) in real BPE vocabularies.
 VOCABULARY: tuple[str, ...] = (
@@ -41,6 +44,39 @@ VOCABULARY: tuple[str, ...] = (
 def count_tokens(text: str) -> int:
     """Approximate token count of plain text (see the module docstring for the rule)."""
     return sum(math.ceil(len(w) / CHARS_PER_TOKEN) for w in _WORD.findall(text))
+
+
+#: One token of `count_tokens`' rule: up to CHARS_PER_TOKEN characters of a word (a longer word continues in the
+#: next match), or one punctuation mark.
+_PIECE = re.compile(rf"\w{{1,{CHARS_PER_TOKEN}}}|[^\w\s]")
+
+
+def token_pieces(text: str) -> list[str]:
+    """The tokens of plain text as `count_tokens` counts them (a word cut every CHARS_PER_TOKEN characters, each
+    punctuation mark one): what the twin's prefix cache compares."""
+    return _PIECE.findall(text)
+
+
+def chat_token_pieces(messages: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The tokens of a chat request as `chat_tokens` counts them: the Llama-3 template's special tokens around
+    every message's content, and the generation prompt."""
+    out = ["<|begin_of_text|>"]
+    for m in messages:
+        out += ["<|start_header_id|>", str(m.get("role", "")), "<|end_header_id|>", "\n\n"]
+        out += token_pieces(_content_text(m.get("content")))
+        out.append("<|eot_id|>")
+    return [*out, "<|start_header_id|>", "assistant", "<|end_header_id|>", "\n\n"]
+
+
+def block_hashes(tokens: Sequence[Hashable], block_size: int) -> tuple[int, ...]:
+    """The hashes of the full KV blocks of a prompt, each chained to the one before it (a block's hash names
+    everything up to its end), as vLLM's prefix cache keys its blocks."""
+    out: list[int] = []
+    h = 0
+    for start in range(0, len(tokens) - block_size + 1, block_size):
+        h = hash((h, tuple(tokens[start : start + block_size])))
+        out.append(h)
+    return tuple(out)
 
 
 def _content_text(content: Any) -> str:

@@ -58,6 +58,9 @@ class MeasuredLevel(BaseModel):
     served_model: str | None = None
     input_tokens: float = Field(gt=0, description="mean prompt tokens drawn")
     output_tokens: float = Field(gt=0, description="mean output tokens drawn")
+    shared_prefix_tokens: int = Field(
+        default=0, ge=0, description="tokens every prompt of the level started with, the same in all requests"
+    )
     input_sigma: float | None = None
     output_sigma: float | None = None
     requests: int = 0
@@ -175,7 +178,8 @@ def levels_from_run(
             if not level or rec.get("requests", 0) - errors <= 0:
                 refused.append(Refused(candidate_id=cid, level=level, reason="no successful request"))
                 continue
-            predicted = predict_level(arch, level, wm, cat)
+            prefix = int(rec.get("shared_prefix_tokens") or 0)
+            predicted = predict_level(arch, level, wm, cat, prefix)
             if predicted is None:
                 refused.append(
                     Refused(candidate_id=cid, level=level, reason="the estimator cannot simulate it")
@@ -209,6 +213,7 @@ def levels_from_run(
                     served_model=served,
                     input_tokens=float(rec.get("input_tokens") or wm.input_tokens.mean),
                     output_tokens=float(rec.get("output_tokens") or wm.output_tokens.mean),
+                    shared_prefix_tokens=prefix,
                     **sigmas,
                     requests=int(rec.get("requests") or 0),
                     errors=errors,
@@ -224,9 +229,13 @@ def levels_from_run(
     return out, refused
 
 
-def predict_level(arch: dict[str, Any], concurrency: int, wm: Any, cat: Any) -> dict[str, Any] | None:
+def predict_level(
+    arch: dict[str, Any], concurrency: int, wm: Any, cat: Any, prefix_tokens: int = 0
+) -> dict[str, Any] | None:
     """The reference profile's prediction (no team correction) of a closed-loop level with the workload's token
-    distributions on the architecture's serving config: the refit's baseline."""
+    distributions on the architecture's serving config: the refit's baseline. `prefix_tokens`: the prefix every
+    prompt of the level shared (the step record's `shared_prefix_tokens`), read from the prefix cache where the
+    configuration caches prefixes."""
     from sizing.perf.simulator import ClosedLoop, simulate
 
     try:
@@ -243,6 +252,7 @@ def predict_level(arch: dict[str, Any], concurrency: int, wm: Any, cat: Any) -> 
             n_requests=max(LEVEL_REQUESTS, LEVEL_ROUNDS * c),
             seed=0,
             itl=False,
+            prefix_tokens=prefix_tokens,
         )
     except (ValueError, KeyError, ArithmeticError):
         return None

@@ -61,6 +61,7 @@ def table(levels: list[Any]) -> list[dict[str, Any]]:
                 "serving_key": first.serving_key,
                 "input_tokens": round(sum(lv.input_tokens for lv in lvs) / len(lvs), 2),
                 "output_tokens": round(sum(lv.output_tokens for lv in lvs) / len(lvs), 2),
+                "shared_prefix_tokens": first.shared_prefix_tokens,
                 "levels": [
                     {"concurrency": lv.level, **{k: lv.measured.get(k) for k in (*LATENCIES, *RATES)}}
                     for lv in sorted(lvs, key=lambda x: x.level)
@@ -73,6 +74,14 @@ def table(levels: list[Any]) -> list[dict[str, Any]]:
 
 def token_distance(a_in: float, a_out: float, b_in: float, b_out: float) -> float:
     return max(abs(math.log(a_in / b_in)), abs(math.log(a_out / b_out)))
+
+
+def prefix_distance(a: float, b: float) -> float:
+    """How far apart two shared prefixes are, on the token distance's scale: none and some are apart (a prefix
+    cache serves one and not the other)."""
+    if a <= 0 or b <= 0:
+        return 0.0 if a <= 0 and b <= 0 else math.inf
+    return abs(math.log(a / b))
 
 
 def _mix(a: Any, b: Any, w: float) -> Any:
@@ -108,10 +117,13 @@ def matches(
     serving: dict[str, Any],
     input_tokens: float,
     output_tokens: float,
+    shared_prefix_tokens: float = 0,
 ) -> Iterator[tuple[dict[str, Any], float]]:
     """The measured configurations of `data` (newest first) of this model, accelerator and performance-deciding
     ServingConfig whose token shape is within MAX_TOKEN_DISTANCE, with that distance: what `sizing predict` and
-    the planner both ask before answering from a measurement."""
+    the planner both ask before answering from a measurement. Where the configuration caches prefixes, the
+    prefix every prompt shares is part of the shape (a measurement's levels state the one they sent; those
+    recorded before it was stated sent none)."""
     from sizing.serving import serving_key
 
     if not data:
@@ -121,6 +133,8 @@ def matches(
         if (conf.get("model"), conf.get("accelerator"), conf.get("serving_key")) != (model, accelerator, key):
             continue
         dist = token_distance(input_tokens, output_tokens, conf["input_tokens"], conf["output_tokens"])
+        if serving.get("enable_prefix_caching"):
+            dist = max(dist, prefix_distance(shared_prefix_tokens, conf.get("shared_prefix_tokens") or 0))
         if dist <= MAX_TOKEN_DISTANCE:
             yield conf, dist
 

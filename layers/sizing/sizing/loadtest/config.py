@@ -66,6 +66,13 @@ class LoadTestConfig(Strict):
     input_tokens: TokenSpec = Field(default_factory=lambda: TokenSpec(fixed=DEFAULT_INPUT_TOKENS))
     output_tokens: TokenSpec = Field(default_factory=lambda: TokenSpec(fixed=DEFAULT_OUTPUT_TOKENS))
     dataset: str | None = None
+    shared_prefix_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="tokens at the start of every synthesized prompt that all requests share (a system prompt:"
+        " the workload's tokens.shared_prefix), so a server's prefix cache serves them; the rest of each prompt"
+        " is its own",
+    )
     ignore_eos: bool = True
     duration_s: float = Field(default=DEFAULT_DURATION_S, gt=0)
     warmup_s: float = Field(default=DEFAULT_WARMUP_S, ge=0)

@@ -268,6 +268,7 @@ def _prompts(cfg: LoadTestConfig) -> PromptSource:
         chat=chat,
         seed=cfg.seed * 7919 + STATE.process_index * SEED_STRIDE + next(STATE.seeds),
         dataset=STATE.dataset,
+        shared_prefix=cfg.shared_prefix_tokens,
     )
 
 

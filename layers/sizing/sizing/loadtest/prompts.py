@@ -10,12 +10,15 @@ from typing import Any
 import numpy as np
 
 from sizing.errors import InvalidInput, Problem
-from sizing.tokens import CHAT_OVERHEAD_ONE_MESSAGE, count_tokens, synth_text
+from sizing.tokens import CHAT_HEADER_TOKENS, CHAT_OVERHEAD_ONE_MESSAGE, count_tokens, synth_text
 from sizing.workload import TokenDistribution
 
-#: Tokens of the unique marker that starts every synthesized prompt ("r" + 7 digits = 8 characters = 2 tokens
-#: by the twin's tokenizer), so a server's prefix cache cannot reuse one request's prompt for another.
+#: Tokens of the unique marker that starts every synthesized prompt after the workload's shared prefix ("r" + 7
+#: digits = 8 characters = 2 tokens by the twin's tokenizer), so a server's prefix cache reuses what the workload
+#: says every prompt shares (`tokens.shared_prefix`) and nothing more.
 MARKER_TOKENS = 2
+#: Where in VOCABULARY the shared prefix's text starts: one text for every user, process and run.
+SHARED_PREFIX_OFFSET = 0
 
 
 @dataclass(frozen=True)
@@ -29,11 +32,17 @@ class PromptItem:
 
 
 class PromptSource:
-    """Draws requests. Deterministic for a seed; each Locust user makes its own with a distinct seed."""
+    """Draws requests. Deterministic for a seed; each Locust user makes its own with a distinct seed.
+
+    `shared_prefix`: tokens at the start of every prompt that all requests share (the workload's
+    `tokens.shared_prefix`, which the estimate credits to the server's prefix cache): every synthesized prompt
+    starts with the same text, so a server that caches prefixes serves them as the estimate assumed. A chat
+    prompt's template header counts towards it (it precedes the text in every request). The rest of the prompt
+    is the request's own. Dataset prompts are sent as they are."""
 
     def __init__(
         self, input_dist: TokenDistribution, output_dist: TokenDistribution, *, chat: bool, seed: int,
-        dataset: list[dict[str, Any]] | None = None,
+        dataset: list[dict[str, Any]] | None = None, shared_prefix: int = 0,
     ) -> None:  # fmt: skip
         self.rng = np.random.default_rng(seed)
         self.input_dist = input_dist
@@ -41,6 +50,11 @@ class PromptSource:
         self.chat = chat
         self.dataset = dataset
         self._n = int(self.rng.integers(0, 10**6))
+        header = CHAT_HEADER_TOKENS if chat else 0
+        self.prefix_tokens = max(0, shared_prefix - header) if shared_prefix > 0 else 0
+        self.prefix_text = (
+            synth_text(self.prefix_tokens, offset=SHARED_PREFIX_OFFSET) + " " if shared_prefix else ""
+        )
 
     def next(self) -> PromptItem:
         self._n += 1
@@ -52,9 +66,9 @@ class PromptSource:
             out = int(row.get("output_tokens") or row.get("max_tokens") or out)
             return PromptItem(text, count_tokens(text) + overhead, max(1, out))
         n_in = int(self.input_dist.sample(self.rng, 1)[0])
-        body = max(0, n_in - overhead - MARKER_TOKENS)
-        text = f"r{self._n % 10**7:07d} " + synth_text(body, offset=self._n)
-        return PromptItem(text, body + MARKER_TOKENS + overhead, max(1, out))
+        body = max(0, n_in - overhead - self.prefix_tokens - MARKER_TOKENS)
+        text = self.prefix_text + f"r{self._n % 10**7:07d} " + synth_text(body, offset=self._n)
+        return PromptItem(text, self.prefix_tokens + MARKER_TOKENS + body + overhead, max(1, out))
 
 
 def load_dataset(path: str | Path) -> list[dict[str, Any]]:

@@ -87,6 +87,8 @@ class LoadPlan(Produced):
     input_tokens: TokenSpec | None = None
     output_tokens: TokenSpec | None = None
     slo: list[SloTriple] = Field(default_factory=list)
+    #: tokens at the start of every prompt that all requests share (the workload's `tokens.shared_prefix`; 0: none)
+    shared_prefix_tokens: int = Field(default=0, ge=0)
 
     @field_serializer("input_tokens", "output_tokens")
     def _given_only(self, spec: TokenSpec | None) -> dict[str, Any] | None:
@@ -193,6 +195,8 @@ class LoadTask(Produced):
     out_dir: str
     #: the architecture's ServingConfig as a dict (optional: tasks written before it was recorded have none)
     serving: dict[str, Any] | None = None
+    #: tokens every prompt starts with, the same in all requests (the workload's `tokens.shared_prefix`)
+    shared_prefix_tokens: int = Field(default=0, ge=0)
 
     @field_serializer("input_tokens", "output_tokens")
     def _given_only(self, spec: TokenSpec) -> dict[str, Any]:
@@ -217,6 +221,7 @@ class LoadTask(Produced):
                 out_dir=self.out_dir,
                 serving=self.serving,
                 engine_version=engine_version,
+                shared_prefix_tokens=self.shared_prefix_tokens,
             )
         except ValidationError as exc:
             raise InvalidInput("the load-test settings are not valid", problems_from_pydantic(exc)) from None

@@ -101,6 +101,7 @@ def execute(task: LoadTask, sfn: Any, store: Any) -> dict[str, Any]:
             "serving": task.serving,
             "engine_version": version,
             "served_model": served_models(task.endpoint),
+            "shared_prefix_tokens": task.shared_prefix_tokens,
         }
         for s in steps:
             store.put_measurement(task.run_id, task.candidate_id, {**s.model_dump(mode="json"), **recorded})

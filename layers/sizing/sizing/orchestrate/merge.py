@@ -99,17 +99,25 @@ def _measured_block(
         + ", per-request TTFT/ITL/e2e from the token stream",
     }  # fmt: skip
     if arch is not None and wm is not None and cat is not None:
-        block["predicted_at_level"] = predicted_at_level(arch, shown.get("target"), wm, cat)
+        block["predicted_at_level"] = predicted_at_level(
+            arch, shown.get("target"), wm, cat, prefix_tokens=int(shown.get("shared_prefix_tokens") or 0)
+        )
     return block
 
 
 def predicted_at_level(
-    arch: dict[str, Any], target: dict[str, Any] | None, wm: WorkloadModel, cat: Catalog, seed: int = 0
+    arch: dict[str, Any],
+    target: dict[str, Any] | None,
+    wm: WorkloadModel,
+    cat: Catalog,
+    seed: int = 0,
+    prefix_tokens: int = 0,
 ) -> dict[str, Any] | None:
     """The estimator's TTFT/TPOT/e2e percentiles re-simulated at a measured load level (`target`: closed-loop
     `concurrency`, `users` with `think_time_s`, or an open-loop `rate_rps`) with the workload's token
-    distributions on the architecture's serving config. None when there is no replica to simulate (Bedrock) or
-    no level."""
+    distributions on the architecture's serving config, every prompt starting with the `prefix_tokens` the level
+    sent (its record's `shared_prefix_tokens`). None when there is no replica to simulate (Bedrock) or no
+    level."""
     if not target or arch.get("deployment") == "bedrock" or not arch.get("instance_type"):
         return None
     load: ClosedLoop | OpenLoop
@@ -125,7 +133,16 @@ def predicted_at_level(
         n = max(LEVEL_REQUESTS, LEVEL_ROUNDS * c)
     try:
         step = StepModel.for_config(replica_of(arch, cat), catalog=cat)
-        sim = simulate(step, load, wm.input_tokens, wm.output_tokens, n_requests=n, seed=seed, itl=False)
+        sim = simulate(
+            step,
+            load,
+            wm.input_tokens,
+            wm.output_tokens,
+            n_requests=n,
+            seed=seed,
+            itl=False,
+            prefix_tokens=prefix_tokens,
+        )
     except (SizingError, ValueError):  # the replica does not fit or cannot be built: nothing to compare
         return None
     digits = {"ttft_ms": 1, "tpot_ms": 2, "e2e_s": 3}
@@ -226,7 +243,11 @@ def calibration_rows(
     """One normalised calibration row (sizing.perf.reference.CalRow format) per measured concurrency level: the
     deployment as served (its max_model_len and max_num_seqs), the lengths as drawn (measured means, the workload's
     lognormal spread), the load and what was measured. Row ids and the source name the run, so rows of several
-    runs of one architecture stay apart. A managed service (Bedrock) runs on hardware it does not name: no rows."""
+    runs of one architecture stay apart. A managed service (Bedrock) runs on hardware it does not name: no rows.
+    Nor does a level whose prompts shared a prefix that the server cached: the reference fit simulates its rows
+    without a prefix cache (`sizing.perf.reference.CalRow` has no such column), so the cache's saving would read
+    as the estimator's error. Such levels still feed the team's refit and answer as measured configurations
+    (`sizing.learn.levels`), which simulate them with their prefix."""
     if arch.get("deployment") == "bedrock" or not arch.get("accelerator"):
         return []
     serving = arch.get("serving") or {}
@@ -243,6 +264,8 @@ def calibration_rows(
     for r in records:
         conc = (r.get("target") or {}).get("concurrency")
         if not conc or not r.get("requests"):
+            continue
+        if r.get("shared_prefix_tokens") and (r.get("serving") or serving).get("enable_prefix_caching"):
             continue
         rows.append(
             {

@@ -234,6 +234,7 @@ def _load_plan(spec: WorkloadSpec) -> LoadPlan:
         input_tokens=spec.tokens.input,
         output_tokens=spec.tokens.output,
         slo=spec.slo.targets(),
+        shared_prefix_tokens=spec.tokens.shared_prefix or 0,
     )
 
 
@@ -307,6 +308,7 @@ def load_task(inp: LoadTestInput, settings: OrchestrationSettings) -> LoadTask:
         input_tokens=plan.input_tokens or TokenSpec(fixed=DEFAULT_INPUT_TOKENS),
         output_tokens=plan.output_tokens or TokenSpec(fixed=DEFAULT_OUTPUT_TOKENS),
         slo=plan.slo,
+        shared_prefix_tokens=plan.shared_prefix_tokens,
         step_s=settings.step_s,
         warmup_s=settings.warmup_s,
         workers=sweep_workers(

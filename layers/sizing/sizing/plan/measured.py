@@ -115,7 +115,7 @@ def _scales(step: Any, wm: WorkloadModel, conf: dict[str, Any], seed: int) -> di
             n_requests=max(LEVEL_REQUESTS, LEVEL_ROUNDS * c),
             seed=seed,
             itl=False,
-            prefix_tokens=wm.shared_prefix_tokens,
+            prefix_tokens=int(conf.get("shared_prefix_tokens") or 0),  # the level as it was measured
         )
         for scale, metric in (("prefill", "ttft_ms"), ("decode", "tpot_ms")):
             m = (lv.get(metric) or {}).get("mean")
@@ -150,6 +150,7 @@ def lookup(rep: Any, wm: WorkloadModel, cat: Any) -> tuple[dict[str, Any], float
             serving=serving,
             input_tokens=wm.input_tokens.mean,
             output_tokens=wm.output_tokens.mean,
+            shared_prefix_tokens=wm.shared_prefix_tokens,
         ),
         None,
     )

@@ -10,6 +10,14 @@ head of the queue and is prefilled again (prompt plus what it had generated). En
 otherwise are followed too: no chunked prefill, prefill-only steps, or KV reserved for the whole answer at
 admission (TensorRT-LLM). Each step lasts `iteration_time(...)` seconds of wall-clock time; its tokens are handed
 to the sequences' sinks when the step ends.
+
+With prefix caching (the step model's `prefix_caching`, the serving configuration's `enable_prefix_caching`) the
+engine caches KV blocks by content, as vLLM's automatic prefix caching does
+(https://docs.vllm.ai/en/latest/design/prefix_caching.html): a request brings the hashes of its prompt's full
+blocks (each chained to the one before it, `block_hashes`); a block is cached once the step that computes it ends;
+a request admitted later whose leading blocks are cached reads them instead of prefilling them -- all but the
+prompt's last token, which is always computed -- and a cached block is held once however many requests use it.
+Blocks no running request holds stay cached while the free pool has room, and the least recently freed go first.
 """
 
 from __future__ import annotations
@@ -19,8 +27,8 @@ import contextlib
 import inspect
 import itertools
 import math
-from collections import deque
-from collections.abc import Callable
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -69,7 +77,11 @@ class Sequence:
     arrival: float
     computed: int = 0  # tokens whose KV is in the cache
     generated: int = 0
-    blocks: int = 0
+    blocks: int = 0  # KV blocks of its own (cached blocks it reads are in `shared`)
+    #: hashes of the prompt's full blocks, each chained to the ones before it (empty: nothing to cache)
+    hashes: tuple[int, ...] = ()
+    #: the leading prompt blocks it holds through the prefix cache (hashes), held once for all their readers
+    shared: list[int] = field(default_factory=list)
     first_token_at: float | None = None
     finished_at: float | None = None
     aborted: bool = False
@@ -92,6 +104,9 @@ class EngineStats:
     #: overhead; it stays near zero while the host keeps up
     lag_sum_s: float = 0.0
     lag_max_s: float = 0.0
+    #: prompt tokens looked up in the prefix cache, and those found there (vLLM's prefix_cache_queries / _hits)
+    prefix_cache_queries: int = 0
+    prefix_cache_hits: int = 0
 
     def observe_ttft(self, seconds: float) -> None:
         self.ttft_count += 1
@@ -129,6 +144,10 @@ class Engine:
             n_params = 3
         #: sizing.perf's iteration_time also takes the prefill attention pairs and the number of prefill chunks
         self._rich_step_model = n_params >= RICH_ITERATION_TIME_PARAMS
+        self.prefix_caching = bool(getattr(step_model, "prefix_caching", False))
+        #: cached blocks that running sequences hold (hash -> readers), and those none holds (oldest first)
+        self._held: dict[int, int] = {}
+        self._cached_free: OrderedDict[int, None] = OrderedDict()
 
     # --- public --------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -142,8 +161,12 @@ class Engine:
                 await self._task
             self._task = None
 
-    def submit(self, prompt_tokens: int, max_output: int, sink: TokenSink) -> Sequence:
-        """Queue a request. Raises InvalidInput when prompt plus output can never fit in the KV cache."""
+    def submit(
+        self, prompt_tokens: int, max_output: int, sink: TokenSink, block_hashes: Iterable[int] = ()
+    ) -> Sequence:
+        """Queue a request. `block_hashes`: its prompt's full blocks by content (`block_hashes`), read from the
+        prefix cache when the engine caches prefixes. Raises InvalidInput when prompt plus output can never fit
+        in the KV cache."""
         need = prompt_tokens + max_output
         if self._blocks_for(need) > self.total_blocks:
             raise InvalidInput(
@@ -152,6 +175,8 @@ class Engine:
                 [Problem("max_tokens", "prompt plus max_tokens exceeds the KV-cache capacity")],
             )
         seq = Sequence(next(self._ids), max(1, prompt_tokens), max(1, max_output), sink, self._loop.time())
+        if self.prefix_caching:
+            seq.hashes = tuple(block_hashes)
         seq.done = self._loop.create_future()
         if self.request_overhead_s > 0:
             self._loop.call_later(self.request_overhead_s, self._enqueue, seq)
@@ -191,18 +216,67 @@ class Engine:
         return math.ceil(tokens / self.block_size)
 
     def _grow(self, seq: Sequence, tokens: int) -> bool:
-        need = self._blocks_for(tokens) - seq.blocks
+        need = self._blocks_for(tokens) - seq.blocks - len(seq.shared)
         if need <= 0:
             return True
         if self.used_blocks + need > self.total_blocks:
             return False
         self.used_blocks += need
         seq.blocks += need
+        self._trim_cache()
         return True
 
     def _free(self, seq: Sequence) -> None:
         self.used_blocks -= seq.blocks
         seq.blocks = 0
+        for h in seq.shared:
+            readers = self._held[h] - 1
+            if readers:
+                self._held[h] = readers
+            else:
+                del self._held[h]
+                self._cached_free[h] = None
+                self.used_blocks -= 1
+        seq.shared = []
+        self._trim_cache()
+
+    def _trim_cache(self) -> None:
+        """Cached blocks no one holds live in the free pool: as it shrinks, the least recently freed go."""
+        while self._cached_free and len(self._cached_free) > self.total_blocks - self.used_blocks:
+            self._cached_free.popitem(last=False)
+
+    def _read_cached(self, seq: Sequence) -> None:
+        """Hold the leading prompt blocks of a sequence about to be admitted that the cache has (all but the
+        prompt's last token: its logits give the first output token). A block taken from the free pool was
+        already counted in it, so this never overfills the cache. Undone by `_unread`."""
+        if not seq.hashes or seq.computed or seq.shared:
+            return
+        limit = min(len(seq.hashes), (seq.prompt_tokens - 1) // self.block_size)
+        for h in seq.hashes[:limit]:
+            if h in self._held:
+                self._held[h] += 1
+            elif h in self._cached_free:
+                del self._cached_free[h]
+                self._held[h] = 1
+                self.used_blocks += 1
+            else:
+                break
+            seq.shared.append(h)
+        seq.computed = len(seq.shared) * self.block_size
+        self.stats.prefix_cache_queries += seq.prompt_tokens
+        self.stats.prefix_cache_hits += seq.computed
+
+    def _cache_computed(self, seq: Sequence) -> None:
+        """After a prefill step: the sequence's newly completed prompt blocks become cached, held once (a block
+        another sequence computed at the same time stays this sequence's own, and so do the ones after it)."""
+        full = min(min(seq.computed, seq.prompt_tokens) // self.block_size, len(seq.hashes))
+        while len(seq.shared) < full and seq.blocks > 0:
+            h = seq.hashes[len(seq.shared)]
+            if h in self._held or h in self._cached_free:
+                return
+            self._held[h] = 1
+            seq.shared.append(h)
+            seq.blocks -= 1
 
     def _preempt(self, victim: Sequence) -> None:
         self.running.remove(victim)
@@ -210,6 +284,16 @@ class Engine:
         victim.computed = 0
         self.waiting.appendleft(victim)
         self.stats.preemptions += 1
+
+    def _unread(self, seq: Sequence) -> None:
+        """A sequence that is not admitted after all gives its cached blocks back and waits as it was."""
+        if seq.shared:
+            self.stats.prefix_cache_queries -= seq.prompt_tokens
+            self.stats.prefix_cache_hits -= seq.computed
+            self._free(seq)
+            seq.computed = 0
+        elif seq.hashes and not seq.computed:
+            self.stats.prefix_cache_queries -= seq.prompt_tokens
 
     def _kv_target(self, seq: Sequence) -> int:
         """KV tokens the sequence must hold before sampling its next token."""
@@ -260,12 +344,15 @@ class Engine:
                 used += chunk
         while self.waiting and budget - used > 0 and len(self.running) < int(self.step.max_num_seqs):
             seq = self.waiting[0]
+            self._read_cached(seq)
             target = self._kv_target(seq)
             chunk = self._take(target - seq.computed, budget - used, used)
             if chunk <= 0:
+                self._unread(seq)
                 break
             reserve_to = seq.prompt_tokens + seq.max_output if self.reserve else seq.computed + chunk
             if not self._grow(seq, reserve_to):
+                self._unread(seq)
                 break
             self.waiting.popleft()
             self.running.append(seq)
@@ -300,6 +387,8 @@ class Engine:
             emitted.append(seq)
         for seq, chunk in prefills:
             seq.computed += chunk
+            if seq.hashes:
+                self._cache_computed(seq)
             if seq.computed >= self._kv_target(seq):
                 fresh = seq.generated == 0
                 seq.generated += 1

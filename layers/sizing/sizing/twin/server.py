@@ -24,7 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sizing.errors import SizingError
-from sizing.tokens import VOCABULARY, chat_tokens, count_tokens
+from sizing.tokens import VOCABULARY, block_hashes, chat_token_pieces, chat_tokens, count_tokens, token_pieces
 from sizing.twin.engine import TTFT_BUCKETS_S, Engine, Sequence, StepModelLike
 from sizing.workload import TokenDistribution
 
@@ -142,6 +142,8 @@ class _Answer:
     rid: str
     created: int
     model: str
+    #: the prompt's full KV blocks by content, for the engine's prefix cache (empty when it caches none)
+    hashes: tuple[int, ...] = ()
 
     @property
     def usage_wanted(self) -> bool:
@@ -407,8 +409,26 @@ class TwinServer:
                 return None
             n_out = min(n_out, limit - prompt)
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
-        answer = _Answer(chat, req, prompt, rid, int(time.time()), self.settings.served_model)
+        hashes = self._block_hashes(req) if self.engine is not None and self.engine.prefix_caching else ()
+        answer = _Answer(chat, req, prompt, rid, int(time.time()), self.settings.served_model, hashes)
         return answer, n_out
+
+    def _block_hashes(self, req: _Request) -> tuple[int, ...]:
+        """The prompt's full blocks by content, as the engine's prefix cache keys them."""
+        assert self.engine is not None
+        tokens: list[Any]
+        if isinstance(req, _ChatRequest):
+            tokens = chat_token_pieces(req.messages)
+        else:
+            assert isinstance(req, _CompletionRequest)
+            p = req.prompt
+            if isinstance(p, str):
+                tokens = token_pieces(p)
+            elif p and isinstance(p[0], int):
+                tokens = list(p)
+            else:
+                tokens = [piece for x in p for piece in token_pieces(str(x))]
+        return block_hashes(tokens, self.engine.block_size)
 
     async def _stream(
         self,
@@ -457,7 +477,7 @@ class TwinServer:
             writer.write(out)
 
         try:
-            seq = self.engine.submit(answer.prompt, n_out, sink)
+            seq = self.engine.submit(answer.prompt, n_out, sink, answer.hashes)
         except SizingError as exc:
             writer.write(_sse(json.dumps({"error": {"message": str(exc), "code": 400}})) + _DONE)
             return
@@ -480,7 +500,7 @@ class TwinServer:
                 self.engine.abort(seq)
 
         try:
-            seq = self.engine.submit(answer.prompt, n_out, quiet)
+            seq = self.engine.submit(answer.prompt, n_out, quiet, answer.hashes)
         except SizingError as exc:
             self._error(writer, 400, str(exc), keep_alive)
             return
@@ -527,6 +547,14 @@ class TwinServer:
             counter("vllm:request_success", "Count of successfully processed requests.", s.requests_finished),
             counter("twin:step_lag_seconds", "Seconds steps ended after their modelled time.", s.lag_sum_s),
             gauge("twin:step_lag_seconds_max", "Largest lag of one step behind the model.", s.lag_max_s),
+            counter(
+                "vllm:prefix_cache_queries",
+                "Prompt tokens looked up in the prefix cache.",
+                s.prefix_cache_queries,
+            ),
+            counter(
+                "vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache.", s.prefix_cache_hits
+            ),
             counter("twin:steps", "Engine steps run.", s.steps),
             ttft,
         ]
