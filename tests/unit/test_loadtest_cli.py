@@ -39,3 +39,12 @@ def test_a_workload_becomes_steps_of_its_users_with_their_think_time_tokens_and_
     assert fields["think_time_s"] == pytest.approx(120 - 20)  # a 2-minute cycle minus the e2e bound
     assert fields["input_tokens"].mean == 1200 and fields["output_tokens"].p95 == 700
     assert fields["slo"] == [("ttft_ms", "p95", 800.0), ("e2e_s", "p95", 20.0)]
+    # and no prompt prefix is shared: the spec declares none
+    assert fields["shared_prefix_tokens"] == 0
+
+
+def test_a_workloads_shared_prefix_is_what_every_prompt_of_the_sweep_starts_with() -> None:
+    # given the chatbot example (a 600-token system prompt every conversation starts with)
+    fields = _from_workload("examples/chatbot.yaml", None)
+    # then the sweep sends it at the start of every prompt
+    assert fields["shared_prefix_tokens"] == 600

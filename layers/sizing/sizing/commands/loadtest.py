@@ -33,6 +33,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--input-tokens", default=None, help="N (fixed) or MEAN:P95 (lognormal); default 512")
     p.add_argument("--output-tokens", default=None, help="N (fixed) or MEAN:P95 (lognormal); default 128")
     p.add_argument(
+        "--shared-prefix",
+        type=int,
+        default=None,
+        metavar="N",
+        help="tokens every synthesized prompt starts with, the same in all requests (a system prompt a prefix"
+        " cache can serve); with --workload, its tokens.shared_prefix; default 0",
+    )
+    p.add_argument(
         "--dataset", help="JSONL prompts (prompt or messages, optional output_tokens) instead of synthetic"
     )
     p.add_argument("--api", choices=["chat", "completions"], default="chat")
@@ -91,7 +99,10 @@ def _from_workload(path: str, users: str | None) -> dict[str, Any]:
 
     spec = load_spec(path)
     wm = build_model(spec)
-    fields: dict[str, Any] = {"slo": list(spec.slo.targets())}
+    fields: dict[str, Any] = {
+        "slo": list(spec.slo.targets()),
+        "shared_prefix_tokens": spec.tokens.shared_prefix or 0,
+    }
     if spec.tokens.input is not None and spec.tokens.output is not None:
         fields["input_tokens"], fields["output_tokens"] = spec.tokens.input, spec.tokens.output
     else:  # a samples file: its means stand for the distributions
@@ -132,6 +143,13 @@ def run(args: argparse.Namespace) -> int:
         extra["input_tokens"] = args.input_tokens
     if args.output_tokens is not None:
         extra["output_tokens"] = args.output_tokens
+    if args.shared_prefix is not None:
+        if args.shared_prefix < 0:
+            raise InvalidInput(
+                "--shared-prefix must be 0 or more tokens",
+                [Problem("shared_prefix", f"{args.shared_prefix} is below 0")],
+            )
+        extra["shared_prefix_tokens"] = args.shared_prefix
     for opt, key in (("dataset", "dataset"), ("max_requests", "max_requests"), ("max_total", "max_total_s"),
                      ("max_level", "max_level")):  # fmt: skip
         if getattr(args, opt) is not None:
