@@ -24,7 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sizing.errors import SizingError
-from sizing.tokens import VOCABULARY, block_hashes, chat_token_pieces, chat_tokens, count_tokens, token_pieces
+from sizing.tokens import VOCABULARY, block_hashes, chat_token_pieces, token_pieces
 from sizing.twin.engine import TTFT_BUCKETS_S, Engine, Sequence, StepModelLike
 from sizing.workload import TokenDistribution
 
@@ -322,22 +322,20 @@ class TwinServer:
         return {"object": "list", "data": [card]}
 
     # --- completions --------------------------------------------------------------------------------------
-    def _parse(self, chat: bool, body: bytes) -> tuple[_Request, int]:
+    def _parse(self, chat: bool, body: bytes) -> tuple[_Request, list[Any]]:
+        """The request and its prompt's tokens (`sizing.tokens`' rule; token ids as given)."""
         raw = json.loads(body or b"{}")
         req: _Request
         if chat:
             req = _ChatRequest.model_validate(raw)
-            prompt = chat_tokens(req.messages)
-        else:
-            req = _CompletionRequest.model_validate(raw)
-            p = req.prompt
-            if isinstance(p, str):
-                prompt = count_tokens(p)
-            elif p and isinstance(p[0], int):
-                prompt = len(p)
-            else:
-                prompt = sum(count_tokens(str(x)) for x in p)
-        return req, prompt
+            return req, chat_token_pieces(req.messages)
+        req = _CompletionRequest.model_validate(raw)
+        p = req.prompt
+        if isinstance(p, str):
+            return req, token_pieces(p)
+        if p and isinstance(p[0], int):
+            return req, list(p)
+        return req, [piece for x in p for piece in token_pieces(str(x))]
 
     async def _until_done(
         self, seq: Sequence, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -386,10 +384,11 @@ class TwinServer:
         """The request's answer and its length in tokens, or None once an error reply has been written (a body
         that is not a request, a model not served, a prompt that does not fit the context)."""
         try:
-            req, prompt = self._parse(chat, body)
+            req, tokens = self._parse(chat, body)
         except (ValidationError, ValueError) as exc:
             self._error(writer, 400, f"invalid request: {exc}", keep_alive)
             return None
+        prompt = len(tokens)
         if req.model != self.settings.served_model and req.model not in self.settings.aliases:
             self._error(writer, 404, f"The model `{req.model}` does not exist.", keep_alive)
             return None
@@ -409,26 +408,13 @@ class TwinServer:
                 return None
             n_out = min(n_out, limit - prompt)
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
-        hashes = self._block_hashes(req) if self.engine is not None and self.engine.prefix_caching else ()
+        # the prompt's full blocks by content, as the engine's prefix cache keys them
+        engine = self.engine
+        hashes = (
+            block_hashes(tokens, engine.block_size) if engine is not None and engine.prefix_caching else ()
+        )
         answer = _Answer(chat, req, prompt, rid, int(time.time()), self.settings.served_model, hashes)
         return answer, n_out
-
-    def _block_hashes(self, req: _Request) -> tuple[int, ...]:
-        """The prompt's full blocks by content, as the engine's prefix cache keys them."""
-        assert self.engine is not None
-        tokens: list[Any]
-        if isinstance(req, _ChatRequest):
-            tokens = chat_token_pieces(req.messages)
-        else:
-            assert isinstance(req, _CompletionRequest)
-            p = req.prompt
-            if isinstance(p, str):
-                tokens = token_pieces(p)
-            elif p and isinstance(p[0], int):
-                tokens = list(p)
-            else:
-                tokens = [piece for x in p for piece in token_pieces(str(x))]
-        return block_hashes(tokens, self.engine.block_size)
 
     async def _stream(
         self,
