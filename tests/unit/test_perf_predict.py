@@ -173,3 +173,46 @@ def test_a_request_longer_than_the_models_context_is_refused(capsys: pytest.Capt
     assert rc == 2
     err = capsys.readouterr().err
     assert "35,000" in err and "32,768" in err
+
+
+def test_a_shared_prefix_is_served_from_the_prefix_cache_as_the_planner_sizes_it(
+    capsys: pytest.CaptureFixture[str],
+):
+    # GIVEN 3,000-token prompts, 16 in flight on one L40S, with and without a 2,400-token prefix they all share
+    def run(prefix: int) -> dict:
+        assert (
+            main(
+                [
+                    "predict",
+                    "--model",
+                    "llama-3.1-8b",
+                    "--instance",
+                    "g6e.xlarge",
+                    "--input-tokens",
+                    "3000",
+                    "--output-tokens",
+                    "200",
+                    "--concurrency",
+                    "16",
+                    "--shared-prefix",
+                    str(prefix),
+                    "--json",
+                ]
+            )
+            == 0
+        )
+        return json.loads(capsys.readouterr().out)  # fmt: skip
+
+    alone, shared = run(0), run(2400)
+    # THEN the shared prefix turns prefix caching on and says so, and only the rest of each prompt is prefilled:
+    # first tokens come sooner and the replica serves more
+    assert shared["serving"]["enable_prefix_caching"] and not alone["serving"]["enable_prefix_caching"]
+    assert shared["shared_prefix_tokens"] == 2400 and "shared_prefix_tokens" not in alone
+    assert shared["ttft_ms"]["p50"] < 0.6 * alone["ttft_ms"]["p50"]
+    assert shared["output_tokens_per_s"] > alone["output_tokens_per_s"]
+    # AND a prefix as long as the prompt is refused, naming the field
+    args = ["predict", "--model", "llama-3.1-8b", "--instance", "g6e.xlarge", "--input-tokens", "3000",
+            "--output-tokens", "200", "--concurrency", "16", "--shared-prefix", "3000"]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "shared_prefix" in err and "3,000 tokens" in err and "Traceback" not in err

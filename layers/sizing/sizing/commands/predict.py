@@ -19,6 +19,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--engine", choices=ENGINES, default="vllm")
     p.add_argument("--input-tokens", type=int, required=True)
     p.add_argument("--output-tokens", type=int, required=True)
+    p.add_argument(
+        "--shared-prefix",
+        type=int,
+        default=0,
+        metavar="N",
+        help="tokens every prompt starts with, the same in all requests (a system prompt; a workload's"
+        " tokens.shared_prefix): the deployment caches prefixes and serves them from the KV cache",
+    )
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument("--concurrency", type=int, help="closed loop: requests in flight (large = saturated)")
     load.add_argument("--rate", type=float, help="open loop: Poisson arrivals per second")
@@ -71,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         gpu_memory_utilization=args.gpu_memory_utilization,
         kv_cache_dtype=args.kv_cache_dtype,
         lnc=args.lnc,
+        shared_prefix_tokens=args.shared_prefix,
     )
     if args.json:
         print_json(out)

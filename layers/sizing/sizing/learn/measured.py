@@ -161,6 +161,7 @@ def answer(
     input_tokens: float,
     output_tokens: float,
     concurrency: float,
+    shared_prefix_tokens: float = 0,
 ) -> dict[str, Any] | None:
     """The measured figures of this configuration at this load, or None (see the module docstring)."""
     for conf, dist in matches(
@@ -170,6 +171,7 @@ def answer(
         serving=serving,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
+        shared_prefix_tokens=shared_prefix_tokens,
     ):
         got = interpolate(conf["levels"], concurrency)
         if got is None:

@@ -3,6 +3,7 @@ has its stated intervals)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +15,14 @@ from sizing.perf.calibration import interval_for, profile_for, stated_interval, 
 from sizing.perf.config import HardwareConfig
 from sizing.perf.engines import ENGINE_IMAGES
 from sizing.perf.memory import MemoryFit, kv_dtype_bytes, memory_fit
-from sizing.perf.simulator import ClosedLoop, OpenLoop, SimResult, saturating_concurrency, simulate
+from sizing.perf.simulator import (
+    ClosedLoop,
+    OpenLoop,
+    SimResult,
+    cached_share,
+    saturating_concurrency,
+    simulate,
+)
 from sizing.perf.step import StepModel
 
 if TYPE_CHECKING:
@@ -50,6 +58,23 @@ def _check_load(
     if concurrency is None and rate is None:
         return 1
     return concurrency
+
+
+def _check_prefix(shared_prefix_tokens: int, input_tokens: int) -> None:
+    """A shared prefix is a part of the prompt: 0 or more tokens, fewer than the prompt has."""
+    if not shared_prefix_tokens:
+        return
+    from sizing.workload import (
+        shared_prefix_problem,  # the workload model (pydantic): only when a prefix is given
+    )
+
+    problem = (
+        f"must be 0 or more tokens, got {shared_prefix_tokens}"
+        if shared_prefix_tokens < 0
+        else shared_prefix_problem(shared_prefix_tokens, input_tokens)
+    )
+    if problem:
+        raise InvalidInput(f"shared_prefix: {problem}", [Problem("shared_prefix", problem)])
 
 
 def _check_context(
@@ -180,13 +205,17 @@ def predict(
     gpu_memory_utilization: float | None = None,
     kv_cache_dtype: str | None = None,
     lnc: int | None = None,
+    shared_prefix_tokens: int = 0,
 ) -> dict[str, Any]:
     """Predict one deployment under closed-loop `concurrency` or Poisson `rate` with fixed token counts. The
     serving settings (`ServingConfig`'s names and meaning) default to the engine's; the result's `serving` block
     states the configuration simulated, and each metric's `interval` the range the estimator's cross-validated
-    error gives it (`sizing.perf.calibration.interval_for`)."""
+    error gives it (`sizing.perf.calibration.interval_for`). `shared_prefix_tokens`: tokens every prompt starts
+    with, the same in all requests (a workload's `tokens.shared_prefix`); as the planner does, the deployment then
+    caches prefixes and serves them from the KV cache."""
     concurrency = _check_load(input_tokens, output_tokens, concurrency, rate)
     _check_context(model, input_tokens, output_tokens, max_model_len, catalog)
+    _check_prefix(shared_prefix_tokens, input_tokens)
     context = input_tokens + output_tokens
     cfg = HardwareConfig.create(
         model,
@@ -202,6 +231,8 @@ def predict(
         kv_cache_dtype=kv_cache_dtype,
         lnc=lnc,
     )
+    if shared_prefix_tokens:
+        cfg = dataclasses.replace(cfg, enable_prefix_caching=True)
     fit = memory_fit(cfg, catalog)
     out = _deployment(cfg, fit, input_tokens, output_tokens, concurrency, rate)
     acc_id = cfg.parts(catalog).accelerator.id
@@ -221,8 +252,16 @@ def predict(
     )
     load, n = _load(concurrency, rate, notes)
     fixed = TokenDistribution.fixed
-    res: SimResult = simulate(sm, load, fixed(input_tokens), fixed(output_tokens), n_requests=n, seed=seed)
-    sat_c = saturating_concurrency(sm, input_tokens, output_tokens)
+    res: SimResult = simulate(
+        sm,
+        load,
+        fixed(input_tokens),
+        fixed(output_tokens),
+        n_requests=n,
+        seed=seed,
+        prefix_tokens=shared_prefix_tokens,
+    )
+    sat_c = saturating_concurrency(sm, input_tokens, output_tokens, shared_prefix_tokens)
     saturated = concurrency is not None and concurrency >= sat_c
     if saturated:
         notes.append(
@@ -231,7 +270,14 @@ def predict(
     out.update(_figures(res, saturated, sat_c))
     _calibration(out, sm, cfg.engine)
     out["notes"] = notes
-    _answer_basis(out, acc_id, concurrency)
+    if shared_prefix_tokens:
+        out["shared_prefix_tokens"] = shared_prefix_tokens
+        notes.append(
+            f"every prompt starts with the same {shared_prefix_tokens:,} tokens: read from the prefix cache (all"
+            f" but its partial last block), {input_tokens - cached_share(sm, shared_prefix_tokens, input_tokens):,}"
+            " of each prompt's tokens prefilled"
+        )
+    _answer_basis(out, acc_id, concurrency, shared_prefix_tokens)
     if rate is not None and res.requests_per_s < rate * 0.95 and not math.isinf(res.requests_per_s):
         notes.append(
             f"offered {rate:g} req/s exceeds what the replica serves (~{res.requests_per_s:.2f} req/s): the queue grows"
@@ -240,7 +286,9 @@ def predict(
     return out
 
 
-def _answer_basis(out: dict[str, Any], accelerator: str, concurrency: int | None) -> None:
+def _answer_basis(
+    out: dict[str, Any], accelerator: str, concurrency: int | None, shared_prefix_tokens: int = 0
+) -> None:
     """`basis` and `profile_version` of a prediction: `measured` when the team measured this model, accelerator and
     ServingConfig at this token shape and a load within the measured levels (the figures are then the measured
     ones interpolated, the estimator's own kept under `predicted`: `sizing.learn.measured`), else `calibrated` (a team
@@ -259,6 +307,7 @@ def _answer_basis(out: dict[str, Any], accelerator: str, concurrency: int | None
         input_tokens=out["input_tokens"],
         output_tokens=out["output_tokens"],
         concurrency=concurrency,
+        shared_prefix_tokens=shared_prefix_tokens,
     )
     if hit is None:
         return
