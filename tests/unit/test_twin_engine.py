@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sizing.errors import InvalidInput
 from sizing.tokens import block_hashes
@@ -201,3 +203,49 @@ def test_cached_blocks_outlive_their_request_until_the_kv_cache_needs_the_room()
     assert again == [36]
     assert evicted == [100]
     assert 0 <= engine.used_blocks <= engine.total_blocks
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["submit", "step", "step", "abort"]),
+            st.integers(min_value=0, max_value=3),  # which of four prompt families (shared leading blocks)
+            st.integers(min_value=17, max_value=150),  # prompt tokens
+            st.integers(min_value=1, max_value=40),  # answer tokens
+        ),
+        max_size=60,
+    )
+)
+def test_the_kv_cache_never_holds_more_blocks_than_it_has_and_counts_a_cached_block_once(ops) -> None:
+    async def scenario() -> None:
+        # given a small KV cache (24 blocks) that caches prefixes, and requests of four prompt families
+        engine = Engine(StandInStepModel(prefix_caching=True, kv_capacity_tokens=384, max_num_seqs=6))
+        seqs = []
+        for op, family, prompt, answer in ops:
+            if op == "submit":
+                tokens = [*[(family, i) for i in range(64)], *[(len(seqs), i) for i in range(prompt)]][
+                    :prompt
+                ]
+                try:
+                    seqs.append(engine.submit(prompt, answer, lambda n, f: None, block_hashes(tokens, 16)))
+                except InvalidInput:
+                    continue
+            elif op == "abort" and seqs:
+                engine.abort(seqs[family % len(seqs)])
+            else:
+                _step(engine)
+            # then the blocks in use are each running request's own plus every cached block any of them holds,
+            # counted once, and never more than the cache has
+            held = {h for s in engine.running for h in s.shared}
+            assert engine.used_blocks == sum(s.blocks for s in engine.running) + len(held)
+            assert 0 <= engine.used_blocks <= engine.total_blocks
+            assert engine.used_blocks + len(engine._cached_free) <= engine.total_blocks
+        # and every request still finishes once the engine runs on
+        for _ in range(2000):
+            if not engine.running and not engine.waiting:
+                break
+            _step(engine)
+        assert not engine.running and not engine.waiting and engine.used_blocks == 0
+
+    asyncio.run(scenario())
