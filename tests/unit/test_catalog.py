@@ -227,6 +227,9 @@ def test_the_catalog_read_from_its_parsed_cache_is_the_catalog_read_from_yaml(tm
     # catalogs are the same
     assert sum(name.endswith(".json") for name in cached) >= 4
     assert sum(name.endswith(".pickle") for name in cached) == 1
+    # and the compact copy (a pickle: it runs code when loaded) is this user's only
+    pickled = next((tmp_path / "sizing-catalog").glob("*.pickle"))
+    assert pickled.stat().st_mode & 0o777 == 0o600
     for part in ("accelerators", "instances", "models", "managed"):
         assert getattr(from_cache, part) == getattr(from_yaml, part), part
 
@@ -320,4 +323,7 @@ def test_a_build_ships_the_compact_copy_so_a_cold_start_never_validates(tmp_path
     catalog = models.build_catalog()
     # then it is the packaged copy: the same catalog, with nothing validated
     assert written.parent == tmp_path / "compact" and written.stat().st_size > 0
+    # and the copy is readable by every user, as the code beside it (Lambda reads the layer as another user than
+    # the one that built it)
+    assert (written.stat().st_mode & 0o777, written.parent.stat().st_mode & 0o777) == (0o644, 0o755)
     assert catalog.models == load_catalog().models and catalog.instances == load_catalog().instances

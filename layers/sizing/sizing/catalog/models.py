@@ -787,17 +787,24 @@ def _load_compact(path: Path, trusted: bool = False) -> Catalog | None:
     return catalog if isinstance(catalog, Catalog) else None
 
 
-def _keep_compact(path: Path, catalog: Catalog) -> None:
-    """Write the compact copy atomically, readable and writable by this user only; a read-only or full disk is
-    not an error."""
+#: Modes of a compact copy in the cache (this user's only) and of one shipped beside the code (as the code's own
+#: files: the Lambda runtime reads the layer as another user than the one that built it).
+CACHE_MODES = (0o700, 0o600)
+PACKAGED_MODES = (0o755, 0o644)
+
+
+def _keep_compact(path: Path, catalog: Catalog, modes: tuple[int, int] = CACHE_MODES) -> None:
+    """Write the compact copy atomically with `modes` (directory, file); a read-only or full disk is not an
+    error."""
     import pickle
 
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path.parent.mkdir(mode=modes[0], parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, modes[1])
         with os.fdopen(fd, "wb") as out:
             out.write(pickle.dumps(catalog, protocol=COMPACT_PROTOCOL))
+        os.chmod(tmp, modes[1])  # as asked, whatever the umask
         tmp.replace(path)
     except OSError:
         pass
@@ -823,7 +830,8 @@ def package_compact() -> Path:
     path = PACKAGED_COMPACT_DIR / _compact_name(DATA_DIR, None)
     for old in PACKAGED_COMPACT_DIR.glob("catalog-*.pickle"):
         old.unlink()
-    _keep_compact(path, catalog)
+    _keep_compact(path, catalog, PACKAGED_MODES)
+    PACKAGED_COMPACT_DIR.chmod(PACKAGED_MODES[0])
     back = _load_compact(path, trusted=True)
     parts = ("accelerators", "instances", "models", "managed")
     if back is None or any(getattr(back, part) != getattr(catalog, part) for part in parts):
