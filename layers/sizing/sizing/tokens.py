@@ -10,12 +10,10 @@ server as for the twin. Chat requests add the Llama-3 chat template's special to
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
-_WORD = re.compile(r"\w+|[^\w\s]")
 #: Characters per token for words longer than one token (OpenAI's "about 4 characters per token" rule).
 CHARS_PER_TOKEN = 4
 #: Llama-3 chat template: <|begin_of_text|> once; per message <|start_header_id|> role <|end_header_id|> "\n\n"
@@ -41,14 +39,14 @@ VOCABULARY: tuple[str, ...] = (
 )  # fmt: skip
 
 
-def count_tokens(text: str) -> int:
-    """Approximate token count of plain text (see the module docstring for the rule)."""
-    return sum(math.ceil(len(w) / CHARS_PER_TOKEN) for w in _WORD.findall(text))
-
-
 #: One token of `count_tokens`' rule: up to CHARS_PER_TOKEN characters of a word (a longer word continues in the
 #: next match), or one punctuation mark.
 _PIECE = re.compile(rf"\w{{1,{CHARS_PER_TOKEN}}}|[^\w\s]")
+
+
+def count_tokens(text: str) -> int:
+    """Approximate token count of plain text (see the module docstring for the rule)."""
+    return len(token_pieces(text))
 
 
 def token_pieces(text: str) -> list[str]:
@@ -89,10 +87,7 @@ def _content_text(content: Any) -> str:
 
 def chat_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
     """Prompt tokens of a chat request: every message's content plus the chat template's special tokens."""
-    total = CHAT_BOS_TOKENS + CHAT_GENERATION_PROMPT_TOKENS
-    for m in messages:
-        total += CHAT_PER_MESSAGE_TOKENS + count_tokens(_content_text(m.get("content")))
-    return total
+    return len(chat_token_pieces(messages))
 
 
 def synth_text(n_tokens: int, offset: int = 0) -> str:

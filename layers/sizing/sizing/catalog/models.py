@@ -7,11 +7,11 @@ import functools
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -20,6 +20,8 @@ from sizing.errors import InvalidInput, NotFound, problems_from_pydantic
 from sizing.vocabulary import Quantization
 
 DATA_DIR = Path(__file__).parent / "data"
+#: A value derived from a catalog (`Catalog.derive`).
+T = TypeVar("T")
 #: Extra catalog files (same layout as data/) merged over the shipped ones; models added with
 #: `sizing catalog add-model --catalog-dir` land there.
 OVERLAY_ENV = "SIZING_CATALOG_DIR"
@@ -490,8 +492,8 @@ class Catalog:
         self.instances = {i.instance_type: i for i in instances}
         self.models = {m.id: m for m in models}
         self.managed = managed
-        #: values worked out from this catalog, kept by whoever derives them (`sagemaker_price`, the planner's
-        #: pricing): a catalog does not change once built (a release builds a new one, `with_models`)
+        #: values worked out from this catalog (`derive`): a catalog does not change once built (a release builds a
+        #: new one)
         self.derived: dict[tuple[Any, ...], Any] = {}
         self._alias: dict[str, str] = {}
         for m in models:
@@ -549,12 +551,18 @@ class Catalog:
         """Tensor-parallel units on the instance: GPUs, or NeuronCores on inf2/trn."""
         return instance.accelerator_count * self.accelerator_of(instance).cores_per_chip
 
+    def derive(self, key: tuple[Any, ...], make: Callable[[], T]) -> T:
+        """The value `make()` works out from this catalog, kept under `key` (`sagemaker_price`, the planner's
+        pricing: asked for every hardware option at every phase of an estimate)."""
+        if key not in self.derived:
+            self.derived[key] = make()
+        return cast(T, self.derived[key])
+
     def sagemaker_price(self, instance: InstanceType, region: str = "us-east-1") -> Price:
-        key = ("sagemaker_price", instance.instance_type, region)
-        known = self.derived.get(key)
-        if known is None:
-            known = self.derived[key] = self._sagemaker_price(instance, region)
-        return known
+        return self.derive(
+            ("sagemaker_price", instance.instance_type, region),
+            lambda: self._sagemaker_price(instance, region),
+        )
 
     def _sagemaker_price(self, instance: InstanceType, region: str) -> Price:
         for p in self.managed.sagemaker:
@@ -729,7 +737,7 @@ def _apply_region_snapshot(instances: list[dict], snap: dict) -> None:
         entry["spot_by_region"] = spots
 
 
-#: The catalog files a catalog is built from, in the order they are read.
+#: The catalog files a catalog is built from, in the order they are read (each is the `Catalog` attribute of its name).
 CATALOG_FILES = ("accelerators", "instances", "models", "managed")
 #: pickle protocol of the compact copy (5: Python 3.8 and later, so the 3.11 CLI and the 3.12 Lambda runtime read
 #: each other's copies).
@@ -833,8 +841,7 @@ def package_compact() -> Path:
     _keep_compact(path, catalog, PACKAGED_MODES)
     PACKAGED_COMPACT_DIR.chmod(PACKAGED_MODES[0])
     back = _load_compact(path, trusted=True)
-    parts = ("accelerators", "instances", "models", "managed")
-    if back is None or any(getattr(back, part) != getattr(catalog, part) for part in parts):
+    if back is None or any(getattr(back, part) != getattr(catalog, part) for part in CATALOG_FILES):
         raise SystemExit(f"the catalog's compact copy {path} does not read back as the catalog")
     return path
 

@@ -195,11 +195,10 @@ def _pricing(cat: Catalog, wm: WorkloadModel, hw: HardwareOption, deployment: st
     """How `hw` is billed on `deployment` in the workload's Region (kept per catalog: the planner asks for each
     hardware option at every phase)."""
     region = wm.spec.constraints.region
-    key = ("pricing", hw.instance_type, region, deployment)
-    known = cat.derived.get(key)
-    if known is None:
-        known = cat.derived[key] = _priced(cat, hw.instance_type, region, deployment)
-    return known
+    return cat.derive(
+        ("pricing", hw.instance_type, region, deployment),
+        lambda: _priced(cat, hw.instance_type, region, deployment),
+    )
 
 
 def _priced(cat: Catalog, instance_type: str, region: str, deployment: str) -> Pricing:

@@ -249,7 +249,7 @@ class Engine:
         """Hold the leading prompt blocks of a sequence about to be admitted that the cache has (all but the
         prompt's last token: its logits give the first output token). A block taken from the free pool was
         already counted in it, so this never overfills the cache. Undone by `_unread`."""
-        if not seq.hashes or seq.computed or seq.shared:
+        if not seq.hashes:
             return
         limit = min(len(seq.hashes), (seq.prompt_tokens - 1) // self.block_size)
         for h in seq.hashes[:limit]:
@@ -263,14 +263,12 @@ class Engine:
                 break
             seq.shared.append(h)
         seq.computed = len(seq.shared) * self.block_size
-        self.stats.prefix_cache_queries += seq.prompt_tokens
-        self.stats.prefix_cache_hits += seq.computed
 
     def _cache_computed(self, seq: Sequence) -> None:
         """After a prefill step: the sequence's newly completed prompt blocks become cached, held once (a block
         another sequence computed at the same time stays this sequence's own, and so do the ones after it)."""
-        full = min(min(seq.computed, seq.prompt_tokens) // self.block_size, len(seq.hashes))
-        while len(seq.shared) < full and seq.blocks > 0:
+        full = min(seq.computed, seq.prompt_tokens) // self.block_size
+        while len(seq.shared) < min(full, len(seq.hashes)) and seq.blocks > 0:
             h = seq.hashes[len(seq.shared)]
             if h in self._held or h in self._cached_free:
                 return
@@ -287,13 +285,8 @@ class Engine:
 
     def _unread(self, seq: Sequence) -> None:
         """A sequence that is not admitted after all gives its cached blocks back and waits as it was."""
-        if seq.shared:
-            self.stats.prefix_cache_queries -= seq.prompt_tokens
-            self.stats.prefix_cache_hits -= seq.computed
-            self._free(seq)
-            seq.computed = 0
-        elif seq.hashes and not seq.computed:
-            self.stats.prefix_cache_queries -= seq.prompt_tokens
+        self._free(seq)
+        seq.computed = 0
 
     def _kv_target(self, seq: Sequence) -> int:
         """KV tokens the sequence must hold before sampling its next token."""
@@ -356,6 +349,9 @@ class Engine:
                 break
             self.waiting.popleft()
             self.running.append(seq)
+            if seq.hashes:
+                self.stats.prefix_cache_queries += seq.prompt_tokens
+                self.stats.prefix_cache_hits += seq.computed
             prefills.append((seq, chunk))
             used += chunk
         return prefills
