@@ -142,28 +142,48 @@ def coverage(loso: dict) -> None:
         return
     facts = _row_facts()
     ratios = [
-        (r["family"], r["engine"], r["metric"], r["predicted"] / r["measured"], r["row_id"])
+        (
+            r["family"],
+            r["engine"],
+            r["metric"],
+            r["predicted"] / r["measured"],
+            r["row_id"],
+            bool(r.get("moe")),
+        )
         for r in rows
         if r["metric"] in INTERVAL_METRICS
     ]
     source = {k: v["source"] for k, v in facts.items()}
     print()
     print("Stated 80% interval: share of held-out rows whose measurement it contains (target 75-85%):")
+    # (metric, model class) -> [rows inside, rows]
+    tally: dict[tuple[str, str], list[int]] = {}
+    for fam, eng, m, ratio, rid, moe in ratios:
+        others = [x for x in ratios if source.get(x[4]) != source.get(rid)]
+        band = band_for(others, fam, eng, m, moe)
+        if not band:
+            continue
+        lo, hi = band["ratio"]
+        inside = min(lo, 1.0) <= ratio <= max(hi, 1.0)
+        for key in (
+            (m, "all"),
+            (m, f"{'moe' if moe else 'dense'} on {'neuron' if fam.startswith('neuron') else 'gpu'}"),
+        ):
+            t = tally.setdefault(key, [0, 0])
+            t[0] += inside
+            t[1] += 1
     for metric in INTERVAL_METRICS:
-        hits, n = 0, 0
-        for fam, eng, m, ratio, rid in ratios:
-            if m != metric:
-                continue
-            others = [x for x in ratios if source.get(x[4]) != source.get(rid)]
-            band = band_for(others, fam, eng, metric)
-            if not band:
-                continue
-            lo, hi = band["ratio"]
-            n += 1
-            hits += min(lo, 1.0) <= ratio <= max(hi, 1.0)
+        hits, n = tally.get((metric, "all"), (0, 0))
         if n:
             verdict = "meets" if 0.75 <= hits / n <= 0.85 else "misses"
-            print(f"  {metric}: {hits / n:.0%} of {n} ({verdict} the 75-85% target)")
+            classes = ", ".join(
+                f"{cls} {h / k:.0%} of {k}"
+                for (m, cls), (h, k) in sorted(tally.items())
+                if m == metric and cls != "all"
+            )
+            print(
+                f"  {metric}: {hits / n:.0%} of {n} ({verdict} the 75-85% target); by model class: {classes}"
+            )
 
 
 def main() -> int:

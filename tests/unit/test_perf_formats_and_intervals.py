@@ -11,6 +11,7 @@ import pytest
 from sizing.catalog import load_catalog
 from sizing.cli import main
 from sizing.errors import InvalidInput
+from sizing.perf.calibration import interval_for
 from sizing.perf.config import HardwareConfig
 from sizing.perf.memory import memory_fit
 from sizing.perf.predict import predict
@@ -190,3 +191,66 @@ def test_the_catalog_states_nvfp4_only_where_blackwell_runs_it():
     # then
     assert cat.accelerators["b200"].supports("nvfp4") and cat.accelerators["b200"].fp4_tflops
     assert not cat.accelerators["h100"].supports("nvfp4") and cat.accelerators["h100"].supports("mxfp4")
+
+
+def _cv_data(rows: list[tuple[str, str, str, float, bool]]) -> dict:
+    """A profile whose leave-one-source-out rows are (family, engine, metric, predicted/measured, MoE)."""
+    return {
+        "version": "test",
+        "cross_validation": {
+            "rows": [
+                {"row_id": f"R{i}", "family": f, "engine": e, "metric": m, "measured": 100.0,
+                 "predicted": 100.0 * r, "moe": moe}
+                for i, (f, e, m, r, moe) in enumerate(rows)
+            ]
+        },
+    }  # fmt: skip
+
+
+def test_a_mixture_of_experts_model_states_the_error_of_its_own_class_not_the_dense_models():
+    # given a Neuron family whose dense models are predicted within 10% and whose MoE models (on two Neuron
+    # generations) from a third to three times the measurement
+    dense = [("neuron-v2", "neuron", "tpot", 0.9 + 0.2 * i / 29, False) for i in range(30)]
+    moe = [
+        ("neuron-v2" if i % 2 else "neuron-v3", "neuron", "tpot", 0.33 * 9 ** (i / 11), True)
+        for i in range(12)
+    ]
+    data = _cv_data(dense + moe)
+    # when the intervals of a dense and of a MoE model on that family are stated
+    dense_band = interval_for("neuron-v2", "neuron", data)["tpot"]
+    moe_band = interval_for("neuron-v2", "neuron", data, moe=True)["tpot"]
+    # then the dense model's interval is its class's alone, and the MoE model's spans its class's spread (over
+    # every Neuron family, too few on one), widened, and says so
+    assert 0.9 <= dense_band["ratio"][0] < dense_band["ratio"][1] <= 1.1
+    assert dense_band["rows"] == 30
+    assert moe_band["ratio"][0] < 0.5 and moe_band["ratio"][1] > 2.0
+    assert moe_band["rows"] == 12
+    assert "MoE" in moe_band["basis"] and "widened" in moe_band["basis"]
+
+
+def test_a_class_with_few_held_out_rows_falls_back_to_every_row_of_the_metric_widened():
+    # given a GPU family with dense rows only and 3 MoE rows in all
+    dense = [("hopper", "vllm", "ttft", 0.8 + 0.4 * i / 24, False) for i in range(25)]
+    moe = [("hopper", "vllm", "ttft", r, True) for r in (0.5, 1.0, 2.0)]
+    data = _cv_data(dense + moe)
+    # when a MoE model's interval is stated
+    band = interval_for("hopper", "vllm", data, moe=True)["ttft"]
+    # then it rests on every held-out TTFT row, widened, as a family without rows of its own would
+    assert band["rows"] == 28
+    assert band["basis"].startswith("all families, widened")
+
+
+def test_sizing_predict_states_a_neuron_moe_models_interval_from_moe_rows(capsys: pytest.CaptureFixture[str]):
+    # when a MoE and a dense model on Neuron are predicted with the shipped profile
+    def intervals(model: str, instance: str, tp: int) -> dict:
+        assert main(["predict", "--model", model, "--instance", instance, "--tp", str(tp), "--engine", "neuron",
+                     "--input-tokens", "1500", "--output-tokens", "250", "--concurrency", "1", "--json"]) == 0  # fmt: skip
+        return json.loads(capsys.readouterr().out)["intervals"]
+
+    moe = intervals("Qwen/Qwen3-30B-A3B", "trn2.48xlarge", 4)
+    dense = intervals("meta-llama/Llama-3.1-8B", "trn2.48xlarge", 4)
+    # then the MoE model's TPOT interval is stated from MoE rows, and is wider than the dense model's
+    assert "MoE" in moe["tpot_ms"]["basis"]
+    assert "MoE" not in dense["tpot_ms"]["basis"]
+    width = lambda b: b["ratio_p10_p90"][1] / b["ratio_p10_p90"][0]  # noqa: E731
+    assert width(moe["tpot_ms"]) > width(dense["tpot_ms"])

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sizing.errors import NotFound
+
 ENGINE_NAMES = {
     "vllm": "vLLM",
     "sglang": "SGLang",
@@ -50,17 +52,28 @@ def _value(figs: dict[str, Any], key: str, stat: str | None) -> float | None:
     return float(v) if isinstance(v, int | float) and v > 0 else None
 
 
-def flags(levels: list[Any], adopted: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Per candidate and metric, the level furthest outside its prediction's interval (none when all inside)."""
+def _mixture_of_experts(catalog: Any, model: str) -> bool:
+    """Whether the catalog's `model` is a mixture of experts (a model it does not know counts as dense)."""
+    try:
+        return catalog.model(model).moe is not None
+    except NotFound:
+        return False
+
+
+def flags(levels: list[Any], adopted: dict[str, Any] | None, catalog: Any = None) -> list[dict[str, Any]]:
+    """Per candidate and metric, the level furthest outside its prediction's interval (none when all inside); a
+    mixture-of-experts model's interval is its class's (`catalog`: the run's, default the shipped one)."""
     # deferred: the slack bot imports this module for its sentences; the calibration and correction modules
     # cost its cold start ~8 ms more (-X importtime), and only a collect step flags drift
+    from sizing.catalog import load_catalog
     from sizing.learn.correction import corrected, lookup
     from sizing.perf.calibration import interval_for
 
+    known = catalog or load_catalog()
     corrections = (adopted or {}).get("corrections") or {}
     worst: dict[tuple[str, str], dict[str, Any]] = {}
     for lv in levels:
-        bands = interval_for(lv.family, lv.engine)
+        bands = interval_for(lv.family, lv.engine, moe=_mixture_of_experts(known, lv.model))
         hit = lookup(corrections, lv.family, lv.engine, lv.model)
         for metric, key, stat, words in CHECKS:
             band = bands.get(metric)

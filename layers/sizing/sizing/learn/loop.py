@@ -49,7 +49,7 @@ def after_collect(
     }
     if not real:
         return out
-    flagged = drift.flags(real, active())
+    flagged = drift.flags(real, active(), catalog)
     refit_words = QUEUED
     if backend == "local":
         outcome = refit_in_process(store)

@@ -60,6 +60,12 @@ def family_of(accelerator_id: str) -> str:
     return FAMILY.get(accelerator_id, accelerator_id)
 
 
+def kind_of(family: str) -> str:
+    """GPU families share software stacks (CUDA engines) and datasheet conventions; Neuron generations share the
+    Neuron SDK."""
+    return "neuron" if family.startswith("neuron") else "gpu"
+
+
 @functools.cache
 def load_profiles(path: str = str(PROFILE_PATH)) -> dict[str, Any]:
     """The calibration file as a dict (empty profiles when it has not been generated yet)."""
@@ -257,37 +263,67 @@ def ratio_band(
     return lo, hi
 
 
-def cv_ratios(data: dict[str, Any]) -> list[tuple[str, str, str, float, str]]:
-    """(family, engine, metric, predicted/measured, source row id) of every leave-one-source-out prediction."""
+#: Held-out predictions of one architecture class (dense or mixture-of-experts) across the families of one kind
+#: (GPU or Neuron) needed before that class's own percentiles are stated, widened, when its family has too few: a
+#: Neuron MoE model's error is not a dense model's (cross-validated, the dense-dominated family interval held 36%
+#: of Neuron MoE measurements, 12% of their TPOT). At 10 rows the 10th and 90th percentiles rest on a row each;
+#: the widening stands for the rest.
+MIN_CLASS_ROWS = 10
+
+#: One cross-validated prediction as the intervals read it: (family, engine, metric, predicted/measured, row id,
+#: the model is a mixture of experts).
+Ratio = tuple[str, str, str, float, str, bool]
+
+
+def cv_ratios(data: dict[str, Any]) -> list[Ratio]:
+    """Every leave-one-source-out prediction of the interval metrics (`Ratio`)."""
     rows = (data.get("cross_validation") or {}).get("rows", [])
     return [
-        (r["family"], r["engine"], r["metric"], r["predicted"] / r["measured"], r["row_id"])
+        (
+            r["family"],
+            r["engine"],
+            r["metric"],
+            r["predicted"] / r["measured"],
+            r["row_id"],
+            bool(r.get("moe")),
+        )
         for r in rows
         if r.get("measured") and r.get("predicted") and r["metric"] in INTERVAL_METRICS
     ]
 
 
 def _group(
-    ratios: list[tuple[str, str, str, float, str]], family: str, engine: str, metric: str
+    ratios: list[Ratio], family: str, engine: str, metric: str, moe: bool
 ) -> tuple[list[float], float, str]:
-    """The ratios that speak for one (family, engine, metric), the widening they get and why: its own rows when
-    there are enough, else the family's over engines, else every family's, widened (`FALLBACK_ERROR_WIDENING`)."""
-    own = [r for f, e, m, r, _ in ratios if f == family and e == engine and m == metric]
+    """The ratios that speak for one (family, engine, metric) and architecture class (dense or mixture of
+    experts), the widening they get and why: the class's own rows on the family and engine when there are enough,
+    else on the family over engines, else over every family of the family's kind (GPU or Neuron), widened; else
+    every prediction of the metric, widened (`FALLBACK_ERROR_WIDENING`)."""
+    cls = "MoE" if moe else "dense"
+    same = [(f, e, r) for f, e, m, r, _id, x in ratios if m == metric and x == moe]
+    own = [r for f, e, r in same if f == family and e == engine]
     if len(own) >= MIN_INTERVAL_ROWS:
-        return own, 1.0, f"{family} x {engine}"
-    fam = [r for f, _e, m, r, _ in ratios if f == family and m == metric]
+        return own, 1.0, f"{family} x {engine}, {cls} models"
+    fam = [r for f, _e, r in same if f == family]
     if len(fam) >= MIN_INTERVAL_ROWS:
-        return fam, 1.0, f"{family}, all engines"
-    fleet = [r for _f, _e, m, r, _ in ratios if m == metric]
-    why = f"all families, widened x{FALLBACK_ERROR_WIDENING} ({family} has {len(fam)} held-out rows)"
+        return fam, 1.0, f"{family}, all engines, {cls} models"
+    kind = kind_of(family)
+    kin = [r for f, _e, r in same if kind_of(f) == kind]
+    if len(kin) >= MIN_CLASS_ROWS:
+        why = (
+            f"every {kind} family's {cls} models, widened x{FALLBACK_ERROR_WIDENING}"
+            f" ({family} has {len(fam)} held-out {cls} rows)"
+        )
+        return kin, FALLBACK_ERROR_WIDENING, why
+    fleet = [r for _f, _e, m, r, _id, _x in ratios if m == metric]
+    why = f"all families, widened x{FALLBACK_ERROR_WIDENING} ({family} has {len(fam)} held-out {cls} rows)"
     return fleet, FALLBACK_ERROR_WIDENING, why
 
 
-def band_for(
-    ratios: list[tuple[str, str, str, float, str]], family: str, engine: str, metric: str
-) -> dict[str, Any]:
-    """The 10th-90th percentile ratio band of one (family, engine, metric) (`_group` says which rows)."""
-    rows, widen, basis = _group(ratios, family, engine, metric)
+def band_for(ratios: list[Ratio], family: str, engine: str, metric: str, moe: bool = False) -> dict[str, Any]:
+    """The 10th-90th percentile ratio band of one (family, engine, metric) for a dense or a mixture-of-experts
+    model (`_group` says which rows)."""
+    rows, widen, basis = _group(ratios, family, engine, metric, moe)
     if not rows:
         return {}
     lo, hi = ratio_band(rows, widen)
@@ -295,20 +331,23 @@ def band_for(
 
 
 @functools.cache
-def _intervals(path: str) -> dict[tuple[str, str], dict[str, Any]]:
-    """Bands already computed from the shipped profile, by (family, engine)."""
+def _intervals(path: str) -> dict[tuple[str, str, bool], dict[str, Any]]:
+    """Bands already computed from the shipped profile, by (family, engine, mixture of experts)."""
     return {}
 
 
-def interval_for(family: str, engine: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
+def interval_for(
+    family: str, engine: str, data: dict[str, Any] | None = None, *, moe: bool = False
+) -> dict[str, Any]:
     """Per metric, the 10th-90th percentile band of the cross-validated predicted/measured ratio for a family and
-    engine (`band_for`), from the shipped profile's leave-one-source-out predictions."""
+    engine and a dense (or, `moe`, a mixture-of-experts) model (`band_for`), from the shipped profile's
+    leave-one-source-out predictions."""
     cache = _intervals(str(PROFILE_PATH)) if data is None else {}
-    key = (family, engine)
+    key = (family, engine, moe)
     if key in cache:
         return cache[key]
     ratios = cv_ratios(data if data is not None else load_profiles())
-    bands: dict[str, Any] = {m: band_for(ratios, family, engine, m) for m in INTERVAL_METRICS}
+    bands: dict[str, Any] = {m: band_for(ratios, family, engine, m, moe) for m in INTERVAL_METRICS}
     bands = {m: b for m, b in bands.items() if b}
     bands["basis"] = (
         "80% interval: the 10th-90th percentile of the leave-one-source-out predicted/measured ratio"
@@ -342,13 +381,20 @@ def stated_interval(
 
 
 def conservative_ratio(
-    family: str, engine: str, metric: str, confidence: float, data: dict[str, Any] | None = None
+    family: str,
+    engine: str,
+    metric: str,
+    confidence: float,
+    data: dict[str, Any] | None = None,
+    *,
+    moe: bool = False,
 ) -> float | None:
     """The predicted/measured ratio the estimator's own error reaches at `confidence` on the pessimistic side of
-    `metric`: for throughput its `confidence` quantile (capacity over-predicted), for latencies its 1-`confidence`
-    quantile (latency under-predicted). None without cross-validated rows."""
+    `metric` for a dense (or, `moe`, a mixture-of-experts) model: for throughput its `confidence` quantile
+    (capacity over-predicted), for latencies its 1-`confidence` quantile (latency under-predicted). None without
+    cross-validated rows."""
     ratios = cv_ratios(data if data is not None else load_profiles())
-    rows, widen, _basis = _group(ratios, family, engine, metric)
+    rows, widen, _basis = _group(ratios, family, engine, metric, moe)
     if not rows:
         return None
     q = confidence if metric == "throughput" else 1 - confidence

@@ -19,6 +19,7 @@ from sizing.perf.fit import (
     PRIOR,
     WITHIN,
     fit_profiles,
+    is_moe,
     measured,
     predict_row,
     profile_key,
@@ -37,6 +38,8 @@ class Prediction:
     predicted: float
     roofline: float | None
     saturated: bool
+    #: the row's model is a mixture of experts (the stated intervals are grouped by this too)
+    moe: bool = False
 
     @property
     def ape(self) -> float:
@@ -96,7 +99,15 @@ def predictions(
             if k in got and k in wanted:
                 preds.append(
                     Prediction(
-                        r.row_id, family_of(r.accelerator), r.engine, k, v, got[k], roof.get(k), r.saturated
+                        r.row_id,
+                        family_of(r.accelerator),
+                        r.engine,
+                        k,
+                        v,
+                        got[k],
+                        roof.get(k),
+                        r.saturated,
+                        is_moe(r),
                     )
                 )
     return preds
@@ -154,6 +165,7 @@ def prediction_rows(preds: Sequence[Prediction]) -> list[dict[str, Any]]:
             "measured": round(p.measured, 4),
             "predicted": round(p.predicted, 4),
             "roofline": None if p.roofline is None else round(p.roofline, 4),
+            "moe": p.moe,
         }
         for p in preds
     ]

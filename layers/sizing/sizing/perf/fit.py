@@ -34,7 +34,7 @@ import yaml
 from sizing.catalog import load_catalog
 from sizing.catalog.models import Catalog, ModelSpec
 from sizing.distributions import TokenDistribution
-from sizing.perf.calibration import family_of
+from sizing.perf.calibration import family_of, kind_of
 from sizing.perf.config import HardwareConfig
 from sizing.perf.engines import build_scheduler
 from sizing.perf.memory import memory_fit
@@ -360,12 +360,6 @@ class FitResult:
 #: Key suffix of a family's first-stage fit (on the literature prior alone): the other families of its kind use
 #: it as their prior in the second stage; never looked up for predictions.
 ALONE = "(alone)"
-
-
-def kind_of(family: str) -> str:
-    """GPU families share software stacks (CUDA engines) and datasheet conventions; Neuron generations share the
-    Neuron SDK."""
-    return "neuron" if family.startswith("neuron") else "gpu"
 
 
 #: Floor of the stage-2 prior widths (log space) when the other families agree closely: efficiencies may still

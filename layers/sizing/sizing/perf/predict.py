@@ -171,7 +171,7 @@ def _calibration(out: dict[str, Any], sm: StepModel, engine: str) -> None:
     """The profile's summary and factors, and each metric's interval from the cross-validated error."""
     p = sm.profile
     out["calibration"] = {**summary(p), "factors": {k: round(v, 5) for k, v in p.params().items()}}
-    bands = interval_for(p.family, engine)
+    bands = interval_for(p.family, engine, moe=sm.mixture_of_experts)
     out["intervals"] = {
         "basis": bands.get("basis", ""),
         **{

@@ -62,6 +62,8 @@ class StepModel:
         self.engine_defaults = d
         self._set_scheduler(cfg, fit, profile, d, spec)
         self.tp = tp
+        #: the model is a mixture of experts: its error, and so its stated interval, is its class's (dense or MoE)
+        self.mixture_of_experts: bool = spec.moe is not None
         # int8/int4 are weight-only here (W8A16/W4A16: AWQ, GPTQ, Neuron int8 storage): the math runs in 16 bit;
         # FP4 formats run FP4 math where the chip has FP4 tensor cores (B200), else weight-only 16-bit math
         math_dtype = cfg.quantization if cfg.quantization in ("bf16", "fp8", "mxfp4", "nvfp4") else "bf16"

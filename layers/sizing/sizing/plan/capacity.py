@@ -92,8 +92,10 @@ class Margin:
 
 
 @functools.cache
-def _error_ratios(family: str, engine: str, confidence: float) -> dict[str, float | None]:
-    return {m: conservative_ratio(family, engine, m, confidence) for m in ("ttft", "tpot", "throughput")}
+def _error_ratios(family: str, engine: str, confidence: float, moe: bool) -> dict[str, float | None]:
+    return {
+        m: conservative_ratio(family, engine, m, confidence, moe=moe) for m in ("ttft", "tpot", "throughput")
+    }
 
 
 def margin(step: Any, slo: SLO, headroom: float) -> Margin:
@@ -101,7 +103,8 @@ def margin(step: Any, slo: SLO, headroom: float) -> Margin:
     if slo.confidence is None:
         return Margin(usable=1 - headroom, reasoning=f"fixed {headroom:.0%} load headroom")
     prof = step.profile
-    ratios = _error_ratios(prof.family, prof.engine, float(slo.confidence))
+    moe = step.mixture_of_experts
+    ratios = _error_ratios(prof.family, prof.engine, float(slo.confidence), moe)
     scale = {m: 1 / r for m, r in ratios.items() if m != "throughput" and r}
     latency = tuple(
         (metric, round(max([1.0, *(scale.get(m, 1.0) for m in of)]), 4))
@@ -116,7 +119,7 @@ def margin(step: Any, slo: SLO, headroom: float) -> Margin:
         latency=latency,
         usable=usable,
         reasoning=f"confidence {slo.confidence:g}: SLO holds at the {pct}th percentile of the estimator's"
-        f" cross-validated error for {prof.family} x {prof.engine} (predicted latencies {factors}; capacity"
+        f" cross-validated error for {prof.family} x {prof.engine}{' on MoE models' if moe else ''} (predicted latencies {factors}; capacity"
         f" x{usable:.2f} for saturated throughput over-predicted), instead of a fixed load headroom",
     )
 
