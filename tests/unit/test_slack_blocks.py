@@ -15,7 +15,7 @@ from sizing.slack.client import Message
 from sizing.slack.grammar import parse_command
 from sizing.workload import WorkloadSpec, parse_spec
 
-TEXT = "10k users llama-3.1-70b ttft<1s e2e<2.5s in=1500 out=300 chat"
+TEXT = "10k users llama-3.1-70b ttft<1s e2e<2.5s in=1500 out=200 chat"
 
 
 def valid_block_kit(message: Message) -> list[dict[str, Any]]:
@@ -180,7 +180,7 @@ def test_every_other_message_is_valid_block_kit(message: Message) -> None:
 
 def test_help_shows_the_grammar_with_examples() -> None:
     text = json.dumps(blocks.help_message().blocks_json())
-    assert "/sizing 10k users llama-3.1-70b ttft<1s e2e<2.5s in=1500 out=300 chat" in text
+    assert "/sizing 10k users llama-3.1-70b ttft<1s e2e<2.5s in=1500 out=200 chat" in text
     for preset in ("chat", "rag", "summarization", "code-completion", "batch"):
         assert preset in text
 

@@ -14,7 +14,7 @@ from sizing.workload import parse_spec
 # (message as Slack delivers it, what the spec must say) — paths are dotted into the raw spec.
 GOOD: list[tuple[str, dict[str, Any]]] = [
     (
-        "10k users llama-3.1-70b ttft<1s e2e<2.5s in=1500 out=300 chat",
+        "10k users llama-3.1-70b ttft<1s e2e<2.5s in=1500 out=200 chat",
         {
             "users.total": 10000,
             "model": "llama-3.1-70b",
@@ -22,7 +22,7 @@ GOOD: list[tuple[str, dict[str, Any]]] = [
             "slo.ttft_ms.p95": 1000,
             "slo.e2e_s.p95": 2.5,
             "tokens.input.fixed": 1500,
-            "tokens.output.fixed": 300,
+            "tokens.output.fixed": 200,
         },
     ),
     # Slack escapes < > & in slash-command text

@@ -49,6 +49,21 @@ DEFAULT_STATIC_CONTEXT = 4096
 PCIE_ALLREDUCE_EFFICIENCY = 0.25
 
 
+#: The layer count a GPU profile's per-step overhead is stated for (`step_overhead_layers`): Llama-3.1-8B's. A
+#: normalisation: the fit scales the overhead to the rows whatever it is, so that a profile's `step_overhead_s`
+#: reads as a typical 8B model's step.
+REFERENCE_LAYERS = 32
+
+
+def step_overhead_layers(spec: ModelSpec, acc: Accelerator) -> float:
+    """Reference steps' worth of fixed overhead one engine step of `spec` costs on `acc`. On a GPU a step launches
+    each layer's kernels in turn (CUDA graphs remove the host's launches, not the gaps between kernels), so the
+    fixed cost grows with the layers: a 24-layer 0.5B model's step costs less than an 80-layer 70B model's. A Neuron
+    step runs one compiled graph: 1. One fitted constant either way; a second one (a fixed part beside the
+    per-layer part) cross-validated worse (docs/estimator.md)."""
+    return 1.0 if pads_heads(acc) else spec.layers / REFERENCE_LAYERS
+
+
 class StepModel:
     """Step-time model of one replica plus its scheduler limits. `iteration_time` costs a few microseconds."""
 
@@ -74,7 +89,7 @@ class StepModel:
         self._set_memory(cfg, fit, spec, acc, d, tp, bw)
         self._set_allreduce(spec, acc, tp)
         self._set_neuron_shapes(cfg, d)
-        self._o_step = profile.step_overhead_s
+        self._o_step = profile.step_overhead_s * step_overhead_layers(spec, acc)
         self._o_seq = profile.seq_overhead_s
         self.kv_write_tok = self._kv_tok
 

@@ -6,7 +6,7 @@ name and its value, spaces around them are optional, numbers may carry `k`/`m` s
 filler words (`for`, `with`, `and`, ...) are ignored, and a preset (`chat` unless named) fills in everything the
 message leaves out. Slack escapes `<`, `>` and `&` in slash-command text as HTML entities; they are unescaped first.
 
-    /sizing 10k users llama-3.1-70b ttft<1s e2e<2.5s in=1500 out=300 chat
+    /sizing 10k users llama-3.1-70b ttft<1s e2e<2.5s in=1500 out=200 chat
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ TPOT_BARE_SECONDS_BELOW = 1
 E2E_BARE_MS_ABOVE = 1200
 
 EXAMPLES = (
-    "10k users llama-3.1-70b ttft<1s e2e<2.5s in=1500 out=300 chat",
+    "10k users llama-3.1-70b ttft<1s e2e<2.5s in=1500 out=200 chat",
     "500 users llama-3.1-8b code ttft<300ms",
     "12 rps mixtral-8x7b rag",
     "2000 people meta-llama/Llama-3.1-70B-Instruct in=4000/8000 out=300 ttft<2s eks spot fp8",
