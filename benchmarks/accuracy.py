@@ -135,24 +135,13 @@ def one_sided(loso: dict) -> None:
 def coverage(loso: dict) -> None:
     """How often the stated 80% interval contains the measurement, each row's interval fitted without its own
     source's predictions (so the check is cross-validated, like the error it states)."""
-    from sizing.perf.calibration import INTERVAL_METRICS, band_for
+    from sizing.perf.calibration import INTERVAL_METRICS, band_for, cv_ratios
 
     rows = loso.get("rows", [])
     if not rows:
         return
     facts = _row_facts()
-    ratios = [
-        (
-            r["family"],
-            r["engine"],
-            r["metric"],
-            r["predicted"] / r["measured"],
-            r["row_id"],
-            bool(r.get("moe")),
-        )
-        for r in rows
-        if r["metric"] in INTERVAL_METRICS
-    ]
+    ratios = cv_ratios({"cross_validation": loso})
     source = {k: v["source"] for k, v in facts.items()}
     print()
     print("Stated 80% interval: share of held-out rows whose measurement it contains (target 75-85%):")
