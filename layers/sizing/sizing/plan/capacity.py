@@ -389,8 +389,10 @@ def _search(
     edge, probes = find_edge(probed, grid, 1.0 / score(single, slo, scale), budget)
     lo = grid_rate(edge, top, BISECTION_STEPS)
     if lo <= 0:
-        # passes at one user, fails at every probed rate: capacity is below the first probe; one user's worth
-        lo = 1.0 / max(single.e2e_s.mean, 1e-3) * 0.5
+        # passes at one user, fails at every probed rate: capacity is below the first probe -- half one user's
+        # worth, and never above the midpoint below that failed probe (bisection's next), so a stricter SLO
+        # margin can never find more capacity than a looser one that passed the first probe
+        lo = min(1.0 / max(single.e2e_s.mean, 1e-3) * 0.5, grid_rate(1, top, BISECTION_STEPS) / 2)
     return Capacity(lo, True, "", 1 + probes, e2e_mean_s=e2e.get(edge))
 
 
