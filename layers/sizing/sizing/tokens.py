@@ -16,16 +16,23 @@ from typing import Any
 
 #: Characters per token for words longer than one token (OpenAI's "about 4 characters per token" rule).
 CHARS_PER_TOKEN = 4
-#: Llama-3 chat template: <|begin_of_text|> once; per message <|start_header_id|> role <|end_header_id|> "\n\n"
-#: ... <|eot_id|> (5 tokens around the content); the generation prompt <|start_header_id|>assistant
-#: <|end_header_id|>"\n\n" (4 tokens).
-CHAT_BOS_TOKENS = 1
-CHAT_PER_MESSAGE_TOKENS = 5
-CHAT_GENERATION_PROMPT_TOKENS = 4
+#: Llama-3 chat template, as its special tokens: <|begin_of_text|> once; each message's header (role and "\n\n")
+#: before its content and <|eot_id|> after it; the generation prompt is the assistant's header.
+CHAT_BEGIN = ("<|begin_of_text|>",)
+CHAT_END_OF_MESSAGE = ("<|eot_id|>",)
+
+
+def chat_header(role: str) -> tuple[str, ...]:
+    """The template's tokens before a message's content."""
+    return ("<|start_header_id|>", role, "<|end_header_id|>", "\n\n")
+
+
+CHAT_BOS_TOKENS = len(CHAT_BEGIN)
+CHAT_PER_MESSAGE_TOKENS = len(chat_header("user")) + len(CHAT_END_OF_MESSAGE)
+CHAT_GENERATION_PROMPT_TOKENS = len(chat_header("assistant"))
 CHAT_OVERHEAD_ONE_MESSAGE = CHAT_BOS_TOKENS + CHAT_PER_MESSAGE_TOKENS + CHAT_GENERATION_PROMPT_TOKENS
-#: Tokens before the first message's content: <|begin_of_text|> and the message's header (role and "\n\n"); the
-#: message's <|eot_id|> follows its content.
-CHAT_HEADER_TOKENS = CHAT_BOS_TOKENS + CHAT_PER_MESSAGE_TOKENS - 1
+#: Tokens before the first message's content: <|begin_of_text|> and the message's header.
+CHAT_HEADER_TOKENS = CHAT_BOS_TOKENS + len(chat_header("user"))
 
 #: Short, common English words: one token each here and (with the leading space) in real BPE vocabularies.
 VOCABULARY: tuple[str, ...] = (
@@ -58,12 +65,12 @@ def token_pieces(text: str) -> list[str]:
 def chat_token_pieces(messages: Iterable[Mapping[str, Any]]) -> list[str]:
     """The tokens of a chat request as `chat_tokens` counts them: the Llama-3 template's special tokens around
     every message's content, and the generation prompt."""
-    out = ["<|begin_of_text|>"]
+    out = list(CHAT_BEGIN)
     for m in messages:
-        out += ["<|start_header_id|>", str(m.get("role", "")), "<|end_header_id|>", "\n\n"]
+        out += chat_header(str(m.get("role", "")))
         out += token_pieces(_content_text(m.get("content")))
-        out.append("<|eot_id|>")
-    return [*out, "<|start_header_id|>", "assistant", "<|end_header_id|>", "\n\n"]
+        out += CHAT_END_OF_MESSAGE
+    return [*out, *chat_header("assistant")]
 
 
 def block_hashes(tokens: Sequence[Hashable], block_size: int) -> tuple[int, ...]:

@@ -104,6 +104,7 @@ def margin(step: Any, slo: SLO, headroom: float) -> Margin:
         return Margin(usable=1 - headroom, reasoning=f"fixed {headroom:.0%} load headroom")
     prof = step.profile
     moe = step.mixture_of_experts
+    whose = f"{prof.family} x {prof.engine}" + (" on MoE models" if moe else "")
     ratios = _error_ratios(prof.family, prof.engine, float(slo.confidence), moe)
     scale = {m: 1 / r for m, r in ratios.items() if m != "throughput" and r}
     latency = tuple(
@@ -119,7 +120,7 @@ def margin(step: Any, slo: SLO, headroom: float) -> Margin:
         latency=latency,
         usable=usable,
         reasoning=f"confidence {slo.confidence:g}: SLO holds at the {pct}th percentile of the estimator's"
-        f" cross-validated error for {prof.family} x {prof.engine}{' on MoE models' if moe else ''} (predicted latencies {factors}; capacity"
+        f" cross-validated error for {whose} (predicted latencies {factors}; capacity"
         f" x{usable:.2f} for saturated throughput over-predicted), instead of a fixed load headroom",
     )
 
