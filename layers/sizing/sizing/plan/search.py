@@ -452,7 +452,8 @@ def _architecture(
 
 
 #: When the operating point's full simulation misses an SLO the capacity search's shorter probes passed (sampling
-#: noise at the edge), the capacity is cut by this factor and re-checked, up to VERIFY_TRIES times.
+#: noise at the edge), the capacity is cut by this factor, below the rate that missed, and re-checked, up to
+#: VERIFY_TRIES times.
 VERIFY_BACKOFF = 0.85
 VERIFY_TRIES = 4
 
@@ -468,11 +469,15 @@ def _verified(
 ) -> list[Architecture] | None:
     """Architectures for an option whose own prediction at the operating point meets every SLO target."""
     assert opt.capacity is not None
+    usable = margin(opt.replica.step, wm.slo, headroom).usable
     for _ in range(VERIFY_TRIES):
         archs = [_architecture(wm, cat, opt, d, headroom, seed, ctx) for d in deployments]
         if all(a.meets_slo for a in archs):
             return archs
-        opt.capacity.rate_rps *= VERIFY_BACKOFF
+        # below the per-replica rate that missed: a cut that leaves the replica count as it is (a fleet at its
+        # minimum, or a capacity far above the rate each replica sees) would re-check the same operating point
+        missed = min(a.per_replica.rps_at_peak for a in archs if not a.meets_slo)
+        opt.capacity.rate_rps = min(opt.capacity.rate_rps, missed / usable) * VERIFY_BACKOFF
         opt.capacity.e2e_mean_s = None  # no probe ran at the lowered capacity
     return None
 
