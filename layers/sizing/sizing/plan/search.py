@@ -476,7 +476,7 @@ def _verified(
             return archs
         # below the per-replica rate that missed: a cut that leaves the replica count as it is (a fleet at its
         # minimum, or a capacity far above the rate each replica sees) would re-check the same operating point
-        missed = min(a.per_replica.rps_at_peak for a in archs if not a.meets_slo)
+        missed = min(_per_replica_peak(wm, a.replicas.peak) for a in archs if not a.meets_slo)
         opt.capacity.rate_rps = min(opt.capacity.rate_rps, missed / usable) * VERIFY_BACKOFF
         opt.capacity.e2e_mean_s = None  # no probe ran at the lowered capacity
     return None
