@@ -135,7 +135,7 @@ def one_sided(loso: dict) -> None:
 def coverage(loso: dict) -> None:
     """How often the stated 80% interval contains the measurement, each row's interval fitted without its own
     source's predictions (so the check is cross-validated, like the error it states)."""
-    from sizing.perf.calibration import INTERVAL_METRICS, band_for, cv_ratios
+    from sizing.perf.calibration import INTERVAL_METRICS, band_for, cv_ratios, kind_of
 
     rows = loso.get("rows", [])
     if not rows:
@@ -156,7 +156,7 @@ def coverage(loso: dict) -> None:
         inside = min(lo, 1.0) <= ratio <= max(hi, 1.0)
         for key in (
             (m, "all"),
-            (m, f"{'moe' if moe else 'dense'} on {'neuron' if fam.startswith('neuron') else 'gpu'}"),
+            (m, f"{'moe' if moe else 'dense'} on {kind_of(fam)}"),
         ):
             t = tally.setdefault(key, [0, 0])
             t[0] += inside

@@ -1,9 +1,10 @@
 """The refit: a small correction on top of the shipped reference profile, fitted on the team's measured levels.
 
 Why not refit everything: `sizing calibrate` re-simulates every reference row hundreds of times (Nelder-Mead per
-family and engine, then a fold per source and per study) -- minutes on two cores, far more than a refit after a run should take. A team's runs rarely say
-anything about the efficiencies of other chips; what they say is "on *this* hardware, with *this* model and
-engine build, the server runs k times slower (or faster) than the estimate". So the refit fits, per (accelerator
+family and engine, then a fold per source and per study) -- about 8 minutes on two cores, far more than a refit
+after a run should take. A team's runs rarely say anything about the efficiencies of other chips; what they say
+is "on *this* hardware, with *this* model and engine build, the server runs k times slower (or faster) than the
+estimate". So the refit fits, per (accelerator
 family, engine, model) and pooled per (family, engine), two time scales:
 
 - `prefill_scale` (from TTFT): prefill compute efficiency divided by it, per-request overhead multiplied by it;

@@ -61,7 +61,7 @@ def step_overhead_layers(spec: ModelSpec, acc: Accelerator) -> float:
     fixed cost grows with the layers: a 24-layer 0.5B model's step costs less than an 80-layer 70B model's. A Neuron
     step runs one compiled graph: 1. One fitted constant either way; a second one (a fixed part beside the
     per-layer part) cross-validated worse (docs/estimator.md)."""
-    return 1.0 if pads_heads(acc) else spec.layers / REFERENCE_LAYERS
+    return 1.0 if acc.kind == "neuron" else spec.layers / REFERENCE_LAYERS
 
 
 class StepModel:
