@@ -150,3 +150,45 @@ def test_the_cli_and_the_functions_start_with_the_same_process_settings():
     variables = load_template()["Globals"]["Function"]["Environment"]["Variables"]
     # then every function starts with the same values (pydantic's plugin scan off, one OpenBLAS thread)
     assert {k: str(variables.get(k)) for k in PROCESS_ENVIRONMENT} == PROCESS_ENVIRONMENT
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        pytest.param(
+            {
+                "name": "nightly-summaries",
+                "model": "llama-3.1-8b",
+                "users": {"total": 200, "peak_active_fraction": 0.1, "requests_per_active_hour": 20},
+                "tokens": {"input": {"mean": 4000, "p95": 8000}, "output": {"mean": 300, "p95": 500}},
+                "slo": {"e2e_s": {"p99": 86400}},
+                "constraints": {"data_residency": "geography"},
+            },
+            id="day-long-deadline",
+        ),
+        pytest.param(
+            {
+                "model": "llama-3.1-8b",
+                "preset": "batch",
+                "rate": {"peak_rps": 0.2},
+                "tokens": {"input": {"mean": 2000, "p95": 4000}, "output": {"mean": 300, "p95": 600}},
+                "slo": {"e2e_s": {"p99": 86400}},
+                "constraints": {"data_residency": "geography"},
+            },
+            id="batch-preset",
+        ),
+    ],
+)
+def test_the_table_renders_a_bedrock_batch_job_that_has_no_per_request_latency(tmp_path, capsys, spec):
+    # GIVEN a workload whose deadline lets Bedrock's batch inference (no TTFT or TPOT, a completion window) rank
+    f = tmp_path / "batch.yaml"
+    f.write_text(yaml.safe_dump(spec))
+    # WHEN it is estimated as the default table
+    assert main(["estimate", str(f)]) == 0
+    out = capsys.readouterr()
+    # THEN the table prints, the batch row shows "-" where it has no figure and its window in hours
+    assert "Traceback" not in out.err
+    row = next(ln for ln in out.out.splitlines() if ln.split()[:2][1:] == ["bedrock"] and " h " in ln)
+    cells = row.split()
+    assert "24.0" in cells and "per-token" in cells
+    assert cells.count("-") >= 4  # replicas, in flight, TTFT, TPOT (and headroom): none applies to a batch job

@@ -79,6 +79,22 @@ def _fmt_money(x: float | None) -> str:
     return "-" if x is None else f"${x:,.0f}"
 
 
+def _fmt_figure(x: float | None, digits: int) -> str:
+    """A predicted latency in the table's unit, or `-` where the answer has none (a Bedrock batch job states only
+    its completion window, not per-request TTFT or TPOT)."""
+    return "-" if x is None else f"{float(x):.{digits}f}"
+
+
+#: Above this an e2e figure is a job's wall time, printed in hours (86400.00 s reads as a typo, 24.0 h does not).
+E2E_HOURS_FROM_S = 3600.0
+
+
+def _fmt_e2e(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{float(x) / 3600:.1f} h" if float(x) >= E2E_HOURS_FROM_S else f"{float(x):.2f}"
+
+
 def _in_flight(a: dict[str, Any]) -> str:
     """Requests in flight per replica at the operating point (the simulation's `per_replica.in_flight`; results
     written before it carry only `max_concurrency`, the in-flight count at the SLO capacity)."""
@@ -122,9 +138,9 @@ def render_table(result: dict[str, Any], top: int) -> str:
                 hw,
                 f"{reps['min']}-{reps['peak']}" if reps else "-",
                 _in_flight(a) if a.get("instance_type") else "-",
-                f"{p['ttft_ms']['p95']:.0f}",
-                f"{p['tpot_ms']['p95']:.1f}",
-                f"{p['e2e_s']['p95']:.2f}",
+                _fmt_figure(p["ttft_ms"]["p95"], 0),
+                _fmt_figure(p["tpot_ms"]["p95"], 1),
+                _fmt_e2e(p["e2e_s"]["p95"]),
                 _headroom(a),
                 _fmt_money(a["cost"]["usd_per_month"]),
                 _fmt_money(a["cost"].get("usd_per_month_spot")),
