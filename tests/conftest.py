@@ -5,6 +5,7 @@ Tiers are folders, and each folder's tests carry its markers (applied here, so a
   tests/integration  `integration`: handlers, store and state machine on moto; twins and Locust on loopback
   tests/reliability  `integration`, and `fuzz` for generated inputs (hypothesis, schemathesis)
   tests/e2e          `e2e`
+  tests/engine       `engine`: against the real engine on loopback (`make test-engine` starts it)
 `slow` is set per test. Test doubles live in tests/fakes/ (importable as `fakes`). `leftover_children` tells
 whether a test left a twin or a load generator running.
 """
@@ -140,5 +141,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.fuzz)
         elif tier == "e2e":
             item.add_marker(pytest.mark.e2e)
+        elif tier == "engine":
+            item.add_marker(pytest.mark.engine)
         if item.path.stem in SERVER_MODULES:
             item.add_marker(pytest.mark.xdist_group(name=item.path.stem))

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pytest_httpserver import HTTPServer
 
-from sizing.orchestrate.loadtask import LoadTask, engine_version, execute
+from sizing.orchestrate.loadtask import LoadTask, execute, server_facts
 from sizing.twin import start_twin
 
 pytestmark = pytest.mark.integration
@@ -86,13 +86,36 @@ def test_every_stored_step_names_the_serving_config_and_the_servers_version(tmp_
     assert config["serving"] == serving and config["engine_version"] == summary["engine_version"]
 
 
-def test_the_version_is_vllms_answer_and_none_from_a_server_that_gives_none(httpserver: HTTPServer) -> None:
-    # given a server answering GET /version as vLLM does
-    httpserver.expect_request("/version").respond_with_json({"version": "0.11.0"})
-    # then its version is read
-    assert engine_version(httpserver.url_for("/").rstrip("/")) == "0.11.0"
-    # and a server without the route, or a managed endpoint, has none
+VLLM_METRICS = """# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="128",cache_dtype="auto",enable_prefix_caching="True",engine="0",kv_cache_size_tokens="524288"} 1.0
+# TYPE vllm:prefix_cache_queries counter
+vllm:prefix_cache_queries_total{engine="0",model_name="m"} 0.0
+"""
+
+
+def test_the_server_facts_are_what_vllm_reports_and_none_where_it_says_nothing(httpserver: HTTPServer) -> None:
+    # given a server answering GET /version, /v1/models and /metrics as vLLM does
+    httpserver.expect_request("/version").respond_with_json({"version": "0.32.0"})
+    httpserver.expect_request("/v1/models").respond_with_json(
+        {"data": [{"id": "tiny-llama", "max_model_len": 4096}]}
+    )
+    httpserver.expect_request("/metrics").respond_with_data(VLLM_METRICS)
+    # then what it runs is read from it: version, model, context, KV capacity, block size, prefix caching
+    facts = server_facts(httpserver.url_for("/").rstrip("/"))
+    assert facts is not None
+    assert (facts.engine, facts.version, facts.served_models, facts.max_model_len) == (
+        "vllm", "0.32.0", ["tiny-llama"], 4096,
+    )  # fmt: skip
+    assert (facts.kv_cache_tokens, facts.block_size, facts.prefix_caching) == (524288, 128, True)
+    # and the scheduler limits it does not expose are said to be unknown, not assumed
+    assert facts.max_num_seqs is None and any("scheduler limits" in n for n in facts.notes)
+    # and a server without /version has no version; one that is not OpenAI-compatible, or a managed endpoint,
+    # gives no facts at all
     httpserver.clear()
-    httpserver.expect_request("/version").respond_with_data("not here", status=404)
-    assert engine_version(httpserver.url_for("/").rstrip("/")) is None
-    assert engine_version("bedrock://us-east-1") is None
+    httpserver.expect_request("/v1/models").respond_with_json({"data": [{"id": "x"}]})
+    bare = server_facts(httpserver.url_for("/").rstrip("/"))
+    assert bare is not None and bare.version is None and bare.kv_cache_tokens is None
+    httpserver.clear()
+    httpserver.expect_request("/v1/models").respond_with_data("not here", status=404)
+    assert server_facts(httpserver.url_for("/").rstrip("/")) is None
+    assert server_facts("bedrock://us-east-1") is None

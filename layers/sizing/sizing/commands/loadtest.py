@@ -5,10 +5,19 @@ measure an endpoint step by step. Locust runs in a child process; this process n
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from sizing.commands.output import print_json
 from sizing.errors import InvalidInput, Problem
+from sizing.loadtest.config import fresh_seed
+from sizing.loadtest.server import (
+    EndpointUnreachable,
+    ServerFacts,
+    describe_server,
+    probe,
+    resolve_served_model,
+)
 from sizing.text import table
 
 #: Fractions of the workload's peak users (or rate) a `--workload` sweep steps through.
@@ -22,7 +31,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--endpoint", required=True, help="http(s)://host:port, bedrock://REGION or sagemaker://NAME"
     )
-    p.add_argument("--model", required=True, help="served model name (or Bedrock model id)")
+    p.add_argument(
+        "--model",
+        "--served-model",
+        dest="model",
+        default=None,
+        help="the name the server serves the model under (or the Bedrock model id); default, for an http(s)"
+        " server that serves one model: that model (GET /v1/models)",
+    )
     level = p.add_mutually_exclusive_group(required=True)
     level.add_argument("--concurrency", help="concurrent streams per step, e.g. 1,4,16,64")
     level.add_argument("--rates", help="Poisson request rates (req/s) per step, e.g. 0.5,1,2,4")
@@ -63,7 +79,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=0, help="Locust worker processes (0: one process)")
     p.add_argument("--max-requests", type=int, default=None, help="stop after this many requests")
     p.add_argument("--max-total", type=float, default=None, help="stop after this many seconds")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of the synthesized prompts (default: a fresh one each run, printed, so a server's prefix cache"
+        " cannot serve this run's prompts from an earlier one's; give it to send the same prompts again)",
+    )
     p.add_argument("--out", required=True, help="output directory (steps.jsonl, steps.csv, summary.json)")
     p.add_argument("--json", action="store_true", help="print the steps as JSON")
     p.set_defaults(func=run)
@@ -125,10 +147,32 @@ def _from_workload(path: str, users: str | None) -> dict[str, Any]:
     return fields
 
 
+def served_model(endpoint: str, wanted: str | None) -> tuple[str, ServerFacts | None]:
+    """The model name to send, checked against what an http(s) server serves, and that server's facts. A server
+    that is down or not OpenAI-compatible, or serves another model, is an InvalidInput of one line."""
+    if not endpoint.startswith(("http://", "https://")):
+        if not wanted:
+            raise InvalidInput(
+                "--model: give the model id to call on a Bedrock or SageMaker endpoint",
+                [Problem("model", "")],
+            )
+        return wanted, None
+    try:
+        facts = probe(endpoint)
+        return resolve_served_model(facts, wanted), facts
+    except EndpointUnreachable as exc:
+        raise InvalidInput(str(exc), [Problem("endpoint", endpoint)]) from None
+
+
 def run(args: argparse.Namespace) -> int:
     from sizing.loadtest import run_sweep
 
-    extra: dict[str, Any] = {"seed": args.seed, "api": args.api, "sagemaker_payload": args.sagemaker_payload}
+    model, facts = served_model(args.endpoint, args.model)
+    seed = fresh_seed() if args.seed is None else args.seed
+    if facts is not None:
+        print(describe_server(facts), file=sys.stderr)
+    print(f"prompts: seed {seed} (--seed {seed} sends the same prompts again)", file=sys.stderr)
+    extra: dict[str, Any] = {"seed": seed, "api": args.api, "sagemaker_payload": args.sagemaker_payload}
     if args.workload:
         fields = _from_workload(args.workload, args.users)
         mode, levels = fields.pop("mode"), fields.pop("levels")
@@ -152,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     if args.no_ignore_eos:
         extra["ignore_eos"] = False
     steps = run_sweep(
-        args.endpoint, args.model, levels, out_dir=args.out, mode=mode, duration_s=args.duration,
+        args.endpoint, model, levels, out_dir=args.out, mode=mode, duration_s=args.duration,
         warmup_s=args.warmup, slo=slo, sla_search=args.sla_search, workers=args.workers, **extra,
     )  # fmt: skip
     if args.json:
@@ -177,5 +221,15 @@ def run(args: argparse.Namespace) -> int:
     heads = ["step", "target", "requests", "errors", "req/s", "tok/s", "ttft p50 ms", "ttft p95 ms",
              "tpot p95 ms", "e2e p95 s", "meets SLO"]  # fmt: skip
     print(table(heads, rows))
+    for st in steps:
+        if st.server is not None and st.server.requests:
+            sv = st.server
+            print(
+                f"  step {st.step}, the server's own means: TTFT {sv.ttft_ms} ms, TPOT {sv.tpot_ms} ms, e2e"
+                f" {sv.e2e_s} s over {sv.requests} requests, prefix-cache hits"
+                f" {'-' if sv.prefix_cache_hit_share is None else f'{sv.prefix_cache_hit_share:.0%}'}"
+            )
+        for flag in st.flags:
+            print(f"  step {st.step}: warning: {flag}")
     print(f"results: {args.out}/steps.jsonl, steps.csv, summary.json")
     return 0

@@ -50,6 +50,7 @@ from sizing.loadtest.http import Connection
 from sizing.loadtest.metrics import RequestRecord, StepResult, check_slo, summarize
 from sizing.loadtest.plan import LevelPlan, plan_for, pointless_after
 from sizing.loadtest.prompts import PromptItem, PromptSource, load_dataset
+from sizing.loadtest.server import UNEXPECTED_HIT_SHARE, MetricsSnapshot, scrape, window
 from sizing.loadtest.streams import measure_bedrock, measure_openai, measure_sagemaker
 
 assert locust  # imported for its side effect
@@ -420,6 +421,9 @@ class SweepShape(LoadTestShape):
         self.stopped_by = "plan"
         self._started = False
         self._last_progress = time.time()
+        #: the server's /metrics at the current step's window start (None: not scraped, or none to scrape)
+        self._server_before: MetricsSnapshot | None = None
+        self._scrape_at: Any = None
 
     @property
     def cfg(self) -> LoadTestConfig:
@@ -448,8 +452,34 @@ class SweepShape(LoadTestShape):
         if self.cfg.mode == "rate":
             assert self.runner is not None
             self.runner.send_message("sizing_rate", self.level / self.dispatchers)
+        self._server_before = None
+        if self.cfg.server_metrics and self.cfg.target == "openai":
+            self._scrape_at = gevent.spawn_later(self.cfg.warmup_s, self._scrape_window_start)
         print(f"step {len(self.history)}: {self._describe(self.level)} ...", file=sys.stderr, flush=True)
         return True
+
+    def _scrape_window_start(self) -> None:
+        self._server_before = scrape(self.cfg.endpoint)
+
+    def _server_figures(self, result: StepResult) -> StepResult:
+        """The server's own view of the step (its /metrics from the window's start to now, when the window's
+        last answers are in), and a flag when its prefix cache served prompts that share no prefix."""
+        before, self._server_before = self._server_before, None
+        if before is None:
+            return result
+        after = scrape(self.cfg.endpoint)
+        if after is None:
+            return result
+        server = window(before, after)
+        flags = list(result.flags)
+        share = server.prefix_cache_hit_share
+        if share is not None and self.cfg.shared_prefix_tokens == 0 and share > UNEXPECTED_HIT_SHARE:
+            flags.append(
+                f"unexpected prefix-cache hits: the server served {share:.0%} of the prompt tokens from its"
+                " cache though the prompts share no prefix (prompts repeated from an earlier run with the same"
+                " seed, or another client on the server): TTFT is flattered"
+            )
+        return result.model_copy(update={"server": server, "flags": flags})
 
     def _describe(self, level: float) -> str:
         return " ".join(f"{k}={v:g}" for k, v in self.cfg.target_of(level).items())
@@ -466,6 +496,10 @@ class SweepShape(LoadTestShape):
                                                                 else self.cfg.slo)]  # fmt: skip
         if targets:
             result = check_slo(result, targets)
+        if self._scrape_at is not None:
+            self._scrape_at.kill(block=False)  # a step cut short before its window: no start scrape
+            self._scrape_at = None
+        result = self._server_figures(result)
         self.history.append(result)
         if self.cfg.save_requests:
             with open(f"{self.cfg.out_dir}/requests.jsonl", "a") as f:

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from sizing.loadtest.server import ServerWindow
+
 #: Percentiles every distribution reports (the SLO may name any of them).
 QUANTILES: tuple[tuple[str, float], ...] = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
 MS_PER_S = 1000.0
@@ -106,6 +108,14 @@ class StepResult(Strict):
     output_tokens_per_s: float = Field(description="output tokens of successful requests per second")
     meets_slo: bool | None = None
     slo_failures: list[str] = Field(default_factory=list)
+    server: ServerWindow | None = Field(
+        default=None,
+        description="the server's own figures over the window (its /metrics deltas), where it exposes them",
+    )
+    flags: list[str] = Field(
+        default_factory=list,
+        description="what makes the level's figures doubtful, in words (unexpected prefix-cache hits, ...)",
+    )
 
     @property
     def failed(self) -> int:

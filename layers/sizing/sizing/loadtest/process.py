@@ -28,6 +28,7 @@ from sizing.loadtest.aws import report_to_aws  # it imports boto3 only when it r
 from sizing.loadtest.config import LoadTestConfig
 from sizing.loadtest.metrics import CSV_COLUMNS, StepResult, csv_row
 from sizing.loadtest.plan import SlaSearch, plan_for
+from sizing.loadtest.server import EndpointUnreachable, ServerFacts, probe
 
 assert locust
 #: How long the master waits for its workers to connect (process start + imports take a few seconds).
@@ -44,6 +45,8 @@ class Output:
         self.steps_path = self.dir / "steps.jsonl"
         self.steps_path.write_text("")
         self.steps: list[StepResult] = []
+        #: what the server said it runs, read before the first step (None: it does not say, or not http)
+        self.server: ServerFacts | None = None
 
     def step(self, r: StepResult) -> None:
         self.steps.append(r)
@@ -63,6 +66,17 @@ class Output:
             file=sys.stderr,
             flush=True,
         )
+        if r.server is not None and r.server.requests:
+            sv = r.server
+            print(
+                f"step {r.step}: the server saw {sv.requests} requests, ttft mean {sv.ttft_ms} ms, tpot mean"
+                f" {sv.tpot_ms} ms, e2e mean {sv.e2e_s} s, {sv.output_tokens_per_s} tok/s, prefix-cache hits"
+                f" {'-' if sv.prefix_cache_hit_share is None else f'{sv.prefix_cache_hit_share:.0%}'}",
+                file=sys.stderr,
+                flush=True,
+            )
+        for flag in r.flags:
+            print(f"step {r.step}: warning: {flag}", file=sys.stderr, flush=True)
 
     def finish(self, stopped_by: str, plan: Any, started: float) -> None:
         with (self.dir / "steps.csv").open("w", newline="") as f:
@@ -78,6 +92,7 @@ class Output:
             "finished_at": time.time(),
             "stopped_by": stopped_by,
             "config": self.cfg.model_dump(mode="json"),
+            "server": None if self.server is None else self.server.model_dump(mode="json"),
             "steps": [r.model_dump(mode="json") for r in self.steps],
             "sla_search": plan.summary(self.steps) if isinstance(plan, SlaSearch) else None,
         }
@@ -140,6 +155,13 @@ def run(
     lf.configure(cfg, 0)
     _quiet_gc(collect_between_steps=True)
     out = Output(cfg)
+    if cfg.target == "openai":
+        try:
+            out.server = probe(cfg.endpoint)
+        except (
+            EndpointUnreachable
+        ) as exc:  # the steps will count its errors; the summary says why none is known
+            print(f"server facts: {exc}", file=sys.stderr, flush=True)
     plan = plan_for(cfg)
     started = time.time()
     n_workers = cfg.workers if expect_workers is None else expect_workers

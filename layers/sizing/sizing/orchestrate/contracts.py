@@ -10,6 +10,8 @@ unknown keys, so a typo in a producer fails its tests instead of a run."""
 
 from __future__ import annotations
 
+import hashlib
+
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
@@ -172,6 +174,11 @@ class Teardown(Produced):
     remaining: list[str] = Field(default_factory=list)
 
 
+def seed_of(*parts: str) -> int:
+    """A prompt seed that is the same for the same parts and differs between runs (the run id is unique)."""
+    return int(hashlib.sha256(":".join(parts).encode()).hexdigest()[:8], 16)
+
+
 # --- the load generator's task -------------------------------------------------------------------------------------
 class LoadTask(Produced):
     """What the LoadTest state hands the load generator (a local child process's TASK.json, or the Fargate
@@ -197,6 +204,9 @@ class LoadTask(Produced):
     serving: dict[str, Any] | None = None
     #: tokens every prompt starts with, the same in all requests (the workload's `tokens.shared_prefix`)
     shared_prefix_tokens: int = Field(default=0, ge=0)
+    #: the prompts' seed; None: drawn from the run and the candidate (`seed_of`), so no two runs send the same
+    #: prompts and a server's prefix cache cannot serve one run's prompts from an earlier one's
+    seed: int | None = Field(default=None, ge=0)
 
     @field_serializer("input_tokens", "output_tokens")
     def _given_only(self, spec: TokenSpec) -> dict[str, Any]:
@@ -222,6 +232,7 @@ class LoadTask(Produced):
                 serving=self.serving,
                 engine_version=engine_version,
                 shared_prefix_tokens=self.shared_prefix_tokens,
+                seed=self.seed if self.seed is not None else seed_of(self.run_id, self.candidate_id),
             )
         except ValidationError as exc:
             raise InvalidInput("the load-test settings are not valid", problems_from_pydantic(exc)) from None

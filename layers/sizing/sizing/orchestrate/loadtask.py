@@ -6,8 +6,9 @@ thread tells Step Functions it is alive while the sweep runs.
 
 Every stored step, the sweep's config and the summary record the serving configuration measured (`serving`, the
 architecture's `ServingConfig` dict) and the engine version the server reports (`engine_version`: vLLM's
-GET /version, `twin-<version>` from a local twin, None from a server that does not say), so a measurement
-belongs to a configuration."""
+GET /version, `twin-<version>` from a local twin, None from a server that does not say), and what the server
+itself reports (`server_facts`: version, served models, max_model_len, KV capacity in tokens, block size, prefix
+caching) beside it, with the seed its prompts were drawn from, so a measurement belongs to a configuration."""
 
 from __future__ import annotations
 
@@ -15,8 +16,6 @@ import json
 import os
 import sys
 import threading
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from pydantic import ValidationError
 
 from sizing.errors import problems_from_pydantic
 from sizing.loadtest.launch import run_config
+from sizing.loadtest.server import EndpointUnreachable, ServerFacts, probe
 from sizing.orchestrate.contracts import LoadTask
 from sizing.orchestrate.lifeline import exit_with_parent
 from sizing.store import SizingStore
@@ -32,41 +32,19 @@ from sizing.store import SizingStore
 HEARTBEAT_FRACTION = 1 / 3
 #: Step Functions' limit on a failure cause (characters).
 MAX_CAUSE = 32_000
-#: How long the engine-version probe waits: the server answered its health check already, so a few seconds.
-VERSION_TIMEOUT_S = 5.0
-#: Longest version string recorded (vLLM's are like "0.11.0"; a longer answer is not a version).
-MAX_VERSION_CHARS = 100
-#: Most of the /version body read: vLLM's is a few dozen bytes.
-MAX_VERSION_BODY_BYTES = 64 * 1024
+#: Longest served-model list recorded (characters).
+MAX_SERVED_CHARS = 1000
 
 
-def engine_version(endpoint: str, timeout_s: float = VERSION_TIMEOUT_S) -> str | None:
-    """The version an OpenAI-compatible server reports on GET /version (vLLM: `{"version": "0.11.0"}`); None
-    when it does not answer one (other engines, Bedrock and SageMaker URLs, a proxy in front)."""
+def server_facts(endpoint: str) -> ServerFacts | None:
+    """What the server runs, as it reports it (vLLM: GET /version, /v1/models and /metrics; a twin the same);
+    None for Bedrock and SageMaker URLs or a server that answers none of them."""
     if not endpoint.startswith(("http://", "https://")):
         return None
     try:
-        with urllib.request.urlopen(endpoint.rstrip("/") + "/version", timeout=timeout_s) as resp:
-            body = json.loads(resp.read(MAX_VERSION_BODY_BYTES) or b"{}")
-    except (urllib.error.URLError, OSError, ValueError):
+        return probe(endpoint)
+    except EndpointUnreachable:
         return None
-    version = body.get("version") if isinstance(body, dict) else None
-    return version if isinstance(version, str) and 0 < len(version) <= MAX_VERSION_CHARS else None
-
-
-def served_models(endpoint: str, timeout_s: float = VERSION_TIMEOUT_S) -> str | None:
-    """The model names an OpenAI-compatible server serves (GET /v1/models, comma-separated), so a measurement of
-    another model than the run asked for is refused (`sizing.learn.levels`); None when it does not say."""
-    if not endpoint.startswith(("http://", "https://")):
-        return None
-    try:
-        with urllib.request.urlopen(endpoint.rstrip("/") + "/v1/models", timeout=timeout_s) as resp:
-            body = json.loads(resp.read(MAX_VERSION_BODY_BYTES) or b"{}")
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
-    data = body.get("data") if isinstance(body, dict) else None
-    names = [m["id"] for m in data or [] if isinstance(m, dict) and isinstance(m.get("id"), str)]
-    return ",".join(names)[: MAX_VERSION_CHARS * 10] or None
 
 
 class Heartbeat(threading.Thread):
@@ -88,8 +66,10 @@ def execute(task: LoadTask, sfn: Any, store: Any) -> dict[str, Any]:
     beat = Heartbeat(sfn, task.task_token, max(1.0, task.heartbeat_s * HEARTBEAT_FRACTION))
     beat.start()
     try:
-        version = engine_version(task.endpoint)
-        steps = run_config(task.config(engine_version=version), quiet=True)
+        facts = server_facts(task.endpoint)
+        version = None if facts is None else facts.version
+        cfg = task.config(engine_version=version)
+        steps = run_config(cfg, quiet=True)
         ok = sum(s.answered for s in steps)
         if not steps or ok <= 0:
             errors: dict[str, int] = {}
@@ -100,8 +80,12 @@ def execute(task: LoadTask, sfn: Any, store: Any) -> dict[str, Any]:
         recorded = {
             "serving": task.serving,
             "engine_version": version,
-            "served_model": served_models(task.endpoint),
+            "served_model": None
+            if facts is None
+            else ",".join(facts.served_models)[:MAX_SERVED_CHARS] or None,
             "shared_prefix_tokens": task.shared_prefix_tokens,
+            "seed": cfg.seed,
+            "server_facts": None if facts is None else facts.model_dump(mode="json"),
         }
         for s in steps:
             store.put_measurement(task.run_id, task.candidate_id, {**s.model_dump(mode="json"), **recorded})

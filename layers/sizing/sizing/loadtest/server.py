@@ -1,0 +1,277 @@
+"""What an OpenAI-compatible server says about itself, and what its own metrics saw over a load level.
+
+A measurement belongs to what was measured: the engine's version, the model it serves and its context, the KV
+capacity it really has (vLLM reports it in tokens), its block size and whether it caches prefixes -- read from
+the server, not assumed from the estimate. vLLM exposes these on plain HTTP (`GET /version`, `GET /v1/models`,
+`GET /metrics`: `vllm:cache_config_info`); a local twin answers the same routes with its own figures.
+
+Over a level, two scrapes of `/metrics` give the server's own view of the same window: its request count, its
+mean TTFT, inter-token latency, time per output token, e2e and queueing time (histogram sums over counts), the
+tokens it generated, and the prefix-cache hit share. The load generator's figures are checked against these
+(`tests/engine`), and a level whose prompts hit a cache they did not ask for is flagged.
+
+Plain `urllib`: under the load-test process's gevent patching the sockets are cooperative, so a scrape does not
+stall the users.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: How long one probe of a route waits: a healthy server answers these in milliseconds.
+PROBE_TIMEOUT_S = 5.0
+#: Most of a JSON route's body read (vLLM's /v1/models is under 1 KiB a model).
+MAX_JSON_BYTES = 256 * 1024
+#: Most of /metrics read (vLLM's is ~60 KiB with its histograms' buckets).
+MAX_METRICS_BYTES = 4 * 1024 * 1024
+#: Longest version string recorded (vLLM's are like "0.32.0"; a longer answer is not a version).
+MAX_VERSION_CHARS = 100
+MS_PER_S = 1000.0
+
+#: vLLM's histograms whose sum / count is a per-request mean, as (metric name, field of ServerWindow, scale).
+HISTOGRAM_MEANS: tuple[tuple[str, str, float], ...] = (
+    ("vllm:time_to_first_token_seconds", "ttft_ms", MS_PER_S),
+    ("vllm:inter_token_latency_seconds", "itl_ms", MS_PER_S),
+    ("vllm:request_time_per_output_token_seconds", "tpot_ms", MS_PER_S),
+    ("vllm:e2e_request_latency_seconds", "e2e_s", 1.0),
+    ("vllm:request_queue_time_seconds", "queue_ms", MS_PER_S),
+)
+#: Counters read per window (summed over their label sets).
+COUNTERS = (
+    "vllm:generation_tokens_total",
+    "vllm:prompt_tokens_total",
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total",
+    "vllm:num_preemptions_total",
+)
+#: A level's prefix-cache hit share above this, when its prompts share no prefix, is a cache the load did not
+#: ask for (prompts repeated from an earlier run, or another client on the server): flagged on the level. The
+#: chat template's header is the same in every request and a block that holds only it can hit; with vLLM's
+#: 16-128 token blocks a prompt of a few hundred tokens has at most that one block in common (under 5%).
+UNEXPECTED_HIT_SHARE = 0.05
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ServerFacts(Strict):
+    """What the server runs, as it reports it (None: it does not say)."""
+
+    endpoint: str
+    engine: str | None = Field(
+        default=None, description="vllm (its metrics say so), twin (a local twin), or None"
+    )
+    version: str | None = Field(default=None, description="GET /version")
+    served_models: list[str] = Field(default_factory=list, description="GET /v1/models ids")
+    max_model_len: int | None = Field(default=None, description="GET /v1/models max_model_len")
+    kv_cache_tokens: int | None = Field(
+        default=None,
+        description="the KV cache's capacity in tokens (vllm:cache_config_info kv_cache_size_tokens)",
+    )
+    block_size: int | None = Field(default=None, description="KV block size in tokens")
+    prefix_caching: bool | None = None
+    kv_cache_dtype: str | None = None
+    max_num_seqs: int | None = Field(
+        default=None, description="the scheduler's limit on running requests, where the server exposes it"
+    )
+    max_num_batched_tokens: int | None = Field(
+        default=None, description="the scheduler's token budget per step, where the server exposes it"
+    )
+    notes: list[str] = Field(default_factory=list)
+
+
+class ServerWindow(Strict):
+    """The server's own figures over one level (deltas of its /metrics between two scrapes). Means only: a
+    histogram's buckets are too coarse for percentiles worth comparing."""
+
+    seconds: float
+    requests: int | None = Field(default=None, description="requests the server finished in the window")
+    ttft_ms: float | None = None
+    itl_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_s: float | None = None
+    queue_ms: float | None = None
+    generation_tokens: int | None = None
+    prompt_tokens: int | None = None
+    output_tokens_per_s: float | None = None
+    prefix_cache_queries: int | None = None
+    prefix_cache_hits: int | None = None
+    prefix_cache_hit_share: float | None = Field(
+        default=None, description="prompt tokens served from the prefix cache / prompt tokens looked up"
+    )
+    preemptions: int | None = None
+
+
+@dataclass
+class MetricsSnapshot:
+    """Sums of the counters and histogram sums/counts one scrape read, by sample name."""
+
+    at: float
+    values: dict[str, float] = field(default_factory=dict)
+    info: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+class EndpointUnreachable(Exception):
+    """The endpoint does not answer as an OpenAI-compatible server."""
+
+
+def _get(url: str, limit: int, timeout_s: float) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310 (http(s) only: callers check)
+        return bytes(resp.read(limit))
+
+
+def _json(url: str, timeout_s: float) -> Any:
+    try:
+        return json.loads(_get(url, MAX_JSON_BYTES, timeout_s) or b"null")
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def parse_metrics(text: str, at: float | None = None) -> MetricsSnapshot:
+    """The samples this module reads from Prometheus exposition text (prometheus_client's own parser)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    wanted = set(COUNTERS) | {f"{m}{suffix}" for m, _, _ in HISTOGRAM_MEANS for suffix in ("_sum", "_count")}
+    snap = MetricsSnapshot(at=time.time() if at is None else at)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in wanted:
+                snap.values[sample.name] = snap.values.get(sample.name, 0.0) + float(sample.value)
+            elif sample.name.endswith("_info"):
+                snap.info[sample.name] = dict(sample.labels)
+    return snap
+
+
+def scrape(endpoint: str, timeout_s: float = PROBE_TIMEOUT_S) -> MetricsSnapshot | None:
+    """The server's /metrics now; None when it has none (Bedrock, SageMaker, a proxy)."""
+    if not endpoint.startswith(("http://", "https://")):
+        return None
+    try:
+        text = _get(endpoint.rstrip("/") + "/metrics", MAX_METRICS_BYTES, timeout_s).decode(
+            "utf-8", "replace"
+        )
+        return parse_metrics(text)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def _delta(before: MetricsSnapshot, after: MetricsSnapshot, name: str) -> float | None:
+    if name not in after.values or name not in before.values:
+        return None
+    return after.values[name] - before.values[name]
+
+
+def window(before: MetricsSnapshot, after: MetricsSnapshot) -> ServerWindow:
+    """The server's figures between two scrapes (a counter that went down -- the server restarted -- gives
+    None rather than a negative figure)."""
+    seconds = max(after.at - before.at, 1e-9)
+    out: dict[str, Any] = {"seconds": round(seconds, 3)}
+    for metric, key, scale in HISTOGRAM_MEANS:
+        n, total = _delta(before, after, metric + "_count"), _delta(before, after, metric + "_sum")
+        if n is not None and total is not None and n > 0 and total >= 0:
+            out[key] = round(total / n * scale, 3)
+            if key == "e2e_s":
+                out["requests"] = int(round(n))
+    counts = {name: _delta(before, after, name) for name in COUNTERS}
+    counts = {k: (None if v is None or v < 0 else int(round(v))) for k, v in counts.items()}
+    out["generation_tokens"] = counts["vllm:generation_tokens_total"]
+    out["prompt_tokens"] = counts["vllm:prompt_tokens_total"]
+    out["prefix_cache_queries"] = counts["vllm:prefix_cache_queries_total"]
+    out["prefix_cache_hits"] = counts["vllm:prefix_cache_hits_total"]
+    out["preemptions"] = counts["vllm:num_preemptions_total"]
+    if out["generation_tokens"] is not None:
+        out["output_tokens_per_s"] = round(out["generation_tokens"] / seconds, 2)
+    q, h = out["prefix_cache_queries"], out["prefix_cache_hits"]
+    if q:
+        out["prefix_cache_hit_share"] = round((h or 0) / q, 4)
+    return ServerWindow(**out)
+
+
+def _int(labels: dict[str, str], key: str) -> int | None:
+    try:
+        return int(float(labels[key]))
+    except (KeyError, ValueError):
+        return None
+
+
+def probe(endpoint: str, timeout_s: float = PROBE_TIMEOUT_S) -> ServerFacts:
+    """What the server at `endpoint` runs. Raises EndpointUnreachable when it answers neither /v1/models nor
+    /health (down, or not an OpenAI-compatible server)."""
+    base = endpoint.rstrip("/")
+    models = _json(base + "/v1/models", timeout_s)
+    data = models.get("data") if isinstance(models, dict) else None
+    if not isinstance(data, list):
+        raise EndpointUnreachable(
+            f"{endpoint} does not answer GET /v1/models as an OpenAI-compatible server"
+            " (is it running, and is this its base URL?)"
+        )
+    served = [m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    facts: dict[str, Any] = {"endpoint": base, "served_models": [m["id"] for m in served]}
+    lens = {m.get("max_model_len") for m in served if isinstance(m.get("max_model_len"), int)}
+    facts["max_model_len"] = lens.pop() if len(lens) == 1 else None
+    ver = _json(base + "/version", timeout_s)
+    v = ver.get("version") if isinstance(ver, dict) else None
+    facts["version"] = v if isinstance(v, str) and 0 < len(v) <= MAX_VERSION_CHARS else None
+    snap = scrape(base, timeout_s)
+    notes: list[str] = []
+    if snap is not None:
+        cache = snap.info.get("vllm:cache_config_info", {})
+        if cache:
+            facts["engine"] = "vllm"
+            facts["kv_cache_tokens"] = _int(cache, "kv_cache_size_tokens")
+            facts["block_size"] = _int(cache, "block_size")
+            if cache.get("enable_prefix_caching") in ("True", "False"):
+                facts["prefix_caching"] = cache["enable_prefix_caching"] == "True"
+            facts["kv_cache_dtype"] = cache.get("cache_dtype")
+        sched = snap.info.get("vllm:scheduler_config_info", {})
+        facts["max_num_seqs"] = _int(sched, "max_num_seqs")
+        facts["max_num_batched_tokens"] = _int(sched, "max_num_batched_tokens")
+        if not sched:
+            notes.append(
+                "the server does not expose its scheduler limits (max_num_seqs, max_num_batched_tokens)"
+            )
+    else:
+        notes.append("no /metrics: KV capacity, block size and prefix caching unknown")
+    if isinstance(facts["version"], str) and facts["version"].startswith("twin-"):
+        facts["engine"] = "twin"
+    return ServerFacts(**facts, notes=notes)
+
+
+def resolve_served_model(facts: ServerFacts, wanted: str | None) -> str:
+    """The model name to send: `wanted` when the server serves it, the server's only model when `wanted` is not
+    given. Raises EndpointUnreachable naming both when the server serves another model."""
+    if wanted and (wanted in facts.served_models or not facts.served_models):
+        return wanted
+    if not wanted and len(facts.served_models) == 1:
+        return facts.served_models[0]
+    served = ", ".join(facts.served_models) or "no model"
+    if not wanted:
+        raise EndpointUnreachable(
+            f"{facts.endpoint} serves {served}: name the one to measure with --served-model NAME"
+        )
+    raise EndpointUnreachable(
+        f"{facts.endpoint} serves {served}, not {wanted}: name the served model with --served-model NAME"
+    )
+
+
+def describe_server(facts: ServerFacts) -> str:
+    """One line of what the server runs: `server: vllm 0.32.0, tiny-llama, max_model_len 4096, KV 524,288 tokens
+    (block 128), prefix caching on`."""
+    parts = [" ".join(x for x in (facts.engine or "server", facts.version) if x)]
+    parts.append(", ".join(facts.served_models) or "no model listed")
+    if facts.max_model_len:
+        parts.append(f"max_model_len {facts.max_model_len}")
+    if facts.kv_cache_tokens:
+        block = f" (block {facts.block_size})" if facts.block_size else ""
+        parts.append(f"KV {facts.kv_cache_tokens:,} tokens{block}")
+    if facts.prefix_caching is not None:
+        parts.append(f"prefix caching {'on' if facts.prefix_caching else 'off'}")
+    return "server: " + ", ".join(parts)

@@ -1,0 +1,182 @@
+"""The load generator against the real engine: what it measures agrees with what vLLM's own metrics saw over the
+same window, a measured level records what the server runs, and a second run of a spec gets no prefix-cache hits
+it did not ask for.
+
+Tolerances, from runs on this 2-core box (engine on core 0, client on core 1; docs/engine.md has the figures):
+- TTFT: the client's clock starts before HTTP parsing, tokenization and the chat template, vLLM's after them, so
+  the client's mean is the higher, by a few ms at one stream and by tens of ms when several streams' requests
+  queue in the API server (which shares the engine's core). Checked: client >= server - TTFT_SLACK_MS, and
+  client <= server + TTFT_OVER_MS + TTFT_OVER_SHARE of the server's figure.
+- TPOT and e2e: per request the same span on both clocks less the front end's share, so their means agree
+  within TPOT_SHARE and E2E_SHARE (the two windows hold different requests: the client counts those sent in the
+  window, the server those that finished between its scrapes).
+- Throughput: the client counts the answers of requests sent in the window, the server the tokens generated in
+  it. In a closed loop of equal requests the streams move in waves, so a window of a few answers' length holds
+  one answer more or fewer per stream than the mean: within THROUGHPUT_SHARE plus one answer per stream over the
+  window (at 8 streams of 64 tokens in 8 s, 64 tok/s on ~375).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from sizing.cli import main
+from sizing.loadtest import run_sweep
+from sizing.loadtest.http import Connection
+from sizing.loadtest.server import scrape, window
+from sizing.loadtest.streams import measure_openai
+
+TTFT_SLACK_MS = 2.0
+TTFT_OVER_MS = 25.0
+TTFT_OVER_SHARE = 0.10
+TPOT_SHARE = 0.10
+E2E_SHARE = 0.08
+THROUGHPUT_SHARE = 0.05
+#: A level's prompts that share no prefix: the server's prefix-cache hit share stays under this (the chat
+#: template's header is common to all, and a 128-token block holding only it cannot fill).
+NO_PREFIX_HIT_SHARE = 0.05
+
+
+OUTPUT_TOKENS = 64
+
+
+def _sweep(engine_url: str, model: str, out: Path, levels: list[float], seed: int | None = None) -> list:
+    return run_sweep(
+        engine_url, model, levels, out_dir=out, input_tokens=256, output_tokens=OUTPUT_TOKENS, duration_s=8.0,
+        warmup_s=3.0, quiet=True, **({} if seed is None else {"seed": seed}),
+    )  # fmt: skip
+
+
+def test_each_level_agrees_with_the_servers_own_metrics_over_the_same_window(
+    engine_url, engine_facts, tmp_path
+):
+    # GIVEN the real engine and a closed-loop sweep of 1, 4 and 8 streams of 256-token prompts, 64-token answers
+    model = engine_facts.served_models[0]
+    # WHEN the load generator measures each level
+    steps = _sweep(engine_url, model, tmp_path, [1, 4, 8], seed=int(time.time()))
+    # THEN every level carries the server's figures over its window, and they agree with the client's
+    assert len(steps) == 3
+    for s in steps:
+        sv = s.server
+        assert sv is not None and sv.requests and sv.requests > 0, f"step {s.step}: no server figures"
+        assert s.failed == 0 and s.answered >= 5
+        label = f"step {s.step} ({s.target})"
+        assert s.ttft_ms.mean >= sv.ttft_ms - TTFT_SLACK_MS, label
+        assert s.ttft_ms.mean <= sv.ttft_ms * (1 + TTFT_OVER_SHARE) + TTFT_OVER_MS, label
+        assert s.tpot_ms.mean == pytest.approx(sv.tpot_ms, rel=TPOT_SHARE), label
+        assert s.e2e_s.mean == pytest.approx(sv.e2e_s, rel=E2E_SHARE), label
+        one_answer_per_stream = s.target["concurrency"] * OUTPUT_TOKENS / s.duration_s
+        assert s.output_tokens_per_s == pytest.approx(
+            sv.output_tokens_per_s, rel=THROUGHPUT_SHARE, abs=one_answer_per_stream
+        ), label
+        # AND the prompts, fresh and sharing no prefix, were computed, not served from the cache
+        assert sv.prefix_cache_hit_share is not None and sv.prefix_cache_hit_share < NO_PREFIX_HIT_SHARE, (
+            label
+        )
+        assert s.flags == []
+
+
+def test_client_ttft_is_never_below_the_servers_for_any_request(engine_url, engine_facts):
+    # GIVEN one request at a time, each alone between two scrapes of the server's metrics (so the histogram's
+    # delta is that request's own TTFT)
+    model = engine_facts.served_models[0]
+    conn = Connection(engine_url, 60.0)
+    pairs = []
+    try:
+        for i in range(12):
+            before = scrape(engine_url)
+            payload = {
+                "model": model, "max_tokens": 8, "stream": True, "ignore_eos": True,
+                "stream_options": {"include_usage": True},
+                "messages": [{"role": "user", "content": f"r{time.time_ns() % 10**7:07d} " + "the of and " * (20 + i * 15)}],
+            }  # fmt: skip
+            # WHEN the client measures it
+            rec = measure_openai(conn, "/v1/chat/completions", payload)
+            after = scrape(engine_url)
+            assert before is not None and after is not None and rec.error is None and rec.ttft_s is not None
+            server = window(before, after)
+            assert server.requests == 1
+            pairs.append((rec.ttft_s * 1000, server.ttft_ms))
+    finally:
+        conn.close()
+    # THEN the client's TTFT, which starts before HTTP and tokenization, is at least the server's, every time
+    below = [(c, s) for c, s in pairs if c < s]
+    assert not below, f"client TTFT below the server's: {below}"
+
+
+def test_a_measured_level_records_what_the_server_runs(engine_url, engine_facts, tmp_path):
+    # GIVEN the real engine
+    # WHEN a load test measures one level
+    _sweep(engine_url, engine_facts.served_models[0], tmp_path, [2])
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    # THEN the summary records the server's own facts: version, model, context, KV capacity, block, prefix caching
+    server = summary["server"]
+    assert server["engine"] == "vllm" and server["version"] and server["version"][0].isdigit()
+    assert server["max_model_len"] == 4096
+    assert server["kv_cache_tokens"] and server["kv_cache_tokens"] >= 4096
+    assert server["block_size"] and server["prefix_caching"] is True
+    # AND the level's server window says how much of the prompt came from the prefix cache
+    step = summary["steps"][0]
+    assert step["server"]["prefix_cache_queries"] > 0 and step["server"]["prefix_cache_hit_share"] is not None
+
+
+def test_a_second_run_of_a_spec_gets_no_cache_hits_it_did_not_ask_for_and_a_repeated_seed_is_flagged(
+    engine_url, engine_facts, tmp_path, capsys
+):
+    model = engine_facts.served_models[0]
+    argv = ["loadtest", "--endpoint", engine_url, "--concurrency", "4", "--duration", "5", "--warmup", "2",
+            "--input-tokens", "256", "--output-tokens", "16", "--json"]  # fmt: skip
+    # GIVEN the same spec run twice with no seed given
+    runs = []
+    for i in range(2):
+        assert main([*argv, "--out", str(tmp_path / f"run{i}")]) == 0
+        runs.append(json.loads(capsys.readouterr().out))
+    # THEN neither run's prompts were served from the other's cache
+    for steps in runs:
+        assert steps[0]["server"]["prefix_cache_hit_share"] < NO_PREFIX_HIT_SHARE and steps[0]["flags"] == []
+    # AND a run that repeats an earlier run's seed (the same prompts) is flagged, its TTFT said to be flattered
+    seed = json.loads((tmp_path / "run1" / "config.json").read_text())["seed"]
+    assert main([*argv, "--seed", str(seed), "--out", str(tmp_path / "again")]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again[0]["server"]["prefix_cache_hit_share"] > 0.5
+    assert any("unexpected prefix-cache hits" in f for f in again[0]["flags"])
+    assert model in engine_facts.served_models
+
+
+def test_the_served_model_is_the_servers_own_and_another_name_is_one_clear_line(
+    engine_url, engine_facts, tmp_path, capsys
+):
+    model = engine_facts.served_models[0]
+    # GIVEN a load test that names a model the server does not serve
+    rc = main(["loadtest", "--endpoint", engine_url, "--model", "meta-llama/Llama-3.1-8B", "--concurrency", "1",
+               "--out", str(tmp_path / "x")])  # fmt: skip
+    # THEN it stops before sending anything, naming both models (never 404 on every request)
+    err = capsys.readouterr().err
+    assert rc == 2 and model in err and "meta-llama/Llama-3.1-8B" in err and "--served-model" in err
+    assert not (tmp_path / "x" / "steps.jsonl").exists()
+    # AND without a name, the server's only model is measured
+    rc = main(["loadtest", "--endpoint", engine_url, "--concurrency", "1", "--duration", "2", "--warmup", "0",
+               "--output-tokens", "8", "--out", str(tmp_path / "y")])  # fmt: skip
+    assert rc == 0
+    assert json.loads((tmp_path / "y" / "config.json").read_text())["model"] == model
+
+
+def test_an_endpoint_that_is_down_is_one_line_and_exit_2(tmp_path, capsys):
+    # GIVEN nothing listening on a loopback port
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # WHEN a load test is pointed at it
+    rc = main(
+        ["loadtest", "--endpoint", f"http://127.0.0.1:{port}", "--concurrency", "1", "--out", str(tmp_path)]
+    )
+    # THEN it says so in one line, with exit 2, and writes nothing
+    err = capsys.readouterr().err
+    assert rc == 2 and "OpenAI-compatible" in err and "Traceback" not in err
+    assert not (tmp_path / "steps.jsonl").exists()

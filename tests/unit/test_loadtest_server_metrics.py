@@ -1,0 +1,81 @@
+"""What a server's /metrics say over a level: vLLM's histograms and counters read as per-window means and shares."""
+
+from __future__ import annotations
+
+import pytest
+
+from sizing.loadtest.server import (
+    EndpointUnreachable,
+    ServerFacts,
+    describe_server,
+    parse_metrics,
+    resolve_served_model,
+    window,
+)
+
+
+def _text(ttft_sum: float, ttft_n: int, gen: int, queries: int, hits: int) -> str:
+    return f"""# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{{engine="0",le="0.1",model_name="m"}} {ttft_n}
+vllm:time_to_first_token_seconds_bucket{{engine="0",le="+Inf",model_name="m"}} {ttft_n}
+vllm:time_to_first_token_seconds_count{{engine="0",model_name="m"}} {ttft_n}
+vllm:time_to_first_token_seconds_sum{{engine="0",model_name="m"}} {ttft_sum}
+# TYPE vllm:e2e_request_latency_seconds histogram
+vllm:e2e_request_latency_seconds_count{{engine="0",model_name="m"}} {ttft_n}
+vllm:e2e_request_latency_seconds_sum{{engine="0",model_name="m"}} {ttft_sum * 10}
+# TYPE vllm:generation_tokens counter
+vllm:generation_tokens_total{{engine="0",model_name="m"}} {gen}
+# TYPE vllm:prefix_cache_queries counter
+vllm:prefix_cache_queries_total{{engine="0",model_name="m"}} {queries}
+# TYPE vllm:prefix_cache_hits counter
+vllm:prefix_cache_hits_total{{engine="0",model_name="m"}} {hits}
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{{block_size="128",enable_prefix_caching="True",kv_cache_size_tokens="524288"}} 1.0
+"""
+
+
+def test_a_window_is_the_difference_of_two_scrapes_as_means_and_shares():
+    # GIVEN two scrapes 10 s apart: 20 more requests with 1.0 s more TTFT, 2,000 more tokens, 400 of 1,000
+    # prompt tokens looked up found in the prefix cache
+    before = parse_metrics(_text(0.5, 10, 1000, 5000, 100), at=100.0)
+    after = parse_metrics(_text(1.5, 30, 3000, 6000, 500), at=110.0)
+    # WHEN the window is read
+    w = window(before, after)
+    # THEN it holds the window's own figures, not the server's lifetime ones
+    assert w.requests == 20
+    assert w.ttft_ms == pytest.approx(50.0)
+    assert w.e2e_s == pytest.approx(0.5)
+    assert w.generation_tokens == 2000 and w.output_tokens_per_s == pytest.approx(200.0)
+    assert w.prefix_cache_hit_share == pytest.approx(0.4)
+    # AND the info gauge's labels are kept for the server's facts
+    assert after.info["vllm:cache_config_info"]["kv_cache_size_tokens"] == "524288"
+
+
+def test_a_server_that_restarted_between_scrapes_gives_no_figure_rather_than_a_negative_one():
+    before = parse_metrics(_text(5.0, 100, 9000, 5000, 100), at=0.0)
+    after = parse_metrics(_text(0.1, 2, 50, 10, 0), at=5.0)
+    w = window(before, after)
+    assert w.requests is None and w.ttft_ms is None and w.generation_tokens is None
+    assert w.prefix_cache_hit_share is None
+
+
+def test_the_served_model_is_named_or_taken_from_a_server_with_one_and_a_mismatch_names_both():
+    one = ServerFacts(endpoint="http://127.0.0.1:8000", served_models=["tiny-llama"])
+    assert resolve_served_model(one, None) == "tiny-llama"
+    assert resolve_served_model(one, "tiny-llama") == "tiny-llama"
+    with pytest.raises(EndpointUnreachable, match=r"serves tiny-llama, not llama-3\.1-8b"):
+        resolve_served_model(one, "llama-3.1-8b")
+    two = ServerFacts(endpoint="http://127.0.0.1:8000", served_models=["a", "b"])
+    with pytest.raises(EndpointUnreachable, match="serves a, b: name the one"):
+        resolve_served_model(two, None)
+
+
+def test_the_servers_facts_read_as_one_line():
+    facts = ServerFacts(
+        endpoint="http://127.0.0.1:8000", engine="vllm", version="0.32.0", served_models=["tiny-llama"],
+        max_model_len=4096, kv_cache_tokens=524288, block_size=128, prefix_caching=True,
+    )  # fmt: skip
+    assert describe_server(facts) == (
+        "server: vllm 0.32.0, tiny-llama, max_model_len 4096, KV 524,288 tokens (block 128), prefix caching on"
+    )
