@@ -88,7 +88,7 @@ def _load_generator_words() -> tuple[str, ...]:
 
 def _corpus() -> list[str]:
     """ASCII text of the repository's own documentation, one paragraph a line, and the load generator's words."""
-    paths = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
+    paths = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
     text = "\n".join(p.read_text(encoding="utf-8", errors="ignore") for p in paths if p.exists())
     lines = [ln.encode("ascii", "ignore").decode() for ln in text.splitlines()]
     words = " ".join(_load_generator_words())

@@ -93,7 +93,9 @@ vllm:prefix_cache_queries_total{engine="0",model_name="m"} 0.0
 """
 
 
-def test_the_server_facts_are_what_vllm_reports_and_none_where_it_says_nothing(httpserver: HTTPServer) -> None:
+def test_the_server_facts_are_what_vllm_reports_and_none_where_it_says_nothing(
+    httpserver: HTTPServer,
+) -> None:
     # given a server answering GET /version, /v1/models and /metrics as vLLM does
     httpserver.expect_request("/version").respond_with_json({"version": "0.32.0"})
     httpserver.expect_request("/v1/models").respond_with_json(

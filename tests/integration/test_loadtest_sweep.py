@@ -185,3 +185,37 @@ def test_a_request_budget_stops_the_sweep_early(twin: TwinHandle, tmp_path: Path
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["stopped_by"] == "max_requests"
     assert summary["finished_at"] - summary["started_at"] < 10
+
+
+def test_answers_longer_than_the_window_and_its_tail_are_counted_as_unfinished_not_lost(
+    twin: TwinHandle, tmp_path: Path
+) -> None:
+    # given 4 streams of 200-token answers (15 ms a token: 3 s each), all sent at once in a 1 s window, and a
+    # tail capped at 1 s
+    steps = run_sweep(
+        twin.url, MODEL, [4], out_dir=tmp_path, input_tokens=50, output_tokens=200, duration_s=1, warmup_s=0,
+        max_tail_s=1.0, max_total_s=MAX_TOTAL_S, quiet=True, slo=[("e2e_s", "p95", 60.0)],
+    )  # fmt: skip
+    # when the step ends before any answer sent in its window has finished
+    step = steps[0]
+    # then those requests are counted as sent and unfinished, not as nothing
+    assert step.unfinished >= 4 and step.requests == step.unfinished + step.answered + step.failed
+    assert step.answered == 0 and step.errors == {}
+    # and the level cannot pass its e2e target on requests it never saw end
+    assert step.meets_slo is False
+    assert any("still running" in f or "unfinished" in f for f in step.slo_failures)
+    # and the CSV says so too
+    row = next(csv.DictReader((tmp_path / "steps.csv").open()))
+    assert int(row["unfinished"]) == step.unfinished
+
+
+def test_a_tail_waits_for_answers_longer_than_the_window(twin: TwinHandle, tmp_path: Path) -> None:
+    # given answers of ~1.5 s (100 tokens at 15 ms) and a 0.5 s window: a tail of one window would lose them all
+    steps = run_sweep(
+        twin.url, MODEL, [2], out_dir=tmp_path, input_tokens=50, output_tokens=100, duration_s=0.5,
+        warmup_s=0, max_total_s=MAX_TOTAL_S, quiet=True,
+    )  # fmt: skip
+    # then the step waits for them (the tail's cap is at least a minute) and every one is measured
+    step = steps[0]
+    assert step.unfinished == 0 and step.answered >= 2
+    assert step.e2e_s.p50 is not None and step.e2e_s.p50 > 1.0

@@ -16,6 +16,8 @@ import pytest
 from sizing.catalog import load_catalog
 from sizing.deploy.base import Endpoint, TeardownReport
 from sizing.errors import InvalidInput
+from sizing.loadtest.config import token_distribution
+from sizing.loadtest.prompts import PromptSource
 from sizing.orchestrate import steps
 from sizing.orchestrate.contracts import Candidate, LoadTask
 from sizing.orchestrate.settings import OrchestrationSettings
@@ -190,10 +192,37 @@ def test_a_task_written_by_an_older_launcher_still_reads_and_one_with_a_bad_endp
     # then the first reads (and writes back the same keys), the second names the endpoint
     read = LoadTask.model_validate(task)
     assert read.serving is None and read.config().endpoint == "http://127.0.0.1:8000"
-    assert set(read.model_dump(mode="json")) == set(task) | {"serving", "shared_prefix_tokens"}
+    assert set(read.model_dump(mode="json")) == set(task) | {"serving", "shared_prefix_tokens", "seed"}
     with pytest.raises(InvalidInput) as refused:
         LoadTask.model_validate({**task, "endpoint": "localhost"}).config()
     assert [p.field for p in refused.value.problems] == ["endpoint"]
+
+
+def test_two_runs_of_one_spec_send_different_prompts_and_a_given_seed_sends_the_same() -> None:
+    # GIVEN the same candidate's load task in two runs
+    task = {
+        "task_token": "t", "candidate_id": "c1", "endpoint": "http://127.0.0.1:8000", "model": "m", "levels": [1],
+        "step_s": 1.0, "warmup_s": 0.0, "workers": 0, "table_name": "t", "heartbeat_s": 60, "out_dir": "/tmp/x",
+    }  # fmt: skip
+    first = LoadTask.model_validate({**task, "run_id": "run-a"}).config()
+    second = LoadTask.model_validate({**task, "run_id": "run-b"}).config()
+
+    # WHEN each draws its first prompts as the load generator does
+    def prompts(seed: int) -> list[str]:
+        src = PromptSource(
+            token_distribution(first.input_tokens),
+            token_distribution(first.output_tokens),
+            chat=True,
+            seed=seed,
+        )
+        return [src.next().text for _ in range(3)]
+
+    # THEN the runs' seeds differ and so do their prompts: a server's prefix cache cannot serve one from the other
+    assert first.seed != second.seed
+    assert not set(prompts(first.seed)) & set(prompts(second.seed))
+    # AND a seed the caller gives is used as it is (the same prompts again, on purpose)
+    again = LoadTask.model_validate({**task, "run_id": "run-c", "seed": first.seed}).config()
+    assert prompts(again.seed) == prompts(first.seed)
 
 
 def test_a_failed_run_states_its_cause_and_what_was_swept(estimated) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from sizing.commands.output import print_json
 from sizing.errors import InvalidInput, Problem
+from sizing.loadtest import run_sweep
 from sizing.loadtest.config import fresh_seed
 from sizing.loadtest.server import (
     EndpointUnreachable,
@@ -19,6 +20,7 @@ from sizing.loadtest.server import (
     resolve_served_model,
 )
 from sizing.text import table
+from sizing.workload import build_model, load_spec
 
 #: Fractions of the workload's peak users (or rate) a `--workload` sweep steps through.
 WORKLOAD_FRACTIONS = (0.25, 0.5, 1.0)
@@ -117,8 +119,6 @@ def parse_slo(text: str) -> list[tuple[str, str, float]]:
 
 
 def _from_workload(path: str, users: str | None) -> dict[str, Any]:
-    from sizing.workload import build_model, load_spec
-
     spec = load_spec(path)
     wm = build_model(spec)
     fields: dict[str, Any] = {
@@ -165,8 +165,6 @@ def served_model(endpoint: str, wanted: str | None) -> tuple[str, ServerFacts | 
 
 
 def run(args: argparse.Namespace) -> int:
-    from sizing.loadtest import run_sweep
-
     model, facts = served_model(args.endpoint, args.model)
     seed = fresh_seed() if args.seed is None else args.seed
     if facts is not None:
@@ -208,6 +206,7 @@ def run(args: argparse.Namespace) -> int:
             " ".join(f"{k}={v:g}" for k, v in s.target.items()),
             s.requests,
             ", ".join(f"{n} {kind}" for kind, n in s.errors.items()) or 0,
+            s.unfinished,
             f"{s.requests_per_s:.2f}",
             f"{s.output_tokens_per_s:.0f}",
             s.ttft_ms.p50,
@@ -218,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
         ]
         for s in steps
     ]
-    heads = ["step", "target", "requests", "errors", "req/s", "tok/s", "ttft p50 ms", "ttft p95 ms",
+    heads = ["step", "target", "requests", "errors", "unfinished", "req/s", "tok/s", "ttft p50 ms", "ttft p95 ms",
              "tpot p95 ms", "e2e p95 s", "meets SLO"]  # fmt: skip
     print(table(heads, rows))
     for st in steps:

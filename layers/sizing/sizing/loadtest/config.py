@@ -15,6 +15,10 @@ from sizing.workload import TokenDistribution, TokenSpec
 #: seconds lets a closed loop reach steady state (every user has a request in flight, the batch has filled).
 DEFAULT_DURATION_S = 20.0
 DEFAULT_WARMUP_S = 5.0
+#: Shortest wait, after a step's window, for the answers of requests sent in it (the step's tail); longer when the
+#: window is (`LoadTestConfig.tail_cap_s`). 600-token answers at 15 ms a token take 9 s: a tail of one 4 s window
+#: lost every one of them ("0 requests"). Past the cap the step ends and those still running count as unfinished.
+MIN_TAIL_CAP_S = 60.0
 #: Default per-request timeout: the longest SLO anyone sets on e2e is minutes; 10 minutes bounds a stuck stream.
 DEFAULT_REQUEST_TIMEOUT_S = 600.0
 #: Most requests in flight from one rate dispatcher before new arrivals count as `client_saturated`.
@@ -77,6 +81,12 @@ class LoadTestConfig(Strict):
     ignore_eos: bool = True
     duration_s: float = Field(default=DEFAULT_DURATION_S, gt=0)
     warmup_s: float = Field(default=DEFAULT_WARMUP_S, ge=0)
+    max_tail_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="longest wait after a step's window for the answers of requests sent in it; those still"
+        " running then count as unfinished (default: the window, at least 60 s, at most the request timeout)",
+    )
     sla_search: SlaSearchSpec | None = None
     slo: list[SloTarget] = Field(default_factory=list)
     workers: int = Field(default=0, ge=0, le=64, description="0: one process; N: Locust master + N workers")
@@ -130,6 +140,13 @@ class LoadTestConfig(Strict):
         if self.mode != "rate" and any(x != int(x) for x in self.levels):
             raise ValueError(f"{self.mode} levels must be whole numbers")
         return self
+
+    @property
+    def tail_cap_s(self) -> float:
+        """How long a step's tail may wait for the window's answers."""
+        if self.max_tail_s is not None:
+            return self.max_tail_s
+        return min(max(self.duration_s, MIN_TAIL_CAP_S), self.request_timeout_s)
 
     @property
     def target(self) -> Literal["openai", "bedrock", "sagemaker"]:

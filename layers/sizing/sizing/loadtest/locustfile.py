@@ -103,8 +103,9 @@ class Collector:
         self.total = 0
         self._inflight: dict[int, float] = {}
         self._keys = itertools.count()
-        #: worker id -> (epoch seconds its last report was made, oldest start it still had in flight, or None)
-        self.reported: dict[str, tuple[float, float | None]] = {}
+        #: worker id -> (epoch seconds its last report was made, oldest start it still had in flight or None, the
+        #: starts of every request it had in flight)
+        self.reported: dict[str, tuple[float, float | None, list[float]]] = {}
 
     def begin(self) -> int:
         """A request is about to be sent: remember when (epoch seconds, no later than its record's start)."""
@@ -118,6 +119,17 @@ class Collector:
 
     def oldest_inflight(self) -> float | None:
         return min(self._inflight.values(), default=None)
+
+    def inflight_starts(self) -> list[float]:
+        """When each request this process has in flight was sent (epoch seconds)."""
+        return list(self._inflight.values())
+
+    def unfinished(self, lo: float, hi: float) -> int:
+        """Requests sent in [lo, hi) still running: this process's own, and those the workers' last reports
+        listed (a master runs no users)."""
+        mine = sum(1 for t in self._inflight.values() if lo <= t < hi)
+        theirs = sum(1 for _, _, starts in self.reported.values() for t in starts if lo <= t < hi)
+        return mine + theirs
 
     def add(self, env: Environment, rec: RequestRecord, name: str) -> None:
         self.records.append(rec)
@@ -385,7 +397,7 @@ def _on_report(client_id: str, data: dict[str, Any]) -> None:
     data["sizing_records"] = wire
     # made at the same instant as the drain (no yield between): every request that began before the oldest
     # one still in flight, and ended before now, is in this report or an earlier one
-    data["sizing_inflight"] = [time.time(), COLLECTOR.oldest_inflight()]
+    data["sizing_inflight"] = [time.time(), COLLECTOR.oldest_inflight(), COLLECTOR.inflight_starts()]
     if STATE.shipped_log is not None and wire:
         # msgpack, as Locust ships it: a few ms per report where JSON lines took tens (the streams wait meanwhile)
         with STATE.shipped_log.open("ab") as f:
@@ -398,7 +410,8 @@ def _on_worker_report(client_id: str, data: dict[str, Any]) -> None:
     COLLECTOR.records.extend(RequestRecord.from_wire(w) for w in wire)
     COLLECTOR.total += len(wire)
     if (state := data.get("sizing_inflight")) is not None:
-        COLLECTOR.reported[client_id] = (float(state[0]), None if state[1] is None else float(state[1]))
+        starts = [float(t) for t in state[2]] if len(state) > 2 else []
+        COLLECTOR.reported[client_id] = (float(state[0]), None if state[1] is None else float(state[1]), starts)
 
 
 class SweepShape(LoadTestShape):
@@ -490,7 +503,7 @@ class SweepShape(LoadTestShape):
         hi = end if end is not None else lo + self.cfg.duration_s
         result = summarize(
             COLLECTOR.records, step=len(self.history), target=self.cfg.target_of(self.level), window=(lo, hi),
-            warmup_s=self.cfg.warmup_s,
+            warmup_s=self.cfg.warmup_s, unfinished=COLLECTOR.unfinished(lo, hi),
         )  # fmt: skip
         targets = [(t.metric, t.percentile, t.limit) for t in (self.cfg.sla_search.targets if self.cfg.sla_search
                                                                 else self.cfg.slo)]  # fmt: skip
@@ -514,13 +527,14 @@ class SweepShape(LoadTestShape):
     def _window_counted(self, window_end: float, now: float) -> bool:
         """Whether every request sent in the window has finished and its record is here: in this process, none
         sent before the window's end is still in flight; on a master, every connected worker has reported since
-        the window ended and had none in flight then. A request still streaming one window after the window (plus
-        a worker report interval) is left out, so a stuck stream cannot hold the sweep."""
-        if now >= window_end + self.cfg.duration_s + self.drain_s:
+        the window ended and had none in flight then. A request still streaming `tail_cap_s` after the window
+        (plus a worker report interval) ends the wait, so a stuck stream cannot hold the sweep; it is counted as
+        unfinished, not dropped."""
+        if now >= window_end + self.cfg.tail_cap_s + self.drain_s:
             return True
         runner = self.runner
         if isinstance(runner, MasterRunner):
-            fresh = [oldest for made, oldest in COLLECTOR.reported.values() if made >= window_end]
+            fresh = [oldest for made, oldest, _ in COLLECTOR.reported.values() if made >= window_end]
             return len(fresh) >= runner.worker_count and all(o is None or o >= window_end for o in fresh)
         oldest = COLLECTOR.oldest_inflight()
         return oldest is None or oldest >= window_end
@@ -575,8 +589,11 @@ class SweepShape(LoadTestShape):
         elif now - self._last_progress >= PROGRESS_EVERY_S:
             self._last_progress = now
             phase = "warm-up" if elapsed < cfg.warmup_s else "measuring" if now < window_end else "tail"
+            running = COLLECTOR.unfinished(self.step_start + cfg.warmup_s, window_end) if phase == "tail" else None
+            still = "" if running is None else f", {running} of the window's still running"
             print(
-                f"step {len(self.history)}: {phase}, {elapsed:.0f} s in, {len(COLLECTOR.records)} answers so far",
+                f"step {len(self.history)}: {phase}, {elapsed:.0f} s in, {len(COLLECTOR.records)} answers so far"
+                + still,
                 file=sys.stderr,
                 flush=True,
             )

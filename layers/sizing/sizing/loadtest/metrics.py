@@ -98,6 +98,13 @@ class StepResult(Strict):
     warmup_s: float
     requests: int
     errors: dict[str, int]
+    unfinished: int = Field(
+        default=0,
+        ge=0,
+        description="requests sent in the window still running when the step ended (its tail's cap): counted in"
+        " `requests`, in no latency figure; the e2e percentiles are then a lower bound, and an SLO check counts"
+        " them as misses",
+    )
     ttft_ms: Distribution
     tpot_ms: Distribution
     itl_ms: Distribution
@@ -125,7 +132,7 @@ class StepResult(Strict):
     @property
     def answered(self) -> int:
         """Requests of the window that were answered."""
-        return self.requests - self.failed
+        return self.requests - self.failed - self.unfinished
 
     def value(self, metric: str, percentile: str) -> float | None:
         dist = getattr(self, metric, None)
@@ -146,11 +153,12 @@ def distribution(values: Iterable[float], scale: float = 1.0) -> Distribution:
 
 def summarize(
     records: Iterable[RequestRecord], *, step: int, target: dict[str, float], window: tuple[float, float],
-    warmup_s: float,
+    warmup_s: float, unfinished: int = 0,
 ) -> StepResult:  # fmt: skip
     """Summarize the requests sent inside `window` (epoch seconds, after the warm-up), however long they took:
     counting by when requests were sent keeps long answers in (counting by when they finished would favour
-    short ones) and leaves out those sent before the load reached steady state."""
+    short ones) and leaves out those sent before the load reached steady state. `unfinished`: requests sent in
+    the window with no record yet (still running when the step ended)."""
     lo, hi = window
     inside = [r for r in records if lo <= r.start < hi]
     ok = [r for r in inside if r.error is None]
@@ -164,8 +172,9 @@ def summarize(
         started_at=round(lo - warmup_s, 3),
         duration_s=round(duration, 3),
         warmup_s=warmup_s,
-        requests=len(inside),
+        requests=len(inside) + unfinished,
         errors=dict(sorted(errors.items())),
+        unfinished=unfinished,
         ttft_ms=distribution((r.ttft_s for r in ok if r.ttft_s is not None), MS_PER_S),
         tpot_ms=distribution((t for r in ok if (t := r.tpot_s) is not None), MS_PER_S),
         itl_ms=distribution((g for r in ok for g in r.itl_s), MS_PER_S),
@@ -185,19 +194,28 @@ MAX_ERROR_RATE = 0.01
 def check_slo(result: StepResult, targets: Sequence[tuple[str, str, float]]) -> StepResult:
     """Mark whether every SLO percentile holds (and errors stay under MAX_ERROR_RATE)."""
     failures: list[str] = []
+    still = f" ({result.unfinished} still running when the step ended)" if result.unfinished else ""
     if result.answered <= 0:
-        failures.append("no successful request")
+        failures.append("no successful request" + still)
     elif result.failed / result.requests > MAX_ERROR_RATE:
         failures.append(f"errors {result.failed}/{result.requests} above {MAX_ERROR_RATE:.0%}")
+    done = result.answered + result.unfinished
     for metric, pct, limit in targets:
         v = result.value(metric, pct)
-        if v is not None and v > limit:
+        # an unfinished request's e2e is longer than anything measured: when more of them than the percentile
+        # leaves out are missing, the percentile is beyond the step's end -- a miss, not a pass
+        share_out = 1.0 - float(pct.lstrip("p")) / 100.0
+        if metric == "e2e_s" and result.answered > 0 and result.unfinished / max(done, 1) > share_out:
+            failures.append(
+                f"{metric}.{pct} beyond the step's end: {result.unfinished} of {done} requests unfinished"
+            )
+        elif v is not None and v > limit:
             failures.append(f"{metric}.{pct} {v:g} > {limit:g}")
     return result.model_copy(update={"meets_slo": not failures, "slo_failures": failures})
 
 
 CSV_COLUMNS = (
-    "step", "target", "duration_s", "requests", "errors", "requests_per_s", "output_tokens_per_s",
+    "step", "target", "duration_s", "requests", "errors", "unfinished", "requests_per_s", "output_tokens_per_s",
     "input_tokens", "output_tokens",
     *(f"{m}_{k}" for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_s") for k in ("mean", "p50", "p95", "p99")),
     "meets_slo",
@@ -211,6 +229,7 @@ def csv_row(r: StepResult) -> list[Any]:
         r.duration_s,
         r.requests,
         r.failed,
+        r.unfinished,
         r.requests_per_s,
         r.output_tokens_per_s,
         r.input_tokens,

@@ -60,7 +60,7 @@ class Output:
         )
         print(
             f"step {r.step}: {' '.join(f'{k}={v:g}' for k, v in r.target.items())}: {r.requests} requests"
-            f" ({errs} errors), {r.requests_per_s:.2f} req/s, {r.output_tokens_per_s:.0f} tok/s,"
+            f" ({errs} errors{f', {r.unfinished} unfinished' if r.unfinished else ''}), {r.requests_per_s:.2f} req/s, {r.output_tokens_per_s:.0f} tok/s,"
             f" ttft p50/p95 {r.ttft_ms.p50} / {r.ttft_ms.p95} ms, tpot p95 {r.tpot_ms.p95} ms,"
             f" e2e p95 {r.e2e_s.p95} s{slo}",
             file=sys.stderr,

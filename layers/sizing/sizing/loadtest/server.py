@@ -124,7 +124,7 @@ class EndpointUnreachable(Exception):
 
 
 def _get(url: str, limit: int, timeout_s: float) -> bytes:
-    with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310 (http(s) only: callers check)
+    with urllib.request.urlopen(url, timeout=timeout_s) as resp:
         return bytes(resp.read(limit))
 
 
@@ -179,9 +179,9 @@ def window(before: MetricsSnapshot, after: MetricsSnapshot) -> ServerWindow:
         if n is not None and total is not None and n > 0 and total >= 0:
             out[key] = round(total / n * scale, 3)
             if key == "e2e_s":
-                out["requests"] = int(round(n))
+                out["requests"] = round(n)
     counts = {name: _delta(before, after, name) for name in COUNTERS}
-    counts = {k: (None if v is None or v < 0 else int(round(v))) for k, v in counts.items()}
+    counts = {k: (None if v is None or v < 0 else round(v)) for k, v in counts.items()}
     out["generation_tokens"] = counts["vllm:generation_tokens_total"]
     out["prompt_tokens"] = counts["vllm:prompt_tokens_total"]
     out["prefix_cache_queries"] = counts["vllm:prefix_cache_queries_total"]

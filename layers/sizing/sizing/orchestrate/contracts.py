@@ -11,7 +11,6 @@ unknown keys, so a typo in a producer fails its tests instead of a run."""
 from __future__ import annotations
 
 import hashlib
-
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
