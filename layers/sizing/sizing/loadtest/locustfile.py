@@ -411,7 +411,11 @@ def _on_worker_report(client_id: str, data: dict[str, Any]) -> None:
     COLLECTOR.total += len(wire)
     if (state := data.get("sizing_inflight")) is not None:
         starts = [float(t) for t in state[2]] if len(state) > 2 else []
-        COLLECTOR.reported[client_id] = (float(state[0]), None if state[1] is None else float(state[1]), starts)
+        COLLECTOR.reported[client_id] = (
+            float(state[0]),
+            None if state[1] is None else float(state[1]),
+            starts,
+        )
 
 
 class SweepShape(LoadTestShape):
@@ -589,7 +593,9 @@ class SweepShape(LoadTestShape):
         elif now - self._last_progress >= PROGRESS_EVERY_S:
             self._last_progress = now
             phase = "warm-up" if elapsed < cfg.warmup_s else "measuring" if now < window_end else "tail"
-            running = COLLECTOR.unfinished(self.step_start + cfg.warmup_s, window_end) if phase == "tail" else None
+            running = (
+                COLLECTOR.unfinished(self.step_start + cfg.warmup_s, window_end) if phase == "tail" else None
+            )
             still = "" if running is None else f", {running} of the window's still running"
             print(
                 f"step {len(self.history)}: {phase}, {elapsed:.0f} s in, {len(COLLECTOR.records)} answers so far"
