@@ -437,6 +437,7 @@ def run_local(
     *,
     top_k: int = 3,
     endpoint_url: str | None = None,
+    served_model: str | None = None,
     out_dir: Path,
     step_s: float = STEP_S,
     warmup_s: float = WARMUP_S,
@@ -460,6 +461,8 @@ def run_local(
     }
     if endpoint_url:
         extra["SIZING_ENDPOINT"] = endpoint_url
+    if served_model:
+        extra["SIZING_SERVED_MODEL"] = served_model
     extra.update(extra_env or {})
     aws = EmbeddedAws().start(extra)
     try:

@@ -12,6 +12,8 @@ from sizing.cli import main
     ("args", "said"),
     [
         (["--hardware", "g6e.xlarge"], "give --endpoint URL too"),
+        (["--endpoint", "http://127.0.0.1:9"], "--endpoint needs --hardware INSTANCE_TYPE"),
+        (["--served-model", "tiny-llama"], "give --endpoint URL too"),
         (["--endpoint", "http://127.0.0.1:9", "--hardware", "g9z.huge"], "unknown instance type 'g9z.huge'"),
     ],
 )

@@ -35,6 +35,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --endpoint: the instance type the server runs on (such as g6e.xlarge); the run measures the"
         " estimate's architecture on it, so its levels calibrate that hardware (docs/learning.md)",
     )
+    p.add_argument(
+        "--served-model",
+        default=None,
+        metavar="NAME",
+        help="with --endpoint: the name the server serves the workload's model under (vLLM's"
+        " --served-model-name); default: the server's only model when it serves one (GET /v1/models)",
+    )
     p.add_argument("--top", type=int, default=3, help="candidates to measure (default 3)")
     p.add_argument("--out", default=None, help="results folder (default runs/<time>)")
     add_level_seconds(p)
@@ -55,14 +62,21 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidInput("--top must be between 1 and 10", [Problem("top", f"{args.top}")])
     spec = load_spec(args.file)  # clear errors before anything starts
     raw = spec.model_dump(mode="json", exclude_none=True)
+    served = None
+    if args.endpoint and not args.hardware:
+        raise InvalidInput(
+            "--endpoint needs --hardware INSTANCE_TYPE, the instance type the server runs on: its figures belong to"
+            " that hardware only, and without it they would be filed under another (nothing was run or stored)",
+            [Problem("hardware", "needs a value with --endpoint")],
+        )
+    if args.served_model and not args.endpoint:
+        raise InvalidInput(
+            "--served-model names the model of the server --endpoint measures; give --endpoint URL too",
+            [Problem("served_model", "needs --endpoint")],
+        )
     if args.hardware:
         raw = _on_hardware(raw, args.hardware, args.endpoint)
-    elif args.endpoint:
-        print(
-            "note: without --hardware the endpoint's figures are attributed to the estimate's first architecture;"
-            " give --hardware INSTANCE_TYPE so they calibrate the hardware the server runs on",
-            file=sys.stderr,
-        )
+        served = _served_model(args.endpoint, args.served_model, spec.model)
     out = Path(args.out or f"runs/{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}")
     start = time.monotonic()
 
@@ -76,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         raw,
         top_k=args.top,
         endpoint_url=args.endpoint,
+        served_model=served,
         out_dir=out,
         step_s=args.step_seconds,
         warmup_s=args.warmup_seconds,
@@ -170,6 +185,25 @@ def _on_hardware(raw: dict[str, Any], hardware: str, endpoint: str | None) -> di
         )
     constraints = {**(raw.get("constraints") or {}), "instance_types": [name]}
     return {**raw, "constraints": constraints}
+
+
+def _served_model(endpoint: str, given: str | None, workload_model: str) -> str | None:
+    """The name to send requests under: the one given, the workload's model when the server serves it, or the
+    server's only model. InvalidInput, one line, when the server is down or serves another model."""
+    from sizing.loadtest.server import EndpointUnreachable, describe_server, probe, resolve_served_model
+
+    try:
+        facts = probe(endpoint)
+        if given is None and workload_model in facts.served_models:
+            name = workload_model
+        else:
+            name = resolve_served_model(facts, given)
+    except EndpointUnreachable as exc:
+        raise InvalidInput(str(exc), [Problem("endpoint", endpoint)]) from None
+    print(describe_server(facts), file=sys.stderr)
+    if name != workload_model:
+        print(f"measuring {workload_model} as the server serves it: '{name}'", file=sys.stderr)
+    return name
 
 
 def _write_report(payload: dict[str, Any], out: Path) -> None:

@@ -164,7 +164,10 @@ def levels_from_run(
             conc = (rec.get("target") or {}).get("concurrency")
             level = int(conc) if conc else None
             served = rec.get("served_model")
-            if not _models_match(asked, served, cat):
+            # a server that serves the run's model under another name the user gave (--served-model): the load
+            # test sent that name, and the server listed it
+            declared = bool(rec.get("served_as")) and rec.get("served_as") != asked
+            if not declared and not _models_match(asked, served, cat):
                 refused.append(
                     Refused(
                         candidate_id=cid,

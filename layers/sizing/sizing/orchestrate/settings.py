@@ -42,6 +42,11 @@ class OrchestrationSettings(EnvSettings):
     endpoint_url: str | None = Field(
         default=None, alias="SIZING_ENDPOINT", description="measure this URL instead"
     )
+    served_model: str | None = Field(
+        default=None,
+        alias="SIZING_SERVED_MODEL",
+        description="the name SIZING_ENDPOINT serves the workload's model under (vLLM's --served-model-name)",
+    )
     out_dir: str = Field(default="/tmp/sizing-runs", alias="SIZING_OUT_DIR")
     # AWS parts (unused locally)
     eks_cluster: str | None = Field(default=None, alias="EKS_CLUSTER_NAME")

@@ -110,7 +110,7 @@ def close_local_twins() -> None:
 
 def _local_provisioner(s: OrchestrationSettings) -> Any:
     if s.endpoint_url:
-        return ExistingEndpoint(s.endpoint_url)
+        return ExistingEndpoint(s.endpoint_url, s.served_model or "")
     return local_twins()
 
 
