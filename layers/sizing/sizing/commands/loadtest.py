@@ -47,6 +47,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     level.add_argument(
         "--workload", help="workload spec (YAML/JSON): its users with think time, tokens and SLO"
     )
+    level.add_argument(
+        "--capacity-from",
+        type=float,
+        metavar="RATE",
+        help="search the arrival rate at the SLO edge (--slo), from RATE req/s (the predicted capacity): Poisson"
+        " levels bracketing by 1.5x, then bisecting until the edge is known to +/-5%%; each level runs on while a"
+        " target's 95%% interval straddles its limit (docs/loadgen.md)",
+    )
     p.add_argument("--users", help="with --workload: user counts per step (default: 25/50/100%% of peak)")
     p.add_argument("--input-tokens", default=None, help="N (fixed) or MEAN:P95 (lognormal); default 512")
     p.add_argument("--output-tokens", default=None, help="N (fixed) or MEAN:P95 (lognormal); default 128")
@@ -90,6 +98,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", required=True, help="output directory (steps.jsonl, steps.csv, summary.json)")
     p.add_argument("--json", action="store_true", help="print the steps as JSON")
+    p.add_argument(
+        "--save-requests",
+        action="store_true",
+        help="also write every measured request (times, tokens, errors) to requests.jsonl in --out",
+    )
     p.set_defaults(func=run)
 
 
@@ -164,42 +177,54 @@ def served_model(endpoint: str, wanted: str | None) -> tuple[str, ServerFacts | 
         raise InvalidInput(str(exc), [Problem("endpoint", endpoint)]) from None
 
 
-def run(args: argparse.Namespace) -> int:
-    model, facts = served_model(args.endpoint, args.model)
-    seed = fresh_seed() if args.seed is None else args.seed
-    if facts is not None:
-        print(describe_server(facts), file=sys.stderr)
-    print(f"prompts: seed {seed} (--seed {seed} sends the same prompts again)", file=sys.stderr)
-    extra: dict[str, Any] = {"seed": seed, "api": args.api, "sagemaker_payload": args.sagemaker_payload}
+def describe_capacity(out_dir: str) -> str:
+    """The capacity search's answer in words, from the run's summary."""
+    import json
+    from pathlib import Path
+
+    cap = json.loads((Path(out_dir) / "summary.json").read_text()).get("capacity") or {}
+    rate = cap.get("capacity_rps")
+    if rate is None:
+        return f"capacity: {cap.get('note', 'not found')}"
+    lo, hi = cap.get("low_rps"), cap.get("high_rps")
+    interval = f"{'-' if lo is None else f'{lo:g}'} to {'-' if hi is None else f'{hi:g}'} req/s"
+    return f"capacity: {rate:g} req/s (95% verdicts bound it {interval}); {cap.get('note', '')}"
+
+
+def _levels(
+    args: argparse.Namespace, extra: dict[str, Any]
+) -> tuple[str, list[float], list[tuple[str, str, float]]]:
+    """The sweep's mode, levels and SLO targets from the command line (a workload's fields go into `extra`)."""
     if args.workload:
         fields = _from_workload(args.workload, args.users)
         mode, levels = fields.pop("mode"), fields.pop("levels")
         slo = parse_slo(args.slo) if args.slo else fields.pop("slo")
         fields.pop("slo", None)
         extra.update(fields)
-    else:
-        mode = "rate" if args.rates else "concurrency"
-        levels = _floats(args.rates or args.concurrency, "rates" if args.rates else "concurrency")
+        return mode, levels, slo
+    if args.capacity_from is not None:
         slo = parse_slo(args.slo)
-    if args.input_tokens is not None:
-        extra["input_tokens"] = args.input_tokens
-    if args.output_tokens is not None:
-        extra["output_tokens"] = args.output_tokens
-    if args.shared_prefix is not None:
-        extra["shared_prefix_tokens"] = args.shared_prefix  # LoadTestConfig refuses a negative one, naming it
-    for opt, key in (("dataset", "dataset"), ("max_requests", "max_requests"), ("max_total", "max_total_s"),
-                     ("max_level", "max_level")):  # fmt: skip
-        if getattr(args, opt) is not None:
-            extra[key] = getattr(args, opt)
-    if args.no_ignore_eos:
-        extra["ignore_eos"] = False
-    steps = run_sweep(
-        args.endpoint, model, levels, out_dir=args.out, mode=mode, duration_s=args.duration,
-        warmup_s=args.warmup, slo=slo, sla_search=args.sla_search, workers=args.workers, **extra,
-    )  # fmt: skip
-    if args.json:
-        print_json([s.model_dump(mode="json") for s in steps])
-        return 0
+        if not slo:
+            raise InvalidInput(
+                "--capacity-from: give the SLO targets to search against (--slo e2e_s.p95=2.5,...)",
+                [Problem("slo", "needed with --capacity-from")],
+            )
+        if args.capacity_from <= 0:
+            raise InvalidInput(
+                "--capacity-from: give a rate above 0 req/s",
+                [Problem("capacity_from", str(args.capacity_from))],
+            )
+        extra["capacity_search"] = {"start": args.capacity_from}
+        return "rate", [], slo
+    mode = "rate" if args.rates else "concurrency"
+    return (
+        mode,
+        _floats(args.rates or args.concurrency, mode if args.rates else "concurrency"),
+        parse_slo(args.slo),
+    )
+
+
+def _print_steps(steps: list[Any]) -> None:
     rows = [
         [
             s.step,
@@ -228,7 +253,50 @@ def run(args: argparse.Namespace) -> int:
                 f" {sv.e2e_s} s over {sv.requests} requests, prefix-cache hits"
                 f" {'-' if sv.prefix_cache_hit_share is None else f'{sv.prefix_cache_hit_share:.0%}'}"
             )
+        for c in st.checks:
+            interval = f"{c.ci_low if c.ci_low is not None else '?'} to {c.ci_high if c.ci_high is not None else '?'}"
+            print(
+                f"  step {st.step}: {c.target} {c.value} (95% interval {interval}, {c.samples} requests) vs"
+                f" {c.limit:g}: {c.verdict}" + (f", {c.note}" if c.note else "")
+            )
         for flag in st.flags:
             print(f"  step {st.step}: warning: {flag}")
-    print(f"results: {args.out}/steps.jsonl, steps.csv, summary.json")
+
+
+def run(args: argparse.Namespace) -> int:
+    model, facts = served_model(args.endpoint, args.model)
+    seed = fresh_seed() if args.seed is None else args.seed
+    if facts is not None:
+        print(describe_server(facts), file=sys.stderr)
+    print(f"prompts: seed {seed} (--seed {seed} sends the same prompts again)", file=sys.stderr)
+    extra: dict[str, Any] = {"seed": seed, "api": args.api, "sagemaker_payload": args.sagemaker_payload}
+    mode, levels, slo = _levels(args, extra)
+    if args.input_tokens is not None:
+        extra["input_tokens"] = args.input_tokens
+    if args.output_tokens is not None:
+        extra["output_tokens"] = args.output_tokens
+    if args.shared_prefix is not None:
+        extra["shared_prefix_tokens"] = args.shared_prefix  # LoadTestConfig refuses a negative one, naming it
+    for opt, key in (("dataset", "dataset"), ("max_requests", "max_requests"), ("max_total", "max_total_s"),
+                     ("max_level", "max_level")):  # fmt: skip
+        if getattr(args, opt) is not None:
+            extra[key] = getattr(args, opt)
+    if args.no_ignore_eos:
+        extra["ignore_eos"] = False
+    if args.save_requests:
+        extra["save_requests"] = True
+    steps = run_sweep(
+        args.endpoint, model, levels, out_dir=args.out, mode=mode, duration_s=args.duration,
+        warmup_s=args.warmup, slo=slo, sla_search=args.sla_search, workers=args.workers, **extra,
+    )  # fmt: skip
+    if args.json:
+        print_json([s.model_dump(mode="json") for s in steps])
+        return 0
+    _print_steps(steps)
+    if args.capacity_from is not None:
+        print(describe_capacity(args.out))
+    print(
+        f"results: {args.out}/steps.jsonl, steps.csv, summary.json"
+        + (", requests.jsonl" if args.save_requests else "")
+    )
     return 0

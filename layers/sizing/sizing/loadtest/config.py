@@ -56,6 +56,17 @@ class SlaSearchSpec(Strict):
     max_steps: int = Field(default=12, ge=1, le=64)
 
 
+class CapacitySearchSpec(Strict):
+    """Search the arrival rate at the SLO edge (`sizing.loadtest.capacity`): from `start` (the predicted capacity),
+    bracketing by 1.5x, then bisecting until the edge is known to +/- `tolerance`. The SLO targets are the
+    config's `slo`."""
+
+    start: float = Field(gt=0, description="first rate (req/s): the predicted capacity")
+    tolerance: float = Field(default=0.05, gt=0, lt=1)
+    max_levels: int = Field(default=10, ge=1, le=64)
+    max_rate: float | None = Field(default=None, gt=0)
+
+
 class LoadTestConfig(Strict):
     endpoint: str = Field(
         description="http(s)://host:port (OpenAI API), bedrock://REGION, sagemaker://NAME[?region=R]"
@@ -88,6 +99,13 @@ class LoadTestConfig(Strict):
         " running then count as unfinished (default: the window, at least 60 s, at most the request timeout)",
     )
     sla_search: SlaSearchSpec | None = None
+    capacity_search: CapacitySearchSpec | None = None
+    max_window_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="longest a level's window may grow while an SLO target's verdict is unsure (its interval"
+        " straddles the limit), one window at a time; default: 4 windows in a capacity search, else no growth",
+    )
     slo: list[SloTarget] = Field(default_factory=list)
     workers: int = Field(default=0, ge=0, le=64, description="0: one process; N: Locust master + N workers")
     master_port: int = Field(default=0, ge=0, le=65535)
@@ -133,13 +151,22 @@ class LoadTestConfig(Strict):
 
     @model_validator(mode="after")
     def _levels(self) -> LoadTestConfig:
-        if not self.levels and self.sla_search is None:
-            raise ValueError("give levels (concurrency, rates or users) or an SLA search")
+        if not self.levels and self.sla_search is None and self.capacity_search is None:
+            raise ValueError("give levels (concurrency, rates or users), an SLA search or a capacity search")
+        if self.capacity_search is not None and (self.mode != "rate" or not self.slo):
+            raise ValueError("a capacity search runs in arrival rate (mode rate) against SLO targets (slo)")
         if any(x <= 0 for x in self.levels):
             raise ValueError("levels must be above 0")
         if self.mode != "rate" and any(x != int(x) for x in self.levels):
             raise ValueError(f"{self.mode} levels must be whole numbers")
         return self
+
+    @property
+    def window_cap_s(self) -> float:
+        """How long a level's window may grow while its verdict is unsure."""
+        if self.max_window_s is not None:
+            return max(self.max_window_s, self.duration_s)
+        return self.duration_s * (4 if self.capacity_search is not None else 1)
 
     @property
     def tail_cap_s(self) -> float:

@@ -22,8 +22,11 @@ LAUNCH_MARGIN_S = 90.0
 def planned_seconds(cfg: LoadTestConfig) -> float:
     """Upper bound of the sweep's duration: per step the warm-up, the window and a tail of at most its cap (plus a
     worker report interval in distributed mode), rounded up to Locust's 1 s shape tick."""
-    steps = cfg.sla_search.max_steps if cfg.sla_search is not None else len(cfg.levels)
-    per_step = math.ceil(cfg.warmup_s + cfg.duration_s + cfg.tail_cap_s) + 1 + (4 if cfg.workers else 0)
+    if cfg.capacity_search is not None:
+        steps = cfg.capacity_search.max_levels
+    else:
+        steps = cfg.sla_search.max_steps if cfg.sla_search is not None else len(cfg.levels)
+    per_step = math.ceil(cfg.warmup_s + cfg.window_cap_s + cfg.tail_cap_s) + 1 + (4 if cfg.workers else 0)
     total = steps * per_step
     return min(total, cfg.max_total_s + per_step) if cfg.max_total_s else total
 

@@ -47,7 +47,15 @@ from locust.runners import MasterRunner, WORKER_REPORT_INTERVAL
 
 from sizing.loadtest.config import LoadTestConfig, token_distribution
 from sizing.loadtest.http import Connection
-from sizing.loadtest.metrics import RequestRecord, StepResult, check_slo, summarize
+from sizing.loadtest.confidence import level_verdict
+from sizing.loadtest.metrics import (
+    RequestRecord,
+    StepResult,
+    check_slo,
+    confident_checks,
+    summarize,
+    with_checks,
+)
 from sizing.loadtest.plan import LevelPlan, plan_for, pointless_after
 from sizing.loadtest.prompts import PromptItem, PromptSource, load_dataset
 from sizing.loadtest.server import UNEXPECTED_HIT_SHARE, MetricsSnapshot, scrape, window
@@ -441,6 +449,8 @@ class SweepShape(LoadTestShape):
         #: the server's /metrics at the current step's window start (None: not scraped, or none to scrape)
         self._server_before: MetricsSnapshot | None = None
         self._scrape_at: Any = None
+        #: the current step's window: the config's, grown one window at a time while its verdict is unsure
+        self.window_s = 0.0
 
     @property
     def cfg(self) -> LoadTestConfig:
@@ -459,6 +469,7 @@ class SweepShape(LoadTestShape):
     def _begin(self, now: float) -> bool:
         self.level = self.plan.next_level(self.history)
         self.step_start = now
+        self.window_s = self.cfg.duration_s
         self._last_progress = now
         if self.level is None:
             return False
@@ -501,18 +512,45 @@ class SweepShape(LoadTestShape):
     def _describe(self, level: float) -> str:
         return " ".join(f"{k}={v:g}" for k, v in self.cfg.target_of(level).items())
 
+    def _targets(self) -> list[tuple[str, str, float]]:
+        chosen = self.cfg.sla_search.targets if self.cfg.sla_search else self.cfg.slo
+        return [(t.metric, t.percentile, t.limit) for t in chosen]
+
+    def _grow_window(self, window_end: float) -> bool:
+        """When the window's answers are in (its tail done; the load went on meanwhile): grow it by one window when
+        an SLO target's verdict is still unsure and the window may grow (`window_cap_s`). The requests sent since
+        the window's end fall in the grown window. A request still running at the tail's cap counts as it will:
+        an e2e longer than any measured."""
+        cfg = self.cfg
+        targets = self._targets()
+        if not targets or self.window_s + cfg.duration_s > cfg.window_cap_s + 1e-9:
+            return False
+        lo = self.step_start + cfg.warmup_s
+        checks = confident_checks(
+            COLLECTOR.records, (lo, window_end), targets, COLLECTOR.unfinished(lo, window_end)
+        )
+        if level_verdict(checks) != "unsure":
+            return False
+        self.window_s += cfg.duration_s
+        unsure = ", ".join(f"{c.target} {c.note or 'interval straddles ' + format(c.limit, 'g')}"
+                           for c in checks if c.verdict == "unsure")  # fmt: skip
+        print(f"step {len(self.history)}: unsure ({unsure}): window grows to {self.window_s:g} s",
+              file=sys.stderr, flush=True)  # fmt: skip
+        return True
+
     def _finish(self, end: float | None = None) -> None:
         assert self.level is not None
         lo = self.step_start + self.cfg.warmup_s
-        hi = end if end is not None else lo + self.cfg.duration_s
+        hi = end if end is not None else lo + self.window_s
+        unfinished = COLLECTOR.unfinished(lo, hi)
         result = summarize(
             COLLECTOR.records, step=len(self.history), target=self.cfg.target_of(self.level), window=(lo, hi),
-            warmup_s=self.cfg.warmup_s, unfinished=COLLECTOR.unfinished(lo, hi),
+            warmup_s=self.cfg.warmup_s, unfinished=unfinished,
         )  # fmt: skip
-        targets = [(t.metric, t.percentile, t.limit) for t in (self.cfg.sla_search.targets if self.cfg.sla_search
-                                                                else self.cfg.slo)]  # fmt: skip
+        targets = self._targets()
         if targets:
             result = check_slo(result, targets)
+            result = with_checks(result, confident_checks(COLLECTOR.records, (lo, hi), targets, unfinished))
         if self._scrape_at is not None:
             self._scrape_at.kill(block=False)  # a step cut short before its window: no start scrape
             self._scrape_at = None
@@ -581,12 +619,16 @@ class SweepShape(LoadTestShape):
         if over_total or over_requests:
             self.stopped_by = "max_total_s" if over_total else "max_requests"
             if elapsed > cfg.warmup_s:
-                self._finish(end=min(now, self.step_start + cfg.warmup_s + cfg.duration_s))
+                self._finish(end=min(now, self.step_start + cfg.warmup_s + self.window_s))
             self.level = None
             return None
-        window_end = self.step_start + cfg.warmup_s + cfg.duration_s
+        window_end = self.step_start + cfg.warmup_s + self.window_s
         now = self._await_window(window_end, now)
         if now >= window_end and self._window_counted(window_end, now):
+            if self._grow_window(
+                window_end
+            ):  # unsure: the level runs on, its window grown (the load never paused)
+                return self._users()
             self._finish()
             if not self._begin(now):
                 return None

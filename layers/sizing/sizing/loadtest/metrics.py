@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from sizing.loadtest.confidence import TargetCheck, Verdict, check_target, level_verdict
 from sizing.loadtest.server import ServerWindow
 
 #: Percentiles every distribution reports (the SLO may name any of them).
@@ -115,6 +116,14 @@ class StepResult(Strict):
     output_tokens_per_s: float = Field(description="output tokens of successful requests per second")
     meets_slo: bool | None = None
     slo_failures: list[str] = Field(default_factory=list)
+    checks: list[TargetCheck] = Field(
+        default_factory=list,
+        description="each SLO target's percentile with its 95% interval (order statistics), the requests behind"
+        " it and its verdict: pass (the interval below the limit), fail (above) or unsure",
+    )
+    capacity_verdict: Verdict | None = Field(
+        default=None, description="the level's confident verdict over every target (None: no targets)"
+    )
     server: ServerWindow | None = Field(
         default=None,
         description="the server's own figures over the window (its /metrics deltas), where it exposes them",
@@ -189,6 +198,37 @@ def summarize(
 #: Largest share of failed requests at which a level can still meet its SLO (1%: one failed request in a
 #: hundred already breaks a p99 target).
 MAX_ERROR_RATE = 0.01
+
+
+#: A request's figure of a metric, in the unit StepResult reports it.
+METRIC_OF = {
+    "ttft_ms": lambda r: None if r.ttft_s is None else r.ttft_s * MS_PER_S,
+    "tpot_ms": lambda r: None if r.tpot_s is None else r.tpot_s * MS_PER_S,
+    "e2e_s": lambda r: r.e2e_s,
+}
+
+
+def confident_checks(
+    records: Iterable[RequestRecord], window: tuple[float, float], targets: Sequence[tuple[str, str, float]],
+    unfinished: int = 0,
+) -> list[TargetCheck]:  # fmt: skip
+    """Each target's verdict with its interval, over the answered requests sent in `window`."""
+    lo, hi = window
+    ok = sorted((r for r in records if lo <= r.start < hi and r.error is None), key=lambda r: r.start)
+    out = []
+    for metric, pct, limit in targets:
+        if metric == "itl_ms":
+            values = [g * MS_PER_S for r in ok for g in r.itl_s]
+        else:
+            values = [v for r in ok if (v := METRIC_OF[metric](r)) is not None]
+        out.append(check_target(values, metric, pct, limit, unfinished))
+    return out
+
+
+def with_checks(result: StepResult, checks: list[TargetCheck]) -> StepResult:
+    return result.model_copy(
+        update={"checks": checks, "capacity_verdict": level_verdict(checks) if checks else None}
+    )
 
 
 def check_slo(result: StepResult, targets: Sequence[tuple[str, str, float]]) -> StepResult:

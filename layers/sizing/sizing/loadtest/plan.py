@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from sizing.loadtest.capacity import CapacitySearch
 from sizing.loadtest.config import LoadTestConfig, SlaSearchSpec
 from sizing.loadtest.metrics import StepResult
 
@@ -94,7 +95,10 @@ class SlaSearch:
         }
 
 
-def plan_for(cfg: LoadTestConfig) -> FixedLevels | SlaSearch:
+def plan_for(cfg: LoadTestConfig) -> FixedLevels | SlaSearch | CapacitySearch:
+    if cfg.capacity_search is not None:
+        c = cfg.capacity_search
+        return CapacitySearch(c.start, tolerance=c.tolerance, max_levels=c.max_levels, max_rate=c.max_rate)
     if cfg.sla_search is not None:
         return SlaSearch(cfg.sla_search, integer=cfg.mode != "rate")
     return FixedLevels(cfg.levels)

@@ -27,6 +27,7 @@ from sizing.loadtest import locustfile as lf
 from sizing.loadtest.aws import report_to_aws  # it imports boto3 only when it reports, well after Locust
 from sizing.loadtest.config import LoadTestConfig
 from sizing.loadtest.metrics import CSV_COLUMNS, StepResult, csv_row
+from sizing.loadtest.capacity import CapacitySearch
 from sizing.loadtest.plan import SlaSearch, plan_for
 from sizing.loadtest.server import EndpointUnreachable, ServerFacts, probe
 
@@ -95,6 +96,7 @@ class Output:
             "server": None if self.server is None else self.server.model_dump(mode="json"),
             "steps": [r.model_dump(mode="json") for r in self.steps],
             "sla_search": plan.summary(self.steps) if isinstance(plan, SlaSearch) else None,
+            "capacity": plan.summary(self.steps) if isinstance(plan, CapacitySearch) else None,
         }
         (self.dir / "summary.json").write_text(json.dumps(summary, indent=2))
 

@@ -1,0 +1,169 @@
+"""Capacity as a search to the SLO edge, with a confidence interval.
+
+A workload's SLOs are per-request percentiles at an arrival rate, so capacity is searched in arrival rate
+(Poisson, the workload's arrival process): the highest rate at which every SLO percentile holds.
+
+- **Each level's verdict is a test, not a point.** A percentile measured on n requests has a distribution-free
+  confidence interval from order statistics: the number of samples below the true p-quantile is Binomial(n, p),
+  so the ranks (l, u) with P(l <= B < u) >= 95% bound it (`quantile_ci`). A level *passes* when every target's
+  interval lies below its limit, *fails* when one lies above, and is *unsure* otherwise. An unsure level runs on
+  (its window grows one window at a time, up to its cap) until it decides or the cap is reached; a p99 needs at
+  least 367 requests before its upper bound exists at all ("too few samples").
+- **Bracket from the prediction, then bisect.** The first level is the predicted capacity. While levels pass, the
+  rate grows by EXPAND; while they fail, it shrinks by the same factor; once one passes below one that fails, the
+  bracket is bisected (geometric mean) until its ends are within 2 x `tolerance` of each other (the edge known to
+  +/- `tolerance`) or the level budget is spent. A side of the bracket that no level bounds with confidence gets
+  one more level BOUND_STEP further out.
+- **The answer states its interval.** Capacity is the middle of the bracket [highest passing rate, lowest failing
+  rate]; its interval is the bracket widened to the confident verdicts (a level that passed only on its point
+  estimate does not narrow it), with the number of requests behind each level's percentiles.
+
+Stopping rules like this one (a sequential test per level, bisection across levels) are what vLLM's `bench sweep`,
+AIPerf's adaptive search and GuideLLM's over-saturation stop do for their load edge; this one prices what it
+finds (`sizing.orchestrate.merge`) and says how sure it is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sizing.loadtest.metrics import StepResult
+
+#: Growth (and shrink) factor of the bracketing phase: an estimate 30% off is bracketed in one or two levels.
+EXPAND = 1.5
+#: How far beyond a bracket's end the search probes for a confident verdict when its ends decided on point
+#: estimates only (about two tolerances out: far enough from the edge for the 95% interval to clear the limit).
+BOUND_STEP = 1.2
+#: Default half-width of the edge's bracket the search stops at (the issue's +/-5%).
+DEFAULT_TOLERANCE = 0.05
+#: Default most levels one search runs (bracketing 2-4, bisection from a 1.5x bracket to 1.1x: 3).
+DEFAULT_MAX_LEVELS = 10
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CapacityEstimate(Strict):
+    """What the search found: the edge's rate with its interval, and each level probed."""
+
+    capacity_rps: float | None = Field(description="the middle of the bracket; None: no level passed")
+    low_rps: float | None = Field(description="highest rate that passed with confidence (None: none did)")
+    high_rps: float | None = Field(description="lowest rate that failed with confidence (None: none did)")
+    converged: bool = Field(description="the bracket is within 2 x tolerance")
+    tolerance: float
+    levels: list[dict[str, Any]]
+    note: str
+
+
+def _rate(r: StepResult) -> float:
+    return float(next(iter(r.target.values())))
+
+
+class CapacitySearch:
+    """The level plan of a capacity search (`sizing.loadtest.plan.LevelPlan`): rates from `start`, bracketing by
+    EXPAND, then geometric bisection to `tolerance`. A step's `meets_slo` is its point verdict; its `capacity`
+    record carries the confident one."""
+
+    def __init__(
+        self, start: float, *, tolerance: float = DEFAULT_TOLERANCE, max_levels: int = DEFAULT_MAX_LEVELS,
+        max_rate: float | None = None,
+    ) -> None:  # fmt: skip
+        self.start = start
+        self.tolerance = tolerance
+        self.max_levels = max_levels
+        self.max_rate = max_rate
+
+    @staticmethod
+    def passed(r: StepResult) -> bool | None:
+        return r.meets_slo
+
+    def bracket(self, history: Sequence[StepResult]) -> tuple[float | None, float | None]:
+        passing = [_rate(r) for r in history if r.meets_slo]
+        failing = [_rate(r) for r in history if r.meets_slo is False]
+        hi = min(failing) if failing else None
+        below = [x for x in passing if hi is None or x < hi]
+        return (max(below) if below else None), hi
+
+    def converged(self, lo: float | None, hi: float | None) -> bool:
+        return lo is not None and hi is not None and hi <= lo * (1 + 2 * self.tolerance)
+
+    def next_level(self, history: Sequence[StepResult]) -> float | None:
+        if len(history) >= self.max_levels:
+            return None
+        if not history:
+            return round(self.start, 4)
+        lo, hi = self.bracket(history)
+        if self.converged(lo, hi):
+            return self._bound(history, lo, hi)
+        if hi is None:  # every level passed: grow
+            assert lo is not None
+            nxt = lo * EXPAND
+            if self.max_rate is not None:
+                if lo >= self.max_rate:
+                    return None
+                nxt = min(nxt, self.max_rate)
+        elif lo is None:  # every level failed: shrink
+            nxt = hi / EXPAND
+        else:
+            nxt = math.sqrt(lo * hi)
+        nxt = round(nxt, 4)
+        if any(abs(_rate(r) - nxt) < 1e-9 for r in history):
+            return None
+        return nxt
+
+    def _bound(self, history: Sequence[StepResult], lo: float | None, hi: float | None) -> float | None:
+        """Once the edge is bracketed, one level further out on a side that no confident verdict bounds yet (both
+        ends passed or failed on their point estimates only), so the stated interval is closed: BOUND_STEP below
+        the bracket for a confident pass, above it for a confident fail. None when both sides are bounded."""
+        assert lo is not None and hi is not None
+        rates = [_rate(r) for r in history]
+        if not any(r.capacity_verdict == "pass" and _rate(r) <= lo for r in history):
+            below = round(lo / BOUND_STEP, 4)
+            if not any(x < lo for x in rates):
+                return below
+        if not any(r.capacity_verdict == "fail" and _rate(r) >= hi for r in history):
+            above = round(hi * BOUND_STEP, 4)
+            if not any(x > hi for x in rates) and (self.max_rate is None or above <= self.max_rate):
+                return above
+        return None
+
+    def summary(self, history: Sequence[StepResult]) -> dict[str, Any]:
+        return self.estimate(history).model_dump(mode="json")
+
+    def estimate(self, history: Sequence[StepResult]) -> CapacityEstimate:
+        lo, hi = self.bracket(history)
+        confident_pass = [
+            _rate(r) for r in history if r.capacity_verdict == "pass" and (hi is None or _rate(r) < hi)
+        ]
+        confident_fail = [_rate(r) for r in history if r.capacity_verdict == "fail"]
+        low = max(confident_pass) if confident_pass else None
+        high = min(confident_fail) if confident_fail else None
+        if lo is None:
+            capacity = None
+            note = "no level met the SLOs: capacity is below the lowest rate probed"
+        elif hi is None:
+            capacity = lo
+            note = "every level met the SLOs: capacity is at least the highest rate probed"
+        else:
+            capacity = round(math.sqrt(lo * hi), 4)
+            note = f"the SLO edge lies between {lo:g} and {hi:g} req/s" + (
+                ""
+                if self.converged(lo, hi)
+                else f" (not narrowed to +/-{self.tolerance:.0%}: level budget spent)"
+            )
+        return CapacityEstimate(
+            capacity_rps=capacity, low_rps=low, high_rps=high, converged=self.converged(lo, hi),
+            tolerance=self.tolerance,
+            levels=[
+                {"rate_rps": _rate(r), "meets_slo": r.meets_slo, "verdict": r.capacity_verdict,
+                 "requests": r.requests, "unfinished": r.unfinished,
+                 "checks": [c.model_dump(mode="json") for c in r.checks]}
+                for r in history
+            ],
+            note=note,
+        )  # fmt: skip
