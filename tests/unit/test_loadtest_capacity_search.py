@@ -38,7 +38,8 @@ def level(rate: float, step: int, rng: np.random.Generator) -> StepResult:
     ):
         e2e = np.concatenate([e2e, rng.lognormal(math.log(median), SIGMA, PER_LEVEL)])
     result = StepResult(
-        step=step, target={"rate_rps": rate}, started_at=0.0, duration_s=20.0, warmup_s=2.0, requests=PER_LEVEL,
+        step=step, target={"rate_rps": rate}, started_at=0.0, duration_s=len(e2e) / rate, warmup_s=2.0,
+        requests=len(e2e),
         errors={}, ttft_ms=Distribution(), tpot_ms=Distribution(), itl_ms=Distribution(),
         e2e_s=Distribution(p95=float(np.percentile(e2e, 95)), count=len(e2e)), input_tokens=None,
         output_tokens=None, requests_per_s=rate, output_tokens_per_s=0.0,
@@ -110,3 +111,17 @@ def test_unfinished_requests_count_above_an_e2e_limit():
     check = check_target([0.5] * 190, "e2e_s", "p95", 2.0, unfinished=10)
     # THEN the p95 cannot be said to pass: 5% of the requests are beyond anything measured
     assert check.verdict != "pass" and check.samples == 200
+
+
+def test_requests_that_queue_together_tell_less_than_independent_ones():
+    # GIVEN 400 latencies in bursts: runs of 40 requests that all waited behind one burst, or none did
+    rng = np.random.default_rng(5)
+    waits = [1.0, 1.0, 3.0, 1.0, 1.0, 1.0, 1.0, 3.0, 1.0, 1.0]  # two bursts in ten
+    bursty = np.concatenate([np.full(40, w) + rng.normal(0, 0.05, 40) for w in waits])
+    shuffled = rng.permutation(bursty)
+    # WHEN each is checked against a p90 target in the order it was sent
+    together = check_target(list(bursty), "e2e_s", "p90", 2.0)
+    apart = check_target(list(shuffled), "e2e_s", "p90", 2.0)
+    # THEN the bursty order counts for fewer samples: a larger design effect and an interval at least as wide
+    assert together.design_effect > 2 * apart.design_effect
+    assert (together.ci_high or math.inf) - (together.ci_low or 0) >= apart.ci_high - apart.ci_low
