@@ -6,9 +6,10 @@ Run with the engine's own Python (`make engine` does): `python engine/build_mode
 (`config.json`, `model.safetensors` in bf16, `tokenizer.json` with Llama-3's special tokens and chat template).
 A directory already built from the same recipe (its `sizing-recipe.json` matches) is kept.
 
-Output is gibberish; the timing and batching the server shows are real. The tokenizer is trained on the
-repository's own documentation, so the common English words the load generator builds prompts from
-(`sizing.tokens.VOCABULARY`) are one token each, as they are in real BPE vocabularies.
+Output is gibberish; the timing and batching the server shows are real. The tokenizer is trained on English
+text this machine has (the docstrings of a fixed list of Python 3.11 standard-library modules) and on the words
+the load generator builds prompts from (`sizing.tokens.VOCABULARY`), so those are one token each, as they are in
+real BPE vocabularies.
 """
 
 from __future__ import annotations
@@ -86,15 +87,36 @@ def _load_generator_words() -> tuple[str, ...]:
     return tuple(VOCABULARY)
 
 
+#: Standard-library modules whose docstrings are the tokenizer's English text: fixed for the engine's pinned
+#: Python (3.11), so the tokenizer (and the models built with it) change only when this file does.
+CORPUS_MODULES = (
+    "argparse", "collections", "csv", "datetime", "email.message", "functools", "http.client", "json",
+    "logging", "pathlib", "subprocess", "threading", "typing", "unittest", "urllib.request", "xml.dom.minidom",
+)  # fmt: skip
+
+
+def _docstrings() -> list[str]:
+    """The docstrings of the corpus modules and their public members, as ASCII lines."""
+    import importlib
+    import inspect
+
+    lines: list[str] = []
+    for name in CORPUS_MODULES:
+        module = importlib.import_module(name)
+        objects = [module] + [getattr(module, n) for n in sorted(dir(module)) if not n.startswith("_")]
+        for obj in objects:
+            doc = inspect.getdoc(obj) if callable(obj) or obj is module else None
+            if doc:
+                lines.extend(ln.encode("ascii", "ignore").decode() for ln in doc.splitlines())
+    return [ln for ln in lines if ln.strip()]
+
+
 def _corpus() -> list[str]:
-    """ASCII text of the repository's own documentation, one paragraph a line, and the load generator's words."""
-    paths = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
-    text = "\n".join(p.read_text(encoding="utf-8", errors="ignore") for p in paths if p.exists())
-    lines = [ln.encode("ascii", "ignore").decode() for ln in text.splitlines()]
+    """English text (standard-library docstrings) and the load generator's words and chat template pieces."""
     words = " ".join(_load_generator_words())
     # the chat template's pieces between special tokens: the role names and the blank line after each header
     template = "system\n\nuser\n\nassistant\n\n"
-    return [ln for ln in lines if ln.strip()] + [words, template] * VOCABULARY_REPEATS
+    return _docstrings() + [words, template] * VOCABULARY_REPEATS
 
 
 def build_tokenizer(out: Path) -> int:
