@@ -193,3 +193,16 @@ def test_the_table_renders_a_bedrock_batch_job_that_has_no_per_request_latency(t
     assert "24.0" in cells and "per-token" in cells
     # replicas, in flight, TTFT, TPOT and headroom: none applies to a batch job
     assert cells.count("-") >= 4
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_predict_exits_3_when_the_deployment_does_not_fit(capsys, as_json):
+    # GIVEN a 70B model on one 24 GB GPU
+    argv = ["predict", "--model", "llama-3.1-70b", "--instance", "g6.xlarge", "--input-tokens", "500",
+            "--output-tokens", "100", "--concurrency", "1"]  # fmt: skip
+    # WHEN it is predicted
+    rc = main([*argv, "--json"] if as_json else argv)
+    out = capsys.readouterr().out
+    # THEN it says so and exits 3 (neither success nor bad input), in the table and in the JSON
+    assert rc == 3
+    assert (json.loads(out)["fits"] is False) if as_json else "does not fit" in out

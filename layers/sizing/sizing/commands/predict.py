@@ -5,11 +5,16 @@ from __future__ import annotations
 import argparse
 
 from sizing.commands.output import print_json
+from sizing.outcome import EXIT_NO_ARCHITECTURE
 from sizing.vocabulary import ENGINES, QUANTIZATIONS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("predict", help="predict latency and throughput of one deployment")
+    p = sub.add_parser(
+        "predict",
+        help="predict latency and throughput of one deployment (exit 3 when it does not fit in memory, 2 for bad"
+        " input)",
+    )
     p.add_argument("--model", required=True, help="catalog model id (Hugging Face id) or alias")
     p.add_argument("--instance", required=True, help="instance type, e.g. g6e.12xlarge")
     p.add_argument(
@@ -81,9 +86,12 @@ def run(args: argparse.Namespace) -> int:
         lnc=args.lnc,
         shared_prefix_tokens=args.shared_prefix,
     )
+    # a configuration that does not fit answers nothing a caller can use: exit 3, as `sizing estimate` does when
+    # nothing meets the SLOs (neither success nor bad input), in the JSON and in the table
+    code = 0 if out["fits"] else EXIT_NO_ARCHITECTURE
     if args.json:
         print_json(out)
-        return 0
+        return code
     load = f"concurrency {out['concurrency']}" if "concurrency" in out else f"{out['request_rate']} req/s"
     print(
         f"{out['model']} on {out['instance_type']} (tp {out['tensor_parallel']}, {out['quantization']},"
@@ -93,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"  memory: {out['memory']['reason']}")
     if not out["fits"]:
         print("  does not fit")
-        return 0
+        return code
     bands = out.get("intervals", {})
     for key, unit in (("ttft_ms", "ms"), ("tpot_ms", "ms"), ("e2e_s", "s")):
         s = out[key]
