@@ -10,6 +10,7 @@ from sizing.loadtest.server import (
     describe_server,
     parse_metrics,
     resolve_served_model,
+    serving_differences,
     window,
 )
 
@@ -79,3 +80,21 @@ def test_the_servers_facts_read_as_one_line():
     assert describe_server(facts) == (
         "server: vllm 0.32.0, tiny-llama, max_model_len 4096, KV 524,288 tokens (block 128), prefix caching on"
     )
+
+
+def test_what_the_server_runs_is_compared_with_what_the_estimate_assumed():
+    # GIVEN the estimate's serving configuration and a vLLM server that runs another context, version and cache
+    serving = {"model": "m", "image": "vllm/vllm-openai:v0.11.0", "max_model_len": 512, "max_num_seqs": 128,
+               "enable_prefix_caching": False}  # fmt: skip
+    facts = ServerFacts(
+        endpoint="http://127.0.0.1:8765", engine="vllm", version="0.32.0", max_model_len=4096, prefix_caching=True,
+    )  # fmt: skip
+    # WHEN they are compared
+    said = serving_differences(serving, facts)
+    # THEN each difference is named, in words; what the server does not expose is not called a difference
+    assert said == [
+        "max_model_len: the server runs 4096, the estimate assumed 512",
+        "enable_prefix_caching: the server runs True, the estimate assumed False",
+        "engine version: the server runs 0.32.0, the estimate assumed 0.11.0",
+    ]
+    assert serving_differences(serving, None) == []

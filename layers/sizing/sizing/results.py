@@ -122,6 +122,10 @@ class Measured(Frozen):
     ttft_ms: Percentiles | None = None
     tpot_ms: Percentiles | None = None
     e2e_s: Percentiles | None = None
+    #: what the server reported it runs (`sizing.loadtest.server.ServerFacts` as a dict), and where that differs
+    #: from the serving configuration the estimate assumed, in words
+    server: dict[str, Any] | None = None
+    differs: list[str] = Field(default_factory=list)
 
 
 class MeasuredEdge(Frozen):

@@ -163,6 +163,12 @@ def run(args: argparse.Namespace) -> int:
         " predicted ones are re-simulated at that same level (at the peak operating point for a row the run did"
         " not load); max rps/replica is the load at which the SLOs still hold (before headroom)"
     )
+    for a in archs:
+        differs = (a.get("measured") or {}).get("differs") or []
+        if differs:
+            print(
+                f"note: {a['id']} was measured on a server that runs otherwise than estimated: {'; '.join(differs)}"
+            )
     print(f"results: {out / 'result.json'}; report: {out / 'report.html'}")
     return 0 if run_["status"] == "SUCCEEDED" else 1
 

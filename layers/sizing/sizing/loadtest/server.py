@@ -275,3 +275,29 @@ def describe_server(facts: ServerFacts) -> str:
     if facts.prefix_caching is not None:
         parts.append(f"prefix caching {'on' if facts.prefix_caching else 'off'}")
     return "server: " + ", ".join(parts)
+
+
+def serving_differences(
+    serving: dict[str, Any] | None, facts: ServerFacts | dict[str, Any] | None
+) -> list[str]:
+    """Where what the server reports differs from the serving configuration the estimate assumed (a
+    `sizing.serving.ServingConfig` as a dict), in words: `max_model_len: the server runs 4096, the estimate
+    assumed 512`. Empty when they agree or either side does not say."""
+    if not serving or not facts:
+        return []
+    f = facts if isinstance(facts, ServerFacts) else ServerFacts.model_validate(facts)
+    out = []
+    pairs: list[tuple[str, Any, Any]] = [
+        ("max_model_len", f.max_model_len, serving.get("max_model_len")),
+        ("enable_prefix_caching", f.prefix_caching, serving.get("enable_prefix_caching")),
+        ("max_num_seqs", f.max_num_seqs, serving.get("max_num_seqs")),
+        ("max_num_batched_tokens", f.max_num_batched_tokens, serving.get("max_num_batched_tokens")),
+    ]
+    image = str(serving.get("image") or "")
+    tag = image.rsplit(":", 1)[-1].lstrip("v") if ":" in image else None
+    if f.engine == "vllm" and f.version and tag and tag[:1].isdigit():
+        pairs.append(("engine version", f.version, tag))
+    for name, real, assumed in pairs:
+        if real is not None and assumed is not None and real != assumed:
+            out.append(f"{name}: the server runs {real}, the estimate assumed {assumed}")
+    return out

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from sizing.catalog import Catalog
 from sizing.errors import InvalidInput, Problem, SizingError
 from sizing.learn.measured import LEVEL_REQUESTS, LEVEL_ROUNDS
+from sizing.loadtest.server import serving_differences
 from sizing.perf.replica import replica_of
 from sizing.perf.simulator import ClosedLoop, OpenLoop, simulate
 from sizing.perf.step import StepModel
@@ -94,10 +95,13 @@ def _measured_block(
         "origin": origin,
         "serving": next((s["serving"] for s in steps if s.get("serving")), None) or (arch or {}).get("serving"),
         "engine_version": next((s["engine_version"] for s in steps if s.get("engine_version")), None),
+        # what the server reported it runs, and where that differs from the serving configuration assumed
+        "server": next((s["server_facts"] for s in steps if s.get("server_facts")), None),
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "how": "Locust sweep (closed-loop concurrency levels) of " + served
         + ", per-request TTFT/ITL/e2e from the token stream",
     }  # fmt: skip
+    block["differs"] = serving_differences(block["serving"], block["server"])
     if arch is not None and wm is not None and cat is not None:
         block["predicted_at_level"] = predicted_at_level(
             arch, shown.get("target"), wm, cat, prefix_tokens=int(shown.get("shared_prefix_tokens") or 0)
