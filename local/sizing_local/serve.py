@@ -226,6 +226,7 @@ class LocalApi:
             progress=runs.progress,
         )
         self._configure_slack()
+        runs.on_finished = self._notify_slack
         threading.Thread(target=self._http.serve_forever, name="sizing-serve", daemon=True).start()
         return self
 
@@ -251,6 +252,14 @@ class LocalApi:
             secrets=StaticSecrets(self.signing_secret, LOCAL_BOT_TOKEN),
             poster=LocalSlackSink(self.slack_sink, console=None if self.quiet else sys.stdout),
         )
+
+    @staticmethod
+    def _notify_slack(run_id: str, status: str) -> None:
+        """A run ended: the Slack notifier posts its measured ranking (or why it ended) in the thread it came from,
+        as the deployed stack's EventBridge rule has it do (nothing for a run that did not come from Slack)."""
+        from sizing.slack import deps as slack_deps
+
+        slack_deps.bot().run_completed({"run_id": run_id, "status": status})
 
     def stop(self) -> None:
         if self._http is not None:

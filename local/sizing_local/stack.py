@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
 import re
 import signal
@@ -23,6 +24,7 @@ from typing import Any
 
 from sizing.errors import Unavailable
 from sizing.service.runs import RunsService
+from sizing.store import TERMINAL
 from sizing.store.schema import find_template, load_template
 from sizing_local import STEP_S, WARMUP_S
 from sizing_local.awsmodels import share_service_models
@@ -646,6 +648,9 @@ class LocalRuns:
         self.stack: LocalStack | None = None
         self.store: Any = None
         self.service: Any = None
+        #: called with (run_id, status) once a run this server executed ends, whatever ended it (succeeded,
+        #: failed, cancelled, timed out): what EventBridge's SizingRunCompleted/Failed rules do when deployed
+        self.on_finished: Callable[[str, str], None] | None = None
 
     def start(self) -> LocalRuns:
         from sizing.store import SizingStore
@@ -747,6 +752,18 @@ class LocalRuns:
                 finish_stopped_run(self.store, run_id, "FAILED", f"{type(exc).__name__}: {exc}")
         finally:
             self._release(run_id)
+            self._finished(run_id)
+
+    def _finished(self, run_id: str) -> None:
+        """Tell `on_finished` how the run ended (its terminal state in the store)."""
+        if self.on_finished is None:
+            return
+        try:
+            status = self.store.get_run(run_id).status
+            if status in TERMINAL:
+                self.on_finished(run_id, status)
+        except Exception as exc:  # a notification that fails must not take the server down
+            logging.getLogger(__name__).warning("run %s: completion not notified: %s", run_id, exc)
 
     def progress(self, run_id: str) -> dict[str, Any] | None:
         """The run's state-machine progress (None when this server did not execute it)."""

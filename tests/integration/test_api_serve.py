@@ -276,6 +276,54 @@ def test_a_signed_slack_command_is_acknowledged_and_its_estimate_reaches_the_loc
     assert posted and posted[0]["response_type"] == "in_channel" and posted[0]["blocks"]
 
 
+def _signed(server: Served, body: str) -> dict[str, str]:
+    ts = str(int(time.time()))
+    digest = hmac.new(server.signing_secret.encode(), f"v0:{ts}:{body}".encode(), hashlib.sha256)
+    return {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Slack-Request-Timestamp": ts,
+        "X-Slack-Signature": f"v0={digest.hexdigest()}",
+    }
+
+
+def test_a_run_started_from_slack_reports_its_end_in_the_thread_when_it_is_cancelled(server: Served) -> None:
+    # given the sample "Measure these 3" button, signed, posted to /slack/interactions
+    event = json.loads((EVENTS / "slack_interaction.json").read_text())
+    body = event["body"]
+    req = urllib.request.Request(
+        f"{server.url}/slack/interactions", data=body.encode(), headers=_signed(server, body)
+    )
+    with urllib.request.urlopen(req, timeout=START_TIMEOUT_S) as resp:
+        assert resp.status == 200
+    payload = json.loads(parse_qs(body)["payload"][0])
+    thread = payload["container"]["message_ts"]
+    sink = server.out / "slack.jsonl"
+
+    def started() -> str | None:  # the run the button started, as the bot announced it in the thread
+        for m in (json.loads(x) for x in sink.read_text().splitlines()) if sink.exists() else []:
+            found = re.search(r"\b([0-9a-f]{16,})\b", json.dumps(m)) if m.get("thread_ts") == thread else None
+            if found and request(f"{server.url}/runs/{found.group(1)}")[0] == 200:
+                return found.group(1)
+        return None
+
+    run_id = wait_for(started)
+    assert run_id, sink.read_text() if sink.exists() else "nothing posted"
+    # when the run is cancelled
+    request(f"{server.url}/runs/{run_id}", "DELETE")
+    assert wait_for(lambda: finished(server, run_id))["status"] == "CANCELLED"
+
+    # then its end is posted in the thread it came from, naming the run
+    def ended() -> list[dict[str, Any]]:
+        lines = [json.loads(x) for x in sink.read_text().splitlines()]
+        return [
+            m
+            for m in lines
+            if m.get("thread_ts") == thread and f"Run {run_id} cancelled" in (m.get("text") or "")
+        ]
+
+    assert wait_for(ended), sink.read_text()
+
+
 def test_64_clients_at_once_see_no_connection_error(server: Served) -> None:
     # given 64 clients connecting at the same moment
     def one(i: int) -> int:
