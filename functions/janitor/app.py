@@ -41,6 +41,8 @@ class JanitorSettings(EnvSettings):
     dry_run: bool = Field(default=False, alias="DRY_RUN")
     #: Close runs still RUNNING/CANCELLING whose Step Functions execution has ended (false: only sweep).
     reconcile: bool = Field(default=True, alias="RECONCILE_RUNS")
+    #: The bus a run closed here is announced on (SizingRunCompleted / SizingRunFailed); empty: not announced.
+    event_bus_name: str = Field(default="", alias="EVENT_BUS_NAME")
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,10 @@ class JanitorServices:
         from sizing.store import SizingStore
 
         return SizingStore(self.settings.table_name, self.dynamodb) if self.settings.reconcile else None
+
+    @cached_property
+    def events(self) -> Any:
+        return self.session.client("events") if self.settings.event_bus_name else None
 
     @cached_property
     def sfn(self) -> Any:
@@ -108,7 +114,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     s = c.settings
     # runs first: one closed now as FAILED or CANCELLED has its resources swept in this same pass
     closed, reconcile_errors = (
-        reconcile_runs(c.store, c.sfn, dry_run=s.dry_run) if c.store is not None else ([], [])
+        reconcile_runs(c.store, c.sfn, dry_run=s.dry_run, events=c.events, bus=s.event_bus_name)
+        if c.store is not None
+        else ([], [])
     )
     report = sweep(
         c.lookup,

@@ -567,6 +567,10 @@ WATCH_POLL_S = 0.5
 STOP_WAIT_S = 10.0
 
 
+#: The candidate loop's own end states (statemachines/sizing_run.asl.json's Map).
+CANDIDATE_ENDS = frozenset({"Measured", "CandidateFailed", "TeardownFailed"})
+
+
 @dataclass
 class RunProgressState:
     """What a run's execution has done so far, read from its history: the last state entered and, per
@@ -597,6 +601,15 @@ class RunProgressState:
             },
         )
         entry["state"] = name
+
+    def close(self, run_status: str) -> None:
+        """The run has ended: a candidate its execution left in the middle of its loop (provisioning, waiting,
+        load-testing) ends as the run did -- `Cancelled` when the run was cancelled, else `Stopped` -- and its
+        resources were torn down with the run's. A candidate that reached its own end keeps it."""
+        ended = "Cancelled" if run_status in ("CANCELLING", "CANCELLED") else "Stopped"
+        for entry in self.candidates.values():
+            if entry.get("state") not in CANDIDATE_ENDS:
+                entry["state"] = ended
 
 
 class LocalRuns:
@@ -746,11 +759,14 @@ class LocalRuns:
                 cause = first_failure(self.sfn, run.execution_arn) if execution["status"] == "FAILED" else ""
                 if self._stopping and self.store.get_run(run_id).status == "RUNNING":
                     self.store.transition(run_id, "CANCELLING", expected_from="RUNNING")
+                progress.close(self.store.get_run(run_id).status)  # before the run reads as ended
                 finish_stopped_run(self.store, run_id, execution["status"], cause)
         except Exception as exc:  # a fault of the watcher must not leave the run RUNNING for good
             with contextlib.suppress(Exception):
                 finish_stopped_run(self.store, run_id, "FAILED", f"{type(exc).__name__}: {exc}")
         finally:
+            with contextlib.suppress(Exception):
+                progress.close(self.store.get_run(run_id).status)
             self._release(run_id)
             self._finished(run_id)
 

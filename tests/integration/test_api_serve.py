@@ -242,6 +242,8 @@ def test_cancelling_a_run_mid_load_test_ends_it_cancelled_with_nothing_left_runn
     # then it ends CANCELLED, its twin no longer answers, and no twin or load generator is left running
     assert status == 202 and cancelling["status"] == "CANCELLING"
     assert final is not None and final["status"] == "CANCELLED", final
+    # and its candidate shows where it ended, not the load test it was in
+    assert [c["state"] for c in final["progress"]["candidates"]] == ["Cancelled"], final["progress"]
     assert urls and not any(answers(u) for u in urls)
     assert wait_for(lambda: not running_children(server.pid), deadline_s=30), running_children(server.pid)
 

@@ -175,6 +175,35 @@ def test_a_dry_run_reports_the_runs_it_would_close_and_changes_none(aws: SimpleN
     assert state(aws.store, "r-failed")[0] == "RUNNING"
 
 
+def test_a_run_the_janitor_closes_is_announced_as_its_execution_would_have(aws: SimpleNamespace) -> None:
+    # given a bus whose run events land in a queue, and a cancelled run and a succeeded one left open
+    events = boto3.client("events", region_name="us-east-1")
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    events.create_event_bus(Name="sizing")
+    queue = sqs.create_queue(QueueName="run-events")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    events.put_rule(Name="runs", EventBusName="sizing", EventPattern=json.dumps({"source": ["llm-sizing"]}))
+    events.put_targets(Rule="runs", EventBusName="sizing", Targets=[{"Id": "q", "Arn": queue_arn}])
+    ended = [
+        open_run(aws, "r-cancelling", "measures", status="CANCELLING", stop="yes"),
+        open_run(aws, "r-succeeded", "records", {"ranking": {"value": {"status": "SUCCEEDED"}}}),
+    ]
+    wait_until_ended(aws.sfn, [a for a in ended if a])
+    # when the janitor closes them
+    closed, errors = reconcile_runs(aws.store, aws.sfn, events=events, bus="sizing")
+    # then each is announced on the bus as the state machine would have: the run, how it ended, who closed it
+    got = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10)["Messages"]
+    seen = {(e["detail-type"], e["detail"]["run_id"], e["detail"]["status"], e["detail"]["closed_by"])
+            for e in (json.loads(m["Body"]) for m in got)}  # fmt: skip
+    assert errors == [] and len(closed) == 2
+    assert seen == {
+        ("SizingRunFailed", "r-cancelling", "CANCELLED", "janitor"),
+        ("SizingRunCompleted", "r-succeeded", "SUCCEEDED", "janitor"),
+    }
+
+
 def load_handler() -> ModuleType:
     """The function as a fresh container sees it: settings and clients built from this test's environment."""
     app = load_function("functions/janitor/")

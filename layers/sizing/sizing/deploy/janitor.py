@@ -348,10 +348,37 @@ def _open_runs(store: Any) -> Iterable[Any]:
                 break
 
 
-def reconcile_runs(store: Any, sfn: Any, *, dry_run: bool = False) -> tuple[list[Reconciled], list[str]]:
+#: The run's completion events, as the state machine sends them (statemachines/sizing_run.asl.json's Notify*).
+EVENT_SOURCE = "llm-sizing"
+RUN_COMPLETED = "SizingRunCompleted"
+RUN_FAILED = "SizingRunFailed"
+
+
+def completion_event(run: Any, final: str, error: str | None, bus: str) -> dict[str, Any]:
+    """The EventBridge entry for a run the janitor closed, shaped as the state machine's own: SizingRunCompleted
+    for a run that succeeded, SizingRunFailed otherwise (cancelled included, with its status), so what listens
+    for a run's end -- the Slack thread, the calibration refit -- hears of it however it ended."""
+    import json
+
+    slack = run.slack.model_dump(mode="json") if getattr(run, "slack", None) is not None else None
+    detail = {"run_id": run.run_id, "model": run.model, "source": run.source, "slack": slack, "status": final,
+              "error": error, "closed_by": "janitor"}  # fmt: skip
+    return {
+        "EventBusName": bus,
+        "Source": EVENT_SOURCE,
+        "DetailType": RUN_COMPLETED if final == "SUCCEEDED" else RUN_FAILED,
+        "Detail": json.dumps(detail),
+    }
+
+
+def reconcile_runs(
+    store: Any, sfn: Any, *, dry_run: bool = False, events: Any = None, bus: str | None = None
+) -> tuple[list[Reconciled], list[str]]:
     """Close every run still RUNNING or CANCELLING whose Step Functions execution has ended, with the
-    execution's outcome (`outcome`). `store` is a `sizing.store.SizingStore`, `sfn` a Step Functions client.
-    Returns (runs closed, errors); a run closed meanwhile by its own execution is left as it is."""
+    execution's outcome (`outcome`). `store` is a `sizing.store.SizingStore`, `sfn` a Step Functions client;
+    with `events` (an EventBridge client) and `bus`, each run closed is announced as the state machine would have
+    (`completion_event`). Returns (runs closed, errors); a run closed meanwhile by its own execution is left as
+    it is."""
     closed: list[Reconciled] = []
     errors: list[str] = []
     try:
@@ -377,6 +404,11 @@ def reconcile_runs(store: Any, sfn: Any, *, dry_run: bool = False) -> tuple[list
                 fields = {"error": error} if error else {}
                 store.transition(run.run_id, final, expected_from=run.status, **fields)
                 log.info("run %s %s -> %s: execution %s", run.run_id, run.status, final, execution["status"])
+                if events is not None and bus:
+                    try:
+                        events.put_events(Entries=[completion_event(run, final, error, bus)])
+                    except _FAILURES as exc:  # closed all the same; the next sweep does not announce it again
+                        errors.append(f"announcing run {run.run_id}: {exc}")
             closed.append(done)
         except (Conflict, NotFound):
             continue  # it moved on (or went) since it was listed: its own writer won

@@ -120,10 +120,12 @@ class CapacitySearch:
             nxt = hi / EXPAND
         else:
             nxt = math.sqrt(lo * hi)
+        tried = {round(_target(r), 4) for r in history}
         nxt = round(nxt, 4)
-        if any(abs(_target(r) - nxt) < 1e-9 for r in history):
-            return None
-        return nxt
+        if nxt in tried and lo is not None and hi is not None:
+            # the geometric middle was asked for already (its level landed off target): the arithmetic one
+            nxt = round((lo + hi) / 2, 4)
+        return None if nxt in tried else nxt
 
     def _bound(self, history: Sequence[StepResult], lo: float | None, hi: float | None) -> float | None:
         """Once the edge is bracketed, one level further out on a side that no confident verdict bounds yet (both
