@@ -48,3 +48,32 @@ def test_a_workloads_shared_prefix_is_what_every_prompt_of_the_sweep_starts_with
     fields = _from_workload("examples/chatbot.yaml", None)
     # then the sweep sends it at the start of every prompt
     assert fields["shared_prefix_tokens"] == 600
+
+
+def test_a_window_shorter_than_the_users_think_time_is_refused_naming_the_duration(
+    tmp_path: Path, capsys
+) -> None:
+    from sizing.cli import main
+
+    # GIVEN users who think about three minutes between requests (400 users, 20 requests an hour each)
+    spec = tmp_path / "slow.yaml"
+    spec.write_text(
+        "model: meta-llama/Llama-3.1-8B-Instruct\nusers: {total: 4000, peak_active_fraction: 0.1,"
+        " requests_per_active_hour: 20}\ntokens: {input: {fixed: 200}, output: {fixed: 50}}\nslo: {e2e_s: {p95: 3}}\n"
+    )
+    # WHEN they are load-tested with the default 20 s window
+    rc = main(
+        [
+            "loadtest",
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--workload",
+            str(spec),
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
+    # THEN the test is refused before anything is sent, naming --duration and the think time
+    err = capsys.readouterr().err
+    assert rc == 2 and "--duration" in err and "think time (177 s" in err
+    assert not (tmp_path / "o").exists()

@@ -158,3 +158,19 @@ def test_an_open_loop_level_is_re_simulated_as_poisson_arrivals_and_bedrock_is_n
     assert at_rate is not None and at_rate["requests_per_s"] == pytest.approx(3.0, rel=0.15)
     bedrock = {**arch, "deployment": "bedrock", "instance_type": None}
     assert predicted_at_level(bedrock, {"concurrency": 4}, wm, CAT) is None
+
+
+def test_a_row_that_stands_on_another_deployments_load_test_says_so(arch) -> None:
+    # GIVEN the EKS architecture measured, and a SageMaker row on the same hardware that the measurement applies to
+    sagemaker = {**arch, "id": arch["id"].replace("eks:", "sagemaker:", 1), "deployment": "sagemaker"}
+    steps = [{"candidate_id": "c1", "record": r} for r in (_record(2), _record(4))]
+    # WHEN the steps are merged
+    merged = merge_measurements(
+        [arch, sagemaker], [{"candidate_id": "c1", "applies_to": [arch["id"], sagemaker["id"]]}], steps, SPEC, CAT,
+        run_id="run12345", origin="endpoint",
+    )  # fmt: skip
+    by_id = {a["id"]: a["measured"] for a in merged["architectures"]}
+    # THEN the deployed row's figures are its own, and the SageMaker row names the deployment they were taken on
+    assert by_id[arch["id"]].get("measured_on") is None
+    assert by_id[sagemaker["id"]]["measured_on"] == arch["id"]
+    assert "measured on the EKS deployment of the same hardware" in by_id[sagemaker["id"]]["note"]

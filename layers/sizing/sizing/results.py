@@ -126,6 +126,10 @@ class Measured(Frozen):
     #: from the serving configuration the estimate assumed, in words
     server: dict[str, Any] | None = None
     differs: list[str] = Field(default_factory=list)
+    #: the architecture whose deployment was load-tested, when it is not this row (SageMaker on the hardware of a
+    #: measured EKS row), and that in words
+    measured_on: str | None = None
+    note: str | None = None
 
 
 class MeasuredEdge(Frozen):

@@ -11,7 +11,7 @@ from typing import Any
 from sizing.commands.output import print_json
 from sizing.errors import InvalidInput, Problem
 from sizing.loadtest import run_sweep
-from sizing.loadtest.config import fresh_seed
+from sizing.loadtest.config import DEFAULT_DURATION_S, fresh_seed
 from sizing.loadtest.server import (
     EndpointUnreachable,
     ServerFacts,
@@ -198,6 +198,15 @@ def _levels(
     if args.workload:
         fields = _from_workload(args.workload, args.users)
         mode, levels = fields.pop("mode"), fields.pop("levels")
+        window = args.duration if args.duration is not None else DEFAULT_DURATION_S
+        think = fields.get("think_time_s") or 0.0
+        if mode == "users" and window < think:
+            raise InvalidInput(
+                f"--duration: a window of {window:g} s is shorter than the workload's think time ({think:.0f} s"
+                " between a user's requests): most users would send nothing in it. Give --duration of at least"
+                f" {think:.0f} s",
+                [Problem("duration", f"at least {think:.0f} s with this workload")],
+            )
         slo = parse_slo(args.slo) if args.slo else fields.pop("slo")
         fields.pop("slo", None)
         extra.update(fields)
@@ -264,13 +273,14 @@ def _print_steps(steps: list[Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    extra: dict[str, Any] = {"api": args.api, "sagemaker_payload": args.sagemaker_payload}
+    mode, levels, slo = _levels(args, extra)  # bad input refused before the server is asked anything
     model, facts = served_model(args.endpoint, args.model)
     seed = fresh_seed() if args.seed is None else args.seed
+    extra["seed"] = seed
     if facts is not None:
         print(describe_server(facts), file=sys.stderr)
     print(f"prompts: seed {seed} (--seed {seed} sends the same prompts again)", file=sys.stderr)
-    extra: dict[str, Any] = {"seed": seed, "api": args.api, "sagemaker_payload": args.sagemaker_payload}
-    mode, levels, slo = _levels(args, extra)
     if args.input_tokens is not None:
         extra["input_tokens"] = args.input_tokens
     if args.output_tokens is not None:

@@ -164,6 +164,8 @@ def run(args: argparse.Namespace) -> int:
         " not load); max rps/replica is the load at which the SLOs still hold (before headroom)"
     )
     for a in archs:
+        if (a.get("measured") or {}).get("note"):
+            print(f"note: {a['id']}: {a['measured']['note']}")
         differs = (a.get("measured") or {}).get("differs") or []
         if differs:
             print(

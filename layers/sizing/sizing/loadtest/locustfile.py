@@ -307,6 +307,11 @@ class StreamUser(User):
         self._rng = random.Random(int(self._prompts.rng.integers(0, 2**31)))
         self._sender = make_sender(cfg)
         self._failed = False
+        if cfg.think_time_s > 0:
+            # a user with think time starts somewhere in its cycle, as a population in steady state does: its
+            # first request after an exponential wait (memoryless, so the arrivals are stationary from the start),
+            # not all users' first requests in the same second of the warm-up and none in the window
+            gevent.sleep(self._rng.expovariate(1.0 / cfg.think_time_s))
 
     def on_stop(self) -> None:
         self._sender.close()

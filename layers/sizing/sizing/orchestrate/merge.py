@@ -190,9 +190,12 @@ def merge_measurements(
     for s in steps:
         by_candidate.setdefault(s["candidate_id"], []).append(s["record"])
     applies: dict[str, str] = {}
+    #: candidate -> the architecture it deployed and load-tested (the first it applies to: the ranked one)
+    deployed: dict[str, str] = {}
     for m in measured:
         for arch_id in m.get("applies_to") or []:
             applies[arch_id] = m["candidate_id"]
+            deployed.setdefault(m["candidate_id"], arch_id)
     rows: list[dict[str, Any]] = []
     out = []
     for a in architectures:
@@ -203,6 +206,14 @@ def merge_measurements(
             passing = [r for r in recs if step_meets(r, spec)]
             best = max(passing, key=lambda r: r.get("requests_per_s", 0)) if passing else None
             a["measured"] = _measured_block(recs, best, spec, kind, a, wm, cat)
+            if deployed.get(cid) and deployed[cid] != a["id"]:
+                # the figures belong to what was measured: this row stands on another deployment's load test
+                own = deployed[cid]
+                a["measured"]["measured_on"] = own
+                a["measured"]["note"] = (
+                    f"measured on the {own.split(':', 1)[0].upper()} deployment of the same hardware ({own}), not on"
+                    f" this {a['deployment']} one"
+                )
             a["meets_slo"] = best is not None
             if best is not None and a["deployment"] != "bedrock":
                 hw = HardwareOption(
