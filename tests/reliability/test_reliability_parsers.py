@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from sizing.cli import EXIT_BAD_INPUT, main
 from sizing.errors import SizingError
+from sizing.outcome import EXIT_NO_ARCHITECTURE
 from sizing.slack.bot import SlackBot
 from sizing.slack.client import Message
 from sizing.slack.grammar import parse_command
@@ -163,10 +164,10 @@ def test_sizing_predict_answers_or_exits_2_for_any_arguments(args, figures):
     argv = ["predict", "--json"] + [x for k, v in args.items() for x in (k, v)]
     # when
     code, out, err = run_cli(argv)
-    # then a prediction, or exit 2 with a message; never a traceback
+    # then a prediction (exit 3 when it does not fit), or exit 2 with a message; never a traceback
     event(f"exit {code}")
     figures.add("bad_input.cli_predict", calls=1, tracebacks=int("Traceback" in err))
-    assert code in (0, EXIT_BAD_INPUT), (argv, code, err[-500:])
+    assert code in (0, EXIT_NO_ARCHITECTURE, EXIT_BAD_INPUT), (argv, code, err[-500:])
     assert "Traceback" not in err
     if code == 0:
         assert json.loads(out)["model"]
@@ -288,7 +289,7 @@ def test_sizing_predict_answers_any_plausible_deployment(args, figures):
     argv = ["predict", "--json"] + [x for k, v in args.items() for x in (k, v)]
     # when
     code, _out, err = run_cli(argv)
-    # then a prediction (fits or not), or exit 2 naming the problem; never a traceback or a hang
+    # then a prediction (0: it fits; 3: it does not), or exit 2 naming the problem; never a traceback or a hang
     event(f"exit {code}")
     figures.add("bad_input.cli_predict", calls=1, tracebacks=int("Traceback" in err))
-    assert code in (0, EXIT_BAD_INPUT) and "Traceback" not in err, (argv, err[-500:])
+    assert code in (0, EXIT_NO_ARCHITECTURE, EXIT_BAD_INPUT) and "Traceback" not in err, (argv, err[-500:])

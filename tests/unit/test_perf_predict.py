@@ -86,9 +86,9 @@ def test_a_model_that_does_not_fit_is_an_answer(capsys: pytest.CaptureFixture[st
             "--json",
         ]
     )
-    # then it exits 0 with fits false and the arithmetic
+    # then it answers with fits false and the arithmetic, and exits 3: no usable deployment, not bad input
     out = json.loads(capsys.readouterr().out)
-    assert rc == 0
+    assert rc == 3
     assert out["fits"] is False
     assert "GB" in out["memory"]["reason"]
     assert set(out) >= CONTRACT
