@@ -165,6 +165,11 @@ def test_a_candidate_goes_from_provision_to_a_load_task_with_the_runs_workload(e
     assert task["input_tokens"] == {"mean": 800.0, "p95": 2000.0} and task["output_tokens"] == {"fixed": 120}
     assert task["serving"] == cand["architecture"]["serving"]
     assert task["out_dir"].endswith(f"/{RUN_ID}/{cand['candidate_id']}")
+    # and each level's window holds five predicted e2e p95s (the settings' step is the floor), its warm-up two
+    # medians, so every stream answers several times in the window
+    e2e = cand["architecture"]["predicted"]["e2e_s"]
+    assert task["step_s"] == pytest.approx(max(steps.WINDOW_ANSWERS * e2e["p95"], svc.settings.step_s))
+    assert task["warmup_s"] >= steps.WARMUP_ANSWERS * e2e["p50"]
     # and the sweep the load-test process runs is built from it in one place
     cfg = LoadTask.model_validate(task).config(engine_version="0.11.0")
     assert cfg.levels == [float(x) for x in cand["levels"]] and cfg.mode == "concurrency"

@@ -47,6 +47,13 @@ from sizing.workload import TokenSpec, WorkloadSpec, build_model, parse_spec
 
 #: Sweep levels around the predicted SLO-limit concurrency c of one replica: below, at and above the knee.
 LEVEL_FACTORS = (0.5, 1.0, 1.5)
+#: A level's window holds at least this many predicted e2e p95s, so each closed-loop stream answers several
+#: times in it (a window of fixed seconds held under one answer per stream for long answers, and its p95 rested
+#: on the survivors); the settings' step is the floor.
+WINDOW_ANSWERS = 5
+#: A level's warm-up lasts at least this many predicted e2e medians, so every stream has completed a cycle and
+#: the batch is full before the window opens (a 2 s warm-up spawned 102 users in a second, arriving in waves).
+WARMUP_ANSWERS = 2
 
 
 class Launcher(Protocol):
@@ -296,6 +303,9 @@ def load_task(inp: LoadTestInput, settings: OrchestrationSettings) -> LoadTask:
     run's workload, reported to the run's table and its task token."""
     cand = inp.candidate
     plan = cand.workload or LoadPlan()
+    predicted = cand.architecture.predicted
+    e2e_p50 = float(predicted.e2e_s.p50 or 0.0) if predicted else 0.0
+    e2e_p95 = float(predicted.e2e_s.p95 or e2e_p50) if predicted else 0.0
     return LoadTask(
         task_token=inp.task_token,
         run_id=inp.run_id,
@@ -309,8 +319,8 @@ def load_task(inp: LoadTestInput, settings: OrchestrationSettings) -> LoadTask:
         output_tokens=plan.output_tokens or TokenSpec(fixed=DEFAULT_OUTPUT_TOKENS),
         slo=plan.slo,
         shared_prefix_tokens=plan.shared_prefix_tokens,
-        step_s=settings.step_s,
-        warmup_s=settings.warmup_s,
+        step_s=max(settings.step_s, WINDOW_ANSWERS * e2e_p95),
+        warmup_s=max(settings.warmup_s, WARMUP_ANSWERS * e2e_p50),
         workers=sweep_workers(
             settings.loadtest_workers,
             cand.levels,
