@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from sizing.learn.correction import PRIOR_LEVELS, TeamRow, corrected, fit, lookup, team_cv
+from sizing.learn.correction import PRIOR_LEVELS, TeamRow, corrected, fit, lookup, screen, team_cv
 
 
 def _row(i: int, k: float, model: str = "m", run: str = "r1") -> TeamRow:
@@ -56,3 +56,16 @@ def test_leave_one_level_out_predicts_each_level_without_it():
         for p in (p for p in cv["rows"] if p["level"] == row.level_id):
             want = corrected(p["metric"], row.figures[p["metric"]][0], hit[1] if hit else None)
             assert math.isclose(p["predicted"], want, rel_tol=1e-4)
+
+
+def test_levels_far_outside_what_a_calibration_corrects_are_refused_saying_why():
+    # GIVEN three levels of a server 1.3x slower than predicted, and two of another machine's figures filed under
+    # the same hardware, ten times slower
+    rows = [_row(i, 1.3) for i in range(3)] + [_row(i, 10.7, run="r2") for i in range(3, 5)]
+    # WHEN the refit screens them
+    kept, refused = screen(rows)
+    # THEN the far levels are refused, each named with how far off it is and why, and the fit learns from the rest
+    assert [r.level_id for r in kept] == ["l0", "l1", "l2"]
+    assert len(refused) == 2 and "l3" in refused[0] and "run r2" in refused[0]
+    assert "ttft 10.7x slower" in refused[0] and "beyond the 4x a calibration corrects" in refused[0]
+    assert fit(kept)["l40s/vllm/m"] == fit(rows[:3])["l40s/vllm/m"]

@@ -145,6 +145,32 @@ def _prior(key: str) -> float:
     return PRIOR_LEVELS_POOLED if key.endswith("/" + POOLED) else PRIOR_LEVELS
 
 
+def screen(rows: Sequence[TeamRow]) -> tuple[list[TeamRow], list[str]]:
+    """The levels a refit may learn from, and why each other one is refused: a level one of whose figures is more
+    than MAX_SCALE off the reference prediction says the server is not the configuration predicted (another
+    machine's figures filed under this hardware, a misconfigured engine), not that the estimator needs a small
+    correction. Clamping such a level to MAX_SCALE would still drag every correction of its key towards it (a CPU
+    server's figures filed under g4dn.xlarge read "+970%" and were refitted from)."""
+    kept: list[TeamRow] = []
+    refused: list[str] = []
+    lim = math.log(MAX_SCALE)
+    for row in rows:
+        far = [
+            (m, math.exp(abs(r)), "slower" if r > 0 else "faster")
+            for m in METRICS
+            if (r := row.residual(m)) is not None and abs(r) > lim
+        ]
+        if far:
+            words = ", ".join(f"{m} {x:.1f}x {how}" for m, x, how in far)
+            refused.append(
+                f"refused level {row.level_id} (run {row.run_id}): {words} than predicted, beyond the {MAX_SCALE:g}x"
+                " a calibration corrects: another configuration or machine, not a calibration"
+            )
+        else:
+            kept.append(row)
+    return kept, refused
+
+
 def fit(rows: Sequence[TeamRow]) -> dict[str, dict[str, Any]]:
     """Corrections keyed `family/engine/model` and `family/engine/*` (pooled over the team's models)."""
     sums, runs = _sums(rows)
