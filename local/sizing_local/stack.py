@@ -50,6 +50,9 @@ LOCAL_ENV = {
     "HEARTBEAT_S": "120",
     "LOADTEST_TIMEOUT_S": "900",
     "LOADTEST_WORKERS": "0",
+    # a capacity search adds minutes a candidate on two shared cores (5.5 min for the example chatbot's three,
+    # against 1 min without): `sizing run --capacity-search` asks for it; the deployed stack searches by default
+    "LOADTEST_CAPACITY_SEARCH": "false",
     "POWERTOOLS_TRACE_DISABLED": "true",
     "POWERTOOLS_SERVICE_NAME": "llm-sizing",
     "POWERTOOLS_METRICS_NAMESPACE": "LLMSizing",

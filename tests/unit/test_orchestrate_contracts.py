@@ -197,7 +197,12 @@ def test_a_task_written_by_an_older_launcher_still_reads_and_one_with_a_bad_endp
     # then the first reads (and writes back the same keys), the second names the endpoint
     read = LoadTask.model_validate(task)
     assert read.serving is None and read.config().endpoint == "http://127.0.0.1:8000"
-    assert set(read.model_dump(mode="json")) == set(task) | {"serving", "shared_prefix_tokens", "seed"}
+    assert set(read.model_dump(mode="json")) == set(task) | {
+        "serving",
+        "shared_prefix_tokens",
+        "seed",
+        "capacity_from",
+    }
     with pytest.raises(InvalidInput) as refused:
         LoadTask.model_validate({**task, "endpoint": "localhost"}).config()
     assert [p.field for p in refused.value.problems] == ["endpoint"]

@@ -3,6 +3,7 @@ they belong to, and the prediction re-simulated at the same load level the figur
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -174,3 +175,70 @@ def test_a_row_that_stands_on_another_deployments_load_test_says_so(arch) -> Non
     assert by_id[arch["id"]].get("measured_on") is None
     assert by_id[sagemaker["id"]]["measured_on"] == arch["id"]
     assert "measured on the EKS deployment of the same hardware" in by_id[sagemaker["id"]]["note"]
+
+
+def _search_level(rate: float, verdict: str, meets: bool) -> dict[str, Any]:
+    """One stored level of a run's capacity search (as the load task stores it, with what the run records)."""
+    limit = 10.0
+    value = 8.0 if meets else 12.0
+    return {
+        **_record(1),
+        "target": {"rate_rps": rate},
+        "requests": round(rate * 1000),
+        "duration_s": 1000.0,
+        "warmup_s": 2.0,
+        "started_at": 0.0,
+        "itl_ms": {},
+        "step": 0,
+        "meets_slo": meets,
+        "capacity_verdict": verdict,
+        "checks": [
+            {
+                "target": "e2e_s.p95",
+                "limit": limit,
+                "value": value,
+                "ci_low": value - 1,
+                "ci_high": value + 1,
+                "samples": round(rate * 1000),
+                "verdict": verdict,
+            }
+        ],
+        "phase": "capacity",
+        "serving": None,
+    }
+
+
+@pytest.mark.parametrize("edge_share", [1.0, 0.005])
+def test_a_searched_capacity_reprices_only_when_its_interval_excludes_the_prediction(
+    arch, edge_share
+) -> None:
+    # GIVEN a run whose search bracketed the edge around the prediction (1.0), or far below it (0.005: below the
+    # workload's peak of 2 req/s, so one replica no longer carries it)
+    predicted = arch["per_replica"]["rps_slo_limit"]
+    edge = predicted * edge_share
+    levels = [_search_level(edge * 0.9, "pass", True), _search_level(edge * 1.1, "fail", False)]
+    steps = [{"candidate_id": "c1", "record": r} for r in (_record(2), _record(4), *levels)]
+    # WHEN the run's steps are merged
+    (row,) = merge_measurements(
+        [arch], [{"candidate_id": "c1", "applies_to": [arch["id"]]}], steps, SPEC, CAT, run_id="run12345",
+        origin="endpoint",
+    )["architectures"]  # fmt: skip
+    capacity = row["measured"]["capacity"]
+    # THEN the capacity is the bracket's middle with its interval and the requests behind each level
+    assert capacity["capacity_rps"] == pytest.approx(edge * math.sqrt(0.99), rel=0.01)
+    assert capacity["low_rps"] == pytest.approx(edge * 0.9, rel=0.01)  # the rate the level achieved
+    assert [lv["requests"] for lv in capacity["levels"]] == [
+        round(edge * 0.9 * 1000),
+        round(edge * 1.1 * 1000),
+    ]
+    if edge_share == 1.0:
+        # AND inside the interval the estimate stands: "measured, consistent with the estimate", its cost kept
+        assert (
+            capacity["consistent_with_estimate"]
+            and capacity["verdict"] == "measured, consistent with the estimate"
+        )
+        assert row["cost"] == arch["cost"] and "cost_estimated" not in row
+    else:
+        # AND outside it the row is re-priced at the measured capacity: more replicas, a higher cost
+        assert not capacity["consistent_with_estimate"] and "re-priced" in capacity["verdict"]
+        assert row["cost"]["usd_per_month"] > arch["cost"]["usd_per_month"]

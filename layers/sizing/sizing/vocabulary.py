@@ -38,3 +38,7 @@ DEPLOYMENTS: tuple[Deployment, ...] = get_args(Deployment)
 #: EC2 purchase options of an architecture's instances.
 CapacityType = Literal["on-demand", "spot"]
 CAPACITY_TYPES: tuple[CapacityType, ...] = get_args(CapacityType)
+
+#: The `phase` of a stored load level that belongs to a run's capacity search (`sizing.loadtest.capacity`; the
+#: closed-loop levels carry none): the merge reads the edge from them, the learning loop leaves them out.
+CAPACITY_PHASE = "capacity"

@@ -42,6 +42,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --endpoint: the name the server serves the workload's model under (vLLM's"
         " --served-model-name); default: the server's only model when it serves one (GET /v1/models)",
     )
+    p.add_argument(
+        "--capacity-search",
+        action="store_true",
+        help="after each candidate's closed-loop levels, search its arrival rate at the SLO edge with a confidence"
+        " interval (docs/loadgen.md; minutes a candidate), and re-price a row only when that interval excludes the"
+        " estimate's capacity",
+    )
     p.add_argument("--top", type=int, default=3, help="candidates to measure (default 3)")
     p.add_argument("--out", default=None, help="results folder (default runs/<time>)")
     add_level_seconds(p)
@@ -96,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         warmup_s=args.warmup_seconds,
         budget_usd=args.budget,
         on_state=on_state,
+        extra_env={"LOADTEST_CAPACITY_SEARCH": "true"} if args.capacity_search else None,
     )
     payload = {
         "run": result.run,
@@ -129,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
                 _fmt(p["e2e_s"]["p95"], 2),
                 _fmt((m.get("e2e_s") or {}).get("p95"), 2),
                 _fmt(a["per_replica"].get("rps_slo_limit") if a.get("per_replica") else None, 2),
-                _fmt(m.get("capacity_rps"), 2),
+                _capacity_cell(m),
                 "yes" if a.get("meets_slo") else "no",
                 f"${a['cost']['usd_per_month']:,.0f}",
             ]
@@ -159,11 +167,22 @@ def run(args: argparse.Namespace) -> int:
     else:
         how = f"'{short}' figures are {label} on the endpoint"
     print(
-        f"\n{how}. They are at the highest load level that met the SLOs (the lowest level when none did); the"
-        " predicted ones are re-simulated at that same level (at the peak operating point for a row the run did"
-        " not load); max rps/replica is the load at which the SLOs still hold (before headroom)"
+        f"\n{how}. They are at the highest closed-loop level that met the SLOs (the lowest level when none did);"
+        " the predicted ones are re-simulated at that same level (at the peak operating point for a row the run"
+        " did not load); max rps/replica is the arrival rate at which the SLOs still hold (before headroom): the"
+        " capacity search's, with the interval its confident verdicts bound it to"
     )
+    _print_notes(archs)
+    print(f"results: {out / 'result.json'}; report: {out / 'report.html'}")
+    return 0 if run_["status"] == "SUCCEEDED" else 1
+
+
+def _print_notes(archs: list[dict[str, Any]]) -> None:
+    """Per measured row: the capacity search's verdict, whose deployment was measured, where the server differs."""
     for a in archs:
+        cap = (a.get("measured") or {}).get("capacity") or {}
+        if cap.get("verdict") and not (a.get("measured") or {}).get("measured_on"):
+            print(f"capacity: {a['id']}: {cap['verdict']}")
         if (a.get("measured") or {}).get("note"):
             print(f"note: {a['id']}: {a['measured']['note']}")
         differs = (a.get("measured") or {}).get("differs") or []
@@ -171,8 +190,17 @@ def run(args: argparse.Namespace) -> int:
             print(
                 f"note: {a['id']} was measured on a server that runs otherwise than estimated: {'; '.join(differs)}"
             )
-    print(f"results: {out / 'result.json'}; report: {out / 'report.html'}")
-    return 0 if run_["status"] == "SUCCEEDED" else 1
+
+
+def _capacity_cell(measured: dict[str, Any]) -> str:
+    """The measured capacity per replica: the search's, with its interval, else the closed-loop levels'."""
+    cap = measured.get("capacity")
+    if not cap:
+        return _fmt(measured.get("capacity_rps"), 2)
+    if cap.get("capacity_rps") is None:
+        return "none met"
+    lo, hi = cap.get("low_rps"), cap.get("high_rps")
+    return f"{cap['capacity_rps']:.2f} ({_fmt(lo, 2)}-{_fmt(hi, 2)})"
 
 
 def _on_hardware(raw: dict[str, Any], hardware: str, endpoint: str | None) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from sizing.perf.step import StepModel
 from sizing.serving import serving_key
 from sizing.store.codec import from_item, to_item
 from sizing.store.items import now_iso
+from sizing.vocabulary import CAPACITY_PHASE
 
 REAL_INDEX_PK = "MEASURED"
 TWIN_INDEX_PK = "MEASURED#twin"
@@ -161,6 +162,8 @@ def levels_from_run(
             continue
         asked = arch.get("model") or ""
         for rec in by_candidate.get(cid, []):
+            if rec.get("phase") == CAPACITY_PHASE:
+                continue  # the capacity search's Poisson levels: the merge reads them, the refit learns closed loops
             conc = (rec.get("target") or {}).get("concurrency")
             level = int(conc) if conc else None
             served = rec.get("served_model")

@@ -178,3 +178,12 @@ class CapacitySearch:
             ],
             note=note,
         )  # fmt: skip
+
+
+def from_records(
+    records: Sequence[dict[str, Any]], start: float, tolerance: float = DEFAULT_TOLERANCE
+) -> CapacityEstimate:
+    """The search's answer from its stored levels (each a StepResult as JSON, with what the run recorded beside)."""
+    fields = StepResult.model_fields
+    steps = [StepResult.model_validate({k: v for k, v in r.items() if k in fields}) for r in records]
+    return CapacitySearch(start, tolerance=tolerance).estimate(steps)

@@ -20,6 +20,7 @@ from sizing.errors import InvalidInput, Problem, problems_from_pydantic
 from sizing.loadtest.config import (
     DEFAULT_INPUT_TOKENS,
     DEFAULT_OUTPUT_TOKENS,
+    CapacitySearchSpec,
     LoadTestConfig,
     Metric,
     Pct,
@@ -31,6 +32,10 @@ from sizing.workload import TokenSpec
 #: Candidates measured when the run does not say (`top_k`): the three cheapest distinct hardware options, so a
 #: run compares alternatives without paying for a long tail of them (a stated product choice, not a source).
 DEFAULT_TOP_K = 3
+
+#: Most levels a candidate's capacity search runs (bracketing 2-3, bisecting 2-3, a bound 1): each is a warm-up,
+#: a window that may grow to 4 windows, and a tail.
+CAPACITY_LEVELS = 7
 
 #: One SLO target as the load generator reads it: (metric, percentile, limit), a JSON list of three.
 SloTriple = tuple[Metric, Pct, float]
@@ -206,6 +211,9 @@ class LoadTask(Produced):
     #: the prompts' seed; None: drawn from the run and the candidate (`seed_of`), so no two runs send the same
     #: prompts and a server's prefix cache cannot serve one run's prompts from an earlier one's
     seed: int | None = Field(default=None, ge=0)
+    #: after the closed-loop levels, search the arrival rate at the SLO edge from this predicted per-replica
+    #: capacity (req/s; `sizing.loadtest.capacity`); None: no search (no SLO targets, or switched off)
+    capacity_from: float | None = Field(default=None, gt=0)
 
     @field_serializer("input_tokens", "output_tokens")
     def _given_only(self, spec: TokenSpec) -> dict[str, Any]:
@@ -235,6 +243,27 @@ class LoadTask(Produced):
             )
         except ValidationError as exc:
             raise InvalidInput("the load-test settings are not valid", problems_from_pydantic(exc)) from None
+
+    def capacity_config(self, engine_version: str | None = None) -> LoadTestConfig | None:
+        """The capacity search that follows the closed-loop levels (None when the task asks for none): Poisson
+        levels from `capacity_from`, windows as the levels' (grown while a verdict is unsure), the same prompts'
+        shapes and seed, its own folder."""
+        if self.capacity_from is None or not self.slo:
+            return None
+        base = self.config(engine_version)
+        return base.model_copy(
+            update={
+                "mode": "rate",
+                "levels": [],
+                "capacity_search": CapacitySearchSpec(start=self.capacity_from, max_levels=CAPACITY_LEVELS),
+                "out_dir": f"{self.out_dir}/capacity",
+                "workers": 0,
+                # an unsure level runs on one more window at most: a run measures several candidates
+                "max_window_s": 2 * self.step_s,
+                # prompts of their own: the closed-loop levels' would hit the server's prefix cache
+                "seed": (base.seed + 1) % 2**31,
+            }
+        )
 
 
 # --- collect and rank, or fail the run -----------------------------------------------------------------------------

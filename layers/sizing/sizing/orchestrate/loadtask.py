@@ -22,11 +22,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from sizing.errors import problems_from_pydantic
+from sizing.loadtest.capacity import CapacitySearch
 from sizing.loadtest.launch import run_config
 from sizing.loadtest.server import EndpointUnreachable, ServerFacts, probe
 from sizing.orchestrate.contracts import LoadTask
 from sizing.orchestrate.lifeline import exit_with_parent
 from sizing.store import SizingStore
+from sizing.vocabulary import CAPACITY_PHASE
 
 #: Heartbeats go out at this fraction of the state's HeartbeatSeconds, so one lost heartbeat is not fatal.
 HEARTBEAT_FRACTION = 1 / 3
@@ -45,6 +47,23 @@ def server_facts(endpoint: str) -> ServerFacts | None:
         return probe(endpoint)
     except EndpointUnreachable:
         return None
+
+
+def _capacity_search(
+    task: LoadTask, version: str | None, store: Any, recorded: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The candidate's capacity searched in arrival rate after its closed-loop levels, each level stored with
+    `phase: capacity` (the merge reads the edge and its interval from them; the learning loop leaves them out).
+    None when the task asks for no search."""
+    cfg = task.capacity_config(engine_version=version)
+    if cfg is None:
+        return None
+    steps = run_config(cfg, quiet=True)
+    for s in steps:
+        store.put_measurement(
+            task.run_id, task.candidate_id, {**s.model_dump(mode="json"), **recorded, "phase": CAPACITY_PHASE}
+        )
+    return CapacitySearch(task.capacity_from or 1.0).estimate(steps).model_dump(mode="json")
 
 
 class Heartbeat(threading.Thread):
@@ -89,6 +108,7 @@ def execute(task: LoadTask, sfn: Any, store: Any) -> dict[str, Any]:
         }
         for s in steps:
             store.put_measurement(task.run_id, task.candidate_id, {**s.model_dump(mode="json"), **recorded})
+        capacity = _capacity_search(task, version, store, recorded)
         summary = {
             "candidate_id": task.candidate_id,
             "engine_version": version,
@@ -96,6 +116,7 @@ def execute(task: LoadTask, sfn: Any, store: Any) -> dict[str, Any]:
             "requests": sum(s.requests for s in steps),
             "errors": sum(s.failed for s in steps),
             "max_requests_per_s": max(s.requests_per_s for s in steps),
+            "capacity": capacity,
         }
         sfn.send_task_success(taskToken=task.task_token, output=json.dumps(summary))
         return summary

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from sizing.catalog import Catalog
 from sizing.errors import InvalidInput, Problem, SizingError
 from sizing.learn.measured import LEVEL_REQUESTS, LEVEL_ROUNDS
+from sizing.loadtest.capacity import from_records
 from sizing.loadtest.server import serving_differences
 from sizing.perf.replica import replica_of
 from sizing.perf.simulator import ClosedLoop, OpenLoop, simulate
@@ -26,6 +27,7 @@ from sizing.plan.candidates import HardwareOption
 from sizing.plan.cost import project
 from sizing.plan.search import DEFAULT_HEADROOM, _pricing
 from sizing.results import rank_cost
+from sizing.vocabulary import CAPACITY_PHASE
 from sizing.workload import WorkloadModel, WorkloadSpec, build_model
 
 METRICS = ("ttft_ms", "tpot_ms", "e2e_s")
@@ -187,8 +189,10 @@ def merge_measurements(
 
     wm = build_model(spec, cat.model(spec.model).id)
     by_candidate: dict[str, list[dict[str, Any]]] = {}
+    searched: dict[str, list[dict[str, Any]]] = {}
     for s in steps:
-        by_candidate.setdefault(s["candidate_id"], []).append(s["record"])
+        into = searched if s["record"].get("phase") == CAPACITY_PHASE else by_candidate
+        into.setdefault(s["candidate_id"], []).append(s["record"])
     applies: dict[str, str] = {}
     #: candidate -> the architecture it deployed and load-tested (the first it applies to: the ranked one)
     deployed: dict[str, str] = {}
@@ -215,25 +219,16 @@ def merge_measurements(
                     f" this {a['deployment']} one"
                 )
             a["meets_slo"] = best is not None
-            if best is not None and a["deployment"] != "bedrock":
-                hw = HardwareOption(
-                    a["instance_type"],
-                    a["tensor_parallel"],
-                    a["quantization"],
-                    a["engine"],
-                    a["replicas_per_instance"] * a["tensor_parallel"],
-                )
-                usable = float(best["requests_per_s"]) * (1 - headroom)
-                users = spec.users.total if spec.users else None
-                cost = project(
-                    wm, usable, hw.replicas_per_instance, _pricing(cat, wm, hw, a["deployment"]), users
-                )
-                nodes = cost.pop("_nodes")
-                sched = cost["schedule"]["replicas_by_hour"]
-                a["cost_estimated"] = a["cost"]
-                a["cost"] = cost
-                a["replicas"] = {"peak": max(sched), "min": min(sched), "mean": round(sum(sched) / 24, 2)}
-                a["instances"] = {"peak": nodes["peak"], "min": nodes["min"], "mean": round(nodes["mean"], 2)}
+            capacity = _searched_capacity(a, searched.get(cid or ""))
+            rate = float(best["requests_per_s"]) if best is not None else None
+            if capacity is not None:
+                a["measured"]["capacity"] = capacity
+                a["measured"]["capacity_rps"] = capacity["capacity_rps"] or 0.0
+                a["meets_slo"] = capacity["capacity_rps"] is not None
+                # the estimate stands where its capacity lies inside the measured interval (noise, not signal)
+                rate = None if capacity["consistent_with_estimate"] else capacity["capacity_rps"]
+            if rate is not None and a["deployment"] != "bedrock":
+                _reprice(a, float(rate) * (1 - headroom), spec, wm, cat)
             if a["id"] == next((m_id for m_id, c in applies.items() if c == cid), None):
                 rows += calibration_rows(a, recs, cid, run_id, ROW_ORIGIN[kind], wm, cat)
         out.append(a)
@@ -244,6 +239,60 @@ def merge_measurements(
     for a in rest:
         a["rank"] = 0
     return {"architectures": feasible + rest, "calibration_rows": rows}
+
+
+def _reprice(a: dict[str, Any], usable: float, spec: WorkloadSpec, wm: WorkloadModel, cat: Catalog) -> None:
+    """Replicas and cost of the row recomputed from a measured usable rate per replica (the estimate's cost kept
+    as `cost_estimated`)."""
+    hw = HardwareOption(
+        a["instance_type"],
+        a["tensor_parallel"],
+        a["quantization"],
+        a["engine"],
+        a["replicas_per_instance"] * a["tensor_parallel"],
+    )
+    users = spec.users.total if spec.users else None
+    cost = project(wm, usable, hw.replicas_per_instance, _pricing(cat, wm, hw, a["deployment"]), users)
+    nodes = cost.pop("_nodes")
+    sched = cost["schedule"]["replicas_by_hour"]
+    a["cost_estimated"] = a["cost"]
+    a["cost"] = cost
+    a["replicas"] = {"peak": max(sched), "min": min(sched), "mean": round(sum(sched) / 24, 2)}
+    a["instances"] = {"peak": nodes["peak"], "min": nodes["min"], "mean": round(nodes["mean"], 2)}
+
+
+def _searched_capacity(arch: dict[str, Any], records: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The capacity the run's search found for this row's hardware, with its interval, and whether the estimate's
+    own capacity lies inside it: a measurement re-prices a row only when its interval excludes the prediction
+    (signal); inside it, the row says "measured, consistent with the estimate" and keeps the estimate's cost
+    (noise). None when the run searched nothing for it."""
+    if not records:
+        return None
+    predicted = float((arch.get("per_replica") or {}).get("rps_slo_limit") or 0.0)
+    est = from_records(records, predicted or 1.0)
+    low = est.low_rps if est.low_rps is not None else 0.0
+    high = est.high_rps if est.high_rps is not None else math.inf
+    consistent = est.capacity_rps is not None and predicted > 0 and low <= predicted <= high
+    if consistent and est.low_rps is None and est.high_rps is None:
+        verdict = (
+            f"measured {est.capacity_rps:g} req/s per replica, but no level decided with confidence: too uncertain"
+            " to differ from the estimate, which stands"
+        )
+    elif consistent:
+        verdict = "measured, consistent with the estimate"
+    elif est.capacity_rps is None:
+        verdict = "no level met the SLOs"
+    else:
+        verdict = (
+            f"measured {est.capacity_rps:g} req/s per replica against {predicted:g} predicted: outside the"
+            " interval, so the row is re-priced at the measured capacity"
+        )
+    return {
+        **est.model_dump(mode="json"),
+        "predicted_rps": round(predicted, 4),
+        "consistent_with_estimate": consistent,
+        "verdict": verdict,
+    }
 
 
 def calibration_rows(

@@ -48,6 +48,11 @@ class OrchestrationSettings(EnvSettings):
         description="the name SIZING_ENDPOINT serves the workload's model under (vLLM's --served-model-name)",
     )
     out_dir: str = Field(default="/tmp/sizing-runs", alias="SIZING_OUT_DIR")
+    capacity_search: bool = Field(
+        default=True,
+        alias="LOADTEST_CAPACITY_SEARCH",
+        description="after the closed-loop levels, search each candidate's arrival rate at the SLO edge",
+    )
     # AWS parts (unused locally)
     eks_cluster: str | None = Field(default=None, alias="EKS_CLUSTER_NAME")
     namespace: str = Field(default="llm-sizing", alias="K8S_NAMESPACE")

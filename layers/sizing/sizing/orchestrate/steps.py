@@ -18,6 +18,7 @@ from sizing.errors import SizingError
 from sizing.loadtest.config import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from sizing.orchestrate.budget import kernel_stamped, measurement_cost, sweep_workers
 from sizing.orchestrate.contracts import (
+    CAPACITY_LEVELS,
     DEFAULT_TOP_K,
     Candidate,
     CheckReadyInput,
@@ -182,6 +183,9 @@ def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     candidates = choose_candidates(result, top_k)
     svc.store.put_architectures(run_id, result["architectures"])
     sweep_s = (svc.settings.step_s + svc.settings.warmup_s) * len(LEVEL_FACTORS)
+    if svc.settings.capacity_search:
+        # the search's levels at most: each a warm-up and a window grown once (LoadTask.capacity_config)
+        sweep_s += CAPACITY_LEVELS * (svc.settings.warmup_s + 2 * svc.settings.step_s)
     cost = measurement_cost(
         [c.architecture.as_json() for c in candidates],
         svc.catalog,
@@ -329,6 +333,14 @@ def load_task(inp: LoadTestInput, settings: OrchestrationSettings) -> LoadTask:
         table_name=settings.table_name,
         heartbeat_s=inp.settings.heartbeat_s,
         out_dir=f"{settings.out_dir}/{inp.run_id}/{cand.candidate_id}",
+        capacity_from=(
+            cand.architecture.per_replica.rps_slo_limit
+            if settings.capacity_search
+            and plan.slo
+            and cand.architecture.per_replica
+            and cand.architecture.per_replica.rps_slo_limit > 0
+            else None
+        ),
     )
 
 
