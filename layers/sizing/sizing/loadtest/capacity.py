@@ -14,8 +14,9 @@ A workload's SLOs are per-request percentiles at an arrival rate, so capacity is
   bracket is bisected (geometric mean) until its ends are within 2 x `tolerance` of each other (the edge known to
   +/- `tolerance`) or the level budget is spent. A side of the bracket that no level bounds with confidence gets
   one more level BOUND_STEP further out.
-- **The answer states its interval.** Capacity is the middle of the bracket [highest passing rate, lowest failing
-  rate]; its interval is the bracket widened to the confident verdicts (a level that passed only on its point
+- **The answer states its interval.** Capacity is where the levels' pass share falls through one half (a monotone
+  fit of their verdicts: the bracket's geometric middle when the verdicts are monotone, and a pass above a fail
+  pooled with it when they are not); its interval is the bracket widened to the confident verdicts (a level that passed only on its point
   estimate does not narrow it), with the number of requests behind each level's percentiles.
 
 Stopping rules like this one (a sequential test per level, bisection across levels) are what vLLM's `bench sweep`,
@@ -71,6 +72,32 @@ def _rate(r: StepResult) -> float:
     if r.requests > 0 and r.duration_s > 0:
         return round(r.requests / r.duration_s, 4)
     return _target(r)
+
+
+def _crossing(history: Sequence[StepResult]) -> float | None:
+    """Where the levels' pass share falls through one half, read from a monotone (non-increasing in rate) fit of
+    their pass/fail verdicts (pool-adjacent-violators): with verdicts that go pass, fail, pass, fail near the edge
+    -- noise, when every level there is unsure -- a pass above a fail is pooled with it instead of setting the edge
+    on its own. With monotone verdicts this is the bracket's geometric middle."""
+    pts = sorted((_rate(r), 1.0 if r.meets_slo else 0.0) for r in history if r.meets_slo is not None)
+    blocks: list[list[float]] = []  # [passes, levels, lowest rate, highest rate]
+    for rate, y in pts:
+        blocks.append([y, 1.0, rate, rate])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] < blocks[-1][0] / blocks[-1][1]:
+            last = blocks.pop()
+            blocks[-1] = [blocks[-1][0] + last[0], blocks[-1][1] + last[1], blocks[-1][2], last[3]]
+    shares = [b[0] / b[1] for b in blocks]
+    for i, share in enumerate(shares):
+        if share < 0.5:
+            if i == 0:
+                return None
+            before = blocks[i - 1]
+            if shares[i - 1] == 0.5:  # the crossing lies inside a pooled block
+                return round(math.sqrt(before[2] * before[3]), 4)
+            return round(math.sqrt(before[3] * blocks[i][2]), 4)
+        if share == 0.5 and i == len(shares) - 1:
+            return round(math.sqrt(blocks[i][2] * blocks[i][3]), 4)
+    return None
 
 
 class CapacitySearch:
@@ -161,7 +188,7 @@ class CapacitySearch:
             capacity = lo
             note = "every level met the SLOs: capacity is at least the highest rate probed"
         else:
-            capacity = round(math.sqrt(lo * hi), 4)
+            capacity = _crossing(history) or round(math.sqrt(lo * hi), 4)
             note = f"the SLO edge lies between {lo:g} and {hi:g} req/s" + (
                 ""
                 if self.converged(lo, hi)
