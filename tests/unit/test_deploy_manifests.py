@@ -754,3 +754,37 @@ def test_cli_max_model_len_sets_a_bare_ids_context(capsys: pytest.CaptureFixture
     )
     assert rc == 2
     assert "max_model_len" in capsys.readouterr().err
+
+
+def test_business_hours_are_the_workloads_own_converted_to_utc_with_the_offset_change_stated():
+    from datetime import date
+
+    from sizing.deploy.manifests import business_hours_window
+
+    # GIVEN a New York workload, in winter and in summer
+    winter = business_hours_window("America/New_York", date(2026, 12, 7))
+    summer = business_hours_window("America/New_York", date(2026, 7, 6))
+    # THEN 08:00-18:00 local is 13:00-23:00 UTC in winter, 12:00-22:00 UTC in summer, Monday to Friday
+    assert (winter.schedule, winter.duration) == ("0 13 * * 1-5", "10h")
+    assert summer.schedule == "0 12 * * 1-5"
+    # AND the date the offset changes is said, so the window is rendered again then
+    assert winter.next_change == date(2027, 3, 14) and "render again" in winter.note
+    # AND a zone whose 08:00 is the UTC day before moves the weekdays with it; a half-hour zone keeps its minutes
+    assert business_hours_window("Asia/Tokyo", date(2026, 12, 7)).schedule == "0 23 * * 0-4"
+    assert business_hours_window("Asia/Kolkata", date(2026, 12, 7)).schedule == "30 2 * * 1-5"
+
+
+def test_the_cli_renders_the_nodepool_budget_in_the_time_zone_asked_and_refuses_an_unknown_one(capsys):
+    from sizing.cli import main
+    from sizing.deploy.manifests import business_hours_window
+
+    argv = ["manifests", "--architecture", "eks:g6e.xlarge:tp1:fp8:vllm:on-demand", "--model", "llama-3.1-8b"]
+    # WHEN the manifests are rendered for New York business hours
+    assert main([*argv, "--timezone", "America/New_York"]) == 0
+    out = capsys.readouterr()
+    # THEN the NodePool's budget is New York's 08:00 in UTC today, and stderr says which hours those are
+    assert f"schedule: {business_hours_window('America/New_York').schedule}" in out.out
+    assert "08:00-18:00 America/New_York" in out.err
+    # AND an unknown zone is refused naming the option
+    assert main([*argv, "--timezone", "Mars/Olympus"]) == 2
+    assert "--timezone: unknown time zone 'Mars/Olympus'" in capsys.readouterr().err

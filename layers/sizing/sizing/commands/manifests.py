@@ -49,6 +49,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--zones", help="comma-separated availability zones the nodes may use (default: all)")
     p.add_argument(
+        "--timezone",
+        metavar="IANA",
+        help="time zone of the business hours (08:00-18:00, Monday to Friday) in which serving nodes are not"
+        " disrupted; converted to UTC for Karpenter (default: the --workload's traffic.timezone, else UTC)",
+    )
+    p.add_argument(
         "--max-model-len",
         type=int,
         metavar="N",
@@ -130,6 +136,28 @@ def _serving_with_context(arch: Any, max_model_len: int) -> Any:
     )
 
 
+def _business_hours(args: argparse.Namespace) -> dict[str, str]:
+    """The serving budget's window from --timezone (or the workload's), said on stderr with its UTC hours."""
+    from sizing.deploy.manifests import business_hours_window
+    from sizing.workload import load_spec
+
+    tz = args.timezone
+    if tz is None and getattr(args, "workload", None):
+        tz = load_spec(args.workload).traffic.timezone
+    if tz is None:
+        return {}
+    try:
+        window = business_hours_window(tz)
+    except (KeyError, ValueError):
+        raise InvalidInput(
+            f"--timezone: unknown time zone '{tz}' (use an IANA name such as America/New_York)",
+            [Problem("timezone", tz)],
+        ) from None
+    if args.purpose == "serve":
+        print(f"business hours: {window.note}", file=sys.stderr)
+    return {"business_hours_schedule": window.schedule, "business_hours_duration": window.duration}
+
+
 def run(args: argparse.Namespace) -> int:
     from sizing.deploy import validate as checks
     from sizing.deploy.manifests import RenderOptions, header, render, to_yaml
@@ -145,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
         purpose=args.purpose,
         capacity_reservation=args.capacity_reservation,
         zones=[z.strip() for z in args.zones.split(",") if z.strip()] if args.zones else None,
+        **_business_hours(args),
     )
     comment = ""
     if args.rbac:

@@ -26,7 +26,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Literal
+from zoneinfo import ZoneInfo
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
@@ -109,6 +112,52 @@ SERVE_EXPIRE_AFTER = "Never"
 #: cron (UTC; Karpenter schedules have no time zone) and duration: 08:00-18:00 UTC, Monday to Friday.
 BUSINESS_HOURS_SCHEDULE = "0 8 * * 1-5"
 BUSINESS_HOURS_DURATION = "10h"
+#: Local business hours the serving nodes are protected in: 08:00 for 10 hours, Monday to Friday (the window above,
+#: in the workload's own time zone when it has one: `business_hours_window`).
+BUSINESS_HOURS_START = 8
+BUSINESS_HOURS_LENGTH = 10
+
+
+@dataclass(frozen=True)
+class BusinessHoursWindow:
+    """Karpenter's budget window (cron in UTC, duration) for local business hours on a given date, and when the
+    zone's UTC offset next changes (the window then moves by the change: re-render, or see `note`)."""
+
+    schedule: str
+    duration: str
+    utc_offset_h: float
+    next_change: date | None
+    note: str
+
+
+def business_hours_window(timezone: str, on: date | None = None) -> BusinessHoursWindow:
+    """Local BUSINESS_HOURS_START for BUSINESS_HOURS_LENGTH hours, Monday to Friday, in `timezone` on date `on`
+    (default today), as a Karpenter budget: its cron is UTC (Karpenter schedules have no time zone), so a local
+    08:00 in New York is 13:00 UTC in winter and 12:00 in summer, and a start that falls on the UTC day before
+    (Tokyo's 08:00 is 23:00 UTC) moves the weekdays with it. A zone whose offset changes states when."""
+    zone = ZoneInfo(timezone)
+    day = on or datetime.now(UTC).date()
+    local = datetime.combine(day, time(BUSINESS_HOURS_START), tzinfo=zone)
+    offset = local.utcoffset() or timedelta(0)
+    start = local.astimezone(UTC)
+    shift = (start.date() - day).days  # -1: the UTC start is the day before; +1: the day after
+    days = {-1: "0-4", 0: "1-5", 1: "2-6"}[shift]
+    minute = f"{start.minute}" if start.minute else "0"
+    schedule = f"{minute} {start.hour} * * {days}"
+    change = None
+    for k in range(1, 367):  # the next date whose 08:00 has another offset (DST), within a year
+        later = datetime.combine(day + timedelta(days=k), time(BUSINESS_HOURS_START), tzinfo=zone)
+        if later.utcoffset() != offset:
+            change = later.date()
+            break
+    hours = offset.total_seconds() / 3600
+    note = f"{BUSINESS_HOURS_START:02d}:00-{BUSINESS_HOURS_START + BUSINESS_HOURS_LENGTH:02d}:00 {timezone}"
+    note += f" (UTC{hours:+g}) is {start:%H:%M}-{(start + timedelta(hours=BUSINESS_HOURS_LENGTH)):%H:%M} UTC"
+    if change is not None:
+        note += f" until {change:%Y-%m-%d}, when the zone's offset changes: render again then"
+    return BusinessHoursWindow(schedule, f"{BUSINESS_HOURS_LENGTH}h", hours, change, note)
+
+
 #: HPA: scale up at once, scale down only after 10 minutes of lower load (a GPU pod takes minutes to start).
 SCALE_DOWN_WINDOW_S = 600
 
