@@ -44,6 +44,8 @@ class Instances(_Loose):
 
 class PerReplica(_Loose):
     max_concurrency: float | None = Field(default=None, gt=0)
+    #: requests in flight per replica at the operating point the answer was sized at (the HPA's target)
+    in_flight: float | None = Field(default=None, ge=0)
 
 
 class Architecture(_Loose):

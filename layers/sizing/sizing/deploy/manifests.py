@@ -765,9 +765,19 @@ def _pdb(p: _Plan) -> dict[str, Any]:
     }
 
 
+def _quantity(x: float) -> str:
+    """A Kubernetes quantity of `x`, to a thousandth: `6`, or `6400m` for 6.4."""
+    milli = max(1, round(x * 1000))
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
+
+
 def _hpa(p: _Plan) -> dict[str, Any]:
     arch = p.arch
-    per_pod = (arch.per_replica.max_concurrency if arch.per_replica else None) or p.serving.max_num_seqs
+    # the requests in flight per replica the answer was sized at (the operating point: the planner's simulation at
+    # peak, headroom kept); a target at the SLO's knee (max_concurrency) scaled out later than the answer sized
+    sized = arch.per_replica.in_flight if arch.per_replica else None
+    knee = arch.per_replica.max_concurrency if arch.per_replica else None
+    per_pod = sized or knee or float(p.serving.max_num_seqs)
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
@@ -781,8 +791,7 @@ def _hpa(p: _Plan) -> dict[str, Any]:
                     "type": "Pods",
                     "pods": {
                         "metric": {"name": p.opts.autoscale_metric},
-                        # The concurrency a replica holds within the SLO (the planner's figure).
-                        "target": {"type": "AverageValue", "averageValue": str(max(1, math.floor(per_pod)))},
+                        "target": {"type": "AverageValue", "averageValue": _quantity(per_pod)},
                     },
                 }
             ],
