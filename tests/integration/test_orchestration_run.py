@@ -166,27 +166,3 @@ def test_cancelling_a_run_stops_it_and_tears_down(tmp_path, leftover_children):
     assert twin_urls(result.out_dir)
     assert leftover_children() == []
     assert not LocalLauncher._children
-
-
-@pytest.mark.slow
-def test_a_capacity_search_on_the_twin_reproduces_the_estimates_own_capacity(tmp_path, capsys):
-    # GIVEN the small workload and one candidate, run with the capacity search against a twin, which serves at the
-    # estimator's own pace
-    from sizing.cli import main
-
-    spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps(SPEC))
-    out_dir = tmp_path / "out"
-    # WHEN the run searches the candidate's capacity
-    rc = main(["run", str(spec), "--top", "1", "--capacity-search", "--out", str(out_dir), "--step-seconds", "3",
-               "--warmup-seconds", "1"])  # fmt: skip
-    out = capsys.readouterr().out
-    result = json.loads((out_dir / "result.json").read_text())
-    assert rc == 0, out
-    (arch,) = [a for a in result["architectures"] if (a.get("measured") or {}).get("capacity")]
-    cap = arch["measured"]["capacity"]
-    # THEN it finds the estimate's own capacity within +/-10%, states its interval and the requests behind it,
-    # and, the prediction inside that interval, leaves the estimate's cost as it was
-    assert cap["capacity_rps"] == pytest.approx(cap["predicted_rps"], rel=0.10), cap
-    assert all(lv["requests"] > 0 for lv in cap["levels"])
-    assert cap["consistent_with_estimate"] and "cost_estimated" not in arch
