@@ -43,7 +43,8 @@ def _chunk(data: bytes) -> bytes:
 @dataclass
 class CountingServer:
     """Streams every answer on the fixed schedule above, under an id of its own (`srv-N`), and remembers when
-    each id's request arrived (epoch seconds, the clock the load generator's records use)."""
+    each id's request arrived (epoch seconds, the clock the load generator's records use). It serves no other
+    route: the load test's GETs of /v1/models and /metrics are answered 404, as by a server without them."""
 
     arrived: dict[str, float] = field(default_factory=dict)
 
@@ -60,6 +61,10 @@ class CountingServer:
                     0,
                 )
                 await reader.readexactly(length)
+                if not head.startswith(b"POST"):  # the load test's probes (/v1/models, /metrics): not answers
+                    writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+                    await writer.drain()
+                    continue
                 rid = f"srv-{len(self.arrived) + 1}"
                 self.arrived[rid] = time.time()
                 token = _chunk(

@@ -454,6 +454,8 @@ class SweepShape(LoadTestShape):
         #: the server's /metrics at the current step's window start (None: not scraped, or none to scrape)
         self._server_before: MetricsSnapshot | None = None
         self._scrape_at: Any = None
+        #: when arrivals were paused between two open-loop levels (None: not draining)
+        self._draining_since: float | None = None
         #: the current step's window: the config's, grown one window at a time while its verdict is unsure
         self.window_s = 0.0
 
@@ -600,6 +602,34 @@ class SweepShape(LoadTestShape):
                 now = time.time()
         return now
 
+    def _start_draining(self, now: float) -> bool:
+        """Between two open-loop levels: stop arrivals until what the last one left in flight has ended, so the
+        next level does not inherit its queue (an overloaded level left a backlog that read as TTFT p95 27-45 s
+        at the lower rates searched after it). True when there is something to wait for."""
+        if self.cfg.mode != "rate" or not self._in_flight():
+            return False
+        self._draining_since = now
+        assert self.runner is not None
+        self.runner.send_message("sizing_rate", 0.0)
+        print(f"step {len(self.history)}: arrivals paused until the last level's requests end", file=sys.stderr,
+              flush=True)  # fmt: skip
+        return True
+
+    def _in_flight(self) -> bool:
+        if COLLECTOR.oldest_inflight() is not None:
+            return True
+        return any(starts for _, _, starts in COLLECTOR.reported.values())
+
+    def _drained(self, now: float) -> bool:
+        """Nothing in flight any more (workers: each has reported since with none), or the tail's cap reached."""
+        since = self._draining_since
+        assert since is not None
+        if now - since >= self.cfg.tail_cap_s:
+            return True
+        if COLLECTOR.oldest_inflight() is not None:
+            return False
+        return all(made >= since and not starts for made, _, starts in COLLECTOR.reported.values())
+
     def _users(self) -> tuple[int, float]:
         assert self.level is not None
         if self.cfg.mode == "rate":  # the dispatchers, at once: the arrivals are what the rate shapes
@@ -617,6 +647,12 @@ class SweepShape(LoadTestShape):
             return self._users()
         if self.level is None:
             return None
+        if self._draining_since is not None:
+            if self._drained(now):
+                self._draining_since = None
+                if not self._begin(now):
+                    return None
+            return self._users()
         cfg = self.cfg
         elapsed = now - self.step_start
         over_total = cfg.max_total_s is not None and now - self.began >= cfg.max_total_s
@@ -635,6 +671,8 @@ class SweepShape(LoadTestShape):
             ):  # unsure: the level runs on, its window grown (the load never paused)
                 return self._users()
             self._finish()
+            if self._start_draining(now):
+                return self._users()
             if not self._begin(now):
                 return None
         elif now - self._last_progress >= PROGRESS_EVERY_S:
