@@ -30,9 +30,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from sizing.loadtest.metrics import StepResult
+from sizing.loadtest.metrics import StepResult, Strict
 
 #: Growth (and shrink) factor of the bracketing phase: an estimate 30% off is bracketed in one or two levels.
 EXPAND = 1.5
@@ -43,10 +43,6 @@ BOUND_STEP = 1.2
 DEFAULT_TOLERANCE = 0.05
 #: Default most levels one search runs (bracketing 2-4, bisection from a 1.5x bracket to 1.1x: 3).
 DEFAULT_MAX_LEVELS = 10
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class CapacityEstimate(Strict):
