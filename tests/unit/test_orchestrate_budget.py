@@ -36,9 +36,9 @@ def test_each_worker_drives_at_most_the_measured_streams_per_core() -> None:
 def test_a_1024_stream_level_states_its_tasks_and_their_size() -> None:
     # when a 1,024-stream level is laid out
     layout = loadgen_layout(1024)
-    # then it is a master and 2 workers (1,024 / 512 streams per core), 2 vCPU / 4 GB each, and it says so
-    assert (layout.workers, layout.streams_per_worker, layout.vcpu, layout.gb) == (2, 512, 6, 12)
-    assert "a master and 2 workers" in layout.describe()
+    # then it is a master and 4 workers (1,024 / 320 streams per core, 256 each), 2 vCPU / 4 GB each, and it says so
+    assert (layout.workers, layout.streams_per_worker, layout.vcpu, layout.gb) == (4, 256, 10, 20)
+    assert "a master and 4 workers" in layout.describe()
 
 
 def test_a_level_above_the_configured_workers_is_priced_with_the_workers_it_needs() -> None:
@@ -57,14 +57,14 @@ def test_a_level_above_the_configured_workers_is_priced_with_the_workers_it_need
 
 
 def test_the_load_generators_task_is_the_smallest_fargate_size_that_holds_its_processes() -> None:
-    # given sweeps whose highest level is 200, 1,024, 1,568 and 3,584 streams
+    # given sweeps whose highest level is 200, 640, 1,024 and 2,240 streams
     from sizing.orchestrate.budget import fargate_task_size
 
-    sizes = {streams: fargate_task_size(workers_for(streams)) for streams in (200, 1024, 1568, 3584)}
+    sizes = {streams: fargate_task_size(workers_for(streams)) for streams in (200, 640, 1024, 2240)}
     # then a master and 1 worker fit the task definition's own 4 vCPU / 8 GB, a master and 2 workers (6 vCPU /
     # 12 GB of processes) an 8 vCPU task with Fargate's 16 GB floor, 4 workers (10 vCPU) a 16 vCPU task with its
     # 32 GB floor, and 7 workers that same task's whole
-    assert sizes == {200: (4, 8), 1024: (8, 16), 1568: (16, 32), 3584: (16, 32)}
+    assert sizes == {200: (4, 8), 640: (8, 16), 1024: (16, 32), 2240: (16, 32)}
 
 
 def test_a_level_no_fargate_task_can_drive_is_refused_naming_the_limit() -> None:
@@ -87,7 +87,7 @@ def test_an_endpoint_read_without_the_kernels_stamps_gets_the_read_time_density(
     # then only the plain-HTTP one is read with the kernel's receive stamps (an EKS service before it has a URL too)
     assert (eks, https, sagemaker, kernel_stamped(None, "eks")) == (True, False, False, True)
     # and the same 1,024-stream level is laid out at each transport's measured streams per core
-    assert loadgen_layout(1024, stamped=True).workers == 2
+    assert loadgen_layout(1024, stamped=True).workers == 4
     assert loadgen_layout(1024, stamped=False).workers == 5
     assert loadgen_layout(1024, stamped=False).streams_per_worker <= STREAMS_PER_WORKER_READ_STAMPED
     assert sweep_workers(1, [1024], stamped=False) > sweep_workers(1, [1024], stamped=True)

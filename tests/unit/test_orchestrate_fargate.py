@@ -35,7 +35,7 @@ def _expected(cpu: str, memory: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("streams", "cpu", "memory"), [(64, "4096", "8192"), (1024, "8192", "16384"), (2048, "16384", "32768")]
+    ("streams", "cpu", "memory"), [(64, "4096", "8192"), (640, "8192", "16384"), (2048, "16384", "32768")]
 )
 def test_the_task_is_sized_for_the_workers_of_the_sweeps_highest_level(streams, cpu, memory):
     # given a load task whose highest level needs workers_for(streams) workers
@@ -52,7 +52,7 @@ def test_the_task_is_sized_for_the_workers_of_the_sweeps_highest_level(streams, 
 
 def test_a_sweeps_workers_follow_its_highest_level_and_the_embedded_default_keeps_one_process():
     # given the configured workers on AWS (2) and on the embedded default (0, one process)
-    # then a sweep up to 2,048 streams of a plain-HTTP endpoint gets the 4 its highest level needs, a small one the
+    # then a sweep up to 2,048 streams of a plain-HTTP endpoint gets the 7 its highest level needs, a small one the
     # configured 2, one read without the kernel's stamps (SageMaker) the 5 of its lower density at 1,024, and the
     # embedded default never starts workers
     got = (
@@ -61,4 +61,4 @@ def test_a_sweeps_workers_follow_its_highest_level_and_the_embedded_default_keep
         sweep_workers(2, [1024], stamped=False),
         sweep_workers(0, [1024]),
     )
-    assert got == (4, 2, 5, 0)
+    assert got == (7, 2, 5, 0)

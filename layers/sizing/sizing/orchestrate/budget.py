@@ -20,13 +20,13 @@ from sizing.plan.cost import SCALE_UP_LEAD_S_GPU, SCALE_UP_LEAD_S_NEURON
 #: [aws.amazon.com/fargate/pricing].
 FARGATE_USD_PER_VCPU_HOUR = 0.04048
 FARGATE_USD_PER_GB_HOUR = 0.004445
-#: Streams one core of load generation (one Locust process: a single thread) sustains with TTFT error p99 <= 5 ms
-#: against a server with exactly known timing, the server pinned to the other core: `benchmarks/loadgen.py --pin`
-#: on a 2-core KVM machine (AMD EPYC), reads stamped by the kernel (`sizing.loadtest.http`), gave TTFT error p99
-#: 0.02-0.05 ms at every level up to 576 streams (4 runs); at 640 streams (81% of the core) a read falls a whole
-#: token gap behind and p99 jumps to ~25 ms. 512 keeps the core near 70%, below that knee (docs/loadgen.md has the
-#: rows). Read-time stamps sustained 224.
-STREAMS_PER_CORE = 512
+#: Streams one core of load generation (one Locust process: a single thread) is given, a margin under what every
+#: repeated run sustained with TTFT error p99 <= 5 ms against a server with exactly known timing, the server pinned
+#: to the other core (`benchmarks/loadgen.py --pin --skip-twin`, reads stamped by the kernel), on two 2-core Xeon
+#: machines of this workplace: on one (2026-12-05, load 0.3-0.6) 256 and 384 streams at 0.01-0.02 ms and 512 at
+#: 24-25 ms, twice; on the other (2026-12-06) 256-640 at 0.02-0.04 ms, twice. 384 held in all four runs, 512 in
+#: two; 320 keeps a sixth under 384. (An earlier 2-core AMD EPYC machine sustained 576: docs/loadgen.md.)
+STREAMS_PER_CORE = 320
 #: Streams each worker process is given at most: the measured figure (a level above it gets another worker).
 STREAMS_PER_WORKER = STREAMS_PER_CORE
 #: The same with reads stamped when they return (the kernel's stamps are plain HTTP's only): an HTTPS endpoint,
