@@ -169,10 +169,11 @@ def test_sizing_predict_answers_or_exits_2_for_any_arguments(args, figures):
     figures.add("bad_input.cli_predict", calls=1, tracebacks=int("Traceback" in err))
     assert code in (0, EXIT_NO_ARCHITECTURE, EXIT_BAD_INPUT), (argv, code, err[-500:])
     assert "Traceback" not in err
-    if code == 0:
-        assert json.loads(out)["model"]
-    else:
+    if code == EXIT_BAD_INPUT:
         assert "error" in err
+    else:  # a prediction, that fits (0) or not (3, with the memory arithmetic)
+        answer = json.loads(out)
+        assert answer["model"] and answer["fits"] is (code == 0)
 
 
 SPEC_KEYS = ["name", "model", "users", "rate", "traffic", "tokens", "slo", "constraints", "preset", "nope"]
