@@ -847,7 +847,9 @@ class _QueuedRunsService(RunsService):
         run = self.store.get_run(run_id)
         if run.status == "QUEUED" and self.runner.dequeue(run_id):
             try:
-                cancelled = self.store.transition(run_id, "CANCELLED", expected_from="QUEUED", error="cancelled")
+                cancelled = self.store.transition(
+                    run_id, "CANCELLED", expected_from="QUEUED", error="cancelled"
+                )
             except Conflict:
                 pass  # started meanwhile: cancel it as a running run
             else:
