@@ -47,6 +47,8 @@ GOOD: list[tuple[str, dict[str, Any]]] = [
     ("500 users llama-3.1-8b ttft<2", {"slo.ttft_ms.p95": 2000}),  # bare small TTFT: seconds
     ("500 users llama-3.1-8b e2e<2500", {"slo.e2e_s.p95": 2.5}),  # bare large e2e: milliseconds
     ("40 rps llama-3.1-8b batch e2e<5min@p99", {"slo.e2e_s.p99": 300}),
+    ("40 rps llama-3.1-8b batch e2e<24h", {"slo.e2e_s.p95": 86400}),
+    ("40 rps llama-3.1-8b batch e2e < 2 hours@p99", {"slo.e2e_s.p99": 7200}),
     ("2000 users llama-3.1-70b in 4000/8000 out 300", {"tokens.input.mean": 4000, "tokens.input.p95": 8000}),
     ("2000 users llama-3.1-70b in=1.2k", {"tokens.input.fixed": 1200, "tokens.output.mean": 250}),
     (

@@ -102,13 +102,14 @@ EXAMPLES = (
     "12 rps mixtral-8x7b rag",
     "2000 people meta-llama/Llama-3.1-70B-Instruct in=4000/8000 out=300 ttft<2s eks spot fp8",
     "40 rps llama-3.1-8b batch e2e<5min@p99",
+    "2 rps llama-3.1-8b batch e2e<24h",
 )
 
 _METRIC_WORDS = "ttft|tpot|itl|tbt|e2e|e2el|latency"
 _NUMBER = r"(\d+(?:\.\d+)?|\.\d+)\s*([km])?"
 _SLO = re.compile(
     r"^(?P<metric>[a-z0-9]+?)(?:[@._](?P<pct1>p\d\d))?(?P<op><=|=<|<|=|:)?"
-    r"(?P<value>\d+(?:\.\d+)?|\.\d+)(?P<unit>ms|s|sec|secs|seconds|min|m)?(?:@(?P<pct2>p\d\d))?$"
+    r"(?P<value>\d+(?:\.\d+)?|\.\d+)(?P<unit>ms|s|sec|secs|seconds|min|m|h|hr|hrs|hours?)?(?:@(?P<pct2>p\d\d))?$"
 )
 _TOKENS = re.compile(
     r"^(?P<which>in|input|prompt|out|output|completion)(?:_tokens|tokens)?(?:=|:)"
@@ -137,7 +138,7 @@ def normalize(text: str) -> str:
     t = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", t)  # thousands separators: 10,000 → 10000
     t = re.sub(r"[,;]", " ", t)
     t = re.sub(r"\s*(<=|=<|<|=|≤)\s*", r"\1", t)  # ttft < 1 s → ttft<1 s
-    t = re.sub(r"(\d)\s+(ms|s|sec|secs|seconds|min)\b", r"\1\2", t)  # 1 s → 1s
+    t = re.sub(r"(\d)\s+(ms|s|sec|secs|seconds|min|h|hr|hrs|hours?)\b", r"\1\2", t)  # 1 s → 1s
     t = re.sub(r"\bunder\s+", "<", t, flags=re.IGNORECASE)  # ttft under 1s → ttft<1s
     t = re.sub(r"\b(ttft|tpot|itl|tbt|e2e|e2el|latency)\s+(?=[<=.\d])", r"\1", t, flags=re.IGNORECASE)
     t = re.sub(r"(<=|=<|<|=)\s+", r"\1", t)
@@ -164,6 +165,7 @@ def _tokens_value(text: str) -> float:
 def _slo_value(metric: str, value: float, unit: str | None) -> float:
     """A latency in the metric's own unit (ms for ttft/tpot, s for e2e)."""
     seconds = {"s": 1.0, "sec": 1.0, "secs": 1.0, "seconds": 1.0, "min": 60.0, "m": 60.0}
+    seconds |= {"h": 3600.0, "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0}  # a batch deadline
     if unit == "ms":
         return value if metric != "e2e_s" else value / 1000
     if unit in seconds:
