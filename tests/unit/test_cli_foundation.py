@@ -206,3 +206,22 @@ def test_predict_exits_3_when_the_deployment_does_not_fit(capsys, as_json):
     # THEN it says so and exits 3 (neither success nor bad input), in the table and in the JSON
     assert rc == 3
     assert (json.loads(out)["fits"] is False) if as_json else "does not fit" in out
+
+
+def test_the_table_says_why_bedrock_is_not_ranked_when_it_was_considered(tmp_path, capsys):
+    # GIVEN an 8B chat whose data must stay in eu-west-1, where Bedrock does not offer that model
+    spec = {
+        "model": "llama-3.1-8b",
+        "users": {"total": 2000},
+        "tokens": {"input": {"mean": 800, "p95": 2000}, "output": {"mean": 150, "p95": 400}},
+        "slo": {"ttft_ms": {"p95": 2000}, "e2e_s": {"p95": 20}},
+        "constraints": {"region": "eu-west-1", "data_residency": "in-region"},
+    }
+    f = tmp_path / "eu.yaml"
+    f.write_text(yaml.safe_dump(spec))
+    # WHEN it is estimated as the table
+    assert main(["estimate", str(f)]) == 0
+    out = capsys.readouterr().out
+    # THEN Bedrock's absence is explained, not silent
+    line = next(ln for ln in out.splitlines() if ln.startswith("Bedrock:"))
+    assert "eu-west-1" in line and "not offered" in line

@@ -12,6 +12,8 @@ from sizing.outcome import EXIT_NO_ARCHITECTURE, impossible_constraints
 from sizing.text import table
 from sizing.workload import WorkloadSpec, load_spec, resolve
 
+#: Reasons the table gives for Bedrock's absence at most (one per offer refused; the JSON has every one).
+BEDROCK_REASONS_SHOWN = 3
 #: Searches shorter than this show no progress bar.
 PROGRESS_AFTER_S = 1.0
 
@@ -310,6 +312,21 @@ def _print_rejected(result: dict[str, Any]) -> None:
         reasons[key] = reasons.get(key, 0) + 1
     if reasons:
         print("rejected: " + ", ".join(f"{n} {k}" for k, n in sorted(reasons.items(), key=lambda kv: -kv[1])))
+    for line in bedrock_left_out(result):
+        print(line)
+
+
+def bedrock_left_out(result: dict[str, Any]) -> list[str]:
+    """Why Bedrock is not in the ranking, when it was considered and none of its offers ranked (residency, a
+    model Bedrock does not offer, a quota): one line each, so it is not dropped without a word."""
+    if any(a.get("deployment") == "bedrock" for a in result["architectures"]):
+        return []
+    why = [
+        r["reason"]
+        for r in result["rejected"]
+        if str(r.get("id", "")).startswith("bedrock:") and r.get("reason")
+    ]
+    return [f"Bedrock: {reason}" for reason in dict.fromkeys(why)][:BEDROCK_REASONS_SHOWN]
 
 
 def run(args: argparse.Namespace) -> int:
