@@ -326,6 +326,15 @@ def test_a_run_started_from_slack_reports_its_end_in_the_thread_when_it_is_cance
     assert wait_for(ended), sink.read_text()
 
 
+def test_the_swagger_page_and_the_document_say_the_same_about_authentication(server: Served) -> None:
+    # given the local server, which checks no signature
+    status, doc = request(f"{server.url}/openapi.json")
+    page_status, page = request(f"{server.url}/swagger")
+    # then neither its document nor its Swagger page declares a security scheme (the deployed API's: SigV4)
+    assert status == 200 and "security" not in doc and "securitySchemes" not in doc.get("components", {})
+    assert page_status == 200 and '"sigv4"' not in page  # the deployed document's scheme, by its name
+
+
 def test_64_clients_at_once_see_no_connection_error(server: Served) -> None:
     # given 64 clients connecting at the same moment
     def one(i: int) -> int:

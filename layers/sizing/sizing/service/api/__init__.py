@@ -46,12 +46,7 @@ errors.register(app)
 def openapi_document() -> dict[str, Any]:
     """The document of the server answering: the deployed API's (IAM/SigV4), or, under `sizing serve` (stage
     `local`), one that declares no authentication, since the local server checks none."""
-    local = deps.settings().stage == "local"
-    info = _openapi_info()
-    if local:
-        info = {k: v for k, v in info.items() if k not in ("security", "security_schemes")}
-        info["description"] = LOCAL_DESCRIPTION
-    doc = app.get_openapi_schema(**info).model_dump(mode="json", by_alias=True, exclude_none=True)
+    doc = app.get_openapi_schema(**_served_info()).model_dump(mode="json", by_alias=True, exclude_none=True)
     return with_spec_schema(doc, catalog=deps.catalog())
 
 
@@ -190,6 +185,17 @@ def _openapi_info() -> dict[str, Any]:
     }
 
 
+def _served_info() -> dict[str, Any]:
+    """The document's header as this server answers: the deployed API's (IAM/SigV4), or under `sizing serve`
+    (stage `local`) one without security, since the local server checks none. /openapi.json and /swagger both
+    use it, so the two never disagree."""
+    info = _openapi_info()
+    if deps.settings().stage == "local":
+        info = {k: v for k, v in info.items() if k not in ("security", "security_schemes")}
+        info["description"] = LOCAL_DESCRIPTION
+    return info
+
+
 def openapi_json() -> str:
     """The deployed API's OpenAPI document as JSON text (GET /openapi.json serves it, or its local variant)."""
     doc = app.get_openapi_schema(**_openapi_info()).model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -206,7 +212,7 @@ def _enable_swagger() -> None:
     of the handler's cold import (python -X importtime) that no other route needs."""
     with _swagger_lock:
         if not _swagger_on:
-            app.enable_swagger(path=SWAGGER_PATH, **_openapi_info())
+            app.enable_swagger(path=SWAGGER_PATH, **_served_info())
             _swagger_on.append(True)
 
 
