@@ -12,13 +12,7 @@ from sizing.commands.output import print_json
 from sizing.errors import InvalidInput, Problem
 from sizing.loadtest import run_sweep
 from sizing.loadtest.config import DEFAULT_DURATION_S, fresh_seed
-from sizing.loadtest.server import (
-    EndpointUnreachable,
-    ServerFacts,
-    describe_server,
-    probe,
-    resolve_served_model,
-)
+from sizing.loadtest.server import describe_server, served_model
 from sizing.text import table
 from sizing.workload import build_model, load_spec
 
@@ -158,23 +152,6 @@ def _from_workload(path: str, users: str | None) -> dict[str, Any]:
         fields["mode"] = "rate"
         fields["levels"] = [round(wm.peak_rps * f, 4) for f in WORKLOAD_FRACTIONS]
     return fields
-
-
-def served_model(endpoint: str, wanted: str | None) -> tuple[str, ServerFacts | None]:
-    """The model name to send, checked against what an http(s) server serves, and that server's facts. A server
-    that is down or not OpenAI-compatible, or serves another model, is an InvalidInput of one line."""
-    if not endpoint.startswith(("http://", "https://")):
-        if not wanted:
-            raise InvalidInput(
-                "--model: give the model id to call on a Bedrock or SageMaker endpoint",
-                [Problem("model", "")],
-            )
-        return wanted, None
-    try:
-        facts = probe(endpoint)
-        return resolve_served_model(facts, wanted), facts
-    except EndpointUnreachable as exc:
-        raise InvalidInput(str(exc), [Problem("endpoint", endpoint)]) from None
 
 
 def describe_capacity(out_dir: str) -> str:

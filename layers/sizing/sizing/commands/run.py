@@ -226,17 +226,11 @@ def _on_hardware(raw: dict[str, Any], hardware: str, endpoint: str | None) -> di
 def _served_model(endpoint: str, given: str | None, workload_model: str) -> str | None:
     """The name to send requests under: the one given, the workload's model when the server serves it, or the
     server's only model. InvalidInput, one line, when the server is down or serves another model."""
-    from sizing.loadtest.server import EndpointUnreachable, describe_server, probe, resolve_served_model
+    from sizing.loadtest.server import describe_server, served_model
 
-    try:
-        facts = probe(endpoint)
-        if given is None and workload_model in facts.served_models:
-            name = workload_model
-        else:
-            name = resolve_served_model(facts, given)
-    except EndpointUnreachable as exc:
-        raise InvalidInput(str(exc), [Problem("endpoint", endpoint)]) from None
-    print(describe_server(facts), file=sys.stderr)
+    name, facts = served_model(endpoint, given, prefer=workload_model)
+    if facts is not None:
+        print(describe_server(facts), file=sys.stderr)
     if name != workload_model:
         print(f"measuring {workload_model} as the server serves it: '{name}'", file=sys.stderr)
     return name

@@ -57,17 +57,13 @@ class CapacityEstimate(Strict):
     note: str
 
 
-def _target(r: StepResult) -> float:
-    return float(next(iter(r.target.values())))
-
-
 def _rate(r: StepResult) -> float:
     """The arrival rate a level really ran at: the requests sent in its window over the window. Poisson arrivals
     over a window of tens of seconds land 10-30% off their target (a 6 req/s level sent 6.8 req/s in one search
     and 4.9 in the next), so a verdict belongs to the rate achieved, not the one asked for."""
     if r.requests > 0 and r.duration_s > 0:
         return round(r.requests / r.duration_s, 4)
-    return _target(r)
+    return r.level
 
 
 def _crossing(history: Sequence[StepResult]) -> float | None:
@@ -143,7 +139,7 @@ class CapacitySearch:
             nxt = hi / EXPAND
         else:
             nxt = math.sqrt(lo * hi)
-        tried = {round(_target(r), 4) for r in history}
+        tried = {round(r.level, 4) for r in history}
         nxt = round(nxt, 4)
         if nxt in tried and lo is not None and hi is not None:
             # the geometric middle was asked for already (its level landed off target): the arithmetic one
@@ -194,7 +190,7 @@ class CapacitySearch:
             capacity_rps=capacity, low_rps=low, high_rps=high, converged=self.converged(lo, hi),
             tolerance=self.tolerance,
             levels=[
-                {"rate_rps": _rate(r), "target_rps": _target(r), "meets_slo": r.meets_slo, "verdict": r.capacity_verdict,
+                {"rate_rps": _rate(r), "target_rps": r.level, "meets_slo": r.meets_slo, "verdict": r.capacity_verdict,
                  "requests": r.requests, "unfinished": r.unfinished,
                  "checks": [c.model_dump(mode="json") for c in r.checks]}
                 for r in history

@@ -666,9 +666,8 @@ class SweepShape(LoadTestShape):
         window_end = self.step_start + cfg.warmup_s + self.window_s
         now = self._await_window(window_end, now)
         if now >= window_end and self._window_counted(window_end, now):
-            if self._grow_window(
-                window_end
-            ):  # unsure: the level runs on, its window grown (the load never paused)
+            # unsure: the level runs on, its window grown (the load never paused)
+            if self._grow_window(window_end):
                 return self._users()
             self._finish()
             if self._start_draining(now):

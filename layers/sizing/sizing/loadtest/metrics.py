@@ -139,6 +139,11 @@ class StepResult(Strict):
         return sum(self.errors.values())
 
     @property
+    def level(self) -> float:
+        """The load the step ran at: its target's value (concurrency, rate or users)."""
+        return float(next(iter(self.target.values())))
+
+    @property
     def answered(self) -> int:
         """Requests of the window that were answered."""
         return self.requests - self.failed - self.unfinished

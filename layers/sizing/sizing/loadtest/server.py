@@ -25,6 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sizing.errors import InvalidInput, Problem
+
 #: How long one probe of a route waits: a healthy server answers these in milliseconds.
 PROBE_TIMEOUT_S = 5.0
 #: Most of a JSON route's body read (vLLM's /v1/models is under 1 KiB a model).
@@ -245,11 +247,14 @@ def probe(endpoint: str, timeout_s: float = PROBE_TIMEOUT_S) -> ServerFacts:
     return ServerFacts(**facts, notes=notes)
 
 
-def resolve_served_model(facts: ServerFacts, wanted: str | None) -> str:
-    """The model name to send: `wanted` when the server serves it, the server's only model when `wanted` is not
-    given. Raises EndpointUnreachable naming both when the server serves another model."""
+def resolve_served_model(facts: ServerFacts, wanted: str | None, prefer: str | None = None) -> str:
+    """The model name to send: `wanted` when the server serves it; when `wanted` is not given, `prefer` (the
+    workload's model) if the server serves it, else the server's only model. Raises EndpointUnreachable naming
+    both when the server serves another model."""
     if wanted and (wanted in facts.served_models or not facts.served_models):
         return wanted
+    if not wanted and prefer and prefer in facts.served_models:
+        return prefer
     if not wanted and len(facts.served_models) == 1:
         return facts.served_models[0]
     served = ", ".join(facts.served_models) or "no model"
@@ -301,3 +306,23 @@ def serving_differences(
         if real is not None and assumed is not None and real != assumed:
             out.append(f"{name}: the server runs {real}, the estimate assumed {assumed}")
     return out
+
+
+def served_model(
+    endpoint: str, wanted: str | None, prefer: str | None = None
+) -> tuple[str, ServerFacts | None]:
+    """The model name to send to `endpoint` (`resolve_served_model`), checked against what an http(s) server
+    serves, and that server's facts (None for Bedrock and SageMaker, which are told the model). A server that is
+    down or not OpenAI-compatible, or serves another model, is an InvalidInput of one line naming the endpoint."""
+    if not endpoint.startswith(("http://", "https://")):
+        if not wanted:
+            raise InvalidInput(
+                "--model: give the model id to call on a Bedrock or SageMaker endpoint",
+                [Problem("model", "")],
+            )
+        return wanted, None
+    try:
+        facts = probe(endpoint)
+        return resolve_served_model(facts, wanted, prefer), facts
+    except EndpointUnreachable as exc:
+        raise InvalidInput(str(exc), [Problem("endpoint", endpoint)]) from None
