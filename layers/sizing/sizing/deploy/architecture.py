@@ -166,7 +166,7 @@ class Architecture(_Loose):
                 [Problem("serving.max_model_len", f"> {spec.max_position_embeddings} (the model's context)")],
             )
 
-    def accelerator_kind(self, catalog: Catalog | None = None) -> Literal["gpu", "neuron"]:
+    def accelerator_kind(self, catalog: Catalog | None = None) -> Literal["gpu", "neuron", "cpu"]:
         cat = catalog or load_catalog()
         return cat.accelerator_of(cat.instance(self.instance_type or "")).kind
 

@@ -56,13 +56,24 @@ RELATIVE: dict[str, str] = {
 FALLBACK_ERROR_WIDENING = 1.5
 
 
+#: CPU processors (data/cpus.yaml): a CPU instance's accelerator is `<processor>-<instance type>`, and every size of
+#: every family on one processor shares its efficiencies (the sizes differ in cores and bandwidth share, which the
+#: step model reads from the catalog).
+CPU_PROCESSORS = ("xeon-spr",)
+
+
 def family_of(accelerator_id: str) -> str:
+    for processor in CPU_PROCESSORS:
+        if accelerator_id.startswith(f"{processor}-"):
+            return processor
     return FAMILY.get(accelerator_id, accelerator_id)
 
 
 def kind_of(family: str) -> str:
     """GPU families share software stacks (CUDA engines) and datasheet conventions; Neuron generations share the
-    Neuron SDK."""
+    Neuron SDK; CPUs run vLLM's CPU backend."""
+    if family in CPU_PROCESSORS:
+        return "cpu"
     return "neuron" if family.startswith("neuron") else "gpu"
 
 

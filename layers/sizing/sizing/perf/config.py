@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from sizing.errors import InvalidInput, Problem
 from sizing.perf.engines import (
+    CPU_ENGINES,
     GPU_ENGINES,
     NEURON_ENGINES,
     EngineDefaults,
@@ -227,11 +228,12 @@ def _check_engine(acc: Accelerator, engine: str, instance_type: str) -> None:
             f"unknown engine '{engine}' (use one of {', '.join(ENGINES)})",
             [Problem("engine", f"'{engine}' is not one of {', '.join(ENGINES)}")],
         )
-    allowed = NEURON_ENGINES if acc.kind == "neuron" else GPU_ENGINES
+    allowed = {"neuron": NEURON_ENGINES, "cpu": CPU_ENGINES}.get(acc.kind, GPU_ENGINES)
     if engine not in allowed:
+        needs = "inf2/trn" if engine == "neuron" else "a GPU"
         raise InvalidInput(
             f"engine '{engine}' does not run on {instance_type} ({acc.name}); use {', '.join(allowed)}",
-            [Problem("engine", f"'{engine}' needs {'a GPU' if engine != 'neuron' else 'inf2/trn'}")],
+            [Problem("engine", f"'{engine}' needs {needs}")],
         )
 
 

@@ -17,9 +17,11 @@ from sizing.vocabulary import Engine
 if TYPE_CHECKING:
     from sizing.catalog import Accelerator
 
-#: Engines that run on NVIDIA GPUs, and on AWS Inferentia/Trainium NeuronCores (vLLM on NxD Inference).
+#: Engines that run on NVIDIA GPUs, on AWS Inferentia/Trainium NeuronCores (vLLM on NxD Inference), and on CPUs
+#: (vLLM's CPU backend).
 GPU_ENGINES: tuple[Engine, ...] = ("vllm", "trtllm", "sglang", "tgi")
 NEURON_ENGINES: tuple[Engine, ...] = ("neuron",)
+CPU_ENGINES: tuple[Engine, ...] = ("vllm",)
 #: Context a replica must hold at least once when the caller gives no max_model_len: a 2k-token conversation
 #: is the smallest useful chat context (assumed; every catalog model supports more).
 DEFAULT_MIN_CONTEXT = 2048
@@ -38,6 +40,16 @@ ENGINE_IMAGES: dict[str, str] = {
     "tgi": "ghcr.io/huggingface/text-generation-inference:3.3.6",
     "trtllm": "nvcr.io/nvidia/tensorrt-llm/release:1.0.0",
 }
+#: vLLM's CPU image, at the release the local engine measures (docs/engine.md): vLLM publishes CPU release images to
+#: this public ECR repository [docs.vllm.ai, "CPU" installation, "Pre-built images"].
+VLLM_CPU_IMAGE = "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.32.0"
+
+
+def engine_image(engine: str, kind: str) -> str:
+    """The container image `engine` is deployed with on an accelerator of `kind` (vLLM on a CPU runs its CPU
+    build)."""
+    return VLLM_CPU_IMAGE if kind == "cpu" and engine == "vllm" else ENGINE_IMAGES[engine]
+
 
 #: vLLM picks its large batch defaults on GPUs with >= 70 GiB that are not A100s (H100/H200/B200).
 #: [vllm-project/vllm:vllm/engine/arg_utils.py@99d7eb5d `_set_default_args`]
@@ -108,6 +120,18 @@ def neuron_buckets(max_len: int) -> tuple[int, ...]:
 
 NEURON_MEMORY_FRACTION = 0.95  # assumed: the Neuron runtime allocates KV statically, little slack kept
 
+#: vLLM's CPU backend (the `vllm-cpu` build): the OpenAI API server defaults to 128 sequences and 2,048 batched
+#: tokens per step [vllm engine/arg_utils.py `get_batch_defaults`, "cpu specific default values", 0.32.0]; the KV
+#: cache takes `gpu_memory_utilization` (0.92, "the fraction of CPU memory reserved" on CPU) of the node's memory
+#: less what the process already holds, unless VLLM_CPU_KVCACHE_SPACE states GiB [v1/worker/cpu_worker.py
+#: `determine_available_memory`]; blocks of 128 tokens [platforms/cpu.py `check_and_update_config`]. Chunked
+#: prefill and prefix caching are on, as on GPUs.
+VLLM_CPU_BATCH = (2048, 128)  # (max_num_batched_tokens, max_num_seqs)
+VLLM_CPU_BLOCK_SIZE = 128
+#: What the engine process holds beside weights and KV on CPU: the Python interpreter, torch and its compiled
+#: kernels, the API server -- assumed 1.5 GB (the local engine's resident memory less its model, docs/engine.md).
+CPU_RUNTIME_OVERHEAD_GB = 1.5
+
 #: Memory inside the engine's budget that is neither weights, activations nor KV cache, per device: CUDA context
 #: (~0.5 GB) and cuBLAS/NCCL workspaces -- assumed 0.8 GB (CUDA graphs live in the share outside
 #: gpu_memory_utilization); Neuron runtime scratch assumed 0.5 GB per NeuronCore.
@@ -161,6 +185,21 @@ def engine_defaults(
     arguments with a frozen answer, cached: one estimate asks it ~5 times per hardware option (memory fit, step
     model, serving defaults), for a few dozen distinct devices."""
     gib = device_memory_gb * 1e9 / GIB
+    if engine == "vllm" and kind == "cpu":
+        tokens, seqs = VLLM_CPU_BATCH
+        return EngineDefaults(
+            engine,
+            seqs,
+            tokens,
+            VLLM_GPU_MEMORY_UTILIZATION,
+            "total",
+            VLLM_CPU_BLOCK_SIZE,
+            True,
+            True,
+            "incremental",
+            CPU_RUNTIME_OVERHEAD_GB,
+            "vllm 0.32.0 (CPU) arg_utils.py get_batch_defaults; cpu_worker.py; platforms/cpu.py",
+        )
     if engine == "vllm":
         large = gib >= VLLM_LARGE_GPU_GIB and "a100" not in accelerator_name.lower()
         tokens, seqs = VLLM_LARGE if large else VLLM_SMALL

@@ -13,7 +13,7 @@ from sizing.learn.measured import answer
 from sizing.learn.profiles import active
 from sizing.perf.calibration import interval_for, profile_for, stated_interval, summary
 from sizing.perf.config import HardwareConfig
-from sizing.perf.engines import ENGINE_IMAGES
+from sizing.perf.engines import engine_image
 from sizing.perf.memory import MemoryFit, kv_dtype_bytes, memory_fit
 from sizing.perf.simulator import (
     ClosedLoop,
@@ -339,7 +339,7 @@ def simulated_serving(cfg: HardwareConfig, sm: StepModel, catalog: Catalog | Non
     out: dict[str, Any] = {
         "model": cfg.model_id,
         "engine": cfg.engine,
-        "image": ENGINE_IMAGES[cfg.engine],
+        "image": engine_image(cfg.engine, acc.kind),
         "tensor_parallel": cfg.tensor_parallel,
         "quantization": cfg.quantization,
         "kv_cache_dtype": kv,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sizing.catalog import Accelerator, Catalog
-from sizing.perf.engines import ENGINE_IMAGES, engine_defaults
+from sizing.perf.engines import engine_defaults, engine_image
 from sizing.serving import ServingConfig
 from sizing.workload import WorkloadModel, context_limit
 
@@ -111,7 +111,7 @@ def default_serving(
     return ServingConfig(
         model=model,
         engine=engine,
-        image=ENGINE_IMAGES[engine],
+        image=engine_image(engine, accelerator.kind),
         tensor_parallel=tensor_parallel,
         quantization=quantization,
         kv_cache_dtype=kv,

@@ -1,0 +1,149 @@
+"""CPUs as a hardware family: the catalog's CPU instances (data/cpus.yaml), their memory and cost arithmetic, vLLM's
+CPU defaults, and small models ranked on CPUs beside GPUs."""
+
+from __future__ import annotations
+
+import pytest
+
+from sizing.catalog import load_catalog
+from sizing.errors import InvalidInput
+from sizing.perf.calibration import family_of, kind_of
+from sizing.perf.config import HardwareConfig
+from sizing.perf.engines import VLLM_CPU_IMAGE, engine_defaults
+from sizing.perf.memory import memory_fit
+from sizing.plan import estimate
+from sizing.plan.cost import HOURS_PER_MONTH
+from sizing.workload import parse_spec
+
+LLAMA_1B = "meta-llama/Llama-3.2-1B"
+
+
+def test_a_c7i_large_is_one_sapphire_rapids_core_with_its_share_of_the_socket():
+    # given the catalog
+    cat = load_catalog()
+    # when the 2-vCPU and the 96-vCPU (one socket) sizes are read
+    small, socket = cat.instance("c7i.large"), cat.instance("c7i.24xlarge")
+    acc_small, acc_socket = cat.accelerator_of(small), cat.accelerator_of(socket)
+    # then 2 vCPUs are one physical core: 1,024 BF16 FLOP/cycle x 3.2 GHz = 3.28 TFLOPS, and 2/96 of the socket's
+    # 8 x DDR5-4800 (307.2 GB/s); the whole socket has 48 cores and all of it
+    assert (small.vcpu, small.memory_gib) == (2, 4)
+    assert acc_small.kind == "cpu" and acc_small.vendor == "intel"
+    assert acc_small.bf16_tflops == pytest.approx(1024 * 3.2e9 / 1e12, rel=1e-3)
+    assert acc_small.memory_bw_gbs == pytest.approx(307.2 * 2 / 96)
+    assert acc_socket.bf16_tflops == pytest.approx(48 * 1024 * 3.2e9 / 1e12, rel=1e-3)
+    assert acc_socket.memory_bw_gbs == pytest.approx(307.2)
+    # and the node keeps 1 GiB for itself
+    assert acc_small.device_memory_bytes == 3 * 2**30
+
+
+def test_cpu_families_differ_in_memory_per_vcpu_and_price():
+    # given the three Sapphire Rapids families at one size
+    cat = load_catalog()
+    sizes = {f: cat.instance(f"{f}.4xlarge") for f in ("c7i", "m7i", "r7i")}
+    # then memory is 2, 4 and 8 GiB per vCPU, and price follows it (us-east-1 list prices)
+    assert [sizes[f].memory_gib for f in ("c7i", "m7i", "r7i")] == [32, 64, 128]
+    assert sizes["c7i"].price("us-east-1").usd_per_hour == pytest.approx(0.714)
+    assert sizes["m7i"].price("us-east-1").usd_per_hour == pytest.approx(0.8064)
+    assert sizes["r7i"].price("us-east-1").usd_per_hour == pytest.approx(1.0584)
+
+
+def test_a_cpu_instance_is_priced_per_region_from_the_snapshot():
+    # given c7i.2xlarge, whose family the regional snapshot samples at c7i.large
+    inst = load_catalog().instance("c7i.2xlarge")
+    # when priced in eu-west-1
+    price = inst.price("eu-west-1")
+    # then it is the us-east-1 price x (c7i.large in eu-west-1 / in us-east-1), and the Region is known to sell it
+    assert price.usd_per_hour == pytest.approx(0.357 * 0.09576 / 0.08925, rel=1e-4)
+    assert inst.available_in("eu-west-1") is True
+
+
+def test_every_size_of_a_family_shares_one_calibration_family():
+    # given accelerators of several CPU sizes and families
+    cat = load_catalog()
+    ids = [cat.instance(t).accelerator for t in ("c7i.large", "m7i.8xlarge", "r7i.24xlarge")]
+    # then they calibrate as one processor, of the cpu kind
+    assert {family_of(i) for i in ids} == {"xeon-spr"}
+    assert kind_of("xeon-spr") == "cpu"
+
+
+def test_vllm_on_a_cpu_runs_the_cpu_builds_defaults():
+    # given vLLM's defaults on a CPU instance and on a GPU of similar memory
+    cpu = engine_defaults("vllm", "Intel Xeon", 32.0, "cpu")
+    gpu = engine_defaults("vllm", "NVIDIA L40S", 48.0, "gpu")
+    # then the CPU build schedules 128 sequences and 2,048 tokens a step, in 128-token blocks
+    assert (cpu.max_num_seqs, cpu.max_num_batched_tokens, cpu.block_size) == (128, 2048, 128)
+    assert (gpu.max_num_seqs, gpu.block_size) != (128, 128)
+
+
+def test_the_kv_cache_of_a_cpu_replica_is_what_memory_leaves_after_weights():
+    # given Llama-3.2-1B in bf16 on c7i.xlarge (8 GiB, 1 GiB kept by the node)
+    cfg = HardwareConfig.create(LLAMA_1B, "c7i.xlarge", tp=1)
+    # when
+    fit = memory_fit(cfg)
+    # then 0.92 of 7 GiB less 1.5 GB of runtime, the activations and 2.47 GB of weights holds the KV cache,
+    # in whole 128-token blocks of 16 layers x 8 KV heads x 64 x 2 (K, V) x 2 bytes
+    kv_bytes = 0.92 * 7 * 2**30 - 1.5e9 - fit.activation_gb_per_device * 1e9 - fit.weights_gb_per_device * 1e9
+    per_token = 2 * 16 * 8 * 64 * 2
+    assert fit.kv_bytes_per_token == per_token
+    assert fit.kv_cache_tokens == int(kv_bytes // per_token) // 128 * 128
+    assert fit.fits
+
+
+def test_a_model_too_large_for_a_small_cpu_instance_does_not_fit():
+    # given Llama-3.2-1B on c7i.large: 3 GiB for the engine, 1.5 GB of it the runtime
+    fit = memory_fit(HardwareConfig.create(LLAMA_1B, "c7i.large", tp=1))
+    # then its 2.47 GB of weights leave no KV cache
+    assert not fit.fits
+    assert "KV cache" in fit.reason or "weights" in fit.reason
+
+
+def test_a_gpu_engine_on_a_cpu_instance_is_refused_by_name():
+    # when TensorRT-LLM is asked for on a CPU instance
+    with pytest.raises(InvalidInput) as err:
+        HardwareConfig.create(LLAMA_1B, "c7i.4xlarge", tp=1, engine="trtllm")
+    # then the error names the engine that does run there
+    assert "use vllm" in err.value.message
+
+
+def _small_model_spec(families: list[str]) -> dict:
+    return {
+        "name": "internal-tagger",
+        "model": LLAMA_1B,
+        "users": {"total": 200, "peak_active_fraction": 0.1, "requests_per_active_hour": 20},
+        "tokens": {"input": {"mean": 300, "p95": 600}, "output": {"mean": 40, "p95": 80}},
+        "slo": {"ttft_ms": {"p95": 2000}, "e2e_s": {"p95": 10}},
+        "constraints": {
+            "region": "us-east-1",
+            "deployments": ["eks"],
+            "capacity": ["on-demand"],
+            "quantizations": ["bf16"],
+            "instance_families": families,
+        },
+    }
+
+
+def test_a_small_model_at_low_traffic_is_sized_on_a_cpu_instance_at_its_list_price():
+    # given a 1B model at 0.1 requests/s, allowed only on c7i
+    result = estimate(parse_spec(_small_model_spec(["c7i"])))
+    # then the best answer is a c7i instance running vLLM's CPU image, and its compute cost is
+    # replicas x instances x the hourly list price x hours in a month
+    best = result["architectures"][0]
+    assert best["instance_type"].startswith("c7i.")
+    assert best["serving"]["image"] == VLLM_CPU_IMAGE
+    hourly = load_catalog().instance(best["instance_type"]).price("us-east-1").usd_per_hour
+    breakdown = best["cost"]["breakdown"]
+    assert breakdown["instance_usd_per_hour"] == pytest.approx(hourly)
+    assert breakdown["compute_usd_per_month"] == pytest.approx(
+        best["instances"]["mean"] * hourly * HOURS_PER_MONTH, rel=0.01
+    )
+
+
+def test_cpu_and_gpu_instances_are_ranked_by_cost_side_by_side():
+    # given the same workload allowed on CPUs and GPUs
+    result = estimate(parse_spec(_small_model_spec(["c7i", "m7i", "g4dn", "g6"])))
+    archs = result["architectures"]
+    kinds = {load_catalog().accelerator_of(load_catalog().instance(a["instance_type"])).kind for a in archs}
+    # then both kinds are ranked, cheapest first
+    assert kinds == {"cpu", "gpu"}
+    costs = [a["cost"]["usd_per_month"] for a in archs]
+    assert costs == sorted(costs)
