@@ -20,6 +20,7 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Most tokens the tokenizer learns (fewer when the corpus has fewer merges to give): small enough that the
@@ -183,6 +184,62 @@ def recipe(shape: Shape) -> dict[str, object]:
     return {"shape": asdict(shape), "seed": SEED, "vocab": VOCAB_SIZE, "corpus": corpus, "builder": code}
 
 
+#: Catalog id prefix of the engine tier's models (`catalog_entry`): the product sizes them like any catalog model.
+CATALOG_PREFIX = "sizing-engine"
+
+
+def params_of(config: dict[str, Any]) -> int:
+    """Parameters of a built model from its config.json: embeddings (and an untied output head), per layer the
+    attention projections (with Qwen2's q/k/v biases), the gated MLP and two norms, and the final norm."""
+    h, layers = config["hidden_size"], config["num_hidden_layers"]
+    hd = config.get("head_dim") or h // config["num_attention_heads"]
+    q, kv = config["num_attention_heads"] * hd, config["num_key_value_heads"] * hd
+    attn = h * q + 2 * h * kv + q * h
+    if config.get("model_type") == "qwen2":
+        attn += q + 2 * kv
+    per_layer = attn + 3 * h * config["intermediate_size"] + 2 * h
+    embed = config["vocab_size"] * h * (1 if config.get("tie_word_embeddings") else 2)
+    return int(embed + layers * per_layer + h)
+
+
+def catalog_entry(name: str, config: dict[str, Any]) -> dict[str, Any]:
+    """The product catalog's entry for a built model (a `sizing.catalog.ModelSpec`), so that the product can size
+    it and learn from it through the catalog overlay (SIZING_CATALOG_DIR)."""
+    params_b = params_of(config) / 1e9
+    return {
+        "id": f"{CATALOG_PREFIX}/{name}",
+        "aliases": [name],
+        "params_b": round(params_b, 6),
+        "active_params_b": round(params_b, 6),
+        "layers": config["num_hidden_layers"],
+        "hidden_size": config["hidden_size"],
+        "num_attention_heads": config["num_attention_heads"],
+        "num_key_value_heads": config["num_key_value_heads"],
+        "head_dim": config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"],
+        "intermediate_size": config["intermediate_size"],
+        "vocab_size": config["vocab_size"],
+        "max_position_embeddings": config["max_position_embeddings"],
+        "tie_word_embeddings": bool(config.get("tie_word_embeddings")),
+        "source": "engine/build_models.py (random weights from a fixed seed, built locally)",
+        "as_of": "2026-12-06",
+        "notes": f"{config.get('model_type')}-shaped test model of the engine tier",
+    }
+
+
+def write_catalog(models_dir: Path) -> Path:
+    """`models_dir/catalog/models.yaml`: the catalog overlay of every model built under `models_dir` (JSON, which
+    the catalog's YAML reader reads)."""
+    entries = [
+        catalog_entry(d.name, json.loads((d / "config.json").read_text()))
+        for d in sorted(models_dir.iterdir())
+        if (d / "config.json").is_file()
+    ]
+    out = models_dir / "catalog" / "models.yaml"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"models": entries}, indent=1) + "\n")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="folder the models go under (one subfolder each)")
@@ -210,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         params = build_model(shape, out, vocab)
         stamp.write_text(json.dumps(want, indent=1) + "\n")
         print(f"{name}: {params / 1e6:.1f} M parameters ({shape.family}, vocabulary {vocab}) -> {out}")
+    print(f"catalog overlay: {write_catalog(Path(args.out))} (SIZING_CATALOG_DIR)")
     return 0
 
 

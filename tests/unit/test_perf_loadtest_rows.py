@@ -15,6 +15,7 @@ from sizing.catalog import load_catalog
 from sizing.cli import main
 from sizing.orchestrate.merge import calibration_rows
 from sizing.perf.fit import row_config
+from sizing.perf.memory import memory_fit
 from sizing.perf.reference import LOADTEST_ROWS_NAME, CalRow, read_rows
 from sizing.workload import build_model, parse_spec
 
@@ -71,6 +72,20 @@ def test_a_measured_level_becomes_a_row_of_the_deployment_as_served_and_the_leng
     # AND the lengths keep the spread the client drew (the workload's lognormal: mean 800, p95 2400)
     assert rows[0].input_sigma == pytest.approx(0.93, abs=0.01)
     assert rows[0].output_sigma is not None and rows[0].output_sigma > 0
+
+
+def test_a_row_records_what_the_server_reported_not_what_the_estimate_assumed():
+    # GIVEN a level measured on a server that reported its own context, batch limit and KV capacity
+    facts = {"max_model_len": 4096, "max_num_seqs": 128, "kv_cache_tokens": 524288, "version": "0.32.0"}
+    wm = build_model(parse_spec(SPEC), "meta-llama/Llama-3.1-8B")
+    raw = calibration_rows(ARCH, [{**_record(4, 80.0), "server_facts": facts}], "c1", "0123456789abcdef",
+                           "loadtest", wm, load_catalog())  # fmt: skip
+    row = CalRow.model_validate(raw[0])
+    # THEN the row carries the server's figures, and its simulated deployment holds exactly that KV cache
+    assert (row.max_model_len, row.max_num_seqs, row.kv_cache_tokens) == (4096, 128, 524288)
+    cfg = row_config(row)
+    assert cfg.kv_cache_tokens == 524288
+    assert memory_fit(cfg).kv_cache_tokens == 524288
 
 
 def test_a_managed_service_gives_no_rows():

@@ -13,6 +13,7 @@ calibration data (the raw per-step records beside them expire after 90 days).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -185,7 +186,7 @@ def levels_from_run(
                 refused.append(Refused(candidate_id=cid, level=level, reason="no successful request"))
                 continue
             prefix = int(rec.get("shared_prefix_tokens") or 0)
-            predicted = predict_level(arch, level, wm, cat, prefix)
+            predicted = predict_level(arch, level, wm, cat, prefix, rec.get("server_facts"))
             if predicted is None:
                 refused.append(
                     Refused(candidate_id=cid, level=level, reason="the estimator cannot simulate it")
@@ -236,16 +237,34 @@ def levels_from_run(
 
 
 def predict_level(
-    arch: dict[str, Any], concurrency: int, wm: Any, cat: Any, prefix_tokens: int = 0
+    arch: dict[str, Any],
+    concurrency: int,
+    wm: Any,
+    cat: Any,
+    prefix_tokens: int = 0,
+    server_facts: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """The reference profile's prediction (no team correction) of a closed-loop level with the workload's token
     distributions on the architecture's serving config: the refit's baseline. `prefix_tokens`: the prefix every
     prompt of the level shared (the step record's `shared_prefix_tokens`), read from the prefix cache where the
-    configuration caches prefixes."""
+    configuration caches prefixes. `server_facts`: what the measured server reported it runs
+    (`sizing.loadtest.server.ServerFacts`): its own KV capacity, context and batch limit replace the assumed ones."""
     from sizing.perf.simulator import ClosedLoop, simulate
 
     try:
         cfg = replica_of(arch, cat)
+        facts = server_facts or {}
+        served = {
+            name: facts[key]
+            for name, key in (
+                ("kv_cache_tokens", "kv_cache_tokens"),
+                ("max_model_len", "max_model_len"),
+                ("max_num_seqs", "max_num_seqs"),
+            )
+            if isinstance(facts.get(key), int) and facts[key] > 0
+        }
+        if served:
+            cfg = replace(cfg, **served)
         acc = cfg.parts(cat).accelerator.id
         profile = profile_for(acc, cfg.engine, load_profiles(str(PROFILE_PATH)))
         step = StepModel.for_config(cfg, profile=profile, catalog=cat)

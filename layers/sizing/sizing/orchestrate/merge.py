@@ -331,6 +331,8 @@ def calibration_rows(
             continue
         if r.get("shared_prefix_tokens") and (r.get("serving") or serving).get("enable_prefix_caching"):
             continue
+        # what the server reported it runs wins over what the estimate assumed: a figure belongs to what was measured
+        facts = r.get("server_facts") or {}
         rows.append(
             {
                 "row_id": f"LT-{run}{candidate_id}-{int(conc)}",
@@ -346,8 +348,9 @@ def calibration_rows(
                 **sigmas,
                 "load": "concurrency",
                 "load_value": conc,
-                "max_model_len": max_model_len,
-                "max_num_seqs": serving.get("max_num_seqs"),
+                "max_model_len": facts.get("max_model_len") or max_model_len,
+                "max_num_seqs": facts.get("max_num_seqs") or serving.get("max_num_seqs"),
+                "kv_cache_tokens": facts.get("kv_cache_tokens"),
                 "ttft_ms": (r.get("ttft_ms") or {}).get("mean"),
                 "tpot_ms": (r.get("tpot_ms") or {}).get("mean"),
                 "e2e_s": (r.get("e2e_s") or {}).get("mean"),

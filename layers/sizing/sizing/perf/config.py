@@ -63,6 +63,9 @@ class HardwareConfig:
     #: Neuron context-encoding buckets (prompt lengths compiled; a prefill pads to the next one). None: the SDK's
     #: default, powers of two from 128 up to max_model_len (`sizing.perf.engines.neuron_buckets`)
     context_buckets: tuple[int, ...] | None = None
+    #: KV-cache capacity in tokens as the server reports it (vLLM's `cache_config_info`): a measured server's own
+    #: figure replaces the memory arithmetic's (None: worked out from memory, `sizing.perf.memory.memory_fit`)
+    kv_cache_tokens: int | None = None
 
     @classmethod
     def create(

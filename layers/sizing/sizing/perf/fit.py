@@ -163,6 +163,7 @@ def row_config(row: CalRow) -> HardwareConfig:
         gpu_memory_utilization=row.gpu_memory_utilization,
         max_num_seqs=row.max_num_seqs or _compiled_batch(row),
         accelerator_id=row.accelerator,
+        kv_cache_tokens=row.kv_cache_tokens,
     )
 
 

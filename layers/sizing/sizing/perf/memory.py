@@ -143,6 +143,10 @@ def memory_fit(cfg: HardwareConfig, catalog: Catalog | None = None) -> MemoryFit
     kv_tok_dev = 2 * spec.layers * kv_heads_per_device(spec, tp, padded) * spec.head_dim * kv_elem
     block = d.block_size
     kv_tokens = max(0, int(kv_bytes // kv_tok_dev) // block * block)
+    if cfg.kv_cache_tokens is not None:
+        # the server's own figure: what it really allocated (an explicit KV space, another memory share)
+        kv_tokens = cfg.kv_cache_tokens
+        kv_bytes = kv_tokens * kv_tok_dev
     if d.admission == "reserve" and cfg.engine == "neuron":
         seqs = max(0, min(seqs, kv_tokens // max_model_len))
     weights_fit = kv_bytes > 0

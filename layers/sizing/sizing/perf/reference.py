@@ -123,6 +123,8 @@ class CalRow(BaseModel):
     max_num_seqs: int | None = None
     max_model_len: int | None = None
     gpu_memory_utilization: float | None = None
+    #: KV-cache capacity the server reported (tokens), when it did: replaces the memory arithmetic's
+    kv_cache_tokens: int | None = Field(default=None, ge=1)
     ttft_ms: float | None = None
     ttft_stat: Literal["mean", "p50"] = "mean"
     tpot_ms: float | None = None
