@@ -17,7 +17,6 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
@@ -27,15 +26,10 @@ from sizing.catalog.models import BedrockChoice
 from sizing.catalog.modes import Modes, ServiceTiers, load_modes
 from sizing.catalog.regions import region_name
 from sizing.learn.measured import at_throughput, describe
-from sizing.perf.calibration import load_profiles, profile_for, summary
-from sizing.perf.config import HardwareConfig
-from sizing.perf.memory import memory_fit
-from sizing.perf.simulator import Bounds, bounds
-from sizing.perf.step import StepModel
-from sizing.plan.candidates import Enumeration, HardwareOption, enumerate_candidates
+from sizing.perf.calibration import load_profiles, summary
+from sizing.plan.candidates import HardwareOption, enumerate_candidates
 from sizing.plan.capacity import (
     UNITS,
-    Capacity,
     describe_violation,
     grid_point_above,
     margin,
@@ -74,15 +68,20 @@ from sizing.plan.cost import (
     spread_zones,
 )
 from sizing.plan.measured import measured_capacity
-from sizing.plan.serving import (
-    CONTEXT_PERCENTILE,
-    Context,
-    context_for,
-    default_serving,
-    tuning_variants,
-    with_effective_batch,
-)
+from sizing.plan.serving import CONTEXT_PERCENTILE, Context, context_for, default_serving, tuning_variants
 from sizing.plan.serving import changes as serving_changes
+from sizing.plan.state import (
+    Option,
+    Progress,
+    Replica,
+    SearchState,
+    build_replica,
+    capacity_type_of,
+    config_for,
+    early_reject,
+    option_label,
+    peak_rps_per_replica,
+)
 from sizing.results import (
     AlsoFits,
     Architecture,
@@ -130,66 +129,6 @@ MUCH_DEARER = 2.0
 #: Cheaper excluded options listed in `why_not_cheaper`.
 WHY_NOT_CHEAPER_SHOWN = 3
 
-Progress = Callable[[int, int, str], None]
-
-
-@dataclass
-class Replica:
-    """One serving configuration of a hardware option, with its memory fit and step model."""
-
-    serving: ServingConfig
-    cfg: Any
-    fit: Any
-    step: Any
-    #: the roofline's optimistic limits of the replica (its capacity bound, and the early SLO check's floors)
-    bounds: Bounds
-    capacity: Capacity | None = None
-    #: predictions at an operating point, by rate: shared by every option holding this replica (EKS and SageMaker,
-    #: instance sizes of one accelerator), which the simulation does not tell apart
-    predictions: dict[float, Any] = field(default_factory=dict)
-
-    @property
-    def bound_rps(self) -> float:
-        """No replica serves more requests a second than its roofline bound."""
-        return self.bounds.max_requests_per_s
-
-    def predict(self, wm: WorkloadModel, rate: float, seed: int) -> Any:
-        key = round(rate, 9)
-        if key not in self.predictions:
-            self.predictions[key] = predict_at(self.step, wm, rate, seed)
-        return self.predictions[key]
-
-
-@dataclass
-class Option:
-    hw: HardwareOption
-    default: Replica
-    lb_cost: float
-    fit_accelerator: str
-    #: the configuration ranked (the default until tuning finds better)
-    chosen: Replica | None = None
-    #: serving configurations simulated for this replica (the defaults and each tuning variant probed)
-    searched: int = 1
-    #: of those, the ones given a whole capacity search
-    capacity_searches: int = 0
-
-    @property
-    def replica(self) -> Replica:
-        return self.chosen or self.default
-
-    @property
-    def capacity(self) -> Capacity | None:
-        return self.replica.capacity
-
-    @property
-    def perf_key(self) -> tuple[str, ServingConfig]:
-        """What decides a replica's performance; instance sizes of one family (g6e.xlarge ... g6e.16xlarge) and
-        twins like p5e/p5en share it, so their capacity search and tuning run once."""
-        return (self.fit_accelerator, self.default.serving)
-
-    def predict(self, wm: WorkloadModel, rate: float, seed: int) -> Any:
-        return self.replica.predict(wm, rate, seed)
-
 
 def _pricing(cat: Catalog, wm: WorkloadModel, hw: HardwareOption, deployment: str) -> Pricing:
     """How `hw` is billed on `deployment` in the workload's Region (kept per catalog: the planner asks for each
@@ -233,13 +172,6 @@ def inst_price_region(cat: Catalog, hw: HardwareOption, region: str) -> bool:
 
 def _deployments(wm: WorkloadModel) -> list[str]:
     return [d for d in ("eks", "sagemaker") if d in wm.spec.constraints.deployments]
-
-
-def _capacity_type(wm: WorkloadModel, deployment: str) -> str:
-    caps = wm.spec.constraints.capacity
-    if deployment == "sagemaker" or "on-demand" in caps:
-        return "on-demand"
-    return "spot"
 
 
 def _stats(sim: Any, metric: str) -> dict[str, float]:
@@ -345,7 +277,7 @@ def _architecture(
     nodes = cost.pop("_nodes")
     sched = cost["schedule"]["replicas_by_hour"]
     peak_replicas = max(sched)
-    per_replica_peak = _per_replica_peak(wm, peak_replicas)
+    per_replica_peak = peak_rps_per_replica(wm, peak_replicas)
     plan = opt.capacity.measured
     answered = plan is not None and plan.answered
     if answered:
@@ -357,7 +289,7 @@ def _architecture(
     e2e_at_capacity = opt.capacity.e2e_mean_s
     if e2e_at_capacity is None and not answered:
         e2e_at_capacity = float(opt.predict(wm, opt.capacity.rate_rps, seed).e2e_s.mean)
-    cap_type = _capacity_type(wm, deployment)
+    cap_type = capacity_type_of(wm, deployment)
     inst = cat.instance(hw.instance_type)
     acc = cat.accelerator_of(inst)
     slo_ok = not violations(sim, wm.slo, allowance)
@@ -476,7 +408,7 @@ def _verified(
             return archs
         # below the per-replica rate that missed: a cut that leaves the replica count as it is (a fleet at its
         # minimum, or a capacity far above the rate each replica sees) would re-check the same operating point
-        missed = min(_per_replica_peak(wm, a.replicas.peak) for a in archs if not a.meets_slo)
+        missed = min(peak_rps_per_replica(wm, a.replicas.peak) for a in archs if not a.meets_slo)
         opt.capacity.rate_rps = min(opt.capacity.rate_rps, missed / usable) * VERIFY_BACKOFF
         opt.capacity.e2e_mean_s = None  # no probe ran at the lowered capacity
     return None
@@ -1069,7 +1001,7 @@ def _as_sold(wm: WorkloadModel, cat: Catalog, a: Architecture, modes: Modes, bat
     return a.model_copy(update=update) if update else a
 
 
-def _sagemaker_async(s: _Search, a: Architecture, modes: Modes, opt: Option) -> Architecture | None:
+def _sagemaker_async(s: SearchState, a: Architecture, modes: Modes, opt: Option) -> Architecture | None:
     """A batch workload's day as one job on a SageMaker asynchronous endpoint: instances start from zero, drain the
     queue at the replicas' usable capacity (the SLO capacity less the allowance for the estimator's error that
     sizes the real-time answers: `capacity.margin`) and scale back to zero, billed per instance-hour. `opt`: the
@@ -1147,7 +1079,7 @@ def _sagemaker_async(s: _Search, a: Architecture, modes: Modes, opt: Option) -> 
     )
 
 
-def _drain_rate(s: _Search, rep: Replica) -> float | None:
+def _drain_rate(s: SearchState, rep: Replica) -> float | None:
     """The rate a replica drains an asynchronous job's queue at: its SLO capacity less the sizing allowance (the
     real-time answers' usable capacity); None without a feasible capacity."""
     if rep.capacity is None or not rep.capacity.feasible or rep.capacity.rate_rps <= 0:
@@ -1155,7 +1087,7 @@ def _drain_rate(s: _Search, rep: Replica) -> float | None:
     return rep.capacity.rate_rps * margin(rep.step, s.wm.slo, s.headroom).usable
 
 
-def _at_drain_rate(s: _Search, opt: Option, a: Architecture, rate: float) -> dict[str, Any]:
+def _at_drain_rate(s: SearchState, opt: Option, a: Architecture, rate: float) -> dict[str, Any]:
     """An asynchronous job's per-request figures: its replica simulated at the drain rate, its headroom there and
     the requests each replica then holds in flight. A replica sized from a measurement keeps the real-time row's
     (measured) figures."""
@@ -1225,37 +1157,6 @@ def _diagnose(wm: WorkloadModel, near: list[tuple[Any, dict[str, float]]]) -> di
     return {"binding": binding, "closest": {"value": value, "on": where}, "message": msg}
 
 
-def _replica(
-    cfg_for: Callable[[ServingConfig], Any],
-    serving: ServingConfig,
-    wm: WorkloadModel,
-    cat: Catalog,
-    profiles: dict[tuple[str, str, str], Any] | None = None,
-) -> Replica | str:
-    """The replica of `serving`, or why it does not fit in memory. `profiles`: calibration profiles already looked
-    up in this estimate, by (accelerator, engine, model)."""
-
-    cfg = cfg_for(serving)
-    fit = memory_fit(cfg, catalog=cat)
-    if not fit.fits:
-        return str(fit.reason)
-    if fit.max_num_seqs != serving.max_num_seqs:
-        # the batch the engine really runs (a Neuron replica compiles for the sequences its KV cache holds)
-        serving = with_effective_batch(serving, fit.max_num_seqs)
-        cfg = cfg_for(serving)
-        fit = memory_fit(cfg, catalog=cat)
-    # the fit just computed serves the step model too (StepModel.for_config would compute it again)
-    key = (cfg.parts(cat).accelerator.id, cfg.engine, cfg.model_id)
-    profile = profiles.get(key) if profiles is not None else None
-    if profile is None:
-        profile = profile_for(key[0], key[1], model=key[2])
-        if profiles is not None:
-            profiles[key] = profile
-    step = StepModel(cfg, fit, profile, cat)
-    b = bounds(step, wm.input_tokens.mean, wm.output_tokens.mean, prefix_tokens=wm.shared_prefix_tokens)
-    return Replica(serving, cfg, fit, step, b)
-
-
 def _tune(
     opt: Option,
     wm: WorkloadModel,
@@ -1266,7 +1167,7 @@ def _tune(
     profiles: dict[tuple[str, str, str], Any] | None = None,
 ) -> None:
     """Coordinate search over the runtime parameters: keep a change when it raises the SLO capacity by more than
-    TUNING_MIN_GAIN over the best configuration so far. `profiles`: as `_replica`'s."""
+    TUNING_MIN_GAIN over the best configuration so far. `profiles`: as `build_replica`'s."""
     best = opt.default
     tried: set[ServingConfig] = {best.serving}
     for _ in range(TUNING_ROUNDS):
@@ -1275,12 +1176,12 @@ def _tune(
             if variant in tried:
                 continue
             tried.add(variant)
-            rep = _replica(cfg_for, variant, wm, cat, profiles)
+            rep = build_replica(cfg_for, variant, wm, cat, profiles)
             if isinstance(rep, str):
                 continue
             # configurations compare on the estimator's scale (a measured one by its estimate)
             base = best.capacity.comparable_rps if best.capacity and best.capacity.feasible else 0.0
-            if rep.bound_rps <= base * (1 + TUNING_MIN_GAIN) or _early_reject(wm.slo, rep, wm):
+            if rep.bound_rps <= base * (1 + TUNING_MIN_GAIN) or early_reject(wm.slo, rep, wm):
                 continue  # its roofline capacity cannot beat the best so far, or no load meets the SLO
             opt.searched += 1
             start: tuple[int, float] | None = None
@@ -1305,11 +1206,6 @@ def _tune(
         opt.chosen = best
 
 
-def _per_replica_peak(wm: WorkloadModel, peak_replicas: int) -> float:
-    """The requests per second each replica serves at the workload's peak: an architecture's operating point."""
-    return wm.peak_rps / peak_replicas
-
-
 def _tuning(
     wm: WorkloadModel, opt: Option, arch: Architecture, default_cost: float | None, seed: int
 ) -> Tuning:
@@ -1328,7 +1224,7 @@ def _tuning(
     # the operating point `_architecture` simulated, not `rps_at_peak` (that rate rounded to 4 decimals): the tuned
     # figures are the architecture's own predicted ones, from the same simulation, and only the defaults' run at
     # that point is new
-    rate = _per_replica_peak(wm, arch.replicas.peak)
+    rate = peak_rps_per_replica(wm, arch.replicas.peak)
     tuned = opt.chosen.predict(wm, rate, seed)
     before = opt.default.predict(wm, rate, seed)
     figures = []
@@ -1429,50 +1325,13 @@ def _fold(archs: list[Architecture]) -> list[Architecture]:
     ]
 
 
-@dataclass
-class _Search:
-    """One estimate's working state: the workload, its candidates, and what each phase of the search has found.
-    Phases append to `rejected`, `near` and `excluded` in the order the result reports them."""
-
-    wm: WorkloadModel
-    cat: Catalog
-    enum: Enumeration
-    ctx: Context
-    deployments: list[str]
-    headroom: float
-    seed: int
-    rejected: list[Rejected]
-    #: options an SLO excluded, with the figures that came closest (the infeasible diagnosis reads them)
-    near: list[tuple[Any, dict[str, float]]] = field(default_factory=list)
-    #: (cost bound, option, reason) of options an SLO excluded
-    excluded: list[tuple[float, str, str]] = field(default_factory=list)
-    #: options that fit in memory and no roofline bound excludes, cheapest cost bound first once bounded
-    options: list[Option] = field(default_factory=list)
-    #: the option whose capacity search stands for every option of the same performance key
-    by_performance: dict[tuple[str, ServingConfig], Option] = field(default_factory=dict)
-    #: options that met the SLOs, with their architectures verified at the operating point
-    placed: list[tuple[Option, list[Architecture]]] = field(default_factory=list)
-    tuned_keys: list[tuple[str, ServingConfig]] = field(default_factory=list)
-    #: calibration profiles looked up so far, by (accelerator, engine, model): one estimate reads one adopted
-    #: profile throughout, and looks each up once
-    profiles: dict[tuple[str, str, str], Any] = field(default_factory=dict)
-    #: the option each hosted architecture was placed from, by architecture id (its asynchronous job is simulated
-    #: on the option's replica)
-    option_of: dict[str, Option] = field(default_factory=dict)
-    searches: int = 0
-
-    def over_budget(self, usd_per_month: float) -> bool:
-        budget = self.wm.spec.constraints.max_monthly_usd
-        return bool(budget) and usd_per_month > budget
-
-
-def _start(spec: WorkloadSpec, catalog: Catalog | None, headroom: float, seed: int) -> _Search:
+def _start(spec: WorkloadSpec, catalog: Catalog | None, headroom: float, seed: int) -> SearchState:
     """The workload resolved against the catalog, and its candidates enumerated."""
     cat = catalog or load_catalog()
     wm = resolve(spec, cat)
     ctx = context_for(wm, cat.model(wm.model_id).max_position_embeddings)
     enum = enumerate_candidates(wm, cat)
-    return _Search(
+    return SearchState(
         wm=wm,
         cat=cat,
         enum=enum,
@@ -1484,30 +1343,21 @@ def _start(spec: WorkloadSpec, catalog: Catalog | None, headroom: float, seed: i
     )
 
 
-def _config_for(instance_type: str) -> Callable[[ServingConfig], Any]:
-    """The hardware configuration of a serving configuration on `instance_type`."""
-
-    def cfg_for(s: ServingConfig) -> HardwareConfig:
-        return HardwareConfig.from_serving(s, instance_type)
-
-    return cfg_for
-
-
-def _cost_bound(s: _Search, hw: HardwareOption, rep: Replica) -> float:
+def _cost_bound(s: SearchState, hw: HardwareOption, rep: Replica) -> float:
     """The cost the ranking reads (spot where the workload allows only spot), at the roofline's capacity: no
     replica serves more, and fewer requests per replica never cost less."""
     pricings = [_pricing(s.cat, s.wm, hw, d) for d in s.deployments]
     monthly = monthly_usd(s.wm, rep.bound_rps, hw.replicas_per_instance, pricings)
     return min(
         (
-            ranked_usd_per_month(on_demand, spot, _capacity_type(s.wm, d))
+            ranked_usd_per_month(on_demand, spot, capacity_type_of(s.wm, d))
             for d, (on_demand, spot) in zip(s.deployments, monthly, strict=True)
         ),
         default=math.inf,  # Bedrock alone: no instance to bound
     )
 
 
-def _bound_option(s: _Search, hw: HardwareOption) -> None:
+def _bound_option(s: SearchState, hw: HardwareOption) -> None:
     """Memory fit and roofline bounds of one hardware option (cheap): an option to simulate, or a rejection."""
     wm, cat = s.wm, s.cat
     acc = cat.accelerator_of(cat.instance(hw.instance_type))
@@ -1520,16 +1370,16 @@ def _bound_option(s: _Search, hw: HardwareOption) -> None:
         s.ctx.max_model_len,
         prefix_caching=wm.shared_prefix_tokens > 0,
     )
-    rep = _replica(_config_for(hw.instance_type), serving, wm, cat, s.profiles)
+    rep = build_replica(config_for(hw.instance_type), serving, wm, cat, s.profiles)
     if isinstance(rep, str):
         s.rejected.append(Rejected(id=hw.key, kind=RejectedKind.memory, reason=f"does not fit: {rep}"))
         return
     lb = _cost_bound(s, hw, rep)
-    early = _early_reject(wm.slo, rep, wm)
+    early = early_reject(wm.slo, rep, wm)
     if early:
         s.rejected.append(Rejected(id=hw.key, kind=RejectedKind.slo, reason=early[0]))
         s.near.append((hw, early[1]))
-        s.excluded.append((lb, _label(hw), early[0]))
+        s.excluded.append((lb, option_label(hw), early[0]))
         return
     s.options.append(Option(hw, rep, lb, cat.instance(hw.instance_type).accelerator))
 
@@ -1544,7 +1394,7 @@ def _row_costs(placed: list[tuple[Option, list[Architecture]]]) -> list[float]:
     return sorted(rows.values())
 
 
-def _reject_dominated(s: _Search, rest: list[Option], certify: int) -> None:
+def _reject_dominated(s: SearchState, rest: list[Option], certify: int) -> None:
     for opt in rest:
         s.rejected.append(
             Rejected(
@@ -1556,7 +1406,7 @@ def _reject_dominated(s: _Search, rest: list[Option], certify: int) -> None:
         )
 
 
-def _search_capacity(s: _Search, opt: Option) -> None:
+def _search_capacity(s: SearchState, opt: Option) -> None:
     """The option's SLO capacity: searched, or shared from an option of the same performance already searched."""
     known = s.by_performance.get(opt.perf_key)
     if known is not None and known.default.capacity is not None:
@@ -1575,13 +1425,13 @@ def _search_capacity(s: _Search, opt: Option) -> None:
     s.by_performance[opt.perf_key] = opt
 
 
-def _place(s: _Search, opt: Option) -> None:
+def _place(s: SearchState, opt: Option) -> None:
     """A searched option enters the ranking when it meets the SLOs, verified at its operating point."""
     capacity = opt.capacity
     assert capacity is not None
     if not capacity.feasible:
         s.rejected.append(Rejected(id=opt.hw.key, kind=RejectedKind.slo, reason=capacity.reason))
-        s.excluded.append((opt.lb_cost, _label(opt.hw), capacity.reason))
+        s.excluded.append((opt.lb_cost, option_label(opt.hw), capacity.reason))
         if capacity.closest:
             s.near.append((opt, capacity.closest))
         return
@@ -1598,7 +1448,7 @@ def _place(s: _Search, opt: Option) -> None:
     s.placed.append((opt, verified))
 
 
-def _simulate(s: _Search, certify: int, progress: Progress | None) -> None:
+def _simulate(s: SearchState, certify: int, progress: Progress | None) -> None:
     """Simulate cheapest-bound first; stop when no remaining option can enter the certified ranking."""
     for i, opt in enumerate(s.options):
         costs = _row_costs(s.placed)
@@ -1611,7 +1461,7 @@ def _simulate(s: _Search, certify: int, progress: Progress | None) -> None:
         _place(s, opt)
 
 
-def _tune_heads(s: _Search) -> None:
+def _tune_heads(s: SearchState) -> None:
     """Tune the runtime parameters of the replicas at the ranking's head (their capacity, hence cost, can only
     improve)."""
     # cheapest first; replicas of equal cost in the order they were placed (a set's order varied per process)
@@ -1627,11 +1477,11 @@ def _tune_heads(s: _Search) -> None:
         s.tuned_keys.append(key)
         lead = s.by_performance[key]
         acc = s.cat.accelerator_of(s.cat.instance(lead.hw.instance_type))
-        _tune(lead, s.wm, s.cat, s.seed, _config_for(lead.hw.instance_type), acc, s.profiles)
+        _tune(lead, s.wm, s.cat, s.seed, config_for(lead.hw.instance_type), acc, s.profiles)
         s.searches += lead.capacity_searches
 
 
-def _adopt_tuning(s: _Search, opt: Option, archs: list[Architecture]) -> list[Architecture]:
+def _adopt_tuning(s: SearchState, opt: Option, archs: list[Architecture]) -> list[Architecture]:
     """The option's architectures at its replica's tuned configuration when that still verifies, else as placed."""
     lead = s.by_performance[opt.perf_key]
     opt.searched = lead.searched
@@ -1646,7 +1496,7 @@ def _adopt_tuning(s: _Search, opt: Option, archs: list[Architecture]) -> list[Ar
     return tuned
 
 
-def _hosted(s: _Search) -> list[Architecture]:
+def _hosted(s: SearchState) -> list[Architecture]:
     """Every placed architecture with its tuning block, within the budget (those over it are rejected)."""
     budget = s.wm.spec.constraints.max_monthly_usd
     feasible: list[Architecture] = []
@@ -1668,7 +1518,7 @@ def _hosted(s: _Search) -> list[Architecture]:
     return feasible
 
 
-def _sold(s: _Search, feasible: list[Architecture], batch: bool, modes_cfg: Modes) -> list[Architecture]:
+def _sold(s: SearchState, feasible: list[Architecture], batch: bool, modes_cfg: Modes) -> list[Architecture]:
     """As sold: spot interruptions and the on-demand base, SageMaker inference components, the day's job of a
     batch workload; SageMaker asynchronous inference for a batch workload (dropped when over budget)."""
     hosted = [_as_sold(s.wm, s.cat, a, modes_cfg, batch) for a in feasible]
@@ -1681,7 +1531,9 @@ def _sold(s: _Search, feasible: list[Architecture], batch: bool, modes_cfg: Mode
     ]
 
 
-def _bedrock_all(s: _Search, batch: bool, modes_cfg: Modes) -> tuple[list[Architecture], list[Architecture]]:
+def _bedrock_all(
+    s: SearchState, batch: bool, modes_cfg: Modes
+) -> tuple[list[Architecture], list[Architecture]]:
     """Bedrock in every mode it is sold: (the feasible ones within budget, every one priced -- managed options)."""
     feasible: list[Architecture] = []
     managed: list[Architecture] = []
@@ -1710,7 +1562,7 @@ def _ranked(feasible: list[Architecture]) -> list[Architecture]:
     return _pareto([a.model_copy(update={"rank": r}) for r, a in enumerate(feasible, start=1)])
 
 
-def _infeasible(s: _Search, feasible: list[Architecture]) -> dict[str, Any] | None:
+def _infeasible(s: SearchState, feasible: list[Architecture]) -> dict[str, Any] | None:
     """Why nothing is feasible: no hardware in the Region, or the SLO that binds nearest."""
     if feasible:
         return None
@@ -1724,7 +1576,7 @@ def _infeasible(s: _Search, feasible: list[Architecture]) -> dict[str, Any] | No
     return _diagnose(s.wm, s.near)
 
 
-def _region_block(s: _Search) -> dict[str, Any]:
+def _region_block(s: SearchState) -> dict[str, Any]:
     c = s.wm.spec.constraints
     return {
         "code": c.region,
@@ -1806,10 +1658,6 @@ def estimate(spec: WorkloadSpec, top: int | None = None, **options: Any) -> dict
     return out
 
 
-def _label(hw: HardwareOption) -> str:
-    return f"{hw.instance_type} TP{hw.tensor_parallel} {hw.quantization} {hw.engine}"
-
-
 def _with_tuning(
     wm: WorkloadModel,
     cat: Catalog,
@@ -1877,33 +1725,6 @@ def _why_not_cheaper(
             need = max(limit - ttft_s, 0.0) / (out_tokens - 1) * 1000
             text += f"; TPOT ≤ {need:.0f} ms is needed for {out_tokens:,.0f} output tokens within {limit:g} s"
     return shown, text + "."
-
-
-def _early_reject(slo: SLO, rep: Replica, wm: WorkloadModel) -> tuple[str, dict[str, float]] | None:
-    """Roofline lower bounds already above an SLO: no simulation can do better."""
-
-    b = rep.bounds
-    floor = {
-        "ttft_ms": b.min_ttft_s * 1000,
-        "tpot_ms": b.min_tpot_s * 1000,
-        "e2e_s": b.min_ttft_s + b.min_tpot_s * max(wm.output_tokens.mean - 1, 0),
-    }
-    bad: list[tuple[str, str, float, float]] = []
-    for metric, pct, limit in slo.targets():
-        if metric == "e2e_s" and pct == "p50":
-            value = b.min_ttft_s + b.min_tpot_s * max(wm.output_tokens.percentile("p50") - 1, 0)
-        elif metric == "e2e_s":
-            value = b.min_ttft_s + b.min_tpot_s * max(
-                wm.output_tokens.percentile("p95" if pct == "p90" else pct) - 1, 0
-            )
-        else:
-            value = floor[metric]
-        if value > limit:
-            bad.append((metric, pct, value, limit))
-    if not bad:
-        return None
-    reason = "; ".join(describe_violation(*v) for v in bad) + " even unloaded (roofline bound)"
-    return reason, {f"{m}.{p}": v for m, p, v, _ in bad}
 
 
 def _assumptions(cat: Catalog, headroom: float, slo: SLO) -> dict[str, Any]:
