@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,15 +26,7 @@ from sizing.catalog.regions import region_name
 from sizing.perf.calibration import load_profiles
 from sizing.plan.answer import headroom_at, predicted_figures, pricing_of, verified_architectures
 from sizing.plan.candidates import HardwareOption, enumerate_candidates
-from sizing.plan.capacity import (
-    UNITS,
-    describe_violation,
-    grid_point_above,
-    margin,
-    max_rate_under_slo,
-    probe,
-    stat,
-)
+from sizing.plan.capacity import describe_violation, margin, max_rate_under_slo
 from sizing.plan.cost import (
     ASYNC_SCALE_IN_S,
     BATCH_E2E_S,
@@ -62,8 +53,7 @@ from sizing.plan.cost import (
     spread_zones,
 )
 from sizing.plan.measured import measured_capacity
-from sizing.plan.serving import CONTEXT_PERCENTILE, Context, context_for, default_serving, tuning_variants
-from sizing.plan.serving import changes as serving_changes
+from sizing.plan.serving import CONTEXT_PERCENTILE, context_for, default_serving
 from sizing.plan.state import (
     Option,
     Progress,
@@ -74,8 +64,8 @@ from sizing.plan.state import (
     config_for,
     early_reject,
     option_label,
-    peak_rps_per_replica,
 )
+from sizing.plan.tuning import adopt_tuning, async_tuning, tune_heads, with_tuning
 from sizing.results import (
     AlsoFits,
     Architecture,
@@ -92,10 +82,8 @@ from sizing.results import (
     RejectedKind,
     Replicas,
     SpotInfo,
-    Tuning,
     ranked_usd_per_month,
 )
-from sizing.serving import ServingConfig
 from sizing.workload import SLO, WorkloadModel, WorkloadSpec, resolve
 
 #: Default share of a replica's SLO capacity kept free at peak (bursts within the hour, estimator error).
@@ -104,16 +92,6 @@ DEFAULT_HEADROOM = 0.20
 #: exact). A row is one replica configuration: same-performance instance sizes fold into it ("also fits on"), so
 #: five rows show as many distinct choices as the eight sizes-apart architectures this certified before folding.
 DEFAULT_CERTIFY = 5
-#: A tuned configuration replaces the engine's defaults only when it raises the SLO capacity by more than this: the
-#: capacity search's grid resolution is 1/2^5 (about 3%) of the saturated rate, so smaller gains are search noise.
-TUNING_MIN_GAIN = 0.03
-#: Rounds of the coordinate search: each round tries every single-setting change of the best configuration so far.
-TUNING_ROUNDS = 3
-#: Replicas tuned: the ranking's cheapest distinct ones (hardware x serving defaults), up to this many. Tuning a
-#: replica costs a probe per variant and a capacity search per variant that beats it (3-7 simulations each); two
-#: keep the full-catalog estimate near 1.5 s whole process (benchmarks/speed.py), and on the example workloads the
-#: third tuned replica never changed the answer (benchmarks/tuning.py).
-TUNED_REPLICAS = 2
 #: The summary names the SLO that excluded cheaper hardware when the answer costs at least this many times the
 #: cheapest hardware option's cost bound.
 MUCH_DEARER = 2.0
@@ -782,7 +760,7 @@ def _sagemaker_async(s: SearchState, a: Architecture, modes: Modes, opt: Option)
                 update={"e2e_s": Percentiles(p50=round(wall, 1), p95=round(wall, 1), p99=round(wall, 1))}
             ),
             "batch": BatchJob.model_validate(job),
-            "tuning": _async_tuning(a, job, job_at, default_drain, drain),
+            "tuning": async_tuning(a, job, job_at, default_drain, drain),
             "also_fits_on": [],
             "notes": [job["note"], f"source: {cfg.source}", *a.notes[:1]],
             **update,
@@ -866,141 +844,6 @@ def _diagnose(wm: WorkloadModel, near: list[tuple[Any, dict[str, float]]]) -> di
         cap = int(wm.output_tokens.percentile(pct if pct in ("p50", "p95", "p99") else "p95") * ratio)
         msg += f" or cap output at about {max(cap, 1)} tokens"
     return {"binding": binding, "closest": {"value": value, "on": where}, "message": msg}
-
-
-def _tune(
-    opt: Option,
-    wm: WorkloadModel,
-    cat: Catalog,
-    seed: int,
-    cfg_for: Callable[[ServingConfig], Any],
-    accelerator: Any,
-    profiles: dict[tuple[str, str, str], Any] | None = None,
-) -> None:
-    """Coordinate search over the runtime parameters: keep a change when it raises the SLO capacity by more than
-    TUNING_MIN_GAIN over the best configuration so far. `profiles`: as `build_replica`'s."""
-    best = opt.default
-    tried: set[ServingConfig] = {best.serving}
-    for _ in range(TUNING_ROUNDS):
-        improved = False
-        for variant in tuning_variants(best.serving, accelerator, batch=is_batch_workload(wm)):
-            if variant in tried:
-                continue
-            tried.add(variant)
-            rep = build_replica(cfg_for, variant, wm, cat, profiles)
-            if isinstance(rep, str):
-                continue
-            # configurations compare on the estimator's scale (a measured one by its estimate)
-            base = best.capacity.comparable_rps if best.capacity and best.capacity.feasible else 0.0
-            if rep.bound_rps <= base * (1 + TUNING_MIN_GAIN) or early_reject(wm.slo, rep, wm):
-                continue  # its roofline capacity cannot beat the best so far, or no load meets the SLO
-            opt.searched += 1
-            start: tuple[int, float] | None = None
-            if base:
-                # the variant must meet the SLOs above the best capacity so far: one probe there decides
-                k = grid_point_above(base * (1 + TUNING_MIN_GAIN), rep.bound_rps)
-                if k is None:
-                    continue
-                ok, y = probe(rep.step, wm, rep.bound_rps, k, seed)
-                if not ok:
-                    continue
-                start = (k, y)
-            rep.capacity = measured_capacity(
-                rep, wm, cat, seed, max_rate_under_slo(rep.step, wm, rep.bound_rps, seed, start=start)
-            )
-            opt.capacity_searches += 1
-            if rep.capacity.feasible and rep.capacity.comparable_rps > base * (1 + TUNING_MIN_GAIN):
-                best, improved = rep, True
-        if not improved:
-            break
-    if best is not opt.default:
-        opt.chosen = best
-
-
-def _tuning(
-    wm: WorkloadModel, opt: Option, arch: Architecture, default_cost: float | None, seed: int
-) -> Tuning:
-    """What the tuned configuration gained over the engine's defaults, at the tuned operating point."""
-    if opt.chosen is None:
-        return Tuning(
-            searched=opt.searched,
-            summary="engine defaults kept: no searched setting raised the SLO capacity"
-            if opt.searched > 1
-            else "engine defaults (not tuned: far from the ranking's top)",
-            default_usd_per_month=arch.ranked_usd_per_month,
-        )
-    changed = serving_changes(opt.default.serving, opt.chosen.serving)
-    words = _changes_text(changed)
-    assert arch.per_replica is not None and opt.chosen.capacity is not None
-    # the operating point `_architecture` simulated, not `rps_at_peak` (that rate rounded to 4 decimals): the tuned
-    # figures are the architecture's own predicted ones, from the same simulation, and only the defaults' run at
-    # that point is new
-    rate = peak_rps_per_replica(wm, arch.replicas.peak)
-    tuned = opt.chosen.predict(wm, rate, seed)
-    before = opt.default.predict(wm, rate, seed)
-    figures = []
-    for metric, pct, _limit in wm.slo.targets():
-        a, b = stat(before, metric, pct), stat(tuned, metric, pct)
-        name, unit, _ = UNITS[metric]
-        shown = (lambda x: f"{x:.2f}") if unit == "s" else (lambda x: f"{x:.0f}")
-        figures.append(f"{name} {pct} {shown(a)} → {shown(b)} {unit}")
-    d_cap = opt.default.capacity
-    if d_cap is not None and d_cap.feasible and d_cap.rate_rps > 0:
-        gain = 100 * (opt.chosen.capacity.comparable_rps / d_cap.comparable_rps - 1)
-        cap_text = f"capacity +{gain:.0f}%"
-    else:
-        gain = 0.0
-        cap_text = "meets the SLOs the engine defaults miss"
-    return Tuning(
-        searched=opt.searched,
-        changed={k: list(v) for k, v in changed.items()},
-        summary=f"{words}: " + ", ".join([*figures, cap_text]),
-        default_usd_per_month=default_cost,
-        capacity_gain_pct=round(gain, 1),
-    )
-
-
-def _async_tuning(
-    a: Architecture,
-    job: dict[str, Any],
-    job_at: Callable[[float], dict[str, Any]],
-    default_drain: float | None,
-    drain: float,
-) -> Tuning | None:
-    """The tuning block of an asynchronous job: the real-time endpoint's per-request figures do not describe a
-    job, so it compares the job at the tuned replica's drain rate (`drain`, requests a second per replica) with
-    the same job at the defaults' (`default_drain`)."""
-    t = a.tuning
-    if t is None:
-        return None
-    monthly = round(job["usd_per_job"] * DAYS_PER_MONTH, 2)
-    if not t.changed:
-        return t.model_copy(update={"default_usd_per_month": monthly})
-    words = _changes_text(t.changed)
-    if default_drain is None or default_drain <= 0:
-        return t.model_copy(
-            update={
-                "summary": f"{words}: meets the SLOs the engine defaults miss",
-                "default_usd_per_month": None,
-            }
-        )
-    per_instance = a.replicas_per_instance or 1
-    rps_before, rps_after = default_drain * per_instance, drain * per_instance
-    before = job_at(rps_before)
-    return t.model_copy(
-        update={
-            "summary": f"{words}: a job runs {before['instances']} → {job['instances']} instances,"
-            f" {before['instance_hours']:.1f} → {job['instance_hours']:.1f} instance-hours"
-            f" ({rps_before:.3g} → {rps_after:.3g} req/s an instance),"
-            f" capacity +{t.capacity_gain_pct:.0f}%",
-            "default_usd_per_month": round(before["usd_per_job"] * DAYS_PER_MONTH, 2),
-        }
-    )
-
-
-def _changes_text(changed: dict[str, Any]) -> str:
-    """The serving settings tuning changed, in words: "max_num_seqs 128 instead of 256; ..."."""
-    return "; ".join(f"{k} {b} instead of {a}" for k, (a, b) in changed.items())
 
 
 def _fold_key(a: Architecture) -> tuple[Any, ...]:
@@ -1172,48 +1015,13 @@ def _simulate(s: SearchState, certify: int, progress: Progress | None) -> None:
         _place(s, opt)
 
 
-def _tune_heads(s: SearchState) -> None:
-    """Tune the runtime parameters of the replicas at the ranking's head (their capacity, hence cost, can only
-    improve)."""
-    # cheapest first; replicas of equal cost in the order they were placed (a set's order varied per process)
-    heads: dict[tuple[str, ServingConfig], float] = {}
-    for o, archs in s.placed:
-        cost = min(a.ranked_usd_per_month for a in archs)
-        heads[o.perf_key] = min(heads.get(o.perf_key, math.inf), cost)
-    for key, _cost in sorted(heads.items(), key=lambda t: t[1]):
-        if len(s.tuned_keys) >= TUNED_REPLICAS:
-            break
-        if key in s.tuned_keys:
-            continue
-        s.tuned_keys.append(key)
-        lead = s.by_performance[key]
-        acc = s.cat.accelerator_of(s.cat.instance(lead.hw.instance_type))
-        _tune(lead, s.wm, s.cat, s.seed, config_for(lead.hw.instance_type), acc, s.profiles)
-        s.searches += lead.capacity_searches
-
-
-def _adopt_tuning(s: SearchState, opt: Option, archs: list[Architecture]) -> list[Architecture]:
-    """The option's architectures at its replica's tuned configuration when that still verifies, else as placed."""
-    lead = s.by_performance[opt.perf_key]
-    opt.searched = lead.searched
-    if lead.chosen is None:
-        return archs
-    assert lead.chosen.capacity is not None
-    opt.chosen = dataclasses.replace(lead.chosen, capacity=dataclasses.replace(lead.chosen.capacity))
-    tuned = verified_architectures(s.wm, s.cat, opt, s.deployments, s.headroom, s.seed, s.ctx)
-    if tuned is None:
-        opt.chosen = None
-        return archs
-    return tuned
-
-
 def _hosted(s: SearchState) -> list[Architecture]:
     """Every placed architecture with its tuning block, within the budget (those over it are rejected)."""
     budget = s.wm.spec.constraints.max_monthly_usd
     feasible: list[Architecture] = []
     for opt, placed in s.placed:
-        archs = _adopt_tuning(s, opt, placed)
-        for arch in _with_tuning(s.wm, s.cat, opt, archs, s.deployments, s.headroom, s.seed, s.ctx):
+        archs = adopt_tuning(s, opt, placed)
+        for arch in with_tuning(s.wm, s.cat, opt, archs, s.deployments, s.headroom, s.seed, s.ctx):
             s.option_of[arch.id] = opt
             if s.over_budget(arch.ranked_usd_per_month):
                 s.rejected.append(
@@ -1325,7 +1133,7 @@ def estimate_result(
     _simulate(s, max(top or 0, DEFAULT_CERTIFY), progress)
     # 3. tune the replicas at the ranking's head, then give every architecture its tuning block
     if tune:
-        _tune_heads(s)
+        tune_heads(s)
     feasible = _hosted(s)
     # 4. as sold, and Bedrock in every mode it is sold
     batch = is_batch_workload(s.wm) and s.wm.spec.constraints.batch_inference
@@ -1366,44 +1174,6 @@ def estimate(spec: WorkloadSpec, top: int | None = None, **options: Any) -> dict
     out = result.as_json()
     if out.get("infeasible") is None:
         out.pop("infeasible", None)
-    return out
-
-
-def _with_tuning(
-    wm: WorkloadModel,
-    cat: Catalog,
-    opt: Option,
-    archs: list[Architecture],
-    deployments: list[str],
-    headroom: float,
-    seed: int,
-    ctx: Context,
-) -> list[Architecture]:
-    """The option's architectures with their `tuning` block. A tuned configuration whose verified capacity fell
-    below the defaults' gives way to them: tuning never makes an answer dearer (on the estimator's scale: a
-    measured configuration compares by its estimate, `Capacity.comparable_rps`)."""
-    d_cap = opt.default.capacity
-    if opt.chosen is not None and d_cap is not None and d_cap.feasible:
-        assert opt.capacity is not None
-        if opt.capacity.comparable_rps <= d_cap.comparable_rps:
-            alt = Option(opt.hw, opt.default, opt.lb_cost, opt.fit_accelerator)
-            defaults = verified_architectures(wm, cat, alt, deployments, headroom, seed, ctx)
-            if defaults is not None:
-                opt.chosen = None
-                archs = defaults
-    out = []
-    for d, a in zip(deployments, archs, strict=True):
-        default_cost = None
-        if opt.chosen is not None and d_cap is not None and d_cap.feasible:
-            pricing = pricing_of(cat, wm, opt.hw, d)
-            ((on_demand, spot),) = monthly_usd(
-                wm,
-                d_cap.rate_rps * margin(opt.default.step, wm.slo, headroom).usable,
-                opt.hw.replicas_per_instance,
-                [pricing],
-            )
-            default_cost = ranked_usd_per_month(on_demand, spot, a.capacity_type)
-        out.append(a.model_copy(update={"tuning": _tuning(wm, opt, a, default_cost, seed)}))
     return out
 
 
