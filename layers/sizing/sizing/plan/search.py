@@ -36,6 +36,7 @@ from sizing.plan.cost import (
     monthly_usd,
 )
 from sizing.plan.measured import measured_capacity
+from sizing.plan.ranking import ranked, row_costs
 from sizing.plan.serving import CONTEXT_PERCENTILE, context_for, default_serving
 from sizing.plan.state import (
     Option,
@@ -50,7 +51,6 @@ from sizing.plan.state import (
 )
 from sizing.plan.tuning import adopt_tuning, tune_heads, with_tuning
 from sizing.results import (
-    AlsoFits,
     Architecture,
     EstimateResult,
     NotCheaper,
@@ -75,20 +75,6 @@ WHY_NOT_CHEAPER_SHOWN = 3
 
 def _deployments(wm: WorkloadModel) -> list[str]:
     return [d for d in ("eks", "sagemaker") if d in wm.spec.constraints.deployments]
-
-
-def _pareto(archs: list[Architecture]) -> list[Architecture]:
-    """Mark the architectures no other beats on both monthly cost and p95 e2e latency."""
-    order = sorted(
-        range(len(archs)), key=lambda i: (archs[i].ranked_usd_per_month, archs[i].predicted.e2e_s.p95 or 0.0)
-    )
-    flags = [False] * len(archs)
-    best = math.inf
-    for i in order:
-        lat = archs[i].predicted.e2e_s.p95 or 0.0
-        flags[i] = lat < best
-        best = min(best, lat)
-    return [a.model_copy(update={"pareto": f}) for a, f in zip(archs, flags, strict=True)]
 
 
 def _diagnose(wm: WorkloadModel, near: list[tuple[Any, dict[str, float]]]) -> dict[str, Any]:
@@ -118,39 +104,6 @@ def _diagnose(wm: WorkloadModel, near: list[tuple[Any, dict[str, float]]]) -> di
         cap = int(wm.output_tokens.percentile(pct if pct in ("p50", "p95", "p99") else "p95") * ratio)
         msg += f" or cap output at about {max(cap, 1)} tokens"
     return {"binding": binding, "closest": {"value": value, "on": where}, "message": msg}
-
-
-def _fold_key(a: Architecture) -> tuple[Any, ...]:
-    """What makes two architectures one row: deployment, capacity, accelerator, serving configuration, packing."""
-    if a.deployment == "bedrock" or a.serving is None:
-        return (a.id,)
-    # an asynchronous-inference job is its own row, beside the real-time endpoint of the same hardware
-    mode = "async" if a.id.endswith(":async") else "real-time"
-    return (a.deployment, a.capacity_type, a.accelerator, a.serving, a.replicas_per_instance, mode)
-
-
-def _fold(archs: list[Architecture]) -> list[Architecture]:
-    """Instance sizes with identical performance (one replica of the same accelerators and serving configuration,
-    packed alike) fold into the cheapest: one row with "also fits on"."""
-    kept: dict[tuple[Any, ...], int] = {}
-    out: list[Architecture] = []
-    extra: dict[int, list[AlsoFits]] = {}
-    for a in archs:
-        if a.deployment == "bedrock" or a.serving is None:
-            out.append(a)
-            continue
-        key = _fold_key(a)
-        if key in kept:
-            extra.setdefault(kept[key], []).append(
-                AlsoFits(instance_type=a.instance_type or "", usd_per_month=round(a.ranked_usd_per_month, 2))
-            )
-            continue
-        kept[key] = len(out)
-        out.append(a)
-    return [
-        a.model_copy(update={"also_fits_on": [*a.also_fits_on, *extra[i]]}) if i in extra else a
-        for i, a in enumerate(out)
-    ]
 
 
 def _start(spec: WorkloadSpec, catalog: Catalog | None, headroom: float, seed: int) -> SearchState:
@@ -212,16 +165,6 @@ def _bound_option(s: SearchState, hw: HardwareOption) -> None:
     s.options.append(Option(hw, rep, lb, cat.instance(hw.instance_type).accelerator))
 
 
-def _row_costs(placed: list[tuple[Option, list[Architecture]]]) -> list[float]:
-    """The costs of the ranking's rows found so far, cheapest first (same-performance instance sizes fold into one
-    row)."""
-    rows: dict[tuple[Any, ...], float] = {}
-    for _, archs in placed:
-        for a in archs:
-            rows[_fold_key(a)] = min(rows.get(_fold_key(a), math.inf), a.ranked_usd_per_month)
-    return sorted(rows.values())
-
-
 def _reject_dominated(s: SearchState, rest: list[Option], certify: int) -> None:
     for opt in rest:
         s.rejected.append(
@@ -279,7 +222,7 @@ def _place(s: SearchState, opt: Option) -> None:
 def _simulate(s: SearchState, certify: int, progress: Progress | None) -> None:
     """Simulate cheapest-bound first; stop when no remaining option can enter the certified ranking."""
     for i, opt in enumerate(s.options):
-        costs = _row_costs(s.placed)
+        costs = row_costs(s.placed)
         if len(costs) >= certify and opt.lb_cost > costs[certify - 1]:
             _reject_dominated(s, s.options[i:], certify)
             break
@@ -309,12 +252,6 @@ def _hosted(s: SearchState) -> list[Architecture]:
                 continue
             feasible.append(arch)
     return feasible
-
-
-def _ranked(feasible: list[Architecture]) -> list[Architecture]:
-    """Cheapest first, same-performance sizes folded into one row, numbered, and marked on the Pareto front."""
-    feasible = _fold(sorted(feasible, key=Architecture.rank_key))
-    return _pareto([a.model_copy(update={"rank": r}) for r, a in enumerate(feasible, start=1)])
 
 
 def _infeasible(s: SearchState, feasible: list[Architecture]) -> dict[str, Any] | None:
@@ -377,7 +314,7 @@ def estimate_result(
     feasible = hosted_as_sold(s, feasible, batch, modes_cfg)
     bedrock, managed = bedrock_architectures(s, batch, modes_cfg)
     # 5. rank
-    feasible = _ranked([*feasible, *bedrock])
+    feasible = ranked([*feasible, *bedrock])
     why, summary_text = _why_not_cheaper(feasible, s.excluded, s.wm)
     elapsed = time.perf_counter() - t0
     return EstimateResult(
