@@ -21,23 +21,16 @@ from typing import Any
 
 from sizing.catalog import Catalog, load_catalog
 from sizing.catalog.modes import load_modes
-from sizing.catalog.regions import region_name
-from sizing.perf.calibration import load_profiles
 from sizing.plan.answer import pricing_of, verified_architectures
 from sizing.plan.as_sold import hosted_as_sold
 from sizing.plan.bedrock import bedrock_architectures
 from sizing.plan.candidates import HardwareOption, enumerate_candidates
 from sizing.plan.capacity import max_rate_under_slo
-from sizing.plan.cost import (
-    SAVINGS_PLAN_1Y_DISCOUNT,
-    SCALE_UP_LEAD_S_GPU,
-    SCALE_UP_LEAD_S_NEURON,
-    is_batch_workload,
-    monthly_usd,
-)
+from sizing.plan.cost import is_batch_workload, monthly_usd
+from sizing.plan.explain import assumptions, infeasible, region_block, why_not_cheaper
 from sizing.plan.measured import measured_capacity
 from sizing.plan.ranking import ranked, row_costs
-from sizing.plan.serving import CONTEXT_PERCENTILE, context_for, default_serving
+from sizing.plan.serving import context_for, default_serving
 from sizing.plan.state import (
     Option,
     Progress,
@@ -50,15 +43,8 @@ from sizing.plan.state import (
     option_label,
 )
 from sizing.plan.tuning import adopt_tuning, tune_heads, with_tuning
-from sizing.results import (
-    Architecture,
-    EstimateResult,
-    NotCheaper,
-    Rejected,
-    RejectedKind,
-    ranked_usd_per_month,
-)
-from sizing.workload import SLO, WorkloadModel, WorkloadSpec, resolve
+from sizing.results import Architecture, EstimateResult, Rejected, RejectedKind, ranked_usd_per_month
+from sizing.workload import WorkloadModel, WorkloadSpec, resolve
 
 #: Default share of a replica's SLO capacity kept free at peak (bursts within the hour, estimator error).
 DEFAULT_HEADROOM = 0.20
@@ -66,44 +52,10 @@ DEFAULT_HEADROOM = 0.20
 #: exact). A row is one replica configuration: same-performance instance sizes fold into it ("also fits on"), so
 #: five rows show as many distinct choices as the eight sizes-apart architectures this certified before folding.
 DEFAULT_CERTIFY = 5
-#: The summary names the SLO that excluded cheaper hardware when the answer costs at least this many times the
-#: cheapest hardware option's cost bound.
-MUCH_DEARER = 2.0
-#: Cheaper excluded options listed in `why_not_cheaper`.
-WHY_NOT_CHEAPER_SHOWN = 3
 
 
 def _deployments(wm: WorkloadModel) -> list[str]:
     return [d for d in ("eks", "sagemaker") if d in wm.spec.constraints.deployments]
-
-
-def _diagnose(wm: WorkloadModel, near: list[tuple[Any, dict[str, float]]]) -> dict[str, Any]:
-    """When nothing is feasible: which SLO binds, and what the closest candidate achieves."""
-    if not near:
-        return {"binding": None, "message": "no candidate fits the constraints (see rejected)"}
-    counts: dict[str, int] = {}
-    best: dict[str, tuple[float, str]] = {}
-    for cand, closest in near:
-        hw = cand.hw if isinstance(cand, Option) else cand
-        label = f"{hw.instance_type} TP{hw.tensor_parallel} {hw.quantization}"
-        for key, value in closest.items():
-            counts[key] = counts.get(key, 0) + 1
-            if key not in best or value < best[key][0]:
-                best[key] = (value, label)
-    binding = max(counts, key=lambda k: counts[k])
-    value, where = best[binding]
-    metric, pct = binding.split(".", 1)
-    name, unit, _ = {"ttft_ms": ("TTFT", "ms", 1), "tpot_ms": ("TPOT", "ms", 1), "e2e_s": ("e2e", "s", 1)}[
-        metric
-    ]
-    shown = f"{value:.2f} s" if unit == "s" else f"{value:.0f} ms"
-    msg = f"best {name} {pct} is {shown} on {where}; relax {name} {pct} to {shown}"
-    if metric in ("e2e_s",) and wm.output_tokens.mean > 1:
-        limit = dict((p, v) for m, p, v in wm.slo.targets() if m == metric)[pct]
-        ratio = limit / value
-        cap = int(wm.output_tokens.percentile(pct if pct in ("p50", "p95", "p99") else "p95") * ratio)
-        msg += f" or cap output at about {max(cap, 1)} tokens"
-    return {"binding": binding, "closest": {"value": value, "on": where}, "message": msg}
 
 
 def _start(spec: WorkloadSpec, catalog: Catalog | None, headroom: float, seed: int) -> SearchState:
@@ -254,36 +206,6 @@ def _hosted(s: SearchState) -> list[Architecture]:
     return feasible
 
 
-def _infeasible(s: SearchState, feasible: list[Architecture]) -> dict[str, Any] | None:
-    """Why nothing is feasible: no hardware in the Region, or the SLO that binds nearest."""
-    if feasible:
-        return None
-    if s.enum.region_gap and not s.enum.hardware:
-        return {
-            "binding": None,
-            "region": s.wm.spec.constraints.region,
-            "nearest_region": s.enum.nearest_region,
-            "message": s.enum.region_gap,
-        }
-    return _diagnose(s.wm, s.near)
-
-
-def _region_block(s: SearchState) -> dict[str, Any]:
-    c = s.wm.spec.constraints
-    return {
-        "code": c.region,
-        "name": region_name(c.region),
-        "data_residency": c.data_residency,
-        "prices": "EC2 prices per Region from the price snapshot (catalog data/regions.yaml) where it covers the"
-        " family, else the us-east-1 price marked assumed; SageMaker ml.* prices outside us-east-1 are derived"
-        " from EC2 (assumed); Bedrock prices per offer (cost.price.region)",
-        "unavailable_here": sorted(
-            {r["id"].split("@")[0] for r in s.enum.rejected if r["id"].endswith(f"@{c.region}")}
-        ),
-        "nearest_region_with_hardware": s.enum.nearest_region,
-    }
-
-
 def estimate_result(
     spec: WorkloadSpec,
     top: int | None = None,
@@ -315,13 +237,13 @@ def estimate_result(
     bedrock, managed = bedrock_architectures(s, batch, modes_cfg)
     # 5. rank
     feasible = ranked([*feasible, *bedrock])
-    why, summary_text = _why_not_cheaper(feasible, s.excluded, s.wm)
+    why, summary_text = why_not_cheaper(feasible, s.excluded, s.wm)
     elapsed = time.perf_counter() - t0
     return EstimateResult(
         workload=s.wm.derived(),
         architectures=feasible[:top] if top else feasible,
         rejected=s.rejected,
-        assumptions=_assumptions(s.cat, headroom, s.wm.slo),
+        assumptions=assumptions(s.cat, headroom, s.wm.slo),
         search={
             "hardware_options": len(s.enum.hardware),
             "simulated": sum(1 for o in s.options if o.capacity is not None),
@@ -332,8 +254,8 @@ def estimate_result(
             "seconds": round(elapsed, 3),
         },
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        infeasible=_infeasible(s, feasible),
-        region=_region_block(s),
+        infeasible=infeasible(s, feasible),
+        region=region_block(s),
         why_not_cheaper=why,
         summary=summary_text,
         managed_options=sorted(managed, key=Architecture.rank_key),
@@ -348,58 +270,3 @@ def estimate(spec: WorkloadSpec, top: int | None = None, **options: Any) -> dict
     if out.get("infeasible") is None:
         out.pop("infeasible", None)
     return out
-
-
-def _why_not_cheaper(
-    feasible: list[Architecture], excluded: list[tuple[float, str, str]], wm: WorkloadModel
-) -> tuple[list[NotCheaper], str | None]:
-    """The cheaper hardware an SLO excluded, and a sentence when the answer is much dearer than it."""
-    hosted = [a for a in feasible if a.deployment != "bedrock"]
-    if not hosted or not excluded:
-        return [], None
-    best = hosted[0]
-    cheaper = sorted(e for e in excluded if e[0] < best.ranked_usd_per_month)
-    shown = [
-        NotCheaper(option=o, usd_per_month=round(b, 2), reason=r)
-        for b, o, r in cheaper[:WHY_NOT_CHEAPER_SHOWN]
-    ]
-    if not cheaper or best.ranked_usd_per_month < MUCH_DEARER * cheaper[0][0]:
-        return shown, None
-    bound, option, reason = cheaper[0]
-    text = (
-        f"The answer costs {best.ranked_usd_per_month / bound:.1f}x the cheapest hardware that fits in memory:"
-        f" {option} (at least ${bound:,.0f}/month) misses {reason.split(' (')[0].split(' even')[0]}"
-    )
-    e2e = [(p, v) for m, p, v in wm.slo.targets() if m == "e2e_s"]
-    if e2e and "e2e" in reason:
-        pct, limit = e2e[0]
-        out_tokens = wm.output_tokens.percentile(pct if pct in ("p50", "p95", "p99") else "p95")
-        ttft_s = (best.predicted.ttft_ms.p50 or 0.0) / 1000
-        if out_tokens > 1:
-            need = max(limit - ttft_s, 0.0) / (out_tokens - 1) * 1000
-            text += f"; TPOT ≤ {need:.0f} ms is needed for {out_tokens:,.0f} output tokens within {limit:g} s"
-    return shown, text + "."
-
-
-def _assumptions(cat: Catalog, headroom: float, slo: SLO) -> dict[str, Any]:
-
-    prof = load_profiles()
-    return {
-        "headroom": headroom if slo.confidence is None else None,
-        "confidence": slo.confidence,
-        "headroom_reasoning": f"fixed {headroom:.0%} load headroom"
-        if slo.confidence is None
-        else f"confidence {slo.confidence:g}: every SLO target holds at the {100 * slo.confidence:g}th percentile of"
-        " the estimator's own cross-validated error for each architecture's family and engine (predicted"
-        " latencies scaled up, capacity down; each architecture's headroom.reasoning states its factors) instead"
-        " of a fixed load headroom",
-        "calibration": {k: prof.get(k) for k in ("version", "date") if k in prof},
-        "prices": "on-demand EC2/SageMaker prices per catalog entry (source and as-of in each architecture's cost.price)",
-        "spot": "spot discounts per family, most assumed (see cost.price.spot_discount_assumed); the min_replicas base stays on-demand",
-        "savings_plan_1y_discount": SAVINGS_PLAN_1Y_DISCOUNT,
-        "scale_up_lead_s": {"gpu": SCALE_UP_LEAD_S_GPU, "neuron": SCALE_UP_LEAD_S_NEURON},
-        "bedrock_latency": "assumed until measured (catalog latency profiles)",
-        "arrivals": "Poisson within each hour; hourly rates from the traffic profile",
-        "serving": f"each architecture's serving block is the deployment as estimated; max_model_len covers the"
-        f" {CONTEXT_PERCENTILE} of input + output; runtime parameters searched per hardware option (tuning)",
-    }
