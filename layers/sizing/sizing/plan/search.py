@@ -54,156 +54,14 @@ DEFAULT_HEADROOM = 0.20
 DEFAULT_CERTIFY = 5
 
 
-def _deployments(wm: WorkloadModel) -> list[str]:
-    return [d for d in ("eks", "sagemaker") if d in wm.spec.constraints.deployments]
-
-
-def _start(spec: WorkloadSpec, catalog: Catalog | None, headroom: float, seed: int) -> SearchState:
-    """The workload resolved against the catalog, and its candidates enumerated."""
-    cat = catalog or load_catalog()
-    wm = resolve(spec, cat)
-    ctx = context_for(wm, cat.model(wm.model_id).max_position_embeddings)
-    enum = enumerate_candidates(wm, cat)
-    return SearchState(
-        wm=wm,
-        cat=cat,
-        enum=enum,
-        ctx=ctx,
-        deployments=_deployments(wm),
-        headroom=headroom,
-        seed=seed,
-        rejected=[Rejected.model_validate(r) for r in enum.rejected],
-    )
-
-
-def _cost_bound(s: SearchState, hw: HardwareOption, rep: Replica) -> float:
-    """The cost the ranking reads (spot where the workload allows only spot), at the roofline's capacity: no
-    replica serves more, and fewer requests per replica never cost less."""
-    pricings = [pricing_of(s.cat, s.wm, hw, d) for d in s.deployments]
-    monthly = monthly_usd(s.wm, rep.bound_rps, hw.replicas_per_instance, pricings)
-    return min(
-        (
-            ranked_usd_per_month(on_demand, spot, capacity_type_of(s.wm, d))
-            for d, (on_demand, spot) in zip(s.deployments, monthly, strict=True)
-        ),
-        default=math.inf,  # Bedrock alone: no instance to bound
-    )
-
-
-def _bound_option(s: SearchState, hw: HardwareOption) -> None:
-    """Memory fit and roofline bounds of one hardware option (cheap): an option to simulate, or a rejection."""
-    wm, cat = s.wm, s.cat
-    acc = cat.accelerator_of(cat.instance(hw.instance_type))
-    serving = default_serving(
-        wm.spec.model,
-        hw.engine,
-        hw.tensor_parallel,
-        hw.quantization,
-        acc,
-        s.ctx.max_model_len,
-        prefix_caching=wm.shared_prefix_tokens > 0,
-    )
-    rep = build_replica(config_for(hw.instance_type), serving, wm, cat, s.profiles)
-    if isinstance(rep, str):
-        s.rejected.append(Rejected(id=hw.key, kind=RejectedKind.memory, reason=f"does not fit: {rep}"))
-        return
-    lb = _cost_bound(s, hw, rep)
-    early = early_reject(wm.slo, rep, wm)
-    if early:
-        s.rejected.append(Rejected(id=hw.key, kind=RejectedKind.slo, reason=early[0]))
-        s.near.append((hw, early[1]))
-        s.excluded.append((lb, option_label(hw), early[0]))
-        return
-    s.options.append(Option(hw, rep, lb, cat.instance(hw.instance_type).accelerator))
-
-
-def _reject_dominated(s: SearchState, rest: list[Option], certify: int) -> None:
-    for opt in rest:
-        s.rejected.append(
-            Rejected(
-                id=opt.hw.key,
-                kind=RejectedKind.dominated,
-                reason=f"dominated: costs at least ${opt.lb_cost:,.0f}/month (roofline bound), more than"
-                f" the {certify} cheapest feasible architectures",
-            )
-        )
-
-
-def _search_capacity(s: SearchState, opt: Option) -> None:
-    """The option's SLO capacity: searched, or shared from an option of the same performance already searched."""
-    known = s.by_performance.get(opt.perf_key)
-    if known is not None and known.default.capacity is not None:
-        # same accelerators and serving configuration as an option already searched: same replica
-        opt.default.capacity = dataclasses.replace(known.default.capacity)
-        opt.default.predictions = known.default.predictions
-        return
-    opt.default.capacity = measured_capacity(
-        opt.default,
-        s.wm,
-        s.cat,
-        s.seed,
-        max_rate_under_slo(opt.default.step, s.wm, opt.default.bound_rps, s.seed),
-    )
-    s.searches += 1
-    s.by_performance[opt.perf_key] = opt
-
-
-def _place(s: SearchState, opt: Option) -> None:
-    """A searched option enters the ranking when it meets the SLOs, verified at its operating point."""
-    capacity = opt.capacity
-    assert capacity is not None
-    if not capacity.feasible:
-        s.rejected.append(Rejected(id=opt.hw.key, kind=RejectedKind.slo, reason=capacity.reason))
-        s.excluded.append((opt.lb_cost, option_label(opt.hw), capacity.reason))
-        if capacity.closest:
-            s.near.append((opt, capacity.closest))
-        return
-    verified = verified_architectures(s.wm, s.cat, opt, s.deployments, s.headroom, s.seed, s.ctx)
-    if verified is None:
-        s.rejected.append(
-            Rejected(
-                id=opt.hw.key,
-                kind=RejectedKind.slo,
-                reason="SLO holds only at the edge: the full simulation at the operating point misses it",
-            )
-        )
-        return
-    s.placed.append((opt, verified))
-
-
-def _simulate(s: SearchState, certify: int, progress: Progress | None) -> None:
-    """Simulate cheapest-bound first; stop when no remaining option can enter the certified ranking."""
-    for i, opt in enumerate(s.options):
-        costs = row_costs(s.placed)
-        if len(costs) >= certify and opt.lb_cost > costs[certify - 1]:
-            _reject_dominated(s, s.options[i:], certify)
-            break
-        if progress:
-            progress(i + 1, len(s.options), opt.hw.key)
-        _search_capacity(s, opt)
-        _place(s, opt)
-
-
-def _hosted(s: SearchState) -> list[Architecture]:
-    """Every placed architecture with its tuning block, within the budget (those over it are rejected)."""
-    budget = s.wm.spec.constraints.max_monthly_usd
-    feasible: list[Architecture] = []
-    for opt, placed in s.placed:
-        archs = adopt_tuning(s, opt, placed)
-        for arch in with_tuning(s.wm, s.cat, opt, archs, s.deployments, s.headroom, s.seed, s.ctx):
-            s.option_of[arch.id] = opt
-            if s.over_budget(arch.ranked_usd_per_month):
-                s.rejected.append(
-                    Rejected(
-                        id=arch.id,
-                        kind=RejectedKind.budget,
-                        reason=f"over budget: ${arch.ranked_usd_per_month:,.0f}/month > max_monthly_usd"
-                        f" ${budget:,.0f}",
-                    )
-                )
-                continue
-            feasible.append(arch)
-    return feasible
+def estimate(spec: WorkloadSpec, top: int | None = None, **options: Any) -> dict[str, Any]:
+    """Estimate every candidate architecture for a workload: the estimate result's JSON (`estimate_result`'s
+    keyword options: catalog, headroom, seed, progress, tune)."""
+    result = estimate_result(spec, top, **options)
+    out = result.as_json()
+    if out.get("infeasible") is None:
+        out.pop("infeasible", None)
+    return out
 
 
 def estimate_result(
@@ -262,11 +120,153 @@ def estimate_result(
     )
 
 
-def estimate(spec: WorkloadSpec, top: int | None = None, **options: Any) -> dict[str, Any]:
-    """Estimate every candidate architecture for a workload: the estimate result's JSON (`estimate_result`'s
-    keyword options: catalog, headroom, seed, progress, tune)."""
-    result = estimate_result(spec, top, **options)
-    out = result.as_json()
-    if out.get("infeasible") is None:
-        out.pop("infeasible", None)
-    return out
+def _start(spec: WorkloadSpec, catalog: Catalog | None, headroom: float, seed: int) -> SearchState:
+    """The workload resolved against the catalog, and its candidates enumerated."""
+    cat = catalog or load_catalog()
+    wm = resolve(spec, cat)
+    ctx = context_for(wm, cat.model(wm.model_id).max_position_embeddings)
+    enum = enumerate_candidates(wm, cat)
+    return SearchState(
+        wm=wm,
+        cat=cat,
+        enum=enum,
+        ctx=ctx,
+        deployments=_deployments(wm),
+        headroom=headroom,
+        seed=seed,
+        rejected=[Rejected.model_validate(r) for r in enum.rejected],
+    )
+
+
+def _deployments(wm: WorkloadModel) -> list[str]:
+    return [d for d in ("eks", "sagemaker") if d in wm.spec.constraints.deployments]
+
+
+def _bound_option(s: SearchState, hw: HardwareOption) -> None:
+    """Memory fit and roofline bounds of one hardware option (cheap): an option to simulate, or a rejection."""
+    wm, cat = s.wm, s.cat
+    acc = cat.accelerator_of(cat.instance(hw.instance_type))
+    serving = default_serving(
+        wm.spec.model,
+        hw.engine,
+        hw.tensor_parallel,
+        hw.quantization,
+        acc,
+        s.ctx.max_model_len,
+        prefix_caching=wm.shared_prefix_tokens > 0,
+    )
+    rep = build_replica(config_for(hw.instance_type), serving, wm, cat, s.profiles)
+    if isinstance(rep, str):
+        s.rejected.append(Rejected(id=hw.key, kind=RejectedKind.memory, reason=f"does not fit: {rep}"))
+        return
+    lb = _cost_bound(s, hw, rep)
+    early = early_reject(wm.slo, rep, wm)
+    if early:
+        s.rejected.append(Rejected(id=hw.key, kind=RejectedKind.slo, reason=early[0]))
+        s.near.append((hw, early[1]))
+        s.excluded.append((lb, option_label(hw), early[0]))
+        return
+    s.options.append(Option(hw, rep, lb, cat.instance(hw.instance_type).accelerator))
+
+
+def _cost_bound(s: SearchState, hw: HardwareOption, rep: Replica) -> float:
+    """The cost the ranking reads (spot where the workload allows only spot), at the roofline's capacity: no
+    replica serves more, and fewer requests per replica never cost less."""
+    pricings = [pricing_of(s.cat, s.wm, hw, d) for d in s.deployments]
+    monthly = monthly_usd(s.wm, rep.bound_rps, hw.replicas_per_instance, pricings)
+    return min(
+        (
+            ranked_usd_per_month(on_demand, spot, capacity_type_of(s.wm, d))
+            for d, (on_demand, spot) in zip(s.deployments, monthly, strict=True)
+        ),
+        default=math.inf,  # Bedrock alone: no instance to bound
+    )
+
+
+def _simulate(s: SearchState, certify: int, progress: Progress | None) -> None:
+    """Simulate cheapest-bound first; stop when no remaining option can enter the certified ranking."""
+    for i, opt in enumerate(s.options):
+        costs = row_costs(s.placed)
+        if len(costs) >= certify and opt.lb_cost > costs[certify - 1]:
+            _reject_dominated(s, s.options[i:], certify)
+            break
+        if progress:
+            progress(i + 1, len(s.options), opt.hw.key)
+        _search_capacity(s, opt)
+        _place(s, opt)
+
+
+def _search_capacity(s: SearchState, opt: Option) -> None:
+    """The option's SLO capacity: searched, or shared from an option of the same performance already searched."""
+    known = s.by_performance.get(opt.perf_key)
+    if known is not None and known.default.capacity is not None:
+        # same accelerators and serving configuration as an option already searched: same replica
+        opt.default.capacity = dataclasses.replace(known.default.capacity)
+        opt.default.predictions = known.default.predictions
+        return
+    opt.default.capacity = measured_capacity(
+        opt.default,
+        s.wm,
+        s.cat,
+        s.seed,
+        max_rate_under_slo(opt.default.step, s.wm, opt.default.bound_rps, s.seed),
+    )
+    s.searches += 1
+    s.by_performance[opt.perf_key] = opt
+
+
+def _place(s: SearchState, opt: Option) -> None:
+    """A searched option enters the ranking when it meets the SLOs, verified at its operating point."""
+    capacity = opt.capacity
+    assert capacity is not None
+    if not capacity.feasible:
+        s.rejected.append(Rejected(id=opt.hw.key, kind=RejectedKind.slo, reason=capacity.reason))
+        s.excluded.append((opt.lb_cost, option_label(opt.hw), capacity.reason))
+        if capacity.closest:
+            s.near.append((opt, capacity.closest))
+        return
+    verified = verified_architectures(s.wm, s.cat, opt, s.deployments, s.headroom, s.seed, s.ctx)
+    if verified is None:
+        s.rejected.append(
+            Rejected(
+                id=opt.hw.key,
+                kind=RejectedKind.slo,
+                reason="SLO holds only at the edge: the full simulation at the operating point misses it",
+            )
+        )
+        return
+    s.placed.append((opt, verified))
+
+
+def _reject_dominated(s: SearchState, rest: list[Option], certify: int) -> None:
+    for opt in rest:
+        s.rejected.append(
+            Rejected(
+                id=opt.hw.key,
+                kind=RejectedKind.dominated,
+                reason=f"dominated: costs at least ${opt.lb_cost:,.0f}/month (roofline bound), more than"
+                f" the {certify} cheapest feasible architectures",
+            )
+        )
+
+
+def _hosted(s: SearchState) -> list[Architecture]:
+    """Every placed architecture with its tuning block, within the budget (those over it are rejected)."""
+    budget = s.wm.spec.constraints.max_monthly_usd
+    feasible: list[Architecture] = []
+    for opt, placed in s.placed:
+        archs = adopt_tuning(s, opt, placed)
+        for arch in with_tuning(s.wm, s.cat, opt, archs, s.deployments, s.headroom, s.seed, s.ctx):
+            s.option_of[arch.id] = opt
+            if s.over_budget(arch.ranked_usd_per_month):
+                s.rejected.append(
+                    Rejected(
+                        id=arch.id,
+                        kind=RejectedKind.budget,
+                        reason=f"over budget: ${arch.ranked_usd_per_month:,.0f}/month > max_monthly_usd"
+                        f" ${budget:,.0f}",
+                    )
+                )
+                continue
+            feasible.append(arch)
+    return feasible
