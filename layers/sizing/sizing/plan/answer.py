@@ -20,8 +20,7 @@ from sizing.plan.cost import (
     project,
     spread_zones,
 )
-from sizing.plan.serving import Context
-from sizing.plan.state import Option, capacity_type_of, peak_rps_per_replica
+from sizing.plan.state import Option, SearchState, capacity_type_of, peak_rps_per_replica
 from sizing.results import Architecture, ContextInfo, Headroom, Placement
 from sizing.workload import SLO, WorkloadModel
 
@@ -155,9 +154,8 @@ def _measured_at(plan: Any, capacity_rps: float, rate_rps: float, modelled: Any)
     return {"figures": shown, "in_flight": in_flight, "capacity_in_flight": at_capacity, "block": block}
 
 
-def _architecture(
-    wm: WorkloadModel, cat: Catalog, opt: Option, deployment: str, headroom: float, seed: int, ctx: Context
-) -> Architecture:
+def _architecture(s: SearchState, opt: Option, deployment: str) -> Architecture:
+    wm, cat, headroom, seed, ctx = s.wm, s.cat, s.headroom, s.seed, s.ctx
     assert opt.capacity is not None
     hw = opt.hw
     rep = opt.replica
@@ -287,25 +285,21 @@ VERIFY_BACKOFF = 0.85
 VERIFY_TRIES = 4
 
 
-def verified_architectures(
-    wm: WorkloadModel,
-    cat: Catalog,
-    opt: Option,
-    deployments: list[str],
-    headroom: float,
-    seed: int,
-    ctx: Context,
-) -> list[Architecture] | None:
-    """Architectures for an option whose own prediction at the operating point meets every SLO target."""
+def verified_architectures(s: SearchState, opt: Option) -> list[Architecture] | None:
+    """Architectures for an option whose own prediction at the operating point meets every SLO target, one per
+    deployment of the search."""
+    wm = s.wm
     assert opt.capacity is not None
-    usable = margin(opt.replica.step, wm.slo, headroom).usable
+    usable = margin(opt.replica.step, wm.slo, s.headroom).usable
     for _ in range(VERIFY_TRIES):
-        archs = [_architecture(wm, cat, opt, d, headroom, seed, ctx) for d in deployments]
+        archs = [_architecture(s, opt, d) for d in s.deployments]
         if all(a.meets_slo for a in archs):
             return archs
         # below the per-replica rate that missed: a cut that leaves the replica count as it is (a fleet at its
         # minimum, or a capacity far above the rate each replica sees) would re-check the same operating point
-        missed = min(peak_rps_per_replica(wm, a.replicas.peak) for a in archs if not a.meets_slo)
+        missed = min(
+            peak_rps_per_replica(wm, a.replicas.peak) for a in archs if a.replicas and not a.meets_slo
+        )
         opt.capacity.rate_rps = min(opt.capacity.rate_rps, missed / usable) * VERIFY_BACKOFF
         opt.capacity.e2e_mean_s = None  # no probe ran at the lowered capacity
     return None

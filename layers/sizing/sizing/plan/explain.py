@@ -8,6 +8,7 @@ from typing import Any
 from sizing.catalog import Catalog
 from sizing.catalog.regions import region_name
 from sizing.perf.calibration import load_profiles
+from sizing.plan.candidates import HardwareOption
 from sizing.plan.cost import SAVINGS_PLAN_1Y_DISCOUNT, SCALE_UP_LEAD_S_GPU, SCALE_UP_LEAD_S_NEURON
 from sizing.plan.serving import CONTEXT_PERCENTILE
 from sizing.plan.state import Option, SearchState
@@ -77,7 +78,9 @@ def infeasible(s: SearchState, feasible: list[Architecture]) -> dict[str, Any] |
     return _diagnose(s.wm, s.near)
 
 
-def _diagnose(wm: WorkloadModel, near: list[tuple[Any, dict[str, float]]]) -> dict[str, Any]:
+def _diagnose(
+    wm: WorkloadModel, near: list[tuple[HardwareOption | Option, dict[str, float]]]
+) -> dict[str, Any]:
     """When nothing is feasible: which SLO binds, and what the closest candidate achieves."""
     if not near:
         return {"binding": None, "message": "no candidate fits the constraints (see rejected)"}

@@ -225,7 +225,7 @@ def _place(s: SearchState, opt: Option) -> None:
         if capacity.closest:
             s.near.append((opt, capacity.closest))
         return
-    verified = verified_architectures(s.wm, s.cat, opt, s.deployments, s.headroom, s.seed, s.ctx)
+    verified = verified_architectures(s, opt)
     if verified is None:
         s.rejected.append(
             Rejected(
@@ -256,7 +256,7 @@ def _hosted(s: SearchState) -> list[Architecture]:
     feasible: list[Architecture] = []
     for opt, placed in s.placed:
         archs = adopt_tuning(s, opt, placed)
-        for arch in with_tuning(s.wm, s.cat, opt, archs, s.deployments, s.headroom, s.seed, s.ctx):
+        for arch in with_tuning(s, opt, archs):
             s.option_of[arch.id] = opt
             if s.over_budget(arch.ranked_usd_per_month):
                 s.rejected.append(

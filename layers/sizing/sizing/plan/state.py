@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from sizing.catalog import Catalog
 from sizing.perf.calibration import profile_for
 from sizing.perf.config import HardwareConfig
-from sizing.perf.memory import memory_fit
-from sizing.perf.simulator import Bounds, bounds
+from sizing.perf.memory import MemoryFit, memory_fit
+from sizing.perf.profile import Profile
+from sizing.perf.simulator import Bounds, SimResult, bounds
 from sizing.perf.step import StepModel
 from sizing.plan.candidates import Enumeration, HardwareOption
 from sizing.plan.capacity import Capacity, describe_violation, predict_at
@@ -29,22 +29,22 @@ class Replica:
     """One serving configuration of a hardware option, with its memory fit and step model."""
 
     serving: ServingConfig
-    cfg: Any
-    fit: Any
-    step: Any
+    cfg: HardwareConfig
+    fit: MemoryFit
+    step: StepModel
     #: the roofline's optimistic limits of the replica (its capacity bound, and the early SLO check's floors)
     bounds: Bounds
     capacity: Capacity | None = None
     #: predictions at an operating point, by rate: shared by every option holding this replica (EKS and SageMaker,
     #: instance sizes of one accelerator), which the simulation does not tell apart
-    predictions: dict[float, Any] = field(default_factory=dict)
+    predictions: dict[float, SimResult] = field(default_factory=dict)
 
     @property
     def bound_rps(self) -> float:
         """No replica serves more requests a second than its roofline bound."""
         return self.bounds.max_requests_per_s
 
-    def predict(self, wm: WorkloadModel, rate: float, seed: int) -> Any:
+    def predict(self, wm: WorkloadModel, rate: float, seed: int) -> SimResult:
         key = round(rate, 9)
         if key not in self.predictions:
             self.predictions[key] = predict_at(self.step, wm, rate, seed)
@@ -78,7 +78,7 @@ class Option:
         twins like p5e/p5en share it, so their capacity search and tuning run once."""
         return (self.fit_accelerator, self.default.serving)
 
-    def predict(self, wm: WorkloadModel, rate: float, seed: int) -> Any:
+    def predict(self, wm: WorkloadModel, rate: float, seed: int) -> SimResult:
         return self.replica.predict(wm, rate, seed)
 
 
@@ -96,7 +96,7 @@ class SearchState:
     seed: int
     rejected: list[Rejected]
     #: options an SLO excluded, with the figures that came closest (the infeasible diagnosis reads them)
-    near: list[tuple[Any, dict[str, float]]] = field(default_factory=list)
+    near: list[tuple[HardwareOption | Option, dict[str, float]]] = field(default_factory=list)
     #: (cost bound, option, reason) of options an SLO excluded
     excluded: list[tuple[float, str, str]] = field(default_factory=list)
     #: options that fit in memory and no roofline bound excludes, cheapest cost bound first once bounded
@@ -108,7 +108,7 @@ class SearchState:
     tuned_keys: list[tuple[str, ServingConfig]] = field(default_factory=list)
     #: calibration profiles looked up so far, by (accelerator, engine, model): one estimate reads one adopted
     #: profile throughout, and looks each up once
-    profiles: dict[tuple[str, str, str], Any] = field(default_factory=dict)
+    profiles: dict[tuple[str, str, str], Profile] = field(default_factory=dict)
     #: the option each hosted architecture was placed from, by architecture id (its asynchronous job is simulated
     #: on the option's replica)
     option_of: dict[str, Option] = field(default_factory=dict)
@@ -116,7 +116,7 @@ class SearchState:
 
     def over_budget(self, usd_per_month: float) -> bool:
         budget = self.wm.spec.constraints.max_monthly_usd
-        return bool(budget) and usd_per_month > budget
+        return budget is not None and budget > 0 and usd_per_month > budget
 
 
 def capacity_type_of(wm: WorkloadModel, deployment: str) -> str:
@@ -131,7 +131,7 @@ def peak_rps_per_replica(wm: WorkloadModel, peak_replicas: int) -> float:
     return wm.peak_rps / peak_replicas
 
 
-def config_for(instance_type: str) -> Callable[[ServingConfig], Any]:
+def config_for(instance_type: str) -> Callable[[ServingConfig], HardwareConfig]:
     """The hardware configuration of a serving configuration on `instance_type`."""
 
     def cfg_for(s: ServingConfig) -> HardwareConfig:
@@ -141,11 +141,11 @@ def config_for(instance_type: str) -> Callable[[ServingConfig], Any]:
 
 
 def build_replica(
-    cfg_for: Callable[[ServingConfig], Any],
+    cfg_for: Callable[[ServingConfig], HardwareConfig],
     serving: ServingConfig,
     wm: WorkloadModel,
     cat: Catalog,
-    profiles: dict[tuple[str, str, str], Any] | None = None,
+    profiles: dict[tuple[str, str, str], Profile] | None = None,
 ) -> Replica | str:
     """The replica of `serving`, or why it does not fit in memory. `profiles`: calibration profiles already looked
     up in this estimate, by (accelerator, engine, model)."""

@@ -8,13 +8,13 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from sizing.catalog import Catalog
+from sizing.catalog.models import Accelerator
 from sizing.plan.answer import pricing_of, verified_architectures
 from sizing.plan.capacity import UNITS, grid_point_above, margin, max_rate_under_slo, probe, stat
 from sizing.plan.cost import DAYS_PER_MONTH, is_batch_workload, monthly_usd
 from sizing.plan.measured import measured_capacity
-from sizing.plan.serving import Context, tuning_variants
 from sizing.plan.serving import changes as serving_changes
+from sizing.plan.serving import tuning_variants
 from sizing.plan.state import (
     Option,
     SearchState,
@@ -25,7 +25,6 @@ from sizing.plan.state import (
 )
 from sizing.results import Architecture, Tuning, ranked_usd_per_month
 from sizing.serving import ServingConfig
-from sizing.workload import WorkloadModel
 
 #: A tuned configuration replaces the engine's defaults only when it raises the SLO capacity by more than this: the
 #: capacity search's grid resolution is 1/2^5 (about 3%) of the saturated rate, so smaller gains are search noise.
@@ -59,21 +58,15 @@ def tune_heads(s: SearchState) -> None:
         s.tuned_keys.append(key)
         lead = s.by_performance[key]
         acc = s.cat.accelerator_of(s.cat.instance(lead.hw.instance_type))
-        _tune(lead, s.wm, s.cat, s.seed, config_for(lead.hw.instance_type), acc, s.profiles)
+        _tune(s, lead, acc)
         s.searches += lead.capacity_searches
 
 
-def _tune(
-    opt: Option,
-    wm: WorkloadModel,
-    cat: Catalog,
-    seed: int,
-    cfg_for: Callable[[ServingConfig], Any],
-    accelerator: Any,
-    profiles: dict[tuple[str, str, str], Any] | None = None,
-) -> None:
-    """Coordinate search over the runtime parameters: keep a change when it raises the SLO capacity by more than
-    TUNING_MIN_GAIN over the best configuration so far. `profiles`: as `build_replica`'s."""
+def _tune(s: SearchState, opt: Option, accelerator: Accelerator) -> None:
+    """Coordinate search over the runtime parameters of `opt` on its `accelerator`: keep a change when it raises
+    the SLO capacity by more than TUNING_MIN_GAIN over the best configuration so far."""
+    wm, cat, seed = s.wm, s.cat, s.seed
+    cfg_for = config_for(opt.hw.instance_type)
     best = opt.default
     tried: set[ServingConfig] = {best.serving}
     for _ in range(TUNING_ROUNDS):
@@ -82,7 +75,7 @@ def _tune(
             if variant in tried:
                 continue
             tried.add(variant)
-            rep = build_replica(cfg_for, variant, wm, cat, profiles)
+            rep = build_replica(cfg_for, variant, wm, cat, s.profiles)
             if isinstance(rep, str):
                 continue
             # configurations compare on the estimator's scale (a measured one by its estimate)
@@ -120,55 +113,46 @@ def adopt_tuning(s: SearchState, opt: Option, archs: list[Architecture]) -> list
         return archs
     assert lead.chosen.capacity is not None
     opt.chosen = dataclasses.replace(lead.chosen, capacity=dataclasses.replace(lead.chosen.capacity))
-    tuned = verified_architectures(s.wm, s.cat, opt, s.deployments, s.headroom, s.seed, s.ctx)
+    tuned = verified_architectures(s, opt)
     if tuned is None:
         opt.chosen = None
         return archs
     return tuned
 
 
-def with_tuning(
-    wm: WorkloadModel,
-    cat: Catalog,
-    opt: Option,
-    archs: list[Architecture],
-    deployments: list[str],
-    headroom: float,
-    seed: int,
-    ctx: Context,
-) -> list[Architecture]:
+def with_tuning(s: SearchState, opt: Option, archs: list[Architecture]) -> list[Architecture]:
     """The option's architectures with their `tuning` block. A tuned configuration whose verified capacity fell
     below the defaults' gives way to them: tuning never makes an answer dearer (on the estimator's scale: a
     measured configuration compares by its estimate, `Capacity.comparable_rps`)."""
+    wm = s.wm
     d_cap = opt.default.capacity
     if opt.chosen is not None and d_cap is not None and d_cap.feasible:
         assert opt.capacity is not None
         if opt.capacity.comparable_rps <= d_cap.comparable_rps:
             alt = Option(opt.hw, opt.default, opt.lb_cost, opt.fit_accelerator)
-            defaults = verified_architectures(wm, cat, alt, deployments, headroom, seed, ctx)
+            defaults = verified_architectures(s, alt)
             if defaults is not None:
                 opt.chosen = None
                 archs = defaults
     out = []
-    for d, a in zip(deployments, archs, strict=True):
+    for d, a in zip(s.deployments, archs, strict=True):
         default_cost = None
         if opt.chosen is not None and d_cap is not None and d_cap.feasible:
-            pricing = pricing_of(cat, wm, opt.hw, d)
+            pricing = pricing_of(s.cat, wm, opt.hw, d)
             ((on_demand, spot),) = monthly_usd(
                 wm,
-                d_cap.rate_rps * margin(opt.default.step, wm.slo, headroom).usable,
+                d_cap.rate_rps * margin(opt.default.step, wm.slo, s.headroom).usable,
                 opt.hw.replicas_per_instance,
                 [pricing],
             )
             default_cost = ranked_usd_per_month(on_demand, spot, a.capacity_type)
-        out.append(a.model_copy(update={"tuning": _tuning(wm, opt, a, default_cost, seed)}))
+        out.append(a.model_copy(update={"tuning": _tuning(s, opt, a, default_cost)}))
     return out
 
 
-def _tuning(
-    wm: WorkloadModel, opt: Option, arch: Architecture, default_cost: float | None, seed: int
-) -> Tuning:
+def _tuning(s: SearchState, opt: Option, arch: Architecture, default_cost: float | None) -> Tuning:
     """What the tuned configuration gained over the engine's defaults, at the tuned operating point."""
+    wm, seed = s.wm, s.seed
     if opt.chosen is None:
         return Tuning(
             searched=opt.searched,
@@ -179,7 +163,7 @@ def _tuning(
         )
     changed = serving_changes(opt.default.serving, opt.chosen.serving)
     words = _changes_text(changed)
-    assert arch.per_replica is not None and opt.chosen.capacity is not None
+    assert arch.per_replica is not None and arch.replicas is not None and opt.chosen.capacity is not None
     # the operating point `_architecture` simulated, not `rps_at_peak` (that rate rounded to 4 decimals): the tuned
     # figures are the architecture's own predicted ones, from the same simulation, and only the defaults' run at
     # that point is new
