@@ -36,11 +36,13 @@ def bedrock_architectures(
     feasible: list[Architecture] = []
     managed: list[Architecture] = []
     for choice in s.enum.bedrock:
-        for rid, bedrock_arch, reason in _bedrock_options(s.wm, choice, batch, modes_cfg):
+        for bedrock_arch, refused in _bedrock_options(s.wm, choice, batch, modes_cfg):
             if bedrock_arch is not None:
                 managed.append(bedrock_arch)
-            if reason is not None or bedrock_arch is None:
-                s.rejected.append(Rejected(id=rid, kind=_kind_of(reason), reason=reason or "rejected"))
+            if refused is not None:
+                s.rejected.append(refused)
+            elif bedrock_arch is None:
+                continue  # not sold in this mode for the offer (no price known)
             elif s.over_budget(bedrock_arch.ranked_usd_per_month):
                 s.rejected.append(
                     Rejected(
@@ -54,38 +56,29 @@ def bedrock_architectures(
     return feasible, managed
 
 
-def _kind_of(reason: str | None) -> RejectedKind:
-    if reason and reason.startswith("over a hard Bedrock limit"):
-        return RejectedKind.quota
-    if reason and (reason.startswith("no latency profile") or "no batch inference" in reason):
-        return RejectedKind.unsupported
-    return RejectedKind.slo
+#: An offer in one mode: its architecture (None where it cannot be served or priced) and why it is not ranked (None
+#: where it is).
+Offered = tuple[Architecture | None, Rejected | None]
 
 
-def _bedrock_options(
-    wm: WorkloadModel, choice: BedrockChoice, batch: bool, modes: Modes
-) -> list[tuple[str, Architecture | None, str | None]]:
+def _refused(rid: str, kind: RejectedKind, reason: str) -> Rejected:
+    return Rejected(id=rid, kind=kind, reason=reason)
+
+
+def _bedrock_options(wm: WorkloadModel, choice: BedrockChoice, batch: bool, modes: Modes) -> list[Offered]:
     """Every way the offer is sold for the workload: the Standard tier, Priority and Flex where the model has them,
     Provisioned Throughput and Reserved when priced, and batch inference for a batch workload."""
-    out: list[tuple[str, Architecture | None, str | None]] = []
-    rid = f"bedrock:{choice.invoke_id}"
-    standard, reason = _bedrock(wm, choice, "standard", modes, batch)
+    out: list[Offered] = []
+    standard, refused = _bedrock(wm, choice, "standard", modes, batch)
     if standard is not None and modes.bedrock_provisioned.offers.get(choice.offer.bedrock_model_id) is None:
         standard = standard.model_copy(update={"notes": [*standard.notes, _unpriced_note(choice, modes)]})
-    out.append((rid, standard, reason))
+    out.append((standard, refused))
     if modes.bedrock_service_tiers.offers_tiers(choice.offer.bedrock_model_id):
-        for tier in TIERS[1:]:
-            a, r = _bedrock(wm, choice, tier, modes, batch)
-            out.append((f"{rid}:{tier}", a, r))
-        a, r = _bedrock_reserved(wm, choice, modes, standard)
-        if a is not None:
-            out.append((f"{rid}:reserved", a, r))
-    a, r = _bedrock_provisioned(wm, choice, modes, standard)
-    if a is not None:
-        out.append((a.id, a, r))
+        out.extend(_bedrock(wm, choice, tier, modes, batch) for tier in TIERS[1:])
+        out.append(_bedrock_reserved(wm, choice, modes, standard))
+    out.append(_bedrock_provisioned(wm, choice, modes, standard))
     if batch:
-        a, r = _bedrock_batch(wm, choice)
-        out.append((f"{rid}:batch", a, r))
+        out.append(_bedrock_batch(wm, choice))
     return out
 
 
@@ -95,7 +88,7 @@ def _bedrock(
     tier: str = "standard",
     modes: Modes | None = None,
     batch: bool = False,
-) -> tuple[Architecture | None, str | None]:
+) -> Offered:
     """A Bedrock on-demand architecture in a service tier (Standard, Priority or Flex), or the reason it is
     rejected. A default quota below the peak is a caveat (`quota`), not a rejection: AWS raises it on request; the
     three tiers share the on-demand quota. Hard limits (a non-adjustable quota, the context window) and SLO misses
@@ -106,16 +99,22 @@ def _bedrock(
     rid = f"bedrock:{choice.invoke_id}" + ("" if tier == "standard" else f":{tier}")
     flag, hard = _bedrock_quota(wm, choice)
     if hard:
-        return None, hard
+        return None, _refused(rid, RejectedKind.quota, hard)
     max_tokens = wm.output_tokens.percentile(BEDROCK_MAX_TOKENS_PERCENTILE)
     if offer.context_tokens and wm.input_tokens.percentile("p95") + max_tokens > offer.context_tokens:
-        return None, (
+        return None, _refused(
+            rid,
+            RejectedKind.quota,
             f"over a hard Bedrock limit: p95 input {wm.input_tokens.percentile('p95'):,.0f} + max_tokens"
-            f" {max_tokens:,.0f} exceeds {offer.name}'s {offer.context_tokens:,}-token context window"
+            f" {max_tokens:,.0f} exceeds {offer.name}'s {offer.context_tokens:,}-token context window",
         )
     lat = offer.latency
     if lat is None:
-        return None, f"no latency profile for {offer.name} on Bedrock (not measured, none assumed)"
+        return None, _refused(
+            rid,
+            RejectedKind.unsupported,
+            f"no latency profile for {offer.name} on Bedrock (not measured, none assumed)",
+        )
     if tier == "priority":
         lat = lat.model_copy(
             update={
@@ -190,11 +189,13 @@ def _bedrock(
         }
     )
     if bad:
-        return arch, "; ".join(bad) + " (assumed Bedrock latency profile)"
+        return arch, _refused(rid, RejectedKind.slo, "; ".join(bad) + " (assumed Bedrock latency profile)")
     if tier == "flex" and not batch:
-        return arch, (
+        return arch, _refused(
+            rid,
+            RejectedKind.slo,
             "Flex tier: lower priority than Standard under high demand and no published latency bound; ranked only"
-            f" for batch workloads (preset batch or an e2e SLO of {BATCH_E2E_S / 3600:g} h or more)"
+            f" for batch workloads (preset batch or an e2e SLO of {BATCH_E2E_S / 3600:g} h or more)",
         )
     return arch, None
 
@@ -356,7 +357,7 @@ def _committed_quota(units: int, what: str, region: str, name: str) -> QuotaFlag
 
 def _bedrock_provisioned(
     wm: WorkloadModel, choice: BedrockChoice, modes: Modes, on_demand: Architecture | None
-) -> tuple[Architecture | None, str | None]:
+) -> Offered:
     """Bedrock Provisioned Throughput for the offer when a model-unit price and throughput are known: units sized
     from the busiest hour's tokens per minute, billed every hour of the month. Ranked only when cheaper than the
     on-demand Standard tier for the workload (the question a buyer asks of a commitment)."""
@@ -432,21 +433,24 @@ def _bedrock_provisioned(
         }
     )
     if not meets:
-        return (
-            arch,
+        return arch, _refused(
+            arch.id,
+            RejectedKind.slo,
             "misses an SLO with the Standard tier's latency profile (assumed for Provisioned Throughput)",
         )
     if on_demand is not None and monthly >= on_demand.cost.usd_per_month:
-        return arch, (
+        return arch, _refused(
+            arch.id,
+            RejectedKind.slo,
             f"Provisioned Throughput ${monthly:,.0f}/month is not cheaper than on-demand"
-            f" ${on_demand.cost.usd_per_month:,.0f}/month for this workload"
+            f" ${on_demand.cost.usd_per_month:,.0f}/month for this workload",
         )
     return arch, None
 
 
 def _bedrock_reserved(
     wm: WorkloadModel, choice: BedrockChoice, modes: Modes, on_demand: Architecture | None
-) -> tuple[Architecture | None, str | None]:
+) -> Offered:
     """The Reserved tier when a price per 1K tokens-per-minute is known (AWS quotes it; none is published)."""
     res = modes.bedrock_service_tiers.reserved
     if res.usd_per_1k_tpm_month is None or on_demand is None:
@@ -487,22 +491,30 @@ def _bedrock_reserved(
         }
     )
     if monthly >= on_demand.cost.usd_per_month:
-        return arch, f"Reserved tier ${monthly:,.0f}/month is not cheaper than on-demand for this workload"
+        return arch, _refused(
+            arch.id,
+            RejectedKind.slo,
+            f"Reserved tier ${monthly:,.0f}/month is not cheaper than on-demand for this workload",
+        )
     return arch, None
 
 
-def _bedrock_batch(wm: WorkloadModel, choice: BedrockChoice) -> tuple[Architecture | None, str | None]:
+def _bedrock_batch(wm: WorkloadModel, choice: BedrockChoice) -> Offered:
     """Bedrock batch inference for a batch workload: a day's requests as one job at batch prices."""
     offer = choice.offer
     rid = f"bedrock:{choice.invoke_id}:batch"
     prices = choice.batch_prices
     if prices is None:
-        return None, f"{offer.name} has no batch inference on Bedrock"
+        return None, _refused(
+            rid, RejectedKind.unsupported, f"{offer.name} has no batch inference on Bedrock"
+        )
     deadline = batch_deadline_h(wm)
     if deadline < BEDROCK_BATCH_WINDOW_H:
-        return None, (
+        return None, _refused(
+            rid,
+            RejectedKind.slo,
             f"Bedrock batch jobs complete within {BEDROCK_BATCH_WINDOW_H:g} h, not guaranteed within the e2e SLO"
-            f" of {deadline:g} h"
+            f" of {deadline:g} h",
         )
     users = wm.spec.users.total if wm.spec.users else None
     cost, job = bedrock_batch_bill(wm, prices.input_usd_per_1m_tokens, prices.output_usd_per_1m_tokens, users)
