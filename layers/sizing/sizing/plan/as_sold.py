@@ -209,6 +209,7 @@ def _sagemaker_async(s: SearchState, a: Architecture, modes: Modes, opt: Option)
     return a.model_copy(
         update={
             "id": f"{a.id}:async",
+            "invocation": "async",
             "cost": Cost.model_validate(cost),
             "replicas": Replicas(
                 peak=job["instances"] * per_instance,

@@ -537,6 +537,7 @@ def _bedrock_batch(wm: WorkloadModel, choice: BedrockChoice) -> Offered:
             "deployment": "bedrock",
             "engine": "bedrock",
             "capacity_type": "on-demand",
+            "invocation": "batch",
             # a batch request's latency is its job's: the completion window bounds every percentile
             "predicted": {"ttft_ms": {}, "tpot_ms": {}, "e2e_s": window},
             "measured": None,

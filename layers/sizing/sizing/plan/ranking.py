@@ -45,8 +45,7 @@ def _fold_key(a: Architecture) -> tuple[Any, ...]:
     if a.deployment == "bedrock" or a.serving is None:
         return (a.id,)
     # an asynchronous-inference job is its own row, beside the real-time endpoint of the same hardware
-    mode = "async" if a.id.endswith(":async") else "real-time"
-    return (a.deployment, a.capacity_type, a.accelerator, a.serving, a.replicas_per_instance, mode)
+    return (a.deployment, a.capacity_type, a.accelerator, a.serving, a.replicas_per_instance, a.invocation)
 
 
 def row_costs(placed: list[tuple[Option, list[Architecture]]]) -> list[float]:
