@@ -195,7 +195,7 @@ def overview(store: ProfileStore, limit: int = 20) -> dict[str, Any]:
     except CorruptProfile as exc:
         pointer = None
         log.error("calibration profile pointer unusable: %s", exc)
-    versions = []
+    versions: list[dict[str, Any]] = []
     for v in store.list_versions()[:limit]:
         try:
             d = store.read_version(v)
