@@ -26,7 +26,7 @@ from moto import mock_aws
 from sizing.learn import correction
 from sizing.learn.levels import LevelStore, MeasuredLevel
 from sizing.learn.profiles import ProfileStore
-from sizing.learn.refit import _reference, prepare, run_refit, team_rows
+from sizing.learn.refit import prepare, run_refit, shipped_reference, team_rows
 from sizing.serving import serving_key
 from sizing.store import SizingStore, create_table
 
@@ -98,7 +98,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     t = time.perf_counter()
-    _version, ref = _reference()
+    _version, ref = shipped_reference()
     print(
         f"reference rows' cross-validated predictions loaded: {len(ref)} in {time.perf_counter() - t:.3f} s"
     )

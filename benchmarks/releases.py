@@ -186,7 +186,7 @@ def _fanout_stack(n: int) -> Iterator[tuple[Any, str]]:
             QueueName="fanout",
             Attributes={"RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 3})},
         )["QueueUrl"]
-        settings = ReleaseSettings(TABLE_NAME=table, EVENT_BUS_NAME=BUS, RELEASE_QUEUE_URL=queue)
+        settings = ReleaseSettings(table_name=table, event_bus_name=BUS, release_queue_url=queue)
         deps.configure(settings, dynamodb=ddb, events=events, sqs=sqs)
         watches = WatchService(SizingStore(table, ddb), lambda: catalog)
         t0 = time.perf_counter()
@@ -344,7 +344,7 @@ def _release_stack(n: int) -> Iterator[tuple[Any, Any, Any, Any]]:
         events = boto3.client("events", region_name=REGION)
         events.create_event_bus(Name=BUS)
         table = create_table(ddb, "llm-sizing-bench")
-        deps.configure(ReleaseSettings(TABLE_NAME=table, EVENT_BUS_NAME=BUS), dynamodb=ddb, events=events)
+        deps.configure(ReleaseSettings(table_name=table, event_bus_name=BUS), dynamodb=ddb, events=events)
         store = SizingStore(table, ddb)
         watches = WatchService(store, ModelRegistry(table, ddb).catalog)
         for i in range(n):

@@ -215,10 +215,10 @@ class LocalApi:
         runs.session.client("s3", endpoint_url=runs.endpoint).create_bucket(Bucket=REPORTS_BUCKET)
         deps.configure(
             ApiSettings(
-                TABLE_NAME=TABLE,
-                STATE_MACHINE_ARN=runs.stack.state_machine_arn,
-                STAGE="local",
-                REPORT_BUCKET=REPORTS_BUCKET,
+                table_name=TABLE,
+                state_machine_arn=runs.stack.state_machine_arn,
+                stage="local",
+                report_bucket=REPORTS_BUCKET,
             ),
             dynamodb=runs.ddb,
             sfn=runs.sfn,
@@ -240,10 +240,10 @@ class LocalApi:
         runs = self.runs
         slack_deps.configure(
             SlackSettings(
-                TABLE_NAME=TABLE,
-                SLACK_SECRET_ID="local",
-                STATE_MACHINE_ARN=runs.stack.state_machine_arn,
-                REPORT_BASE_URL=self.url,
+                table_name=TABLE,
+                secret_id="local",
+                state_machine_arn=runs.stack.state_machine_arn,
+                report_base_url=self.url,
             ),
             dynamodb=runs.ddb,
             sfn=runs.sfn,

@@ -3,6 +3,7 @@ hidden behind an in-function import (benchmarks/imports.py draws the graph from 
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +148,52 @@ def test_the_base_layer_imports_nothing_above_it(package_graph: Any) -> None:
     upward = {m: sorted(edges.get(m, set()) - BASE - {"sizing", "sizing.orchestrate"}) for m in BASE}
     # then they import only each other
     assert {m: up for m, up in upward.items() if up} == {}
+
+
+def _private_imports(package_dir: Path) -> list[tuple[str, str, str]]:
+    """(importing module, module imported, name) of every import of a private name (`_x`, not `__x__`) from another
+    of the package's modules, in-function imports included."""
+    found: list[tuple[str, str, str]] = []
+    for path in sorted(package_dir.rglob("*.py")):
+        here = imports.module_name(path, package_dir)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            if node.module.split(".")[0] != package_dir.name:
+                continue
+            found.extend(
+                (here, node.module, a.name)
+                for a in node.names
+                if a.name.startswith("_") and not a.name.startswith("__")
+            )
+    return found
+
+
+def _package_of(module: str) -> str:
+    return module.rsplit(".", 1)[0]
+
+
+def test_no_module_imports_a_private_name_from_outside_its_own_subpackage() -> None:
+    # given every import of a private name from one of the package's modules
+    found = _private_imports(imports.PACKAGE_DIR)
+    # when those whose importer sits outside the imported module's subpackage are taken (the planner's phases
+    # share their working data within sizing.plan; merge, the CLI and the API read its public names)
+    crossing = [(here, there, name) for here, there, name in found if _package_of(here) != _package_of(there)]
+    # then there is none
+    assert crossing == []
+
+
+def test_the_private_name_check_sees_an_import_across_subpackages(tmp_path: Path) -> None:
+    # given a package whose module b.y imports a private name from a.x, and a.z imports one from its sibling a.x
+    pkg = tmp_path / "pkg"
+    for sub in ("a", "b"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "a" / "x.py").write_text("_hidden = 1\n")
+    (pkg / "a" / "z.py").write_text("from pkg.a.x import _hidden\n")
+    (pkg / "b" / "y.py").write_text("def f():\n    from pkg.a.x import _hidden, __doc__\n")
+    # when its private imports are read
+    found = _private_imports(pkg)
+    # then both are seen, and only b.y's crosses a subpackage
+    assert sorted(found) == [("pkg.a.z", "pkg.a.x", "_hidden"), ("pkg.b.y", "pkg.a.x", "_hidden")]
+    assert [f for f in found if _package_of(f[0]) != _package_of(f[1])] == [("pkg.b.y", "pkg.a.x", "_hidden")]

@@ -256,6 +256,10 @@ def test_a_batch_workload_gets_a_sagemaker_async_job_costed_per_job(batch_hosted
         assert b["wall_time_h"] <= 24
         assert a["cost"]["usd_per_month"] == pytest.approx(b["usd_per_job"] * DAYS_PER_MONTH, abs=0.05)
         assert a["instances"]["min"] == 0
+    # and the answers say how requests reach them: the jobs are asynchronous, every other hosted answer real-time
+    hosted = [a for a in batch_hosted["architectures"] if a["deployment"] != "bedrock"]
+    assert {a["id"] for a in hosted if a["invocation"] == "async"} == {a["id"] for a in jobs}
+    assert {a["invocation"] for a in hosted} == {"async", "real-time"}
 
 
 def test_an_async_job_drains_at_the_capacity_the_real_time_answer_is_sized_to_not_past_it(batch_hosted):

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sizing.serving import ServingConfig
-from sizing.vocabulary import CapacityType, Deployment
+from sizing.vocabulary import CapacityType, Deployment, Invocation
 
 
 class Frozen(BaseModel):
@@ -252,6 +252,8 @@ class Architecture(Frozen):
     quantization: str | None = None
     engine: str
     capacity_type: CapacityType = "on-demand"
+    #: how requests reach it: as they arrive, queued to an asynchronous endpoint, or as a batch job
+    invocation: Invocation = "real-time"
     replicas: Replicas | None = None
     replicas_per_instance: int | None = None
     instances: Instances | None = None

@@ -1,5 +1,5 @@
-"""The product's vocabulary, declared once: serving engines, weight formats (quantization), deployment targets and
-EC2 capacity types. Every module that names one of these imports it from here; a subset (the GPU engines, the
+"""The product's vocabulary, declared once: serving engines, weight formats (quantization), deployment targets,
+EC2 capacity types and how requests reach an architecture. Every module that names one of these imports it from here; a subset (the GPU engines, the
 engines rendered as manifests, the formats measured in the reference rows, ...) is declared beside its meaning,
 typed with the vocabulary's alias so mypy refuses a value outside it (and `tests/unit/test_vocabulary.py` checks
 each subset at run time).
@@ -38,6 +38,12 @@ DEPLOYMENTS: tuple[Deployment, ...] = get_args(Deployment)
 #: EC2 purchase options of an architecture's instances.
 CapacityType = Literal["on-demand", "spot"]
 CAPACITY_TYPES: tuple[CapacityType, ...] = get_args(CapacityType)
+
+#: How requests reach an architecture: served as they arrive (`real-time`: EKS, a SageMaker real-time endpoint,
+#: Bedrock on-demand, its tiers and Provisioned Throughput), queued to a SageMaker asynchronous endpoint that scales
+#: from zero (`async`), or submitted as one job a day (`batch`: Bedrock batch inference).
+Invocation = Literal["real-time", "async", "batch"]
+INVOCATIONS: tuple[Invocation, ...] = get_args(Invocation)
 
 #: The `phase` of a stored load level that belongs to a run's capacity search (`sizing.loadtest.capacity`; the
 #: closed-loop levels carry none): the merge reads the edge from them, the learning loop leaves them out.

@@ -8,7 +8,7 @@ On AWS the refit is the calibration function, triggered by the run's `SizingRunC
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
 from sizing.learn import drift
 from sizing.learn.profiles import LOCAL_BUCKET, ProfileStore, active, configured_store
@@ -35,7 +35,7 @@ def after_collect(
     twin), levels refused and why, drift flags and their sentences, and the refit's outcome (or "queued")."""
     from sizing.learn.levels import LevelStore, levels_from_run
 
-    kind = "twin" if origin == "twin" else "endpoint"
+    kind: Literal["endpoint", "twin"] = "twin" if origin == "twin" else "endpoint"
     levels, refused = levels_from_run(architectures, measured, steps, run_id, kind, wm, catalog)
     LevelStore(store).put(levels)
     real = [lv for lv in levels if lv.origin == "endpoint"]

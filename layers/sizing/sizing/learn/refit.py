@@ -25,7 +25,7 @@ log = logging.getLogger("sizing.learn")
 
 
 @functools.cache
-def _reference() -> tuple[str, tuple[correction.ReferenceRow, ...]]:
+def shipped_reference() -> tuple[str, tuple[correction.ReferenceRow, ...]]:
     """The shipped profile's version and its reference rows' cross-validated predictions."""
     from sizing.perf.reference import NORMALISED
 
@@ -82,7 +82,7 @@ def prepare(levels: list[Any], store: ProfileStore, trigger: str = "") -> Prepar
         pointer, etag = None, str(head["ETag"])
     current = store.adopted()
     current_corr: dict[str, Any] = (current or {}).get("corrections") or {}
-    reference_version, ref_rows = _reference()
+    reference_version, ref_rows = shipped_reference()
     rows, refused = correction.screen(team_rows(levels))
     candidate = correction.fit(rows)
     team_before = correction.team_error(rows, current_corr)
@@ -195,7 +195,7 @@ def overview(store: ProfileStore, limit: int = 20) -> dict[str, Any]:
     except CorruptProfile as exc:
         pointer = None
         log.error("calibration profile pointer unusable: %s", exc)
-    versions = []
+    versions: list[dict[str, Any]] = []
     for v in store.list_versions()[:limit]:
         try:
             d = store.read_version(v)
@@ -231,6 +231,6 @@ def overview(store: ProfileStore, limit: int = 20) -> dict[str, Any]:
     return {
         "adopted": (pointer or {}).get("version", REFERENCE),
         "history": (pointer or {}).get("history", []),
-        "reference_version": _reference()[0],
+        "reference_version": shipped_reference()[0],
         "versions": versions,
     }

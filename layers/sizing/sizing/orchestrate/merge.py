@@ -23,9 +23,10 @@ from sizing.loadtest.server import serving_differences
 from sizing.perf.replica import replica_of
 from sizing.perf.simulator import ClosedLoop, OpenLoop, simulate
 from sizing.perf.step import StepModel
+from sizing.plan.answer import pricing_of
 from sizing.plan.candidates import HardwareOption
 from sizing.plan.cost import project
-from sizing.plan.search import DEFAULT_HEADROOM, _pricing
+from sizing.plan.search import DEFAULT_HEADROOM
 from sizing.results import rank_cost
 from sizing.vocabulary import CAPACITY_PHASE
 from sizing.workload import WorkloadModel, WorkloadSpec, build_model
@@ -252,7 +253,7 @@ def _reprice(a: dict[str, Any], usable: float, spec: WorkloadSpec, wm: WorkloadM
         a["replicas_per_instance"] * a["tensor_parallel"],
     )
     users = spec.users.total if spec.users else None
-    cost = project(wm, usable, hw.replicas_per_instance, _pricing(cat, wm, hw, a["deployment"]), users)
+    cost = project(wm, usable, hw.replicas_per_instance, pricing_of(cat, wm, hw, a["deployment"]), users)
     nodes = cost.pop("_nodes")
     sched = cost["schedule"]["replicas_by_hour"]
     a["cost_estimated"] = a["cost"]

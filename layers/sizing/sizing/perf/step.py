@@ -125,7 +125,7 @@ class StepModel:
             # Neuron pads Q heads to a multiple of TP (and K/V to multi-head where TP is not a multiple of the KV
             # heads): each rank computes the projections of the heads it holds, padding included
             attn = spec.param_parts()["attention"]
-            held = spec.layers * spec.hidden_size * spec.head_dim * 2
+            held: float = spec.layers * spec.hidden_size * spec.head_dim * 2
             held *= heads_per_device(spec, tp, True) + kv_heads_per_device(spec, tp, True)
             active_dev += held - attn / tp
         self._c_tok = 2 * active_dev / flops

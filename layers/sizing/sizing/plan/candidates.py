@@ -114,7 +114,7 @@ def _sold_in_region(out: Enumeration, allowed: list[InstanceType], region: str) 
 
 def _quantizations(wm: WorkloadModel, model: ModelSpec) -> list[str]:
     c = wm.spec.constraints
-    quants = list(c.quantizations)
+    quants: list[str] = list(c.quantizations)
     if model.native_quantization and "quantizations" not in c.model_fields_set:
         # the model's own checkpoint format (gpt-oss's MXFP4 experts) is served as shipped: a candidate unless
         # the workload chose its quantizations itself

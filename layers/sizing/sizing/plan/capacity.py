@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sizing.perf.calibration import conservative_ratio
-from sizing.perf.simulator import ClosedLoop, OpenLoop, forget_draws, simulate
+from sizing.perf.simulator import ClosedLoop, OpenLoop, SimResult, forget_draws, simulate
 from sizing.plan.memo import LRU, fingerprint
 from sizing.workload import SLO, WorkloadModel
 
@@ -397,7 +397,7 @@ def _search(
     return Capacity(lo, True, "", 1 + probes, e2e_mean_s=e2e.get(edge))
 
 
-def predict_at(step: Any, wm: WorkloadModel, rate_rps: float, seed: int = 0) -> Any:
+def predict_at(step: Any, wm: WorkloadModel, rate_rps: float, seed: int = 0) -> SimResult:
     """The simulation reported for an operating point (REPORT_REQUESTS requests); memoised, so read-only. Without
     inter-token latency (NaN): the planner reports TTFT, TPOT and e2e."""
     key = (

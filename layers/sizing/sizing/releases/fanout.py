@@ -73,7 +73,7 @@ class WatchQueue:
             for _attempt in range(SEND_RETRIES + 1):
                 entries = [{"Id": i, "MessageBody": job.model_dump_json()} for i, job in pending.items()]
                 try:
-                    out = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)  # type: ignore[arg-type]
+                    out = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
                 except (ClientError, BotoCoreError) as exc:
                     raise Unavailable(
                         f"the fan-out queue did not take the jobs: {type(exc).__name__}"

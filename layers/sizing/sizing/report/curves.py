@@ -179,7 +179,7 @@ def step_model(arch: dict[str, Any], model_id: str | None) -> Any:
         except ValidationError:
             cfg = None  # an older result: max_num_seqs and the like only
     if cfg is None:
-        model = arch.get("catalog_model") or arch.get("model") or model_id
+        model = str(arch.get("catalog_model") or arch.get("model") or model_id)
         cfg = HardwareConfig(
             model, arch["instance_type"], arch["tensor_parallel"], arch["quantization"], arch["engine"]
         )

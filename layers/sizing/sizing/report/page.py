@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from jinja2 import Environment
 from markupsafe import Markup
@@ -764,7 +764,7 @@ def _curve_marks(
     if not c.matches_table and isinstance(table, int | float):
         tip += f" (re-simulated; the table says {f(float(table))})"
     label = f"{'chosen' if winner else '#' + str(a.get('rank'))}: {x:.2f} req/s, {f(y)}"
-    shape = "star" if winner else "ring"
+    shape: Literal["star", "ring"] = "star" if winner else "ring"
     plot.markers.append(svg.Marker(x, y, label, color, shape, tip, show_label=winner, series=c.label))
     plot.tops.append(y)
 

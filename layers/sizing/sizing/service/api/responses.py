@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sizing.api_models import ErrorBody
 
-_BODY = {"application/json": {"model": ErrorBody}}
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler.openapi.types import (
+        OpenAPIResponse,
+        OpenAPIResponseContentModel,
+        OpenAPIResponseContentSchema,
+    )
 
-ERRORS: dict[int, dict[str, Any]] = {
+_BODY: dict[str, OpenAPIResponseContentSchema | OpenAPIResponseContentModel] = {
+    "application/json": {"model": ErrorBody}
+}
+
+ERRORS: dict[int, OpenAPIResponse] = {
     400: {"description": "malformed request (body not JSON, page token not valid)", "content": _BODY},
     404: {"description": "no such resource", "content": _BODY},
     409: {"description": "the resource is in a state that does not allow this", "content": _BODY},
@@ -19,6 +28,6 @@ ERRORS: dict[int, dict[str, Any]] = {
 }
 
 
-def ok(model: Any, description: str, status: int = 200) -> dict[int, dict[str, Any]]:
+def ok(model: Any, description: str, status: int = 200) -> dict[int, OpenAPIResponse]:
     """A route's success answer (its schema in the document) and every error answer."""
     return {status: {"description": description, "content": {"application/json": {"model": model}}}, **ERRORS}

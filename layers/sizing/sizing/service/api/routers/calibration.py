@@ -69,12 +69,12 @@ def get_calibration(
     # deferred: sizing.learn.refit and what it loads cost the API's cold start ~20 ms (-X importtime), and
     # only this route needs them
     from sizing.learn.profiles import configured_store
-    from sizing.learn.refit import _reference, overview
+    from sizing.learn.refit import overview, shipped_reference
 
     store = configured_store()
     if store is None:
         return CalibrationOverview(
-            adopted="reference", reference_version=_reference()[0], configured=False, versions=[]
+            adopted="reference", reference_version=shipped_reference()[0], configured=False, versions=[]
         )
     data = overview(store, limit)
     return CalibrationOverview(**data, configured=True)
