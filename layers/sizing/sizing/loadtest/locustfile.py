@@ -181,7 +181,9 @@ def _aws_client(service: str, region: str) -> Any:
     if STATE.aws_client is None:  # one client per process, created on first use (never at import)
         import boto3
 
-        STATE.aws_client = boto3.client(service, region_name=region)
+        # the service is chosen at run time (bedrock-runtime or sagemaker-runtime): boto3's untyped entry point
+        factory: Any = boto3.client
+        STATE.aws_client = factory(service, region_name=region)
     return STATE.aws_client
 
 

@@ -71,7 +71,10 @@ class WatchQueue:
         for start in range(0, len(jobs), SQS_BATCH_MAX):
             pending = {str(i): job for i, job in enumerate(jobs[start : start + SQS_BATCH_MAX])}
             for _attempt in range(SEND_RETRIES + 1):
-                entries = [{"Id": i, "MessageBody": job.model_dump_json()} for i, job in pending.items()]
+                # SendMessageBatchRequestEntry's two required fields (typed by the SQS stubs where installed)
+                entries: list[Any] = [
+                    {"Id": i, "MessageBody": job.model_dump_json()} for i, job in pending.items()
+                ]
                 try:
                     out = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
                 except (ClientError, BotoCoreError) as exc:
