@@ -17,6 +17,9 @@ naming the object, and the next version the pointer's history names is used (the
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import io
 import json
 import logging
 import os
@@ -24,6 +27,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("sizing.learn")
@@ -51,8 +55,6 @@ class ConcurrentAdoption(Exception):
 
 def new_version(now: datetime | None = None, salt: str = "") -> str:
     """Sortable, unique: UTC time to the microsecond, then a short digest."""
-    import hashlib
-
     t = now or datetime.now(UTC)
     digest = hashlib.sha256(f"{t.isoformat()}{salt}{os.getpid()}{threading.get_ident()}".encode()).hexdigest()
     return t.strftime("%Y%m%dT%H%M%S%fZ") + "-" + digest[:6]
@@ -259,12 +261,82 @@ _cache_lock = threading.Lock()
 _override: ProfileStore | None = None
 
 
+#: A folder that keeps a laptop's profiles between commands (`sizing run --endpoint` refits into it, the next
+#: `sizing estimate` reads it): the same objects as the bucket's, as files.
+DIR_ENV = "SIZING_CALIBRATION_DIR"
+
+
+class FolderObjects:
+    """The few S3 calls `ProfileStore` makes (with S3's parameter names), on a local folder: objects are files under `root/<bucket>/`, an ETag
+    is the SHA-256 of the body, and a conditional put checks it (IfMatch / IfNoneMatch="*") under a lock file, so
+    two commands refitting at once behave as two refits against S3 do. Errors are botocore's, with S3's codes."""
+
+    def __init__(self, root: str) -> None:
+        self.root = Path(root)
+
+    def _path(self, bucket: str, key: str) -> Path:
+        return self.root / bucket / key
+
+    @staticmethod
+    def _error(code: str, op: str) -> Exception:
+        from botocore.exceptions import ClientError
+
+        return ClientError({"Error": {"Code": code, "Message": code}}, op)
+
+    @staticmethod
+    def _etag(body: bytes) -> str:
+        return f'"{hashlib.sha256(body).hexdigest()[:32]}"'
+
+    def head_bucket(self, Bucket: str) -> dict[str, Any]:
+        if not (self.root / Bucket).is_dir():
+            raise self._error("404", "HeadBucket")
+        return {}
+
+    def create_bucket(self, Bucket: str) -> dict[str, Any]:
+        (self.root / Bucket).mkdir(parents=True, exist_ok=True)
+        return {}
+
+    def get_object(self, Bucket: str, Key: str) -> dict[str, Any]:
+        path = self._path(Bucket, Key)
+        if not path.is_file():
+            raise self._error("NoSuchKey", "GetObject")
+        body = path.read_bytes()
+        return {"Body": io.BytesIO(body), "ETag": self._etag(body)}
+
+    def put_object(self, Bucket: str, Key: str, Body: bytes, **kw: Any) -> dict[str, Any]:
+        path = self._path(Bucket, Key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.root / f".{Bucket}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            current = self._etag(path.read_bytes()) if path.is_file() else None
+            if ("IfMatch" in kw and kw["IfMatch"] != current) or (kw.get("IfNoneMatch") == "*" and current):
+                raise self._error("PreconditionFailed", "PutObject")
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(Body)
+            tmp.replace(path)
+        return {"ETag": self._etag(Body)}
+
+    def list_objects_v2(self, Bucket: str, Prefix: str = "", **_kw: Any) -> dict[str, Any]:
+        base = self.root / Bucket
+        keys = sorted(str(p.relative_to(base)) for p in base.rglob("*.json")) if base.is_dir() else []
+        return {"Contents": [{"Key": k} for k in keys if k.startswith(Prefix)], "IsTruncated": False}
+
+
 def configured_store() -> ProfileStore | None:
-    """The store estimators read: `use_store`'s, else CALIBRATION_BUCKET (and CALIBRATION_PREFIX), else on the
-    embedded default (SIZING_BACKEND=local with AWS_ENDPOINT_URL pointing at its moto) the local bucket. None
-    elsewhere: a laptop estimate with no stack uses the reference profile alone and makes no AWS call."""
+    """The store estimators read: `use_store`'s, else a local folder (SIZING_CALIBRATION_DIR: a laptop's learning
+    kept between commands), else CALIBRATION_BUCKET (and CALIBRATION_PREFIX), else on the embedded default
+    (SIZING_BACKEND=local with AWS_ENDPOINT_URL pointing at its moto) the local bucket. None elsewhere: a laptop
+    estimate with no stack uses the reference profile alone and makes no AWS call."""
     if _override is not None:
         return _override
+    folder = os.environ.get(DIR_ENV)
+    if folder:
+        fkey = ("folder", os.path.abspath(folder), "")
+        with _cache_lock:
+            found = _stores.get(fkey)
+            if found is None:
+                found = _stores[fkey] = ProfileStore(LOCAL_BUCKET, DEFAULT_PREFIX, FolderObjects(fkey[1]))
+        return found
     bucket = os.environ.get("CALIBRATION_BUCKET")
     endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
     if not bucket and os.environ.get("SIZING_BACKEND") == "local" and endpoint:
