@@ -247,6 +247,89 @@ def holdout(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The learning loop's workload: the engine's default model at a few requests a second, on this machine's hardware.
+LEARNING_SPEC = {
+    "name": "engine-learning",
+    "model": "sizing-engine/tiny-llama",
+    "rate": {"peak_rps": 2},
+    "tokens": {"input": {"mean": 512, "p95": 700}, "output": {"mean": 128, "p95": 170}},
+    "slo": {"ttft_ms": {"p95": 3000}, "e2e_s": {"p95": 30}},
+    "constraints": {"region": "us-east-1", "deployments": ["eks"], "capacity": ["on-demand"],
+                    "quantizations": ["bf16"], "engines": ["vllm"], "min_replicas": 1},
+}  # fmt: skip
+
+
+def learning(args: argparse.Namespace) -> int:
+    """`sizing run --endpoint --hardware c7i.large` on the engine with a profile folder, then the grid's rows of the
+    same model the run did not measure, predicted before (the shipped profile) and after (its adopted
+    correction)."""
+    import yaml
+
+    from sizing.learn.correction import corrected, lookup
+    from sizing.perf.calibration import load_profiles, profile_for
+    from sizing.perf.fit import measured, predict_row
+    from sizing.perf.reference import read_rows
+
+    work = Path(tempfile.mkdtemp(prefix="engine-learning-"))
+    spec = work / "spec.yaml"
+    spec.write_text(yaml.safe_dump(LEARNING_SPEC))
+    env = {**os.environ, "SIZING_CALIBRATION_DIR": str(work / "profiles")}
+    engine("stop")
+    engine("start", "tiny-llama")
+    t0 = time.monotonic()
+    run = subprocess.run(
+        [sys.executable, "-m", "sizing.cli", "run", str(spec), "--endpoint", args.endpoint, "--hardware",
+         "c7i.large", "--out", str(work / "run"), "--json"],
+        env=env, capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    engine("stop")
+    if run.returncode != 0:
+        print(f"sizing run failed ({run.returncode}): {run.stderr.strip()[-800:]}")
+        return 1
+    result = json.loads(run.stdout)
+    learned = (result.get("ranking") or {}).get("learning") or {}
+    print(
+        f"sizing run: {time.monotonic() - t0:.0f} s; learning: {json.dumps(learned.get('refit') or learned)[:400]}"
+    )
+    est = subprocess.run(
+        [sys.executable, "-m", "sizing.cli", "estimate", str(spec), "--json"], env=env, capture_output=True,
+        text=True, cwd=ROOT,
+    )  # fmt: skip
+    after_est = json.loads(est.stdout)["architectures"]
+    cpu = [a for a in after_est if a.get("instance_type") == "c7i.large"] or after_est
+    print(f"next estimate on {cpu[0]['instance_type']}: basis {cpu[0].get('basis')}")
+    # the adopted correction, read as the next estimate reads it
+    os.environ["SIZING_CALIBRATION_DIR"] = env["SIZING_CALIBRATION_DIR"]
+    from sizing.learn.profiles import active
+
+    adopted = active() or {}
+    hit = lookup(adopted.get("corrections") or {}, "xeon-spr", "vllm", "sizing-engine/tiny-llama")
+    correction = hit[1] if hit else None
+    print(f"adopted: {adopted.get('version', 'none')}; correction {correction}")
+    base = profile_for(ACCELERATOR, "vllm", load_profiles())  # explicit data: no team correction
+    rows = [
+        r
+        for r in read_rows(Path(args.csv))
+        if r.model == "sizing-engine/tiny-llama" and not r.row_id.endswith("-short")
+    ]
+    before: dict[str, list[float]] = {}
+    after: dict[str, list[float]] = {}
+    for r in rows:
+        got = predict_row(r, base)
+        for metric, value in measured(r).items():
+            if metric not in ("ttft", "tpot", "throughput") or metric not in got:
+                continue
+            before.setdefault(metric, []).append(abs(got[metric] - value) / value)
+            after.setdefault(metric, []).append(
+                abs(corrected(metric, got[metric], correction) - value) / value
+            )
+    print(f"\nerror at the {len(rows)} grid levels of tiny-llama the run did not measure (MdAPE):")
+    print(f"{'metric':<11} {'before':>8} {'after':>8}")
+    for m in before:
+        print(f"{m:<11} {100 * statistics.median(before[m]):7.1f}% {100 * statistics.median(after[m]):7.1f}%")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -257,8 +340,13 @@ def main() -> int:
     h = sub.add_parser("holdout", help="fit on the short run, predict the rest")
     h.add_argument("--csv", default=str(CSV_PATH))
     h.add_argument("--verbose", action="store_true")
+    lp = sub.add_parser(
+        "learning", help="sizing run --endpoint on the engine, then error before/after its refit"
+    )
+    lp.add_argument("--endpoint", default=f"http://127.0.0.1:{os.environ.get('SIZING_ENGINE_PORT', '8765')}")
+    lp.add_argument("--csv", default=str(CSV_PATH))
     args = ap.parse_args()
-    return measure(args) if args.cmd == "measure" else holdout(args)
+    return {"measure": measure, "holdout": holdout, "learning": learning}[args.cmd](args)
 
 
 if __name__ == "__main__":

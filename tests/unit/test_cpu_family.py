@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from sizing.catalog import load_catalog
+from sizing.deploy.manifests import render
+from sizing.deploy.validate import validate
 from sizing.errors import InvalidInput
 from sizing.perf.calibration import family_of, kind_of
 from sizing.perf.config import HardwareConfig
@@ -147,3 +149,23 @@ def test_cpu_and_gpu_instances_are_ranked_by_cost_side_by_side():
     assert kinds == {"cpu", "gpu"}
     costs = [a["cost"]["usd_per_month"] for a in archs]
     assert costs == sorted(costs)
+
+
+def test_a_cpu_architecture_renders_nodes_without_accelerators_that_only_its_pods_tolerate():
+    # given the best c7i answer for the small model
+    arch = estimate(parse_spec(_small_model_spec(["c7i"])))["architectures"][0]
+    # when its manifests are rendered
+    objs = {o["kind"]: o for o in render(arch, "0123456789abcdef")}
+    pool, deployment = objs["NodePool"], objs["Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    # then nothing asks for a GPU or NeuronCore: the pod asks for cores and memory on the CPU image, and the
+    # NodePool's taint is the CPU one that only the serving pod tolerates
+    resources = container["resources"]
+    assert not any("nvidia" in k or "neuron" in k for k in {**resources["requests"], **resources["limits"]})
+    assert not any("nvidia" in k or "neuron" in k for k in pool["spec"]["limits"])
+    assert container["image"] == VLLM_CPU_IMAGE
+    taint = pool["spec"]["template"]["spec"]["taints"][0]
+    assert taint["key"].endswith("/cpu-inference")
+    assert [t["key"] for t in pod["tolerations"]] == [taint["key"]]
+    validate(list(objs.values()))  # raises on a schema or cross-object problem

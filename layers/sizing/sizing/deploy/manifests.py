@@ -52,6 +52,9 @@ NEURON_RESOURCE = "aws.amazon.com/neuron"
 #: The taints the NVIDIA and Neuron device-plugin setups on EKS use, so only accelerator pods land there.
 GPU_TAINT = {"key": GPU_RESOURCE, "value": "true", "effect": "NoSchedule"}
 NEURON_TAINT = {"key": NEURON_RESOURCE, "value": "true", "effect": "NoSchedule"}
+#: A CPU inference node has no device plugin and no accelerator resource: the product's own taint keeps other pods
+#: off it (vLLM's CPU backend binds its threads to every core the pod sees), and only the serving pod tolerates it.
+CPU_TAINT = {"key": f"{L.PREFIX}/cpu-inference", "value": "true", "effect": "NoSchedule"}
 
 #: vLLM's OpenAI server port (its default); it serves Prometheus metrics on `/metrics` of the same port.
 SERVING_PORT = 8000
@@ -315,8 +318,10 @@ class _Plan:
         self.labels = L.run_labels(run_id, candidate_id)
         self.meta_labels = L.run_labels(run_id, candidate_id, opts.expires_at)
         self.annotations = {L.RUN_ID_FULL: run_id, L.CANDIDATE_ID_FULL: candidate_id}
-        self.resource = NEURON_RESOURCE if self.neuron else GPU_RESOURCE
-        self.taint = NEURON_TAINT if self.neuron else GPU_TAINT
+        self.cpu = self.acc.kind == "cpu"
+        #: the extended resource a pod asks its devices by (None on a CPU node: the pod asks for cores and memory)
+        self.resource: str | None = None if self.cpu else NEURON_RESOURCE if self.neuron else GPU_RESOURCE
+        self.taint = CPU_TAINT if self.cpu else NEURON_TAINT if self.neuron else GPU_TAINT
         # Pods ask for TP devices; Neuron's device plugin counts chips, each holding `cores_per_chip` cores.
         self.devices_per_pod = math.ceil(s.tensor_parallel / self.acc.at_lnc(s.lnc).cores_per_chip)
         self.per_node = arch.replicas_per_instance
@@ -549,6 +554,12 @@ def _nodepool(p: _Plan) -> dict[str, Any]:
             {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": [p.inst.family]},
             {"key": count_key, "operator": "Gte", "values": [str(p.devices_per_pod)]},
         ]
+        if p.cpu:  # the family's sizes with at least this one's cores (a CPU replica runs on all of them)
+            shape[1] = {
+                "key": "karpenter.k8s.aws/instance-cpu",
+                "operator": "Gt",
+                "values": [str(p.inst.vcpu - 1)],
+            }
     else:
         shape = [
             {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [p.inst.instance_type]}
@@ -583,7 +594,7 @@ def _nodepool(p: _Plan) -> dict[str, Any]:
             "limits": {
                 "cpu": str(p.nodes_max * p.inst.vcpu),
                 "memory": _quantity_gib(p.nodes_max * p.inst.memory_gib),
-                p.resource: str(p.nodes_max * accel_per_node),
+                **({p.resource: str(p.nodes_max * accel_per_node)} if p.resource else {}),
                 "nodes": str(p.nodes_max),
             },
             "disruption": _disruption(p),
@@ -650,14 +661,15 @@ def _deployment(p: _Plan) -> dict[str, Any]:
     mem_gib = p.inst.memory_gib * POD_SHARE_OF_NODE / p.per_node
     cache = _quantity_gib(p.cache_gib)
     pod_labels = {**p.labels, "app.kubernetes.io/name": "llm-serving", "app.kubernetes.io/instance": p.name}
+    device = {p.resource: str(p.devices_per_pod)} if p.resource else {}
     resources = {
         "requests": {
             "cpu": f"{cpu_m}m",
             "memory": f"{math.floor(mem_gib)}Gi",
             "ephemeral-storage": cache,
-            p.resource: str(p.devices_per_pod),
+            **device,
         },
-        "limits": {"memory": f"{math.floor(mem_gib)}Gi", p.resource: str(p.devices_per_pod)},
+        "limits": {"memory": f"{math.floor(mem_gib)}Gi", **device},
     }
     pod_annotations = {
         **p.annotations,
