@@ -259,6 +259,40 @@ LEARNING_SPEC = {
 }  # fmt: skip
 
 
+#: Repeatability tolerance: a level measured again minutes later on this shared box (client and engine pinned to
+#: their own cores) should agree within this share on TPOT and throughput, and within twice it on TTFT, whose
+#: small absolute values move most with a neighbour's load (assumed from the engine tier's own spread: TPOT at one
+#: stream ranged 6-18 ms across runs on a busy box, docs/engine.md).
+REPEAT_TOLERANCE = 0.15
+
+
+def repeatability(args: argparse.Namespace) -> None:
+    """The short run's levels measured again (the engine serving the same model) against the grid's own."""
+    from sizing.perf.reference import read_rows
+
+    first = {r.load_value: r for r in read_rows(Path(args.csv)) if r.row_id.endswith("-short")}
+    if not first:
+        return
+    facts = probe(args.endpoint)
+    steps = sweep(args.endpoint, facts.served_models[0], SHORT[1], "concurrency", list(SHORT[2]), WINDOW_S)
+    print(
+        f"repeatability (the short run again; tolerance {REPEAT_TOLERANCE:.0%}, TTFT {2 * REPEAT_TOLERANCE:.0%}):"
+    )
+    for s in steps:
+        c = s["target"]["concurrency"]
+        was = first.get(c)
+        if was is None or not s["tpot_ms"].get("mean"):
+            continue
+        diffs = {
+            "ttft": s["ttft_ms"]["mean"] / was.ttft_ms - 1 if was.ttft_ms else float("nan"),
+            "tpot": s["tpot_ms"]["mean"] / was.tpot_ms - 1 if was.tpot_ms else float("nan"),
+            "tok/s": s["output_tokens_per_s"] / was.output_tokens_per_s - 1
+            if was.output_tokens_per_s
+            else float("nan"),
+        }
+        print(f"  {c:g} streams: " + ", ".join(f"{k} {v:+.0%}" for k, v in diffs.items()))
+
+
 def learning(args: argparse.Namespace) -> int:
     """`sizing run --endpoint --hardware c7i.large` on the engine with a profile folder, then the grid's rows of the
     same model the run did not measure, predicted before (the shipped profile) and after (its adopted
@@ -276,6 +310,7 @@ def learning(args: argparse.Namespace) -> int:
     env = {**os.environ, "SIZING_CALIBRATION_DIR": str(work / "profiles")}
     engine("stop")
     engine("start", "tiny-llama")
+    repeatability(args)
     t0 = time.monotonic()
     run = subprocess.run(
         [sys.executable, "-m", "sizing.cli", "run", str(spec), "--endpoint", args.endpoint, "--hardware",
