@@ -342,7 +342,9 @@ def read_trace(
     trace.models.pop("", None)
     if keep is not None:
         trace = _only(trace, keep)
-        trace.model = model
+        kept = [m for m in trace.models if m and _matches(m, model or "")]
+        trace.models = {m: trace.models[m] for m in kept}
+        trace.model = kept[0] if len(kept) == 1 else model
     elif len(trace.models) == 1:
         trace.model = next(iter(trace.models))
     if trace.n == 0:
@@ -431,7 +433,7 @@ def _model_filter(source: str, models: dict[str, int], wanted: str | None, idx: 
                 [Problem("model", f"the trace holds several models ({found}): choose one")],
             )
         return None
-    match = [i for m, i in named.items() if m == wanted or m.endswith(f".{wanted}") or m.endswith(f"/{wanted}")]
+    match = [i for m, i in named.items() if _matches(m, wanted)]
     if not match:
         found = ", ".join(sorted(named)) or "none named"
         raise InvalidInput(
@@ -439,6 +441,12 @@ def _model_filter(source: str, models: dict[str, int], wanted: str | None, idx: 
             [Problem("model", f"not in the trace (models found: {found})")],
         )
     return np.isin(idx, match)
+
+
+def _matches(found: str, wanted: str) -> bool:
+    """A model id of the log is the one asked for: the same, or it after a provider or Region prefix
+    (`us.meta.llama3-1-8b-instruct-v1:0` for `meta.llama3-1-8b-instruct-v1:0`; an ARN's last part)."""
+    return found == wanted or found.endswith(f".{wanted}") or found.endswith(f"/{wanted}")
 
 
 def _only(trace: Trace, keep: np.ndarray) -> Trace:
