@@ -141,24 +141,28 @@ def _get(obj: Any, *path: str) -> Any:
 
 
 # --- Mooncake ----------------------------------------------------------------------------------------------------
+_INT: Final = frozenset({int})
+
+
 def mooncake(obj: Any) -> Record:
     """`{"timestamp": ms, "input_length": n, "output_length": n, "hash_ids": [...]}`: a Mooncake trace line
-    (timestamps in milliseconds since the trace began)."""
-    if not isinstance(obj, dict):
+    (timestamps in milliseconds since the trace began). The common case (whole numbers in range) is checked with
+    type tests only: a million lines are read in seconds."""
+    if type(obj) is not dict:
         raise BadField("line", "must be a JSON object")
     ts = obj.get("timestamp")
-    if ts is None or isinstance(ts, bool) or not isinstance(ts, int | float) or ts < 0:
+    if type(ts) not in (int, float) or ts < 0:
         raise BadField("timestamp", "must be milliseconds since the trace began (a number, at least 0)")
+    inp = obj.get("input_length")
+    if type(inp) is not int or inp < 1:
+        inp = _count(inp, "input_length", minimum=1)
+    out = obj.get("output_length")
+    if type(out) is not int or out < 1:
+        out = _count(out, "output_length", minimum=1)
     ids = obj.get("hash_ids")
-    if ids is not None:
-        if not isinstance(ids, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in ids):
-            raise BadField("hash_ids", "must be a list of whole numbers")
-    return Record(
-        float(ts) / 1000.0,
-        _count(obj.get("input_length"), "input_length", minimum=1),
-        _count(obj.get("output_length"), "output_length", minimum=1),
-        hash_ids=ids,
-    )
+    if ids is not None and (type(ids) is not list or not set(map(type, ids)) <= _INT):
+        raise BadField("hash_ids", "must be a list of whole numbers")
+    return Record(ts / 1000.0, inp, out, hash_ids=ids)
 
 
 # --- Bedrock model-invocation logs ----------------------------------------------------------------------------------

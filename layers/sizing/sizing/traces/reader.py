@@ -15,8 +15,8 @@ import gzip
 import hashlib
 import io
 import json
+from json.scanner import make_scanner  # type: ignore[attr-defined]
 from array import array
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,13 +159,14 @@ def _sources(source: str, s3_client: Any) -> Iterator[tuple[str, IO[bytes]]]:
 
 # --- the prefix tracker ------------------------------------------------------------------------------------------
 class _Prefixes:
-    """Which prompt blocks were seen, and when (in prompt tokens sent so far): least recently used forgotten past
-    TRACKED_BLOCKS. A request's hit is its leading blocks seen before, the way a prefix cache matches."""
+    """Which prompt blocks were seen, and when (in prompt tokens sent so far). Past TRACKED_BLOCKS the least
+    recently used half is forgotten at once (amortised: one pass per TRACKED_BLOCKS / 2 new blocks). A request's
+    hit is its leading blocks seen before, the way a prefix cache matches."""
 
     __slots__ = ("any_seen", "last", "sent", "total")
 
     def __init__(self) -> None:
-        self.last: OrderedDict[Any, int] = OrderedDict()
+        self.last: dict[Any, int] = {}
         self.sent = 0
         self.total = 0
         self.any_seen = 0
@@ -173,31 +174,30 @@ class _Prefixes:
     def visit(self, blocks: list[Any], prompt: int) -> tuple[int, int]:
         """(prompt tokens hit, tokens sent since the oldest hit block's last use); then the blocks are used."""
         last, sent = self.last, self.sent
+        get = last.get
         lead = 0
         oldest = sent
         for b in blocks:
-            when = last.get(b)
+            when = get(b)
             if when is None:
                 break
             lead += 1
             if when < oldest:
                 oldest = when
-        seen = lead
-        for b in blocks[lead:]:
-            if b in last:
-                seen += 1
-        move = last.move_to_end
-        for b in blocks:
-            if b in last:
-                move(b)
-            last[b] = sent
-        while len(last) > TRACKED_BLOCKS:
-            last.popitem(last=False)
+        before = len(last)
+        last.update(dict.fromkeys(blocks, sent))
+        self.any_seen += len(blocks) - (len(last) - before)
         self.total += len(blocks)
-        self.any_seen += seen
         self.sent = sent + prompt
+        if len(last) > TRACKED_BLOCKS:
+            self._forget()
         hit = min(lead * MOONCAKE_BLOCK_TOKENS, prompt - 1)
         return (hit, sent - oldest) if hit > 0 else (0, 0)
+
+    def _forget(self) -> None:
+        """Keep the more recently used half of the blocks."""
+        cut = sorted(self.last.values())[len(self.last) // 2]
+        self.last = {b: when for b, when in self.last.items() if when >= cut}
 
 
 def _derived_blocks(r: Record, group_len: dict[int, int]) -> list[Any]:
@@ -230,10 +230,39 @@ class _Columns:
         self.absolute: bool | None = None
 
 
-def _lines(fh: IO[bytes], digest: Any) -> Iterator[tuple[int, bytes]]:
+    def add(self, rows: list[tuple[float, int, int, int, int, int, int]]) -> None:
+        """Append a batch of rows (t, inp, out, hit, reuse, session, model): one C-level pass per column."""
+        if not rows:
+            return
+        t, inp, out, hit, reuse, session, model = zip(*rows, strict=True)
+        self.t.extend(t)
+        self.inp.extend(inp)
+        self.out.extend(out)
+        self.hit.extend(hit)
+        self.reuse.extend(reuse)
+        self.session.extend(session)
+        self.model.extend(model)
+        rows.clear()
+
+
+#: Rows gathered before they go to the columns: a bound on the memory of the batch, not a model figure.
+BATCH_ROWS: Final = 65_536
+
+
+def _first(fh: IO[bytes], digest: Any) -> tuple[int, bytes] | None:
+    """The first non-empty line of a file (and its number), hashing what it reads."""
     for lineno, line in enumerate(fh, start=1):
         digest.update(line)
         if line.strip():
+            return lineno, line
+    return None
+
+
+def _rest(fh: IO[bytes], digest: Any, after: int) -> Iterator[tuple[int, bytes]]:
+    update = digest.update
+    for lineno, line in enumerate(fh, start=after + 1):
+        update(line)
+        if len(line) > 2 or line.strip():
             yield lineno, line
 
 
@@ -259,14 +288,15 @@ def read_trace(
     estimated = 0
     kinds: set[str] = set()
     detected: TraceFormat | None = fmt
+    pending: list[tuple[float, int, int, int, int, int, int]] = []
     for name, fh in _sources(source, s3_client):
-        rows = _lines(fh, digest)
         try:
-            first = next(rows)
-        except StopIteration:
-            continue
+            first = _first(fh, digest)
         except (OSError, EOFError) as exc:
             raise unreadable(name, f"not a readable file ({exc})") from None
+        if first is None:
+            continue
+        rows = _rest(fh, digest, first[0])
         if detected is None:
             detected = detect(first[1])
             if detected is None:
@@ -305,16 +335,13 @@ def read_trace(
                 else:
                     hit, dist = 0, 0
                     prefixes.sent += rec.inp
-                cols.t.append(rec.t)
-                cols.inp.append(rec.inp)
-                cols.out.append(rec.out)
-                cols.hit.append(hit)
-                cols.reuse.append(dist)
-                cols.session.append(rec.session)
-                cols.model.append(m)
+                pending.append((rec.t, rec.inp, rec.out, hit, dist, rec.session, m))
+                if len(pending) >= BATCH_ROWS:
+                    cols.add(pending)
                 estimated += rec.estimated
         except (OSError, EOFError) as exc:
             raise unreadable(name, f"reading stopped ({exc})") from None
+    cols.add(pending)
     if detected is None:
         raise unreadable(source, "it holds no requests")
     names = {i: m for m, i in models.items()}
@@ -371,9 +398,18 @@ def _records(
         return
     parse = JSON_READERS[fmt]
     absolute = fmt != "mooncake"
+    scan = make_scanner(json.JSONDecoder())  # the C scanner json.loads ends in, without its wrappers
     for lineno, line in _chain(first, rows):
         try:
-            obj = json.loads(line)
+            text = line.decode("utf-8")
+            obj, end = scan(text, 0)
+            if end < len(text) and text[end:].strip():
+                raise ValueError("text after the object")
+        except StopIteration:
+            try:
+                obj = json.loads(text)  # leading white space
+            except (ValueError, RecursionError):
+                raise bad_line(name, lineno, "line", "is not a JSON object") from None
         except (ValueError, RecursionError):
             raise bad_line(name, lineno, "line", "is not a JSON object") from None
         try:
