@@ -592,6 +592,12 @@ def parse_spec(raw: Any, *, prefix: str = "", catalog: Any = None) -> WorkloadSp
         p.message == USERS_OR_RATE for p in problems
     ):
         problems.append(Problem(_join(prefix, "users"), USERS_OR_RATE))
+    # tokens may be left out only with a trace: without one, say so with the rest (WorkloadSpec's validator says it
+    # only once every field is valid)
+    tokens_field = _join(prefix, "tokens")
+    if "tokens" not in merged and not merged.get("trace") and not any(p.field == tokens_field for p in problems):
+        at = next((i for i, p in enumerate(problems) if p.field == _join(prefix, "slo")), len(problems))
+        problems.insert(at, Problem(tokens_field, "required, and missing"))
     for p in problems:
         if p.field == prefix and p.message == USERS_OR_RATE:
             p.field = _join(prefix, "users")

@@ -9,6 +9,7 @@ from typing import Any
 
 from sizing.commands.output import print_json
 from sizing.outcome import EXIT_NO_ARCHITECTURE, impossible_constraints
+from sizing.plan.traceeffect import with_effect
 from sizing.text import table
 from sizing.workload import WorkloadSpec, load_spec, resolve
 
@@ -233,8 +234,6 @@ def render_managed(result: dict[str, Any]) -> list[str]:
 def _estimate(args: argparse.Namespace, spec: WorkloadSpec) -> dict[str, Any]:
     """The estimate's JSON, with a progress bar while the search runs."""
     from sizing.plan.search import DEFAULT_HEADROOM, estimate
-
-    from sizing.plan.traceeffect import with_effect
 
     bar = ProgressBar()
     options: dict[str, Any] = {

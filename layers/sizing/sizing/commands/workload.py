@@ -9,6 +9,7 @@ from typing import Any
 
 from sizing.commands.output import print_json
 from sizing.errors import InvalidInput, Problem
+from sizing.traces import read_trace, summarize
 from sizing.traces.formats import FORMATS
 from sizing.workload import TraceSpec, WorkloadSpec, load_spec, resolve
 
@@ -37,8 +38,6 @@ def run(args: argparse.Namespace) -> int:
     if args.file is None and args.trace is None:
         raise InvalidInput("give a workload spec, or --trace FILE", [Problem("file", "missing")])
     if args.file is None:
-        from sizing.traces import read_trace, summarize
-
         figures = summarize(read_trace(args.trace, args.format, args.model))
         if args.json:
             print_json(figures)

@@ -306,6 +306,13 @@ def _server_file(data: Any) -> Problem | None:
                 f"{prefix}tokens.samples_file",
                 "names a file on the server, which the API does not read: give tokens.input and tokens.output",
             )
+        trace = spec.get("trace") if isinstance(spec, dict) else None
+        path = trace.get("path") if isinstance(trace, dict) else None
+        if isinstance(path, str) and not path.startswith("s3://"):
+            return Problem(
+                f"{prefix}trace.path",
+                "names a file on the server, which the API does not read: give the trace's s3:// URI",
+            )
     return None
 
 
