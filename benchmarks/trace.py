@@ -56,7 +56,13 @@ def reading(n: int, fmt: str) -> None:
         out = subprocess.run(
             [sys.executable, "-c", _READ, str(path)], capture_output=True, text=True, check=True
         ).stdout.split()
-        requests, wall, cpu, rss, hit = int(out[0]), float(out[1]), float(out[2]), float(out[3]), float(out[4])
+        requests, wall, cpu, rss, hit = (
+            int(out[0]),
+            float(out[1]),
+            float(out[2]),
+            float(out[3]),
+            float(out[4]),
+        )
         print(
             f"  read + summarised {requests:,} requests: {wall:.2f} s wall, {cpu:.2f} s CPU, peak RSS {rss:,.0f} MB"
             f" (targets <= {READ_TARGET_S:g} s, <= {READ_TARGET_MB:g} MB); prefix-hit share {hit:.1%}"
@@ -81,7 +87,9 @@ def bursts() -> None:
     sm = StepModel.for_config(dataclasses.replace(cfg, enable_prefix_caching=False))
     with tempfile.TemporaryDirectory() as tmp:
         path = samples.write(
-            Path(tmp) / "bursty.jsonl", "mooncake", samples.synthetic(5000, seed=5, rate=2.0, gaps="bursty", groups=0)
+            Path(tmp) / "bursty.jsonl",
+            "mooncake",
+            samples.synthetic(5000, seed=5, rate=2.0, gaps="bursty", groups=0),
         )
         win = window(read_trace(str(path)))
     inp, out = TokenDistribution.empirical(win.inp.tolist()), TokenDistribution.empirical(win.out.tolist())
@@ -114,7 +122,9 @@ def bursts() -> None:
     )
     # both overloaded, the queues grow alike: a run-to-run difference under TOLERANCE is no difference
     conservative = cap["trace"] <= cap["poisson"] and all(tr >= po * (1 - TOLERANCE) for _r, tr, po in rows)
-    print(f"  the bursty estimate is {'at least as conservative as' if conservative else 'LESS conservative than'} Poisson")
+    print(
+        f"  the bursty estimate is {'at least as conservative as' if conservative else 'LESS conservative than'} Poisson"
+    )
 
 
 def main() -> None:

@@ -64,10 +64,22 @@ def test_data_capture_without_usage_estimates_counts_from_text_and_says_so(tmp_p
         ("mooncake", {"timestamp": 5, "input_length": "many", "output_length": 3}, "input_length"),
         ("mooncake", {"timestamp": -1, "input_length": 5, "output_length": 3}, "timestamp"),
         ("mooncake", {"timestamp": 5, "input_length": 5, "output_length": 3, "hash_ids": "ab"}, "hash_ids"),
-        ("bedrock", {"schemaType": "ModelInvocationLog", "modelId": "m", "timestamp": "yesterday", "input": {}},
-         "timestamp"),
-        ("bedrock", {"schemaType": "ModelInvocationLog", "modelId": "m", "timestamp": "2026-03-03T00:00:00Z",
-                     "input": {"inputTokenCount": 3}, "output": {}}, "output.outputTokenCount"),
+        (
+            "bedrock",
+            {"schemaType": "ModelInvocationLog", "modelId": "m", "timestamp": "yesterday", "input": {}},
+            "timestamp",
+        ),
+        (
+            "bedrock",
+            {
+                "schemaType": "ModelInvocationLog",
+                "modelId": "m",
+                "timestamp": "2026-03-03T00:00:00Z",
+                "input": {"inputTokenCount": 3},
+                "output": {},
+            },
+            "output.outputTokenCount",
+        ),
     ],
 )
 def test_a_malformed_line_is_refused_naming_file_line_and_field(
@@ -99,7 +111,10 @@ def test_a_csv_row_without_counts_is_refused_naming_its_line(tmp_path: Path):
 def test_a_log_with_several_models_is_refused_naming_them_unless_one_is_chosen(tmp_path: Path):
     # given a Bedrock log with two models
     path = write(
-        tmp_path, "bedrock", n=100, models=("meta.llama3-1-8b-instruct-v1:0", "us.anthropic.claude-3-haiku-v1:0")
+        tmp_path,
+        "bedrock",
+        n=100,
+        models=("meta.llama3-1-8b-instruct-v1:0", "us.anthropic.claude-3-haiku-v1:0"),
     )
     # when it is read without a model, then it is refused naming both
     with pytest.raises(InvalidInput) as err:
@@ -121,9 +136,9 @@ def test_an_unreadable_or_unrecognised_trace_is_refused_by_name(tmp_path: Path):
     other = tmp_path / "notes.txt"
     other.write_text("hello\n")
     # when each is read, then each refusal names it
-    with pytest.raises(InvalidInput, match="no-such.jsonl"):
+    with pytest.raises(InvalidInput, match=r"no-such\.jsonl"):
         read_trace(str(tmp_path / "no-such.jsonl"))
-    with pytest.raises(InvalidInput, match="notes.txt"):
+    with pytest.raises(InvalidInput, match=r"notes\.txt"):
         read_trace(str(other))
 
 
@@ -160,7 +175,9 @@ def test_reused_hash_ids_raise_the_prefix_hit_share(tmp_path: Path):
     plain.write_text("".join(samples.mooncake_line(r) + "\n" for r in reqs))
     reused = [reqs[0]]
     for r in reqs[1:]:
-        earlier = reused[-1].hash_ids[: len(r.hash_ids)]  # the previous request's blocks, as far as this prompt goes
+        earlier = reused[-1].hash_ids[
+            : len(r.hash_ids)
+        ]  # the previous request's blocks, as far as this prompt goes
         reused.append(dataclasses.replace(r, hash_ids=earlier + r.hash_ids[len(earlier) :]))
     dup = tmp_path / "dup.jsonl"
     dup.write_text("".join(samples.mooncake_line(r) + "\n" for r in reused))
@@ -191,7 +208,9 @@ MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
 def replica(caching: bool = False) -> StepModel:
     cfg = HardwareConfig.create(MODEL, "g6e.xlarge", 1, "bf16", "vllm")
-    return StepModel.for_config(dataclasses.replace(cfg, enable_prefix_caching=caching), Profile(0.5, 0.6, 0.003))
+    return StepModel.for_config(
+        dataclasses.replace(cfg, enable_prefix_caching=caching), Profile(0.5, 0.6, 0.003)
+    )
 
 
 def fixed_replay(n: int, gap: float, inp: int, out: int) -> TraceReplay:

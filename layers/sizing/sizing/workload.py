@@ -477,7 +477,13 @@ class WorkloadSpec(Spec):
         if self.trace is None and not self.tokens.complete():
             raise _field_errors(
                 "WorkloadSpec",
-                [(("tokens",), None, "give tokens.input and tokens.output, or tokens.samples_file (or a trace)")],
+                [
+                    (
+                        ("tokens",),
+                        None,
+                        "give tokens.input and tokens.output, or tokens.samples_file (or a trace)",
+                    )
+                ],
             )
         return self
 
@@ -588,14 +594,16 @@ def parse_spec(raw: Any, *, prefix: str = "", catalog: Any = None) -> WorkloadSp
     # what WorkloadSpec's own validator says only once every field is valid: say it with the rest
     neither = merged.get("users") is None and merged.get("rate") is None and not merged.get("trace")
     both = merged.get("users") is not None and merged.get("rate") is not None
-    if (neither or both) and not any(
-        p.message == USERS_OR_RATE for p in problems
-    ):
+    if (neither or both) and not any(p.message == USERS_OR_RATE for p in problems):
         problems.append(Problem(_join(prefix, "users"), USERS_OR_RATE))
     # tokens may be left out only with a trace: without one, say so with the rest (WorkloadSpec's validator says it
     # only once every field is valid)
     tokens_field = _join(prefix, "tokens")
-    if "tokens" not in merged and not merged.get("trace") and not any(p.field == tokens_field for p in problems):
+    if (
+        "tokens" not in merged
+        and not merged.get("trace")
+        and not any(p.field == tokens_field for p in problems)
+    ):
         at = next((i for i, p in enumerate(problems) if p.field == _join(prefix, "slo")), len(problems))
         problems.insert(at, Problem(tokens_field, "required, and missing"))
     for p in problems:
@@ -860,7 +868,9 @@ def build_model(spec: WorkloadSpec, model_id: str | None = None) -> WorkloadMode
         if recorded.weights is None:
             shape = spec.traffic.profile if isinstance(spec.traffic.profile, str) else "24 hourly weights"
             notes.append(f"the trace covers less than a day: the day's shape is traffic.profile ({shape})")
-        prefix = spec.tokens.shared_prefix if spec.tokens.shared_prefix is not None else recorded.shared_prefix
+        prefix = (
+            spec.tokens.shared_prefix if spec.tokens.shared_prefix is not None else recorded.shared_prefix
+        )
     elif spec.tokens.samples_file:
         ins, outs = read_token_samples(spec.tokens.samples_file)
         i_dist, o_dist = TokenDistribution.empirical(ins), TokenDistribution.empirical(outs)

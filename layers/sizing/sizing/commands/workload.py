@@ -22,9 +22,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "workload", help="derive the workload model from a spec (YAML or JSON), or from a recorded trace"
     )
     p.add_argument("file", nargs="?", help="workload spec (YAML or JSON); optional with --trace")
-    p.add_argument("--trace", help="a request trace: Mooncake JSONL, Bedrock invocation log, Data Capture, CSV")
+    p.add_argument(
+        "--trace", help="a request trace: Mooncake JSONL, Bedrock invocation log, Data Capture, CSV"
+    )
     p.add_argument("--format", choices=FORMATS, default=None, help="the trace's format (detected when unset)")
-    p.add_argument("--model", default=None, help="the model whose requests to read from a log holding several")
+    p.add_argument(
+        "--model", default=None, help="the model whose requests to read from a log holding several"
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -87,7 +91,9 @@ def trace_lines(f: dict[str, Any]) -> list[str]:
         f" {f['span_s'] / 3600:.2f} h" + (f", model {f['model']}" if f.get("model") else ""),
     ]
     if f.get("mean_rps") is not None:
-        lines.append(f"  rate: mean {f['mean_rps']:.3g} req/s, busiest hour {f['busiest_hour_rps']:.3g} req/s")
+        lines.append(
+            f"  rate: mean {f['mean_rps']:.3g} req/s, busiest hour {f['busiest_hour_rps']:.3g} req/s"
+        )
     for name, label in (("input_tokens", "input tokens "), ("output_tokens", "output tokens")):
         x = f[name]
         lines.append(

@@ -69,13 +69,20 @@ def compare(traced: dict[str, Any], poisson: dict[str, Any]) -> dict[str, Any]:
             parts.append(said)
     if tb and ps:
         for said in (
-            _way(tb["replicas_peak"], ps["replicas_peak"], f"the peak replicas of {tb['id']}", lambda x: f"{x:g}"),
+            _way(
+                tb["replicas_peak"],
+                ps["replicas_peak"],
+                f"the peak replicas of {tb['id']}",
+                lambda x: f"{x:g}",
+            ),
             _way(tb["ttft_ms_p95"], ps["ttft_ms_p95"], "its TTFT p95 at peak", lambda x: f"{x:,.0f} ms"),
         ):
             if said:
                 parts.append(said)
     out["summary"] = (
-        "against Poisson at the same means, the trace " + "; ".join(parts) if parts else "no architecture to compare"
+        "against Poisson at the same means, the trace " + "; ".join(parts)
+        if parts
+        else "no architecture to compare"
     )
     return out
 

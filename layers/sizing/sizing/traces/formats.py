@@ -243,7 +243,16 @@ def _text_chars(obj: Any) -> int:
         return sum(_text_chars(x) for x in obj)
     if isinstance(obj, dict):
         total = 0
-        for key in ("messages", "content", "prompt", "inputs", "text", "generated_text", "choices", "message"):
+        for key in (
+            "messages",
+            "content",
+            "prompt",
+            "inputs",
+            "text",
+            "generated_text",
+            "choices",
+            "message",
+        ):
             if key in obj:
                 total += _text_chars(obj[key])
         delta = obj.get("delta")

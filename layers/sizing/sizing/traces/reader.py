@@ -15,10 +15,10 @@ import gzip
 import hashlib
 import io
 import json
-from json.scanner import make_scanner  # type: ignore[attr-defined]
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from json.scanner import make_scanner  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -229,7 +229,6 @@ class _Columns:
         self.model = array("H")
         self.absolute: bool | None = None
 
-
     def add(self, rows: list[tuple[float, int, int, int, int, int, int]]) -> None:
         """Append a batch of rows (t, inp, out, hit, reuse, session, model): one C-level pass per column."""
         if not rows:
@@ -266,6 +265,114 @@ def _rest(fh: IO[bytes], digest: Any, after: int) -> Iterator[tuple[int, bytes]]
             yield lineno, line
 
 
+class _Reading:
+    """The state of one read: the columns, the models seen, the prefix tracker, what was skipped."""
+
+    def __init__(self, fmt: TraceFormat | None) -> None:
+        self.digest = hashlib.sha256()
+        self.cols = _Columns()
+        self.models: dict[str, int] = {}
+        self.skipped: dict[str, int] = {}
+        self.prefixes = _Prefixes()
+        self.group_len: dict[int, int] = {}
+        self.estimated = 0
+        self.kinds: set[str] = set()
+        self.fmt: TraceFormat | None = fmt
+        self.pending: list[tuple[float, int, int, int, int, int, int]] = []
+
+    def file(self, name: str, fh: IO[bytes]) -> None:
+        try:
+            first = _first(fh, self.digest)
+        except (OSError, EOFError) as exc:
+            raise unreadable(name, f"not a readable file ({exc})") from None
+        if first is None:
+            return
+        if self.fmt is None:
+            self.fmt = detect(first[1])
+            if self.fmt is None:
+                raise InvalidInput(
+                    f"{name}: cannot tell the trace's format from its first line",
+                    [
+                        Problem(
+                            "format",
+                            f"{name} is not a Mooncake, Bedrock invocation log, Data Capture or CSV trace that"
+                            " the product recognises: give --format (mooncake, bedrock, datacapture, csv)",
+                        )
+                    ],
+                )
+        cols, pending = self.cols, self.pending
+        try:
+            for lineno, rec, absolute in _records(self.fmt, name, first, _rest(fh, self.digest, first[0])):
+                if rec is None:
+                    self.skipped[absolute] = self.skipped.get(absolute, 0) + 1
+                    continue
+                if cols.absolute is None:
+                    cols.absolute = bool(absolute)
+                elif cols.absolute != bool(absolute):
+                    raise bad_line(
+                        name, lineno, "timestamp", "mixes absolute times with times since the start"
+                    )
+                hit, dist = self._reuse(rec)
+                pending.append(
+                    (
+                        rec.t,
+                        rec.inp,
+                        rec.out,
+                        hit,
+                        dist,
+                        rec.session,
+                        self.models.setdefault(rec.model, len(self.models)),
+                    )
+                )
+                if len(pending) >= BATCH_ROWS:
+                    cols.add(pending)
+                self.estimated += rec.estimated
+        except (OSError, EOFError) as exc:
+            raise unreadable(name, f"reading stopped ({exc})") from None
+
+    def _reuse(self, rec: Record) -> tuple[int, int]:
+        """The request's prefix hit and reuse distance, from what its record carries."""
+        if rec.hash_ids is not None:
+            self.kinds.add("hash_ids")
+            return self.prefixes.visit(rec.hash_ids, rec.inp)
+        if rec.cache_read >= 0:
+            self.kinds.add("prompt cache")
+            self.prefixes.sent += rec.inp
+            return min(rec.cache_read, rec.inp - 1), 0
+        if rec.group or rec.session:
+            self.kinds.add("sessions" if rec.session else "prefix groups")
+            return self.prefixes.visit(_derived_blocks(rec, self.group_len), rec.inp)
+        self.prefixes.sent += rec.inp
+        return 0, 0
+
+    def trace(self, source: str) -> tuple[Trace, np.ndarray]:
+        """The columns as a Trace (every model's requests), and each request's model index."""
+        cols = self.cols
+        cols.add(self.pending)
+        if self.fmt is None:
+            raise unreadable(source, "it holds no requests")
+        names = {i: m for m, i in self.models.items()}
+        counts = np.bincount(np.frombuffer(cols.model, dtype=np.uint16), minlength=len(names))
+        trace = Trace(
+            source=source,
+            format=self.fmt,
+            digest="sha256:" + self.digest.hexdigest(),
+            t=np.frombuffer(cols.t, dtype=np.float64),
+            inp=np.frombuffer(cols.inp, dtype=np.int64),
+            out=np.frombuffer(cols.out, dtype=np.int64),
+            hit=np.frombuffer(cols.hit, dtype=np.int64),
+            reuse_distance=np.frombuffer(cols.reuse, dtype=np.int64),
+            session=np.frombuffer(cols.session, dtype=np.int64),
+            models={names[i]: int(c) for i, c in enumerate(counts) if names[i]},
+            skipped=self.skipped,
+            estimated=self.estimated,
+            reuse_source=next((k for k in REUSE_SOURCES if k in self.kinds), "none"),
+            blocks_total=self.prefixes.total,
+            blocks_seen=self.prefixes.any_seen,
+        )
+        return trace, np.frombuffer(cols.model, dtype=np.uint16)
+
+
 def read_trace(
     source: str,
     fmt: TraceFormat | None = None,
@@ -279,112 +386,29 @@ def read_trace(
         raise InvalidInput(
             f"unknown trace format '{fmt}'", [Problem("format", f"use one of {', '.join(FORMATS)}")]
         )
-    digest = hashlib.sha256()
-    cols = _Columns()
-    models: dict[str, int] = {}
-    skipped: dict[str, int] = {}
-    prefixes = _Prefixes()
-    group_len: dict[int, int] = {}
-    estimated = 0
-    kinds: set[str] = set()
-    detected: TraceFormat | None = fmt
-    pending: list[tuple[float, int, int, int, int, int, int]] = []
+    reading = _Reading(fmt)
     for name, fh in _sources(source, s3_client):
-        try:
-            first = _first(fh, digest)
-        except (OSError, EOFError) as exc:
-            raise unreadable(name, f"not a readable file ({exc})") from None
-        if first is None:
-            continue
-        rows = _rest(fh, digest, first[0])
-        if detected is None:
-            detected = detect(first[1])
-            if detected is None:
-                raise InvalidInput(
-                    f"{name}: cannot tell the trace's format from its first line",
-                    [
-                        Problem(
-                            "format",
-                            f"{name} is not a Mooncake, Bedrock invocation log, Data Capture or CSV trace that"
-                            " the product recognises: give --format (mooncake, bedrock, datacapture, csv)",
-                        )
-                    ],
-                )
-        records = _records(detected, name, first, rows)
-        try:
-            for lineno, rec, absolute in records:
-                if rec is None:
-                    skipped[absolute] = skipped.get(absolute, 0) + 1  # type: ignore[index]
-                    continue
-                if cols.absolute is None:
-                    cols.absolute = bool(absolute)
-                elif cols.absolute != bool(absolute):
-                    raise bad_line(name, lineno, "timestamp", "mixes absolute times with times since the start")
-                m = models.setdefault(rec.model, len(models))
-                if rec.hash_ids is not None:
-                    kinds.add("hash_ids")
-                    hit, dist = prefixes.visit(rec.hash_ids, rec.inp)
-                elif rec.cache_read >= 0:
-                    kinds.add("prompt cache")
-                    hit, dist = min(rec.cache_read, rec.inp - 1), 0
-                elif rec.group or rec.session:
-                    kinds.add("prefix groups" if rec.group else "sessions")
-                    if rec.session:
-                        kinds.add("sessions")
-                    hit, dist = prefixes.visit(_derived_blocks(rec, group_len), rec.inp)
-                else:
-                    hit, dist = 0, 0
-                    prefixes.sent += rec.inp
-                pending.append((rec.t, rec.inp, rec.out, hit, dist, rec.session, m))
-                if len(pending) >= BATCH_ROWS:
-                    cols.add(pending)
-                estimated += rec.estimated
-        except (OSError, EOFError) as exc:
-            raise unreadable(name, f"reading stopped ({exc})") from None
-    cols.add(pending)
-    if detected is None:
-        raise unreadable(source, "it holds no requests")
-    names = {i: m for m, i in models.items()}
-    t = np.frombuffer(cols.t, dtype=np.float64)
-    keep = _model_filter(source, models, model, np.frombuffer(cols.model, dtype=np.uint16))
-    trace = Trace(
-        source=source,
-        format=detected,
-        digest="sha256:" + digest.hexdigest(),
-        t=t,
-        inp=np.frombuffer(cols.inp, dtype=np.int64),
-        out=np.frombuffer(cols.out, dtype=np.int64),
-        hit=np.frombuffer(cols.hit, dtype=np.int64),
-        reuse_distance=np.frombuffer(cols.reuse, dtype=np.int64),
-        session=np.frombuffer(cols.session, dtype=np.int64),
-        models={names[i]: int(c) for i, c in enumerate(np.bincount(cols.model, minlength=len(names)))}
-        if models
-        else {},
-        skipped=skipped,
-        estimated=estimated,
-        reuse_source=next((k for k in REUSE_SOURCES if k in kinds), "none"),
-        blocks_total=prefixes.total,
-        blocks_seen=prefixes.any_seen,
-    )
-    trace.models.pop("", None)
+        reading.file(name, fh)
+    trace, model_idx = reading.trace(source)
+    keep = _model_filter(source, reading.models, model, model_idx)
     if keep is not None:
         trace = _only(trace, keep)
-        kept = [m for m in trace.models if m and _matches(m, model or "")]
+        kept = [m for m in trace.models if _matches(m, model or "")]
         trace.models = {m: trace.models[m] for m in kept}
         trace.model = kept[0] if len(kept) == 1 else model
     elif len(trace.models) == 1:
         trace.model = next(iter(trace.models))
     if trace.n == 0:
         raise unreadable(source, "it holds no requests" + (f" of model {model}" if model else ""))
-    _order(trace, bool(cols.absolute))
-    if estimated:
+    _order(trace, bool(reading.cols.absolute))
+    if trace.estimated:
         trace.notes.append(
-            f"{estimated:,} requests carried no token counts: counted from their text's length at 4 characters a"
+            f"{trace.estimated:,} requests carried no token counts: counted from their text's length at 4 characters a"
             " token (an estimate)"
         )
-    if skipped:
+    if trace.skipped:
         trace.notes.append(
-            "not requests, skipped: " + ", ".join(f"{n:,} {why}" for why, n in sorted(skipped.items()))
+            "not requests, skipped: " + ", ".join(f"{n:,} {why}" for why, n in sorted(trace.skipped.items()))
         )
     return trace
 
@@ -457,7 +481,9 @@ def _csv_records(
         yield lineno, rec, absolute
 
 
-def _model_filter(source: str, models: dict[str, int], wanted: str | None, idx: np.ndarray) -> np.ndarray | None:
+def _model_filter(
+    source: str, models: dict[str, int], wanted: str | None, idx: np.ndarray
+) -> np.ndarray | None:
     named = {m: i for m, i in models.items() if m}
     if wanted is None:
         if len(named) > 1:
@@ -497,7 +523,9 @@ def _order(trace: Trace, absolute: bool) -> None:
     if t.size > 1 and not bool((t[1:] >= t[:-1]).all()):
         order = np.argsort(t, kind="stable")
         _only(trace, order)
-        trace.notes.append("the trace was not in time order: sorted by arrival (prefix reuse counted in file order)")
+        trace.notes.append(
+            "the trace was not in time order: sorted by arrival (prefix reuse counted in file order)"
+        )
         t = trace.t
     first = float(t[0])
     trace.start = first if absolute else None

@@ -76,7 +76,9 @@ def recorded(
         top = max(rates)
         weights = [r / top for r in rates] if top > 0 else None
     # the prefix most requests share: the median hit, in whole blocks, below the input's mean
-    shared = int(figures["prefix_reuse"]["median_hit_tokens"]) // MOONCAKE_BLOCK_TOKENS * MOONCAKE_BLOCK_TOKENS
+    shared = (
+        int(figures["prefix_reuse"]["median_hit_tokens"]) // MOONCAKE_BLOCK_TOKENS * MOONCAKE_BLOCK_TOKENS
+    )
     cap = input_mean_cap if input_mean_cap is not None else i_dist.mean
     while shared and shared >= cap:
         shared -= MOONCAKE_BLOCK_TOKENS

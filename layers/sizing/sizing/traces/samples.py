@@ -57,9 +57,7 @@ def arrivals(n: int, rate: float, gaps: Gaps, rng: np.random.Generator) -> np.nd
     per_period = base * ((BURST_PERIOD_S - BURST_S) + BURST_S * BURST_FACTOR)
     periods, rest = np.divmod(work, per_period)
     burst_work = base * BURST_FACTOR * BURST_S
-    inside = np.where(
-        rest < burst_work, rest / (base * BURST_FACTOR), BURST_S + (rest - burst_work) / base
-    )
+    inside = np.where(rest < burst_work, rest / (base * BURST_FACTOR), BURST_S + (rest - burst_work) / base)
     return periods * BURST_PERIOD_S + inside
 
 
@@ -153,7 +151,9 @@ def bedrock_line(r: Request) -> str:
             "output": {
                 "outputContentType": "application/json",
                 "outputBodyJson": {
-                    "output": {"message": {"role": "assistant", "content": [{"text": f"answer: {r.prompt}"}]}},
+                    "output": {
+                        "message": {"role": "assistant", "content": [{"text": f"answer: {r.prompt}"}]}
+                    },
                     "stopReason": "end_turn",
                     "usage": {"inputTokens": r.inp, "outputTokens": r.out, "totalTokens": r.inp + r.out},
                 },
