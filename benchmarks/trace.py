@@ -43,7 +43,7 @@ def generate(path: Path, n: int, fmt: str) -> float:
 
     t0 = time.perf_counter()
     # a Mooncake-like mix: ~2,000-token prompts (4 blocks), 8 shared system prompts of 1,024 tokens
-    samples.write(path, fmt, samples.synthetic(n, seed=11, rate=50.0, gaps="bursty", groups=8))  # type: ignore[arg-type]
+    samples.write(path, fmt, samples.synthetic(n, seed=11, rate=50.0, gaps="bursty", groups=8))
     return time.perf_counter() - t0
 
 

@@ -150,7 +150,7 @@ def mooncake(obj: Any) -> Record:
     type tests only: a million lines are read in seconds."""
     if type(obj) is not dict:
         raise BadField("line", "must be a JSON object")
-    ts = obj.get("timestamp")
+    ts: Any = obj.get("timestamp")
     if type(ts) not in (int, float) or ts < 0:
         raise BadField("timestamp", "must be milliseconds since the trace began (a number, at least 0)")
     inp = obj.get("input_length")

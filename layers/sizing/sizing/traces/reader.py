@@ -18,7 +18,7 @@ import json
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from json.scanner import make_scanner  # type: ignore[attr-defined]
+from json.scanner import make_scanner
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -100,7 +100,7 @@ def unreadable(source: str, why: str) -> InvalidInput:
 def _maybe_gunzip(raw: IO[bytes]) -> IO[bytes]:
     """The stream itself, or its gunzipped content where it starts with gzip's magic bytes (Bedrock delivers its
     logs to S3 as .json.gz)."""
-    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+    buffered: Any = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)
     if buffered.peek(2)[:2] == b"\x1f\x8b":
         return gzip.GzipFile(fileobj=buffered)  # type: ignore[return-value]
     return buffered
@@ -422,7 +422,7 @@ def _records(
         return
     parse = JSON_READERS[fmt]
     absolute = fmt != "mooncake"
-    scan = make_scanner(json.JSONDecoder())  # the C scanner json.loads ends in, without its wrappers
+    scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # the C scanner json.loads ends in, without its wrappers
     for lineno, line in _chain(first, rows):
         try:
             text = line.decode("utf-8")
