@@ -442,7 +442,8 @@ class Constraints(Spec):
 
 class WorkloadSpec(Spec):
     """A workload in business terms: one model for CLI, API, Slack and events (docs/workload-spec.md). Give
-    either `users` or `rate`; `tokens` and `slo` are required unless a `preset` fills them."""
+    either `users` or `rate`; `tokens` and `slo` are required unless a `preset` fills them. With a `trace`, `tokens`,
+    `users` and `rate` may be left out: the trace gives the lengths and its busiest hour the peak."""
 
     name: str = Field(default="workload", min_length=1, max_length=128, description="a name for the workload")
     model: str = Field(

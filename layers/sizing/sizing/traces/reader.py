@@ -65,6 +65,9 @@ class Trace:
     hit: np.ndarray
     reuse_distance: np.ndarray
     session: np.ndarray
+    #: per request, a key of the prefix its hit comes from (its first block; 0: none), so a replay can send
+    #: requests that share a prefix the same leading text
+    prefix_key: np.ndarray
     #: seconds since the epoch of the first request (None: the trace's times are relative to its start)
     start: float | None = None
     model: str | None = None
@@ -217,7 +220,7 @@ def _derived_blocks(r: Record, group_len: dict[int, int]) -> list[Any]:
 
 # --- reading -----------------------------------------------------------------------------------------------------
 class _Columns:
-    __slots__ = ("absolute", "hit", "inp", "model", "out", "reuse", "session", "t")
+    __slots__ = ("absolute", "hit", "inp", "key", "model", "out", "reuse", "session", "t")
 
     def __init__(self) -> None:
         self.t = array("d")
@@ -227,13 +230,15 @@ class _Columns:
         self.reuse = array("q")
         self.session = array("q")
         self.model = array("H")
+        self.key = array("q")
         self.absolute: bool | None = None
 
-    def add(self, rows: list[tuple[float, int, int, int, int, int, int]]) -> None:
-        """Append a batch of rows (t, inp, out, hit, reuse, session, model): one C-level pass per column."""
+    def add(self, rows: list[tuple[float, int, int, int, int, int, int, int]]) -> None:
+        """Append a batch of rows (t, inp, out, hit, reuse, session, model, prefix key): one C-level pass per
+        column."""
         if not rows:
             return
-        t, inp, out, hit, reuse, session, model = zip(*rows, strict=True)
+        t, inp, out, hit, reuse, session, model, key = zip(*rows, strict=True)
         self.t.extend(t)
         self.inp.extend(inp)
         self.out.extend(out)
@@ -241,6 +246,7 @@ class _Columns:
         self.reuse.extend(reuse)
         self.session.extend(session)
         self.model.extend(model)
+        self.key.extend(key)
         rows.clear()
 
 
@@ -278,7 +284,7 @@ class _Reading:
         self.estimated = 0
         self.kinds: set[str] = set()
         self.fmt: TraceFormat | None = fmt
-        self.pending: list[tuple[float, int, int, int, int, int, int]] = []
+        self.pending: list[tuple[float, int, int, int, int, int, int, int]] = []
 
     def file(self, name: str, fh: IO[bytes]) -> None:
         try:
@@ -312,7 +318,7 @@ class _Reading:
                     raise bad_line(
                         name, lineno, "timestamp", "mixes absolute times with times since the start"
                     )
-                hit, dist = self._reuse(rec)
+                hit, dist, key = self._reuse(rec)
                 pending.append(
                     (
                         rec.t,
@@ -322,6 +328,7 @@ class _Reading:
                         dist,
                         rec.session,
                         self.models.setdefault(rec.model, len(self.models)),
+                        key,
                     )
                 )
                 if len(pending) >= BATCH_ROWS:
@@ -330,20 +337,23 @@ class _Reading:
         except (OSError, EOFError) as exc:
             raise unreadable(name, f"reading stopped ({exc})") from None
 
-    def _reuse(self, rec: Record) -> tuple[int, int]:
-        """The request's prefix hit and reuse distance, from what its record carries."""
+    def _reuse(self, rec: Record) -> tuple[int, int, int]:
+        """The request's prefix hit, reuse distance and prefix key, from what its record carries."""
         if rec.hash_ids is not None:
             self.kinds.add("hash_ids")
-            return self.prefixes.visit(rec.hash_ids, rec.inp)
+            hit, dist = self.prefixes.visit(rec.hash_ids, rec.inp)
+            return hit, dist, hash((rec.hash_ids[0],)) if rec.hash_ids else 0
         if rec.cache_read >= 0:
             self.kinds.add("prompt cache")
             self.prefixes.sent += rec.inp
-            return min(rec.cache_read, rec.inp - 1), 0
+            return min(rec.cache_read, rec.inp - 1), 0, 0
         if rec.group or rec.session:
             self.kinds.add("sessions" if rec.session else "prefix groups")
-            return self.prefixes.visit(_derived_blocks(rec, self.group_len), rec.inp)
+            blocks = _derived_blocks(rec, self.group_len)
+            hit, dist = self.prefixes.visit(blocks, rec.inp)
+            return hit, dist, hash(blocks[0]) if blocks else 0
         self.prefixes.sent += rec.inp
-        return 0, 0
+        return 0, 0, 0
 
     def trace(self, source: str) -> tuple[Trace, np.ndarray]:
         """The columns as a Trace (every model's requests), and each request's model index."""
@@ -363,6 +373,7 @@ class _Reading:
             hit=np.frombuffer(cols.hit, dtype=np.int64),
             reuse_distance=np.frombuffer(cols.reuse, dtype=np.int64),
             session=np.frombuffer(cols.session, dtype=np.int64),
+            prefix_key=np.frombuffer(cols.key, dtype=np.int64),
             models={names[i]: int(c) for i, c in enumerate(counts) if names[i]},
             skipped=self.skipped,
             estimated=self.estimated,
@@ -512,7 +523,7 @@ def _matches(found: str, wanted: str) -> bool:
 
 
 def _only(trace: Trace, keep: np.ndarray) -> Trace:
-    for name in ("t", "inp", "out", "hit", "reuse_distance", "session"):
+    for name in ("t", "inp", "out", "hit", "reuse_distance", "session", "prefix_key"):
         setattr(trace, name, getattr(trace, name)[keep])
     return trace
 

@@ -38,6 +38,10 @@ class TraceReplay:
     out: np.ndarray = field(repr=False)
     hit: np.ndarray = field(repr=False)
     reuse_distance: np.ndarray = field(repr=False)
+    #: the key of the prefix each hit comes from (`Trace.prefix_key`): a replay against a server sends requests of
+    #: one key the same leading text
+    prefix_key: np.ndarray | None = field(default=None, repr=False)
+    digest: str = ""
 
     def __hash__(self) -> int:
         return hash(self.key)
@@ -90,6 +94,19 @@ class TraceReplay:
         return (hit // b) * b
 
 
+    def as_load(self) -> dict[str, object]:
+        """The window as a load test replays it (`sizing.loadtest.config.ReplaySpec`'s fields)."""
+        keys = self.prefix_key if self.prefix_key is not None else np.zeros(self.n, dtype=np.int64)
+        return {
+            "digest": self.digest or self.key,
+            "t": [round(float(x), 6) for x in self.t],
+            "input_tokens": self.inp.tolist(),
+            "output_tokens": self.out.tolist(),
+            "hit_tokens": self.hit.tolist(),
+            "prefix_keys": keys.tolist(),
+        }
+
+
 def busiest_hour_start(trace: Trace) -> int:
     """Index of the first request of the trace's busiest clock hour (UTC where its times are absolute)."""
     offset = (trace.start or 0.0) % 3600.0
@@ -114,4 +131,6 @@ def window(trace: Trace, size: int = WINDOW) -> TraceReplay:
         out=np.ascontiguousarray(trace.out[sl]),
         hit=np.ascontiguousarray(trace.hit[sl]),
         reuse_distance=np.ascontiguousarray(trace.reuse_distance[sl]),
+        prefix_key=np.ascontiguousarray(trace.prefix_key[sl]),
+        digest=trace.digest,
     )
