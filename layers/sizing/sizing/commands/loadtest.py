@@ -50,9 +50,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         " hour's requests at their recorded gaps and lengths, prefixes shared as its hash_ids share them;"
         " time-scaled to each of --trace-rates (default: as recorded)",
     )
-    p.add_argument("--trace-rates", default=None, help="with --trace: rates (req/s) to time-scale it to, e.g. 1,2,4")
-    p.add_argument("--trace-format", choices=FORMATS, default=None, help="the trace's format (detected when unset)")
-    p.add_argument("--trace-model", default=None, help="the model whose requests to replay from a log of several")
+    p.add_argument(
+        "--trace-rates", default=None, help="with --trace: rates (req/s) to time-scale it to, e.g. 1,2,4"
+    )
+    p.add_argument(
+        "--trace-format", choices=FORMATS, default=None, help="the trace's format (detected when unset)"
+    )
+    p.add_argument(
+        "--trace-model", default=None, help="the model whose requests to replay from a log of several"
+    )
     level.add_argument(
         "--capacity-from",
         type=float,

@@ -84,8 +84,12 @@ class ReplaySpec(Strict):
     @model_validator(mode="after")
     def _aligned(self) -> ReplaySpec:
         n = len(self.t)
-        if any(len(x) != n for x in (self.input_tokens, self.output_tokens, self.hit_tokens, self.prefix_keys)):
-            raise ValueError("t, input_tokens, output_tokens, hit_tokens and prefix_keys need one value per request")
+        if any(
+            len(x) != n for x in (self.input_tokens, self.output_tokens, self.hit_tokens, self.prefix_keys)
+        ):
+            raise ValueError(
+                "t, input_tokens, output_tokens, hit_tokens and prefix_keys need one value per request"
+            )
         if any(b < a for a, b in zip(self.t, self.t[1:], strict=False)):
             raise ValueError("t must not decrease")
         return self

@@ -383,7 +383,6 @@ class RateUser(User):
             self._inflight += 1
             gevent.spawn(self._one, item)
 
-
     def _send(self, cfg: LoadTestConfig, item: PromptItem) -> None:
         if self._inflight >= cfg.max_inflight:
             now = time.time()

@@ -93,7 +93,6 @@ class TraceReplay:
         b = max(1, int(block))
         return (hit // b) * b
 
-
     def as_load(self) -> dict[str, object]:
         """The window as a load test replays it (`sizing.loadtest.config.ReplaySpec`'s fields)."""
         keys = self.prefix_key if self.prefix_key is not None else np.zeros(self.n, dtype=np.int64)
