@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
+from sizing.orchestrate.steps import _load_plan
 from sizing.plan.search import estimate
 from sizing.plan.traceeffect import compare, poisson_twin, with_effect
 from sizing.report import render_report
 from sizing.service.api import _server_file
 from sizing.traces import samples
-from sizing.workload import parse_spec
+from sizing.workload import parse_spec, resolve
 
 MODEL = "llama-3.1-8b"
 
@@ -110,3 +111,17 @@ def test_the_api_reads_no_trace_file_on_its_server():
     assert problem is not None and problem.field == "trace.path" and "s3://" in problem.message
     assert _server_file(remote) is None
     assert _server_file({"spec": local}) is not None
+
+
+def test_a_runs_load_test_drives_the_traces_lengths_not_the_defaults(tmp_path: Path):
+    # given a spec whose lengths come only from a trace
+    path = samples.write(tmp_path / "t.jsonl", "mooncake", samples.synthetic(500, seed=2, input_mean=3000))
+    spec = parse_spec({"model": MODEL, "trace": {"path": str(path)}, "slo": {"e2e_s": {"p95": 30}}})
+    workload = resolve(spec).derived()
+    # when a run plans its load tests
+    plan = _load_plan(spec, workload)
+    # then they send the trace's lengths (its mean and p95) and its shared prefix
+    assert plan.input_tokens is not None and plan.output_tokens is not None
+    assert plan.input_tokens.mean == pytest.approx(workload["input_tokens"]["mean"])
+    assert plan.input_tokens.p95 == pytest.approx(workload["input_tokens"]["p95"])
+    assert plan.shared_prefix_tokens == workload["shared_prefix_tokens"] > 0
