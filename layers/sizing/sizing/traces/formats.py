@@ -21,12 +21,14 @@ from typing import Any, Final, Literal
 TraceFormat = Literal["mooncake", "bedrock", "datacapture", "csv"]
 FORMATS: Final[tuple[TraceFormat, ...]] = ("mooncake", "bedrock", "datacapture", "csv")
 
-#: Tokens per block of a Mooncake trace's `hash_ids`: each id names one 512-token block of the prompt
-#: (github.com/kvcache-ai/Mooncake, FAST'25 traces: "hash_ids ... block size 512").
+#: Tokens per block of a Mooncake trace's `hash_ids`: each id names one 512-token block of the prompt, ids shared
+#: between requests marking their common prefix (the traces of https://github.com/kvcache-ai/Mooncake,
+#: FAST25-release/traces; the block size AIPerf and Dynamo's trace tools assume for them by default).
 MOONCAKE_BLOCK_TOKENS: Final = 512
 #: Characters per token where a Data Capture line carries no token count: OpenAI's rule of thumb for English
-#: text ("one token generally corresponds to ~4 characters", help.openai.com "What are tokens and how to count
-#: them"). A stated estimate; the summary counts the requests it was used for.
+#: text ("one token generally corresponds to ~4 characters of text",
+#: https://help.openai.com/en/articles/4936856-what-are-tokens-and-how-to-count-them). A stated estimate; the
+#: summary counts the requests it was used for.
 CHARS_PER_TOKEN: Final = 4.0
 
 #: The key of this process's id hashes: session and prefix-group ids are kept only as keyed hashes, so what the

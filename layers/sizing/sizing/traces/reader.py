@@ -210,7 +210,7 @@ def _derived_blocks(r: Record, group_len: dict[int, int]) -> list[Any]:
     g = 0
     if r.group:
         glen = r.group_tokens if r.group_tokens >= 0 else min(group_len.get(r.group, r.inp), r.inp)
-        group_len[r.group] = glen if r.group_tokens >= 0 else min(group_len.get(r.group, r.inp), r.inp)
+        group_len[r.group] = glen
         g = min(glen, r.inp) // MOONCAKE_BLOCK_TOKENS
         blocks = [(r.group, j) for j in range(g)]
     if r.session:
