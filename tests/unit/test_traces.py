@@ -320,3 +320,24 @@ def test_a_spec_without_trace_still_needs_tokens():
     with pytest.raises(InvalidInput) as err:
         parse_spec({"model": MODEL, "rate": {"peak_rps": 1}, "slo": {"e2e_s": {"p95": 9}}})
     assert any(p.field == "tokens" for p in err.value.problems)
+
+
+def test_mooncake_lines_as_published_are_read_with_their_shared_first_block(tmp_path: Path):
+    # given four lines in the shape the Mooncake traces publish (times in ms; every prompt starts with block 0)
+    path = tmp_path / "mooncake.jsonl"
+    path.write_text(
+        '{"timestamp": 0, "input_length": 6755, "output_length": 500, "hash_ids": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9,'
+        " 10, 11, 12, 13]}\n"
+        '{"timestamp": 0, "input_length": 7319, "output_length": 490, "hash_ids": [0, 14, 15, 16, 17, 18, 19, 20,'
+        " 21, 22, 23, 24, 25, 26, 27]}\n"
+        '{"timestamp": 3052, "input_length": 7234, "output_length": 794, "hash_ids": [0, 28, 29, 30, 31, 32, 33,'
+        " 34, 35, 36, 37, 38, 39, 40, 41]}\n"
+        '{"timestamp": 3052, "input_length": 2287, "output_length": 316, "hash_ids": [0, 42, 43, 44, 45]}\n'
+    )
+    # when it is read
+    trace = read_trace(str(path))
+    # then the times are seconds, and each request after the first finds the shared 512-token block cached
+    assert trace.format == "mooncake"
+    assert trace.t.tolist() == [0.0, 0.0, 3.052, 3.052]
+    assert trace.hit.tolist() == [0, 512, 512, 512]
+    assert len(set(trace.prefix_key.tolist())) == 1 and trace.prefix_key[0] != 0
