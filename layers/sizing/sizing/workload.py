@@ -300,9 +300,6 @@ class SLO(Spec):
         return out
 
 
-TRACE_FORMATS = ("mooncake", "bedrock", "datacapture", "csv")
-
-
 class TraceSpec(Spec):
     """A recorded trace of the workload's requests (docs/traces.md): its lengths, arrivals and prefix reuse replace
     `tokens` and the Poisson arrivals of the estimate; its busiest hour is the peak unless `users` or `rate` give
@@ -863,6 +860,12 @@ def build_model(spec: WorkloadSpec, model_id: str | None = None) -> WorkloadMode
         i_dist, o_dist, replay, trace_figures = recorded.inp, recorded.out, recorded.replay, recorded.figures
         if spec.users is None and spec.rate is None:
             peak = recorded.peak_rps
+            if peak < MIN_PEAK_RPS:
+                why = (
+                    f"its {trace_figures['requests']:,} requests span no time, so it gives no rate: give rate.peak_rps"
+                    " or users to size it for"
+                )
+                raise InvalidInput(f"trace: {why}", [Problem("trace", why)])
         trace_figures["sized_peak_rps"] = round(peak, 4)
         trace_figures["time_scale"] = round(peak / recorded.peak_rps, 4) if recorded.peak_rps > 0 else None
         hourly = [peak * w for w in (recorded.weights or weights)]

@@ -78,9 +78,11 @@ def hourly(trace: Trace) -> tuple[list[float], float, str]:
     first = int(hour_index[0])
     per_hour = np.bincount(hour_index - first)
     span_h = max(float(t[-1]) / 3600.0, 1e-9)
-    if span_h < 1.0:
+    if float(t[-1]) <= 0:
+        busiest = 0.0  # every request at one instant: the trace gives no rate
+    elif span_h < 1.0:
         # less than an hour: its rate over its span stands for its hour
-        busiest = trace.n / max(float(t[-1]), 1e-9) if trace.n > 1 else 0.0
+        busiest = (trace.n - 1) / float(t[-1])
     else:
         busiest = float(per_hour.max()) / 3600.0
     hod = (np.arange(per_hour.size) + first) % 24
