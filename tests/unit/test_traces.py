@@ -346,9 +346,7 @@ def test_mooncake_lines_as_published_are_read_with_their_shared_first_block(tmp_
 def test_a_trace_at_one_instant_gives_no_rate_and_needs_one(tmp_path: Path):
     # given a trace whose requests all arrived at the same millisecond
     path = tmp_path / "burst.jsonl"
-    path.write_text(
-        "".join(f'{{"timestamp": 5, "input_length": 100, "output_length": 10}}\n' for _ in range(20))
-    )
+    path.write_text('{"timestamp": 5, "input_length": 100, "output_length": 10}\n' * 20)
     spec = {"model": MODEL, "trace": {"path": str(path)}, "slo": {"e2e_s": {"p95": 9}}}
     # when it is the only source of the peak, then it is refused saying why and what to give
     with pytest.raises(InvalidInput, match="span no time"):
