@@ -61,12 +61,22 @@ def _with(spec: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, 
         ("an objective without any percentile", _with(EXAMPLE, ("slo", "e2e_s"), {})),
         ("a token length of no shape", _with(EXAMPLE, ("tokens", "input"), {"p95": 3500})),
         ("a file on the server", _with(EXAMPLE, ("tokens", "samples_file"), "/etc/passwd")),
+        ("a trace file on the server", _with(EXAMPLE, ("trace",), {"path": "/etc/passwd"})),
         ("a model nobody knows", _with(EXAMPLE, ("model",), "acme/unknown-7b")),
     ],
 )
 def test_a_spec_the_api_refuses_is_one_the_document_refuses(case: str, spec: dict[str, Any]) -> None:
     # given a spec the API answers 422 for; when the document's schema checks it; then it is refused there too
     assert spec_errors(spec) != [], case
+
+
+def test_a_trace_on_s3_stands_in_for_users_rate_and_tokens() -> None:
+    # given a spec whose peak and lengths come from a trace on S3, and the same with a rate to scale it to
+    spec = {"model": "llama-3.1-8b", "trace": {"path": "s3://bucket/logs/"}, "slo": {"e2e_s": {"p95": 9}}}
+    # when the document checks them, then both are allowed, and with users and rate together it still refuses
+    assert spec_errors(spec) == []
+    assert spec_errors({**spec, "rate": {"peak_rps": 5}}) == []
+    assert spec_errors({**spec, "rate": {"peak_rps": 5}, "users": {"total": 100}}) != []
 
 
 def test_a_preset_stands_in_for_tokens_and_slo() -> None:

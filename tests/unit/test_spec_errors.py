@@ -49,7 +49,7 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, str]]]] = [
         [
             (
                 "colour",
-                "unknown field; the fields here are name, model, preset, users, rate, traffic, tokens, slo,"
+                "unknown field; the fields here are name, model, preset, users, rate, traffic, tokens, trace, slo,"
                 " constraints",
             )
         ],

@@ -13,9 +13,11 @@ HEADER = """# Workload spec
 
 A workload spec (YAML or JSON) describes a workload in business terms. `sizing workload|estimate|run` read it
 from a file, `POST /estimates` takes it as the body, `POST /runs` and `POST /watches` as `spec`. Give either
-`users` or `rate`; `tokens` and `slo` are required unless a `preset` fills them. Unknown fields are refused
-(with a did-you-mean), and every problem is reported at once, naming its field. The OpenAPI document
-(`GET /openapi.json`) holds the same schema as `WorkloadSpec`.
+`users` or `rate`; `tokens` and `slo` are required unless a `preset` fills them. A recorded `trace` (docs/traces.md)
+gives the lengths, the arrivals and the peak itself: with one, `tokens`, `users` and `rate` may be left out (a
+`users` or `rate` peak time-scales the trace). Unknown fields are refused (with a did-you-mean), and every problem
+is reported at once, naming its field. The OpenAPI document (`GET /openapi.json`) holds the same schema as
+`WorkloadSpec`.
 
 Example (examples/chatbot.yaml):
 

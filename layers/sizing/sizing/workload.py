@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
@@ -23,6 +23,10 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from sizing.distributions import MAX_TOKENS, PERCENTILES, TokenDistribution, Z
 from sizing.errors import InvalidInput, NotFound, Problem, problems_from_pydantic
 from sizing.vocabulary import CAPACITY_TYPES, DEPLOYMENTS, CapacityType, Deployment, Engine, Quantization
+
+if TYPE_CHECKING:
+    from sizing.traces.recorded import Recorded
+    from sizing.traces.replay import TraceReplay
 
 PresetName = Literal["chat", "rag", "summarization", "code-completion", "batch"]
 
@@ -187,10 +191,12 @@ class Tokens(Spec):
         " input's mean",
     )
 
+    def complete(self) -> bool:
+        """Lengths are given: input and output, or a samples_file (without them a `trace` must give them)."""
+        return self.samples_file is not None or (self.input is not None and self.output is not None)
+
     @model_validator(mode="after")
     def _complete(self) -> Tokens:
-        if self.samples_file is None and (self.input is None or self.output is None):
-            raise ValueError("give tokens.input and tokens.output, or tokens.samples_file")
         # with a samples_file the input's mean is known once the file is read (build_model checks it there)
         if self.shared_prefix and self.input is not None and self.samples_file is None:
             problem = shared_prefix_problem(self.shared_prefix, self.input.mean_tokens())
@@ -292,6 +298,35 @@ class SLO(Spec):
             if p is not None:
                 out += [(metric, k, v) for k, v in p.items()]
         return out
+
+
+class TraceSpec(Spec):
+    """A recorded trace of the workload's requests (docs/traces.md): its lengths, arrivals and prefix reuse replace
+    `tokens` and the Poisson arrivals of the estimate; its busiest hour is the peak unless `users` or `rate` give
+    one (the trace is then time-scaled to it)."""
+
+    path: str = Field(
+        min_length=1,
+        max_length=2048,
+        description="the trace: a file or folder on this machine (CLI), or an s3:// object or prefix (deployed)",
+        examples=["traces/tuesday.jsonl", "s3://my-bucket/bedrock-logs/2026/03/03/"],
+    )
+    format: Literal["mooncake", "bedrock", "datacapture", "csv"] | None = Field(
+        default=None,
+        description="mooncake (JSONL), bedrock (model-invocation logs), datacapture (SageMaker Data Capture) or"
+        " csv; detected from the first line when unset",
+    )
+    model: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="the model whose requests to read, where a log holds several (a Bedrock modelId)",
+    )
+    replay: bool = Field(
+        default=True,
+        description="replay the trace's arrivals and prefix hits in the estimate; false: Poisson arrivals at the"
+        " same rate with the trace's lengths",
+    )
 
 
 def _default_deployments() -> list[Deployment]:
@@ -404,7 +439,8 @@ class Constraints(Spec):
 
 class WorkloadSpec(Spec):
     """A workload in business terms: one model for CLI, API, Slack and events (docs/workload-spec.md). Give
-    either `users` or `rate`; `tokens` and `slo` are required unless a `preset` fills them."""
+    either `users` or `rate`; `tokens` and `slo` are required unless a `preset` fills them. With a `trace`, `tokens`,
+    `users` and `rate` may be left out: the trace gives the lengths and its busiest hour the peak."""
 
     name: str = Field(default="workload", min_length=1, max_length=128, description="a name for the workload")
     model: str = Field(
@@ -419,7 +455,12 @@ class WorkloadSpec(Spec):
     users: Users | None = Field(default=None, description="load in business terms (or give rate)")
     rate: Rate | None = Field(default=None, description="load as a request rate (or give users)")
     traffic: Traffic = Field(default_factory=Traffic, description="how the load spreads over the day")
-    tokens: Tokens = Field(description="prompt and answer lengths")
+    tokens: Tokens = Field(
+        default_factory=Tokens, description="prompt and answer lengths (a trace gives them when omitted)"
+    )
+    trace: TraceSpec | None = Field(
+        default=None, description="a recorded trace: its lengths, arrivals and prefix reuse (docs/traces.md)"
+    )
     slo: SLO = Field(description="latency objectives")
     constraints: Constraints = Field(
         default_factory=Constraints, description="where and how it may be deployed"
@@ -427,8 +468,21 @@ class WorkloadSpec(Spec):
 
     @model_validator(mode="after")
     def _users_or_rate(self) -> WorkloadSpec:
-        if (self.users is None) == (self.rate is None):
+        if self.users is not None and self.rate is not None:
             raise ValueError(USERS_OR_RATE)
+        if self.users is None and self.rate is None and self.trace is None:
+            raise ValueError(USERS_OR_RATE)
+        if self.trace is None and not self.tokens.complete():
+            raise _field_errors(
+                "WorkloadSpec",
+                [
+                    (
+                        ("tokens",),
+                        None,
+                        "give tokens.input and tokens.output, or tokens.samples_file (or a trace)",
+                    )
+                ],
+            )
         return self
 
 
@@ -509,8 +563,10 @@ def _apply_preset(raw: dict[str, Any]) -> dict[str, Any]:
     elif "users" not in raw:
         base.pop("users", None)
     tokens = raw.get("tokens")
-    if isinstance(tokens, dict) and "samples_file" in tokens:
+    if (isinstance(tokens, dict) and "samples_file" in tokens) or raw.get("trace"):
         base.pop("tokens", None)
+    if raw.get("trace") and "users" not in raw:
+        base.pop("users", None)  # the trace's busiest hour is the peak
     if "slo" in raw:
         base.pop("slo", None)
     return _deep_merge(base, raw)
@@ -534,10 +590,20 @@ def parse_spec(raw: Any, *, prefix: str = "", catalog: Any = None) -> WorkloadSp
     except ValidationError as exc:
         problems = problems_from_pydantic(exc, prefix, model=WorkloadSpec, quote=True)
     # what WorkloadSpec's own validator says only once every field is valid: say it with the rest
-    if (merged.get("users") is None) == (merged.get("rate") is None) and not any(
-        p.message == USERS_OR_RATE for p in problems
-    ):
+    neither = merged.get("users") is None and merged.get("rate") is None and not merged.get("trace")
+    both = merged.get("users") is not None and merged.get("rate") is not None
+    if (neither or both) and not any(p.message == USERS_OR_RATE for p in problems):
         problems.append(Problem(_join(prefix, "users"), USERS_OR_RATE))
+    # tokens may be left out only with a trace: without one, say so with the rest (WorkloadSpec's validator says it
+    # only once every field is valid)
+    tokens_field = _join(prefix, "tokens")
+    if (
+        "tokens" not in merged
+        and not merged.get("trace")
+        and not any(p.field == tokens_field for p in problems)
+    ):
+        at = next((i for i, p in enumerate(problems) if p.field == _join(prefix, "slo")), len(problems))
+        problems.insert(at, Problem(tokens_field, "required, and missing"))
     for p in problems:
         if p.field == prefix and p.message == USERS_OR_RATE:
             p.field = _join(prefix, "users")
@@ -592,6 +658,9 @@ def load_spec(path: str | Path) -> WorkloadSpec:
             f"{p} is nested too deeply or holds a number too long to read", [Problem("file", "parse error")]
         ) from None
     spec = parse_spec(raw)
+    if spec.trace and not spec.trace.path.startswith("s3://") and not Path(spec.trace.path).is_absolute():
+        resolved_trace = str((p.parent / spec.trace.path).resolve())
+        spec = spec.model_copy(update={"trace": spec.trace.model_copy(update={"path": resolved_trace})})
     if spec.tokens.samples_file and not Path(spec.tokens.samples_file).is_absolute():
         resolved = (p.parent / spec.tokens.samples_file).resolve()
         spec = spec.model_copy(
@@ -678,6 +747,10 @@ class WorkloadModel:
     notes: list[str] = field(default_factory=list)
     #: tokens at the start of every prompt common to all requests (`tokens.shared_prefix`; 0: none declared)
     shared_prefix_tokens: int = 0
+    #: the trace's window the estimator replays instead of Poisson arrivals (None: no trace, or trace.replay false)
+    replay: TraceReplay | None = None
+    #: what the trace says (`sizing.traces.summarize`), with how it was scaled; None without a trace
+    trace: dict[str, Any] | None = None
 
     @property
     def avg_rps(self) -> float:
@@ -733,7 +806,31 @@ class WorkloadModel:
             "timezone": self.spec.traffic.timezone,
             "slo": self.spec.slo.model_dump(exclude_none=True),
             "notes": self.notes,
+            **({"trace": self.trace} if self.trace is not None else {}),
         }
+
+
+def from_trace(spec: WorkloadSpec, notes: list[str], s3_client: Any = None) -> Recorded:
+    """What `spec.trace` says, for the workload model; `notes` gets what replaced what."""
+    # numpy and the readers: only a spec with a trace pays for them
+    from sizing.traces.recorded import recorded
+
+    assert spec.trace is not None
+    t = spec.trace
+    rec = recorded(t.path, t.format, t.model, replay=t.replay, s3_client=s3_client)
+    n = rec.figures["requests"]
+    notes.append(
+        f"trace {Path(t.path).name if not t.path.startswith('s3://') else t.path} ({rec.figures['format']},"
+        f" {n:,} requests): its lengths replace tokens.input/output"
+        + (", its arrivals and prefix hits replace Poisson arrivals" if t.replay else "")
+    )
+    if spec.users is not None or spec.rate is not None:
+        notes.append(
+            f"the trace's busiest hour ({rec.peak_rps:.3g} requests/s) is time-scaled to the peak the spec gives"
+        )
+    else:
+        notes.append(f"peak = the trace's busiest hour: {rec.peak_rps:.3g} requests/s")
+    return rec
 
 
 def build_model(spec: WorkloadSpec, model_id: str | None = None) -> WorkloadModel:
@@ -750,13 +847,35 @@ def build_model(spec: WorkloadSpec, model_id: str | None = None) -> WorkloadMode
             f" = {peak:.2f} requests/s at peak"
         )
     else:
-        assert spec.rate is not None
-        peak = spec.rate.peak_rps
+        # a trace without users or rate: its busiest hour sets the peak (below)
+        peak = spec.rate.peak_rps if spec.rate is not None else 0.0
         active_users = None
         think = None
     weights = _weights(spec.traffic)
     hourly = [peak * w for w in weights]
-    if spec.tokens.samples_file:
+    replay: TraceReplay | None = None
+    trace_figures: dict[str, Any] | None = None
+    if spec.trace is not None:
+        recorded = from_trace(spec, notes)
+        i_dist, o_dist, replay, trace_figures = recorded.inp, recorded.out, recorded.replay, recorded.figures
+        if spec.users is None and spec.rate is None:
+            peak = recorded.peak_rps
+            if peak < MIN_PEAK_RPS:
+                why = (
+                    f"its {trace_figures['requests']:,} requests span no time, so it gives no rate: give rate.peak_rps"
+                    " or users to size it for"
+                )
+                raise InvalidInput(f"trace: {why}", [Problem("trace", why)])
+        trace_figures["sized_peak_rps"] = round(peak, 4)
+        trace_figures["time_scale"] = round(peak / recorded.peak_rps, 4) if recorded.peak_rps > 0 else None
+        hourly = [peak * w for w in (recorded.weights or weights)]
+        if recorded.weights is None:
+            shape = spec.traffic.profile if isinstance(spec.traffic.profile, str) else "24 hourly weights"
+            notes.append(f"the trace covers less than a day: the day's shape is traffic.profile ({shape})")
+        prefix = (
+            spec.tokens.shared_prefix if spec.tokens.shared_prefix is not None else recorded.shared_prefix
+        )
+    elif spec.tokens.samples_file:
         ins, outs = read_token_samples(spec.tokens.samples_file)
         i_dist, o_dist = TokenDistribution.empirical(ins), TokenDistribution.empirical(outs)
         if spec.tokens.input or spec.tokens.output:
@@ -764,7 +883,8 @@ def build_model(spec: WorkloadSpec, model_id: str | None = None) -> WorkloadMode
     else:
         assert spec.tokens.input is not None and spec.tokens.output is not None
         i_dist, o_dist = _dist(spec.tokens.input), _dist(spec.tokens.output)
-    prefix = spec.tokens.shared_prefix or 0
+    if spec.trace is None:
+        prefix = spec.tokens.shared_prefix or 0
     problem = shared_prefix_problem(prefix, i_dist.mean)
     if problem:  # a samples_file's mean (the spec's own input was checked when it was parsed)
         raise InvalidInput(f"tokens.shared_prefix: {problem}", [Problem("tokens.shared_prefix", problem)])
@@ -781,6 +901,8 @@ def build_model(spec: WorkloadSpec, model_id: str | None = None) -> WorkloadMode
         think_time_s=think,
         notes=notes,
         shared_prefix_tokens=prefix,
+        replay=replay,
+        trace=trace_figures,
     )
     if think is not None:
         # a user's cycle is request time + think time; what is left of the cycle is thinking

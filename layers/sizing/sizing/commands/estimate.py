@@ -9,6 +9,7 @@ from typing import Any
 
 from sizing.commands.output import print_json
 from sizing.outcome import EXIT_NO_ARCHITECTURE, impossible_constraints
+from sizing.plan.traceeffect import with_effect
 from sizing.text import table
 from sizing.workload import WorkloadSpec, load_spec, resolve
 
@@ -235,16 +236,17 @@ def _estimate(args: argparse.Namespace, spec: WorkloadSpec) -> dict[str, Any]:
     from sizing.plan.search import DEFAULT_HEADROOM, estimate
 
     bar = ProgressBar()
+    options: dict[str, Any] = {
+        "top": args.top if args.json else None,
+        "headroom": DEFAULT_HEADROOM if args.headroom is None else args.headroom,
+        "seed": args.seed,
+    }
     try:
-        return estimate(
-            spec,
-            top=args.top if args.json else None,
-            headroom=DEFAULT_HEADROOM if args.headroom is None else args.headroom,
-            seed=args.seed,
-            progress=bar,
-        )
+        result = estimate(spec, progress=bar, **options)
     finally:
         bar.close()
+    # a replayed trace: the same workload with Poisson arrivals at the same means, to say what the trace changed
+    return with_effect(spec, result, lambda twin: estimate(twin, **options))
 
 
 def _print_header(result: dict[str, Any]) -> None:
@@ -256,6 +258,9 @@ def _print_header(result: dict[str, Any]) -> None:
         f" tokens in {w['input_tokens']['mean']:.0f} / out {w['output_tokens']['mean']:.0f} (mean)"
     )
     print(f"  SLO: {w['slo']}")
+    effect = (w.get("trace") or {}).get("effect")
+    if effect:
+        print(f"  trace: {effect['summary']}")
     s = result["search"]
     print(
         f"  searched {s['hardware_options']} hardware options, simulated {s['simulated']},"

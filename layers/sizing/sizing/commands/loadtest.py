@@ -14,6 +14,9 @@ from sizing.loadtest import run_sweep
 from sizing.loadtest.config import DEFAULT_DURATION_S, fresh_seed
 from sizing.loadtest.server import describe_server, served_model
 from sizing.text import table
+from sizing.traces import read_trace
+from sizing.traces.formats import FORMATS
+from sizing.traces.replay import window as replay_window
 from sizing.workload import build_model, load_spec
 
 #: Fractions of the workload's peak users (or rate) a `--workload` sweep steps through.
@@ -40,6 +43,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     level.add_argument("--rates", help="Poisson request rates (req/s) per step, e.g. 0.5,1,2,4")
     level.add_argument(
         "--workload", help="workload spec (YAML/JSON): its users with think time, tokens and SLO"
+    )
+    level.add_argument(
+        "--trace",
+        help="replay a recorded trace (Mooncake, Bedrock log, Data Capture, CSV; docs/traces.md): its busiest"
+        " hour's requests at their recorded gaps and lengths, prefixes shared as its hash_ids share them;"
+        " time-scaled to each of --trace-rates (default: as recorded)",
+    )
+    p.add_argument(
+        "--trace-rates", default=None, help="with --trace: rates (req/s) to time-scale it to, e.g. 1,2,4"
+    )
+    p.add_argument(
+        "--trace-format", choices=FORMATS, default=None, help="the trace's format (detected when unset)"
+    )
+    p.add_argument(
+        "--trace-model", default=None, help="the model whose requests to replay from a log of several"
     )
     level.add_argument(
         "--capacity-from",
@@ -188,6 +206,16 @@ def _levels(
         fields.pop("slo", None)
         extra.update(fields)
         return mode, levels, slo
+    if args.trace:
+        win = replay_window(read_trace(args.trace, args.trace_format, args.trace_model))
+        extra["replay"] = win.as_load()
+        rates = _floats(args.trace_rates, "trace-rates") if args.trace_rates else [round(win.mean_rate, 4)]
+        print(
+            f"trace: {win.n} requests from the busiest hour, recorded at {win.mean_rate:.3g} req/s"
+            f" ({extra['replay']['digest'][:19]}...)",
+            file=sys.stderr,
+        )
+        return "rate", rates, parse_slo(args.slo)
     if args.capacity_from is not None:
         slo = parse_slo(args.slo)
         if not slo:

@@ -67,6 +67,40 @@ class CapacitySearchSpec(Strict):
     max_rate: float | None = Field(default=None, gt=0)
 
 
+class ReplaySpec(Strict):
+    """A recorded trace's window to replay (`sizing.traces.replay.TraceReplay`): each request's arrival (s since
+    the window's first), prompt and answer tokens, prompt tokens it shares with an earlier request of the same
+    prefix key, and that key. At a level of R req/s the arrivals are time-scaled so their mean rate is R; the
+    window repeats past its end. Requests of one key start with the same text for as many tokens as they share, so
+    a server's prefix cache hits as the trace's did. `digest` identifies the trace (its bytes' SHA-256)."""
+
+    digest: str = Field(min_length=1, description="the trace's digest (sha256:...), recorded with each level")
+    t: list[float] = Field(min_length=1)
+    input_tokens: list[int] = Field(min_length=1)
+    output_tokens: list[int] = Field(min_length=1)
+    hit_tokens: list[int] = Field(min_length=1)
+    prefix_keys: list[int] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _aligned(self) -> ReplaySpec:
+        n = len(self.t)
+        if any(
+            len(x) != n for x in (self.input_tokens, self.output_tokens, self.hit_tokens, self.prefix_keys)
+        ):
+            raise ValueError(
+                "t, input_tokens, output_tokens, hit_tokens and prefix_keys need one value per request"
+            )
+        if any(b < a for a, b in zip(self.t, self.t[1:], strict=False)):
+            raise ValueError("t must not decrease")
+        return self
+
+    @property
+    def mean_rate(self) -> float:
+        """The window's own mean rate (requests over its span; as `TraceReplay.mean_rate`)."""
+        span = self.t[-1] - self.t[0]
+        return (len(self.t) - 1) / span if len(self.t) > 1 and span > 0 else float("inf")
+
+
 class LoadTestConfig(Strict):
     endpoint: str = Field(
         description="http(s)://host:port (OpenAI API), bedrock://REGION, sagemaker://NAME[?region=R]"
@@ -132,6 +166,10 @@ class LoadTestConfig(Strict):
         description="scrape an http(s) server's /metrics at each level's window start and end, and record the"
         " server's own figures over it (sizing.loadtest.server.ServerWindow)",
     )
+    replay: ReplaySpec | None = Field(
+        default=None,
+        description="a recorded trace to replay in rate mode instead of Poisson arrivals and drawn lengths",
+    )
     engine_version: str | None = Field(
         default=None,
         description="the version the server reported (vLLM: GET /version; a local twin: twin-<sizing version>)",
@@ -159,6 +197,8 @@ class LoadTestConfig(Strict):
             raise ValueError("levels must be above 0")
         if self.mode != "rate" and any(x != int(x) for x in self.levels):
             raise ValueError(f"{self.mode} levels must be whole numbers")
+        if self.replay is not None and self.mode != "rate":
+            raise ValueError("a trace is replayed in arrival rate (mode rate)")
         return self
 
     @property

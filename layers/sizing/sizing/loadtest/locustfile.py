@@ -30,6 +30,7 @@ import dataclasses
 import gc
 import itertools
 import json
+import math
 import random
 import sys
 import time
@@ -57,7 +58,7 @@ from sizing.loadtest.metrics import (
     with_checks,
 )
 from sizing.loadtest.plan import LevelPlan, plan_for, pointless_after
-from sizing.loadtest.prompts import PromptItem, PromptSource, load_dataset
+from sizing.loadtest.prompts import PromptItem, PromptSource, ReplayPrompts, load_dataset
 from sizing.loadtest.server import UNEXPECTED_HIT_SHARE, MetricsSnapshot, scrape, window
 from sizing.loadtest.streams import measure_bedrock, measure_openai, measure_sagemaker
 
@@ -362,6 +363,9 @@ class RateUser(User):
     @task
     def dispatch(self) -> None:
         cfg = _cfg()
+        if cfg.replay is not None:
+            self._replay(cfg)
+            return
         next_at = time.monotonic()
         while True:
             rate = STATE.rate_per_dispatcher
@@ -380,6 +384,51 @@ class RateUser(User):
                 continue
             self._inflight += 1
             gevent.spawn(self._one, item)
+
+    def _send(self, cfg: LoadTestConfig, item: PromptItem) -> None:
+        if self._inflight >= cfg.max_inflight:
+            now = time.time()
+            COLLECTOR.add(self.environment, RequestRecord(now, now, error="client_saturated"), cfg.api)
+            return
+        self._inflight += 1
+        gevent.spawn(self._one, item)
+
+    def _replay(self, cfg: LoadTestConfig) -> None:
+        """Send the trace's requests at its recorded gaps, time-scaled so their mean rate is the level (the window
+        repeated past its end). With D worker processes, worker p sends requests p, p + D, ... at the times the
+        whole trace gives them, so together they send the trace as recorded."""
+        rep = cfg.replay
+        assert rep is not None
+        n = len(rep.t)
+        own = rep.mean_rate if math.isfinite(rep.mean_rate) else float(n)
+        period = rep.t[-1] - rep.t[0] + 1.0 / own  # trace seconds from one pass's first request to the next's
+        dispatchers = max(1, cfg.workers)
+        i = max(0, STATE.process_index - 1) % dispatchers if cfg.workers else 0
+        prompts = ReplayPrompts(
+            rep.input_tokens, rep.output_tokens, rep.hit_tokens, rep.prefix_keys, chat=self._prompts.chat,
+            run_seed=cfg.seed, seed=int(self._prompts.rng.integers(0, 2**31)),
+        )  # fmt: skip
+        pos = 0.0  # trace time of the last request sent
+        passes = 0
+        next_at = time.monotonic()
+        while True:
+            rate = STATE.rate_per_dispatcher
+            if rate <= 0:
+                gevent.sleep(0.05)
+                next_at = time.monotonic()
+                continue
+            speed = rate * dispatchers / own  # trace seconds per wall second at this level
+            at = rep.t[i] - rep.t[0] + passes * period
+            next_at += max(0.0, at - pos) / speed
+            pos = at
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                gevent.sleep(delay)
+            self._send(cfg, prompts.item(i))
+            i += dispatchers
+            if i >= n:
+                i -= n
+                passes += 1
 
 
 def _on_rate(environment: Environment, msg: Any, **_: Any) -> None:

@@ -128,6 +128,11 @@ class StepResult(Strict):
         default=None,
         description="the server's own figures over the window (its /metrics deltas), where it exposes them",
     )
+    trace_digest: str | None = Field(
+        default=None,
+        description="the digest (sha256:...) of the recorded trace the level replayed, time-scaled to its rate;"
+        " None: Poisson arrivals or users",
+    )
     flags: list[str] = Field(
         default_factory=list,
         description="what makes the level's figures doubtful, in words (unexpected prefix-cache hits, ...)",

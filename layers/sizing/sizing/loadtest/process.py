@@ -50,6 +50,8 @@ class Output:
         self.server: ServerFacts | None = None
 
     def step(self, r: StepResult) -> None:
+        if self.cfg.replay is not None:
+            r.trace_digest = self.cfg.replay.digest  # the level measured the trace as recorded, time-scaled
         self.steps.append(r)
         with self.steps_path.open("a") as f:
             f.write(r.model_dump_json() + "\n")

@@ -71,6 +71,43 @@ class PromptSource:
         return PromptItem(text, self.prefix_tokens + MARKER_TOKENS + body + overhead, max(1, out))
 
 
+class ReplayPrompts:
+    """Prompts of a replayed trace (`sizing.loadtest.config.ReplaySpec`): request i has the trace's prompt and
+    answer lengths, and requests of one prefix key start with the same text -- that key's, for as long as the
+    longest hit of the key in the trace -- so a server's prefix cache serves what the trace's did. The keys' texts
+    depend on the run's seed: two runs share no prefix. The rest of each prompt is its own."""
+
+    def __init__(
+        self, input_tokens: list[int], output_tokens: list[int], hit_tokens: list[int], prefix_keys: list[int],
+        *, chat: bool, run_seed: int, seed: int,
+    ) -> None:  # fmt: skip
+        self.inp, self.out, self.hit, self.keys = input_tokens, output_tokens, hit_tokens, prefix_keys
+        self.chat = chat
+        self.run_seed = run_seed
+        self._n = int(np.random.default_rng(seed).integers(0, 10**6))
+        self.key_tokens: dict[int, int] = {}
+        for key, hit in zip(prefix_keys, hit_tokens, strict=True):
+            if key and hit > self.key_tokens.get(key, 0):
+                self.key_tokens[key] = hit
+
+    def _key_offset(self, key: int) -> int:
+        """Where the key's text starts in the vocabulary: the same in every process of a run, not across runs."""
+        return (key * 1_000_003 + self.run_seed * 7_919) % (2**31)
+
+    def item(self, i: int) -> PromptItem:
+        """The prompt of the trace's request `i`."""
+        self._n += 1
+        overhead = CHAT_OVERHEAD_ONE_MESSAGE if self.chat else 0
+        header = CHAT_HEADER_TOKENS if self.chat else 0
+        n_in, key = self.inp[i], self.keys[i]
+        room = max(0, n_in - overhead - MARKER_TOKENS)
+        shared = min(max(0, self.key_tokens.get(key, 0) - header), room) if key else 0
+        body = room - shared
+        prefix = synth_text(shared, offset=self._key_offset(key)) + " " if shared else ""
+        text = prefix + f"r{self._n % 10**7:07d} " + synth_text(body, offset=self._n)
+        return PromptItem(text, shared + MARKER_TOKENS + body + overhead, max(1, self.out[i]))
+
+
 def load_dataset(path: str | Path) -> list[dict[str, Any]]:
     """JSONL rows with `prompt` (text) and optionally `output_tokens`; `messages` (chat) rows are flattened."""
     p = Path(path)

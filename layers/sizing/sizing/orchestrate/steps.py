@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from sizing.catalog import Catalog, load_catalog
 from sizing.deploy.base import ExistingEndpoint
 from sizing.errors import SizingError
@@ -221,7 +223,7 @@ def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
             candidates=[],
         )
         return refused.model_dump(mode="json")
-    plan = _load_plan(spec)
+    plan = _load_plan(spec, result["workload"])
     for c in candidates:
         c.workload = plan
     out = EstimateOutput(
@@ -239,14 +241,30 @@ class NothingToMeasure(SizingError):
     """No architecture meets the SLOs, so there is nothing to provision."""
 
 
-def _load_plan(spec: WorkloadSpec) -> LoadPlan:
-    """What the load generator needs from the workload: token distributions, SLO targets."""
-    return LoadPlan(
-        input_tokens=spec.tokens.input,
-        output_tokens=spec.tokens.output,
-        slo=spec.slo.targets(),
-        shared_prefix_tokens=spec.tokens.shared_prefix or 0,
-    )
+def _load_plan(spec: WorkloadSpec, workload: dict[str, Any] | None = None) -> LoadPlan:
+    """What the load generator needs from the workload: token distributions, SLO targets. A workload built from a
+    trace gives no token specs of its own: its measured lengths (mean and p95) stand for them, and its shared
+    prefix is the trace's."""
+    inp, out = spec.tokens.input, spec.tokens.output
+    prefix = spec.tokens.shared_prefix or 0
+    if spec.trace is not None and workload is not None and (inp is None or out is None):
+        inp = _measured_tokens(workload.get("input_tokens"))
+        out = _measured_tokens(workload.get("output_tokens"))
+        prefix = int(workload.get("shared_prefix_tokens") or 0)
+    return LoadPlan(input_tokens=inp, output_tokens=out, slo=spec.slo.targets(), shared_prefix_tokens=prefix)
+
+
+def _measured_tokens(block: Any) -> TokenSpec | None:
+    """A lognormal token spec with a trace's mean and p95 (fixed where they are equal); None where unknown."""
+    if not isinstance(block, dict) or not block.get("mean"):
+        return None
+    mean, p95 = float(block["mean"]), float(block.get("p95") or block["mean"])
+    try:
+        if p95 <= mean:
+            return TokenSpec(fixed=max(1, round(mean)))
+        return TokenSpec(mean=mean, p95=p95)
+    except ValidationError:  # a shape no lognormal has (p95 far above the mean): its mean alone
+        return TokenSpec(fixed=max(1, round(mean)))
 
 
 # --- Provision / ready / teardown ------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from sizing.perf.arrivals import ClosedArrivals, OpenArrivals
     from sizing.perf.config import HardwareConfig
     from sizing.perf.scheduler import Scheduler
+    from sizing.traces.replay import TraceReplay
     from sizing.workload import SLO, TokenDistribution
 
 #: A closed-loop run needs this many rounds of `concurrency` requests for a steady-state window; fewer rounds
@@ -65,6 +66,15 @@ class OpenLoop:
     """Poisson arrivals at `rate_rps` requests per second, whatever the replica's state."""
 
     rate_rps: float
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A recorded trace's arrivals and requests (`sizing.traces.replay.TraceReplay`), time-scaled to `rate_rps`:
+    an open loop whose gaps, lengths and prefix hits are the trace's, not Poisson draws."""
+
+    rate_rps: float
+    trace: TraceReplay
 
 
 #: The percentiles a Stats holds, as np.percentile(values, [50, 90, 95, 99]) computes its fractions (q / 100).
@@ -206,7 +216,7 @@ def _request_duration(sm: StepModel, inp: float, outp: float, concurrency: int, 
 
 def simulate(
     step_model: StepModel,
-    load: ClosedLoop | OpenLoop,
+    load: ClosedLoop | OpenLoop | Replay,
     input_dist: TokenDistribution,
     output_dist: TokenDistribution,
     n_requests: int = 2000,
@@ -229,16 +239,25 @@ def simulate(
 
     The run is the scheduler (`sizing.perf.scheduler`: admission, prefill chunks, preemption, completions, and
     each request's times) driven by its event loop (`Scheduler.run`: idle time until arrivals), then summarised
-    (`_summarise`)."""
+    (`_summarise`).
+
+    Under a `Replay` the requests are the trace's (its lengths, in its order) and so are their prefix hits, bounded
+    by this replica's KV cache (`TraceReplay.cached`); `input_dist`, `output_dist` and `prefix_tokens` are not
+    read, and the cache holds the largest hit once (the prefix most requests share)."""
     sm = step_model
     n = int(n_requests)
     if n < 1:
         raise ValueError("n_requests must be at least 1")
-    draws = _draws(input_dist, output_dist, int(seed), n)
-    inp_a, out_a, truncated, inp_l, out_l = _draw_requests(sm, draws)
     if prefix_tokens < 0:
         raise ValueError("prefix_tokens must not be negative")
-    shared, pinned = _shared_blocks(sm, inp_a, prefix_tokens)
+    if isinstance(load, Replay):
+        draws = _replayed(load.trace, n)
+        inp_a, out_a, truncated, inp_l, out_l = _draw_requests(sm, draws)
+        shared, pinned = _replayed_blocks(sm, load.trace, inp_a)
+    else:
+        draws = _draws(input_dist, output_dist, int(seed), n)
+        inp_a, out_a, truncated, inp_l, out_l = _draw_requests(sm, draws)
+        shared, pinned = _shared_blocks(sm, inp_a, prefix_tokens)
     sched = KERNEL.scheduler(sm, inp_l, out_l, shared, pinned, itl)
     arrival_a, arrivals = _arrivals(load, draws.exponential, sm, sched)
     completed = sched.run(arrivals, n)
@@ -271,12 +290,22 @@ class _Draws:
     __slots__ = ("exponential", "inp", "inp_list", "longest", "out", "out_list", "out_max")
 
     def __init__(
-        self, input_dist: TokenDistribution, output_dist: TokenDistribution, seed: int, n: int
+        self, input_dist: TokenDistribution | None, output_dist: TokenDistribution | None, seed: int, n: int
     ) -> None:
+        if input_dist is None or output_dist is None:
+            return  # `given`'s: it sets the fields
         rng = np.random.default_rng(seed)
-        self.inp = input_dist.sample(rng, n)
-        self.out = output_dist.sample(rng, n)
-        self.exponential = rng.standard_exponential(n)
+        self._set(input_dist.sample(rng, n), output_dist.sample(rng, n), rng.standard_exponential(n))
+
+    @classmethod
+    def given(cls, inp: np.ndarray, out: np.ndarray, exponential: np.ndarray) -> _Draws:
+        """Requests given, not drawn (a replayed trace's)."""
+        d = cls(None, None, 0, 0)
+        d._set(inp.astype(np.int64), out.astype(np.int64), exponential)
+        return d
+
+    def _set(self, inp: np.ndarray, out: np.ndarray, exponential: np.ndarray) -> None:
+        self.inp, self.out, self.exponential = inp, out, exponential
         for a in (self.inp, self.out, self.exponential):
             a.setflags(write=False)
         self.inp_list: list[int] = self.inp.tolist()
@@ -299,6 +328,24 @@ def _draws(input_dist: TokenDistribution, output_dist: TokenDistribution, seed: 
 def forget_draws() -> None:
     """Empty the kept draws (what a new workload's first estimate finds)."""
     _draws.cache_clear()
+    _replayed.cache_clear()
+
+
+@functools.lru_cache(maxsize=DRAWS_KEPT)
+def _replayed(trace: TraceReplay, n: int) -> _Draws:
+    """The first `n` requests of a replayed trace (no random draws: the gaps come from the trace)."""
+    inp, out = trace.lengths(n)
+    return _Draws.given(inp, out, np.zeros(0))
+
+
+def _replayed_blocks(sm: StepModel, trace: TraceReplay, inp_a: np.ndarray) -> tuple[list[int], int]:
+    """As `_shared_blocks`, from a replayed trace's own prefix hits, bounded by this replica's KV cache."""
+    if not sm.prefix_caching:
+        return [], 0
+    share_a = trace.cached(inp_a.size, inp_a, sm.block_size, sm.kv_capacity_tokens)
+    if share_a.any():
+        return share_a.tolist(), int(share_a.max())
+    return [], 0
 
 
 def _draw_requests(sm: StepModel, d: _Draws) -> tuple[np.ndarray, np.ndarray, int, list[int], list[int]]:
@@ -332,13 +379,16 @@ def _shared_blocks(sm: StepModel, inp_a: np.ndarray, prefix_tokens: int) -> tupl
 
 
 def _arrivals(
-    load: ClosedLoop | OpenLoop, exponential: np.ndarray, sm: StepModel, sched: Scheduler
+    load: ClosedLoop | OpenLoop | Replay, exponential: np.ndarray, sm: StepModel, sched: Scheduler
 ) -> tuple[np.ndarray | None, OpenArrivals | ClosedArrivals]:
     """The requests' source under `load` (and, for an open loop, the arrival times as an array); `exponential`:
     the run's standard exponential draws, the gaps between arrivals or the think times at their scale."""
     n = len(sched.prompt)
     #: the API server's share of each request (tokenise, schedule, stream): the engine sees it this much later
     delay = sm.request_overhead_s
+    if isinstance(load, Replay):
+        arrival_a = load.trace.arrivals(n, load.rate_rps)
+        return arrival_a, KERNEL.open_arrivals(arrival_a.tolist(), delay, sched.waiting)
     if isinstance(load, OpenLoop):
         if load.rate_rps <= 0:
             raise ValueError("rate_rps must be positive")
@@ -370,7 +420,7 @@ def _summarise(
     finish: np.ndarray,
     out: np.ndarray,
     warmup: float,
-    load: ClosedLoop | OpenLoop,
+    load: ClosedLoop | OpenLoop | Replay,
     preemptions: int,
     completed: int,
     itl_v: np.ndarray,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sizing.perf.calibration import conservative_ratio
-from sizing.perf.simulator import ClosedLoop, OpenLoop, SimResult, forget_draws, simulate
+from sizing.perf.simulator import ClosedLoop, OpenLoop, Replay, SimResult, forget_draws, simulate
 from sizing.plan.memo import LRU, fingerprint
 from sizing.workload import SLO, WorkloadModel
 
@@ -290,6 +290,7 @@ def max_rate_under_slo(
         wm.input_tokens,
         wm.output_tokens,
         wm.shared_prefix_tokens,
+        wm.replay,
         tuple(wm.slo.targets()),
         margin(step, wm.slo, 0.0).latency,
         float(saturated_rps),
@@ -316,6 +317,7 @@ def probe(step: Any, wm: WorkloadModel, saturated_rps: float, k: int, seed: int 
         wm.input_tokens,
         wm.output_tokens,
         wm.shared_prefix_tokens,
+        wm.replay,
         tuple(wm.slo.targets()),
         scale.latency,
         float(saturated_rps),
@@ -336,7 +338,10 @@ def probe(step: Any, wm: WorkloadModel, saturated_rps: float, k: int, seed: int 
 
 def _simulated(step: Any, wm: WorkloadModel, arrivals: Any, n_requests: int, seed: int) -> Any:
     """The workload's requests under `arrivals` on `step`, without inter-token latency (the planner reads TTFT,
-    TPOT and e2e)."""
+    TPOT and e2e). A workload built from a trace replays it (`wm.replay`): an open loop at a rate is the trace's
+    own arrivals, lengths and prefix hits time-scaled to that rate, not a Poisson stream."""
+    if wm.replay is not None and isinstance(arrivals, OpenLoop):
+        arrivals = Replay(arrivals.rate_rps, wm.replay)
     return simulate(
         step,
         arrivals,
@@ -405,6 +410,7 @@ def predict_at(step: Any, wm: WorkloadModel, rate_rps: float, seed: int = 0) -> 
         wm.input_tokens,
         wm.output_tokens,
         wm.shared_prefix_tokens,
+        wm.replay,
         float(rate_rps),
         seed,
         REPORT_REQUESTS,

@@ -519,7 +519,50 @@ def _workload(pg: Page, wl: WorkloadModel | None) -> Section:
         kind = str(block.get("kind", "")) if isinstance(block, dict) else ""
         figs = [pg.n(f"workload.{side}.{k}", token_count) for k in ("mean", "p50", "p95", "p99")]
         tokens.append([side.replace("_", " "), kind, *figs])
-    return _section("workload.html", empty=False, said=said, tech=tech, tokens=tokens)
+    return _section(
+        "workload.html", empty=False, said=said, tech=tech, tokens=tokens, trace=_trace(w.get("trace"))
+    )
+
+
+def _burst_text(b: Any) -> str:
+    if not isinstance(b, dict):
+        return "the trace is too short to tell"
+    return f"peak-to-mean {b.get('peak_to_mean')}, index of dispersion {b.get('index_of_dispersion')} (Poisson 1)"
+
+
+def _trace(t: Any) -> dict[str, Any] | None:
+    """The recorded trace the workload was built from: its facts, what it changed against Poisson, and its
+    requests per second by hour (a chart). Counts and hashes only: a trace's text is never in the result."""
+    if not isinstance(t, dict):
+        return None
+    reuse = t.get("prefix_reuse") or {}
+    said: list[tuple[str, Any]] = [
+        ("Trace", f"{t.get('source', '')} ({t.get('format', '')})"),
+        ("Digest", str(t.get("digest", ""))),
+        ("Requests", f"{int(t.get('requests') or 0):,} over {float(t.get('span_s') or 0) / 3600:.2f} h"),
+        ("Busiest hour", f"{float(t.get('busiest_hour_rps') or 0):.3g} requests/s"),
+        ("Burstiness at 1 s", _burst_text((t.get("burstiness") or {}).get("1s"))),
+        ("Burstiness at 1 min", _burst_text((t.get("burstiness") or {}).get("1min"))),
+        (
+            "Prefix reuse",
+            f"{float(reuse.get('prefix_hit_share') or 0):.0%} of prompt tokens cached before"
+            f" (from {reuse.get('source', 'none')})",
+        ),
+    ]
+    effect = t.get("effect")
+    if isinstance(effect, dict) and effect.get("summary"):
+        said.append(("Against Poisson at the same means", str(effect["summary"])))
+    rates = _floats(t.get("hourly_rps"))
+    chart = ""
+    if len(rates) == len(HOURS) and max(rates, default=0) > 0:
+        chart = svg.bar_chart(
+            "trace-hours",
+            f"Recorded requests/s by {t.get('hours', 'hour of day')}",
+            categories=HOURS,
+            groups=[svg.BarGroup("requests/s", rates, svg.PALETTE[0])],
+            y_label="requests/s",
+        )
+    return {"said": said, "chart": Markup(chart) if chart else None, "hours": str(t.get("hours", "hour"))}
 
 
 def _also_fits(pg: Page, p: str) -> list[tuple[str, Num]]:

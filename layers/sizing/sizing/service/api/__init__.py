@@ -131,8 +131,21 @@ def _cross_field_rules(
     knows; a token length given as fixed, mean with p95, or lognormal mean with sigma; a watch's `model_pattern`
     is org/name with wildcards in the name, its budget storable."""
     props = spec["properties"]
-    spec["oneOf"] = [_given(props, "users"), _given(props, "rate")]
-    spec["anyOf"] = [_given(props, "preset"), {"required": ["tokens", "slo"]}]
+    # a trace gives the peak itself (its busiest hour) and the lengths: with one, users and rate may both be left
+    # out, and tokens too
+    trace_alone = {
+        "allOf": [_given(props, "trace"), {"not": {"anyOf": [_given(props, "users"), _given(props, "rate")]}}]
+    }
+    spec["oneOf"] = [_given(props, "users"), _given(props, "rate"), trace_alone]
+    spec["anyOf"] = [
+        _given(props, "preset"),
+        {"required": ["tokens", "slo"]},
+        {**_given(props, "trace"), "required": ["trace", "slo"]},
+    ]
+    # the API reads no file on its server: a trace is an S3 object or prefix
+    trace = components.get(f"{SPEC_SCHEMA_PREFIX}TraceSpec", {}).get("properties", {})
+    if "path" in trace:
+        trace["path"] = {**trace["path"], "pattern": "^s3://"}
     slo = components.get(f"{SPEC_SCHEMA_PREFIX}SLO", {})
     slo_props = slo.get("properties", {})
     slo["anyOf"] = [_given(slo_props, n) for n in ("ttft_ms", "tpot_ms", "e2e_s") if n in slo_props]
@@ -305,6 +318,13 @@ def _server_file(data: Any) -> Problem | None:
             return Problem(
                 f"{prefix}tokens.samples_file",
                 "names a file on the server, which the API does not read: give tokens.input and tokens.output",
+            )
+        trace = spec.get("trace") if isinstance(spec, dict) else None
+        path = trace.get("path") if isinstance(trace, dict) else None
+        if isinstance(path, str) and not path.startswith("s3://"):
+            return Problem(
+                f"{prefix}trace.path",
+                "names a file on the server, which the API does not read: give the trace's s3:// URI",
             )
     return None
 

@@ -9,6 +9,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from sizing.api_models import EXAMPLE_SPEC, SPEC_DESCRIPTION
 from sizing.observability import metrics, tracer
 from sizing.outcome import impossible_constraints
+from sizing.plan.traceeffect import compare, poisson_twin
 from sizing.results import EstimateResult
 from sizing.service.api import deps
 from sizing.service.api.responses import ok
@@ -41,5 +42,10 @@ def post_estimate(
     refusal = impossible_constraints(result, workload)
     if refusal is not None:
         raise refusal  # 422: the constraints leave nothing to estimate
+    twin = poisson_twin(workload)
+    trace = result.workload.get("trace")
+    if twin is not None and isinstance(trace, dict):
+        # a replayed trace: what it changed against Poisson arrivals at the same means
+        trace["effect"] = compare(result.as_json(), estimate_result(twin, top=top, catalog=catalog).as_json())
     metrics.add_metric(name="EstimatesServed", unit=MetricUnit.Count, value=1)
     return result
