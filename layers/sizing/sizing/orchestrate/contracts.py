@@ -130,6 +130,8 @@ class EstimateInput(StateInput):
     #: the workload spec as the run was started with it; `parse_spec` validates it with its own wording
     spec: dict[str, Any]
     top_k: int | None = None
+    #: the exact architectures to measure (a Slack "Measure these N"); None: the top `top_k` hardware options
+    architecture_ids: list[str] | None = None
     budget_usd: float | None = None
 
 

@@ -148,12 +148,21 @@ def _hardware_key(a: Architecture) -> str:
     return f"{a.accelerator}:tp{a.tensor_parallel}:{a.quantization}:{a.engine}"
 
 
-def choose_candidates(result: dict[str, Any], top_k: int) -> list[Candidate]:
+def choose_candidates(
+    result: dict[str, Any], top_k: int, architecture_ids: list[str] | None = None
+) -> list[Candidate]:
     """The top K distinct hardware options of the ranking (EKS and SageMaker on the same accelerators perform
-    the same: one measurement serves all of them). Bedrock is measured by its own client, not provisioned."""
+    the same: one measurement serves all of them). Bedrock is measured by its own client, not provisioned.
+
+    `architecture_ids` names exactly what to measure (Slack's "Measure these N" lists them): one candidate per
+    id, in that order, each deployed as itself (a SageMaker row on SageMaker, even beside an EKS row of the same
+    hardware). Rows not named that share a named row's hardware still show its figures, marked measured on it.
+    NothingToMeasure names any id the estimate no longer ranks or that cannot be provisioned."""
+    archs = [Architecture.model_validate(raw) for raw in result["architectures"]]
+    if architecture_ids is not None:
+        return _named_candidates(archs, architecture_ids)
     chosen: dict[str, tuple[Architecture, list[str]]] = {}
-    for raw in result["architectures"]:
-        a = Architecture.model_validate(raw)
+    for a in archs:
         if a.deployment == "bedrock":
             continue
         key = _hardware_key(a)
@@ -162,12 +171,38 @@ def choose_candidates(result: dict[str, Any], top_k: int) -> list[Candidate]:
             continue
         if len(chosen) < top_k:
             chosen[key] = (a, [a.id])
-    out = []
-    for i, (a, applies_to) in enumerate(chosen.values(), start=1):
-        knee = max(1, round(a.per_replica.max_concurrency if a.per_replica else 1))
-        levels = sorted({max(1, math.ceil(knee * f)) for f in LEVEL_FACTORS})
-        out.append(Candidate(candidate_id=f"c{i}", architecture=a, applies_to=applies_to, levels=levels))
-    return out
+    return [_candidate(i, a, applies_to) for i, (a, applies_to) in enumerate(chosen.values(), start=1)]
+
+
+def _named_candidates(archs: list[Architecture], ids: list[str]) -> list[Candidate]:
+    by_id = {a.id: a for a in archs}
+    unknown = [i for i in ids if i not in by_id]
+    if unknown:
+        raise NothingToMeasure(
+            "nothing to measure: the estimate no longer ranks " + ", ".join(unknown) + " (prices or the catalog"
+            " changed since they were listed); estimate again and choose from the new ranking"
+        )
+    bedrock = [i for i in ids if by_id[i].deployment == "bedrock"]
+    if bedrock:
+        raise NothingToMeasure(
+            "nothing to measure: " + ", ".join(bedrock) + " is Bedrock, which is serverless: there is nothing to"
+            " provision and load-test"
+        )
+    chosen = [(by_id[i], [i]) for i in dict.fromkeys(ids)]
+    #: hardware -> the named candidate that also stands for the unnamed rows on it (the first named)
+    first_of: dict[str, list[str]] = {}
+    for a, applies_to in chosen:
+        first_of.setdefault(_hardware_key(a), applies_to)
+    for a in archs:
+        if a.id not in ids and a.deployment != "bedrock" and _hardware_key(a) in first_of:
+            first_of[_hardware_key(a)].append(a.id)
+    return [_candidate(i, a, applies_to) for i, (a, applies_to) in enumerate(chosen, start=1)]
+
+
+def _candidate(i: int, a: Architecture, applies_to: list[str]) -> Candidate:
+    knee = max(1, round(a.per_replica.max_concurrency if a.per_replica else 1))
+    levels = sorted({max(1, math.ceil(knee * f)) for f in LEVEL_FACTORS})
+    return Candidate(candidate_id=f"c{i}", architecture=a, applies_to=applies_to, levels=levels)
 
 
 def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
@@ -180,7 +215,12 @@ def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
 
     result = estimate(spec, catalog=svc.catalog)
     top_k = 1 if svc.settings.endpoint_url else inp.top_k or DEFAULT_TOP_K
-    candidates = choose_candidates(result, top_k)
+    named = None if svc.settings.endpoint_url else inp.architecture_ids
+    try:
+        candidates = choose_candidates(result, top_k, named)
+    except NothingToMeasure as exc:
+        svc.store.transition(run_id, "FAILED", expected_from="RUNNING", error=exc.message)
+        raise
     svc.store.put_architectures(run_id, result["architectures"])
     sweep_s = (svc.settings.step_s + svc.settings.warmup_s) * len(LEVEL_FACTORS)
     if svc.settings.capacity_search:
