@@ -26,7 +26,7 @@ from sizing.errors import Unavailable
 from sizing.service.runs import RunsService
 from sizing.store import TERMINAL
 from sizing.store.schema import load_template
-from sizing_local import STEP_S, WARMUP_S
+from sizing_local import STEP_S, TWIN_TIME_SCALE, WARMUP_S
 from sizing_local.awsmodels import share_service_models
 from sizing_local.files import use_stack_files
 
@@ -54,6 +54,8 @@ LOCAL_ENV = {
     # a capacity search adds minutes a candidate on two shared cores (5.5 min for the example chatbot's three,
     # against 1 min without): `sizing run --capacity-search` asks for it; the deployed stack searches by default
     "LOADTEST_CAPACITY_SEARCH": "false",
+    # twins run faster than real time; the load test reads their figures back in their own time
+    "TWIN_TIME_SCALE": f"{TWIN_TIME_SCALE:g}",
     "POWERTOOLS_TRACE_DISABLED": "true",
     "POWERTOOLS_SERVICE_NAME": "llm-sizing",
     "POWERTOOLS_METRICS_NAMESPACE": "LLMSizing",

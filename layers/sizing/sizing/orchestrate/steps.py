@@ -98,14 +98,16 @@ def _catalog(s: OrchestrationSettings, store: SizingStore) -> Callable[[], Catal
 _local_twins: Any = None
 
 
-def local_twins() -> Any:
+def local_twins(time_scale: float = 1.0) -> Any:
     """The process-wide twin provisioner of the embedded default (handlers run in-process there, so the twins
-    they start outlive one invocation and are stopped by `close_local_twins`)."""
+    they start outlive one invocation and are stopped by `close_local_twins`); the twins it starts next run
+    `time_scale` times faster than real time."""
     global _local_twins
     if _local_twins is None:
         from sizing_local.twins import LocalTwinProvisioner
 
         _local_twins = LocalTwinProvisioner()
+    _local_twins.time_scale = time_scale
     return _local_twins
 
 
@@ -119,7 +121,7 @@ def close_local_twins() -> None:
 def _local_provisioner(s: OrchestrationSettings) -> Any:
     if s.endpoint_url:
         return ExistingEndpoint(s.endpoint_url, s.served_model or "")
-    return local_twins()
+    return local_twins(s.twin_time_scale)
 
 
 def _aws_provisioners(s: OrchestrationSettings) -> Callable[[str], Any]:
@@ -222,14 +224,10 @@ def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
         svc.store.transition(run_id, "FAILED", expected_from="RUNNING", error=exc.message)
         raise
     svc.store.put_architectures(run_id, result["architectures"])
-    sweep_s = (svc.settings.step_s + svc.settings.warmup_s) * len(LEVEL_FACTORS)
-    if svc.settings.capacity_search:
-        # the search's levels at most: each a warm-up and a window grown once (LoadTask.capacity_config)
-        sweep_s += CAPACITY_LEVELS * (svc.settings.warmup_s + 2 * svc.settings.step_s)
     cost = measurement_cost(
         [c.architecture.as_json() for c in candidates],
         svc.catalog,
-        sweep_s,
+        [planned_sweep_s(c.architecture, svc.settings, bool(spec.slo.targets())) for c in candidates],
         [
             sweep_workers(
                 svc.settings.loadtest_workers,
@@ -342,14 +340,33 @@ def _removed(report: Any) -> tuple[list[str], list[str]]:
 
 
 # --- Load test -------------------------------------------------------------------------------------------------
+def level_seconds(arch: Architecture, settings: OrchestrationSettings) -> tuple[float, float]:
+    """(window, warm-up) of a candidate's levels: from its predicted e2e (WINDOW_ANSWERS, WARMUP_ANSWERS), the
+    settings' seconds as the floor."""
+    predicted = arch.predicted
+    e2e_p50 = float(predicted.e2e_s.p50 or 0.0) if predicted else 0.0
+    e2e_p95 = float(predicted.e2e_s.p95 or e2e_p50) if predicted else 0.0
+    return max(settings.step_s, WINDOW_ANSWERS * e2e_p95), max(settings.warmup_s, WARMUP_ANSWERS * e2e_p50)
+
+
+def planned_sweep_s(arch: Architecture, settings: OrchestrationSettings, has_slo: bool = True) -> float:
+    """Seconds a candidate's load test keeps its instance busy, as the budget counts them: each closed-loop level a
+    warm-up and a window; with the capacity search (settings, and SLO targets to search for) CAPACITY_LEVELS more
+    levels of a warm-up and a window grown once (`LoadTask.capacity_config`). A level's tail (its window's last
+    answers) is seconds unless the level is overloaded, and is not counted."""
+    window, warmup = level_seconds(arch, settings)
+    seconds = (window + warmup) * len(LEVEL_FACTORS)
+    if settings.capacity_search and has_slo:
+        seconds += CAPACITY_LEVELS * (warmup + 2 * window)
+    return seconds
+
+
 def load_task(inp: LoadTestInput, settings: OrchestrationSettings) -> LoadTask:
     """The load generator's task for a provisioned candidate: its sweep at the candidate's levels with the
     run's workload, reported to the run's table and its task token."""
     cand = inp.candidate
     plan = cand.workload or LoadPlan()
-    predicted = cand.architecture.predicted
-    e2e_p50 = float(predicted.e2e_s.p50 or 0.0) if predicted else 0.0
-    e2e_p95 = float(predicted.e2e_s.p95 or e2e_p50) if predicted else 0.0
+    window, warmup = level_seconds(cand.architecture, settings)
     return LoadTask(
         task_token=inp.task_token,
         run_id=inp.run_id,
@@ -363,8 +380,8 @@ def load_task(inp: LoadTestInput, settings: OrchestrationSettings) -> LoadTask:
         output_tokens=plan.output_tokens or TokenSpec(fixed=DEFAULT_OUTPUT_TOKENS),
         slo=plan.slo,
         shared_prefix_tokens=plan.shared_prefix_tokens,
-        step_s=max(settings.step_s, WINDOW_ANSWERS * e2e_p95),
-        warmup_s=max(settings.warmup_s, WARMUP_ANSWERS * e2e_p50),
+        step_s=window,
+        warmup_s=warmup,
         workers=sweep_workers(
             settings.loadtest_workers,
             cand.levels,
@@ -373,6 +390,7 @@ def load_task(inp: LoadTestInput, settings: OrchestrationSettings) -> LoadTask:
         table_name=settings.table_name,
         heartbeat_s=inp.settings.heartbeat_s,
         out_dir=f"{settings.out_dir}/{inp.run_id}/{cand.candidate_id}",
+        time_scale=inp.endpoint.time_scale,
         capacity_from=(
             cand.architecture.per_replica.rps_slo_limit
             if settings.capacity_search
