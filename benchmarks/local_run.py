@@ -33,7 +33,9 @@ def one_run(args: argparse.Namespace, extra: list[str]) -> dict[str, object]:
         began = time.monotonic()
         proc = subprocess.run([*cmd, "--out", out, *extra], capture_output=True, text=True, timeout=1800)
         wall = time.monotonic() - began
-    states = [(float(m.group(1)), m.group(2)) for line in proc.stderr.splitlines() if (m := STATE.match(line))]
+    states = [
+        (float(m.group(1)), m.group(2)) for line in proc.stderr.splitlines() if (m := STATE.match(line))
+    ]
     first_load = next((t for t, s in states if s == "LoadTest"), None)
     collect = next((t for t, s in states if s == "CollectAndRank"), None)
     return {"rc": proc.returncode, "wall_s": wall, "first_load_test_s": first_load, "collect_s": collect,
@@ -51,7 +53,9 @@ def main() -> int:
     ap.add_argument("--capacity-search", action="store_true")
     ap.add_argument("--runs", type=int, default=1)
     args = ap.parse_args(argv)
-    what = f"sizing run {args.example} --top {args.top}" + (" --capacity-search" if args.capacity_search else "")
+    what = f"sizing run {args.example} --top {args.top}" + (
+        " --capacity-search" if args.capacity_search else ""
+    )
     print(f"{what} {' '.join(extra)} on {os.cpu_count()} cores")
     for i in range(args.runs):
         r = one_run(args, extra)

@@ -26,7 +26,9 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=3)
     args = ap.parse_args()
     cat = load_catalog()
-    aws = OrchestrationSettings.model_validate({"TABLE_NAME": "llm-sizing-bench", "LOADTEST_CAPACITY_SEARCH": True})
+    aws = OrchestrationSettings.model_validate(
+        {"TABLE_NAME": "llm-sizing-bench", "LOADTEST_CAPACITY_SEARCH": True}
+    )
     closed_only = aws.model_copy(update={"capacity_search": False})
     print("example  candidate  window/warm-up s  closed-loop min  search min  search $ (instance on demand)")
     for example in args.examples:

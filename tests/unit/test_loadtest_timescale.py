@@ -8,14 +8,17 @@ import asyncio
 import pytest
 
 from sizing.loadtest.capacity import CapacitySearch
+from sizing.loadtest.confidence import check_target
 from sizing.loadtest.config import CapacitySearchSpec, LoadTestConfig, SloTarget
 from sizing.loadtest.metrics import Distribution, StepResult, check_slo, with_checks
-from sizing.loadtest.confidence import check_target
 from sizing.loadtest.timescale import in_model_time, on_wall_clock
 from sizing.twin.engine import Engine
 
 K = 4.0
-SLO = [SloTarget(metric="ttft_ms", percentile="p95", limit=800), SloTarget(metric="e2e_s", percentile="p95", limit=2.5)]
+SLO = [
+    SloTarget(metric="ttft_ms", percentile="p95", limit=800),
+    SloTarget(metric="e2e_s", percentile="p95", limit=2.5),
+]
 
 
 def _cfg(**over: object) -> LoadTestConfig:
@@ -52,7 +55,10 @@ def _wall_step(rate: float, e2e_wall: list[float], ttft_wall_ms: list[float], du
         input_tokens=100, output_tokens=50, requests_per_s=len(e2e_wall) / duration, output_tokens_per_s=50 * len(e2e_wall) / duration,
     )  # fmt: skip
     r = check_slo(r, targets)
-    return with_checks(r, [check_target(ttft_wall_ms, "ttft_ms", "p95", 200.0), check_target(e2e_wall, "e2e_s", "p95", 0.625)])
+    return with_checks(
+        r,
+        [check_target(ttft_wall_ms, "ttft_ms", "p95", 200.0), check_target(e2e_wall, "e2e_s", "p95", 0.625)],
+    )
 
 
 def test_a_step_measured_on_the_wall_clock_reads_back_in_the_twins_time() -> None:
@@ -68,7 +74,9 @@ def test_a_step_measured_on_the_wall_clock_reads_back_in_the_twins_time() -> Non
     assert step.slo_failures == [f"e2e_s.p95 {e2e[-2] * K:g} > 2.5"]
     assert [c.limit for c in step.checks] == [800.0, 2.5] and step.checks[1].verdict == wall.checks[1].verdict
     # and the search's answer from such steps is in req/s of the twin's time
-    found = CapacitySearch(10.0).estimate([in_model_time(_wall_step(20.0, [0.3] * 100, [50.0] * 100, 5.0), _cfg()), step])
+    found = CapacitySearch(10.0).estimate(
+        [in_model_time(_wall_step(20.0, [0.3] * 100, [50.0] * 100, 5.0), _cfg()), step]
+    )
     assert found.capacity_rps is not None and 5.0 <= found.capacity_rps <= 10.0
 
 

@@ -4,6 +4,7 @@ measured on SageMaker even beside an EKS row of the same hardware, and nothing u
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,9 @@ def _measured(measure: blocks.MeasureAction) -> list[tuple[str, list[str]]]:
         measure.spec, top_k=measure.top_k, architecture_ids=measure.ids, source="slack"
     )
     (execution,) = sfn.running()
-    settings = OrchestrationSettings.model_validate({"TABLE_NAME": "llm-sizing-test", "SIZING_BACKEND": "local"})
+    settings = OrchestrationSettings.model_validate(
+        {"TABLE_NAME": "llm-sizing-test", "SIZING_BACKEND": "local"}
+    )
     svc = steps.Services(settings, store, lambda _d: None, Launches(), load_catalog)
     out = steps.estimate_step(execution.input, svc)
     assert store.get_run(run.run_id).architecture_ids == measure.ids
@@ -78,7 +81,7 @@ def test_a_listed_row_that_the_estimate_no_longer_ranks_stops_the_run_naming_it(
     _, measure, _ = listed
     stale = measure.model_copy(update={"ids": [*(measure.ids or [])[:2], "eks:g6e.xlarge:tp1:int4:tgi:spot"]})
     # when it starts a run; then nothing is measured in its place, and the reason names it
-    with pytest.raises(steps.NothingToMeasure, match="eks:g6e.xlarge:tp1:int4:tgi:spot"):
+    with pytest.raises(steps.NothingToMeasure, match=re.escape("eks:g6e.xlarge:tp1:int4:tgi:spot")):
         _measured(stale)
 
 

@@ -75,7 +75,9 @@ def on_wall_clock(cfg: LoadTestConfig) -> LoadTestConfig:
 
 
 def _times(d: Distribution, k: float) -> Distribution:
-    return d.model_copy(update={f: _times_value(getattr(d, f), k) for f in ("mean", "p50", "p90", "p95", "p99", "max")})
+    return d.model_copy(
+        update={f: _times_value(getattr(d, f), k) for f in ("mean", "p50", "p90", "p95", "p99", "max")}
+    )
 
 
 def _times_value(value: float | None, k: float) -> float | None:

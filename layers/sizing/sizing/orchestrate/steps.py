@@ -181,13 +181,17 @@ def _named_candidates(archs: list[Architecture], ids: list[str]) -> list[Candida
     unknown = [i for i in ids if i not in by_id]
     if unknown:
         raise NothingToMeasure(
-            "nothing to measure: the estimate no longer ranks " + ", ".join(unknown) + " (prices or the catalog"
+            "nothing to measure: the estimate no longer ranks "
+            + ", ".join(unknown)
+            + " (prices or the catalog"
             " changed since they were listed); estimate again and choose from the new ranking"
         )
     bedrock = [i for i in ids if by_id[i].deployment == "bedrock"]
     if bedrock:
         raise NothingToMeasure(
-            "nothing to measure: " + ", ".join(bedrock) + " is Bedrock, which is serverless: there is nothing to"
+            "nothing to measure: "
+            + ", ".join(bedrock)
+            + " is Bedrock, which is serverless: there is nothing to"
             " provision and load-test"
         )
     chosen = [(by_id[i], [i]) for i in dict.fromkeys(ids)]

@@ -309,7 +309,9 @@ def estimate_message(
         separators=(",", ":"),
     )
     if ids and len(value) <= BUTTON_VALUE_MAX:
-        named = ", ".join(f"{DEPLOYMENT_NAMES.get(a['deployment'], a['deployment'])} #{a.get('rank')}" for a in to_measure)
+        named = ", ".join(
+            f"{DEPLOYMENT_NAMES.get(a['deployment'], a['deployment'])} #{a.get('rank')}" for a in to_measure
+        )
         skipped = (
             " Bedrock is serverless and billed per token: it is not provisioned."
             if len(to_measure) < len(archs)
@@ -326,7 +328,9 @@ def estimate_message(
                     text=MarkdownTextObject(
                         text=clip(
                             f"This provisions exactly the {len(ids)} listed ({named}) on real hardware and"
-                            " load-tests them." + skipped + " It costs money and takes a while; the ranking is"
+                            " load-tests them."
+                            + skipped
+                            + " It costs money and takes a while; the ranking is"
                             " posted in this thread.",
                             CONFIRM_TEXT_MAX,
                         )

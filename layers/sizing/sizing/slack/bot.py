@@ -406,7 +406,10 @@ class SlackBot:
             self._announce(
                 thread,
                 blocks.run_started_message(
-                    started["run_id"], len(measure.ids or []) or measure.top_k, user or None, listed=bool(measure.ids)
+                    started["run_id"],
+                    len(measure.ids or []) or measure.top_k,
+                    user or None,
+                    listed=bool(measure.ids),
                 ),
             )
         else:

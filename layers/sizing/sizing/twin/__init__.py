@@ -36,7 +36,12 @@ def step_model_for(cfg: Any) -> StepModelLike:
 
 
 def _settings(
-    cfg: Any, sm: StepModelLike, served_model: str | None, seed: int, serving: Any = None, time_scale: float = 1.0
+    cfg: Any,
+    sm: StepModelLike,
+    served_model: str | None,
+    seed: int,
+    serving: Any = None,
+    time_scale: float = 1.0,
 ) -> TwinSettings:
     """Served name: the one given, else the serving config's, else the config's model id (also accepted when a
     name is given); context limit: the serving config's, else the hardware config's, else the step model's (the

@@ -147,7 +147,9 @@ class Engine:
         self.mixed = bool(getattr(step_model, "mixed_prefill_decode", True))
         self.reserve = getattr(step_model, "admission", "") == "reserve"
         #: the API server's share of a request (tokenise, schedule, stream): the engine sees it this much later
-        self.request_overhead_s = float(getattr(step_model, "request_overhead_s", 0.0) or 0.0) / self.time_scale
+        self.request_overhead_s = (
+            float(getattr(step_model, "request_overhead_s", 0.0) or 0.0) / self.time_scale
+        )
         try:
             n_params = len(inspect.signature(step_model.iteration_time).parameters)
         except (TypeError, ValueError):
