@@ -11,6 +11,7 @@ from sizing.loadtest.capacity import CapacitySearch
 from sizing.loadtest.confidence import check_target
 from sizing.loadtest.config import CapacitySearchSpec, LoadTestConfig, SloTarget
 from sizing.loadtest.metrics import Distribution, StepResult, check_slo, with_checks
+from sizing.loadtest.server import TWIN_LAG_SHARE, MetricsSnapshot, window
 from sizing.loadtest.timescale import in_model_time, on_wall_clock
 from sizing.twin.engine import Engine
 
@@ -101,3 +102,15 @@ def test_a_time_scaled_engine_serves_the_same_steps_k_times_sooner() -> None:
     took = asyncio.run(serve(K))
     # then they take a quarter of the model's 200 ms on the wall clock (give or take a busy machine's 20 ms)
     assert took == pytest.approx(0.2 / K, abs=0.02)
+
+
+def test_a_twin_that_fell_behind_its_model_says_by_how_much() -> None:
+    # given a twin's /metrics at a window's start and 10 s later, its steps 0.5 s behind their modelled time by then
+    before = MetricsSnapshot(at=100.0, values={"twin:step_lag_seconds_total": 1.0})
+    after = MetricsSnapshot(at=110.0, values={"twin:step_lag_seconds_total": 1.5})
+    # when the window's server figures are read
+    server = window(before, after)
+    # then it ran behind its model 5% of the window: more than a level's figures can stand for the model
+    assert server.twin_lag_share == 0.05 and server.twin_lag_share > TWIN_LAG_SHARE
+    # and a server that reports no lag (a real engine) has none
+    assert window(MetricsSnapshot(at=0.0), MetricsSnapshot(at=10.0)).twin_lag_share is None

@@ -27,10 +27,10 @@ STRATUM = 100
 def stratified_uniforms(rng: np.random.Generator, n: int) -> np.ndarray:
     """n uniforms in (0, 1), stratified by blocks of STRATUM: the k-th block's m draws are (perm(m) + U) / m.
 
-    Why: an i.i.d. sample's tail quantiles scatter widely. 500 i.i.d. draws of the example chatbot's answer length
-    (p95 160 tokens) had a p95 of 145; for its e2e SLO, which answer length dominates, that moved the estimate's
-    SLO capacity by tens of percent, while a load test drawing its own fresh requests saw the distribution's p95.
-    With stratified draws both see the workload's distribution at every quantile a block resolves."""
+    Why: an i.i.d. sample's tail quantiles scatter widely. The estimator's 500 i.i.d. draws (seed 0) of the example
+    chatbot's answer length (p95 160 tokens) have a p95 of 145; for its e2e SLO, which the answer length dominates,
+    that moves an SLO capacity by tens of percent. A load level drawn this way holds the workload's distribution at
+    every quantile a block resolves, whatever its seed (docs/loadgen.md, "Against the twin")."""
     import numpy as np
 
     out = np.empty(n)
@@ -86,11 +86,19 @@ class TokenDistribution:
 
         return float(np.percentile(self.samples, float(q[1:])))
 
-    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+    def sample(self, rng: np.random.Generator, n: int, *, stratified: bool = False) -> np.ndarray:
+        """n draws. `stratified`: by blocks of STRATUM (`stratified_uniforms`), so every block holds the
+        distribution's quantiles; else independent draws (the estimator's simulations, which its calibration was
+        fitted with)."""
         import numpy as np
 
         if self.kind == "fixed":
             return np.full(n, round(self.mean), dtype=np.int64)
+        if not stratified:
+            if self.kind == "lognormal":
+                x = rng.lognormal(self.mu, self.sigma, n)
+                return np.clip(np.rint(x), 1, MAX_TOKENS).astype(np.int64)
+            return rng.choice(np.asarray(self.samples, dtype=np.int64), n)
         u = stratified_uniforms(rng, n)
         if self.kind == "lognormal":
             inv = NormalDist().inv_cdf

@@ -64,7 +64,7 @@ class PromptSource:
     def next(self) -> PromptItem:
         self._n += 1
         if not self._outputs:
-            self._outputs = self.output_dist.sample(self.rng, STRATUM).tolist()[::-1]
+            self._outputs = self.output_dist.sample(self.rng, STRATUM, stratified=True).tolist()[::-1]
         out = int(self._outputs.pop())
         overhead = CHAT_OVERHEAD_ONE_MESSAGE if self.chat else 0
         if self.dataset:
@@ -73,7 +73,7 @@ class PromptSource:
             out = int(row.get("output_tokens") or row.get("max_tokens") or out)
             return PromptItem(text, count_tokens(text) + overhead, max(1, out))
         if not self._inputs:
-            self._inputs = self.input_dist.sample(self.rng, STRATUM).tolist()[::-1]
+            self._inputs = self.input_dist.sample(self.rng, STRATUM, stratified=True).tolist()[::-1]
         n_in = int(self._inputs.pop())
         body = max(0, n_in - overhead - self.prefix_tokens - MARKER_TOKENS)
         text = self.prefix_text + f"r{self._n % 10**7:07d} " + synth_text(body, offset=self._n)
