@@ -51,8 +51,8 @@ LOCAL_ENV = {
     "HEARTBEAT_S": "120",
     "LOADTEST_TIMEOUT_S": "900",
     "LOADTEST_WORKERS": "0",
-    # a capacity search adds minutes a candidate on two shared cores (5.5 min for the example chatbot's three,
-    # against 1 min without): `sizing run --capacity-search` asks for it; the deployed stack searches by default
+    # a capacity search adds a minute or more a candidate on two shared cores (docs/loadgen.md, "Time-scaled
+    # twins"): `sizing run --capacity-search` asks for it; the deployed stack searches by default
     "LOADTEST_CAPACITY_SEARCH": "false",
     # twins run faster than real time; the load test reads their figures back in their own time
     "TWIN_TIME_SCALE": f"{TWIN_TIME_SCALE:g}",
