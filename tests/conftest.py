@@ -49,7 +49,9 @@ _MOTO = re.compile(r"^\s*(from|import)\s+moto\b", re.MULTILINE)
 _FUZZ_MODULES = ("fuzz", "hostile")
 #: Modules whose assertions compare measured latencies with known ones (a few ms of slack): under xdist they
 #: share one worker (`--dist loadgroup`), so two of them never load the cores at the same time.
-TIMING_MODULES = frozenset({"test_twin_fidelity", "test_loadtest_sweep", "test_loadtest_streams"})
+TIMING_MODULES = frozenset(
+    {"test_twin_fidelity", "test_loadtest_sweep", "test_loadtest_streams", "test_twin_capacity"}
+)
 #: Modules whose module-scoped fixture starts a server of its own (`sizing serve`, the embedded AWS): under xdist
 #: each module's tests share one worker, so the server starts once (5-8 s each) instead of once per worker that
 #: draws one of its tests.

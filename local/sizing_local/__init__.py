@@ -20,6 +20,10 @@ STEP_S = 8.0
 #: Seconds of warm-up before each measured window on the embedded default: half of it spreads the users' start
 #: (`sizing.loadtest.locustfile.RAMP_SHARE_OF_WARMUP`), and a twin is at steady state well within the rest.
 WARMUP_S = 2.0
+#: How many times faster than real time the embedded default's twins run (`sizing twin --time-scale`; the load
+#: test reads their figures back in their own time, `sizing.loadtest.timescale`). Measured on this project's
+#: 2-core machines (benchmarks/twin_capacity.py, benchmarks/local_run.py): see docs/loadgen.md.
+TWIN_TIME_SCALE = 4.0
 
 
 def _seconds(minimum_exclusive: bool) -> Callable[[str], float]:

@@ -25,9 +25,10 @@ from typing import Any
 from sizing.errors import Unavailable
 from sizing.service.runs import RunsService
 from sizing.store import TERMINAL
-from sizing.store.schema import find_template, load_template
-from sizing_local import STEP_S, WARMUP_S
+from sizing.store.schema import load_template
+from sizing_local import STEP_S, TWIN_TIME_SCALE, WARMUP_S
 from sizing_local.awsmodels import share_service_models
+from sizing_local.files import use_stack_files
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -50,9 +51,11 @@ LOCAL_ENV = {
     "HEARTBEAT_S": "120",
     "LOADTEST_TIMEOUT_S": "900",
     "LOADTEST_WORKERS": "0",
-    # a capacity search adds minutes a candidate on two shared cores (5.5 min for the example chatbot's three,
-    # against 1 min without): `sizing run --capacity-search` asks for it; the deployed stack searches by default
+    # a capacity search adds a minute or more a candidate on two shared cores (docs/loadgen.md, "Time-scaled
+    # twins"): `sizing run --capacity-search` asks for it; the deployed stack searches by default
     "LOADTEST_CAPACITY_SEARCH": "false",
+    # twins run faster than real time; the load test reads their figures back in their own time
+    "TWIN_TIME_SCALE": f"{TWIN_TIME_SCALE:g}",
     "POWERTOOLS_TRACE_DISABLED": "true",
     "POWERTOOLS_SERVICE_NAME": "llm-sizing",
     "POWERTOOLS_METRICS_NAMESPACE": "LLMSizing",
@@ -194,10 +197,11 @@ def _substitute(asl: str, values: dict[str, str]) -> str:
 def deploy_local(session: Any, endpoint: str, template_path: Path | None = None) -> LocalStack:
     """Create, on the embedded AWS, what template.yaml declares for a sizing run: the table, the event bus, one
     Lambda function per step (dispatched in-process) and the state machine from its DefinitionUri with its
-    DefinitionSubstitutions resolved. `template_path` defaults to `find_template()` (the checkout's)."""
+    DefinitionSubstitutions resolved. `template_path` defaults to `use_stack_files()` (the checkout's, else the
+    copy the installed package ships)."""
     from sizing.store import create_table
 
-    template_path = Path(template_path) if template_path is not None else find_template()
+    template_path = Path(template_path) if template_path is not None else use_stack_files()
     tpl = load_template(template_path)
     resources: dict[str, Any] = tpl["Resources"]
     ddb = session.client("dynamodb", endpoint_url=endpoint)

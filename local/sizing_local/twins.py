@@ -104,8 +104,11 @@ class LocalTwinProvisioner(Provisioner):
         startup_timeout_s: float = STARTUP_TIMEOUT_S,
         log_dir: Path | None = None,
         extra_args: Sequence[str] = (),
+        time_scale: float = 1.0,
     ) -> None:
         self.command = list(command) if command else [sys.executable, "-m", "sizing.cli", "twin"]
+        #: the twins run this many times faster than real time (`sizing twin --time-scale`)
+        self.time_scale = time_scale
         self.host = host
         self.startup_timeout_s = startup_timeout_s
         self.log_dir = log_dir or Path(tempfile.mkdtemp(prefix="sizing-twins-"))
@@ -151,6 +154,8 @@ class LocalTwinProvisioner(Provisioner):
         ]  # fmt: skip
         if s.max_num_batched_tokens is not None:
             argv += ["--max-num-batched-tokens", str(s.max_num_batched_tokens)]
+        if self.time_scale != 1.0:
+            argv += ["--time-scale", f"{self.time_scale:g}"]
         return [*argv, "--port", str(port), "--host", self.host, *self.extra_args]
 
     def apply(
@@ -201,6 +206,7 @@ class LocalTwinProvisioner(Provisioner):
             candidate_id=cand,
             model=self.serving_of(arch).model,  # the served name, exactly as the workload named the model
             details={"pid": str(proc.pid), "port": str(port), "log": str(log_path)},
+            time_scale=self.time_scale,
         )
         return _Child(proc, log_path, endpoint)
 

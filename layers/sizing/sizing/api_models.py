@@ -113,6 +113,10 @@ class RunOut(Strict):
     model: str
     spec: dict[str, Any]
     top_k: int
+    architecture_ids: list[str] | None = Field(
+        default=None,
+        description="the exact architectures measured, when the run named them (Slack's Measure these N)",
+    )
     budget_usd: float | None = None
     execution_arn: str | None = None
     error: str | None = None

@@ -108,6 +108,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="seed of the synthesized prompts (default: a fresh one each run, printed, so a server's prefix cache"
         " cannot serve this run's prompts from an earlier one's; give it to send the same prompts again)",
     )
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        default=None,
+        metavar="K",
+        help="the server runs K times faster than real time (a twin started with --time-scale K): levels, windows,"
+        " SLO limits and results are given and shown in its time (default 1)",
+    )
     p.add_argument("--out", required=True, help="output directory (steps.jsonl, steps.csv, summary.json)")
     p.add_argument("--json", action="store_true", help="print the steps as JSON")
     p.add_argument(
@@ -293,7 +301,7 @@ def run(args: argparse.Namespace) -> int:
     if args.shared_prefix is not None:
         extra["shared_prefix_tokens"] = args.shared_prefix  # LoadTestConfig refuses a negative one, naming it
     for opt, key in (("dataset", "dataset"), ("max_requests", "max_requests"), ("max_total", "max_total_s"),
-                     ("max_level", "max_level")):  # fmt: skip
+                     ("max_level", "max_level"), ("time_scale", "time_scale")):  # fmt: skip
         if getattr(args, opt) is not None:
             extra[key] = getattr(args, opt)
     if args.no_ignore_eos:

@@ -45,6 +45,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="name clients use (default: --model; the catalog id works too)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the answer-length draws")
+    p.add_argument(
+        "--time-scale",
+        type=_time_scale,
+        default=1.0,
+        metavar="K",
+        help="run the model K times faster than real time (default 1): a client sends K times the rate and reads"
+        " latencies times K (sizing loadtest --time-scale K does both), so a level takes a K-th of the time",
+    )
     # the ServingConfig, with vLLM's flag names; default: the engine's for this hardware
     p.add_argument("--image", default=None, help="engine image the replica runs (stated on the model card)")
     p.add_argument("--max-model-len", type=int, default=None)
@@ -55,6 +63,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=None)
     p.set_defaults(func=run)
+
+
+def _time_scale(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"give a number of at least 1, got {text!r}") from None
+    if not value >= 1.0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be at least 1 (1: real time), got {text}")
+    return value
 
 
 def serving_from_args(args: argparse.Namespace, catalog: Catalog | None = None) -> ServingConfig:
@@ -119,13 +137,14 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"twin of {serving.model} ({cfg.model_id}) on {cfg.instance_type} tp={cfg.tensor_parallel}"
             f" {cfg.quantization} {cfg.engine}: serving {url} ({serving.label()}; engine max_num_seqs"
-            f" {sm.max_num_seqs}, KV {sm.kv_capacity_tokens} tokens)",
+            f" {sm.max_num_seqs}, KV {sm.kv_capacity_tokens} tokens)"
+            + (f", {args.time_scale:g}x faster than real time" if args.time_scale != 1 else ""),
             flush=True,
         )
 
     try:
         serve(cfg, args.host, args.port, step_model=sm, served_model=serving.model, seed=args.seed,
-              serving=serving, on_ready=ready)  # fmt: skip
+              serving=serving, on_ready=ready, time_scale=args.time_scale)  # fmt: skip
     except KeyboardInterrupt:
         print("twin stopped", file=sys.stderr)
     return 0

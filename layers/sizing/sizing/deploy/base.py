@@ -36,6 +36,8 @@ class Endpoint(BaseModel):
     #: The model name to put in requests (vLLM's --served-model-name).
     model: str = ""
     details: dict[str, str] = Field(default_factory=dict)
+    #: the server's clock runs this many times faster than the wall's (a time-scaled local twin); 1: real time
+    time_scale: float = Field(default=1.0, ge=1.0)
 
     @property
     def openai_base_url(self) -> str:

@@ -174,6 +174,13 @@ class LoadTestConfig(Strict):
         default=None,
         description="the version the server reported (vLLM: GET /version; a local twin: twin-<sizing version>)",
     )
+    time_scale: float = Field(
+        default=1.0,
+        ge=1.0,
+        description="the server's clock runs this many times faster than the wall's (a time-scaled twin: sizing"
+        " twin --time-scale); rates, seconds and SLO limits here and in the results are in the server's time"
+        " (sizing.loadtest.timescale)",
+    )
 
     @field_validator("endpoint")
     @classmethod

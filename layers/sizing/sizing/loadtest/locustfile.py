@@ -59,7 +59,7 @@ from sizing.loadtest.metrics import (
 )
 from sizing.loadtest.plan import LevelPlan, plan_for, pointless_after
 from sizing.loadtest.prompts import PromptItem, PromptSource, ReplayPrompts, load_dataset
-from sizing.loadtest.server import UNEXPECTED_HIT_SHARE, MetricsSnapshot, scrape, window
+from sizing.loadtest.server import TWIN_LAG_SHARE, UNEXPECTED_HIT_SHARE, MetricsSnapshot, scrape, window
 from sizing.loadtest.streams import measure_bedrock, measure_openai, measure_sagemaker
 
 assert locust  # imported for its side effect
@@ -564,6 +564,12 @@ class SweepShape(LoadTestShape):
                 f"unexpected prefix-cache hits: the server served {share:.0%} of the prompt tokens from its"
                 " cache though the prompts share no prefix (prompts repeated from an earlier run with the same"
                 " seed, or another client on the server): TTFT is flattered"
+            )
+        lag = server.twin_lag_share
+        if lag is not None and lag > TWIN_LAG_SHARE:
+            flags.append(
+                f"the twin ran behind its model by {lag:.0%} of the window (the machine is busy): its figures are"
+                " slower than the model's, so they say how busy the machine was, not what the model predicts"
             )
         return result.model_copy(update={"server": server, "flags": flags})
 

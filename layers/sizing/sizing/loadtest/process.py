@@ -30,6 +30,7 @@ from sizing.loadtest.metrics import CSV_COLUMNS, StepResult, csv_row
 from sizing.loadtest.capacity import CapacitySearch
 from sizing.loadtest.plan import SlaSearch, plan_for
 from sizing.loadtest.server import EndpointUnreachable, ServerFacts, probe
+from sizing.loadtest.timescale import in_model_time, on_wall_clock
 
 assert locust
 #: How long the master waits for its workers to connect (process start + imports take a few seconds).
@@ -49,7 +50,8 @@ class Output:
         #: what the server said it runs, read before the first step (None: it does not say, or not http)
         self.server: ServerFacts | None = None
 
-    def step(self, r: StepResult) -> None:
+    def step(self, measured: StepResult) -> None:
+        r = in_model_time(measured, self.cfg)  # itself, unless the server's clock is scaled
         if self.cfg.replay is not None:
             r.trace_digest = self.cfg.replay.digest  # the level measured the trace as recorded, time-scaled
         self.steps.append(r)
@@ -152,13 +154,19 @@ def run(
     cfg_arg: str, *, expect_workers: int | None = None, bind: str = "127.0.0.1", port: int = 0,
     upload: str | None = None, task_token: str | None = None,
 ) -> int:  # fmt: skip
-    cfg = load_config(cfg_arg)
-    Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
-    cfg_path = str(Path(cfg.out_dir) / "config.json")
-    Path(cfg_path).write_text(cfg.model_dump_json(indent=2))
+    given = load_config(cfg_arg)
+    Path(given.out_dir).mkdir(parents=True, exist_ok=True)
+    cfg_path = str(Path(given.out_dir) / "config.json")
+    Path(cfg_path).write_text(given.model_dump_json(indent=2))
+    # a time-scaled server: the steps run on the wall clock, and are recorded in the server's time
+    cfg = on_wall_clock(given)
+    if given.time_scale != 1.0:
+        print(f"the server runs {given.time_scale:g}x faster than real time: each level runs at {given.time_scale:g}"
+              " times its rate for a fraction of its seconds, and its results read in the server's time",
+              file=sys.stderr, flush=True)  # fmt: skip
     lf.configure(cfg, 0)
     _quiet_gc(collect_between_steps=True)
-    out = Output(cfg)
+    out = Output(given)
     if cfg.target == "openai":
         try:
             out.server = probe(cfg.endpoint)
@@ -223,7 +231,7 @@ def run(
 
 
 def worker(cfg_arg: str, master: str, port: int, index: int) -> int:
-    cfg = load_config(cfg_arg)
+    cfg = on_wall_clock(load_config(cfg_arg))
     lf.configure(cfg, index)
     _quiet_gc(collect_between_steps=False)
     env = Environment(user_classes=_user_classes(cfg), events=locust.events)

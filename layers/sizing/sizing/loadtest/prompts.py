@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from sizing.distributions import STRATUM
 from sizing.errors import InvalidInput, Problem
 from sizing.tokens import CHAT_HEADER_TOKENS, CHAT_OVERHEAD_ONE_MESSAGE, count_tokens, synth_text
 from sizing.workload import TokenDistribution
@@ -50,6 +51,10 @@ class PromptSource:
         self.chat = chat
         self.dataset = dataset
         self._n = int(self.rng.integers(0, 10**6))
+        #: lengths drawn a stratified block at a time (`TokenDistribution.sample`): every STRATUM requests hold the
+        #: distributions' quantiles, as the estimate's simulated requests do
+        self._outputs: list[int] = []
+        self._inputs: list[int] = []
         header = CHAT_HEADER_TOKENS if chat else 0
         self.prefix_tokens = max(0, shared_prefix - header) if shared_prefix > 0 else 0
         self.prefix_text = (
@@ -58,14 +63,18 @@ class PromptSource:
 
     def next(self) -> PromptItem:
         self._n += 1
-        out = int(self.output_dist.sample(self.rng, 1)[0])
+        if not self._outputs:
+            self._outputs = self.output_dist.sample(self.rng, STRATUM, stratified=True).tolist()[::-1]
+        out = int(self._outputs.pop())
         overhead = CHAT_OVERHEAD_ONE_MESSAGE if self.chat else 0
         if self.dataset:
             row = self.dataset[int(self.rng.integers(0, len(self.dataset)))]
             text = str(row["prompt"])
             out = int(row.get("output_tokens") or row.get("max_tokens") or out)
             return PromptItem(text, count_tokens(text) + overhead, max(1, out))
-        n_in = int(self.input_dist.sample(self.rng, 1)[0])
+        if not self._inputs:
+            self._inputs = self.input_dist.sample(self.rng, STRATUM, stratified=True).tolist()[::-1]
+        n_in = int(self._inputs.pop())
         body = max(0, n_in - overhead - self.prefix_tokens - MARKER_TOKENS)
         text = self.prefix_text + f"r{self._n % 10**7:07d} " + synth_text(body, offset=self._n)
         return PromptItem(text, self.prefix_tokens + MARKER_TOKENS + body + overhead, max(1, out))

@@ -52,7 +52,14 @@ COUNTERS = (
     "vllm:prefix_cache_queries_total",
     "vllm:prefix_cache_hits_total",
     "vllm:num_preemptions_total",
+    # a twin's: seconds its steps ended after their modelled time (a busy machine starves it)
+    "twin:step_lag_seconds_total",
 )
+#: A twin whose steps ran behind its model by more than this share of a level's window served slower than the
+#: model: its figures are the machine's, not the model's (on two busy cores a time-scaled twin fell seconds
+#: behind and read a quarter of the estimate's capacity). 2%: well above the ~1 ms timer overshoot a step of
+#: tens of ms makes up by itself (`sizing.twin.engine.MAX_CATCH_UP_S`).
+TWIN_LAG_SHARE = 0.02
 #: A level's prefix-cache hit share above this, when its prompts share no prefix, is a cache the load did not
 #: ask for (prompts repeated from an earlier run, or another client on the server): flagged on the level. The
 #: chat template's header is the same in every request and a block that holds only it can hit; with vLLM's
@@ -110,6 +117,10 @@ class ServerWindow(Strict):
         default=None, description="prompt tokens served from the prefix cache / prompt tokens looked up"
     )
     preemptions: int | None = None
+    twin_lag_share: float | None = Field(
+        default=None,
+        description="a local twin's: the share of the window its steps ran behind its model (a busy machine)",
+    )
 
 
 @dataclass
@@ -189,6 +200,9 @@ def window(before: MetricsSnapshot, after: MetricsSnapshot) -> ServerWindow:
     out["prefix_cache_queries"] = counts["vllm:prefix_cache_queries_total"]
     out["prefix_cache_hits"] = counts["vllm:prefix_cache_hits_total"]
     out["preemptions"] = counts["vllm:num_preemptions_total"]
+    lag = _delta(before, after, "twin:step_lag_seconds_total")
+    if lag is not None and lag >= 0:
+        out["twin_lag_share"] = round(lag / seconds, 4)
     if out["generation_tokens"] is not None:
         out["output_tokens_per_s"] = round(out["generation_tokens"] / seconds, 2)
     q, h = out["prefix_cache_queries"], out["prefix_cache_hits"]

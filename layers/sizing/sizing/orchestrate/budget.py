@@ -184,11 +184,17 @@ def candidate_measurement_cost(
 
 
 def measurement_cost(
-    candidates: list[dict[str, Any]], cat: Catalog, sweep_s: float, workers: Sequence[int], region: str
+    candidates: list[dict[str, Any]],
+    cat: Catalog,
+    sweep_s: float | Sequence[float],
+    workers: Sequence[int],
+    region: str,
 ) -> dict[str, Any]:
-    """The candidates' measurement costs and their sum; `workers`, one per candidate, its sweep's workers."""
+    """The candidates' measurement costs and their sum; `workers`, one per candidate, its sweep's workers;
+    `sweep_s`, the sweep's seconds, one for all or one per candidate (its windows follow its predicted e2e)."""
+    seconds = [float(sweep_s)] * len(candidates) if isinstance(sweep_s, int | float) else list(sweep_s)
     parts = [
-        candidate_measurement_cost(a, cat, sweep_s, n, region)
-        for a, n in zip(candidates, workers, strict=True)
+        candidate_measurement_cost(a, cat, s, n, region)
+        for a, s, n in zip(candidates, seconds, workers, strict=True)
     ]
     return {"usd": round(sum(p["usd"] for p in parts), 2), "candidates": parts}

@@ -130,6 +130,8 @@ class EstimateInput(StateInput):
     #: the workload spec as the run was started with it; `parse_spec` validates it with its own wording
     spec: dict[str, Any]
     top_k: int | None = None
+    #: the exact architectures to measure (a Slack "Measure these N"); None: the top `top_k` hardware options
+    architecture_ids: list[str] | None = None
     budget_usd: float | None = None
 
 
@@ -214,6 +216,9 @@ class LoadTask(Produced):
     #: after the closed-loop levels, search the arrival rate at the SLO edge from this predicted per-replica
     #: capacity (req/s; `sizing.loadtest.capacity`); None: no search (no SLO targets, or switched off)
     capacity_from: float | None = Field(default=None, gt=0)
+    #: the endpoint's clock runs this many times faster than the wall's (a time-scaled local twin): the task's
+    #: seconds, rates and results are in its time (`sizing.loadtest.timescale`)
+    time_scale: float = Field(default=1.0, ge=1.0)
 
     @field_serializer("input_tokens", "output_tokens")
     def _given_only(self, spec: TokenSpec) -> dict[str, Any]:
@@ -240,6 +245,7 @@ class LoadTask(Produced):
                 engine_version=engine_version,
                 shared_prefix_tokens=self.shared_prefix_tokens,
                 seed=self.seed if self.seed is not None else seed_of(self.run_id, self.candidate_id),
+                time_scale=self.time_scale,
             )
         except ValidationError as exc:
             raise InvalidInput("the load-test settings are not valid", problems_from_pydantic(exc)) from None

@@ -48,6 +48,13 @@ class OrchestrationSettings(EnvSettings):
         description="the name SIZING_ENDPOINT serves the workload's model under (vLLM's --served-model-name)",
     )
     out_dir: str = Field(default="/tmp/sizing-runs", alias="SIZING_OUT_DIR")
+    twin_time_scale: float = Field(
+        default=1.0,
+        alias="TWIN_TIME_SCALE",
+        ge=1.0,
+        description="local twins run this many times faster than real time (the load test reads their figures"
+        " back in their time: sizing.loadtest.timescale)",
+    )
     capacity_search: bool = Field(
         default=True,
         alias="LOADTEST_CAPACITY_SEARCH",

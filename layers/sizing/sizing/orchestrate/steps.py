@@ -100,14 +100,16 @@ def _catalog(s: OrchestrationSettings, store: SizingStore) -> Callable[[], Catal
 _local_twins: Any = None
 
 
-def local_twins() -> Any:
+def local_twins(time_scale: float = 1.0) -> Any:
     """The process-wide twin provisioner of the embedded default (handlers run in-process there, so the twins
-    they start outlive one invocation and are stopped by `close_local_twins`)."""
+    they start outlive one invocation and are stopped by `close_local_twins`); the twins it starts next run
+    `time_scale` times faster than real time."""
     global _local_twins
     if _local_twins is None:
         from sizing_local.twins import LocalTwinProvisioner
 
         _local_twins = LocalTwinProvisioner()
+    _local_twins.time_scale = time_scale
     return _local_twins
 
 
@@ -121,7 +123,7 @@ def close_local_twins() -> None:
 def _local_provisioner(s: OrchestrationSettings) -> Any:
     if s.endpoint_url:
         return ExistingEndpoint(s.endpoint_url, s.served_model or "")
-    return local_twins()
+    return local_twins(s.twin_time_scale)
 
 
 def _aws_provisioners(s: OrchestrationSettings) -> Callable[[str], Any]:
@@ -150,12 +152,21 @@ def _hardware_key(a: Architecture) -> str:
     return f"{a.accelerator}:tp{a.tensor_parallel}:{a.quantization}:{a.engine}"
 
 
-def choose_candidates(result: dict[str, Any], top_k: int) -> list[Candidate]:
+def choose_candidates(
+    result: dict[str, Any], top_k: int, architecture_ids: list[str] | None = None
+) -> list[Candidate]:
     """The top K distinct hardware options of the ranking (EKS and SageMaker on the same accelerators perform
-    the same: one measurement serves all of them). Bedrock is measured by its own client, not provisioned."""
+    the same: one measurement serves all of them). Bedrock is measured by its own client, not provisioned.
+
+    `architecture_ids` names exactly what to measure (Slack's "Measure these N" lists them): one candidate per
+    id, in that order, each deployed as itself (a SageMaker row on SageMaker, even beside an EKS row of the same
+    hardware). Rows not named that share a named row's hardware still show its figures, marked measured on it.
+    NothingToMeasure names any id the estimate no longer ranks or that cannot be provisioned."""
+    archs = [Architecture.model_validate(raw) for raw in result["architectures"]]
+    if architecture_ids is not None:
+        return _named_candidates(archs, architecture_ids)
     chosen: dict[str, tuple[Architecture, list[str]]] = {}
-    for raw in result["architectures"]:
-        a = Architecture.model_validate(raw)
+    for a in archs:
         if a.deployment == "bedrock":
             continue
         key = _hardware_key(a)
@@ -164,12 +175,42 @@ def choose_candidates(result: dict[str, Any], top_k: int) -> list[Candidate]:
             continue
         if len(chosen) < top_k:
             chosen[key] = (a, [a.id])
-    out = []
-    for i, (a, applies_to) in enumerate(chosen.values(), start=1):
-        knee = max(1, round(a.per_replica.max_concurrency if a.per_replica else 1))
-        levels = sorted({max(1, math.ceil(knee * f)) for f in LEVEL_FACTORS})
-        out.append(Candidate(candidate_id=f"c{i}", architecture=a, applies_to=applies_to, levels=levels))
-    return out
+    return [_candidate(i, a, applies_to) for i, (a, applies_to) in enumerate(chosen.values(), start=1)]
+
+
+def _named_candidates(archs: list[Architecture], ids: list[str]) -> list[Candidate]:
+    by_id = {a.id: a for a in archs}
+    unknown = [i for i in ids if i not in by_id]
+    if unknown:
+        raise NothingToMeasure(
+            "nothing to measure: the estimate no longer ranks "
+            + ", ".join(unknown)
+            + " (prices or the catalog"
+            " changed since they were listed); estimate again and choose from the new ranking"
+        )
+    bedrock = [i for i in ids if by_id[i].deployment == "bedrock"]
+    if bedrock:
+        raise NothingToMeasure(
+            "nothing to measure: "
+            + ", ".join(bedrock)
+            + " is Bedrock, which is serverless: there is nothing to"
+            " provision and load-test"
+        )
+    chosen = [(by_id[i], [i]) for i in dict.fromkeys(ids)]
+    #: hardware -> the named candidate that also stands for the unnamed rows on it (the first named)
+    first_of: dict[str, list[str]] = {}
+    for a, applies_to in chosen:
+        first_of.setdefault(_hardware_key(a), applies_to)
+    for a in archs:
+        if a.id not in ids and a.deployment != "bedrock" and _hardware_key(a) in first_of:
+            first_of[_hardware_key(a)].append(a.id)
+    return [_candidate(i, a, applies_to) for i, (a, applies_to) in enumerate(chosen, start=1)]
+
+
+def _candidate(i: int, a: Architecture, applies_to: list[str]) -> Candidate:
+    knee = max(1, round(a.per_replica.max_concurrency if a.per_replica else 1))
+    levels = sorted({max(1, math.ceil(knee * f)) for f in LEVEL_FACTORS})
+    return Candidate(candidate_id=f"c{i}", architecture=a, applies_to=applies_to, levels=levels)
 
 
 def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
@@ -182,16 +223,17 @@ def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
 
     result = estimate(spec, catalog=svc.catalog)
     top_k = 1 if svc.settings.endpoint_url else inp.top_k or DEFAULT_TOP_K
-    candidates = choose_candidates(result, top_k)
+    named = None if svc.settings.endpoint_url else inp.architecture_ids
+    try:
+        candidates = choose_candidates(result, top_k, named)
+    except NothingToMeasure as exc:
+        svc.store.transition(run_id, "FAILED", expected_from="RUNNING", error=exc.message)
+        raise
     svc.store.put_architectures(run_id, result["architectures"])
-    sweep_s = (svc.settings.step_s + svc.settings.warmup_s) * len(LEVEL_FACTORS)
-    if svc.settings.capacity_search:
-        # the search's levels at most: each a warm-up and a window grown once (LoadTask.capacity_config)
-        sweep_s += CAPACITY_LEVELS * (svc.settings.warmup_s + 2 * svc.settings.step_s)
     cost = measurement_cost(
         [c.architecture.as_json() for c in candidates],
         svc.catalog,
-        sweep_s,
+        [planned_sweep_s(c.architecture, svc.settings, bool(spec.slo.targets())) for c in candidates],
         [
             sweep_workers(
                 svc.settings.loadtest_workers,
@@ -320,14 +362,33 @@ def _removed(report: Any) -> tuple[list[str], list[str]]:
 
 
 # --- Load test -------------------------------------------------------------------------------------------------
+def level_seconds(arch: Architecture, settings: OrchestrationSettings) -> tuple[float, float]:
+    """(window, warm-up) of a candidate's levels: from its predicted e2e (WINDOW_ANSWERS, WARMUP_ANSWERS), the
+    settings' seconds as the floor."""
+    predicted = arch.predicted
+    e2e_p50 = float(predicted.e2e_s.p50 or 0.0) if predicted else 0.0
+    e2e_p95 = float(predicted.e2e_s.p95 or e2e_p50) if predicted else 0.0
+    return max(settings.step_s, WINDOW_ANSWERS * e2e_p95), max(settings.warmup_s, WARMUP_ANSWERS * e2e_p50)
+
+
+def planned_sweep_s(arch: Architecture, settings: OrchestrationSettings, has_slo: bool = True) -> float:
+    """Seconds a candidate's load test keeps its instance busy, as the budget counts them: each closed-loop level a
+    warm-up and a window; with the capacity search (settings, and SLO targets to search for) CAPACITY_LEVELS more
+    levels of a warm-up and a window grown once (`LoadTask.capacity_config`). A level's tail (its window's last
+    answers) is seconds unless the level is overloaded, and is not counted."""
+    window, warmup = level_seconds(arch, settings)
+    seconds = (window + warmup) * len(LEVEL_FACTORS)
+    if settings.capacity_search and has_slo:
+        seconds += CAPACITY_LEVELS * (warmup + 2 * window)
+    return seconds
+
+
 def load_task(inp: LoadTestInput, settings: OrchestrationSettings) -> LoadTask:
     """The load generator's task for a provisioned candidate: its sweep at the candidate's levels with the
     run's workload, reported to the run's table and its task token."""
     cand = inp.candidate
     plan = cand.workload or LoadPlan()
-    predicted = cand.architecture.predicted
-    e2e_p50 = float(predicted.e2e_s.p50 or 0.0) if predicted else 0.0
-    e2e_p95 = float(predicted.e2e_s.p95 or e2e_p50) if predicted else 0.0
+    window, warmup = level_seconds(cand.architecture, settings)
     return LoadTask(
         task_token=inp.task_token,
         run_id=inp.run_id,
@@ -341,8 +402,8 @@ def load_task(inp: LoadTestInput, settings: OrchestrationSettings) -> LoadTask:
         output_tokens=plan.output_tokens or TokenSpec(fixed=DEFAULT_OUTPUT_TOKENS),
         slo=plan.slo,
         shared_prefix_tokens=plan.shared_prefix_tokens,
-        step_s=max(settings.step_s, WINDOW_ANSWERS * e2e_p95),
-        warmup_s=max(settings.warmup_s, WARMUP_ANSWERS * e2e_p50),
+        step_s=window,
+        warmup_s=warmup,
         workers=sweep_workers(
             settings.loadtest_workers,
             cand.levels,
@@ -351,6 +412,7 @@ def load_task(inp: LoadTestInput, settings: OrchestrationSettings) -> LoadTask:
         table_name=settings.table_name,
         heartbeat_s=inp.settings.heartbeat_s,
         out_dir=f"{settings.out_dir}/{inp.run_id}/{cand.candidate_id}",
+        time_scale=inp.endpoint.time_scale,
         capacity_from=(
             cand.architecture.per_replica.rps_slo_limit
             if settings.capacity_search

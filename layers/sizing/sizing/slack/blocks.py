@@ -38,6 +38,8 @@ TOP_SHOWN = 3
 HEADER_MAX = 150
 BUTTON_VALUE_MAX = 2000
 SECTION_TEXT_MAX = 3000
+#: a confirmation dialog's text (api.slack.com/reference/block-kit/composition-objects#confirm)
+CONFIRM_TEXT_MAX = 300
 #: How much of a person's message a usage reply quotes back (enough to recognise it).
 ECHO_MAX = 300
 DEPLOYMENT_NAMES = {"eks": "EKS", "sagemaker": "SageMaker", "bedrock": "Bedrock"}
@@ -45,13 +47,21 @@ METRIC_NAMES = {"ttft_ms": ("TTFT", "ms"), "tpot_ms": ("TPOT", "ms"), "e2e_s": (
 
 
 class MeasureAction(BaseModel):
-    """The value carried by the "Measure these" button: the raw spec the estimate was made from."""
+    """The value carried by the "Measure these" button: the raw spec the estimate was made from and the ids of
+    the architectures the message listed, which the run measures exactly (a button posted before ids were
+    carried has none: the run then measures the top `top_k` hardware options)."""
 
     model_config = ConfigDict(extra="forbid")
 
     v: int = Field(default=1, ge=1, le=1)
     spec: dict[str, Any]
     top_k: int = Field(default=TOP_SHOWN, ge=1, le=TOP_SHOWN)
+    ids: list[str] | None = Field(default=None, min_length=1, max_length=TOP_SHOWN)
+
+
+def measurable(archs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The listed architectures a run can provision and load-test: all but Bedrock (serverless, per token)."""
+    return [a for a in archs if a.get("deployment") != "bedrock" and a.get("instance_type") and a.get("id")]
 
 
 def escape(text: str) -> str:
@@ -292,21 +302,38 @@ def estimate_message(
     blocks += [architecture_section(a, pcts) for a in archs]
     blocks.append(DividerBlock())
     actions: list[Any] = []
+    to_measure = measurable(archs)
+    ids = [str(a["id"]) for a in to_measure]
     value = json.dumps(
-        MeasureAction(spec=raw_spec, top_k=len(archs)).model_dump(mode="json"), separators=(",", ":")
+        MeasureAction(spec=raw_spec, top_k=max(1, len(ids)), ids=ids or None).model_dump(mode="json"),
+        separators=(",", ":"),
     )
-    if len(value) <= BUTTON_VALUE_MAX:
+    if ids and len(value) <= BUTTON_VALUE_MAX:
+        named = ", ".join(
+            f"{DEPLOYMENT_NAMES.get(a['deployment'], a['deployment'])} #{a.get('rank')}" for a in to_measure
+        )
+        skipped = (
+            " Bedrock is serverless and billed per token: it is not provisioned."
+            if len(to_measure) < len(archs)
+            else ""
+        )
         actions.append(
             ButtonElement(
-                text=PlainTextObject(text=f"Measure these {len(archs)}"),
+                text=PlainTextObject(text=f"Measure these {len(ids)}"),
                 action_id=MEASURE_ACTION_ID,
                 value=value,
                 style="primary",
                 confirm=ConfirmObject(
                     title="Start a measured run?",
-                    text=_md(
-                        f"This provisions the {len(archs)} architectures on real hardware and load-tests them."
-                        " It costs money and takes a while; the ranking is posted in this thread."
+                    text=MarkdownTextObject(
+                        text=clip(
+                            f"This provisions exactly the {len(ids)} listed ({named}) on real hardware and"
+                            " load-tests them."
+                            + skipped
+                            + " It costs money and takes a while; the ranking is"
+                            " posted in this thread.",
+                            CONFIRM_TEXT_MAX,
+                        )
                     ),
                     confirm="Measure",
                     deny="Cancel",
@@ -328,14 +355,16 @@ def estimate_message(
     )
 
 
-def run_started_message(run_id: str, top_k: int, user: str | None) -> Message:
+def run_started_message(run_id: str, top_k: int, user: str | None, *, listed: bool = False) -> Message:
+    """`listed`: the run measures the architectures the estimate message listed (by id), not the top K."""
     who = f"<@{escape(user)}> started" if user else "Started"
+    what = f"the {top_k} listed above" if listed else f"the top {top_k}"
     return Message(
         text=f"Measuring run {run_id} started",
         blocks=[
             SectionBlock(
                 text=_md(
-                    f":stopwatch: {who} a measured run of the top {top_k} (run `{escape(run_id)}`). "
+                    f":stopwatch: {who} a measured run of {what} (run `{escape(run_id)}`). "
                     "The measured ranking will be posted in this thread."
                 )
             )

@@ -403,7 +403,15 @@ class SlackBot:
             self._tell(thread, blocks.notice_message(f"The run could not be started: {exc.message}"))
             return SlackResponse(200)
         if started["click"] == click:
-            self._announce(thread, blocks.run_started_message(started["run_id"], measure.top_k, user or None))
+            self._announce(
+                thread,
+                blocks.run_started_message(
+                    started["run_id"],
+                    len(measure.ids or []) or measure.top_k,
+                    user or None,
+                    listed=bool(measure.ids),
+                ),
+            )
         else:
             self._tell(thread, blocks.notice_message(f"Already measuring these: run {started['run_id']}."))
         return SlackResponse(200)
@@ -416,6 +424,7 @@ class SlackBot:
             run = self._runs().create_run(
                 measure.spec,
                 top_k=measure.top_k,
+                architecture_ids=measure.ids,
                 budget_usd=self.run_budget_usd,
                 source="slack",
                 slack=thread,

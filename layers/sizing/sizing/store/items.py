@@ -79,6 +79,9 @@ class Run(Item):
     model: str
     spec: dict[str, Any]
     top_k: int = Field(ge=1)
+    #: the exact architectures to measure (ids of the estimate's ranking), as a Slack "Measure these N" lists them;
+    #: None: the top `top_k` distinct hardware options
+    architecture_ids: list[str] | None = None
     budget_usd: float | None = Field(default=None, gt=0)
     execution_arn: str | None = None
     error: str | None = None

@@ -36,7 +36,12 @@ def step_model_for(cfg: Any) -> StepModelLike:
 
 
 def _settings(
-    cfg: Any, sm: StepModelLike, served_model: str | None, seed: int, serving: Any = None
+    cfg: Any,
+    sm: StepModelLike,
+    served_model: str | None,
+    seed: int,
+    serving: Any = None,
+    time_scale: float = 1.0,
 ) -> TwinSettings:
     """Served name: the one given, else the serving config's, else the config's model id (also accepted when a
     name is given); context limit: the serving config's, else the hardware config's, else the step model's (the
@@ -54,6 +59,7 @@ def _settings(
         seed=seed,
         max_model_len=max_model_len,
         serving=serving.model_dump(mode="json") if serving is not None else None,
+        time_scale=time_scale,
     )
 
 
@@ -97,12 +103,13 @@ def start_twin(
     served_model: str | None = None,
     seed: int = 0,
     serving: Any = None,
+    time_scale: float = 1.0,
 ) -> TwinHandle:
     """Start a twin for `cfg` (a `sizing.perf.HardwareConfig`) in a daemon thread with its own event loop and
     return once it listens. `step_model` replaces the perf model (tests); `port=0` picks a free port; `serving`
     (the `ServingConfig` `cfg` was built from) sets the context limit and is stated on the model card."""
     sm = step_model or step_model_for(cfg)
-    server = TwinServer(sm, _settings(cfg, sm, served_model, seed, serving))
+    server = TwinServer(sm, _settings(cfg, sm, served_model, seed, serving, time_scale))
     loop = asyncio.new_event_loop()
     ready: dict[str, Any] = {}
     started = threading.Event()
@@ -137,10 +144,11 @@ def serve(
     seed: int = 0,
     serving: Any = None,
     on_ready: Any = None,
+    time_scale: float = 1.0,
 ) -> None:
     """Run a twin in the foreground until interrupted (the `sizing twin` command)."""
     sm = step_model or step_model_for(cfg)
-    server = TwinServer(sm, _settings(cfg, sm, served_model, seed, serving))
+    server = TwinServer(sm, _settings(cfg, sm, served_model, seed, serving, time_scale))
 
     async def main() -> None:
         bound = await server.start(host, port)

@@ -117,9 +117,19 @@ class EngineStats:
 
 
 class Engine:
-    """Real-time continuous batching on the running asyncio loop. Create it inside the loop; `submit` requests."""
+    """Real-time continuous batching on the running asyncio loop. Create it inside the loop; `submit` requests.
 
-    def __init__(self, step_model: StepModelLike) -> None:
+    `time_scale` K > 1 runs the model K times faster than real time: every step and the request overhead last
+    1/K of their modelled seconds on the wall clock, so a client that sends K times the rate and reads latencies
+    times K sees the model's own figures in a K-th of the time (`sizing.loadtest.timescale`)."""
+
+    def __init__(self, step_model: StepModelLike, time_scale: float = 1.0) -> None:
+        if not time_scale >= 1.0:
+            raise InvalidInput(
+                f"time_scale must be at least 1 (the model runs that many times faster than real time), got {time_scale}",
+                [Problem("time_scale", str(time_scale))],
+            )
+        self.time_scale = float(time_scale)
         self.step = step_model
         self.block_size = max(1, int(step_model.block_size))
         self.total_blocks = max(1, int(step_model.kv_capacity_tokens) // self.block_size)
@@ -137,7 +147,9 @@ class Engine:
         self.mixed = bool(getattr(step_model, "mixed_prefill_decode", True))
         self.reserve = getattr(step_model, "admission", "") == "reserve"
         #: the API server's share of a request (tokenise, schedule, stream): the engine sees it this much later
-        self.request_overhead_s = float(getattr(step_model, "request_overhead_s", 0.0) or 0.0)
+        self.request_overhead_s = (
+            float(getattr(step_model, "request_overhead_s", 0.0) or 0.0) / self.time_scale
+        )
         try:
             n_params = len(inspect.signature(step_model.iteration_time).parameters)
         except (TypeError, ValueError):
@@ -421,7 +433,7 @@ class Engine:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            dt = self.step_time(prefills, decodes, context)
+            dt = self.step_time(prefills, decodes, context) / self.time_scale
             # a busy engine runs step after step: keep the model's pace even when a sleep overshoots (timer
             # granularity is about 1 ms), but do not replay more than MAX_CATCH_UP_S of lag after a stall
             deadline = max(deadline, loop.time() - MAX_CATCH_UP_S) + dt

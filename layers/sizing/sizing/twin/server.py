@@ -61,6 +61,8 @@ class TwinSettings(BaseModel):
     max_model_len: int | None = Field(default=None, gt=0)
     #: the `sizing.serving.ServingConfig` served, as a dict (stated on the model card)
     serving: dict[str, Any] | None = None
+    #: the model runs this many times faster than real time (`Engine`); clients scale rates and latencies by it
+    time_scale: float = Field(default=1.0, ge=1.0)
 
 
 #: Prefix of the version a twin reports on GET /version: it is our model, not an engine build.
@@ -207,7 +209,7 @@ class TwinServer:
 
     async def start(self, host: str, port: int) -> int:
         """Listen and return the bound port (useful with port 0)."""
-        self.engine = Engine(self.step_model)
+        self.engine = Engine(self.step_model, self.settings.time_scale)
         self.engine.start()
         # backlog: a load test opens hundreds of connections at once
         self._server = await asyncio.start_server(
