@@ -181,7 +181,7 @@ def _aws_client(service: str, region: str) -> Any:
     if STATE.aws_client is None:  # one client per process, created on first use (never at import)
         import boto3
 
-        STATE.aws_client = boto3.client(service, region_name=region)
+        STATE.aws_client = boto3.client(service, region_name=region)  # type: ignore[call-overload]
     return STATE.aws_client
 
 
