@@ -13,10 +13,11 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from sizing.catalog.regions import DATA_RESIDENCY, nearest
 from sizing.errors import InvalidInput, NotFound, problems_from_pydantic
+from sizing.strict import Strict
 from sizing.vocabulary import Quantization
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -58,17 +59,19 @@ UNQUANTIZED_BYTES = 2.0
 WEIGHT_PARTS = ("experts", "mlp", "attention", "embeddings", "other")
 
 
-class Strict(BaseModel):
+class CatalogRecord(Strict):
+    """A catalog entry: strict, and frozen (the catalog is read once and shared); built on first use."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
-class Sourced(Strict):
+class Sourced(CatalogRecord):
     source: str = Field(min_length=3)
     as_of: date
     notes: str | None = None
 
 
-class Interconnect(Strict):
+class Interconnect(CatalogRecord):
     kind: Literal["pcie", "nvlink", "neuronlink"]
     #: Per device, per direction, GB/s: the ring all-reduce bus bandwidth bound.
     bw_gbs_per_direction: float = Field(gt=0)
@@ -151,7 +154,7 @@ class Accelerator(Sourced):
         return self.model_copy(update={"cores_per_chip": physical // lnc, "lnc": lnc})
 
 
-class Price(Strict):
+class Price(CatalogRecord):
     usd_per_hour: float | None = Field(default=None, gt=0)
     source: str
     as_of: date
@@ -159,7 +162,7 @@ class Price(Strict):
     notes: str | None = None
 
 
-class SpotDiscount(Strict):
+class SpotDiscount(CatalogRecord):
     fraction: float = Field(ge=0, lt=1)
     source: str
     assumed: bool
@@ -208,7 +211,7 @@ class InstanceType(Sourced):
         )
 
 
-class MoE(Strict):
+class MoE(CatalogRecord):
     num_experts: int = Field(ge=2)
     experts_per_token: int = Field(ge=1)
     expert_intermediate_size: int = Field(ge=1)
@@ -319,7 +322,7 @@ class ModelSpec(Sourced):
         return sum(self.part_bytes(quantization).values())
 
 
-class BedrockQuota(Strict):
+class BedrockQuota(CatalogRecord):
     """Default on-demand quotas of one offer (per account, per Region). `adjustable`: AWS raises it on request
     (Service Quotas); a non-adjustable limit is a hard limit and rejects what exceeds it."""
 
@@ -332,7 +335,7 @@ class BedrockQuota(Strict):
     as_of: date
 
 
-class TokenPrices(Strict):
+class TokenPrices(CatalogRecord):
     input_usd_per_1m_tokens: float = Field(ge=0)
     output_usd_per_1m_tokens: float = Field(ge=0)
     source: str
@@ -341,7 +344,7 @@ class TokenPrices(Strict):
     notes: str | None = None
 
 
-class BedrockProfile(Strict):
+class BedrockProfile(CatalogRecord):
     """A cross-Region inference profile: requests from `source_regions` may be served in any Region of its scope,
     at the source Region's on-demand price (aws.amazon.com/bedrock/pricing: "the price is calculated basis the
     region you made the request in")."""
@@ -353,7 +356,7 @@ class BedrockProfile(Strict):
     as_of: date
 
 
-class BedrockLatency(Strict):
+class BedrockLatency(CatalogRecord):
     """Latency profile of a Bedrock model; `assumed` until this product has measured it."""
 
     ttft_ms_p50: float = Field(gt=0)
@@ -456,19 +459,19 @@ class SageMakerPrice(Sourced):
     usd_per_hour: float = Field(gt=0)
 
 
-class _AcceleratorFile(Strict):
+class _AcceleratorFile(CatalogRecord):
     accelerators: list[Accelerator]
 
 
-class _InstanceFile(Strict):
+class _InstanceFile(CatalogRecord):
     instances: list[InstanceType]
 
 
-class _ModelFile(Strict):
+class _ModelFile(CatalogRecord):
     models: list[ModelSpec]
 
 
-class _ManagedFile(Strict):
+class _ManagedFile(CatalogRecord):
     bedrock_on_demand: list[BedrockOffer] = Field(default_factory=list)
     bedrock_provisioned: list[BedrockProvisioned] = Field(default_factory=list)
     sagemaker: list[SageMakerPrice] = Field(default_factory=list)

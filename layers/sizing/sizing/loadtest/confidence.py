@@ -7,16 +7,14 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from sizing.strict import Strict
 
 #: Confidence of each percentile's interval (two-sided).
 CONFIDENCE = 0.95
 
 Verdict = Literal["pass", "fail", "unsure"]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 def _log_binom_pmf(k: int, n: int, p: float) -> float:

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from sizing.loadtest.confidence import TargetCheck, Verdict, check_target, level_verdict
 from sizing.loadtest.server import ServerWindow
+from sizing.strict import Strict
 
 #: Percentiles every distribution reports (the SLO may name any of them).
 QUANTILES: tuple[tuple[str, float], ...] = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
@@ -73,10 +74,6 @@ def read_worker_log(path: str | Path) -> list[RequestRecord]:
         for batch in msgpack.Unpacker(f, raw=False):
             out.extend(RequestRecord.from_wire(w) for w in batch)
     return out
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class Distribution(Strict):
