@@ -19,7 +19,6 @@ from sizing.loadtest.config import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from sizing.orchestrate.budget import kernel_stamped, measurement_cost, sweep_workers
 from sizing.orchestrate.contracts import (
     CAPACITY_LEVELS,
-    DEFAULT_TOP_K,
     Candidate,
     CheckReadyInput,
     CollectInput,
@@ -43,6 +42,7 @@ from sizing.orchestrate.launchers import FargateLauncher, LocalLauncher
 from sizing.orchestrate.settings import OrchestrationSettings
 from sizing.releases.catalog import LiveCatalog, ModelRegistry
 from sizing.results import Architecture
+from sizing.service.runs import DEFAULT_TOP_K
 from sizing.store import SizingStore
 from sizing.workload import TokenSpec, WorkloadSpec, build_model, parse_spec
 
