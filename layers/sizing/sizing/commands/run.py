@@ -17,7 +17,8 @@ from typing import Any
 import yaml
 
 from sizing.errors import InvalidInput, Problem
-from sizing.text import ENDPOINT, ORIGIN_LABELS, TWIN, table
+from sizing.text import ORIGIN_LABELS, table
+from sizing.vocabulary import ENDPOINT, TWIN
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -44,6 +44,7 @@ from sizing.releases.catalog import LiveCatalog, ModelRegistry
 from sizing.results import Architecture
 from sizing.service.runs import DEFAULT_TOP_K
 from sizing.store import SizingStore
+from sizing.vocabulary import ENDPOINT, TWIN
 from sizing.workload import TokenSpec, WorkloadSpec, build_model, parse_spec
 
 #: Sweep levels around the predicted SLO-limit concurrency c of one replica: below, at and above the knee.
@@ -357,7 +358,7 @@ def collect_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     """Merge measured figures into the estimated architectures, write the ranking, append calibration rows."""
     # deferred, as the learning loop in `_learn`: only the collect state needs them, and they cost the other
     # states' cold starts ~40 ms (-X importtime)
-    from sizing.orchestrate.merge import ENDPOINT, TWIN, merge_measurements
+    from sizing.orchestrate.merge import merge_measurements
 
     inp = step_input(CollectInput, event)
     run_id = inp.run_id
