@@ -288,7 +288,7 @@ def sweep(
 
 
 # --- reconciliation: runs still open whose execution has ended ------------------------------------------------
-def _first_failure(sfn: Any, execution_arn: str) -> str:
+def first_failure(sfn: Any, execution_arn: str) -> str:
     """The first task failure of an execution as `Error: cause` (the root cause; later failures echo it)."""
     kwargs: dict[str, Any] = {"executionArn": execution_arn, "maxResults": 1000}
     while True:
@@ -331,7 +331,7 @@ def outcome(run_status: str, execution: dict[str, Any], sfn: Any) -> tuple[str, 
         return "FAILED", "the execution succeeded without recording the run's result"
     if status == "ABORTED":
         return "CANCELLED", "execution stopped outside the API"
-    cause = _first_failure(sfn, execution["executionArn"]) or ": ".join(
+    cause = first_failure(sfn, execution["executionArn"]) or ": ".join(
         x for x in (execution.get("error"), execution.get("cause")) if x
     )
     what = "timed out" if status == "TIMED_OUT" else "failed"
