@@ -17,7 +17,7 @@ from typing import Any
 
 from sizing.catalog import Catalog
 from sizing.errors import InvalidInput, Problem, SizingError
-from sizing.learn.measured import LEVEL_REQUESTS, LEVEL_ROUNDS
+from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS
 from sizing.loadtest.capacity import from_records
 from sizing.loadtest.server import serving_differences
 from sizing.perf.replica import replica_of

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from sizing.distributions import TokenDistribution
 from sizing.errors import InvalidInput, Problem
-from sizing.learn.measured import answer
+from sizing.learn.matching import answer
 from sizing.learn.profiles import active
 from sizing.perf.calibration import interval_for, profile_for, stated_interval, summary
 from sizing.perf.config import HardwareConfig
@@ -291,7 +291,7 @@ def _answer_basis(
 ) -> None:
     """`basis` and `profile_version` of a prediction: `measured` when the team measured this model, accelerator and
     ServingConfig at this token shape and a load within the measured levels (the figures are then the measured
-    ones interpolated, the estimator's own kept under `predicted`: `sizing.learn.measured`), else `calibrated` (a team
+    ones interpolated, the estimator's own kept under `predicted`: `sizing.learn.matching`), else `calibrated` (a team
     correction applies) or `modelled`."""
     cal = out["calibration"]
     out["basis"] = cal["estimate_basis"]
