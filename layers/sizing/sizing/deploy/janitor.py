@@ -27,6 +27,7 @@ from sizing.deploy import labels as L
 from sizing.deploy.kube import KubeClient, ProvisioningError
 from sizing.deploy.labels import DEFAULT_MAX_DURATION_S, TEARDOWN_ORDER
 from sizing.errors import Conflict, NotFound
+from sizing.orchestrate.events import EVENT_SOURCE, RUN_COMPLETED, RUN_FAILED
 
 log = logging.getLogger(__name__)
 
@@ -346,12 +347,6 @@ def _open_runs(store: Any) -> Iterable[Any]:
             yield from page
             if not token:
                 break
-
-
-#: The run's completion events, as the state machine sends them (statemachines/sizing_run.asl.json's Notify*).
-EVENT_SOURCE = "llm-sizing"
-RUN_COMPLETED = "SizingRunCompleted"
-RUN_FAILED = "SizingRunFailed"
 
 
 def completion_event(run: Any, final: str, error: str | None, bus: str) -> dict[str, Any]:
