@@ -902,7 +902,8 @@ def _quantization_of(args: list[str], env: dict[str, Any], annotations: dict[str
 class _Dumper(yaml.SafeDumper):
     """Plain YAML: no `&anchor`/`*alias` even where two objects share a dict."""
 
-    def ignore_aliases(self, data: Any) -> bool:
+    # PyYAML's Dumper hook: no value is ever written as an alias
+    def ignore_aliases(self, data: Any) -> bool:  # noqa: ARG002
         return True
 
 

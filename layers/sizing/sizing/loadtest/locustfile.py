@@ -380,7 +380,8 @@ class RateUser(User):
             gevent.spawn(self._one, item)
 
 
-def _on_rate(environment: Environment, msg: Any, **_: Any) -> None:
+# Locust calls message handlers with (environment, msg) by keyword
+def _on_rate(environment: Environment, msg: Any, **_: Any) -> None:  # noqa: ARG001
     STATE.rate_per_dispatcher = float(msg.data)
 
 
@@ -404,7 +405,8 @@ def _on_parser(parser: Any) -> None:
 
 
 @events.report_to_master.add_listener
-def _on_report(client_id: str, data: dict[str, Any]) -> None:
+# Locust fires report_to_master with (client_id, data) by keyword
+def _on_report(client_id: str, data: dict[str, Any]) -> None:  # noqa: ARG001
     records = COLLECTOR.drain()
     wire = [r.to_wire() for r in records]
     data["sizing_records"] = wire

@@ -123,7 +123,7 @@ def _user_classes(cfg: LoadTestConfig) -> list[type]:
     return [lf.RateUser if cfg.mode == "rate" else lf.StreamUser]
 
 
-def _run_shape(env: Environment, shape: lf.SweepShape) -> None:
+def _run_shape(env: Environment) -> None:
     runner = env.runner
     assert runner is not None
     runner.start_shape()
@@ -207,7 +207,7 @@ def run(
         env.create_local_runner()
     lf.events.init.fire(environment=env, runner=env.runner, web_ui=None)
     try:
-        _run_shape(env, shape)
+        _run_shape(env)
     finally:
         for w in workers:
             try:

@@ -204,7 +204,8 @@ class ReleaseService:
     ) -> WatchOutcome:
         """Re-size one watch for one model, at most once per (model, config digest, watch)."""
 
-        def work(payload: dict[str, str]) -> WatchOutcome:
+        # the idempotency wrapper hands the work its payload; this job is already bound
+        def work(payload: dict[str, str]) -> WatchOutcome:  # noqa: ARG001
             return self._resize(job, watch, catalog(), cache)
 
         if self.idempotency is None:

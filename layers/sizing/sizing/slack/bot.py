@@ -462,7 +462,8 @@ class SlackBot:
             return False
         status = event.status or run.status
 
-        def notify(payload: dict[str, Any]) -> dict[str, str]:
+        # the idempotency wrapper hands the work its payload; the run is already bound
+        def notify(payload: dict[str, Any]) -> dict[str, str]:  # noqa: ARG001
             assert run.slack is not None
             if status == "SUCCEEDED":
                 message = self._measured(run.run_id, run.spec)

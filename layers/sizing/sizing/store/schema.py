@@ -73,7 +73,8 @@ _CfnLoader.add_multi_constructor("!", _intrinsic)
 
 
 @functools.lru_cache(maxsize=8)
-def _parsed(path: Path, mtime_ns: int, size: int) -> Any:
+# `mtime_ns` and `size` key the cache: a changed file is parsed again
+def _parsed(path: Path, mtime_ns: int, size: int) -> Any:  # noqa: ARG001
     """One parse per file version (the key changes when the file does)."""
     with path.open() as fh:
         return yaml.load(fh, Loader=_CfnLoader)  # a SafeLoader subclass

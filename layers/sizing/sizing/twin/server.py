@@ -481,7 +481,8 @@ class TwinServer:
         assert self.engine is not None
         seq: Sequence | None = None
 
-        def quiet(n: int, finished: bool) -> None:
+        # the engine's token callback is (tokens, finished); this one only watches the connection
+        def quiet(n: int, finished: bool) -> None:  # noqa: ARG001
             if writer.is_closing() and seq is not None and self.engine is not None:
                 self.engine.abort(seq)
 
