@@ -663,7 +663,7 @@ def _cache_dir() -> Path:
     return Path(base) / "sizing-catalog"
 
 
-def _read(path: Path) -> dict:
+def _read(path: Path) -> dict[str, Any]:
     raw = path.read_bytes()
     cached = _cache_dir() / f"{path.stem}-{hashlib.sha256(raw).hexdigest()[:20]}.json"
     try:
@@ -692,14 +692,14 @@ def _keep(target: Path, data: Any) -> None:
         pass
 
 
-def _merge_models(base: list[dict], extra: list[dict]) -> list[dict]:
+def _merge_models(base: list[dict[str, Any]], extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by_id = {m["id"]: m for m in base}
     for m in extra:
         by_id[m["id"]] = m
     return list(by_id.values())
 
 
-def _apply_region_snapshot(instances: list[dict], snap: dict) -> None:
+def _apply_region_snapshot(instances: list[dict[str, Any]], snap: dict[str, Any]) -> None:
     """Per-Region prices, availability and spot discounts from the price snapshot (data/regions.yaml), for the
     instance families it samples. A price already in instances.yaml for a Region (`refresh-prices`) wins."""
     regions: list[str] = list(snap.get("regions") or [])
@@ -728,7 +728,7 @@ def _apply_region_snapshot(instances: list[dict], snap: dict) -> None:
                 if not assumed
                 else "Regional ratio from pre-2025-06 list prices applied to the current us-east-1 price",
             }
-        spots: dict[str, dict] = {}
+        spots: dict[str, dict[str, Any]] = {}
         for region, spot in (fam.get("spot") or {}).items():
             here = od.get(region)
             if spot and here:

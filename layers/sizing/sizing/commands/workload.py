@@ -8,7 +8,7 @@ from sizing.commands.output import print_json
 from sizing.workload import load_spec, resolve
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("workload", help="derive the workload model from a spec (YAML or JSON)")
     p.add_argument("file")
     p.add_argument("--json", action="store_true", help="print JSON")

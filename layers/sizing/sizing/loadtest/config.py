@@ -8,8 +8,9 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
+from sizing.distributions import TokenDistribution
 from sizing.strict import Strict
-from sizing.workload import TokenDistribution, TokenSpec
+from sizing.workload import TokenSpec
 
 #: Default measured window per step and warm-up before it: 20 s + 5 s, plus a tail while the window's last
 #: requests finish (about one answer), so one step takes about 30 s (the issue's target); a warm-up of a few

@@ -440,7 +440,7 @@ class SweepShape(LoadTestShape):
         self, cfg: LoadTestConfig | None = None, plan: LevelPlan | None = None,
         on_step: Callable[[StepResult], None] | None = None, dispatchers: int = 1, drain_s: float = 0.0,
     ) -> None:  # fmt: skip
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Locust's LoadTestShape is untyped
         self._cfg = cfg
         self._plan = plan
         self.on_step = on_step

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -203,7 +203,7 @@ MAX_ERROR_RATE = 0.01
 
 
 #: A request's figure of a metric, in the unit StepResult reports it.
-METRIC_OF = {
+METRIC_OF: dict[str, Callable[[RequestRecord], float | None]] = {
     "ttft_ms": lambda r: None if r.ttft_s is None else r.ttft_s * MS_PER_S,
     "tpot_ms": lambda r: None if r.tpot_s is None else r.tpot_s * MS_PER_S,
     "e2e_s": lambda r: r.e2e_s,

@@ -153,7 +153,8 @@ class HardwareConfig:
         cat = catalog or load_catalog()
         known = self.__dict__.get("_parts")
         if known is not None and known[0] is cat:
-            return known[1]
+            memo: Parts = known[1]
+            return memo
         spec = cat.model(self.model_id)
         if self.accelerator_id is not None:
             acc = cat.accelerators[self.accelerator_id].at_lnc(self.lnc)

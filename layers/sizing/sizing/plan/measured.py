@@ -26,11 +26,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from sizing.distributions import TokenDistribution
 from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS, Edge, conservative_rate, matches, slo_edge
 from sizing.perf.simulator import ClosedLoop, bounds, simulate
 from sizing.perf.step import StepModel
 from sizing.plan.capacity import Capacity, max_rate_under_slo
-from sizing.workload import TokenDistribution, WorkloadModel
+from sizing.workload import WorkloadModel
 
 
 @dataclass

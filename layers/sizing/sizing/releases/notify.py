@@ -239,4 +239,5 @@ def summary(result: dict[str, Any], n: int) -> list[dict[str, Any]]:
             origin = "twin" if run.get("origin") == "twin" else "endpoint"
             row[RUN_FIGURES_KEYS[origin]] = _p95(run)
         out.append(row)
-    return json.loads(json.dumps(out))
+    rows: list[dict[str, Any]] = json.loads(json.dumps(out))
+    return rows

@@ -93,7 +93,9 @@ def load_template(path: str | Path | None = None) -> dict[str, Any]:
     return copy.deepcopy(data)
 
 
-def table_definition(template_path: str | Path | None = None, table_name: str = "llm-sizing-local") -> dict:
+def table_definition(
+    template_path: str | Path | None = None, table_name: str = "llm-sizing-local"
+) -> dict[str, Any]:
     """`create_table` arguments for the template's table, under `table_name`, plus its TTL attribute (key
     `TimeToLiveAttribute`, None when the template enables none)."""
     resource = load_template(template_path).get("Resources", {}).get(TABLE_RESOURCE)
