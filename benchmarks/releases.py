@@ -149,8 +149,8 @@ def _moto_sqs_counts_without_scans() -> Iterator[None]:
     )
     saved = {name: getattr(Queue, name) for name in names}
     Queue.approximate_number_of_messages = property(lambda q: len(q._messages))  # type: ignore[method-assign,assignment]
-    Queue.approximate_number_of_messages_not_visible = property(lambda q: 0)  # type: ignore[method-assign,assignment]
-    Queue.approximate_number_of_messages_delayed = property(lambda q: 0)  # type: ignore[method-assign,assignment]
+    Queue.approximate_number_of_messages_not_visible = property(lambda _q: 0)  # type: ignore[method-assign,assignment]
+    Queue.approximate_number_of_messages_delayed = property(lambda _q: 0)  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:

@@ -46,8 +46,8 @@ def _children_cpu() -> float:
 
 
 def perf(repeat: int) -> None:
+    from sizing.distributions import TokenDistribution
     from sizing.perf import ClosedLoop, HardwareConfig, OpenLoop, StepModel, bounds, saturated, simulate
-    from sizing.workload import TokenDistribution
 
     print("== perf ==")
     chat_in, chat_out = TokenDistribution.from_mean_p95(1200, 3500), TokenDistribution.from_mean_p95(250, 700)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sizing.errors import InvalidInput, Problem, problems_from_pydantic
 from sizing.observability import logger, metrics, tracer
+from sizing.orchestrate.events import RunCompletedDetail
 
 
 class CalibrationSettings(BaseModel):
@@ -37,15 +38,6 @@ class CalibrationSettings(BaseModel):
         env = os.environ if environ is None else environ
         names = [f.alias for f in cls.model_fields.values() if f.alias]
         return cls.model_validate({n: env[n] for n in names if env.get(n) not in (None, "")})
-
-
-class RunCompletedDetail(BaseModel):
-    """What the refit reads of a `SizingRunCompleted` detail (the state machine's NotifyCompleted writes it; the
-    rest, the ranking included, is the rule's to match)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    run_id: str | None = Field(default=None, max_length=128)
 
 
 class RunCompleted(EventBridgeModel):
@@ -85,9 +77,9 @@ def services() -> tuple[Any, Any]:
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     from sizing.learn.refit import outcome_line, run_refit
 
-    run_id = parse_run_completed(event).detail.run_id or ""
+    run_id = parse_run_completed(event).detail.run_id
     levels, profiles = services()
-    data = run_refit(levels, profiles, trigger=f"run {run_id}" if run_id else "event")
+    data = run_refit(levels, profiles, trigger=f"run {run_id}")
     adopted = data["status"] == "adopted"
     metrics.add_metric(name="CalibrationRefits", unit=MetricUnit.Count, value=1)
     metrics.add_metric(name="CalibrationAdopted", unit=MetricUnit.Count, value=int(adopted))

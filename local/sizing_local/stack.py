@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sizing.deploy.janitor import first_failure
 from sizing.errors import Unavailable
 from sizing.service.runs import RunsService
 from sizing.store import TERMINAL
@@ -496,7 +497,11 @@ def run_local(
             if execution["status"] in ("ABORTED", "TIMED_OUT", "FAILED"):
                 # FAILED too: when the RunFailed step itself failed (DynamoDB throttled it), the run was left
                 # RUNNING while the execution's cause pointed at the run's error
-                cause = first_failure(sfn, run.execution_arn) if execution["status"] == "FAILED" else ""
+                cause = (
+                    first_failure(sfn, run.execution_arn)[:FAILURE_CAUSE_CHARS]
+                    if execution["status"] == "FAILED"
+                    else ""
+                )
                 finish_stopped_run(store, run.run_id, execution["status"], cause)
             final = store.get_run(run.run_id)
             architectures = store.get_architectures(run.run_id)
@@ -509,16 +514,6 @@ def run_local(
         LocalLauncher.stop_all()
         close_local_twins()
         aws.stop()
-
-
-def first_failure(sfn: Any, execution_arn: str) -> str:
-    """The first task failure of an execution as `Error: cause` (the root cause; later ones are its echoes)."""
-    history = sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
-    for ev in history:
-        for key, details in ev.items():
-            if key.endswith("FailedEventDetails") and key != "executionFailedEventDetails":
-                return f"{details.get('error', '')}: {details.get('cause', '')}"[:FAILURE_CAUSE_CHARS]
-    return ""
 
 
 def finish_stopped_run(store: Any, run_id: str, execution_status: str, cause: str = "") -> None:
@@ -763,7 +758,11 @@ class LocalRuns:
                 on_event=progress.note,
             )
             if execution["status"] in ("ABORTED", "TIMED_OUT", "FAILED"):
-                cause = first_failure(self.sfn, run.execution_arn) if execution["status"] == "FAILED" else ""
+                cause = (
+                    first_failure(self.sfn, run.execution_arn)[:FAILURE_CAUSE_CHARS]
+                    if execution["status"] == "FAILED"
+                    else ""
+                )
                 if self._stopping and self.store.get_run(run_id).status == "RUNNING":
                     self.store.transition(run_id, "CANCELLING", expected_from="RUNNING")
                 progress.close(self.store.get_run(run_id).status)  # before the run reads as ended

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterator
 from urllib.parse import parse_qs, urlparse
 
 import boto3
@@ -36,10 +35,10 @@ MANAGED = [
 
 
 @pytest.fixture
-def fake(httpserver: HTTPServer) -> Iterator[FakeKube]:
+def fake(httpserver: HTTPServer) -> FakeKube:
     kube = FakeKube(token=TOKEN).with_hf_secret()
     httpserver.expect_request(re.compile(".*")).respond_with_handler(kube.werkzeug_handler)
-    yield kube
+    return kube
 
 
 def provisioner(httpserver: HTTPServer, **kwargs: float) -> EksProvisioner:

@@ -4,7 +4,6 @@ first event, so a deployment missing a variable fails at once, naming the variab
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +32,11 @@ FUNCTIONS = [
 
 
 @pytest.fixture
-def bare_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def bare_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """A container whose template forgot the table: no TABLE_NAME (nor anything that names it)."""
     for name in ("TABLE_NAME", "STATE_MACHINE_ARN", "EVENT_BUS_NAME", "SLACK_SECRET_ID"):
         monkeypatch.delenv(name, raising=False)
-    yield
+    return
 
 
 @pytest.mark.parametrize(("code_uri", "module", "handler", "sample"), FUNCTIONS)

@@ -30,10 +30,10 @@ SM = Architecture.from_id("sagemaker:g4dn.12xlarge:tp4:bf16:vllm:on-demand", "me
 
 
 @pytest.fixture
-def kube(httpserver: HTTPServer) -> Iterator[tuple[FakeKube, KubeClient]]:
+def kube(httpserver: HTTPServer) -> tuple[FakeKube, KubeClient]:
     fake = FakeKube().with_hf_secret()
     httpserver.expect_request(re.compile(".*")).respond_with_handler(fake.werkzeug_handler)
-    yield fake, KubeClient(httpserver.url_for("/"))
+    return fake, KubeClient(httpserver.url_for("/"))
 
 
 @pytest.fixture

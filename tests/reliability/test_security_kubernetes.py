@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote
 
@@ -41,12 +40,12 @@ FOREIGN: list[dict[str, Any]] = [
 
 
 @pytest.fixture
-def cluster(httpserver: HTTPServer) -> Iterator[tuple[FakeKube, KubeClient]]:
+def cluster(httpserver: HTTPServer) -> tuple[FakeKube, KubeClient]:
     fake = FakeKube().with_hf_secret(NAMESPACE)
     for obj in FOREIGN:
         fake.put(obj)
     httpserver.expect_request(re.compile(".*")).respond_with_handler(fake.werkzeug_handler)
-    yield fake, KubeClient(httpserver.url_for("/"))
+    return fake, KubeClient(httpserver.url_for("/"))
 
 
 def test_provisioning_teardown_and_the_janitor_touch_only_what_carries_a_run_label(cluster, record_figures):

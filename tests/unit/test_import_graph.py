@@ -121,7 +121,7 @@ def test_in_function_imports_of_own_modules_defer_something(package_graph: Any) 
 
 #: The base layer: errors, the vocabulary, token-length distributions and token counting, observability, the
 #: wiring of services, environment settings, the lifeline of child processes, the serving configuration and the
-#: plain-text presentation (tables, the name a run's figures go by).
+#: plain-text presentation (tables, the name a run's figures go by) and the strict models' base.
 #: Features import them; they import nothing above them.
 BASE = frozenset(
     {
@@ -136,6 +136,7 @@ BASE = frozenset(
         "sizing.orchestrate.lifeline",
         "sizing.serving",
         "sizing.text",
+        "sizing.strict",
     }
 )
 

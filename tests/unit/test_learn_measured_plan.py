@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sizing.learn.measured import at_throughput, conservative_rate, slo_edge
+from sizing.learn.matching import at_throughput, conservative_rate, slo_edge
 
 
 def level(

@@ -166,7 +166,7 @@ def _simulated_bisection(step: StepModel, wm: WorkloadModel, top: float) -> floa
 
 
 @pytest.mark.parametrize(
-    "instance, slo",
+    ("instance", "slo"),
     [
         ("g5.xlarge", {"ttft_ms": {"p95": 3000}, "e2e_s": {"p95": 60}}),
         ("g5.xlarge", {"e2e_s": {"p99": 600}}),

@@ -163,5 +163,5 @@ def test_the_lru_keeps_the_most_recently_used_entries():
     assert lru.get("b") is None
     assert lru.get("a") == 1 and lru.get("c") == 3
     assert len(lru) == 2
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="maxsize must be at least 1"):
         LRU(0)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from sizing.results import Architecture
 from sizing.service.runs import DEFAULT_TOP_K, MAX_TOP_K
 from sizing.store import Run, RunSource, RunStatus, SlackThread
+from sizing.strict import Strict
 
 SPEC_DESCRIPTION = (
     "A workload spec: model, users or rate, tokens, slo, constraints (every field: docs/workload-spec.md in"
@@ -29,10 +30,6 @@ EXAMPLE_SPEC: dict[str, Any] = {
     "tokens": {"input": {"mean": 1200, "p95": 3500}, "output": {"mean": 90, "p95": 160}},
     "slo": {"ttft_ms": {"p95": 1000}, "e2e_s": {"p95": 2.5}},
 }
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class ErrorBody(Strict):

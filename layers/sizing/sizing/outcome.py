@@ -46,7 +46,8 @@ EXAMPLES = 2
 
 
 def _as_json(result: Any) -> Mapping[str, Any]:
-    return result.as_json() if hasattr(result, "as_json") else result
+    out: Mapping[str, Any] = result.as_json() if hasattr(result, "as_json") else result
+    return out
 
 
 def impossible_constraints(result: Any, spec: Any, prefix: str = "") -> InvalidInput | None:

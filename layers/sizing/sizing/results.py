@@ -133,7 +133,7 @@ class Measured(Frozen):
 
 
 class MeasuredEdge(Frozen):
-    """Where the SLO's edge lies on the measured closed-loop levels (`sizing.learn.measured.slo_edge`)."""
+    """Where the SLO's edge lies on the measured closed-loop levels (`sizing.learn.matching.slo_edge`)."""
 
     #: requests in flight and closed-loop requests/s at the edge, between the two measured levels around it
     concurrency: float

@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-#: How a run's figures are named by `measured.origin`: a local twin serves at our own model's pace, so its figures
-#: are a simulation, never a measurement; a real server's are measured. A block without an origin predates it
-#: and was taken as measured.
-TWIN = "twin"
-ENDPOINT = "endpoint"
-ORIGIN_LABELS = {TWIN: "simulated (twin)", ENDPOINT: "measured"}
+from sizing.vocabulary import ENDPOINT, TWIN
+
+#: How a run's figures are named by `measured.origin` (`sizing.vocabulary.Origin`). A block without an origin
+#: predates it and was taken as measured.
+ORIGIN_LABELS: dict[str, str] = {TWIN: "simulated (twin)", ENDPOINT: "measured"}
 
 
 def measured_label(measured: Any) -> str:

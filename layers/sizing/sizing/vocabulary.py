@@ -45,6 +45,13 @@ CAPACITY_TYPES: tuple[CapacityType, ...] = get_args(CapacityType)
 Invocation = Literal["real-time", "async", "batch"]
 INVOCATIONS: tuple[Invocation, ...] = get_args(Invocation)
 
+#: What served a run's figures (`measured.origin`): a local twin serves at our own model's pace, so its figures are a
+#: simulation, never a measurement; a real server's (`endpoint`) are measured.
+Origin = Literal["twin", "endpoint"]
+ORIGINS: tuple[Origin, ...] = get_args(Origin)
+TWIN: Origin = "twin"
+ENDPOINT: Origin = "endpoint"
+
 #: The `phase` of a stored load level that belongs to a run's capacity search (`sizing.loadtest.capacity`; the
 #: closed-loop levels carry none): the merge reads the edge from them, the learning loop leaves them out.
 CAPACITY_PHASE = "capacity"

@@ -205,7 +205,7 @@ class Tokens(Spec):
         return self
 
 
-class Percentiles(Spec):
+class PercentileBounds(Spec):
     """Upper bounds by percentile (at least one); they must not decrease from p50 to p99."""
 
     p50: float | None = Field(default=None, gt=0, description="median bound")
@@ -214,7 +214,7 @@ class Percentiles(Spec):
     p99: float | None = Field(default=None, gt=0, description="99th percentile bound")
 
     @model_validator(mode="after")
-    def _ordered(self) -> Percentiles:
+    def _ordered(self) -> PercentileBounds:
         given = [(k, getattr(self, k)) for k in PERCENTILES if getattr(self, k) is not None]
         if not given:
             raise ValueError("give at least one percentile (p50, p90, p95 or p99)")
@@ -236,9 +236,11 @@ MAX_CONFIDENCE = 0.99
 class SLO(Spec):
     """Latency objectives (at least one): the estimate keeps every one of them at peak load."""
 
-    ttft_ms: Percentiles | None = Field(default=None, description="time to first token, milliseconds")
-    tpot_ms: Percentiles | None = Field(default=None, description="time per output token after the first, ms")
-    e2e_s: Percentiles | None = Field(default=None, description="whole request, seconds")
+    ttft_ms: PercentileBounds | None = Field(default=None, description="time to first token, milliseconds")
+    tpot_ms: PercentileBounds | None = Field(
+        default=None, description="time per output token after the first, ms"
+    )
+    e2e_s: PercentileBounds | None = Field(default=None, description="whole request, seconds")
     confidence: float | None = Field(
         default=None,
         ge=MIN_CONFIDENCE,

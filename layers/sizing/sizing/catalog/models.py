@@ -13,10 +13,11 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from sizing.catalog.regions import DATA_RESIDENCY, nearest
 from sizing.errors import InvalidInput, NotFound, problems_from_pydantic
+from sizing.strict import Strict
 from sizing.vocabulary import Quantization
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -58,17 +59,19 @@ UNQUANTIZED_BYTES = 2.0
 WEIGHT_PARTS = ("experts", "mlp", "attention", "embeddings", "other")
 
 
-class Strict(BaseModel):
+class CatalogRecord(Strict):
+    """A catalog entry: strict, and frozen (the catalog is read once and shared); built on first use."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
-class Sourced(Strict):
+class Sourced(CatalogRecord):
     source: str = Field(min_length=3)
     as_of: date
     notes: str | None = None
 
 
-class Interconnect(Strict):
+class Interconnect(CatalogRecord):
     #: `none`: one device per replica (a CPU instance serves a replica on all its cores, tensor parallel 1)
     kind: Literal["pcie", "nvlink", "neuronlink", "none"]
     #: Per device, per direction, GB/s: the ring all-reduce bus bandwidth bound.
@@ -153,7 +156,7 @@ class Accelerator(Sourced):
         return self.model_copy(update={"cores_per_chip": physical // lnc, "lnc": lnc})
 
 
-class Price(Strict):
+class Price(CatalogRecord):
     usd_per_hour: float | None = Field(default=None, gt=0)
     source: str
     as_of: date
@@ -161,7 +164,7 @@ class Price(Strict):
     notes: str | None = None
 
 
-class SpotDiscount(Strict):
+class SpotDiscount(CatalogRecord):
     fraction: float = Field(ge=0, lt=1)
     source: str
     assumed: bool
@@ -210,7 +213,7 @@ class InstanceType(Sourced):
         )
 
 
-class MoE(Strict):
+class MoE(CatalogRecord):
     num_experts: int = Field(ge=2)
     experts_per_token: int = Field(ge=1)
     expert_intermediate_size: int = Field(ge=1)
@@ -321,7 +324,7 @@ class ModelSpec(Sourced):
         return sum(self.part_bytes(quantization).values())
 
 
-class BedrockQuota(Strict):
+class BedrockQuota(CatalogRecord):
     """Default on-demand quotas of one offer (per account, per Region). `adjustable`: AWS raises it on request
     (Service Quotas); a non-adjustable limit is a hard limit and rejects what exceeds it."""
 
@@ -334,7 +337,7 @@ class BedrockQuota(Strict):
     as_of: date
 
 
-class TokenPrices(Strict):
+class TokenPrices(CatalogRecord):
     input_usd_per_1m_tokens: float = Field(ge=0)
     output_usd_per_1m_tokens: float = Field(ge=0)
     source: str
@@ -343,7 +346,7 @@ class TokenPrices(Strict):
     notes: str | None = None
 
 
-class BedrockProfile(Strict):
+class BedrockProfile(CatalogRecord):
     """A cross-Region inference profile: requests from `source_regions` may be served in any Region of its scope,
     at the source Region's on-demand price (aws.amazon.com/bedrock/pricing: "the price is calculated basis the
     region you made the request in")."""
@@ -355,7 +358,7 @@ class BedrockProfile(Strict):
     as_of: date
 
 
-class BedrockLatency(Strict):
+class BedrockLatency(CatalogRecord):
     """Latency profile of a Bedrock model; `assumed` until this product has measured it."""
 
     ttft_ms_p50: float = Field(gt=0)
@@ -458,19 +461,19 @@ class SageMakerPrice(Sourced):
     usd_per_hour: float = Field(gt=0)
 
 
-class _AcceleratorFile(Strict):
+class _AcceleratorFile(CatalogRecord):
     accelerators: list[Accelerator]
 
 
-class _InstanceFile(Strict):
+class _InstanceFile(CatalogRecord):
     instances: list[InstanceType]
 
 
-class _ModelFile(Strict):
+class _ModelFile(CatalogRecord):
     models: list[ModelSpec]
 
 
-class _ManagedFile(Strict):
+class _ManagedFile(CatalogRecord):
     bedrock_on_demand: list[BedrockOffer] = Field(default_factory=list)
     bedrock_provisioned: list[BedrockProvisioned] = Field(default_factory=list)
     sagemaker: list[SageMakerPrice] = Field(default_factory=list)
@@ -662,7 +665,7 @@ def _cache_dir() -> Path:
     return Path(base) / "sizing-catalog"
 
 
-def _read(path: Path) -> dict:
+def _read(path: Path) -> dict[str, Any]:
     raw = path.read_bytes()
     cached = _cache_dir() / f"{path.stem}-{hashlib.sha256(raw).hexdigest()[:20]}.json"
     try:
@@ -691,7 +694,7 @@ def _keep(target: Path, data: Any) -> None:
         pass
 
 
-def _merge_models(base: list[dict], extra: list[dict]) -> list[dict]:
+def _merge_models(base: list[dict[str, Any]], extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by_id = {m["id"]: m for m in base}
     for m in extra:
         by_id[m["id"]] = m
@@ -773,7 +776,7 @@ def expand_cpu_families(cpus: dict[str, Any]) -> tuple[list[dict[str, Any]], lis
     return accelerators, instances
 
 
-def _apply_region_snapshot(instances: list[dict], snap: dict) -> None:
+def _apply_region_snapshot(instances: list[dict[str, Any]], snap: dict[str, Any]) -> None:
     """Per-Region prices, availability and spot discounts from the price snapshot (data/regions.yaml), for the
     instance families it samples. A price already in instances.yaml for a Region (`refresh-prices`) wins."""
     regions: list[str] = list(snap.get("regions") or [])
@@ -802,7 +805,7 @@ def _apply_region_snapshot(instances: list[dict], snap: dict) -> None:
                 if not assumed
                 else "Regional ratio from pre-2025-06 list prices applied to the current us-east-1 price",
             }
-        spots: dict[str, dict] = {}
+        spots: dict[str, dict[str, Any]] = {}
         for region, spot in (fam.get("spot") or {}).items():
             here = od.get(region)
             if spot and here:

@@ -11,6 +11,7 @@ import functools
 import os
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -108,7 +109,7 @@ class Modes(_Strict):
     spot_interruption: SpotInterruption
 
 
-def _read(path: Path) -> dict:
+def _read(path: Path) -> dict[str, Any]:
     with path.open() as fh:
         data = yaml.safe_load(fh) or {}
     if not isinstance(data, dict):

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from sizing.errors import InvalidInput, Problem
 from sizing.learn.profiles import DEFAULT_PREFIX, ProfileStore
@@ -17,7 +18,7 @@ from sizing.perf.tables import format_error_table
 from sizing.text import table
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from sizing.perf.reference import DEFAULT_REFERENCE
 
     p = sub.add_parser(
@@ -116,7 +117,7 @@ def team_profiles(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pct(summary: dict | None) -> str:
+def _pct(summary: dict[str, Any] | None) -> str:
     v = (summary or {}).get("mdape")
     return "-" if v is None else f"{v:.1%}"
 
@@ -183,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_json(path: Path) -> dict:
+def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:

@@ -19,7 +19,7 @@ from sizing.errors import InvalidInput, Problem
 from sizing.text import table
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("catalog", help="list or update the catalogs")
     csub = p.add_subparsers(dest="catalog_command", required=True, parser_class=type(p))
     for name in ("instances", "models", "accelerators"):

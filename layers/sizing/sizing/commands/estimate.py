@@ -55,7 +55,7 @@ KIND_LABELS = {
 }
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "estimate",
         help="rank candidate architectures by monthly cost under the workload's SLOs (exit 3 when none meets"

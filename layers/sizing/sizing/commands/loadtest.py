@@ -23,7 +23,7 @@ from sizing.workload import build_model, load_spec
 WORKLOAD_FRACTIONS = (0.25, 0.5, 1.0)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "loadtest", help="load-test an endpoint: concurrency or rate steps, or a workload's users"
     )

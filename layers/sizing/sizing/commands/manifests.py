@@ -18,7 +18,7 @@ from typing import Any
 from sizing.errors import InvalidInput, Problem
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("manifests", help="write the Karpenter + Kubernetes manifests for an architecture")
     p.add_argument("--architecture", metavar="ID|FILE", help="architecture id or JSON file")
     p.add_argument("--id", help="which architecture of an estimate result (default: best-ranked EKS one)")

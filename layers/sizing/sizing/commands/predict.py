@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from sizing.commands.output import print_json
 from sizing.outcome import EXIT_NO_ARCHITECTURE
 from sizing.vocabulary import ENGINES, QUANTIZATIONS
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "predict",
         help="predict latency and throughput of one deployment (exit 3 when it does not fit in memory, 2 for bad"
@@ -123,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serving_line(s: dict) -> str:
+def _serving_line(s: dict[str, Any]) -> str:
     parts = [
         f"max_model_len {s['max_model_len']:,}",
         f"max_num_seqs {s['max_num_seqs']}",

@@ -17,10 +17,11 @@ from typing import Any
 import yaml
 
 from sizing.errors import InvalidInput, Problem
-from sizing.text import ENDPOINT, ORIGIN_LABELS, TWIN, table
+from sizing.text import ORIGIN_LABELS, table
+from sizing.vocabulary import ENDPOINT, TWIN
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from sizing_local import add_level_seconds
 
     p = sub.add_parser("run", help="estimate, provision, load-test and rank on the embedded default (no AWS)")

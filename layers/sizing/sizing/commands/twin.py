@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("twin", help="serve an OpenAI-compatible endpoint that behaves like a candidate")
     p.add_argument("--model", required=True, help="model id as the workload names it (also the served name)")
     p.add_argument("--instance", required=True, help="instance type, e.g. g6e.xlarge")

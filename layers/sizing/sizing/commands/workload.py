@@ -17,7 +17,7 @@ from sizing.workload import TraceSpec, WorkloadSpec, load_spec, resolve
 BAR_WIDTH = 40
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "workload", help="derive the workload model from a spec (YAML or JSON), or from a recorded trace"
     )

@@ -127,5 +127,6 @@ class ExistingEndpoint(Provisioner):
     def ready(self, endpoint: Endpoint) -> bool:
         return http_healthy(endpoint.url)
 
-    def teardown(self, run_id: str, candidate_id: str | None = None) -> TeardownReport:
+    # the Deployer interface: nothing was deployed, so nothing of the run's is torn down
+    def teardown(self, run_id: str, candidate_id: str | None = None) -> TeardownReport:  # noqa: ARG002
         return TeardownReport()

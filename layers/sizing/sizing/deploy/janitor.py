@@ -27,6 +27,7 @@ from sizing.deploy import labels as L
 from sizing.deploy.kube import KubeClient, ProvisioningError
 from sizing.deploy.labels import DEFAULT_MAX_DURATION_S, TEARDOWN_ORDER
 from sizing.errors import Conflict, NotFound
+from sizing.orchestrate.events import EVENT_SOURCE, RUN_COMPLETED, RUN_FAILED
 
 log = logging.getLogger(__name__)
 
@@ -288,7 +289,7 @@ def sweep(
 
 
 # --- reconciliation: runs still open whose execution has ended ------------------------------------------------
-def _first_failure(sfn: Any, execution_arn: str) -> str:
+def first_failure(sfn: Any, execution_arn: str) -> str:
     """The first task failure of an execution as `Error: cause` (the root cause; later failures echo it)."""
     kwargs: dict[str, Any] = {"executionArn": execution_arn, "maxResults": 1000}
     while True:
@@ -331,7 +332,7 @@ def outcome(run_status: str, execution: dict[str, Any], sfn: Any) -> tuple[str, 
         return "FAILED", "the execution succeeded without recording the run's result"
     if status == "ABORTED":
         return "CANCELLED", "execution stopped outside the API"
-    cause = _first_failure(sfn, execution["executionArn"]) or ": ".join(
+    cause = first_failure(sfn, execution["executionArn"]) or ": ".join(
         x for x in (execution.get("error"), execution.get("cause")) if x
     )
     what = "timed out" if status == "TIMED_OUT" else "failed"
@@ -346,12 +347,6 @@ def _open_runs(store: Any) -> Iterable[Any]:
             yield from page
             if not token:
                 break
-
-
-#: The run's completion events, as the state machine sends them (statemachines/sizing_run.asl.json's Notify*).
-EVENT_SOURCE = "llm-sizing"
-RUN_COMPLETED = "SizingRunCompleted"
-RUN_FAILED = "SizingRunFailed"
 
 
 def completion_event(run: Any, final: str, error: str | None, bus: str) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from sizing.deploy.architecture import Architecture
 from sizing.deploy.labels import DEFAULT_MAX_DURATION_S
 from sizing.errors import InvalidInput, Problem
 from sizing.perf.engines import NEURON_MEMORY_FRACTION
-from sizing.plan.cost import AVAILABILITY_ZONES
+from sizing.plan.cost import AVAILABILITY_ZONES, nodes_for
 from sizing.serving import ServingConfig, parse_vllm_args, vllm_args
 from sizing.vocabulary import Engine
 
@@ -281,14 +281,6 @@ def _quantity_gib(gib: float) -> str:
 
 def _round_up(x: float, step: int) -> int:
     return int(math.ceil(x / step) * step)
-
-
-def nodes_for(replicas: int, per_node: int, zones: int) -> int:
-    """Nodes `replicas` occupy when spread evenly over `zones` (maxSkew 1) and packed `per_node` to a node:
-    per zone ceil(replicas in zone / per_node), the count the cost uses."""
-    zones = max(1, min(zones, replicas))
-    base, extra = divmod(replicas, zones)
-    return sum(math.ceil((base + (1 if z < extra else 0)) / per_node) for z in range(zones))
 
 
 def shm_gib(serving: ServingConfig) -> int:
@@ -922,7 +914,8 @@ def _quantization_of(args: list[str], env: dict[str, Any], annotations: dict[str
 class _Dumper(yaml.SafeDumper):
     """Plain YAML: no `&anchor`/`*alias` even where two objects share a dict."""
 
-    def ignore_aliases(self, data: Any) -> bool:
+    # PyYAML's Dumper hook: no value is ever written as an alias
+    def ignore_aliases(self, data: Any) -> bool:  # noqa: ARG002
         return True
 
 

@@ -215,7 +215,7 @@ class SageMakerProvisioner(Provisioner):
 
     def teardown(self, run_id: str, candidate_id: str | None = None) -> TeardownReport:
         report = TeardownReport()
-        deleters = {
+        deleters: dict[str, Callable[[str], Any]] = {
             "endpoint": lambda n: self.sm.delete_endpoint(EndpointName=n),
             "config": lambda n: self.sm.delete_endpoint_config(EndpointConfigName=n),
             "model": lambda n: self.sm.delete_model(ModelName=n),

@@ -112,7 +112,8 @@ class CelRule:
 
 @functools.cache
 def _crd(kind: str) -> dict[str, Any]:
-    return yaml.safe_load((SCHEMA_DIR / CRD_FILES[kind]).read_text())
+    schema: dict[str, Any] = yaml.safe_load((SCHEMA_DIR / CRD_FILES[kind]).read_text())
+    return schema
 
 
 def _versions(kind: str) -> dict[str, dict[str, Any]]:

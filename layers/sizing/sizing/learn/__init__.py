@@ -8,7 +8,7 @@
   written conditionally, so two refits at once adopt at most one; estimators load the newest adopted version,
   cached per container and checked by ETag.
 - `refit`: the job (the calibration function on `SizingRunCompleted`, or in-process on the embedded default).
-- `measured`: a configuration that was measured is answered from its measurement (`basis: measured`).
+- `matching`: a configuration that was measured is answered from its measurement (`basis: measured`).
 - `drift`: a measurement outside its prediction's stated interval is flagged.
 
 Module-level imports here stay cheap: nothing below imports boto3 or the simulator until it is used.

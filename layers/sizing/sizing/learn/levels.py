@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sizing.catalog import load_catalog
 from sizing.errors import SizingError
-from sizing.learn.measured import LEVEL_REQUESTS, LEVEL_ROUNDS
+from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS
 from sizing.perf.calibration import PROFILE_PATH, family_of, load_profiles, profile_for
 from sizing.perf.replica import replica_of
 from sizing.perf.step import StepModel

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sizing.errors import InvalidInput, Problem
-from sizing.learn import correction, measured
+from sizing.learn import correction, matching
 from sizing.learn.profiles import REFERENCE, ConcurrentAdoption, CorruptProfile, ProfileStore, new_version
 from sizing.perf.calibration import PROFILE_PATH, load_profiles
 
@@ -91,7 +91,7 @@ def prepare(levels: list[Any], store: ProfileStore, trigger: str = "") -> Prepar
     ref_after = correction.reference_error(ref_rows, candidate)
     adopt, reasons = correction.decide(team_before, team_after, ref_before, ref_after)
     reasons = [*reasons, *refused]
-    table = measured.table(levels)
+    table = matching.table(levels)
     changed = _changes(current_corr, candidate)
     old_confs = {(c["run_id"], c["candidate_id"]) for c in (current or {}).get("measured") or []}
     new_confs = [c for c in table if (c["run_id"], c["candidate_id"]) not in old_confs]

@@ -7,16 +7,14 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from sizing.strict import Strict
 
 #: Confidence of each percentile's interval (two-sided).
 CONFIDENCE = 0.95
 
 Verdict = Literal["pass", "fail", "unsure"]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 def _log_binom_pmf(k: int, n: int, p: float) -> float:
@@ -144,7 +142,10 @@ def check_target(
     else:
         verdict = "unsure"
     note = None if lo is not None and hi is not None else "too few samples"
-    finite = lambda v: None if v is None or math.isinf(v) else round(v, 4)  # noqa: E731
+
+    def finite(v: float | None) -> float | None:
+        return None if v is None or math.isinf(v) else round(v, 4)
+
     return TargetCheck(
         target=f"{metric}.{pct}", limit=limit, value=finite(point), ci_low=finite(lo), ci_high=finite(hi),
         samples=n, design_effect=round(deff, 2), verdict=verdict, note=note,

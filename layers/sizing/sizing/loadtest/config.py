@@ -6,9 +6,11 @@ import secrets
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from sizing.workload import TokenDistribution, TokenSpec
+from sizing.distributions import TokenDistribution
+from sizing.strict import Strict
+from sizing.workload import TokenSpec
 
 #: Default measured window per step and warm-up before it: 20 s + 5 s, plus a tail while the window's last
 #: requests finish (about one answer), so one step takes about 30 s (the issue's target); a warm-up of a few
@@ -31,10 +33,6 @@ DEFAULT_OUTPUT_TOKENS = 128
 Mode = Literal["concurrency", "rate", "users"]
 Metric = Literal["ttft_ms", "tpot_ms", "itl_ms", "e2e_s"]
 Pct = Literal["p50", "p90", "p95", "p99"]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class SloTarget(Strict):

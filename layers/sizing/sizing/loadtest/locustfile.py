@@ -182,9 +182,7 @@ def _aws_client(service: str, region: str) -> Any:
     if STATE.aws_client is None:  # one client per process, created on first use (never at import)
         import boto3
 
-        # the service is chosen at run time (bedrock-runtime or sagemaker-runtime): boto3's untyped entry point
-        factory: Any = boto3.client
-        STATE.aws_client = factory(service, region_name=region)
+        STATE.aws_client = boto3.client(service, region_name=region)  # type: ignore[call-overload]
     return STATE.aws_client
 
 
@@ -431,7 +429,8 @@ class RateUser(User):
                 passes += 1
 
 
-def _on_rate(environment: Environment, msg: Any, **_: Any) -> None:
+# Locust calls message handlers with (environment, msg) by keyword
+def _on_rate(environment: Environment, msg: Any, **_: Any) -> None:  # noqa: ARG001
     STATE.rate_per_dispatcher = float(msg.data)
 
 
@@ -455,7 +454,8 @@ def _on_parser(parser: Any) -> None:
 
 
 @events.report_to_master.add_listener
-def _on_report(client_id: str, data: dict[str, Any]) -> None:
+# Locust fires report_to_master with (client_id, data) by keyword
+def _on_report(client_id: str, data: dict[str, Any]) -> None:  # noqa: ARG001
     records = COLLECTOR.drain()
     wire = [r.to_wire() for r in records]
     data["sizing_records"] = wire
@@ -489,7 +489,7 @@ class SweepShape(LoadTestShape):
         self, cfg: LoadTestConfig | None = None, plan: LevelPlan | None = None,
         on_step: Callable[[StepResult], None] | None = None, dispatchers: int = 1, drain_s: float = 0.0,
     ) -> None:  # fmt: skip
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Locust's LoadTestShape is untyped
         self._cfg = cfg
         self._plan = plan
         self.on_step = on_step

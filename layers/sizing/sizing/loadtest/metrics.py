@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from sizing.loadtest.confidence import TargetCheck, Verdict, check_target, level_verdict
 from sizing.loadtest.server import ServerWindow
+from sizing.strict import Strict
 
 #: Percentiles every distribution reports (the SLO may name any of them).
 QUANTILES: tuple[tuple[str, float], ...] = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
@@ -73,10 +74,6 @@ def read_worker_log(path: str | Path) -> list[RequestRecord]:
         for batch in msgpack.Unpacker(f, raw=False):
             out.extend(RequestRecord.from_wire(w) for w in batch)
     return out
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class Distribution(Strict):
@@ -211,7 +208,7 @@ MAX_ERROR_RATE = 0.01
 
 
 #: A request's figure of a metric, in the unit StepResult reports it.
-METRIC_OF = {
+METRIC_OF: dict[str, Callable[[RequestRecord], float | None]] = {
     "ttft_ms": lambda r: None if r.ttft_s is None else r.ttft_s * MS_PER_S,
     "tpot_ms": lambda r: None if r.tpot_s is None else r.tpot_s * MS_PER_S,
     "e2e_s": lambda r: r.e2e_s,

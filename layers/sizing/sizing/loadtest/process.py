@@ -127,7 +127,7 @@ def _user_classes(cfg: LoadTestConfig) -> list[type]:
     return [lf.RateUser if cfg.mode == "rate" else lf.StreamUser]
 
 
-def _run_shape(env: Environment, shape: lf.SweepShape) -> None:
+def _run_shape(env: Environment) -> None:
     runner = env.runner
     assert runner is not None
     runner.start_shape()
@@ -215,9 +215,9 @@ def run(
             gevent.sleep(0.2)
     else:
         env.create_local_runner()
-    lf.events.init.fire(environment=env, runner=env.runner, web_ui=None)
+    locust.events.init.fire(environment=env, runner=env.runner, web_ui=None)
     try:
-        _run_shape(env, shape)
+        _run_shape(env)
     finally:
         for w in workers:
             try:
@@ -236,7 +236,7 @@ def worker(cfg_arg: str, master: str, port: int, index: int) -> int:
     _quiet_gc(collect_between_steps=False)
     env = Environment(user_classes=_user_classes(cfg), events=locust.events)
     runner = env.create_worker_runner(master, port)
-    lf.events.init.fire(environment=env, runner=runner, web_ui=None)
+    locust.events.init.fire(environment=env, runner=runner, web_ui=None)
     assert runner.greenlet is not None
     runner.greenlet.join()
     return 0

@@ -23,9 +23,10 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from sizing.errors import InvalidInput, Problem
+from sizing.strict import Strict
 
 #: How long one probe of a route waits: a healthy server answers these in milliseconds.
 PROBE_TIMEOUT_S = 5.0
@@ -65,10 +66,6 @@ TWIN_LAG_SHARE = 0.02
 #: chat template's header is the same in every request and a block that holds only it can hit; with vLLM's
 #: 16-128 token blocks a prompt of a few hundred tokens has at most that one block in common (under 5%).
 UNEXPECTED_HIT_SHARE = 0.05
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class ServerFacts(Strict):

@@ -29,10 +29,6 @@ from sizing.loadtest.config import (
 from sizing.results import Architecture
 from sizing.workload import TokenSpec
 
-#: Candidates measured when the run does not say (`top_k`): the three cheapest distinct hardware options, so a
-#: run compares alternatives without paying for a long tail of them (a stated product choice, not a source).
-DEFAULT_TOP_K = 3
-
 #: Most levels a candidate's capacity search runs (bracketing 2-3, bisecting 2-3, a bound 1): each is a warm-up,
 #: a window that may grow to 4 windows, and a tail.
 CAPACITY_LEVELS = 7

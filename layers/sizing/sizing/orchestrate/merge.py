@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from sizing.catalog import Catalog
 from sizing.errors import InvalidInput, Problem, SizingError
-from sizing.learn.measured import LEVEL_REQUESTS, LEVEL_ROUNDS
+from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS
 from sizing.loadtest.capacity import from_records
 from sizing.loadtest.server import serving_differences
 from sizing.perf.replica import replica_of
@@ -28,14 +28,10 @@ from sizing.plan.candidates import HardwareOption
 from sizing.plan.cost import project
 from sizing.plan.search import DEFAULT_HEADROOM
 from sizing.results import rank_cost
-from sizing.vocabulary import CAPACITY_PHASE
+from sizing.vocabulary import CAPACITY_PHASE, ENDPOINT, TWIN, Origin
 from sizing.workload import WorkloadModel, WorkloadSpec, build_model
 
 METRICS = ("ttft_ms", "tpot_ms", "e2e_s")
-Origin = Literal["twin", "endpoint"]
-#: `measured.origin` of a local twin (simulated by our own model) and of a real server.
-TWIN: Origin = "twin"
-ENDPOINT: Origin = "endpoint"
 #: What callers may pass as `origin`: `loadtest` is the earlier name of a real server's measurement.
 ORIGIN_ALIASES: dict[str, Origin] = {"twin": TWIN, "endpoint": ENDPOINT, "loadtest": ENDPOINT}
 #: The calibration rows' own `origin` (sizing.perf.reference.CalRow): `twin` rows are refused by calibration

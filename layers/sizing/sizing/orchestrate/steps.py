@@ -21,7 +21,6 @@ from sizing.loadtest.config import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from sizing.orchestrate.budget import kernel_stamped, measurement_cost, sweep_workers
 from sizing.orchestrate.contracts import (
     CAPACITY_LEVELS,
-    DEFAULT_TOP_K,
     Candidate,
     CheckReadyInput,
     CollectInput,
@@ -45,7 +44,9 @@ from sizing.orchestrate.launchers import FargateLauncher, LocalLauncher
 from sizing.orchestrate.settings import OrchestrationSettings
 from sizing.releases.catalog import LiveCatalog, ModelRegistry
 from sizing.results import Architecture
+from sizing.service.runs import DEFAULT_TOP_K
 from sizing.store import SizingStore
+from sizing.vocabulary import ENDPOINT, TWIN
 from sizing.workload import TokenSpec, WorkloadSpec, build_model, parse_spec
 
 #: Sweep levels around the predicted SLO-limit concurrency c of one replica: below, at and above the knee.
@@ -437,7 +438,7 @@ def collect_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     """Merge measured figures into the estimated architectures, write the ranking, append calibration rows."""
     # deferred, as the learning loop in `_learn`: only the collect state needs them, and they cost the other
     # states' cold starts ~40 ms (-X importtime)
-    from sizing.orchestrate.merge import ENDPOINT, TWIN, merge_measurements
+    from sizing.orchestrate.merge import merge_measurements
 
     inp = step_input(CollectInput, event)
     run_id = inp.run_id

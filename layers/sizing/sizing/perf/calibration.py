@@ -342,7 +342,8 @@ def band_for(ratios: list[Ratio], family: str, engine: str, metric: str, moe: bo
 
 
 @functools.cache
-def _intervals(path: str) -> dict[tuple[str, str, bool], dict[str, Any]]:
+# `path` keys the cache: another profile file is another set of bands
+def _intervals(path: str) -> dict[tuple[str, str, bool], dict[str, Any]]:  # noqa: ARG001
     """Bands already computed from the shipped profile, by (family, engine, mixture of experts)."""
     return {}
 

@@ -157,7 +157,8 @@ class HardwareConfig:
         cat = catalog or load_catalog()
         known = self.__dict__.get("_parts")
         if known is not None and known[0] is cat:
-            return known[1]
+            memo: Parts = known[1]
+            return memo
         spec = cat.model(self.model_id)
         if self.accelerator_id is not None:
             acc = cat.accelerators[self.accelerator_id].at_lnc(self.lnc)
@@ -175,9 +176,7 @@ class HardwareConfig:
 
     def defaults(self, catalog: Catalog | None = None) -> EngineDefaults:
         acc = self.parts(catalog).accelerator
-        return engine_defaults(
-            self.engine, acc.name, acc.device_memory_bytes / 1e9, acc.kind, self.tensor_parallel
-        )
+        return engine_defaults(self.engine, acc.name, acc.device_memory_bytes / 1e9, self.tensor_parallel)
 
     def label(self) -> str:
         return f"{self.model_id} on {self.instance_type or self.accelerator_id} tp{self.tensor_parallel} {self.quantization} {self.engine}"

@@ -179,7 +179,7 @@ class EngineDefaults:
 
 @functools.lru_cache(maxsize=1024)
 def engine_defaults(
-    engine: str, accelerator_name: str, device_memory_gb: float, kind: str, tp: int = 1
+    engine: str, accelerator_name: str, device_memory_gb: float, tp: int = 1
 ) -> EngineDefaults:
     """Defaults of `engine` on a device with `device_memory_gb` (decimal GB) of memory. A pure function of its
     arguments with a frozen answer, cached: one estimate asks it ~5 times per hardware option (memory fit, step

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from sizing.distributions import TokenDistribution
 from sizing.errors import InvalidInput, Problem
-from sizing.learn.measured import answer
+from sizing.learn.matching import answer
 from sizing.learn.profiles import active
 from sizing.perf.calibration import interval_for, profile_for, stated_interval, summary
 from sizing.perf.config import HardwareConfig
@@ -186,6 +186,18 @@ def _calibration(out: dict[str, Any], sm: StepModel, engine: str) -> None:
     }
 
 
+class ServingOverrides(TypedDict, total=False):
+    """The serving settings `predict` takes by keyword (`ServingConfig`'s names and meaning); each one not given is
+    the engine's default (`max_model_len`: the request's input + output)."""
+
+    max_num_seqs: int | None
+    max_num_batched_tokens: int | None
+    max_model_len: int | None
+    gpu_memory_utilization: float | None
+    kv_cache_dtype: str | None
+    lnc: int | None
+
+
 def predict(
     model: str,
     instance: str,
@@ -199,13 +211,8 @@ def predict(
     catalog: Catalog | None = None,
     seed: int = 0,
     *,
-    max_num_seqs: int | None = None,
-    max_num_batched_tokens: int | None = None,
-    max_model_len: int | None = None,
-    gpu_memory_utilization: float | None = None,
-    kv_cache_dtype: str | None = None,
-    lnc: int | None = None,
     shared_prefix_tokens: int = 0,
+    **serving: Unpack[ServingOverrides],
 ) -> dict[str, Any]:
     """Predict one deployment under closed-loop `concurrency` or Poisson `rate` with fixed token counts. The
     serving settings (`ServingConfig`'s names and meaning) default to the engine's; the result's `serving` block
@@ -214,6 +221,7 @@ def predict(
     with, the same in all requests (a workload's `tokens.shared_prefix`); as the planner does, the deployment then
     caches prefixes and serves them from the KV cache."""
     concurrency = _check_load(input_tokens, output_tokens, concurrency, rate)
+    max_model_len = serving.get("max_model_len")
     _check_context(model, input_tokens, output_tokens, max_model_len, catalog)
     _check_prefix(shared_prefix_tokens, input_tokens)
     context = input_tokens + output_tokens
@@ -225,11 +233,11 @@ def predict(
         engine,
         catalog,
         max_model_len=max_model_len or context,
-        gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        kv_cache_dtype=kv_cache_dtype,
-        lnc=lnc,
+        gpu_memory_utilization=serving.get("gpu_memory_utilization"),
+        max_num_seqs=serving.get("max_num_seqs"),
+        max_num_batched_tokens=serving.get("max_num_batched_tokens"),
+        kv_cache_dtype=serving.get("kv_cache_dtype"),
+        lnc=serving.get("lnc"),
     )
     if shared_prefix_tokens:
         cfg = dataclasses.replace(cfg, enable_prefix_caching=True)
@@ -291,7 +299,7 @@ def _answer_basis(
 ) -> None:
     """`basis` and `profile_version` of a prediction: `measured` when the team measured this model, accelerator and
     ServingConfig at this token shape and a load within the measured levels (the figures are then the measured
-    ones interpolated, the estimator's own kept under `predicted`: `sizing.learn.measured`), else `calibrated` (a team
+    ones interpolated, the estimator's own kept under `predicted`: `sizing.learn.matching`), else `calibrated` (a team
     correction applies) or `modelled`."""
     cal = out["calibration"]
     out["basis"] = cal["estimate_basis"]

@@ -268,7 +268,7 @@ def _tokens(text: str, default: float) -> tuple[float | None, bool]:
     return None, False
 
 
-def _tp(text: str, hardware: str) -> tuple[int | None, int]:
+def _tp(text: str) -> tuple[int | None, int]:
     low = text.lower()
     tp = _num(low)
     replicas = 1
@@ -364,7 +364,7 @@ def _identity(r: dict[str, str]) -> tuple[str, str, str, str, int, int] | str:
     quant = _quant(r["dtype_quantization"])
     if quant is None:
         return f"quantization '{r['dtype_quantization']}' is not modelled"
-    tp, replicas = _tp(r["tensor_parallel"], r["hardware"])
+    tp, replicas = _tp(r["tensor_parallel"])
     if tp is None:
         return f"tensor parallel '{r['tensor_parallel']}' not usable (unstated or pipeline parallel)"
     return engine, acc, model, quant, tp, replicas

@@ -34,11 +34,12 @@ from sizing.perf.native import KERNEL
 from sizing.perf.step import StepModel
 
 if TYPE_CHECKING:
+    from sizing.distributions import TokenDistribution
     from sizing.perf.arrivals import ClosedArrivals, OpenArrivals
     from sizing.perf.config import HardwareConfig
     from sizing.perf.scheduler import Scheduler
     from sizing.traces.replay import TraceReplay
-    from sizing.workload import SLO, TokenDistribution
+    from sizing.workload import SLO
 
 #: A closed-loop run needs this many rounds of `concurrency` requests for a steady-state window; fewer rounds
 #: (or an all-at-once batch) are measured over the whole makespan instead, as offline benchmarks do.

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from sizing.catalog import Catalog
-from sizing.learn.measured import at_throughput, describe
+from sizing.learn.matching import at_throughput, describe
 from sizing.perf.calibration import summary
 from sizing.plan.candidates import HardwareOption
 from sizing.plan.capacity import margin, predict_at, stat, violations

@@ -138,7 +138,7 @@ def violations(sim: Any, slo: SLO, scale: Margin | None = None) -> list[tuple[st
 
 def describe_violation(metric: str, pct: str, value: float, limit: float) -> str:
     name, unit, _ = UNITS[metric]
-    fmt = (
+    fmt: Callable[[float], str] = (
         (lambda x: f"{x:.2f} s")
         if unit == "s"
         else (lambda x: f"{x / 1000:.2f} s" if x >= 1000 else f"{x:.0f} ms")
@@ -415,7 +415,7 @@ def predict_at(step: Any, wm: WorkloadModel, rate_rps: float, seed: int = 0) -> 
         seed,
         REPORT_REQUESTS,
     )
-    sim = _predictions.get(key)
+    sim: SimResult | None = _predictions.get(key)
     if sim is None:
         sim = _simulated(step, wm, OpenLoop(rate_rps), REPORT_REQUESTS, seed)
         _predictions.put(key, sim)

@@ -35,7 +35,10 @@ def spread_zones(wm: WorkloadModel) -> int:
 
 
 def nodes_for(replicas: int, replicas_per_instance: int, zones: int) -> int:
-    """Nodes holding `replicas` spread evenly over `zones` zones, each zone's replicas packed onto its own nodes."""
+    """Nodes holding `replicas` spread evenly over `zones` zones (topology spread, maxSkew 1), each zone's replicas
+    packed `replicas_per_instance` to a node of its own: the fleet rule the cost and the manifests' node limits
+    both read."""
+    zones = max(1, min(zones, replicas))  # no zone without a replica (and one zone for none)
     per_zone, fuller = divmod(replicas, zones)  # `fuller` zones hold one replica more than the others
     return fuller * -(-(per_zone + 1) // replicas_per_instance) + (zones - fuller) * -(
         -per_zone // replicas_per_instance

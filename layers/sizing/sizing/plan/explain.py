@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sizing.catalog import Catalog
 from sizing.catalog.regions import region_name
 from sizing.perf.calibration import load_profiles
 from sizing.plan.candidates import HardwareOption
@@ -24,7 +23,7 @@ MUCH_DEARER = 2.0
 WHY_NOT_CHEAPER_SHOWN = 3
 
 
-def assumptions(cat: Catalog, headroom: float, slo: SLO) -> dict[str, Any]:
+def assumptions(headroom: float, slo: SLO) -> dict[str, Any]:
 
     prof = load_profiles()
     return {

@@ -1,7 +1,7 @@
 """A replica's SLO capacity from the team's measurement of its configuration (`basis: measured`).
 
 When the adopted calibration profile holds a measurement of the replica's model, accelerator and
-performance-deciding ServingConfig at the workload's token shape (`sizing.learn.measured.matches`), the capacity
+performance-deciding ServingConfig at the workload's token shape (`sizing.learn.matching.matches`), the capacity
 comes from the measured closed-loop levels instead of the estimator:
 
 1. the SLO's edge on the levels (`slo_edge`): the highest load, interpolated in log concurrency between the last
@@ -26,11 +26,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from sizing.learn.measured import LEVEL_REQUESTS, LEVEL_ROUNDS, Edge, conservative_rate, matches, slo_edge
+from sizing.distributions import TokenDistribution
+from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS, Edge, conservative_rate, matches, slo_edge
 from sizing.perf.simulator import ClosedLoop, bounds, simulate
 from sizing.perf.step import StepModel
 from sizing.plan.capacity import Capacity, max_rate_under_slo
-from sizing.workload import TokenDistribution, WorkloadModel
+from sizing.workload import WorkloadModel
 
 
 @dataclass

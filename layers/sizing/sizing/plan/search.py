@@ -101,7 +101,7 @@ def estimate_result(
         workload=s.wm.derived(),
         architectures=feasible[:top] if top else feasible,
         rejected=s.rejected,
-        assumptions=assumptions(s.cat, headroom, s.wm.slo),
+        assumptions=assumptions(headroom, s.wm.slo),
         search={
             "hardware_options": len(s.enum.hardware),
             "simulated": sum(1 for o in s.options if o.capacity is not None),

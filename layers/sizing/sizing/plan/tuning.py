@@ -174,7 +174,7 @@ def _tuning(s: SearchState, opt: Option, arch: Architecture, default_cost: float
     for metric, pct, _limit in wm.slo.targets():
         a, b = stat(before, metric, pct), stat(tuned, metric, pct)
         name, unit, _ = UNITS[metric]
-        shown = (lambda x: f"{x:.2f}") if unit == "s" else (lambda x: f"{x:.0f}")
+        shown: Callable[[float], str] = (lambda x: f"{x:.2f}") if unit == "s" else (lambda x: f"{x:.0f}")
         figures.append(f"{name} {pct} {shown(a)} → {shown(b)} {unit}")
     d_cap = opt.default.capacity
     if d_cap is not None and d_cap.feasible and d_cap.rate_rps > 0:

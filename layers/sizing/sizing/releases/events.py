@@ -8,9 +8,10 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from sizing.errors import InvalidInput, Problem, problems_from_pydantic
+from sizing.strict import Strict
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
@@ -28,10 +29,6 @@ MODEL_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$"
 MODEL_ID_MAX = 200
 #: A URL to a config.json: long enough for any Hub resolve URL with a revision, short enough to refuse junk.
 URL_MAX = 2048
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class ModelReleased(Strict):

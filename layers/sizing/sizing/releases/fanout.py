@@ -25,6 +25,7 @@ from sizing.releases.catalog import BatchCache
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.type_defs import SendMessageBatchRequestEntryTypeDef
 
     from sizing.releases.service import ReleaseService, WatchOutcome
 
@@ -71,8 +72,7 @@ class WatchQueue:
         for start in range(0, len(jobs), SQS_BATCH_MAX):
             pending = {str(i): job for i, job in enumerate(jobs[start : start + SQS_BATCH_MAX])}
             for _attempt in range(SEND_RETRIES + 1):
-                # SendMessageBatchRequestEntry's two required fields (typed by the SQS stubs where installed)
-                entries: list[Any] = [
+                entries: list[SendMessageBatchRequestEntryTypeDef] = [
                     {"Id": i, "MessageBody": job.model_dump_json()} for i, job in pending.items()
                 ]
                 try:

@@ -28,6 +28,8 @@ from sizing.releases.events import (
 from sizing.store.items import now_iso
 
 if TYPE_CHECKING:
+    from mypy_boto3_events.type_defs import PutEventsRequestEntryTypeDef
+
     from sizing.releases.watches import ReleaseWatch
     from sizing.slack.client import Message
 
@@ -75,7 +77,7 @@ class EventBridgeNotifier(EventBus):
     def notify(self, watch: ReleaseWatch, note: ReleaseNote) -> None:
         if not watch.notify.eventbridge:
             return
-        entry = {
+        entry: PutEventsRequestEntryTypeDef = {
             "Source": EVENT_SOURCE,
             "DetailType": SIZING_ESTIMATE_READY,
             "Detail": note.model_dump_json(),
@@ -100,7 +102,7 @@ class EventBridgeNotifier(EventBus):
             reason=reason,
             problems=[RejectedProblem(field=p.field, message=p.message) for p in problems],
         )
-        entry = {
+        entry: PutEventsRequestEntryTypeDef = {
             "Source": EVENT_SOURCE,
             "DetailType": MODEL_RELEASE_REJECTED,
             "Detail": detail.model_dump_json(),
@@ -237,4 +239,5 @@ def summary(result: dict[str, Any], n: int) -> list[dict[str, Any]]:
             origin = "twin" if run.get("origin") == "twin" else "endpoint"
             row[RUN_FIGURES_KEYS[origin]] = _p95(run)
         out.append(row)
-    return json.loads(json.dumps(out))
+    rows: list[dict[str, Any]] = json.loads(json.dumps(out))
+    return rows

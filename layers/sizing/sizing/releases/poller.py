@@ -26,6 +26,8 @@ from sizing.store.codec import from_item, to_item
 from sizing.store.items import now_iso
 
 if TYPE_CHECKING:
+    from mypy_boto3_events.type_defs import PutEventsRequestEntryTypeDef
+
     from sizing.releases.watches import ReleaseWatch
 
 #: Releases emitted per poll at most: each may start estimates (and measured runs) for every matching watch, so
@@ -83,7 +85,7 @@ class BusPublisher(EventBus):
     """Puts `ModelReleased` on the project bus. `client`: boto3 EventBridge (lazy if absent)."""
 
     def __call__(self, release: ModelReleased) -> None:
-        entry = {
+        entry: PutEventsRequestEntryTypeDef = {
             "Source": EVENT_SOURCE,
             "DetailType": MODEL_RELEASED,
             "Detail": release.model_dump_json(),

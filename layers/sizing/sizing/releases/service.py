@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from sizing.catalog.hf import model_from_config
 from sizing.errors import InvalidInput, NotFound, Problem, SizingError, Unavailable
@@ -27,6 +27,7 @@ from sizing.releases.fanout import WatchJob, WatchQueue
 from sizing.releases.hub import HubClient, HubError
 from sizing.releases.notify import Notifier, ReleaseNote, summary
 from sizing.releases.watches import ReleaseWatch, WatchResult, WatchService
+from sizing.strict import Strict
 from sizing.workload import parse_spec
 
 if TYPE_CHECKING:
@@ -40,10 +41,6 @@ if TYPE_CHECKING:
 TOP = 5
 #: Architectures listed in a notification.
 NOTE_TOP = 3
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class WatchOutcome(Strict):
@@ -207,7 +204,8 @@ class ReleaseService:
     ) -> WatchOutcome:
         """Re-size one watch for one model, at most once per (model, config digest, watch)."""
 
-        def work(payload: dict[str, str]) -> WatchOutcome:
+        # the idempotency wrapper hands the work its payload; this job is already bound
+        def work(payload: dict[str, str]) -> WatchOutcome:  # noqa: ARG001
             return self._resize(job, watch, catalog(), cache)
 
         if self.idempotency is None:

@@ -14,13 +14,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from sizing.service.runs import DEFAULT_TOP_K, MAX_TOP_K
 from sizing.store import RunSource, SizingStore, SlackThread, Watch
 from sizing.store.codec import from_item, to_item
 from sizing.store.items import WATCHES_INDEX_PK, now_iso
 from sizing.store.repository import MAX_PAGE
+from sizing.strict import Strict
 from sizing.workload import parse_spec
 
 if TYPE_CHECKING:
@@ -44,10 +45,6 @@ BATCH_WRITE_MAX = 25
 BATCH_GET_MAX = 100
 #: The table's index listing watches by creation time (GSI1PK=WATCHES, GSI1SK={created_at}#{id}).
 WATCHES_INDEX = "GSI1"
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class NotifyTargets(Strict):

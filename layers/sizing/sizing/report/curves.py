@@ -20,11 +20,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from sizing.distributions import TokenDistribution
 from sizing.errors import SizingError
 from sizing.perf.config import HardwareConfig
 from sizing.perf.step import StepModel
 from sizing.serving import ServingConfig
-from sizing.workload import TokenDistribution, WorkloadModel, build_model, parse_spec
+from sizing.workload import WorkloadModel, build_model, parse_spec
 
 #: Distinct hardware configurations given a curve (the report's charts stay readable with four lines).
 CURVE_CANDIDATES = 4

@@ -31,7 +31,8 @@ from sizing.report.export import export_csv, rejected_csv
 from sizing.report.model import check_result
 from sizing.report.templating import make_environment
 from sizing.results import rank_cost
-from sizing.text import ENDPOINT, ORIGIN_LABELS, TWIN  # what served a load test's figures (`measured.origin`)
+from sizing.text import ORIGIN_LABELS
+from sizing.vocabulary import ENDPOINT, TWIN  # what served a load test's figures (`measured.origin`)
 from sizing.workload import WorkloadModel
 
 METRIC_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "end-to-end"}

@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 
     from sizing.catalog import Catalog
 
-#: Candidates measured when the caller does not say: the top three estimates usually span the cheapest
-#: deployment kinds (EKS GPU, Inferentia, SageMaker) while keeping a run's GPU hours (its cost) small.
+#: Candidates measured when the caller does not say (`top_k`; the API, the Slack bot, a watch and the state
+#: machine's fallback all read this one): the top three estimates usually span the cheapest deployment kinds (EKS
+#: GPU, Inferentia, SageMaker) while keeping a run's GPU hours (its cost) small -- a stated product choice.
 DEFAULT_TOP_K = 3
 #: Each measured candidate is a real deployment with GPU nodes: ten bounds what one run can spend.
 MAX_TOP_K = 10

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from sizing.errors import InvalidInput, NotFound, SizingError, Unavailable
 from sizing.learn.drift import slack_text
 from sizing.observability import logger, metrics
+from sizing.orchestrate.events import RunCompletedDetail
 from sizing.slack import blocks
 from sizing.slack.client import Message, SlackPoster
 from sizing.slack.grammar import parse_command
@@ -107,18 +108,6 @@ class EstimateJob(BaseModel):
     response_url: str = Field(pattern=r"^https?://", max_length=2048)
     channel: str = ""
     user: str = ""
-
-
-class RunCompleted(BaseModel):
-    """The detail of EventBridge `SizingRunCompleted` / `SizingRunFailed` (source `llm-sizing`): the run id is
-    all that is needed, the rest is read from the store; other fields the orchestration adds are ignored."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    run_id: str = Field(min_length=1, max_length=80)
-    status: str | None = None
-    reason: str | None = None
-    error: Any = None  # a string, or Step Functions' {"Error", "Cause"}
 
 
 @dataclass
@@ -470,7 +459,7 @@ class SlackBot:
     def run_completed(self, detail: Mapping[str, Any]) -> bool:
         """Post the measured ranking (or why the run ended) to the run's Slack thread. False when the run did
         not come from Slack. Once per run and status, however often EventBridge delivers the event."""
-        event = RunCompleted.model_validate(detail)
+        event = RunCompletedDetail.model_validate(detail)
         assert self._store is not None, "the Slack bot was built without a store"
         try:
             run = self._store().get_run(event.run_id)
@@ -482,7 +471,8 @@ class SlackBot:
             return False
         status = event.status or run.status
 
-        def notify(payload: dict[str, Any]) -> dict[str, str]:
+        # the idempotency wrapper hands the work its payload; the run is already bound
+        def notify(payload: dict[str, Any]) -> dict[str, str]:  # noqa: ARG001
             assert run.slack is not None
             if status == "SUCCEEDED":
                 message = self._measured(run.run_id, run.spec)

@@ -223,7 +223,8 @@ class _Reading:
         self.preset = name
         return True
 
-    def _choice(self, word: str, low: str) -> bool:
+    # every word reader takes (word, low); this one reads the lowered word only
+    def _choice(self, word: str, low: str) -> bool:  # noqa: ARG002
         for key, words in (("deployments", DEPLOYMENTS), ("capacity", CAPACITY), ("quantizations", QUANTS)):
             if low in words:
                 self.constraints.setdefault(key, []).append(words[low])
@@ -248,7 +249,8 @@ class _Reading:
         else:
             self.raw["rate"] = {"peak_rps": round(value * RATE_WORDS[unit], 6)}
 
-    def _tokens(self, word: str, low: str) -> bool:
+    # every word reader takes (word, low); this one reads the lowered word only
+    def _tokens(self, word: str, low: str) -> bool:  # noqa: ARG002
         m = _TOKENS.match(low)
         if not m:
             return False

@@ -73,7 +73,8 @@ _CfnLoader.add_multi_constructor("!", _intrinsic)
 
 
 @functools.lru_cache(maxsize=8)
-def _parsed(path: Path, mtime_ns: int, size: int) -> Any:
+# `mtime_ns` and `size` key the cache: a changed file is parsed again
+def _parsed(path: Path, mtime_ns: int, size: int) -> Any:  # noqa: ARG001
     """One parse per file version (the key changes when the file does)."""
     with path.open() as fh:
         return yaml.load(fh, Loader=_CfnLoader)  # a SafeLoader subclass
@@ -92,7 +93,9 @@ def load_template(path: str | Path | None = None) -> dict[str, Any]:
     return copy.deepcopy(data)
 
 
-def table_definition(template_path: str | Path | None = None, table_name: str = "llm-sizing-local") -> dict:
+def table_definition(
+    template_path: str | Path | None = None, table_name: str = "llm-sizing-local"
+) -> dict[str, Any]:
     """`create_table` arguments for the template's table, under `table_name`, plus its TTL attribute (key
     `TimeToLiveAttribute`, None when the template enables none)."""
     resource = load_template(template_path).get("Resources", {}).get(TABLE_RESOURCE)

@@ -334,7 +334,7 @@ class Engine:
             return room
         return remaining if scheduled == 0 else 0
 
-    def _prefills(self, budget: int, n_decodes: int) -> list[tuple[Sequence, int]]:
+    def _prefills(self, budget: int) -> list[tuple[Sequence, int]]:
         prefills: list[tuple[Sequence, int]] = []
         used = 0
         for seq in self.running:  # partly prefilled sequences continue first
@@ -373,8 +373,8 @@ class Engine:
         budget = int(self.step.max_num_batched_tokens) or UNBOUNDED_BUDGET
         if self.mixed:
             decodes, context = self._decodes(budget)
-            return self._prefills(budget - len(decodes), len(decodes)), decodes, context
-        prefills = self._prefills(budget, 0)  # prefill-only steps take priority over decodes
+            return self._prefills(budget - len(decodes)), decodes, context
+        prefills = self._prefills(budget)  # prefill-only steps take priority over decodes
         if prefills:
             return prefills, [], 0
         decodes, context = self._decodes(budget)

@@ -23,10 +23,10 @@ from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sizing.distributions import TokenDistribution
 from sizing.errors import SizingError
 from sizing.tokens import VOCABULARY, block_hashes, chat_token_pieces, token_pieces
 from sizing.twin.engine import TTFT_BUCKETS_S, Engine, Sequence, StepModelLike
-from sizing.workload import TokenDistribution
 
 #: Answer lengths when the client does not force them (ignore_eos): the chat preset's output distribution
 #: (mean 250, p95 700 tokens; sizing.workload.PRESETS["chat"]), capped by max_tokens.
@@ -483,7 +483,8 @@ class TwinServer:
         assert self.engine is not None
         seq: Sequence | None = None
 
-        def quiet(n: int, finished: bool) -> None:
+        # the engine's token callback is (tokens, finished); this one only watches the connection
+        def quiet(n: int, finished: bool) -> None:  # noqa: ARG001
             if writer.is_closing() and seq is not None and self.engine is not None:
                 self.engine.abort(seq)
 

@@ -166,7 +166,7 @@ def _cross_field_rules(
             _given(shape["properties"], "mean", "p95"),
             _given(shape["properties"], "dist", "mean", "sigma"),
         ]
-    bounds = components.get(f"{SPEC_SCHEMA_PREFIX}Percentiles", {})
+    bounds = components.get(f"{SPEC_SCHEMA_PREFIX}PercentileBounds", {})
     bounds["anyOf"] = [_given(bounds["properties"], n) for n in bounds.get("properties", {})]
     pattern = components.get("WatchRequest", {}).get("properties", {}).get("model_pattern")
     if pattern is not None:

@@ -31,7 +31,9 @@ from sizing.releases.watches import WatchRequest
 RETRY_AFTER_S = 5
 
 
-def error_response(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> Response:
+def error_response(
+    status: int, code: str, message: str, details: dict[str, Any] | None = None
+) -> Response[Any]:
     body = ErrorBody(error=code, message=message, details=details or {})
     headers = {"Retry-After": str(RETRY_AFTER_S)} if status == HTTPStatus.SERVICE_UNAVAILABLE else None
     return Response(status, content_types.APPLICATION_JSON, body.model_dump_json(), headers=headers)
@@ -62,13 +64,13 @@ def _status_of(exc: SizingError) -> tuple[int, str]:
     return HTTPStatus.UNPROCESSABLE_ENTITY, "invalid_input"
 
 
-def sizing_error(exc: SizingError) -> Response:
+def sizing_error(exc: SizingError) -> Response[Any]:
     status, code = _status_of(exc)
     details = {**exc.details, "problems": _problems(exc.problems)}
     return error_response(status, code, exc.message, details)
 
 
-def validation_error(exc: RequestValidationError) -> Response:
+def validation_error(exc: RequestValidationError) -> Response[Any]:
     """Powertools' request validation: locations like ("body", "spec") become dotted field paths; a body that
     is not JSON at all is a 400."""
     problems: list[dict[str, str]] = []
@@ -109,20 +111,21 @@ def register(app: APIGatewayRestResolver) -> None:
     """Attach the mapping to a resolver (its routers' routes included)."""
 
     @app.exception_handler(SizingError)
-    def _sizing(exc: SizingError) -> Response:
+    def _sizing(exc: SizingError) -> Response[Any]:
         return sizing_error(exc)
 
     @app.exception_handler(RequestValidationError)
-    def _validation(exc: RequestValidationError) -> Response:
+    def _validation(exc: RequestValidationError) -> Response[Any]:
         return validation_error(exc)
 
     @app.not_found
-    def _not_found(_: NotFoundError) -> Response:
+    def _not_found(_: NotFoundError) -> Response[Any]:
         path = app.current_event.path if app.current_event else ""
         return error_response(HTTPStatus.NOT_FOUND, "not_found", f"no such resource: {path}")
 
     @app.exception_handler(Exception)
-    def _unexpected(exc: Exception) -> Response:
+    # powertools hands the handler the exception; the log takes it from the context
+    def _unexpected(exc: Exception) -> Response[Any]:  # noqa: ARG001
         # a bug, not bad input: log it with the stack trace, answer without one
         logger.exception("unhandled error")
         return error_response(

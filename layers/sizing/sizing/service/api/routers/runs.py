@@ -1,7 +1,7 @@
 """/runs: start measured sizing runs (steps 3-4, a state machine execution), follow and cancel them."""
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -65,7 +65,7 @@ def _create_once(request: RunRequest, key: str | None) -> RunCreated:
         config=config,
         output_serializer=PydanticSerializer(model=RunCreated),
     )
-    def create(payload: dict) -> RunCreated:
+    def create(payload: dict[str, Any]) -> RunCreated:
         return _created(RunRequest.model_validate(payload["body"]))
 
     body = json.loads(request.model_dump_json())
