@@ -49,7 +49,12 @@ def test_a_run_on_the_engine_is_learned_from_and_the_next_estimate_for_its_hardw
                 "rate": {"peak_rps": 2},
                 "tokens": {"input": {"mean": 256, "p95": 350}, "output": {"mean": 64, "p95": 90}},
                 "slo": {"ttft_ms": {"p95": 3000}, "e2e_s": {"p95": 30}},
-                "constraints": {"deployments": ["eks"], "quantizations": ["bf16"], "engines": ["vllm"]},
+                "constraints": {
+                    "deployments": ["eks"],
+                    "quantizations": ["bf16"],
+                    "engines": ["vllm"],
+                    "instance_families": ["c7i"],
+                },
             }
         )
     )
