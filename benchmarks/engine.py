@@ -54,7 +54,7 @@ SHAPES = ("tiny-qwen", "tiny-llama", "small-llama")
 POINTS: dict[str, tuple[tuple[int, int], ...]] = {
     "tiny-qwen": ((128, 32), (512, 128), (2048, 256)),
     "tiny-llama": ((128, 32), (512, 128), (2048, 256)),
-    "small-llama": ((128, 32), (512, 64), (2048, 32)),
+    "small-llama": ((128, 32), (512, 64)),
 }
 STREAMS = (1, 4, 16, 64)
 #: Poisson rates as fractions of the rate the 64-stream closed loop sustained (its requests/s): half load, most of
@@ -120,12 +120,18 @@ def row_of(shape: str, point: tuple[int, int], step: dict[str, Any], facts: Any,
 
 
 def sweep(
-    endpoint: str, model: str, point: tuple[int, int], mode: str, levels: list[float], window: float
+    endpoint: str,
+    model: str,
+    point: tuple[int, int],
+    mode: str,
+    levels: list[float],
+    window: float,
+    warmup: float = WARMUP_S,
 ) -> list[Any]:
     with tempfile.TemporaryDirectory() as tmp:
         steps = run_sweep(
             endpoint, model, levels, out_dir=tmp, mode=mode, input_tokens=point[0], output_tokens=point[1],
-            duration_s=window, warmup_s=WARMUP_S, quiet=True,
+            duration_s=window, warmup_s=warmup, quiet=True,
         )  # fmt: skip
     return [s.model_dump(mode="json") for s in steps]
 
@@ -148,6 +154,44 @@ def record(
         )
 
 
+#: A level's window is at least this many of its (expected) answers long, so that the answers it counts are not
+#: only the short ones; a level whose answers would take longer than `MAX_E2E_S` is not measured (it would need
+#: minutes of one core per level) and is said so.
+WINDOW_ANSWERS = 3
+MAX_E2E_S = 40.0
+
+
+def grid_point(args: argparse.Namespace, shape: str, point: tuple[int, int], model: str, facts: Any,
+               window: float) -> None:  # fmt: skip
+    """One (prompt, answer) length: closed loops of growing streams, each window sized from the last level's e2e,
+    then Poisson arrivals at fractions of the highest closed-loop rate."""
+    prev: dict[str, Any] | None = None
+    best_rps = 0.0
+    for c in STREAMS:
+        e2e = 0.0 if prev is None else prev["e2e_s"]["mean"] * (c / prev["target"]["concurrency"]) ** 0.7
+        if e2e > MAX_E2E_S:
+            print(
+                f"  {shape} {point[0]}x{point[1]} at {c} streams: answers of ~{e2e:.0f} s, not measured",
+                flush=True,
+            )
+            break
+        steps = sweep(args.endpoint, model, point, "concurrency", [c], max(window, WINDOW_ANSWERS * e2e),
+                      warmup=min(20.0, max(WARMUP_S, e2e)))  # fmt: skip
+        record([row_of(shape, point, s, facts, "") for s in steps], steps, shape, point)
+        if not steps or not steps[0]["e2e_s"].get("mean"):
+            break
+        prev = steps[0]
+        best_rps = max(best_rps, prev["requests_per_s"] or 0.0)
+    if not best_rps or prev is None:
+        return
+    e2e = prev["e2e_s"]["mean"]
+    for f in OPEN_FRACTIONS:
+        rate = round(best_rps * f, 3)
+        steps = sweep(args.endpoint, model, point, "rate", [rate], max(window, WINDOW_ANSWERS * e2e, 20 / rate),
+                      warmup=min(20.0, max(WARMUP_S, e2e)))  # fmt: skip
+        record([row_of(shape, point, s, facts, f"-u{f:g}") for s in steps], steps, shape, point)
+
+
 def measure(args: argparse.Namespace) -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     window = WINDOW_S / (2 if args.quick else 1)
@@ -167,20 +211,7 @@ def measure(args: argparse.Namespace) -> int:
             record(rows, steps, shape, SHORT[1])
             print(f"  short run: {time.monotonic() - t0:.0f} s", flush=True)
         for point in POINTS[shape]:
-            steps = sweep(args.endpoint, model, point, "concurrency", list(STREAMS), window)
-            rows = [row_of(shape, point, s, facts, "") for s in steps]
-            record(rows, steps, shape, point)
-            top = max((s for s in steps if s["target"].get("concurrency") == max(STREAMS)), default=None,
-                      key=lambda s: s["requests_per_s"])  # fmt: skip
-            if top is None or not top["requests_per_s"]:
-                continue
-            rates = [round(top["requests_per_s"] * f, 3) for f in OPEN_FRACTIONS]
-            steps = sweep(args.endpoint, model, point, "rate", rates, window)
-            rows = [
-                row_of(shape, point, s, facts, f"-u{f:g}")
-                for s, f in zip(steps, OPEN_FRACTIONS, strict=False)
-            ]
-            record(rows, steps, shape, point)
+            grid_point(args, shape, point, model, facts, window)
     engine("stop")
     print(f"grid measured in {(time.monotonic() - started) / 60:.1f} min -> {CSV_PATH}")
     return 0
@@ -191,14 +222,29 @@ def _utilisation(row: Any) -> float | None:
     return float(tag[1]) if len(tag) == 2 and row.load == "open" else None
 
 
+def training_rows(rows: list[Any], which: str) -> tuple[list[Any], list[Any]]:
+    """(the short run's rows, the rows the holdout fits on): the short run as measured first after the engine
+    started, or (`warm`) the grid's own levels of the short run's shape and length at <= 4 streams: the same
+    budget, measured after the engine had served a few minutes (the first requests after a start include compiling
+    the shapes they bring: the short run's first TTFTs read ~130 ms where warm ones read ~50)."""
+    short = [r for r in rows if r.row_id.endswith("-short")]
+    if which != "warm":
+        return short, short
+    shape, point, streams = SHORT
+    name = f"E-{shape}-{point[0]}x{point[1]}-c"
+    warm = [r for r in rows if r.row_id.startswith(name) and r.load == "closed" and r.load_value <= max(streams)
+            and r not in short]  # fmt: skip
+    return short, warm
+
+
 def holdout(args: argparse.Namespace) -> int:
     from sizing.perf.calibration import band_for, cv_ratios, load_profiles
     from sizing.perf.fit import FAMILY_SIGMA, PRIOR, _profile, _theta, fit_group, measured, predict_row
     from sizing.perf.reference import read_rows
 
     rows = read_rows(Path(args.csv))
-    train = [r for r in rows if r.row_id.endswith("-short")]
-    test = [r for r in rows if not r.row_id.endswith("-short")]
+    short, train = training_rows(rows, args.train)
+    test = [r for r in rows if r not in train and r not in short]
     if not train or not test:
         print(f"holdout: {args.csv} has {len(train)} short-run rows and {len(test)} others; measure first")
         return 2
@@ -212,6 +258,7 @@ def holdout(args: argparse.Namespace) -> int:
     faster: dict[str, list[bool]] = {}
     inside: dict[str, list[bool]] = {}
     lines = []
+    by_shape: dict[tuple[str, str], list[float]] = {}
     for r in test:
         got = predict_row(r, prof)
         want = measured(r)
@@ -230,6 +277,7 @@ def holdout(args: argparse.Namespace) -> int:
                     lo, hi = band["ratio"]
                     inside.setdefault(k, []).append(min(p / hi, p) <= value <= max(p / lo, p))
             lines.append(f"  {r.row_id:<34} {metric:<10} measured {value:9.2f}  predicted {p:9.2f}")
+            by_shape.setdefault((r.model.split("/")[-1], metric), []).append(p / value)
     if args.verbose:
         print("\n".join(lines))
     print(
@@ -244,6 +292,9 @@ def holdout(args: argparse.Namespace) -> int:
         print(
             f"{k:<11} {n:>4} {100 * statistics.median(errs[k]):6.1f}% {100 * sum(faster[k]) / n:6.0f}% {cover}"
         )
+    print("\nmedian predicted/measured per shape:")
+    for (shape, metric), ratios in sorted(by_shape.items()):
+        print(f"  {shape:<12} {metric:<10} {statistics.median(ratios):5.2f} ({len(ratios)} levels)")
     return 0
 
 
@@ -375,6 +426,9 @@ def main() -> int:
     h = sub.add_parser("holdout", help="fit on the short run, predict the rest")
     h.add_argument("--csv", default=str(CSV_PATH))
     h.add_argument("--verbose", action="store_true")
+    h.add_argument("--train", choices=("short", "warm"), default="short",
+                   help="fit on the short run as measured first after the engine started, or on the grid's warm"
+                   " levels of the same shape, length and streams")  # fmt: skip
     lp = sub.add_parser(
         "learning", help="sizing run --endpoint on the engine, then error before/after its refit"
     )
