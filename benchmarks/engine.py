@@ -293,8 +293,8 @@ def holdout(args: argparse.Namespace) -> int:
             f"{k:<11} {n:>4} {100 * statistics.median(errs[k]):6.1f}% {100 * sum(faster[k]) / n:6.0f}% {cover}"
         )
     print("\nmedian predicted/measured per shape:")
-    for (shape, metric), ratios in sorted(by_shape.items()):
-        print(f"  {shape:<12} {metric:<10} {statistics.median(ratios):5.2f} ({len(ratios)} levels)")
+    for (shape, metric), shares in sorted(by_shape.items()):
+        print(f"  {shape:<12} {metric:<10} {statistics.median(shares):5.2f} ({len(shares)} levels)")
     return 0
 
 

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 READ_TARGET_S = 10.0
@@ -43,7 +44,8 @@ def generate(path: Path, n: int, fmt: str) -> float:
 
     t0 = time.perf_counter()
     # a Mooncake-like mix: ~2,000-token prompts (4 blocks), 8 shared system prompts of 1,024 tokens
-    samples.write(path, fmt, samples.synthetic(n, seed=11, rate=50.0, gaps="bursty", groups=8))
+    fmt_: Any = fmt  # one of the --format choices
+    samples.write(path, fmt_, samples.synthetic(n, seed=11, rate=50.0, gaps="bursty", groups=8))
     return time.perf_counter() - t0
 
 

@@ -70,8 +70,8 @@ def test_every_size_of_a_family_shares_one_calibration_family():
 
 def test_vllm_on_a_cpu_runs_the_cpu_builds_defaults():
     # given vLLM's defaults on a CPU instance and on a GPU of similar memory
-    cpu = engine_defaults("vllm", "Intel Xeon", 32.0, "cpu")
-    gpu = engine_defaults("vllm", "NVIDIA L40S", 48.0, "gpu")
+    cpu = engine_defaults("vllm", "Intel Xeon", 32.0, kind="cpu")
+    gpu = engine_defaults("vllm", "NVIDIA L40S", 48.0, kind="gpu")
     # then the CPU build schedules 128 sequences and 2,048 tokens a step, in 128-token blocks
     assert (cpu.max_num_seqs, cpu.max_num_batched_tokens, cpu.block_size) == (128, 2048, 128)
     assert (gpu.max_num_seqs, gpu.block_size) != (128, 128)

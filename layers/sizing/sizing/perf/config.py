@@ -176,7 +176,9 @@ class HardwareConfig:
 
     def defaults(self, catalog: Catalog | None = None) -> EngineDefaults:
         acc = self.parts(catalog).accelerator
-        return engine_defaults(self.engine, acc.name, acc.device_memory_bytes / 1e9, self.tensor_parallel)
+        return engine_defaults(
+            self.engine, acc.name, acc.device_memory_bytes / 1e9, self.tensor_parallel, acc.kind
+        )
 
     def label(self) -> str:
         return f"{self.model_id} on {self.instance_type or self.accelerator_id} tp{self.tensor_parallel} {self.quantization} {self.engine}"

@@ -179,9 +179,10 @@ class EngineDefaults:
 
 @functools.lru_cache(maxsize=1024)
 def engine_defaults(
-    engine: str, accelerator_name: str, device_memory_gb: float, tp: int = 1
+    engine: str, accelerator_name: str, device_memory_gb: float, tp: int = 1, kind: str = "gpu"
 ) -> EngineDefaults:
-    """Defaults of `engine` on a device with `device_memory_gb` (decimal GB) of memory. A pure function of its
+    """Defaults of `engine` on a device of `kind` (gpu, neuron, cpu) with `device_memory_gb` (decimal GB) of
+    memory. A pure function of its
     arguments with a frozen answer, cached: one estimate asks it ~5 times per hardware option (memory fit, step
     model, serving defaults), for a few dozen distinct devices."""
     gib = device_memory_gb * 1e9 / GIB

@@ -101,7 +101,9 @@ def default_serving(
 ) -> ServingConfig:
     """The engine's own defaults on `accelerator` for a replica that must hold `max_model_len` tokens; prefix
     caching on when the workload declares a shared prefix and the engine has it."""
-    d = engine_defaults(engine, accelerator.name, accelerator.device_memory_bytes / 1e9, tensor_parallel)
+    d = engine_defaults(
+        engine, accelerator.name, accelerator.device_memory_bytes / 1e9, tensor_parallel, accelerator.kind
+    )
     budget: int | None = d.max_num_batched_tokens or None
     if budget is not None and not d.chunked_prefill:
         budget = max(budget, max_model_len)  # a whole prompt must fit one step without chunking

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from json.scanner import make_scanner
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, Any, Final, cast
 
 import numpy as np
 
@@ -106,7 +106,7 @@ def _maybe_gunzip(raw: IO[bytes]) -> IO[bytes]:
     buffered: Any = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)
     if buffered.peek(2)[:2] == b"\x1f\x8b":
         return gzip.GzipFile(fileobj=buffered)  # type: ignore[return-value]
-    return buffered
+    return cast("IO[bytes]", buffered)
 
 
 def _local(path: str) -> Iterator[tuple[str, IO[bytes]]]:

@@ -44,7 +44,7 @@ def _stamp(path: str) -> tuple[float, int] | None:
 
 
 @functools.lru_cache(maxsize=TRACES_KEPT)
-def _read(path: str, fmt: TraceFormat | None, model: str | None, stamp: Any) -> Trace:
+def _read(path: str, fmt: TraceFormat | None, model: str | None, stamp: Any) -> Trace:  # noqa: ARG001 (stamp: the file's size and time, part of the cache key)
     return read_trace(path, fmt, model)
 
 

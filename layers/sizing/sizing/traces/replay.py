@@ -77,7 +77,7 @@ class TraceReplay:
         period = float(self.t[-1] - self.t[0]) + gap
         idx = np.arange(n)
         base = self.t[idx % self.n] - self.t[0] + (idx // self.n) * period
-        return base * (own / rate_rps)
+        return np.asarray(base * (own / rate_rps), dtype=float)
 
     def lengths(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(prompt tokens, answer tokens) of the first `n` requests."""
@@ -91,7 +91,7 @@ class TraceReplay:
         hit = np.where(self.reuse_distance[i] <= kv_capacity_tokens, self.hit[i], 0)
         hit = np.minimum(hit, np.maximum(inp - 1, 0))
         b = max(1, int(block))
-        return (hit // b) * b
+        return np.asarray((hit // b) * b)
 
     def as_load(self) -> dict[str, object]:
         """The window as a load test replays it (`sizing.loadtest.config.ReplaySpec`'s fields)."""
