@@ -8,13 +8,14 @@ estimator needs: arrival rates by hour, concurrency, token-length distributions 
 from __future__ import annotations
 
 import csv
+import functools
 import itertools
 import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -48,8 +49,16 @@ def _field_errors(title: str, errors: list[tuple[tuple[str, ...], Any, str]]) ->
 
 
 #: The smallest peak load sized: one request every ~12 days. Below it there is no load to size, and rates that
-#: small (down to subnormal floats) vanish to zero in the simulator's per-replica arithmetic.
+#: small vanish to zero in the simulator's per-replica arithmetic: users whose product is smaller are sized at this
+#: load (what min_replicas serves anyway), with a note saying so, rather than refused -- no schema can state a
+#: bound on a product of three fields, and a spec the API documents as valid is one it answers.
 MIN_PEAK_RPS = 1e-6
+#: Numbers of a spec lie within what DynamoDB stores (runs and watches keep their spec): magnitudes from 1e-130
+#: to below 1e126 (docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html),
+#: or 0. Every spec number is held to it, estimates included, so that one rule (said in the OpenAPI document)
+#: answers a spec the same on every route.
+SMALLEST_STORED_NUMBER = 1e-130
+LARGEST_STORED_NUMBER = 1e125
 
 
 class Users(Spec):
@@ -61,15 +70,9 @@ class Users(Spec):
         default=30, gt=0, le=36_000, description="requests one active user sends in an hour"
     )
 
-    @model_validator(mode="after")
-    def _some_load(self) -> Users:
-        peak = self.total * self.peak_active_fraction * self.requests_per_active_hour / 3600
-        if peak < MIN_PEAK_RPS:
-            raise ValueError(
-                f"these users send {peak:.3g} requests per second at peak, below the smallest load sized"
-                f" ({MIN_PEAK_RPS:g}/s): raise total, peak_active_fraction or requests_per_active_hour"
-            )
-        return self
+    def peak_rps(self) -> float:
+        """Requests per second in the busiest hour."""
+        return self.total * self.peak_active_fraction * self.requests_per_active_hour / 3600
 
 
 class Rate(Spec):
@@ -103,11 +106,23 @@ class Traffic(Spec):
     @field_validator("timezone")
     @classmethod
     def _tz(cls, v: str) -> str:
-        try:
-            ZoneInfo(v)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown timezone '{v}' (use an IANA name such as Europe/Berlin)") from None
+        if v not in timezone_names():
+            raise ValueError(f"unknown timezone '{v}' (use an IANA name such as Europe/Berlin)")
         return v
+
+
+@functools.cache
+def timezone_names() -> frozenset[str]:
+    """The IANA time zone names `traffic.timezone` accepts: those of the tz database at hand (the `tzdata`
+    package, else the system's), each one `zoneinfo` loads; the OpenAPI document lists the same set."""
+    names = {"UTC"}
+    for name in available_timezones():
+        try:
+            ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            continue
+        names.add(name)
+    return frozenset(names)
 
 
 class TokenSpec(Spec):
@@ -377,6 +392,7 @@ class Constraints(Spec):
     max_context_tokens: int | None = Field(
         default=None,
         gt=0,
+        le=MAX_TOKENS,
         description="the longest request (prompt + answer, tokens) a deployment serves, at most the model's own"
         " context (its context when unset); a workload longer at p99 is refused",
     )
@@ -530,9 +546,14 @@ def parse_spec(raw: Any, *, prefix: str = "", catalog: Any = None) -> WorkloadSp
         )
     merged = _apply_preset(raw)
     try:
-        return WorkloadSpec.model_validate(merged)
+        spec = WorkloadSpec.model_validate(merged)
     except ValidationError as exc:
         problems = problems_from_pydantic(exc, prefix, model=WorkloadSpec, quote=True)
+    else:
+        unstorable = _unstorable(spec.model_dump(mode="json", exclude_none=True), prefix)
+        if not unstorable:
+            return spec
+        raise InvalidInput(_summary(unstorable), unstorable)
     # what WorkloadSpec's own validator says only once every field is valid: say it with the rest
     if (merged.get("users") is None) == (merged.get("rate") is None) and not any(
         p.message == USERS_OR_RATE for p in problems
@@ -545,6 +566,25 @@ def parse_spec(raw: Any, *, prefix: str = "", catalog: Any = None) -> WorkloadSp
     if model_problem is not None and not any(p.field == model_problem.field for p in problems):
         problems.insert(0, model_problem)
     raise InvalidInput(_summary(problems), problems)
+
+
+def _unstorable(data: Any, path: str) -> list[Problem]:
+    """The numbers of a validated spec outside what a run or a watch can store (`SMALLEST_STORED_NUMBER` to
+    `LARGEST_STORED_NUMBER` in magnitude, or 0), each named by its field path."""
+    if isinstance(data, dict):
+        return [p for k, v in data.items() for p in _unstorable(v, _join(path, str(k)))]
+    if isinstance(data, list):
+        return [p for i, v in enumerate(data) for p in _unstorable(v, f"{path}[{i}]")]
+    if isinstance(data, int | float) and not isinstance(data, bool) and data:
+        if not SMALLEST_STORED_NUMBER <= abs(data) <= LARGEST_STORED_NUMBER:
+            return [
+                Problem(
+                    path,
+                    f"{data!r} is out of range: use 0 or magnitudes between {SMALLEST_STORED_NUMBER:g} and"
+                    f" {LARGEST_STORED_NUMBER:g}",
+                )
+            ]
+    return []
 
 
 def _join(prefix: str, name: str) -> str:
@@ -742,13 +782,20 @@ def build_model(spec: WorkloadSpec, model_id: str | None = None) -> WorkloadMode
     if spec.users is not None:
         u = spec.users
         active = u.total * u.peak_active_fraction
-        peak = active * u.requests_per_active_hour / 3600.0
+        peak = u.peak_rps()
         active_users: int | None = max(1, round(active))
         think: float | None = 3600.0 / u.requests_per_active_hour
         notes.append(
             f"{u.total:,} users x {u.peak_active_fraction:.0%} active x {u.requests_per_active_hour:g} requests/hour"
             f" = {peak:.2f} requests/s at peak"
         )
+        if peak < MIN_PEAK_RPS:
+            # sized as a rate: closed-loop users who think for days between requests model nothing
+            notes.append(
+                f"these users send {peak:.3g} requests per second at peak, below the smallest load sized"
+                f" ({MIN_PEAK_RPS:g}/s): sized at {MIN_PEAK_RPS:g}/s, which min_replicas serve"
+            )
+            peak, active_users, think = MIN_PEAK_RPS, None, None
     else:
         assert spec.rate is not None
         peak = spec.rate.peak_rps
