@@ -90,7 +90,9 @@ class Traffic(Spec):
         examples=["business-hours"],
     )
     timezone: str = Field(
-        default="UTC", description="IANA time zone of the business hours", examples=["America/New_York"]
+        default="UTC",
+        description="IANA time zone of the business hours: a name of the tz database, such as Europe/Berlin",
+        examples=["America/New_York"],
     )
 
     @field_validator("profile")

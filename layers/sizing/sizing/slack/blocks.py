@@ -336,7 +336,8 @@ def run_started_message(run_id: str, top_k: int, user: str | None) -> Message:
             SectionBlock(
                 text=_md(
                     f":stopwatch: {who} a measured run of the top {top_k} (run `{escape(run_id)}`). "
-                    "The measured ranking will be posted in this thread."
+                    "The measured ranking will be posted in this thread. To stop it, cancel it on the API:"
+                    f" `POST /runs/{escape(run_id)}/cancel`."
                 )
             )
         ],
