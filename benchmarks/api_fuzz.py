@@ -46,32 +46,44 @@ START_TIMEOUT_S = 180
 #: Seconds schemathesis itself waits for an answer: past the limit, so that a slow answer is reported as slow (the
 #: max_response_time check) rather than as a timeout.
 REQUEST_TIMEOUT_S = 120
+#: Seconds `sizing serve` may take to stop (it cancels what still runs and tears it down) before it is killed.
+STOP_TIMEOUT_S = 60
 #: One seed's whole fuzz, at most (it took ~10 minutes on a busy 2-core machine).
 RUN_TIMEOUT_S = 1800
 
 
-def serve(out: Path, refused_url: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [str(BIN / "sizing"), "serve", "--port", "0", "--quiet", "--max-runs", "1", "--out", str(out)]
-        + ["--step-seconds", "1.5", "--endpoint", refused_url],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    assert proc.stdout is not None
-    banner, end = "", time.monotonic() + START_TIMEOUT_S
-    while "signing secret" not in banner and time.monotonic() < end:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        banner += line
-    found = re.search(r"http://127\.0\.0\.1:\d+", banner)
-    if not found:
-        proc.terminate()
-        raise SystemExit(f"sizing serve did not start: {banner}")
-    return proc, found.group(0)
+def serve(out: Path, refused_url: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`sizing serve --max-runs 1` on a free port, its output to a file (a pipe nobody reads would fill and stop
+    the server); returns the process and its URL once it has printed its banner."""
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "serve.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [str(BIN / "sizing"), "serve", "--port", "0", "--quiet", "--max-runs", "1", "--out", str(out)]
+            + ["--step-seconds", "1.5", "--endpoint", refused_url],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    end = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < end and proc.poll() is None:
+        banner = log.read_text(errors="replace")
+        found = re.search(r"http://127\.0\.0\.1:\d+", banner)
+        if found and "signing secret" in banner:
+            return proc, found.group(0)
+        time.sleep(0.5)
+    stop(proc)
+    raise SystemExit(f"sizing serve did not start: {log.read_text(errors='replace')[-2000:]}")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def fuzz(url: str, seed: int, examples: int, report: Path) -> dict[str, Any]:
@@ -108,7 +120,9 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     parser.add_argument("--examples", type=int, default=EXAMPLES)
     args = parser.parse_args()
-    figures = []
+    print(f"schemathesis --checks all, {args.examples} examples per operation, sizing serve --max-runs 1", flush=True)
+    print(f"{'seed':>4} {'time':>8} {'calls':>6} {'5xx':>4} {'slowest':>8} {'failures':>8}", flush=True)
+    missed = False
     with tempfile.TemporaryDirectory(prefix="api-fuzz-") as tmp, socket.socket() as held:
         held.bind(("127.0.0.1", 0))  # a port held but never listened on: every connection to it is refused
         refused = f"http://127.0.0.1:{held.getsockname()[1]}"
@@ -116,22 +130,17 @@ def main() -> int:
             # a fresh server per seed: one seed's runs and watches do not shape the next one's answers
             proc, url = serve(Path(tmp) / f"serve-{seed}", refused)
             try:
-                figures.append(fuzz(url, seed, args.examples, Path(tmp) / f"seed-{seed}.har"))
+                f = fuzz(url, seed, args.examples, Path(tmp) / f"seed-{seed}.har")
             finally:
-                proc.terminate()
-                proc.wait(timeout=60)
-    print(f"schemathesis --checks all, {args.examples} examples per operation, sizing serve --max-runs 1")
-    print(f"{'seed':>4} {'time':>8} {'calls':>6} {'5xx':>4} {'slowest':>8} {'failures':>8}")
-    missed = False
-    for f in figures:
-        print(
-            f"{f['seed']:>4} {f['seconds']:>7.0f}s {f['calls']:>6} {f['server_errors']:>4}"
-            f" {f['slowest_s']:>7.1f}s {f['failures']:>8}"
-        )
-        bad = f["returncode"] != 0 or f["server_errors"] or f["slowest_s"] > ANSWER_LIMIT_S
-        if bad:
-            missed = True
-            print(f["output"][-8000:])
+                stop(proc)
+            print(
+                f"{f['seed']:>4} {f['seconds']:>7.0f}s {f['calls']:>6} {f['server_errors']:>4}"
+                f" {f['slowest_s']:>7.1f}s {f['failures']:>8}",
+                flush=True,
+            )
+            if f["returncode"] != 0 or f["server_errors"] or f["slowest_s"] > ANSWER_LIMIT_S:
+                missed = True
+                print(f["output"][-8000:], flush=True)
     print(f"targets (0 failures, 0 5xx, no answer over {ANSWER_LIMIT_S:g} s): {'MISSED' if missed else 'met'}")
     return 1 if missed else 0
 
