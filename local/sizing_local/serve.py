@@ -336,7 +336,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"  runs: POST {api.url}/runs executes on the embedded AWS, measuring {measured};", flush=True)
     print(f"        {api.max_runs} at a time (--max-runs), results under {api.out_dir}/", flush=True)
     print(
-        f"        follow: GET /runs/RUN_ID; cancel: POST /runs/RUN_ID/cancel; delete once finished: DELETE"
+        "        follow: GET /runs/RUN_ID; cancel: POST /runs/RUN_ID/cancel; delete once finished: DELETE"
         " /runs/RUN_ID",
         flush=True,
     )

@@ -129,7 +129,13 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     # timings need
     with refusing_endpoint() as refused:
         yield from _serve(
-            tmp_path_factory.mktemp("fuzzed"), "--step-seconds", STEP_S, "--endpoint", refused, "--max-runs", "1"
+            tmp_path_factory.mktemp("fuzzed"),
+            "--step-seconds",
+            STEP_S,
+            "--endpoint",
+            refused,
+            "--max-runs",
+            "1",
         )
 
 
@@ -250,7 +256,9 @@ def test_cancelling_a_run_mid_load_test_ends_it_cancelled_with_nothing_left_runn
     assert wait_for(lambda: not running_children(server.pid), deadline_s=30), running_children(server.pid)
 
 
-def test_a_run_is_cancelled_then_deleted_and_delete_refuses_a_run_that_has_not_finished(server: Served) -> None:
+def test_a_run_is_cancelled_then_deleted_and_delete_refuses_a_run_that_has_not_finished(
+    server: Served,
+) -> None:
     # given a run the server has taken on (executing, or waiting its turn)
     _, created = request(f"{server.url}/runs", "POST", {"spec": SPEC, "top_k": 1}, {"Idempotency-Key": "d1"})
     run_id = created["run_id"]

@@ -111,7 +111,11 @@ def test_a_spec_the_document_allows_is_one_the_api_accepts(case: str, spec: dict
 def test_users_below_the_smallest_load_are_sized_at_that_load_and_told_so() -> None:
     # given users who together send one request in ~114 years at peak (a load the document cannot refuse: it is a
     # product of three fields)
-    spec = parse_spec(_with(EXAMPLE, ("users",), {"total": 1, "peak_active_fraction": 1e-3, "requests_per_active_hour": 1e-3}))
+    spec = parse_spec(
+        _with(
+            EXAMPLE, ("users",), {"total": 1, "peak_active_fraction": 1e-3, "requests_per_active_hour": 1e-3}
+        )
+    )
     # when the workload is modelled
     model = build_model(spec)
     # then it is sized at the smallest load, as a rate, and the notes say why

@@ -399,9 +399,7 @@ class SizingStore(DynamoTable, RecordStore):
         except self.client.exceptions.ConditionalCheckFailedException:
             raise delete_refused(run_id, self.get_run(run_id).status) from None  # NotFound when missing
         rest = self._query_prefix(f"RUN#{run_id}", "")
-        self._batch_write(
-            [{"DeleteRequest": {"Key": to_item({"PK": i["PK"], "SK": i["SK"]})}} for i in rest]
-        )
+        self._batch_write([{"DeleteRequest": {"Key": to_item({"PK": i["PK"], "SK": i["SK"]})}} for i in rest])
         return Run.model_validate(_strip_keys(from_item(out["Attributes"])))
 
     # --- architectures, measurements, rankings ------------------------------------------------------------
