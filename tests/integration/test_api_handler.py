@@ -348,6 +348,20 @@ def test_deleting_a_finished_run_removes_it_with_its_results_and_report(aws, con
     assert call(for_run("api_delete_run", run_id), context)[0] == 404
 
 
+def test_a_retry_of_the_request_that_created_a_deleted_run_starts_a_new_one(aws, context) -> None:
+    # given a run created, finished and deleted
+    first = call(load_event("api_post_runs"), context)[2]["run_id"]
+    aws.store.transition(first, "FAILED", error="boom")
+    assert call(for_run("api_delete_run", first), context)[0] == 204
+    # when the very request that created it is sent again, twice
+    status, _, again = call(load_event("api_post_runs"), context)
+    _, _, once_more = call(load_event("api_post_runs"), context)
+    # then it does not answer with the deleted run (a 404 to follow) but starts a new one, once
+    assert status == 202 and again["run_id"] != first
+    assert call(for_run("api_get_run", again["run_id"]), context)[0] == 200
+    assert once_more["run_id"] == again["run_id"]
+
+
 def test_where_the_stage_keeps_the_old_meaning_delete_cancels_with_a_deprecation_header(
     aws, context, monkeypatch
 ) -> None:

@@ -183,6 +183,10 @@ class RecordStore:
             raise NotFound(f"no run with id '{run_id}'")
         return Run.model_validate(_strip_keys(data))
 
+    def has_run(self, run_id: str) -> bool:
+        """Whether a run with this id is stored (a deleted one is not)."""
+        return self._get(Run.key(run_id)) is not None
+
     def list_runs(
         self,
         limit: int = DEFAULT_PAGE,

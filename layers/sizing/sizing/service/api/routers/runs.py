@@ -39,6 +39,11 @@ def _created(request: RunRequest) -> RunCreated:
     )
 
 
+def _body_of(request: RunRequest) -> dict:
+    """The request as JSON data: what the idempotency record is keyed on (without a key) and checked against."""
+    return dict(json.loads(request.model_dump_json()))
+
+
 def _create_once(request: RunRequest, key: str | None) -> RunCreated:
     """Create the run at most once per Idempotency-Key (or per identical body when no key is given); a retry
     answers what the first request answered."""
@@ -68,10 +73,17 @@ def _create_once(request: RunRequest, key: str | None) -> RunCreated:
     def create(payload: dict) -> RunCreated:
         return _created(RunRequest.model_validate(payload["body"]))
 
-    body = json.loads(request.model_dump_json())
+    payload = {"key": key, "body": _body_of(request)}
     # the library's two refusals, in the domain's terms (mapped to HTTP with every other domain error)
     try:
-        result: RunCreated = create(payload={"key": key, "body": body})
+        result: RunCreated = create(payload=payload)
+        if not deps.store().has_run(result.run_id):
+            # the run the first request created was deleted since (DELETE /runs/{id}): an answer naming it would
+            # send the client to a 404, so the stored answer is forgotten and this request starts a new run
+            deps.idempotency_layer().delete_record(
+                data=payload, exception=NotFound(f"run {result.run_id} was deleted")
+            )
+            result = create(payload=payload)
     except IdempotencyAlreadyInProgressError:
         raise Conflict(
             "a request with this Idempotency-Key is still being processed; retry in a moment",
