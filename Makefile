@@ -10,7 +10,7 @@ export AWS_DEFAULT_REGION ?= us-east-1
 
 EXAMPLE ?= examples/chatbot.yaml
 
-.PHONY: run estimate test unit test-all lint format serve build bench clean engine engine-stop test-engine
+.PHONY: run estimate test unit test-all lint format serve build bench clean engine engine-stop test-engine fuzz-api
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -112,6 +112,12 @@ build: $(LINT_STAMP)
 	  "from sizing.catalog.models import package_compact; print('catalog compact copy:', package_compact())"
 	PYENV_VERSION=3.12.1 python3.12 -m compileall -q -j 0 --invalidation-mode unchecked-hash $(LAYER_BUILD)/python > /dev/null
 	@echo "Lambda layer, unzipped: $$(du -sm $(LAYER_BUILD) | cut -f1) MB (Lambda's limit for function + layers: 250 MB)"
+
+# The API fuzzed as an outside client would (benchmarks/api_fuzz.py): schemathesis --checks all, 30 examples per
+# operation, against `sizing serve --max-runs 1`, on two seeds; fails on any failure, 5xx or answer over 29 s. Its
+# own target, not part of `make test`: it takes ~10 minutes a seed on a busy 2-core machine.
+fuzz-api: $(NATIVE)
+	$(BIN)/python benchmarks/api_fuzz.py
 
 bench: $(NATIVE)
 	$(BIN)/python benchmarks/speed.py

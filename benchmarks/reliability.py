@@ -143,7 +143,7 @@ def report(figures: dict[str, Any], summary: str, elapsed: float, quick: bool) -
         elif o["name"] == "concurrency.cancels":
             rows.append(
                 [
-                    "DELETE /runs/{id}, one run",
+                    "POST /runs/{id}/cancel, one run",
                     o["requests"],
                     f"{o['containers']} containers",
                     f"{o['accepted']} accepted, {o['conflicts']} conflicts, ends {o['final']}",

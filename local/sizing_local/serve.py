@@ -165,6 +165,7 @@ class LocalApi:
         step_s: float = STEP_S,
         warmup_s: float = WARMUP_S,
         signing_secret: str | None = None,
+        legacy_delete_cancels: bool = False,
     ):
         from sizing_local.stack import DEFAULT_MAX_ACTIVE_RUNS
 
@@ -176,6 +177,7 @@ class LocalApi:
         self.step_s = step_s
         self.warmup_s = warmup_s
         self.signing_secret = signing_secret or os.environ.get(SIGNING_SECRET_ENV) or secrets.token_hex(16)
+        self.legacy_delete_cancels = legacy_delete_cancels
         self.runs: Any = None
         self._http: ThreadingHTTPServer | None = None
 
@@ -219,6 +221,7 @@ class LocalApi:
                 state_machine_arn=runs.stack.state_machine_arn,
                 stage="local",
                 report_bucket=REPORTS_BUCKET,
+                legacy_delete_cancels=self.legacy_delete_cancels,
             ),
             dynamodb=runs.ddb,
             sfn=runs.sfn,
@@ -296,6 +299,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="measure this OpenAI-compatible URL instead of local twins (default: $SIZING_ENDPOINT)",
     )
+    p.add_argument(
+        "--legacy-delete-cancels",
+        action="store_true",
+        help="deprecated, for one release: DELETE /runs/ID of a run that has not finished cancels it (as before"
+        " POST /runs/ID/cancel) instead of answering 409",
+    )
     add_level_seconds(p)
     p.add_argument("--out", type=Path, default=None, help="runs folder (default runs/serve-<time>)")
     p.set_defaults(func=run)
@@ -316,6 +325,7 @@ def run(args: argparse.Namespace) -> int:
         endpoint_url=args.endpoint,
         step_s=args.step_seconds,
         warmup_s=args.warmup_seconds,
+        legacy_delete_cancels=args.legacy_delete_cancels,
     ).start()
     print(
         f"LLM Sizing API on {api.url}  (OpenAPI: {api.url}/openapi.json, Swagger UI: {api.url}/swagger)",
@@ -325,6 +335,11 @@ def run(args: argparse.Namespace) -> int:
     measured = api.endpoint_url or "local twins (simulated)"
     print(f"  runs: POST {api.url}/runs executes on the embedded AWS, measuring {measured};", flush=True)
     print(f"        {api.max_runs} at a time (--max-runs), results under {api.out_dir}/", flush=True)
+    print(
+        "        follow: GET /runs/RUN_ID; cancel: POST /runs/RUN_ID/cancel; delete once finished: DELETE"
+        " /runs/RUN_ID",
+        flush=True,
+    )
     print(f"  slack: POST {api.url}/slack/commands, signing secret {api.signing_secret}", flush=True)
     print(f"         (${SIGNING_SECRET_ENV} sets it); messages go to {api.slack_sink}", flush=True)
 

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import threading
 import time
@@ -719,6 +720,12 @@ class LocalRuns:
                 return True
             return False
 
+    def forget(self, run_id: str) -> None:
+        """Drop what this server followed of a run (it was deleted)."""
+        with self._lock:
+            self._progress.pop(run_id, None)
+            self._watchers.pop(run_id, None)
+
     def queue_position(self, run_id: str) -> int | None:
         """1 for the next run to start; None when the run is not queued."""
         with self._lock:
@@ -843,6 +850,16 @@ class _QueuedRunsService(RunsService):
 
     def start_queued(self, run: Any) -> Any:
         return super()._start(run)
+
+    def delete_run(self, run_id: str) -> Any:
+        """The deployed rule, and what this server keeps of the run beside the store: its folder under the runs
+        folder (load-test tasks, results) and the progress it followed."""
+        deleted = super().delete_run(run_id)
+        folder = self.runner.out_dir / run_id
+        if folder.resolve().parent == self.runner.out_dir.resolve():
+            shutil.rmtree(folder, ignore_errors=True)
+        self.runner.forget(run_id)
+        return deleted
 
     def cancel_run(self, run_id: str) -> Any:
         from sizing.errors import Conflict

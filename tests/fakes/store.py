@@ -29,6 +29,7 @@ from sizing.store.repository import (
     RecordStore,
     check_new_run,
     decode_token,
+    delete_refused,
     encode_token,
     run_exists,
     transition_allowed,
@@ -117,6 +118,15 @@ class InMemoryStore(RecordStore):
             )
             self._put("run", updated, updated.keys())
         return self.get_run(run_id)
+
+    def delete_run(self, run_id: str) -> Run:
+        with self._lock:
+            run = self.get_run(run_id)  # NotFound when missing
+            if not run.finished:
+                raise delete_refused(run_id, run.status)
+            for key in [k for k in self._items if k[0] == f"RUN#{run_id}"]:
+                del self._items[key]
+        return run
 
     # --- architectures, measurements, rankings ------------------------------------------------------------
     def put_architectures(self, run_id: str, architectures: list[dict[str, Any]]) -> list[Architecture]:

@@ -272,18 +272,19 @@ def test_an_unknown_run_is_404(aws, context) -> None:
     assert call(load_event("api_delete_run"), context)[0] == 404
 
 
-# --- DELETE /runs/{id} -----------------------------------------------------------------------------------------
+# --- POST /runs/{id}/cancel, DELETE /runs/{id} -----------------------------------------------------------------
 def test_cancelling_a_run_stops_its_execution_and_marks_it_cancelling(aws, context) -> None:
     # given
     run_id = call(load_event("api_post_runs"), context)[2]["run_id"]
     # when
-    status, _, run = call(for_run("api_delete_run", run_id), context)
+    status, _, run = call(for_run("api_cancel_run", run_id), context)
     # then
     assert status == 202 and run["status"] == "CANCELLING"
     arn = aws.store.get_run(run_id).execution_arn
     assert aws.sfn.describe_execution(executionArn=arn)["status"] == "ABORTED"
-    # cancelling again is harmless
-    assert call(for_run("api_delete_run", run_id), context)[0] == 202
+    # cancelling again is harmless, and the run stays readable
+    assert call(for_run("api_cancel_run", run_id), context)[0] == 202
+    assert call(for_run("api_get_run", run_id), context)[2]["status"] == "CANCELLING"
 
 
 def test_a_finished_run_cannot_be_cancelled(aws, context) -> None:
@@ -291,11 +292,93 @@ def test_a_finished_run_cannot_be_cancelled(aws, context) -> None:
     run_id = call(load_event("api_post_runs"), context)[2]["run_id"]
     aws.store.transition(run_id, "SUCCEEDED")
     # when
-    status, _, answer = call(for_run("api_delete_run", run_id), context)
+    status, _, answer = call(for_run("api_cancel_run", run_id), context)
     # then
     assert status == 409
     assert answer["details"]["status"] == "SUCCEEDED"
     assert aws.store.get_run(run_id).status == "SUCCEEDED"
+
+
+def test_deleting_a_run_that_has_not_finished_is_409_naming_the_cancel_route(aws, context) -> None:
+    # given a run whose execution is running
+    run_id = call(load_event("api_post_runs"), context)[2]["run_id"]
+    # when it is deleted
+    status, headers, answer = call(for_run("api_delete_run", run_id), context)
+    # then it is refused, the answer says how to cancel it, and the run goes on untouched
+    assert status == 409 and "deprecation" not in headers
+    assert answer["details"]["cancel"] == f"/runs/{run_id}/cancel"
+    assert f"POST /runs/{run_id}/cancel" in answer["message"]
+    assert aws.store.get_run(run_id).status == "RUNNING"
+    arn = aws.store.get_run(run_id).execution_arn
+    assert aws.sfn.describe_execution(executionArn=arn)["status"] == "RUNNING"
+
+
+def test_deleting_a_finished_run_removes_it_with_its_results_and_report(aws, context, monkeypatch) -> None:
+    # given a ranked run whose report was stored in the reports bucket, then finished
+    boto3.client("s3", region_name=REGION).create_bucket(Bucket="llm-sizing-reports-test")
+    monkeypatch.setenv("REPORT_BUCKET", "llm-sizing-reports-test")
+    aws.use(deps.build(dynamodb=aws.ddb, sfn=aws.sfn))
+    run_id = _ranked_run(aws, context)
+    aws.store.put_measurement(run_id, "c1", {"level": 1})
+    aws.store.put_ranking(run_id, {"ranked": []})
+    report = for_run("api_get_run_report", run_id)
+    report["queryStringParameters"] = {"presign": "true"}
+    report["multiValueQueryStringParameters"] = {"presign": ["true"]}
+    assert call(report, context)[0] == 200
+    aws.store.transition(run_id, "SUCCEEDED")
+    body = json.loads(load_event("api_post_runs")["body"])
+    other = call(with_body("api_post_runs", body, {"Idempotency-Key": "another-run"}), context)[2]
+    # when it is deleted
+    status, headers, body = call(for_run("api_delete_run", run_id), context)
+    # then it is gone: the run, everything stored under it, its report; and another run is untouched
+    assert status == 204 and body is None and "content-type" not in headers
+    assert call(for_run("api_get_run", run_id), context)[0] == 404
+    assert call(for_run("api_get_run_architectures", run_id), context)[0] == 404
+    assert call(for_run("api_get_run_report", run_id), context)[0] == 404
+    left = aws.ddb.query(
+        TableName=aws.table,
+        KeyConditionExpression="PK = :pk",
+        ExpressionAttributeValues={":pk": {"S": f"RUN#{run_id}"}},
+    )["Items"]
+    assert left == []
+    objects = boto3.client("s3", region_name=REGION).list_objects_v2(Bucket="llm-sizing-reports-test")
+    assert not [o["Key"] for o in objects.get("Contents", []) if run_id in o["Key"]]
+    assert call(for_run("api_get_run", other["run_id"]), context)[0] == 200
+    # and deleting it again is a 404
+    assert call(for_run("api_delete_run", run_id), context)[0] == 404
+
+
+def test_a_retry_of_the_request_that_created_a_deleted_run_starts_a_new_one(aws, context) -> None:
+    # given a run created, finished and deleted
+    first = call(load_event("api_post_runs"), context)[2]["run_id"]
+    aws.store.transition(first, "FAILED", error="boom")
+    assert call(for_run("api_delete_run", first), context)[0] == 204
+    # when the very request that created it is sent again, twice
+    status, _, again = call(load_event("api_post_runs"), context)
+    _, _, once_more = call(load_event("api_post_runs"), context)
+    # then it does not answer with the deleted run (a 404 to follow) but starts a new one, once
+    assert status == 202 and again["run_id"] != first
+    assert call(for_run("api_get_run", again["run_id"]), context)[0] == 200
+    assert once_more["run_id"] == again["run_id"]
+
+
+def test_where_the_stage_keeps_the_old_meaning_delete_cancels_with_a_deprecation_header(
+    aws, context, monkeypatch
+) -> None:
+    # given a stage that keeps DELETE as cancel for this release, and a running run
+    monkeypatch.setenv("LEGACY_DELETE_CANCELS", "true")
+    aws.use(deps.build(dynamodb=aws.ddb, sfn=aws.sfn))
+    run_id = call(load_event("api_post_runs"), context)[2]["run_id"]
+    # when it is deleted
+    status, headers, run = call(for_run("api_delete_run", run_id), context)
+    # then it is cancelled as before, and the answer says that this use of DELETE is deprecated and what replaces it
+    assert status == 202 and run["status"] == "CANCELLING"
+    assert headers["deprecation"].startswith("@")
+    assert headers["link"] == f'</runs/{run_id}/cancel>; rel="successor-version"'
+    # and once it has finished, DELETE deletes there too
+    aws.store.transition(run_id, "CANCELLED")
+    assert call(for_run("api_delete_run", run_id), context)[0] == 204
+    assert call(for_run("api_get_run", run_id), context)[0] == 404
 
 
 # --- catalog, OpenAPI, unknown routes ---------------------------------------------------------------------------

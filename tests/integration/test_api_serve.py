@@ -128,7 +128,15 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     # launched twins and load generators for its generated workloads would only spend the cores the other tests'
     # timings need
     with refusing_endpoint() as refused:
-        yield from _serve(tmp_path_factory.mktemp("fuzzed"), "--step-seconds", STEP_S, "--endpoint", refused)
+        yield from _serve(
+            tmp_path_factory.mktemp("fuzzed"),
+            "--step-seconds",
+            STEP_S,
+            "--endpoint",
+            refused,
+            "--max-runs",
+            "1",
+        )
 
 
 def request(
@@ -206,7 +214,7 @@ def test_a_run_executes_is_followed_to_its_result_while_the_next_waits_queued(se
     _, second = request(f"{server.url}/runs", "POST", {"spec": SPEC, "top_k": 1}, {"Idempotency-Key": "a2"})
     # when the second is looked at and cancelled while it waits, and the first is followed to its end
     waiting = run_of(server, second["run_id"])
-    c_status, cancelled = request(f"{server.url}/runs/{second['run_id']}", "DELETE")
+    c_status, cancelled = request(f"{server.url}/runs/{second['run_id']}/cancel", "POST")
     measuring = wait_for(
         lambda: (p := run_of(server, first["run_id"]).get("progress")) and p["candidates"] and p
     )
@@ -237,7 +245,7 @@ def test_cancelling_a_run_mid_load_test_ends_it_cancelled_with_nothing_left_runn
     # (the state turns LoadTest before the launcher writes the task and starts the load generator)
     urls = wait_for(lambda: twin_urls(server.out, run_id))
     # when it is cancelled
-    status, cancelling = request(f"{server.url}/runs/{run_id}", "DELETE")
+    status, cancelling = request(f"{server.url}/runs/{run_id}/cancel", "POST")
     final = wait_for(lambda: finished(server, run_id))
     # then it ends CANCELLED, its twin no longer answers, and no twin or load generator is left running
     assert status == 202 and cancelling["status"] == "CANCELLING"
@@ -246,6 +254,31 @@ def test_cancelling_a_run_mid_load_test_ends_it_cancelled_with_nothing_left_runn
     assert [c["state"] for c in final["progress"]["candidates"]] == ["Cancelled"], final["progress"]
     assert urls and not any(answers(u) for u in urls)
     assert wait_for(lambda: not running_children(server.pid), deadline_s=30), running_children(server.pid)
+
+
+def test_a_run_is_cancelled_then_deleted_and_delete_refuses_a_run_that_has_not_finished(
+    server: Served,
+) -> None:
+    # given a run the server has taken on (executing, or waiting its turn)
+    _, created = request(f"{server.url}/runs", "POST", {"spec": SPEC, "top_k": 1}, {"Idempotency-Key": "d1"})
+    run_id = created["run_id"]
+    # when it is deleted before it has finished
+    early_status, early = request(f"{server.url}/runs/{run_id}", "DELETE")
+    # then that is refused, naming the route that cancels it, and the run goes on
+    assert early_status == 409 and early["details"]["cancel"] == f"/runs/{run_id}/cancel", early
+    assert run_of(server, run_id)["status"] in ("QUEUED", "RUNNING")
+    # when it is cancelled, it stays readable and ends CANCELLED
+    c_status, _ = request(f"{server.url}/runs/{run_id}/cancel", "POST")
+    final = wait_for(lambda: finished(server, run_id))
+    assert c_status == 202 and final is not None and final["status"] == "CANCELLED", final
+    # and when it is deleted then, it is gone: the run, its results, its report, its folder
+    d_status, nothing = request(f"{server.url}/runs/{run_id}", "DELETE")
+    assert d_status == 204 and nothing is None
+    assert request(f"{server.url}/runs/{run_id}")[0] == 404
+    assert request(f"{server.url}/runs/{run_id}/architectures")[0] == 404
+    assert request(f"{server.url}/runs/{run_id}/report")[0] == 404
+    assert not (server.out / run_id).exists()
+    assert run_id not in [r["run_id"] for r in request(f"{server.url}/runs?limit=100")[1]["runs"]]
 
 
 def test_a_signed_slack_command_is_acknowledged_and_its_estimate_reaches_the_local_sink(
@@ -311,7 +344,7 @@ def test_a_run_started_from_slack_reports_its_end_in_the_thread_when_it_is_cance
     run_id = wait_for(started)
     assert run_id, sink.read_text() if sink.exists() else "nothing posted"
     # when the run is cancelled
-    request(f"{server.url}/runs/{run_id}", "DELETE")
+    request(f"{server.url}/runs/{run_id}/cancel", "POST")
     assert wait_for(lambda: finished(server, run_id))["status"] == "CANCELLED"
 
     # then its end is posted in the thread it came from, naming the run
@@ -359,7 +392,7 @@ def test_the_example_chatbot_is_accepted_as_a_run(server: Served) -> None:
     spec = yaml.safe_load((ROOT / "examples" / "chatbot.yaml").read_text())
     # when it is posted, then cancelled (measuring a 70B example takes minutes)
     status, created = request(f"{server.url}/runs", "POST", {"spec": spec}, {"Idempotency-Key": "chat"})
-    c_status, _ = request(f"{server.url}/runs/{created['run_id']}", "DELETE")
+    c_status, _ = request(f"{server.url}/runs/{created['run_id']}/cancel", "POST")
     # then it was accepted and ends cancelled
     assert status == 202 and c_status == 202
     assert wait_for(lambda: finished(server, created["run_id"]))["status"] == "CANCELLED"

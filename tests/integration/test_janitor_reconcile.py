@@ -85,7 +85,7 @@ def open_run(
     aws: SimpleNamespace, run_id: str, machine: str | None, given: dict[str, Any] | None = None, **how: str
 ) -> str | None:
     """A run RUNNING on an execution of `machine` (or QUEUED without one); `stop=True` stops the execution
-    outside the API, `status="CANCELLING"` cancels the run first as DELETE /runs/{id} does."""
+    outside the API, `status="CANCELLING"` cancels the run first as POST /runs/{id}/cancel does."""
     aws.store.create_run(Run(run_id=run_id, model="meta-llama/Llama-3.1-8B", spec={}, top_k=1))
     if machine is None:
         aws.store.transition(run_id, "QUEUED")

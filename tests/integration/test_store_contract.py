@@ -102,3 +102,30 @@ def test_architectures_rankings_measurements_and_watches_read_back_alike(store: 
     store.delete_watch("w1")
     with pytest.raises(NotFound):
         store.delete_watch("w1")
+
+
+def test_a_finished_run_is_deleted_with_all_it_holds_and_one_running_is_not(store: Any) -> None:
+    # given two runs with architectures, a measurement and a ranking each; one finished, one still running
+    for run in _runs(store, 2):
+        store.put_architectures(run.run_id, [{"id": "a", "rank": 1}])
+        store.put_measurement(run.run_id, "c1", {"level": 1})
+        store.put_ranking(run.run_id, {"order": ["a"]})
+    store.transition("r0", "RUNNING")
+    store.transition("r0", "SUCCEEDED")
+    store.transition("r1", "RUNNING")
+    # when each is deleted
+    deleted = store.delete_run("r0")
+    with pytest.raises(Conflict) as refused:
+        store.delete_run("r1")
+    # then the finished one is gone with everything under it, and the running one is untouched
+    assert deleted.run_id == "r0" and deleted.status == "SUCCEEDED"
+    with pytest.raises(NotFound):
+        store.get_run("r0")
+    assert store.get_architectures("r0") == [] and store.list_measurements("r0") == []
+    assert store.get_ranking("r0") is None
+    assert [r.run_id for r in store.list_runs()[0]] == ["r1"]
+    assert refused.value.details["status"] == "RUNNING"
+    assert store.get_run("r1").status == "RUNNING" and store.get_architectures("r1")
+    # and a run that is not there is NotFound
+    with pytest.raises(NotFound):
+        store.delete_run("r0")

@@ -1,6 +1,6 @@
 """The API fuzzed from its own OpenAPI document with schemathesis, in-process: every operation with generated
-valid and invalid inputs, and stateful sequences (POST /runs → GET /runs/{id} → DELETE ..., POST /watches → GET
-/DELETE ...). Checks: no 5xx, every answer matches the document, no stack trace in any answer.
+valid and invalid inputs, and stateful sequences (POST /runs → GET /runs/{id} → POST /runs/{id}/cancel → DELETE
+..., POST /watches → GET/DELETE ...). Checks: no 5xx, every answer matches the document, no stack trace in any answer.
 
 The resolver is reached through a small WSGI adapter (the same HTTP↔API Gateway translation `sizing serve`
 uses), so no socket or server process is involved and thousands of cases run in seconds."""
@@ -66,7 +66,12 @@ def _document_with_links() -> dict[str, Any]:
     run_links = {
         f"Follow{n}": {"operationId": op_id(p, m), "parameters": {"run_id": "$response.body#/run_id"}}
         for n, (p, m) in enumerate(
-            [("/runs/{run_id}", "get"), ("/runs/{run_id}/architectures", "get"), ("/runs/{run_id}", "delete")]
+            [
+                ("/runs/{run_id}", "get"),
+                ("/runs/{run_id}/architectures", "get"),
+                ("/runs/{run_id}/cancel", "post"),
+                ("/runs/{run_id}", "delete"),
+            ]
         )
     }
     paths["/runs"]["post"]["responses"]["202"]["links"] = run_links

@@ -241,7 +241,7 @@ def test_parallel_cancellations_of_one_run_agree(shared_aws, containers, record_
     # given a run that is RUNNING (started through the API on the shared AWS)
     started = containers.fire([[{"path": "/runs", "key": "to-cancel", "body": {"spec": SPEC}}]])
     run_id = started[0]["body"]["run_id"]
-    job = {"method": "DELETE", "path": f"/runs/{run_id}", "body": None}
+    job = {"method": "POST", "path": f"/runs/{run_id}/cancel", "body": None}
     # when every container cancels it several times at once
     answers = containers.fire([[job] * CANCELS_PER_CONTAINER for _ in range(CONTAINERS)])
     # then each answer is an accepted cancellation or a conflict with the finished run; never a 5xx

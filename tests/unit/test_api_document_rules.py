@@ -1,6 +1,7 @@
 """The OpenAPI document says what the API refuses: a spec the document allows is one the API accepts, and the
-cross-field rules the validators apply (users or rate, a preset or tokens and slo, at least one SLO and
-percentile, a known model, no server file) are in the document. Undeclared methods answer 405 with Allow."""
+rules the validators apply (users or rate, a preset or tokens and slo, at least one SLO and percentile, a known
+model, no server file, one form of token length, IANA time zones, AWS Regions, 24 hourly weights, numbers DynamoDB
+stores) are in the document, each as a case of both sides. Undeclared methods answer 405 with Allow."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ import jsonschema
 import pytest
 import yaml
 
+from sizing.catalog import load_catalog
+from sizing.errors import InvalidInput, NotFound
 from sizing.service.api import openapi_json, resolve
+from sizing.workload import MIN_PEAK_RPS, build_model, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = json.loads(openapi_json())
@@ -63,10 +67,29 @@ def _with(spec: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, 
         ("a file on the server", _with(EXAMPLE, ("tokens", "samples_file"), "/etc/passwd")),
         ("a trace file on the server", _with(EXAMPLE, ("trace",), {"path": "/etc/passwd"})),
         ("a model nobody knows", _with(EXAMPLE, ("model",), "acme/unknown-7b")),
+        ("a time zone that is not IANA's", _with(EXAMPLE, ("traffic", "timezone"), "__main__")),
+        ("a time zone in the wrong case", _with(EXAMPLE, ("traffic", "timezone"), "europe/berlin")),
+        ("a Region AWS does not have", _with(EXAMPLE, ("constraints", "region"), "mars-north-1")),
+        ("a token length fixed and with a mean", _with(EXAMPLE, ("tokens", "input"), {"fixed": 5, "mean": 3})),
+        ("a lognormal without sigma", _with(EXAMPLE, ("tokens", "input"), {"dist": "lognormal", "mean": 9, "p95": 20})),
+        ("a p95 and a sigma", _with(EXAMPLE, ("tokens", "output"), {"mean": 90, "p95": 160, "sigma": 0.5})),
+        ("a fixed length and a sigma", _with(EXAMPLE, ("tokens", "output"), {"fixed": 90, "sigma": 0.5})),
+        ("23 hourly weights", _with(EXAMPLE, ("traffic", "profile"), [1] * 23)),
+        ("24 hourly weights of 0", _with(EXAMPLE, ("traffic", "profile"), [0] * 24)),
+        ("a weight too small to store", _with(EXAMPLE, ("traffic", "profile"), [5e-324] + [1] * 23)),
+        ("a fraction too small to store", _with(EXAMPLE, ("users", "peak_active_fraction"), 5e-324)),
+        ("a bound too large to store", _with(EXAMPLE, ("slo", "e2e_s"), {"p95": 1e200})),
+        ("a budget too small to store", _with(EXAMPLE, ("constraints", "max_monthly_usd"), 1e-200)),
+        ("a context cap past any model's", _with(EXAMPLE, ("constraints", "max_context_tokens"), 10**60)),
     ],
-)
+)  # fmt: skip
 def test_a_spec_the_api_refuses_is_one_the_document_refuses(case: str, spec: dict[str, Any]) -> None:
-    # given a spec the API answers 422 for; when the document's schema checks it; then it is refused there too
+    # given a spec the API answers 422 for (the validator every route shares, then the catalog's lookup)
+    # a file on the server (samples or a trace) is refused by the API before parse_spec
+    if "samples_file" not in spec.get("tokens", {}) and "trace" not in spec:
+        with pytest.raises((InvalidInput, NotFound)):
+            load_catalog().model(parse_spec(spec).model)
+    # when the document's schema checks it; then it is refused there too
     assert spec_errors(spec) != [], case
 
 
@@ -77,6 +100,44 @@ def test_a_trace_on_s3_stands_in_for_users_rate_and_tokens() -> None:
     assert spec_errors(spec) == []
     assert spec_errors({**spec, "rate": {"peak_rps": 5}}) == []
     assert spec_errors({**spec, "rate": {"peak_rps": 5}, "users": {"total": 100}}) != []
+
+
+@pytest.mark.parametrize(
+    ("case", "spec"),
+    [
+        ("an IANA time zone", _with(EXAMPLE, ("traffic", "timezone"), "Asia/Kolkata")),
+        ("a lognormal given by sigma alone", _with(EXAMPLE, ("tokens", "output"), {"mean": 90, "sigma": 0.5})),
+        ("the other forms' fields null", _with(EXAMPLE, ("tokens", "output"), {"fixed": 90, "mean": None})),
+        ("hourly weights with zeros", _with(EXAMPLE, ("traffic", "profile"), [0] * 23 + [1])),
+        ("a number DynamoDB just stores", _with(EXAMPLE, ("users", "peak_active_fraction"), 1e-130)),
+        ("users who send (almost) nothing", _with(EXAMPLE, ("users",), {"total": 1, "peak_active_fraction": 1e-9})),
+    ],
+)  # fmt: skip
+def test_a_spec_the_document_allows_is_one_the_api_accepts(case: str, spec: dict[str, Any]) -> None:
+    # given a spec the document allows; when the API's validator reads it; then it is accepted
+    assert spec_errors(spec) == [], case
+    parse_spec(spec)
+
+
+def test_users_below_the_smallest_load_are_sized_at_that_load_and_told_so() -> None:
+    # given users who together send one request in ~114 years at peak (a load the document cannot refuse: it is a
+    # product of three fields)
+    spec = parse_spec(
+        _with(
+            EXAMPLE, ("users",), {"total": 1, "peak_active_fraction": 1e-3, "requests_per_active_hour": 1e-3}
+        )
+    )
+    # when the workload is modelled
+    model = build_model(spec)
+    # then it is sized at the smallest load, as a rate, and the notes say why
+    assert model.peak_rps == MIN_PEAK_RPS and model.think_time_s is None
+    assert any("below the smallest load sized" in n for n in model.notes)
+
+
+def test_a_watch_budget_the_store_cannot_hold_is_refused_by_the_document() -> None:
+    schema = {"$ref": "#/components/schemas/WatchRequest", "components": DOC["components"]}
+    body = {"name": "w", "spec": EXAMPLE, "model_pattern": "meta-llama/Llama-4-*", "budget_usd": 5e-324}
+    assert list(jsonschema.Draft202012Validator(schema).iter_errors(body))
 
 
 def test_a_preset_stands_in_for_tokens_and_slo() -> None:

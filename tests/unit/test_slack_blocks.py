@@ -178,6 +178,12 @@ def test_every_other_message_is_valid_block_kit(message: Message) -> None:
     valid_block_kit(message)
 
 
+def test_a_run_started_message_says_how_to_cancel_the_run() -> None:
+    # given a run started from Slack; when its start is announced; then the message names the run's cancel route
+    text = json.dumps(blocks.run_started_message("abc123", 3, "U1").blocks_json())
+    assert "POST /runs/abc123/cancel" in text
+
+
 def test_help_shows_the_grammar_with_examples() -> None:
     text = json.dumps(blocks.help_message().blocks_json())
     assert "/sizing 10k users llama-3.1-70b ttft<1s e2e<2.5s in=1500 out=200 chat" in text

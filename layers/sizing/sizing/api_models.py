@@ -70,7 +70,12 @@ class Links(Strict):
     @classmethod
     def for_run(cls, run_id: str) -> Links:
         base = f"/runs/{run_id}"
-        return cls(self_=base, architectures=f"{base}/architectures", report=f"{base}/report", cancel=base)
+        return cls(
+            self_=base,
+            architectures=f"{base}/architectures",
+            report=f"{base}/report",
+            cancel=f"{base}/cancel",
+        )
 
 
 class ReportLink(Strict):

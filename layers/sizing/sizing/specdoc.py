@@ -17,7 +17,10 @@ from a file, `POST /estimates` takes it as the body, `POST /runs` and `POST /wat
 gives the lengths, the arrivals and the peak itself: with one, `tokens`, `users` and `rate` may be left out (a
 `users` or `rate` peak time-scales the trace). Unknown fields are refused (with a did-you-mean), and every problem
 is reported at once, naming its field. The OpenAPI document (`GET /openapi.json`) holds the same schema as
-`WorkloadSpec`.
+`WorkloadSpec`, with the rules across fields it can state (users or rate, one form of token length, ...) and the
+names `model`, `traffic.timezone` and `constraints.region` accept. Every number is 0 or a magnitude between 1e-130
+and 1e125, what DynamoDB stores (runs and watches keep their spec). Users whose peak load comes to less than 1e-06
+requests/s are sized at that load, with a note.
 
 Example (examples/chatbot.yaml):
 

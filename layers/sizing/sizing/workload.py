@@ -8,13 +8,14 @@ estimator needs: arrival rates by hour, concurrency, token-length distributions 
 from __future__ import annotations
 
 import csv
+import functools
 import itertools
 import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import available_timezones
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -52,8 +53,16 @@ def _field_errors(title: str, errors: list[tuple[tuple[str, ...], Any, str]]) ->
 
 
 #: The smallest peak load sized: one request every ~12 days. Below it there is no load to size, and rates that
-#: small (down to subnormal floats) vanish to zero in the simulator's per-replica arithmetic.
+#: small vanish to zero in the simulator's per-replica arithmetic: users whose product is smaller are sized at this
+#: load (what min_replicas serves anyway), with a note saying so, rather than refused -- no schema can state a
+#: bound on a product of three fields, and a spec the API documents as valid is one it answers.
 MIN_PEAK_RPS = 1e-6
+#: Numbers of a spec lie within what DynamoDB stores (runs and watches keep their spec): magnitudes from 1e-130
+#: to below 1e126 (docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html),
+#: or 0. Every spec number is held to it, estimates included, so that one rule (said in the OpenAPI document)
+#: answers a spec the same on every route.
+SMALLEST_STORED_NUMBER = 1e-130
+LARGEST_STORED_NUMBER = 1e125
 
 
 class Users(Spec):
@@ -65,15 +74,9 @@ class Users(Spec):
         default=30, gt=0, le=36_000, description="requests one active user sends in an hour"
     )
 
-    @model_validator(mode="after")
-    def _some_load(self) -> Users:
-        peak = self.total * self.peak_active_fraction * self.requests_per_active_hour / 3600
-        if peak < MIN_PEAK_RPS:
-            raise ValueError(
-                f"these users send {peak:.3g} requests per second at peak, below the smallest load sized"
-                f" ({MIN_PEAK_RPS:g}/s): raise total, peak_active_fraction or requests_per_active_hour"
-            )
-        return self
+    def peak_rps(self) -> float:
+        """Requests per second in the busiest hour."""
+        return self.total * self.peak_active_fraction * self.requests_per_active_hour / 3600
 
 
 class Rate(Spec):
@@ -91,7 +94,9 @@ class Traffic(Spec):
         examples=["business-hours"],
     )
     timezone: str = Field(
-        default="UTC", description="IANA time zone of the business hours", examples=["America/New_York"]
+        default="UTC",
+        description="IANA time zone of the business hours: a name of the tz database, such as Europe/Berlin",
+        examples=["America/New_York"],
     )
 
     @field_validator("profile")
@@ -107,11 +112,16 @@ class Traffic(Spec):
     @field_validator("timezone")
     @classmethod
     def _tz(cls, v: str) -> str:
-        try:
-            ZoneInfo(v)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown timezone '{v}' (use an IANA name such as Europe/Berlin)") from None
+        if v not in timezone_names():
+            raise ValueError(f"unknown timezone '{v}' (use an IANA name such as Europe/Berlin)")
         return v
+
+
+@functools.cache
+def timezone_names() -> frozenset[str]:
+    """The IANA time zone names `traffic.timezone` accepts: those of the tz database at hand (the `tzdata`
+    package, else the system's; `zoneinfo` loads each), and UTC; the OpenAPI document lists the same set."""
+    return frozenset(available_timezones() | {"UTC"})
 
 
 class TokenSpec(Spec):
@@ -414,6 +424,7 @@ class Constraints(Spec):
     max_context_tokens: int | None = Field(
         default=None,
         gt=0,
+        le=MAX_TOKENS,
         description="the longest request (prompt + answer, tokens) a deployment serves, at most the model's own"
         " context (its context when unset); a workload longer at p99 is refused",
     )
@@ -588,9 +599,14 @@ def parse_spec(raw: Any, *, prefix: str = "", catalog: Any = None) -> WorkloadSp
         )
     merged = _apply_preset(raw)
     try:
-        return WorkloadSpec.model_validate(merged)
+        spec = WorkloadSpec.model_validate(merged)
     except ValidationError as exc:
         problems = problems_from_pydantic(exc, prefix, model=WorkloadSpec, quote=True)
+    else:
+        unstorable = _unstorable(spec.model_dump(mode="json", exclude_none=True), prefix)
+        if not unstorable:
+            return spec
+        raise InvalidInput(_summary(unstorable), unstorable)
     # what WorkloadSpec's own validator says only once every field is valid: say it with the rest
     neither = merged.get("users") is None and merged.get("rate") is None and not merged.get("trace")
     both = merged.get("users") is not None and merged.get("rate") is not None
@@ -613,6 +629,25 @@ def parse_spec(raw: Any, *, prefix: str = "", catalog: Any = None) -> WorkloadSp
     if model_problem is not None and not any(p.field == model_problem.field for p in problems):
         problems.insert(0, model_problem)
     raise InvalidInput(_summary(problems), problems)
+
+
+def _unstorable(data: Any, path: str) -> list[Problem]:
+    """The numbers of a validated spec outside what a run or a watch can store (`SMALLEST_STORED_NUMBER` to
+    `LARGEST_STORED_NUMBER` in magnitude, or 0), each named by its field path."""
+    if isinstance(data, dict):
+        return [p for k, v in data.items() for p in _unstorable(v, _join(path, str(k)))]
+    if isinstance(data, list):
+        return [p for i, v in enumerate(data) for p in _unstorable(v, f"{path}[{i}]")]
+    number = isinstance(data, int | float) and not isinstance(data, bool)
+    if number and data and not SMALLEST_STORED_NUMBER <= abs(data) <= LARGEST_STORED_NUMBER:
+        return [
+            Problem(
+                path,
+                f"{data!r} is out of range: use 0 or magnitudes between {SMALLEST_STORED_NUMBER:g} and"
+                f" {LARGEST_STORED_NUMBER:g}",
+            )
+        ]
+    return []
 
 
 def _join(prefix: str, name: str) -> str:
@@ -835,24 +870,31 @@ def from_trace(spec: WorkloadSpec, notes: list[str], s3_client: Any = None) -> R
     return rec
 
 
+def _peak(spec: WorkloadSpec, notes: list[str]) -> tuple[float, int | None, float | None]:
+    """(peak requests/s, active users at peak, think time per request) as the spec states them; a trace without
+    users or rate gives 0 here: its busiest hour sets the peak (`build_model`)."""
+    if spec.users is None:
+        return (spec.rate.peak_rps if spec.rate is not None else 0.0), None, None
+    u = spec.users
+    peak = u.peak_rps()
+    notes.append(
+        f"{u.total:,} users x {u.peak_active_fraction:.0%} active x {u.requests_per_active_hour:g} requests/hour"
+        f" = {peak:.2f} requests/s at peak"
+    )
+    if peak < MIN_PEAK_RPS:
+        # sized as a rate: closed-loop users who think for days between requests model nothing
+        notes.append(
+            f"these users send {peak:.3g} requests per second at peak, below the smallest load sized"
+            f" ({MIN_PEAK_RPS:g}/s): sized at {MIN_PEAK_RPS:g}/s, which min_replicas serve"
+        )
+        return MIN_PEAK_RPS, None, None
+    return peak, max(1, round(u.total * u.peak_active_fraction)), 3600.0 / u.requests_per_active_hour
+
+
 def build_model(spec: WorkloadSpec, model_id: str | None = None) -> WorkloadModel:
     """Derive the WorkloadModel. `model_id` is the catalog id the spec's model resolved to (if looked up)."""
     notes: list[str] = []
-    if spec.users is not None:
-        u = spec.users
-        active = u.total * u.peak_active_fraction
-        peak = active * u.requests_per_active_hour / 3600.0
-        active_users: int | None = max(1, round(active))
-        think: float | None = 3600.0 / u.requests_per_active_hour
-        notes.append(
-            f"{u.total:,} users x {u.peak_active_fraction:.0%} active x {u.requests_per_active_hour:g} requests/hour"
-            f" = {peak:.2f} requests/s at peak"
-        )
-    else:
-        # a trace without users or rate: its busiest hour sets the peak (below)
-        peak = spec.rate.peak_rps if spec.rate is not None else 0.0
-        active_users = None
-        think = None
+    peak, active_users, think = _peak(spec, notes)
     weights = _weights(spec.traffic)
     hourly = [peak * w for w in weights]
     replay: TraceReplay | None = None

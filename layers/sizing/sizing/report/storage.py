@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sizing.errors import InvalidInput, NotFound
+from sizing.errors import InvalidInput, NotFound, Unavailable
 from sizing.report.export import export_csv, rejected_csv
 from sizing.report.page import render_report
 
@@ -98,6 +98,21 @@ class ReportStore:
         except self.client.exceptions.NoSuchKey:
             raise NotFound(f"run {run_id} has no {name}", field_name="run_id") from None
         return str(obj["Body"].read().decode("utf-8"))
+
+    def remove(self, run_id: str) -> list[str]:
+        """Delete every file a run's report may have (the run was deleted); returns the keys asked to delete.
+        Keys that were never written are no error: S3 answers a delete of a missing key as done."""
+        keys = [self.key(run_id, name) for name in CONTENT_TYPES]
+        out = self.client.delete_objects(
+            Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True}
+        )
+        failed = out.get("Errors") or []
+        if failed:
+            raise Unavailable(
+                f"the report of run {run_id} could not be deleted ({failed[0].get('Code', 'error')}); try again",
+                details={"run_id": run_id},
+            )
+        return keys
 
     def presigned_url(
         self, run_id: str, name: str = "report.html", expires_s: int = DEFAULT_PRESIGN_S

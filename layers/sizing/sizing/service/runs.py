@@ -125,6 +125,11 @@ class RunsService:
     def get_run(self, run_id: str) -> Run:
         return self.store.get_run(run_id)
 
+    def delete_run(self, run_id: str) -> Run:
+        """Delete a finished run with its stored results (architectures, measurements, ranking); returns it as
+        it was. NotFound when there is none; Conflict when it has not finished (cancel it first)."""
+        return self.store.delete_run(run_id)
+
     def cancel_run(self, run_id: str) -> Run:
         """Stop a run's execution. A run with an execution becomes CANCELLING (teardown of what it provisioned
         follows: the janitor removes anything labelled with a cancelled run); one that never started is

@@ -21,3 +21,7 @@ class ApiSettings(EnvSettings):
     stage: str = Field(default="dev", alias="STAGE")
     idempotency_ttl_s: int = Field(default=IDEMPOTENCY_TTL_S, alias="IDEMPOTENCY_TTL_S", gt=0)
     report_bucket: str | None = Field(default=None, alias="REPORT_BUCKET", min_length=3, max_length=63)
+    #: DELETE /runs/{id} of a run that has not finished cancels it (the meaning DELETE had before POST
+    #: /runs/{id}/cancel), with a Deprecation header, instead of answering 409: for one release, on stages whose
+    #: clients still cancel with DELETE.
+    legacy_delete_cancels: bool = Field(default=False, alias="LEGACY_DELETE_CANCELS")

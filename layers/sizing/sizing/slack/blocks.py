@@ -365,7 +365,8 @@ def run_started_message(run_id: str, top_k: int, user: str | None, *, listed: bo
             SectionBlock(
                 text=_md(
                     f":stopwatch: {who} a measured run of {what} (run `{escape(run_id)}`). "
-                    "The measured ranking will be posted in this thread."
+                    "The measured ranking will be posted in this thread. To stop it, cancel it on the API:"
+                    f" `POST /runs/{escape(run_id)}/cancel`."
                 )
             )
         ],

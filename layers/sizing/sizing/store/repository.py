@@ -6,6 +6,7 @@ Keys (one table, `PK`/`SK`, plus `GSI1` for listings):
   architecture   PK=RUN#{run_id}   SK=ARCH#{rank:04d}#{id}
   measurement    PK=RUN#{run_id}   SK=MEAS#{candidate}#{seq}    expires_at (TTL)
   ranking        PK=RUN#{run_id}   SK=RANKING
+  (a run's items all share its partition: deleting a finished run removes the partition, run item first)
   watch          PK=WATCH#{id}     SK=WATCH                     GSI1PK=WATCHES  GSI1SK={created_at}#{id}
 
 Status changes are conditional writes against `items.ALLOWED_FROM`, so two writers racing (the state machine
@@ -30,6 +31,7 @@ from sizing.store.items import (
     MEASUREMENT_TTL_S,
     RUN_STATUSES,
     RUNS_INDEX_PK,
+    TERMINAL,
     WATCHES_INDEX_PK,
     Architecture,
     Measurement,
@@ -135,6 +137,16 @@ def transition_allowed(
     return allowed
 
 
+def delete_refused(run_id: str, current: str) -> Conflict:
+    """A run that has not finished is not deleted: its execution still writes to it and may hold resources."""
+    return Conflict(
+        f"run {run_id} is {current}; only a finished run ({', '.join(sorted(TERMINAL))}) can be deleted",
+        [Problem("status", f"{current} is not finished")],
+        {"status": current},
+        "conflict",
+    )
+
+
 def transition_refused(run_id: str, current: str, to_status: str) -> Conflict:
     return Conflict(
         f"run {run_id} is {current}; it cannot move to {to_status}",
@@ -170,6 +182,10 @@ class RecordStore:
         if data is None:
             raise NotFound(f"no run with id '{run_id}'")
         return Run.model_validate(_strip_keys(data))
+
+    def has_run(self, run_id: str) -> bool:
+        """Whether a run with this id is stored (a deleted one is not)."""
+        return self._get(Run.key(run_id)) is not None
 
     def list_runs(
         self,
@@ -259,6 +275,9 @@ class SizingStore(DynamoTable, RecordStore):
             "ExpressionAttributeValues": {":pk": {"S": pk}, ":sk": {"S": sk_prefix}},
             "ConsistentRead": True,
         }
+        if not sk_prefix:  # the whole partition (a key condition may not hold an empty string)
+            kwargs["KeyConditionExpression"] = "PK = :pk"
+            kwargs["ExpressionAttributeValues"] = {":pk": {"S": pk}}
         while True:
             out = self.client.query(**kwargs)
             items += [from_item(i) for i in out.get("Items", [])]
@@ -362,6 +381,29 @@ class SizingStore(DynamoTable, RecordStore):
         except self.client.exceptions.ConditionalCheckFailedException:
             current = self.get_run(run_id)  # NotFound when missing
             raise transition_refused(run_id, current.status, to_status) from None
+        return Run.model_validate(_strip_keys(from_item(out["Attributes"])))
+
+    def delete_run(self, run_id: str) -> Run:
+        """Delete a finished run and everything stored under it (architectures, measurements, ranking); returns
+        the run as it was. NotFound when there is none, Conflict (the run unchanged) when it has not finished.
+        The run item goes first, under the condition that it is finished, so no reader finds a run whose
+        results are half gone; a finished run is never written again, so nothing races the rest."""
+        terminal = sorted(TERMINAL)
+        try:
+            out = self.client.delete_item(
+                TableName=self.table_name,
+                Key=to_item(Run.key(run_id)),
+                ConditionExpression="attribute_exists(PK) AND #status IN ("
+                + ", ".join(f":t{i}" for i in range(len(terminal)))
+                + ")",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={f":t{i}": {"S": s} for i, s in enumerate(terminal)},
+                ReturnValues="ALL_OLD",
+            )
+        except self.client.exceptions.ConditionalCheckFailedException:
+            raise delete_refused(run_id, self.get_run(run_id).status) from None  # NotFound when missing
+        rest = self._query_prefix(f"RUN#{run_id}", "")
+        self._batch_write([{"DeleteRequest": {"Key": to_item({"PK": i["PK"], "SK": i["SK"]})}} for i in rest])
         return Run.model_validate(_strip_keys(from_item(out["Attributes"])))
 
     # --- architectures, measurements, rankings ------------------------------------------------------------

@@ -18,11 +18,17 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from sizing.api_models import EXAMPLE_SPEC
 from sizing.catalog import load_catalog
+from sizing.catalog.regions import AWS_REGIONS
 from sizing.errors import InvalidInput, MethodNotAllowed, PayloadTooLarge, Problem
 from sizing.releases.watches import PATTERN_MAX, PATTERN_RE
 from sizing.service.api import deps, errors
 from sizing.service.api.routers import calibration, catalog, estimates, runs, watches
-from sizing.workload import WorkloadSpec
+from sizing.workload import (
+    LARGEST_STORED_NUMBER,
+    SMALLEST_STORED_NUMBER,
+    WorkloadSpec,
+    timezone_names,
+)
 
 if TYPE_CHECKING:
     from sizing.catalog import Catalog
@@ -57,9 +63,8 @@ LOCAL_DESCRIPTION = (
 )
 #: Name prefix of the workload spec's parts in the document (the result has models of the same names).
 SPEC_SCHEMA_PREFIX = "Spec"
-#: The smallest positive magnitude DynamoDB stores (its numbers range 1E-130 to 9.9E+125:
-#: docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html).
-SMALLEST_STORED_NUMBER = 1e-130
+#: Hours of a custom traffic profile (one weight each).
+HOURS = 24
 
 
 def with_spec_schema(doc: dict[str, Any], catalog: Catalog | None = None) -> dict[str, Any]:
@@ -108,6 +113,35 @@ def _non_null(prop: dict[str, Any]) -> dict[str, Any]:
 def _given(props: dict[str, Any], *names: str) -> dict[str, Any]:
     """A rule "these properties are present and not null"."""
     return {"required": list(names), "properties": {n: _non_null(props[n]) for n in names}}
+
+
+def _form(props: dict[str, Any], given: tuple[str, ...], absent: tuple[str, ...]) -> dict[str, Any]:
+    """A rule "these properties are present and not null, and those absent or null"."""
+    rule = _given(props, *given)
+    rule["properties"].update({n: {"type": "null"} for n in absent if n in props})
+    return rule
+
+
+def _storable_numbers(node: Any) -> None:
+    """Every number of the spec within what DynamoDB stores (runs and watches keep their spec; `parse_spec`
+    applies the same bounds on every route): 0, or a magnitude from SMALLEST_STORED_NUMBER to
+    LARGEST_STORED_NUMBER."""
+    if isinstance(node, list):
+        for item in node:
+            _storable_numbers(item)
+        return
+    if not isinstance(node, dict):
+        return
+    if node.get("type") in ("number", "integer"):
+        if node.get("exclusiveMinimum") == 0 and "minimum" not in node and node.get("type") == "number":
+            node["minimum"] = SMALLEST_STORED_NUMBER
+        elif node.get("minimum") == 0 and node.get("type") == "number":
+            node["not"] = {"exclusiveMinimum": 0, "exclusiveMaximum": SMALLEST_STORED_NUMBER}
+        if "maximum" not in node and "exclusiveMaximum" not in node:
+            node["maximum"] = LARGEST_STORED_NUMBER
+    for key, value in node.items():
+        if key not in ("enum", "examples", "default", "const", "not"):
+            _storable_numbers(value)
 
 
 def model_names(catalog: Catalog | None = None) -> list[str]:
@@ -161,11 +195,27 @@ def _cross_field_rules(
     tokens["required"] = ["input", "output"]
     shape = components.get(f"{SPEC_SCHEMA_PREFIX}TokenSpec", {})
     if shape.get("properties"):
-        shape["anyOf"] = [
-            _given(shape["properties"], "fixed"),
-            _given(shape["properties"], "mean", "p95"),
-            _given(shape["properties"], "dist", "mean", "sigma"),
+        # one form at a time, the others' fields absent or null: "give either fixed, or mean with p95, or dist:
+        # lognormal with mean and sigma" (dist may be left out when sigma is given)
+        shape.pop("anyOf", None)
+        shape["oneOf"] = [
+            _form(shape["properties"], ("fixed",), ("mean", "p95", "sigma", "dist")),
+            _form(shape["properties"], ("mean", "p95"), ("fixed", "sigma", "dist")),
+            _form(shape["properties"], ("mean", "sigma"), ("fixed", "p95")),
         ]
+    region = components.get(f"{SPEC_SCHEMA_PREFIX}Constraints", {}).get("properties", {}).get("region")
+    if region is not None:
+        region["enum"] = sorted(AWS_REGIONS)
+    traffic = components.get(f"{SPEC_SCHEMA_PREFIX}Traffic", {}).get("properties", {})
+    if "timezone" in traffic:
+        traffic["timezone"]["enum"] = sorted(timezone_names())
+    for choice in traffic.get("profile", {}).get("anyOf", []):
+        if choice.get("type") == "array":  # 24 hourly weights, at least one above 0
+            choice.update(minItems=HOURS, maxItems=HOURS, contains={"type": "number", "exclusiveMinimum": 0})
+    for name, sub in components.items():
+        if name.startswith(SPEC_SCHEMA_PREFIX):
+            _storable_numbers(sub)
+    _storable_numbers(spec)
     bounds = components.get(f"{SPEC_SCHEMA_PREFIX}PercentileBounds", {})
     bounds["anyOf"] = [_given(bounds["properties"], n) for n in bounds.get("properties", {})]
     pattern = components.get("WatchRequest", {}).get("properties", {}).get("model_pattern")

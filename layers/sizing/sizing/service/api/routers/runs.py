@@ -39,6 +39,11 @@ def _created(request: RunRequest) -> RunCreated:
     )
 
 
+def _body_of(request: RunRequest) -> dict:
+    """The request as JSON data: what the idempotency record is keyed on (without a key) and checked against."""
+    return dict(json.loads(request.model_dump_json()))
+
+
 def _create_once(request: RunRequest, key: str | None) -> RunCreated:
     """Create the run at most once per Idempotency-Key (or per identical body when no key is given); a retry
     answers what the first request answered."""
@@ -68,10 +73,17 @@ def _create_once(request: RunRequest, key: str | None) -> RunCreated:
     def create(payload: dict[str, Any]) -> RunCreated:
         return _created(RunRequest.model_validate(payload["body"]))
 
-    body = json.loads(request.model_dump_json())
+    payload = {"key": key, "body": _body_of(request)}
     # the library's two refusals, in the domain's terms (mapped to HTTP with every other domain error)
     try:
-        result: RunCreated = create(payload={"key": key, "body": body})
+        result: RunCreated = create(payload=payload)
+        if not deps.store().has_run(result.run_id):
+            # the run the first request created was deleted since (DELETE /runs/{id}): an answer naming it would
+            # send the client to a 404, so the stored answer is forgotten and this request starts a new run
+            deps.idempotency_layer().delete_record(
+                data=payload, exception=NotFound(f"run {result.run_id} was deleted")
+            )
+            result = create(payload=payload)
     except IdempotencyAlreadyInProgressError:
         raise Conflict(
             "a request with this Idempotency-Key is still being processed; retry in a moment",
@@ -229,10 +241,19 @@ def get_run_report(
     return Response(200, content_types.APPLICATION_JSON, link.model_dump_json())
 
 
-@router.delete(
-    "/runs/<run_id>",
+#: When DELETE stopped meaning "cancel" (RFC 9745's Deprecation header carries it as a Unix time): 2026-12-06,
+#: the release that added POST /runs/{id}/cancel. Stages that set LEGACY_DELETE_CANCELS keep the old meaning for
+#: this one release (docs/api.md).
+DELETE_AS_CANCEL_DEPRECATED_AT = 1796515200
+
+
+@router.post(
+    "/runs/<run_id>/cancel",
     summary="Cancel a run",
-    description="Stops the run's execution and marks it CANCELLING; what it provisioned is torn down after.",
+    description="Stops the run's execution: a run still waiting ends CANCELLED at once; one executing is"
+    " CANCELLING until what it provisioned is torn down, then CANCELLED. The run stays readable (GET"
+    " /runs/{id}); DELETE /runs/{id} removes it once it has finished. Cancelling a run again while it is"
+    " CANCELLING answers the same; a finished run answers 409.",
     tags=["runs"],
     responses={
         202: {"description": "cancellation accepted", "content": {"application/json": {"model": RunOut}}},
@@ -240,7 +261,67 @@ def get_run_report(
     },
 )
 @tracer.capture_method
-def delete_run(run_id: RunId) -> Response[RunOut]:
+def cancel_run(run_id: RunId) -> Response[RunOut]:
     run = deps.runs().cancel_run(run_id)
     metrics.add_metric(name="RunsCancelled", unit=MetricUnit.Count, value=1)
     return Response(202, content_types.APPLICATION_JSON, RunOut.of(run))
+
+
+@router.delete(
+    "/runs/<run_id>",
+    summary="Delete a finished run",
+    description="Removes a finished run (REFUSED, SUCCEEDED, FAILED or CANCELLED) with its architectures,"
+    " measurements, ranking and stored report: GET /runs/{id} answers 404 afterwards. A run that has not"
+    " finished answers 409 naming its cancel route (POST /runs/{id}/cancel). Deprecated: where the stage keeps"
+    " the old meaning for one release (LEGACY_DELETE_CANCELS), a run that has not finished is cancelled instead"
+    " and the answer is 202 with a Deprecation header.",
+    tags=["runs"],
+    responses={
+        204: {"description": "run deleted"},
+        202: {
+            "description": "deprecated, only where the stage sets LEGACY_DELETE_CANCELS: the run was not finished"
+            " and is being cancelled (use POST /runs/{id}/cancel)",
+            "content": {"application/json": {"model": RunOut}},
+        },
+        **ERRORS,
+    },
+)
+@tracer.capture_method
+def delete_run(run_id: RunId) -> Response[RunOut | None]:
+    runs = deps.runs()
+    run = runs.get_run(run_id)
+    cancel = Links.for_run(run_id).cancel
+    if not run.finished:
+        if deps.settings().legacy_delete_cancels:
+            return _cancel_by_delete(run_id, cancel)
+        raise Conflict(
+            f"run {run_id} is {run.status} and has not finished: cancel it with POST {cancel}; DELETE removes"
+            " a finished run",
+            [Problem("status", f"{run.status} is not finished")],
+            {"status": run.status, "cancel": cancel},
+            "conflict",
+        )
+    bucket = deps.settings().report_bucket
+    if bucket:  # the stored report first: if that fails, the run is still there to delete again
+        from sizing.report.storage import ReportStore
+
+        ReportStore(bucket).remove(run_id)
+    runs.delete_run(run_id)
+    metrics.add_metric(name="RunsDeleted", unit=MetricUnit.Count, value=1)
+    return Response(204, None, None)  # no content: no body, no Content-Type
+
+
+def _cancel_by_delete(run_id: str, cancel: str) -> Response[RunOut | None]:
+    """DELETE's old meaning, kept for one release where the stage asks for it: cancel, and say it is deprecated
+    (RFC 9745's Deprecation header, and the route that replaces it as the successor)."""
+    run = deps.runs().cancel_run(run_id)
+    metrics.add_metric(name="RunsCancelled", unit=MetricUnit.Count, value=1)
+    return Response(
+        202,
+        content_types.APPLICATION_JSON,
+        RunOut.of(run),
+        headers={
+            "Deprecation": f"@{DELETE_AS_CANCEL_DEPRECATED_AT}",
+            "Link": f'<{cancel}>; rel="successor-version"',
+        },
+    )
