@@ -7,6 +7,7 @@ import sys
 import time
 from typing import Any
 
+from sizing.answer import AnswerRow, answer_rows, region_line, with_rows
 from sizing.commands.output import print_json
 from sizing.outcome import EXIT_NO_ARCHITECTURE, impossible_constraints
 from sizing.text import table
@@ -97,16 +98,6 @@ def _fmt_e2e(x: float | None) -> str:
     return f"{float(x) / 3600:.1f} h" if float(x) >= E2E_HOURS_FROM_S else f"{float(x):.2f}"
 
 
-def _in_flight(a: dict[str, Any]) -> str:
-    """Requests in flight per replica at the operating point (the simulation's `per_replica.in_flight`; results
-    written before it carry only `max_concurrency`, the in-flight count at the SLO capacity)."""
-    per = a.get("per_replica") or {}
-    v = per.get("in_flight")
-    if v is None:
-        v = per.get("max_concurrency")
-    return "-" if v is None else f"{float(v):.1f}"
-
-
 def _metric_label(key: str) -> str:
     """`e2e_s.p95` -> `e2e p95`."""
     metric, _, pct = key.partition(".")
@@ -125,30 +116,39 @@ def _headroom(a: dict[str, Any]) -> str:
     return ", ".join(parts) or "-"
 
 
-def render_table(result: dict[str, Any], top: int) -> str:
-    rows = []
-    for a in result["architectures"][:top]:
-        p = a["predicted"]
-        where = a["instance_type"] or a.get("bedrock", {}).get("model_id", "")
-        hw = f"TP{a['tensor_parallel']} {a['quantization']}" if a["tensor_parallel"] else "per-token"
-        reps = a["replicas"]
-        rows.append(
+def _replicas(row: AnswerRow) -> str:
+    f = row.figures
+    if f.replicas_peak is None:
+        return "-"
+    return f"{f.replicas_min}-{f.replicas_peak}"
+
+
+def render_table(result: dict[str, Any], top: int, rows: list[AnswerRow] | None = None) -> str:
+    """The ranked rows (`sizing.answer`): the figures that apply to each row's kind; a job has no requests in
+    flight at a steady rate, so its cell is `-`."""
+    shown = (rows if rows is not None else answer_rows(result))[:top]
+    archs = result["architectures"][:top]
+    pcts = shown[0].figures.percentiles if shown else {"ttft_ms": "p95", "tpot_ms": "p95", "e2e_s": "p95"}
+    lines = []
+    for row, a in zip(shown, archs, strict=True):
+        f = row.figures
+        lines.append(
             [
-                a["rank"],
-                a["deployment"],
-                where,
-                hw,
-                f"{reps['min']}-{reps['peak']}" if reps else "-",
-                _in_flight(a) if a.get("instance_type") else "-",
-                _fmt_figure(p["ttft_ms"]["p95"], 0),
-                _fmt_figure(p["tpot_ms"]["p95"], 1),
-                _fmt_e2e(p["e2e_s"]["p95"]),
+                row.rank,
+                row.deployment.lower(),
+                row.where,
+                row.config.removesuffix(f" {a.get('engine')}") if a.get("engine") else row.config,
+                row.kind,
+                row.tier,
+                _replicas(row),
+                _fmt_figure(f.in_flight, 1),
+                _fmt_figure(f.ttft_ms, 0),
+                _fmt_figure(f.tpot_ms, 1),
+                _fmt_e2e(f.e2e_s),
                 _headroom(a),
-                _fmt_money(a["cost"]["usd_per_month"]),
-                _fmt_money(a["cost"].get("usd_per_month_spot")),
-                f"{a['cost']['usd_per_million_output_tokens']:.2f}"
-                if a["cost"].get("usd_per_million_output_tokens")
-                else "-",
+                _fmt_money(f.usd_per_month),
+                _fmt_money(f.usd_per_month_spot),
+                f"{f.usd_per_million_output_tokens:.2f}" if f.usd_per_million_output_tokens else "-",
             ]
         )
     head = [
@@ -156,46 +156,42 @@ def render_table(result: dict[str, Any], top: int) -> str:
         "deploy",
         "instance / model",
         "config",
+        "kind",
+        "tier",
         "replicas",
         "in flight",
-        "TTFT p95 ms",
-        "TPOT p95 ms",
-        "e2e p95 s",
+        f"TTFT {pcts['ttft_ms']} ms",
+        f"TPOT {pcts['tpot_ms']} ms",
+        f"e2e {pcts['e2e_s']} s",
         "headroom",
         "per month",
         "spot/month",
         "$/M out",
     ]
-    return table(head, rows)
+    return table(head, lines)
 
 
-def render_notes(result: dict[str, Any], top: int) -> list[str]:
-    """Per row, when the result has them: what tuning changed and the dearer instance sizes folded into it."""
+def render_notes(result: dict[str, Any], top: int, rows: list[AnswerRow] | None = None) -> list[str]:
+    """Per row: what it rests on, its quotas and availability (the row's qualifiers), what tuning changed, a job's
+    cost and wall time, spot, and the dearer instance sizes folded into it."""
     lines = []
-    for a in result["architectures"][:top]:
-        notes = []
+    shown = (rows if rows is not None else answer_rows(result))[:top]
+    for row, a in zip(shown, result["architectures"][:top], strict=True):
+        notes = [row.basis]
+        notes += [q.message for q in row.quotas]
+        if (phrase := row.availability_phrase()) is not None:
+            notes.append(phrase)
         tuning = a.get("tuning")
         if isinstance(tuning, dict) and tuning.get("summary") and tuning.get("changed"):
             notes.append(str(tuning["summary"]))
-        quota = a.get("quota")
-        if isinstance(quota, dict) and quota.get("needs_increase"):
-            notes.append(
-                f"{quota.get('message')}" + (f": {quota['request']}" if quota.get("request") else "")
-            )
-        tier = a.get("service_tier")
-        if tier and tier != "standard":
-            notes.append(f"Bedrock {tier} " + ("throughput" if tier == "provisioned" else "tier"))
         batch = a.get("batch")
         if isinstance(batch, dict) and batch.get("usd_per_job") is not None:
-            kind = (
-                "batch inference"
-                if a.get("deployment") == "bedrock"
-                else "asynchronous inference job"
-                if batch.get("instances")
-                else "the day's requests"
-            )
+            what = {
+                "batch job": "Bedrock batch inference",
+                "async job": "SageMaker asynchronous inference job",
+            }.get(row.kind, "the day's requests on a real-time endpoint")
             notes.append(
-                f"{kind}: {_fmt_money(batch['usd_per_job'])} a job, done within {batch.get('wall_time_h')} h"
+                f"{what}: {_fmt_money(batch['usd_per_job'])} a job, done within {batch.get('wall_time_h')} h"
             )
         spot = a.get("spot")
         if a.get("capacity_type") == "spot" and isinstance(spot, dict) and spot.get("message"):
@@ -208,8 +204,7 @@ def render_notes(result: dict[str, Any], top: int) -> list[str]:
                     f"{o['instance_type']} ({_fmt_money(o.get('usd_per_month'))}/month)" for o in others
                 )
             )
-        if notes:
-            lines.append(f"  #{a.get('rank', '?')} " + "; ".join(notes))
+        lines.append(f"  #{a.get('rank', '?')} " + "; ".join(notes))
     return lines
 
 
@@ -256,6 +251,8 @@ def _print_header(result: dict[str, Any]) -> None:
         f" tokens in {w['input_tokens']['mean']:.0f} / out {w['output_tokens']['mean']:.0f} (mean)"
     )
     print(f"  SLO: {w['slo']}")
+    if (where := region_line(result)) is not None:
+        print(f"  {where}")
     s = result["search"]
     print(
         f"  searched {s['hardware_options']} hardware options, simulated {s['simulated']},"
@@ -280,12 +277,13 @@ def _print_best(best: dict[str, Any]) -> None:
 
 def _print_ranking(result: dict[str, Any], top: int) -> None:
     """The ranked table with its notes, the managed offers not ranked, the summary and the best answer."""
-    print(render_table(result, top))
+    rows = answer_rows(result)
+    print(render_table(result, top, rows))
     print(
-        "  in flight: requests per replica at peak (simulated); headroom: spare share of the SLO capacity at"
-        " peak, and the tightest SLO's margin below its limit"
+        "  in flight: requests per replica at peak (simulated; none for a job); headroom: spare share of the SLO"
+        " capacity at peak, and the tightest SLO's margin below its limit"
     )
-    notes = render_notes(result, top)
+    notes = render_notes(result, top, rows)
     if notes:
         print("\n".join(notes))
     managed = render_managed(result)
@@ -341,7 +339,7 @@ def run(args: argparse.Namespace) -> int:
         # the report's curves re-simulate exactly what the table's figures came from: this workload, this seed
         write_report(result, args.report, workload=resolve(spec), seed=args.seed)
     if args.json:
-        print_json(result)
+        print_json(with_rows(result))
         return 0 if result["architectures"] else EXIT_NO_ARCHITECTURE
     _print_header(result)
     if result["architectures"]:

@@ -25,6 +25,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
+from sizing.answer import answer_row, region_line
 from sizing.slack.client import Message
 from sizing.slack.grammar import EXAMPLES, PRESET_ALIASES
 from sizing.text import measured_label
@@ -41,6 +42,8 @@ SECTION_TEXT_MAX = 3000
 #: How much of a person's message a usage reply quotes back (enough to recognise it).
 ECHO_MAX = 300
 DEPLOYMENT_NAMES = {"eks": "EKS", "sagemaker": "SageMaker", "bedrock": "Bedrock"}
+#: Above this an e2e figure is a job's wall time, printed in hours (as the table prints it).
+E2E_HOURS_FROM_S = 3600.0
 METRIC_NAMES = {"ttft_ms": ("TTFT", "ms"), "tpot_ms": ("TPOT", "ms"), "e2e_s": ("e2e", "s")}
 
 
@@ -81,7 +84,8 @@ def _latency(metric: str, value: float | None) -> str:
     if value is None:
         return "n/a"
     if metric == "e2e_s":
-        return f"{value:.2f} s"
+        # a job's wall time reads in hours (86400.00 s reads as a typo)
+        return f"{value / 3600:.1f} h" if value >= E2E_HOURS_FROM_S else f"{value:.2f} s"
     return f"{value:,.0f} ms" if value >= 10 else f"{value:.1f} ms"
 
 
@@ -145,8 +149,12 @@ def _is_twin(a: dict[str, Any]) -> bool:
     return isinstance(measured, dict) and measured.get("origin") == "twin"
 
 
-def architecture_section(a: dict[str, Any], slo_pcts: dict[str, str]) -> SectionBlock:
-    """One architecture: title, then cost and latency (at each SLO's percentile) as two fields."""
+def architecture_section(
+    a: dict[str, Any], slo_pcts: dict[str, str], result: dict[str, Any] | None = None
+) -> SectionBlock:
+    """One architecture: title and its qualifiers (kind, tier, basis, quotas, availability: `sizing.answer`), then
+    cost and latency (at each SLO's percentile) as two fields."""
+    row = answer_row(a, result or {})
     cost = a.get("cost") or {}
     month = f"*{_usd(cost.get('usd_per_month'))}*/month"
     spot = cost.get("usd_per_month_spot")
@@ -167,8 +175,9 @@ def architecture_section(a: dict[str, Any], slo_pcts: dict[str, str]) -> Section
     if a.get("meets_slo") and headroom is not None:
         verdict += f" ({headroom:g}% headroom)"
     slo_text += f"\n{verdict}"
+    quals = escape(row.qualifier_text())
     return SectionBlock(
-        text=_md(f"*{architecture_title(a)}*"),
+        text=_md(f"*{architecture_title(a)}*\n_{quals}_"),
         fields=[_md(f"*Cost*\n{cost_text}"), _md(f"*Latency*\n{slo_text}")],
     )
 
@@ -267,16 +276,13 @@ def estimate_message(
     ]
     workload = result.get("workload") or {}
     if workload.get("peak_rps") is not None:
-        blocks.append(
-            ContextBlock(
-                elements=[
-                    _md(
-                        f"Peak {workload['peak_rps']:,.1f} req/s, about"
-                        f" {workload.get('peak_concurrency') or 0:,.0f} requests in flight"
-                    )
-                ]
-            )
-        )
+        line = f"Peak {workload['peak_rps']:,.1f} req/s"
+        # requests in flight (Little's law) describe a real-time answer; a job's would read as thousands
+        if archs and answer_row(archs[0], result).figures.in_flight is not None:
+            line += f", about {workload.get('peak_concurrency') or 0:,.0f} requests in flight"
+        if (where := region_line(result)) is not None:
+            line += f" · {where}"
+        blocks.append(ContextBlock(elements=[_md(escape(line))]))
     if not archs:
         infeasible = (result.get("infeasible") or {}).get("message") or "no architecture fits"
         blocks.append(
@@ -289,7 +295,7 @@ def estimate_message(
         return Message(text=f"Nothing meets these SLOs for {model_id}", blocks=blocks)
     blocks.append(DividerBlock())
     pcts = _slo_pcts(spec)
-    blocks += [architecture_section(a, pcts) for a in archs]
+    blocks += [architecture_section(a, pcts, result) for a in archs]
     blocks.append(DividerBlock())
     actions: list[Any] = []
     value = json.dumps(

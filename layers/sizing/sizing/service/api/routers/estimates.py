@@ -6,6 +6,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.metrics import MetricUnit
 
+from sizing.answer import answer_rows
 from sizing.api_models import EXAMPLE_SPEC, SPEC_DESCRIPTION
 from sizing.observability import metrics, tracer
 from sizing.outcome import impossible_constraints
@@ -26,7 +27,12 @@ MAX_TOP = 50
     description="Models the workload, estimates every candidate architecture and ranks those that meet the SLOs"
     " by cost, each with the serving configuration it deploys.",
     tags=["estimates"],
-    responses=ok(EstimateResult, "the ranked architectures (`infeasible` says why when none meets the SLOs)"),
+    responses=ok(
+        EstimateResult,
+        "the ranked architectures (`infeasible` says why when none meets the SLOs) and `rows`, the same"
+        " architectures as the table, the report and Slack show them (kind, tier, quotas, Region and availability,"
+        " basis)",
+    ),
 )
 @tracer.capture_method
 def post_estimate(
@@ -42,4 +48,5 @@ def post_estimate(
     if refusal is not None:
         raise refusal  # 422: the constraints leave nothing to estimate
     metrics.add_metric(name="EstimatesServed", unit=MetricUnit.Count, value=1)
-    return result
+    # the rows every output shows (kind, tier, quotas, Region, basis): the JSON carries them too
+    return result.model_copy(update={"rows": answer_rows(result.as_json())})
