@@ -83,7 +83,9 @@ class Traffic(Spec):
 
     profile: Literal["flat", "business-hours"] | list[Annotated[float, Field(ge=0)]] = Field(
         default="business-hours",
-        description="flat (the same every hour), business-hours (weekday office hours), or 24 hourly weights",
+        description="flat (the same every hour), business-hours (weekday office hours, Monday to Friday: weekends carry"
+        " no traffic, so a month bills about 21.7 days of requests and the fleet holds min_replicas on weekends),"
+        " or 24 hourly weights (every day alike)",
         examples=["business-hours"],
     )
     timezone: str = Field(
@@ -655,6 +657,11 @@ def read_token_samples(path: str | Path) -> tuple[list[int], list[int]]:
 BUSINESS_HOURS = [0.05] * 7 + [0.3, 0.6] + [1.0] * 9 + [0.6, 0.3] + [0.1] * 2 + [0.05] * 2
 
 
+#: Days in an average month (365.25 / 12), and the weekdays among them (5 of every 7).
+DAYS_PER_MONTH = 365.25 / 12
+WEEKDAYS_PER_MONTH = DAYS_PER_MONTH * 5 / 7
+
+
 def _weights(traffic: Traffic) -> list[float]:
     if traffic.profile == "flat":
         return [1.0] * 24
@@ -683,7 +690,19 @@ class WorkloadModel:
 
     @property
     def avg_rps(self) -> float:
+        """The average rate over a day with traffic (a weekday, for business hours)."""
         return sum(self.hourly_rps) / 24
+
+    @property
+    def traffic_days_per_month(self) -> float:
+        """Days a month with this traffic: business hours run Monday to Friday (about 21.7 of 30.44 days; weekends
+        carry none and the fleet holds min_replicas), any other profile every day."""
+        return WEEKDAYS_PER_MONTH if self.spec.traffic.profile == "business-hours" else DAYS_PER_MONTH
+
+    @property
+    def requests_per_month(self) -> float:
+        """Requests in an average month: a traffic day's requests x the days with traffic."""
+        return self.avg_rps * 86400 * self.traffic_days_per_month
 
     @property
     def slo(self) -> SLO:
@@ -725,7 +744,8 @@ class WorkloadModel:
             "concurrency_basis_s": round(self.request_seconds_estimate, 3),
             "think_time_s": None if self.think_time_s is None else round(self.think_time_s, 2),
             "requests_per_day": round(self.avg_rps * 86400),
-            "requests_per_month": round(self.avg_rps * 86400 * 30.4375),
+            "requests_per_month": round(self.requests_per_month),
+            "traffic_days_per_month": round(self.traffic_days_per_month, 2),
             "input_tokens": i.describe(),
             "output_tokens": o.describe(),
             "shared_prefix_tokens": self.shared_prefix_tokens,
