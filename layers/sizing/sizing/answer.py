@@ -53,7 +53,13 @@ def _dict(v: Any) -> dict[str, Any]:
 
 def kind_of(a: dict[str, Any]) -> Kind:
     """A Bedrock batch inference offer is a batch job; a SageMaker asynchronous inference endpoint draining the day's
-    requests (`:async`, or a batch block with instances) an async job; anything else serves requests as they come."""
+    requests (`:async`, or a batch block with instances) an async job; anything else serves requests as they come.
+    The answer states it (`invocation`); an older result says it by its blocks."""
+    said = a.get("invocation")
+    if said == "batch":
+        return "batch job"
+    if said == "async":
+        return "async job"
     if a.get("deployment") == "bedrock" and _dict(a.get("bedrock")).get("mode") == "batch":
         return "batch job"
     batch = _dict(a.get("batch"))
