@@ -674,7 +674,9 @@ def test_every_referenced_namespace_is_rendered_or_named_in_the_header_and_the_r
         assert f"Namespace {ns} is where prometheus-adapter runs: it must exist already" in header
     # and the header says the adapter rule is a snippet to merge into the adapter's own configuration
     assert "SNIPPET TO MERGE" in header
-    assert "merge rules into observability/prometheus-adapter config.yaml (Helm values rules.custom)" in header
+    assert (
+        "merge rules into observability/prometheus-adapter config.yaml (Helm values rules.custom)" in header
+    )
 
 
 @pytest.mark.parametrize(

@@ -70,7 +70,9 @@ def test_business_hours_bill_tokens_for_weekdays_only_and_weekends_hold_the_mini
     # then business hours count about 21.7 traffic days a month, not 30.44: tokens cost 5/7 as much
     assert weekdays.traffic_days_per_month == DAYS_PER_MONTH * 5 / 7
     assert tokens[0] / tokens[1] == pytest.approx(5 / 7, rel=1e-3)
-    assert weekdays.derived()["requests_per_month"] == round(weekdays.avg_rps * 86400 * DAYS_PER_MONTH * 5 / 7)
+    assert weekdays.derived()["requests_per_month"] == round(
+        weekdays.avg_rps * 86400 * DAYS_PER_MONTH * 5 / 7
+    )
     # and the fleet bills its busy-hour nodes on weekdays only, the min_replicas nodes through the weekend
     busy, flat = (f["breakdown"]["node_hours_per_day"] for f in fleet)
     base = nodes_for(weekdays.spec.constraints.min_replicas, 1, spread_zones(weekdays))

@@ -227,6 +227,15 @@ class PercentileBounds(Spec):
 #: 0.99 the quantile rests on the one or two most extreme held-out rows of a family (a few hundred per metric).
 MIN_CONFIDENCE = 0.5
 MAX_CONFIDENCE = 0.99
+#: A batch job's deadline when the batch preset is used and none is stated: the nightly run's day.
+BATCH_DEADLINE_S = 86400.0
+#: The longest deadline accepted: a week (a longer one is a typo for a job submitted daily).
+MAX_DEADLINE_S = 7 * 86400.0
+#: A job's requests on a real-time endpoint, when only a deadline is stated, are sized so that none waits longer
+#: than this (p99): five minutes keeps a request from starving behind the queue while throughput decides the fleet
+#: (the batch preset's per-request bound before deadlines were their own field). Not a stated target: jobs are
+#: judged by the deadline.
+JOB_REQUEST_E2E_S = 300.0
 
 
 class SLO(Spec):
@@ -237,6 +246,16 @@ class SLO(Spec):
         default=None, description="time per output token after the first, ms"
     )
     e2e_s: PercentileBounds | None = Field(default=None, description="whole request, seconds")
+    deadline_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_DEADLINE_S,
+        description="a batch job's deadline, seconds: the day's requests, submitted as one job, finish within it"
+        " (Bedrock batch inference, a SageMaker asynchronous job, or a real-time endpoint's day). The batch"
+        " preset sets 86400 (a day) when absent. A stated per-request target (ttft_ms, tpot_ms, e2e_s) still"
+        " binds every answer, a job's requests included",
+        examples=[86400],
+    )
     confidence: float | None = Field(
         default=None,
         ge=MIN_CONFIDENCE,
@@ -250,8 +269,8 @@ class SLO(Spec):
 
     @model_validator(mode="after")
     def _some(self) -> SLO:
-        if not (self.ttft_ms or self.tpot_ms or self.e2e_s):
-            raise ValueError("give at least one SLO: ttft_ms, tpot_ms or e2e_s")
+        if not (self.ttft_ms or self.tpot_ms or self.e2e_s or self.deadline_s):
+            raise ValueError("give at least one SLO: ttft_ms, tpot_ms, e2e_s or (a batch job's) deadline_s")
         return self
 
     @model_validator(mode="after")
@@ -288,14 +307,22 @@ class SLO(Spec):
             raise _field_errors("SLO", errors)
         return self
 
-    def targets(self) -> list[tuple[str, str, float]]:
-        """(metric, percentile, limit) with latencies in ms for ttft/tpot and seconds for e2e."""
+    def stated_targets(self) -> list[tuple[str, str, float]]:
+        """The per-request targets as stated: (metric, percentile, limit), ms for ttft/tpot, seconds for e2e."""
         out: list[tuple[str, str, float]] = []
         for metric in ("ttft_ms", "tpot_ms", "e2e_s"):
             p = getattr(self, metric)
             if p is not None:
                 out += [(metric, k, v) for k, v in p.items()]
         return out
+
+    def targets(self) -> list[tuple[str, str, float]]:
+        """The per-request targets real-time answers are sized to: those stated, or with only a deadline, a job's
+        requests kept from starving (e2e p99 within JOB_REQUEST_E2E_S, or the deadline when shorter)."""
+        stated = self.stated_targets()
+        if stated or self.deadline_s is None:
+            return stated
+        return [("e2e_s", "p99", min(JOB_REQUEST_E2E_S, self.deadline_s))]
 
 
 def _default_deployments() -> list[Deployment]:
@@ -479,12 +506,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         },
     },
     "batch": {
-        "reason": "offline jobs: throughput and cost matter, latency barely; a generous e2e bound keeps requests"
-        " from starving",
+        "reason": "offline jobs: throughput and cost matter, latency barely; the day's requests finish within a"
+        " day (slo.deadline_s, set when absent; a stated per-request target still binds), and on a real-time"
+        " endpoint no request waits more than five minutes",
         "spec": {
             "traffic": {"profile": "flat"},
             "tokens": {"input": {"mean": 2000, "p95": 6000}, "output": {"mean": 400, "p95": 1200}},
-            "slo": {"e2e_s": {"p99": 300}},
+            "slo": {"deadline_s": BATCH_DEADLINE_S},
             "constraints": {"min_replicas": 1},
         },
     },
@@ -517,7 +545,12 @@ def _apply_preset(raw: dict[str, Any]) -> dict[str, Any]:
         base.pop("tokens", None)
     if "slo" in raw:
         base.pop("slo", None)
-    return _deep_merge(base, raw)
+    merged = _deep_merge(base, raw)
+    slo = merged.get("slo")
+    if name == "batch" and isinstance(slo, dict) and slo.get("deadline_s") is None:
+        # a batch job's deadline is its own field: the preset sets the day beside the spec's own targets
+        merged["slo"] = {**slo, "deadline_s": BATCH_DEADLINE_S}
+    return merged
 
 
 USERS_OR_RATE = "give either users (business terms) or rate (peak_rps), not both and not neither"
@@ -714,6 +747,8 @@ class WorkloadModel:
         predicted latencies): TTFT + TPOT x mean output tokens when both are bounded, else the e2e bound,
         else a 1 s TTFT and 50 ms/token (typical interactive serving) -- the slowest the SLO allows."""
         slo = self.spec.slo
+        if not (slo.ttft_ms or slo.tpot_ms or slo.e2e_s):
+            return slo.targets()[0][2]  # a deadline alone: a job's request waits at most this long
         if slo.ttft_ms and slo.tpot_ms:
             ttft = max(v for _, v in slo.ttft_ms.items()) / 1000
             tpot = max(v for _, v in slo.tpot_ms.items()) / 1000

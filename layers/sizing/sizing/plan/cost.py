@@ -238,17 +238,20 @@ BATCH_JOB_WINDOW_H = 24.0
 
 
 def is_batch_workload(wm: WorkloadModel) -> bool:
-    if wm.spec.preset == "batch":
+    """A batch workload: the `batch` preset, a job deadline (`slo.deadline_s`), or an e2e SLO of an hour or more."""
+    if wm.spec.preset == "batch" or wm.slo.deadline_s is not None:
         return True
     e2e = [limit for metric, _pct, limit in wm.slo.targets() if metric == "e2e_s"]
     return bool(e2e) and min(e2e) >= BATCH_E2E_S
 
 
 def batch_deadline_h(wm: WorkloadModel) -> float:
-    """Hours a batch job may take: the tightest e2e SLO, but at least the day of a `batch` preset job."""
+    """Hours a batch job may take: its stated deadline (`slo.deadline_s`; the batch preset's day when absent), else
+    the tightest e2e SLO (a request of the job ends when the job does)."""
+    if wm.slo.deadline_s is not None:
+        return wm.slo.deadline_s / 3600
     e2e = [limit for metric, _pct, limit in wm.slo.targets() if metric == "e2e_s"]
-    tightest = min(e2e) / 3600 if e2e else BATCH_JOB_WINDOW_H
-    return max(tightest, BATCH_JOB_WINDOW_H) if wm.spec.preset == "batch" else tightest
+    return min(e2e) / 3600 if e2e else BATCH_JOB_WINDOW_H
 
 
 def token_bill(

@@ -29,7 +29,7 @@ from sizing.plan.capacity import max_rate_under_slo
 from sizing.plan.cost import is_batch_workload, monthly_usd
 from sizing.plan.explain import assumptions, infeasible, region_block, why_not_cheaper
 from sizing.plan.measured import measured_capacity
-from sizing.plan.ranking import ranked, row_costs
+from sizing.plan.ranking import binding, ranked, row_costs
 from sizing.plan.serving import context_for, default_serving
 from sizing.plan.state import (
     Option,
@@ -93,8 +93,10 @@ def estimate_result(
     modes_cfg = load_modes()
     feasible = hosted_as_sold(s, feasible, batch, modes_cfg)
     bedrock, managed = bedrock_architectures(s, batch, modes_cfg)
-    # 5. rank
-    feasible = ranked([*feasible, *bedrock])
+    # 5. rank what meets every SLO as stated (a job is judged by its deadline and the per-request targets stated)
+    feasible, missed = binding([*feasible, *bedrock], s.wm)
+    s.rejected.extend(missed)
+    feasible = ranked(feasible)
     why, summary_text = why_not_cheaper(feasible, s.excluded, s.wm)
     elapsed = time.perf_counter() - t0
     return EstimateResult(

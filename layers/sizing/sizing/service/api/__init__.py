@@ -219,7 +219,11 @@ _SLACK_REFUSED = {
     "description": "not from Slack (bad or missing signature, stale timestamp): nothing started",
     "content": {
         "application/json": {
-            "schema": {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}
+            "schema": {
+                "type": "object",
+                "properties": {"message": {"type": "string"}},
+                "required": ["message"],
+            }
         }
     },
 }
@@ -280,7 +284,9 @@ SLACK_PATHS: dict[str, Any] = {
                     "application/x-www-form-urlencoded": {
                         "schema": {
                             "type": "object",
-                            "properties": {"payload": {"type": "string", "description": "JSON block_actions"}},
+                            "properties": {
+                                "payload": {"type": "string", "description": "JSON block_actions"}
+                            },
                             "required": ["payload"],
                         }
                     }
