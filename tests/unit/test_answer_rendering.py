@@ -44,8 +44,9 @@ def _slack(result: dict[str, Any], path: Path) -> str:
 
 
 def _report(result: dict[str, Any]) -> str:
-    page = render_report(result, curves=False)
-    return html.unescape(re.sub(r"<[^>]+>", " ", page.split('<script type="application/json"')[0]))
+    page = render_report(result, curves=False).split('<script type="application/json"')[0]
+    # inline figures (`<span class="n" ...>$8,252</span>`) read as their text; other tags as a space
+    return html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"</?span[^>]*>", "", page)))
 
 
 @pytest.mark.slow
@@ -61,12 +62,18 @@ def test_every_output_carries_each_rows_qualifiers(path: Path) -> None:
         "slack": (_slack(result, path), blocks.TOP_SHOWN),
         "json": (json.dumps(with_rows(result)["rows"], ensure_ascii=False), len(rows)),
     }
-    # then each output names every qualifier of every row it shows, and the JSON's rows are the typed rows
+    # then each output names every qualifier of every row it shows and what each stated SLO costs, and the
+    # JSON's rows are the typed rows
+    costs = [c["line"] for c in result.get("slo_costs") or []]
+    assert len(costs) == len(load_spec(path).slo.stated_targets())
+    outputs["json"] = (outputs["json"][0] + json.dumps(result["slo_costs"], ensure_ascii=False), len(rows))
     for name, (text, shown) in outputs.items():
         assert "Traceback" not in text, name
         for row in rows[:shown]:
             for phrase in row.qualifiers:
                 assert phrase in text, f"{path.stem}: the {name} lacks '{phrase}' of #{row.rank}"
+        for line in costs:
+            assert line in text, f"{path.stem}: the {name} lacks '{line}'"
     typed = EstimateResult.model_validate({**result, "rows": with_rows(result)["rows"]})
     assert typed.rows == rows
 

@@ -496,6 +496,26 @@ class AnswerRow(Frozen):
         return " · ".join(self.qualifiers)
 
 
+class SloCost(Frozen):
+    """What one stated SLO target costs: the answer's monthly cost, and the cheapest answer's with that target alone
+    relaxed one step (its bound doubled; `sizing.plan.slo_cost`)."""
+
+    #: `ttft_ms.p99`, and its name `TTFT p99`
+    target: str
+    name: str
+    limit: float
+    relaxed_limit: float
+    #: the answer's monthly cost (None: nothing meets the SLOs as stated) and the cheapest under the relaxation
+    usd_per_month: float | None = None
+    relaxed_usd_per_month: float | None = None
+    saving_usd_per_month: float | None = None
+    relaxed_answer: str | None = None
+    #: the target whose relaxation saves most: the one that binds
+    binding: bool = False
+    #: the line every output prints: `TTFT p99 150 ms → 300 ms: $784,350 → $96,033/month`
+    line: str
+
+
 class EstimateResult(Frozen):
     """The estimate result contract: the workload as modelled, ranked architectures, what was rejected and why."""
 
@@ -516,6 +536,8 @@ class EstimateResult(Frozen):
     #: the ranked architectures as every output shows them (`sizing.answer`): kind, tier, quotas, Region and
     #: availability, basis and the figures that apply, one per architecture in rank order
     rows: list[AnswerRow] = Field(default_factory=list)
+    #: each stated SLO target relaxed one step alone, the cheapest answer under it and the dollar difference
+    slo_costs: list[SloCost] = Field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

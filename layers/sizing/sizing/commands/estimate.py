@@ -289,9 +289,23 @@ def _print_ranking(result: dict[str, Any], top: int) -> None:
     managed = render_managed(result)
     if managed:
         print("\n".join(managed))
+    costs = slo_cost_lines(result)
+    if costs:
+        print("\n" + "\n".join(costs))
     if result.get("summary"):
         print(f"\n{result['summary']}")
     _print_best(result["architectures"][0])
+
+
+def slo_cost_lines(result: dict[str, Any]) -> list[str]:
+    """What each stated SLO target costs: `TTFT p99 150 ms → 300 ms: $784,350 → $96,033/month`, each relaxed
+    alone (bound doubled), the binding one marked."""
+    costs = [c for c in result.get("slo_costs") or [] if isinstance(c, dict) and c.get("line")]
+    if not costs:
+        return []
+    lines = ["cost of each SLO (each target relaxed alone, its bound doubled):"]
+    lines += [f"  {c['line']}" + ("  <- binds" if c.get("binding") else "") for c in costs]
+    return lines
 
 
 def _print_infeasible(result: dict[str, Any]) -> None:
@@ -300,6 +314,9 @@ def _print_infeasible(result: dict[str, Any]) -> None:
         f"no architecture meets the SLOs (exit {EXIT_NO_ARCHITECTURE}): binding SLO"
         f" {inf.get('binding') or '-'}; {inf.get('message', '')}"
     )
+    costs = slo_cost_lines(result)
+    if costs:
+        print("\n".join(costs))
 
 
 def _print_rejected(result: dict[str, Any]) -> None:

@@ -31,6 +31,7 @@ from sizing.plan.explain import assumptions, infeasible, region_block, why_not_c
 from sizing.plan.measured import measured_capacity
 from sizing.plan.ranking import binding, ranked, row_costs
 from sizing.plan.serving import context_for, default_serving
+from sizing.plan.slo_cost import binding_sentence, slo_costs
 from sizing.plan.state import (
     Option,
     Progress,
@@ -43,7 +44,14 @@ from sizing.plan.state import (
     option_label,
 )
 from sizing.plan.tuning import adopt_tuning, tune_heads, with_tuning
-from sizing.results import Architecture, EstimateResult, Rejected, RejectedKind, ranked_usd_per_month
+from sizing.results import (
+    Architecture,
+    EstimateResult,
+    Rejected,
+    RejectedKind,
+    SloCost,
+    ranked_usd_per_month,
+)
 from sizing.workload import WorkloadModel, WorkloadSpec, resolve
 
 #: Default share of a replica's SLO capacity kept free at peak (bursts within the hour, estimator error).
@@ -73,9 +81,11 @@ def estimate_result(
     seed: int = 0,
     progress: Progress | None = None,
     tune: bool = True,
+    slo_cost: bool = True,
 ) -> EstimateResult:
     """Estimate every candidate architecture for a workload, typed. `tune=False` keeps every option at its
-    engine's defaults (the benchmark's baseline)."""
+    engine's defaults (the benchmark's baseline); `slo_cost=False` leaves out what each SLO target costs (one more
+    estimate per stated target)."""
     t0 = time.perf_counter()
     s = _start(spec, catalog, headroom, seed)
     # 1. memory fit and roofline bounds for every hardware option (cheap)
@@ -98,6 +108,19 @@ def estimate_result(
     s.rejected.extend(missed)
     feasible = ranked(feasible)
     why, summary_text = why_not_cheaper(feasible, s.excluded, s.wm)
+    # 6. what each stated target costs: relaxed one step alone, re-estimated
+    costs: list[SloCost] = []
+    if slo_cost:
+        answer = feasible[0] if feasible else None
+        costs = slo_costs(
+            spec,
+            answer,
+            lambda loose: estimate_result(
+                loose, 1, catalog=s.cat, headroom=headroom, seed=seed, tune=tune, slo_cost=False
+            ),
+        )
+        binds = binding_sentence(s, answer, costs)
+        summary_text = " ".join(t for t in (binds, summary_text) if t) or None
     elapsed = time.perf_counter() - t0
     return EstimateResult(
         workload=s.wm.derived(),
@@ -119,6 +142,7 @@ def estimate_result(
         why_not_cheaper=why,
         summary=summary_text,
         managed_options=sorted(managed, key=Architecture.rank_key),
+        slo_costs=costs,
     )
 
 

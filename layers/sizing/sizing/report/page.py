@@ -464,7 +464,9 @@ def _answer(pg: Page) -> Section:
             else "no candidate meets the SLOs (see the rejected candidates)"
         )
         message = str((r.get("infeasible") or {}).get("message") or default)
-        return _section("answer.html", winner=None, message=message, why=_why_not_cheaper(pg))
+        return _section(
+            "answer.html", winner=None, message=message, why=_why_not_cheaper(pg), costs=_slo_costs(pg)
+        )
     a = archs[wi]
     p = f"architectures.{wi}"
     row = answer_row(a, r)
@@ -487,7 +489,32 @@ def _answer(pg: Page) -> Section:
         "twin": measured_origin(a, r) == TWIN,
         "tuning": _str(lookup(a, "tuning.summary")),
     }
-    return _section("answer.html", winner=winner, ok=bool(a.get("meets_slo")), why=_why_not_cheaper(pg))
+    return _section(
+        "answer.html",
+        winner=winner,
+        ok=bool(a.get("meets_slo")),
+        why=_why_not_cheaper(pg),
+        costs=_slo_costs(pg),
+    )
+
+
+def _slo_costs(pg: Page) -> list[dict[str, Any]]:
+    """What each stated SLO target costs (`slo_costs`): its line, the two monthly costs as figures, and whether it
+    binds."""
+    out = []
+    for i, c in enumerate(pg.r.get("slo_costs") or []):
+        if not isinstance(c, dict) or not c.get("line"):
+            continue
+        out.append(
+            {
+                "line": str(c["line"]),
+                "target": str(c["line"]).split(": ", 1)[0],
+                "binding": bool(c.get("binding")),
+                "base": pg.n(f"slo_costs.{i}.usd_per_month", usd),
+                "relaxed": pg.n(f"slo_costs.{i}.relaxed_usd_per_month", usd),
+            }
+        )
+    return out
 
 
 def _workload(pg: Page, wl: WorkloadModel | None) -> Section:

@@ -202,6 +202,17 @@ def _slo_pcts(spec: WorkloadSpec | None) -> dict[str, str]:
     return out
 
 
+def slo_cost_text(result: dict[str, Any]) -> str:
+    """What each stated SLO target costs, one line each (`TTFT p99 150 ms → 300 ms: $784,350 → $96,033/month`),
+    the binding one marked; "" when the result has none."""
+    lines = [
+        f"• {escape(str(c['line']))}" + (" _(binds)_" if c.get("binding") else "")
+        for c in result.get("slo_costs") or []
+        if isinstance(c, dict) and c.get("line")
+    ]
+    return "*The cost of each SLO* (each relaxed alone, bound doubled)\n" + "\n".join(lines) if lines else ""
+
+
 def help_message() -> Message:
     presets = ", ".join(f"`{p}`" for p in PRESETS)
     aliases = ", ".join(f"`{a}`" for a in PRESET_ALIASES if a not in PRESETS)
@@ -285,6 +296,8 @@ def estimate_message(
         blocks.append(ContextBlock(elements=[_md(escape(line))]))
     if not archs:
         infeasible = (result.get("infeasible") or {}).get("message") or "no architecture fits"
+        if costs := slo_cost_text(result):
+            blocks.append(SectionBlock(text=_md(costs)))
         blocks.append(
             SectionBlock(
                 text=_md(
@@ -296,6 +309,9 @@ def estimate_message(
     blocks.append(DividerBlock())
     pcts = _slo_pcts(spec)
     blocks += [architecture_section(a, pcts, result) for a in archs]
+    costs = slo_cost_text(result)
+    if costs:
+        blocks.append(SectionBlock(text=_md(costs)))
     blocks.append(DividerBlock())
     actions: list[Any] = []
     value = json.dumps(
