@@ -171,6 +171,15 @@ class Measurement(Frozen):
 Basis = Literal["measured", "calibrated", "modelled"]
 
 
+#: What kind of answer a row is: an endpoint serving requests as they come, a batch job (Bedrock batch inference),
+#: or an asynchronous job (SageMaker asynchronous inference draining the day's requests).
+Kind = Literal["real-time", "batch job", "async job"]
+#: What a row's figures rest on, in a buyer's words (`Architecture.basis` says `modelled` for `estimated`).
+RowBasis = Literal["estimated", "calibrated", "measured", "simulated (twin)"]
+#: Whether the hardware is known to be sold in the row's Region (the price snapshot covers it) or not known.
+Availability = Literal["sold here", "unknown"]
+
+
 class QuotaFlag(Frozen):
     """An adjustable service quota the architecture needs raised: a caveat, not a rejection. Bedrock reserves a
     request's input plus `max_tokens` of output against the tokens-per-minute quota when the request starts."""
@@ -283,6 +292,11 @@ class Architecture(Frozen):
     quota: QuotaFlag | None = None
     #: the Region the architecture runs in and its prices are from
     region: str | None = None
+    #: whether the hardware is known to be sold in the Region (`sold here`: the dated price snapshot lists it there)
+    #: or `unknown` (the snapshot does not cover its family there: never assumed available); None for Bedrock
+    availability: Availability | None = None
+    #: the Region the price comes from when it is not the architecture's own (us-east-1 standing in)
+    price_region: str | None = None
     #: a batch job's cost and wall time (Bedrock batch inference, SageMaker asynchronous inference, or the day's
     #: requests on a real-time architecture)
     batch: BatchJob | None = None
@@ -394,15 +408,6 @@ class NotCheaper(Frozen):
     option: str
     usd_per_month: float
     reason: str
-
-
-#: What kind of answer a row is: an endpoint serving requests as they come, a batch job (Bedrock batch inference),
-#: or an asynchronous job (SageMaker asynchronous inference draining the day's requests).
-Kind = Literal["real-time", "batch job", "async job"]
-#: What a row's figures rest on, in a buyer's words (`Architecture.basis` says `modelled` for `estimated`).
-RowBasis = Literal["estimated", "calibrated", "measured", "simulated (twin)"]
-#: Whether the hardware is known to be sold in the row's Region (the price snapshot covers it) or not known.
-Availability = Literal["sold here", "unknown"]
 
 
 class QuotaNote(Frozen):

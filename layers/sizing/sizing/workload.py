@@ -356,6 +356,14 @@ class Constraints(Spec):
     )
     #: For a batch workload (preset `batch`, or an e2e SLO of an hour or more): also consider batch modes (Bedrock
     #: batch inference). `false` keeps only the real-time answers.
+    #: Leave out hardware whose availability in the Region the dated price snapshot does not cover (by default such
+    #: hardware is ranked, marked "availability unknown" and priced from us-east-1).
+    require_known_availability: bool = Field(
+        default=False,
+        description="leave out instance types whose availability in the region is unknown (the dated price"
+        " snapshot does not cover their family there); by default they are ranked, each saying 'availability in"
+        " <region> unknown; price from us-east-1'",
+    )
     batch_inference: bool = Field(
         default=True,
         description="for a batch workload (preset batch, or an e2e SLO of an hour or more), also consider batch"
