@@ -113,7 +113,7 @@ def test_ten_million_users_flag_the_ec2_vcpu_quota_with_the_vcpus_needed() -> No
 
 @pytest.mark.slow
 def test_another_regions_unknown_hardware_says_so_and_the_report_names_the_region() -> None:
-    # given a chat in eu-west-1, where the price snapshot does not cover every family
+    # given a chat in eu-west-2, where the price snapshot does not cover every family
     result = _case("another-region")
     # when its rows and report are built
     rows = answer_rows(result)
@@ -121,5 +121,5 @@ def test_another_regions_unknown_hardware_says_so_and_the_report_names_the_regio
     # then a row priced from us-east-1 says its availability is unknown, and the header names Region and residency
     unknown = [r for r in rows if r.availability == "unknown"]
     assert unknown and all(r.price_region == "us-east-1" for r in unknown)
-    assert "availability in eu-west-1 unknown; price from us-east-1" in page
-    assert "Region eu-west-1" in page and "data residency" in page
+    assert "availability in eu-west-2 unknown; price from us-east-1" in page
+    assert "Region eu-west-2" in page and "data residency" in page
