@@ -338,5 +338,6 @@ def test_the_snapshot_covers_every_family_the_catalog_prices_that_its_source_lis
     # then every family is known there except those the dated source does not list (p6-b200, trn2: stated in
     # data/regions.yaml), and Neuron and P4 are now among them
     assert {f for f, v in known.items() if v is None} == {"p6-b200", "trn2"}
-    assert known["inf2"] is True and known["p4d"] is True and known["p4de"] is False and known["trn1"] is False
-
+    assert (
+        known["inf2"] is True and known["p4d"] is True and known["p4de"] is False and known["trn1"] is False
+    )
