@@ -180,7 +180,10 @@ def bedrock_quota(a: dict[str, Any]) -> QuotaNote | None:
 def _percentiles(result: dict[str, Any]) -> dict[str, str]:
     """The percentile each metric's SLO bounds (the highest when several), p95 where none."""
     out = {"ttft_ms": "p95", "tpot_ms": "p95", "e2e_s": "p95"}
-    for metric, by_pct in _dict(_dict(result.get("workload")).get("slo")).items():
+    slo = _dict(_dict(result.get("workload")).get("slo"))
+    if slo.get("deadline_s") is not None and not any(slo.get(m) for m in out):
+        out["e2e_s"] = "p99"  # a deadline alone: a job's requests are sized at e2e p99 (`SLO.targets`)
+    for metric, by_pct in slo.items():
         if metric in out and isinstance(by_pct, dict):
             pcts = [p for p, v in by_pct.items() if isinstance(v, int | float) and p in ("p50", "p95", "p99")]
             if pcts:

@@ -177,7 +177,7 @@ def render_notes(result: dict[str, Any], top: int, rows: list[AnswerRow] | None 
     lines = []
     shown = (rows if rows is not None else answer_rows(result))[:top]
     for row, a in zip(shown, result["architectures"][:top], strict=True):
-        notes = [row.basis]
+        notes: list[str] = [row.basis]
         notes += [q.message for q in row.quotas]
         if (phrase := row.availability_phrase()) is not None:
             notes.append(phrase)

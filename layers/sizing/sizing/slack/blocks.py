@@ -104,7 +104,9 @@ def describe_spec(spec: WorkloadSpec, model_id: str) -> str:
         parts.append(
             f"in {_tokens(tok.input.fixed, tok.input.mean)} / out {_tokens(tok.output.fixed, tok.output.mean)} tokens"
         )
-    for metric, pct, limit in spec.slo.targets():
+    if spec.slo.deadline_s is not None:
+        parts.append(f"deadline {spec.slo.deadline_s / 3600:g} h")
+    for metric, pct, limit in spec.slo.stated_targets():
         name, unit = METRIC_NAMES[metric]
         shown = (
             f"{limit:g} s" if unit == "s" else (f"{limit / 1000:g} s" if limit >= 1000 else f"{limit:g} ms")
