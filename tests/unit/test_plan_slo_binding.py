@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.examples import EXAMPLES, ROOT
+from support.examples import EXAMPLES, ROOT, example_estimate
 
 from sizing.plan import estimate
 from sizing.workload import BATCH_DEADLINE_S, load_spec, parse_spec
@@ -41,12 +41,11 @@ def test_a_ranked_row_never_misses_a_stated_slo(path: Path) -> None:
             assert a["batch"]["wall_time_h"] * 3600 <= spec.slo.deadline_s
 
 
-@pytest.mark.slow
 def test_the_batch_example_ranks_no_job_past_its_stated_300_s_e2e() -> None:
     # given the shipped batch example: preset batch with e2e p99 300 s stated
     spec = load_spec(ROOT / "examples" / "batch-summarization.yaml")
     # when it is estimated
-    result = estimate(spec)
+    result = example_estimate("batch-summarization")
     # then the preset kept the stated e2e and added the day as the job's deadline
     assert spec.slo.e2e_s is not None and spec.slo.e2e_s.p99 == 300
     assert spec.slo.deadline_s == BATCH_DEADLINE_S

@@ -69,7 +69,6 @@ def test_relaxing_changes_one_target_alone() -> None:
     ]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "target", "why"),
     [

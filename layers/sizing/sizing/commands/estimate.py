@@ -358,10 +358,20 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(with_rows(result))
         return 0 if result["architectures"] else EXIT_NO_ARCHITECTURE
+    print_answer(result, args.top or TABLE_TOP)
+    return 0 if result["architectures"] else EXIT_NO_ARCHITECTURE
+
+
+#: Rows the table shows unless `--top` says otherwise.
+TABLE_TOP = 10
+
+
+def print_answer(result: dict[str, Any], top: int = TABLE_TOP) -> None:
+    """The answer as the default output prints it: the workload, the ranked rows with their notes, the cost of each
+    SLO and the summary (or why nothing is feasible), and what was rejected."""
     _print_header(result)
     if result["architectures"]:
-        _print_ranking(result, args.top or 10)
+        _print_ranking(result, top)
     else:
         _print_infeasible(result)
     _print_rejected(result)
-    return 0 if result["architectures"] else EXIT_NO_ARCHITECTURE
