@@ -237,6 +237,7 @@ def _estimate(args: argparse.Namespace, spec: WorkloadSpec) -> dict[str, Any]:
             headroom=DEFAULT_HEADROOM if args.headroom is None else args.headroom,
             seed=args.seed,
             progress=bar,
+            slo_cost=True,
         )
     finally:
         bar.close()

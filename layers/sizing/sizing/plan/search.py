@@ -81,11 +81,11 @@ def estimate_result(
     seed: int = 0,
     progress: Progress | None = None,
     tune: bool = True,
-    slo_cost: bool = True,
+    slo_cost: bool = False,
 ) -> EstimateResult:
     """Estimate every candidate architecture for a workload, typed. `tune=False` keeps every option at its
-    engine's defaults (the benchmark's baseline); `slo_cost=False` leaves out what each SLO target costs (one more
-    estimate per stated target)."""
+    engine's defaults (the benchmark's baseline); `slo_cost=True` adds what each SLO target costs (`slo_costs`, one
+    more estimate per stated target: what the CLI, the API and Slack answer with)."""
     t0 = time.perf_counter()
     s = _start(spec, catalog, headroom, seed)
     # 1. memory fit and roofline bounds for every hardware option (cheap)

@@ -43,7 +43,7 @@ def post_estimate(
 
     catalog = deps.catalog()  # the shipped models and those released since
     workload = parse_spec(spec, catalog=catalog)
-    result = estimate_result(workload, top=top, catalog=catalog)
+    result = estimate_result(workload, top=top, catalog=catalog, slo_cost=True)
     refusal = impossible_constraints(result, workload)
     if refusal is not None:
         raise refusal  # 422: the constraints leave nothing to estimate
