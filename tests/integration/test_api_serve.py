@@ -418,6 +418,9 @@ def _schemathesis(server: Served, *args: str) -> subprocess.CompletedProcess[str
             # an estimate takes seconds on a busy 2-core machine: a slow answer is not the failure looked for
             "--request-timeout",
             str(REQUEST_TIMEOUT_S),
+            # the Slack bot's routes are in the document but Slack-signed: their own tests send signed requests
+            "--exclude-path-regex",
+            "^/slack/",
             *args,
         ],
         capture_output=True,

@@ -27,23 +27,36 @@ def test_the_document_is_valid_openapi() -> None:
     validate(_document())
 
 
-def test_the_document_has_exactly_the_routes_of_the_deployed_api() -> None:
-    # given the routes API Gateway forwards to the API function (template.yaml; other functions, such as the
-    # Slack bot's, serve routes of their own on the same API)
+def _deployed(function: str | None = "${ApiFunction.Arn}") -> set[tuple[str, str]]:
+    """The routes API Gateway forwards (template.yaml), to `function` or, with None, to any function."""
     body = load_template(ROOT / "template.yaml")["Resources"]["SizingApi"]["Properties"]["DefinitionBody"]
-    deployed = {
+    return {
         (path, method)
         for path, item in body["paths"].items()
         for method, operation in item.items()
-        if "${ApiFunction.Arn}" in json.dumps(operation["x-amazon-apigateway-integration"]["uri"])
+        if function is None or function in json.dumps(operation["x-amazon-apigateway-integration"]["uri"])
     }
+
+
+def test_the_document_has_exactly_the_routes_of_the_deployed_api() -> None:
+    # given every route API Gateway forwards: the API function's and the Slack bot's (its own functions)
+    deployed = _deployed(None)
+    # when the document's operations are listed
+    documented = _operations(_document())
     # then the code documents each of them, and nothing API Gateway would not forward
-    assert _operations(_document()) == deployed - DOC_ROUTES
+    assert documented == deployed - DOC_ROUTES
+    # and the Slack routes declare no SigV4: Slack signs them, and they say how
+    doc = _document()
+    for path in ("/slack/commands", "/slack/interactions"):
+        op = doc["paths"][path]["post"]
+        assert op["security"] == []
+        assert {p["name"] for p in op["parameters"]} == {"X-Slack-Signature", "X-Slack-Request-Timestamp"}
+        assert "401" in op["responses"]
 
 
 def test_every_operation_documents_its_error_body() -> None:
     doc = _document()
-    for path, method in _operations(doc):
+    for path, method in _operations(doc) & _deployed():
         responses = doc["paths"][path][method]["responses"]
         schema = responses["422"]["content"]["application/json"]["schema"]
         assert schema == {"$ref": "#/components/schemas/ErrorBody"}, (path, method)

@@ -113,11 +113,11 @@ def test_kv_cache_bytes_per_token_of_llama_70b():
 
 
 def test_missing_region_price_falls_back_to_us_east_1_marked_assumed():
-    # given a Region outside the price snapshot (ap-south-1) and a family the snapshot does not sample (inf2)
+    # given a Region outside the price snapshot (ap-south-1) and a family the snapshot does not sample (p6-b200)
     cat = load_catalog()
     # when
     outside = cat.instance("g5.xlarge").price("ap-south-1")
-    unsampled = cat.instance("inf2.xlarge").price("eu-west-1")
+    unsampled = cat.instance("p6-b200.48xlarge").price("eu-west-1")
     # then: both fall back to us-east-1, marked assumed
     for p in (outside, unsampled):
         assert p.assumed and "us-east-1" in (p.notes or "")
@@ -327,3 +327,17 @@ def test_a_build_ships_the_compact_copy_so_a_cold_start_never_validates(tmp_path
     # the one that built it)
     assert (written.stat().st_mode & 0o777, written.parent.stat().st_mode & 0o777) == (0o644, 0o755)
     assert catalog.models == load_catalog().models and catalog.instances == load_catalog().instances
+
+
+def test_the_snapshot_covers_every_family_the_catalog_prices_that_its_source_lists() -> None:
+    # given the catalog's instance families
+    cat = load_catalog()
+    families = {i.family: i for i in cat.instances.values()}
+    # when each family's availability in a snapshot Region is asked
+    known = {f: i.available_in("eu-west-1") for f, i in families.items()}
+    # then every family is known there except those the dated source does not list (p6-b200, trn2: stated in
+    # data/regions.yaml), and Neuron and P4 are now among them
+    assert {f for f, v in known.items() if v is None} == {"p6-b200", "trn2"}
+    assert (
+        known["inf2"] is True and known["p4d"] is True and known["p4de"] is False and known["trn1"] is False
+    )

@@ -608,11 +608,12 @@ def test_the_autoscalers_metric_is_served_by_a_rendered_prometheus_adapter_rule(
     [rule] = config["rules"]
     assert rule["name"]["as"] == metric == "vllm_num_requests_running"
     assert rule["seriesQuery"].startswith("vllm:num_requests_running{")
-    assert objs["ConfigMap"]["metadata"] == {
-        "name": "prometheus-adapter",
-        "namespace": "monitoring",
-        "labels": {L.MANAGED_BY: L.MANAGER},
-    }
+    # and the rule comes as a snippet of its own name, never the adapter's own ConfigMap (applying it replaced the
+    # adapter's whole configuration), saying what to merge it into
+    meta = objs["ConfigMap"]["metadata"]
+    assert (meta["name"], meta["namespace"]) == ("llm-sizing-adapter-rules", "monitoring")
+    assert meta["labels"] == {L.MANAGED_BY: L.MANAGER}
+    assert "monitoring/prometheus-adapter config.yaml" in meta["annotations"]["llm-sizing/merge-into"]
     pod = objs["Deployment"]["spec"]["template"]["metadata"]["annotations"]
     assert (pod["prometheus.io/scrape"], pod["prometheus.io/port"]) == ("true", "8000")
 
@@ -644,6 +645,38 @@ def test_the_namespace_is_rendered_and_the_token_secret_is_documented_never_rend
     assert "Secret" not in [d["kind"] for d in docs]
     assert "# " in out.splitlines()[0]
     assert "kubectl -n chat create secret generic hf-token --from-literal=token=hf_..." in out
+
+
+def test_every_referenced_namespace_is_rendered_or_named_in_the_header_and_the_rule_is_a_snippet(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # given the manifests of a served architecture, with the adapter in another namespace
+    rc = main(
+        [
+            "manifests",
+            "--architecture",
+            "eks:g6e.12xlarge:tp1:bf16:vllm:on-demand",
+            "--model",
+            "meta-llama/Llama-3.1-8B",
+            "--adapter-namespace",
+            "observability",
+        ]
+    )
+    out = capsys.readouterr().out
+    docs = list(yaml.safe_load_all(out))
+    header = "\n".join(ln for ln in out.splitlines() if ln.startswith("#"))
+    # when the namespaces the objects name are collected
+    used = {d["metadata"]["namespace"] for d in docs if d["metadata"].get("namespace")}
+    rendered = {d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"}
+    # then each is rendered, or the header says it must exist
+    assert rc == 0 and used == {"llm-sizing", "observability"}
+    for ns in used - rendered:
+        assert f"Namespace {ns} is where prometheus-adapter runs: it must exist already" in header
+    # and the header says the adapter rule is a snippet to merge into the adapter's own configuration
+    assert "SNIPPET TO MERGE" in header
+    assert (
+        "merge rules into observability/prometheus-adapter config.yaml (Helm values rules.custom)" in header
+    )
 
 
 @pytest.mark.parametrize(
@@ -702,7 +735,7 @@ def test_cli_validate_says_what_it_checked_on_stderr(capsys: pytest.CaptureFixtu
     err = captured.err
     assert "NodePool/" in err and "schemas/karpenter.sh_nodepools.yaml" in err and "CEL rules" in err
     assert "Deployment/" in err and "1.31, 1.32, 1.33, 1.34" in err
-    assert "ConfigMap/prometheus-adapter" in err
+    assert "ConfigMap/llm-sizing-adapter-rules" in err
     assert "rule placement.spread" in err and "rule adapter.metric" in err
 
 

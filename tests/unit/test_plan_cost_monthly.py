@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sizing.plan.cost import Pricing, monthly_usd, project
+from sizing.plan.cost import (
+    DAYS_PER_MONTH,
+    Pricing,
+    bedrock_bill,
+    monthly_usd,
+    nodes_for,
+    project,
+    spread_zones,
+)
 from sizing.workload import parse_spec, resolve
 
 SPEC = {
@@ -49,3 +58,22 @@ def test_monthly_usd_is_the_projections_monthly_cost(
     full = [project(wm, capacity, replicas_per_instance, p, None) for p in pricings]
     # then they are the same figures
     assert alone == [(f["usd_per_month"], f["usd_per_month_spot"]) for f in full]
+
+
+def test_business_hours_bill_tokens_for_weekdays_only_and_weekends_hold_the_minimum_fleet() -> None:
+    # given the same workload with business-hours traffic and with the same weekday every day of the week
+    weekdays = resolve(parse_spec(SPEC))
+    daily = resolve(parse_spec({**SPEC, "traffic": {"profile": [w for w in weekdays.hourly_rps]}}))
+    # when Bedrock's per-token bill and a fleet's cost are projected for each
+    tokens = [bedrock_bill(wm, 0.22, 0.22, None)["usd_per_month"] for wm in (weekdays, daily)]
+    fleet = [project(wm, 0.5, 1, _pricing(1.0, None, 600.0, 0.0), None) for wm in (weekdays, daily)]
+    # then business hours count about 21.7 traffic days a month, not 30.44: tokens cost 5/7 as much
+    assert weekdays.traffic_days_per_month == DAYS_PER_MONTH * 5 / 7
+    assert tokens[0] / tokens[1] == pytest.approx(5 / 7, rel=1e-3)
+    assert weekdays.derived()["requests_per_month"] == round(
+        weekdays.avg_rps * 86400 * DAYS_PER_MONTH * 5 / 7
+    )
+    # and the fleet bills its busy-hour nodes on weekdays only, the min_replicas nodes through the weekend
+    busy, flat = (f["breakdown"]["node_hours_per_day"] for f in fleet)
+    base = nodes_for(weekdays.spec.constraints.min_replicas, 1, spread_zones(weekdays))
+    assert busy == pytest.approx(flat * 5 / 7 + base * 24 * 2 / 7, abs=0.01)

@@ -114,15 +114,16 @@ def test_every_operating_point_is_on_its_own_curve(sized: tuple[dict[str, Any], 
             assert m.y == pytest.approx(_value_at(geo.series[m.series], m.x), rel=1e-9, abs=1e-9), (name, m)
 
 
-def test_the_capacity_line_is_where_the_chosen_curve_first_crosses_an_slo(
+def test_the_capacity_line_is_the_tables_capacity_near_where_the_chosen_curve_first_crosses_an_slo(
     sized: tuple[dict[str, Any], WorkloadModel],
 ) -> None:
     # given
     result, wm = sized
+    result = _drop_bedrock(result)
     # when
-    charts = _latency_charts(render_report(_drop_bedrock(result), workload=wm, manifests={}))
-    # then: one capacity line, at the same rate in every chart, at the first crossing of an SLO line by the
-    # chosen curve (the crossing of the binding target's chart)
+    charts = _latency_charts(render_report(result, workload=wm, manifests={}))
+    # then: one capacity line, at the same rate in every chart: the table's capacity (the chart and the table say
+    # one figure), within the simulations' sampling noise of the first crossing of an SLO line by the chosen curve
     crossings = []
     lines = set()
     for geo in charts.values():
@@ -134,7 +135,9 @@ def test_the_capacity_line_is_where_the_chosen_curve_first_crosses_an_slo(
             if axis == "y" and (x := _crossing(curve, at)) is not None:
                 crossings.append(x)
     assert len(lines) == 1 and crossings
-    assert lines.pop() == pytest.approx(min(crossings), rel=1e-9)
+    line = lines.pop()
+    assert line == pytest.approx(result["architectures"][0]["per_replica"]["rps_slo_limit"], rel=1e-9)
+    assert line == pytest.approx(min(crossings), rel=0.15)
 
 
 def test_the_operating_point_is_left_of_the_capacity_line_by_the_load_headroom(

@@ -127,3 +127,36 @@ def test_a_chart_carries_the_data_it_plots_and_draws_each_marker_where_its_data_
     assert star.px is not None
     assert abs(star.px[0] - (left + 0.4 * (right - left))) < 0.2
     assert abs(star.px[1] - (bottom - 0.15 * (bottom - top))) < 0.2
+
+
+def _label_boxes(chart: str) -> list[tuple[float, float, float, float]]:
+    """The boxes of the marker labels a chart prints (font-weight 600 texts), as a reader sees them."""
+    root = ET.fromstring(chart)
+    boxes = []
+    for t in root.iter("{http://www.w3.org/2000/svg}text"):
+        if t.get("font-weight") != "600":
+            continue
+        x, y, w = float(t.get("x", 0)), float(t.get("y", 0)), svg.CHAR_W * len(t.text or "")
+        left = x - w if t.get("text-anchor") == "end" else x
+        boxes.append((left, y - 10, left + w, y + 2))
+    return boxes
+
+
+def test_marker_labels_never_overlap() -> None:
+    # given markers crowded at nearly the same spot, as Pareto points of one cost are
+    markers = [svg.Marker(1.0 + i * 0.01, 1000.0 + i, f"#{i + 1} p5.48xlarge") for i in range(6)]
+    # when the chart is drawn
+    chart = svg.xy_chart(
+        "crowded",
+        "t",
+        x_label="x",
+        y_label="y",
+        series=[svg.Series("s", [(0.0, 0.0), (2.0, 2000.0)], "#000")],
+        markers=markers,
+    )
+    boxes = _label_boxes(chart)
+    # then every label printed stands clear of the others (a crowded one is left to its tooltip)
+    assert boxes
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]), (a, b)

@@ -94,7 +94,48 @@ def _plain(fn: Callable[..., Any]) -> bool:
     )
 
 
-logger = Logger()
+class InvocationLogger(Logger):
+    """Powertools' Logger whose keys belong to one invocation. `inject_lambda_context` clears what an earlier
+    invocation added (`clear_state`, on by default here: the `run_id` a route appended, the correlation id) and
+    clears again when the handler returns, so no later line carries another invocation's `run_id` or function name:
+    not the next invocation in a warm container, nor a line logged between invocations (by a background thread of
+    `sizing serve`, or a handler dispatched in the same process by the local state machine)."""
+
+    def inject_lambda_context(
+        self,
+        lambda_handler: Any = None,
+        log_event: bool | None = None,
+        correlation_id_path: str | None = None,
+        clear_state: bool | None = True,
+        flush_buffer_on_uncaught_error: bool = False,
+    ) -> Any:
+        if lambda_handler is None:
+            return functools.partial(
+                self.inject_lambda_context,
+                log_event=log_event,
+                correlation_id_path=correlation_id_path,
+                clear_state=clear_state,
+                flush_buffer_on_uncaught_error=flush_buffer_on_uncaught_error,
+            )
+        inner = super().inject_lambda_context(
+            lambda_handler,
+            log_event=log_event,
+            correlation_id_path=correlation_id_path,
+            clear_state=clear_state,
+            flush_buffer_on_uncaught_error=flush_buffer_on_uncaught_error,
+        )
+
+        @functools.wraps(lambda_handler)
+        def handler(event: Any, context: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return inner(event, context, *args, **kwargs)
+            finally:
+                self.clear_state()
+
+        return handler
+
+
+logger = InvocationLogger()
 tracer = LazyTracer()
 metrics = Metrics()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from sizing.serving import ServingConfig
 from sizing.vocabulary import CapacityType, Deployment, Invocation
@@ -171,6 +171,15 @@ class Measurement(Frozen):
 Basis = Literal["measured", "calibrated", "modelled"]
 
 
+#: What kind of answer a row is: an endpoint serving requests as they come, a batch job (Bedrock batch inference),
+#: or an asynchronous job (SageMaker asynchronous inference draining the day's requests).
+Kind = Literal["real-time", "batch job", "async job"]
+#: What a row's figures rest on, in a buyer's words (`Architecture.basis` says `modelled` for `estimated`).
+RowBasis = Literal["estimated", "calibrated", "measured", "simulated (twin)"]
+#: Whether the hardware is known to be sold in the row's Region (the price snapshot covers it) or not known.
+Availability = Literal["sold here", "unknown"]
+
+
 class QuotaFlag(Frozen):
     """An adjustable service quota the architecture needs raised: a caveat, not a rejection. Bedrock reserves a
     request's input plus `max_tokens` of output against the tokens-per-minute quota when the request starts."""
@@ -283,6 +292,11 @@ class Architecture(Frozen):
     quota: QuotaFlag | None = None
     #: the Region the architecture runs in and its prices are from
     region: str | None = None
+    #: whether the hardware is known to be sold in the Region (`sold here`: the dated price snapshot lists it there)
+    #: or `unknown` (the snapshot does not cover its family there: never assumed available); None for Bedrock
+    availability: Availability | None = None
+    #: the Region the price comes from when it is not the architecture's own (us-east-1 standing in)
+    price_region: str | None = None
     #: a batch job's cost and wall time (Bedrock batch inference, SageMaker asynchronous inference, or the day's
     #: requests on a real-time architecture)
     batch: BatchJob | None = None
@@ -396,6 +410,117 @@ class NotCheaper(Frozen):
     reason: str
 
 
+class QuotaNote(Frozen):
+    """A quota the architecture needs raised before it can serve the peak (a caveat, not a rejection)."""
+
+    service: Literal["bedrock", "ec2"]
+    #: the one line to show: "needs a quota increase to 900,000 tokens/min (default 600,000)"
+    message: str
+    #: what to file and where
+    request: str | None = None
+    source: str | None = None
+
+
+class Figures(Frozen):
+    """The figures that apply to the row's kind, at the percentile each SLO bounds (p95 where none)."""
+
+    percentiles: dict[str, str]
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_s: float | None = None
+    #: requests in flight per replica at peak (a real-time replica's; None for a job)
+    in_flight: float | None = None
+    #: requests/s a replica sustains under the SLO (what capacity the replicas were counted from)
+    capacity_rps: float | None = None
+    replicas_min: int | None = None
+    replicas_peak: int | None = None
+    instances_peak: int | None = None
+    usd_per_month: float | None = None
+    usd_per_month_spot: float | None = None
+    usd_per_million_output_tokens: float | None = None
+    #: a job's cost and its expected wall time (batch and asynchronous jobs, and a batch workload's day of
+    #: requests on a real-time endpoint)
+    usd_per_job: float | None = None
+    job_wall_time_h: float | None = None
+
+
+class AnswerRow(Frozen):
+    """One architecture as every output shows it."""
+
+    rank: int | None = None
+    id: str
+    deployment: str
+    #: the instance type, or the Bedrock model id
+    where: str
+    #: `TP8 fp8 vllm`, or `per-token` for Bedrock
+    config: str
+    kind: Kind
+    #: Bedrock: `Standard tier`, `Priority tier`, `Flex tier`, `Reserved tier`, `provisioned throughput`,
+    #: `batch`; hosted: `on-demand` or `spot`
+    tier: str
+    quotas: list[QuotaNote] = Field(default_factory=list)
+    region: str | None = None
+    availability: Availability = "sold here"
+    #: the Region the price is from, when it is not the row's own
+    price_region: str | None = None
+    basis: RowBasis
+    meets_slo: bool = True
+    figures: Figures
+
+    @property
+    def label(self) -> str:
+        return f"{self.deployment} {self.where} {self.config}".strip()
+
+    def availability_phrase(self) -> str | None:
+        """`availability in eu-west-1 unknown; price from us-east-1`, or None when the hardware is known sold."""
+        if self.availability != "unknown":
+            return None
+        price = f"; price from {self.price_region}" if self.price_region else ""
+        return f"availability in {self.region} unknown{price}"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_said(cls, data: Any) -> Any:
+        """`qualifiers` in a row's JSON is derived (below), not an input."""
+        if isinstance(data, dict) and "qualifiers" in data:
+            data = {k: v for k, v in data.items() if k != "qualifiers"}
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def qualifiers(self) -> list[str]:
+        """The phrases every output carries for this row: kind, tier, basis, quotas and availability."""
+        out = [self.kind, self.tier, self.basis]
+        out += [q.message for q in self.quotas]
+        if (phrase := self.availability_phrase()) is not None:
+            out.append(phrase)
+        return out
+
+    def qualifier_text(self) -> str:
+        """The qualifiers as one line: `batch job · batch · estimated · needs a quota increase ...`."""
+        return " · ".join(self.qualifiers)
+
+
+class SloCost(Frozen):
+    """What one stated SLO target costs: the answer's monthly cost, and the cheapest answer's with that target alone
+    relaxed one step (its bound doubled; `sizing.plan.slo_cost`)."""
+
+    #: `ttft_ms.p99`, and its name `TTFT p99`
+    target: str
+    name: str
+    limit: float
+    relaxed_limit: float
+    #: the answer's monthly cost (None: nothing meets the SLOs as stated) and the cheapest under the relaxation
+    usd_per_month: float | None = None
+    relaxed_usd_per_month: float | None = None
+    saving_usd_per_month: float | None = None
+    relaxed_answer: str | None = None
+    #: the target whose relaxation saves most: the one that binds
+    binding: bool = False
+    #: the line every output prints: `TTFT p99 150 ms → 300 ms: $784,350 → $96,033/month`
+    line: str
+
+
 class EstimateResult(Frozen):
     """The estimate result contract: the workload as modelled, ranked architectures, what was rejected and why."""
 
@@ -413,6 +538,11 @@ class EstimateResult(Frozen):
     #: every managed (Bedrock) offer priced for the workload, whether or not it meets the SLOs: what a buyer
     #: compares the ranking with (`meets_slo`, `quota` and `notes` say why it is or is not ranked)
     managed_options: list[Architecture] = Field(default_factory=list)
+    #: the ranked architectures as every output shows them (`sizing.answer`): kind, tier, quotas, Region and
+    #: availability, basis and the figures that apply, one per architecture in rank order
+    rows: list[AnswerRow] = Field(default_factory=list)
+    #: each stated SLO target relaxed one step alone, the cheapest answer under it and the dollar difference
+    slo_costs: list[SloCost] = Field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

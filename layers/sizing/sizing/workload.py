@@ -90,7 +90,9 @@ class Traffic(Spec):
 
     profile: Literal["flat", "business-hours"] | list[Annotated[float, Field(ge=0)]] = Field(
         default="business-hours",
-        description="flat (the same every hour), business-hours (weekday office hours), or 24 hourly weights",
+        description="flat (the same every hour), business-hours (weekday office hours, Monday to Friday: weekends carry"
+        " no traffic, so a month bills about 21.7 days of requests and the fleet holds min_replicas on weekends),"
+        " or 24 hourly weights (every day alike)",
         examples=["business-hours"],
     )
     timezone: str = Field(
@@ -241,6 +243,15 @@ class PercentileBounds(Spec):
 #: 0.99 the quantile rests on the one or two most extreme held-out rows of a family (a few hundred per metric).
 MIN_CONFIDENCE = 0.5
 MAX_CONFIDENCE = 0.99
+#: A batch job's deadline when the batch preset is used and none is stated: the nightly run's day.
+BATCH_DEADLINE_S = 86400.0
+#: The longest deadline accepted: a week (a longer one is a typo for a job submitted daily).
+MAX_DEADLINE_S = 7 * 86400.0
+#: A job's requests on a real-time endpoint, when only a deadline is stated, are sized so that none waits longer
+#: than this (p99): five minutes keeps a request from starving behind the queue while throughput decides the fleet
+#: (the batch preset's per-request bound before deadlines were their own field). Not a stated target: jobs are
+#: judged by the deadline.
+JOB_REQUEST_E2E_S = 300.0
 
 
 class SLO(Spec):
@@ -251,6 +262,16 @@ class SLO(Spec):
         default=None, description="time per output token after the first, ms"
     )
     e2e_s: PercentileBounds | None = Field(default=None, description="whole request, seconds")
+    deadline_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_DEADLINE_S,
+        description="a batch job's deadline, seconds: the day's requests, submitted as one job, finish within it"
+        " (Bedrock batch inference, a SageMaker asynchronous job, or a real-time endpoint's day). The batch"
+        " preset sets 86400 (a day) when absent. A stated per-request target (ttft_ms, tpot_ms, e2e_s) still"
+        " binds every answer, a job's requests included",
+        examples=[86400],
+    )
     confidence: float | None = Field(
         default=None,
         ge=MIN_CONFIDENCE,
@@ -264,8 +285,8 @@ class SLO(Spec):
 
     @model_validator(mode="after")
     def _some(self) -> SLO:
-        if not (self.ttft_ms or self.tpot_ms or self.e2e_s):
-            raise ValueError("give at least one SLO: ttft_ms, tpot_ms or e2e_s")
+        if not (self.ttft_ms or self.tpot_ms or self.e2e_s or self.deadline_s):
+            raise ValueError("give at least one SLO: ttft_ms, tpot_ms, e2e_s or (a batch job's) deadline_s")
         return self
 
     @model_validator(mode="after")
@@ -302,14 +323,22 @@ class SLO(Spec):
             raise _field_errors("SLO", errors)
         return self
 
-    def targets(self) -> list[tuple[str, str, float]]:
-        """(metric, percentile, limit) with latencies in ms for ttft/tpot and seconds for e2e."""
+    def stated_targets(self) -> list[tuple[str, str, float]]:
+        """The per-request targets as stated: (metric, percentile, limit), ms for ttft/tpot, seconds for e2e."""
         out: list[tuple[str, str, float]] = []
         for metric in ("ttft_ms", "tpot_ms", "e2e_s"):
             p = getattr(self, metric)
             if p is not None:
                 out += [(metric, k, v) for k, v in p.items()]
         return out
+
+    def targets(self) -> list[tuple[str, str, float]]:
+        """The per-request targets real-time answers are sized to: those stated, or with only a deadline, a job's
+        requests kept from starving (e2e p99 within JOB_REQUEST_E2E_S, or the deadline when shorter)."""
+        stated = self.stated_targets()
+        if stated or self.deadline_s is None:
+            return stated
+        return [("e2e_s", "p99", min(JOB_REQUEST_E2E_S, self.deadline_s))]
 
 
 class TraceSpec(Spec):
@@ -372,6 +401,14 @@ class Constraints(Spec):
     )
     #: For a batch workload (preset `batch`, or an e2e SLO of an hour or more): also consider batch modes (Bedrock
     #: batch inference). `false` keeps only the real-time answers.
+    #: Leave out hardware whose availability in the Region the dated price snapshot does not cover (by default such
+    #: hardware is ranked, marked "availability unknown" and priced from us-east-1).
+    require_known_availability: bool = Field(
+        default=False,
+        description="leave out instance types whose availability in the region is unknown (the dated price"
+        " snapshot does not cover their family there); by default they are ranked, each saying 'availability in"
+        " <region> unknown; price from us-east-1'",
+    )
     batch_inference: bool = Field(
         default=True,
         description="for a batch workload (preset batch, or an e2e SLO of an hour or more), also consider batch"
@@ -542,12 +579,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         },
     },
     "batch": {
-        "reason": "offline jobs: throughput and cost matter, latency barely; a generous e2e bound keeps requests"
-        " from starving",
+        "reason": "offline jobs: throughput and cost matter, latency barely; the day's requests finish within a"
+        " day (slo.deadline_s, set when absent; a stated per-request target still binds), and on a real-time"
+        " endpoint no request waits more than five minutes",
         "spec": {
             "traffic": {"profile": "flat"},
             "tokens": {"input": {"mean": 2000, "p95": 6000}, "output": {"mean": 400, "p95": 1200}},
-            "slo": {"e2e_s": {"p99": 300}},
+            "slo": {"deadline_s": BATCH_DEADLINE_S},
             "constraints": {"min_replicas": 1},
         },
     },
@@ -582,7 +620,12 @@ def _apply_preset(raw: dict[str, Any]) -> dict[str, Any]:
         base.pop("users", None)  # the trace's busiest hour is the peak
     if "slo" in raw:
         base.pop("slo", None)
-    return _deep_merge(base, raw)
+    merged = _deep_merge(base, raw)
+    slo = merged.get("slo")
+    if name == "batch" and isinstance(slo, dict) and slo.get("deadline_s") is None:
+        # a batch job's deadline is its own field: the preset sets the day beside the spec's own targets
+        merged["slo"] = {**slo, "deadline_s": BATCH_DEADLINE_S}
+    return merged
 
 
 USERS_OR_RATE = "give either users (business terms) or rate (peak_rps), not both and not neither"
@@ -759,6 +802,11 @@ def read_token_samples(path: str | Path) -> tuple[list[int], list[int]]:
 BUSINESS_HOURS = [0.05] * 7 + [0.3, 0.6] + [1.0] * 9 + [0.6, 0.3] + [0.1] * 2 + [0.05] * 2
 
 
+#: Days in an average month (365.25 / 12), and the weekdays among them (5 of every 7).
+DAYS_PER_MONTH = 365.25 / 12
+WEEKDAYS_PER_MONTH = DAYS_PER_MONTH * 5 / 7
+
+
 def _weights(traffic: Traffic) -> list[float]:
     if traffic.profile == "flat":
         return [1.0] * 24
@@ -791,7 +839,19 @@ class WorkloadModel:
 
     @property
     def avg_rps(self) -> float:
+        """The average rate over a day with traffic (a weekday, for business hours)."""
         return sum(self.hourly_rps) / 24
+
+    @property
+    def traffic_days_per_month(self) -> float:
+        """Days a month with this traffic: business hours run Monday to Friday (about 21.7 of 30.44 days; weekends
+        carry none and the fleet holds min_replicas), any other profile every day."""
+        return WEEKDAYS_PER_MONTH if self.spec.traffic.profile == "business-hours" else DAYS_PER_MONTH
+
+    @property
+    def requests_per_month(self) -> float:
+        """Requests in an average month: a traffic day's requests x the days with traffic."""
+        return self.avg_rps * 86400 * self.traffic_days_per_month
 
     @property
     def slo(self) -> SLO:
@@ -803,6 +863,8 @@ class WorkloadModel:
         predicted latencies): TTFT + TPOT x mean output tokens when both are bounded, else the e2e bound,
         else a 1 s TTFT and 50 ms/token (typical interactive serving) -- the slowest the SLO allows."""
         slo = self.spec.slo
+        if not (slo.ttft_ms or slo.tpot_ms or slo.e2e_s):
+            return slo.targets()[0][2]  # a deadline alone: a job's request waits at most this long
         if slo.ttft_ms and slo.tpot_ms:
             ttft = max(v for _, v in slo.ttft_ms.items()) / 1000
             tpot = max(v for _, v in slo.tpot_ms.items()) / 1000
@@ -833,7 +895,8 @@ class WorkloadModel:
             "concurrency_basis_s": round(self.request_seconds_estimate, 3),
             "think_time_s": None if self.think_time_s is None else round(self.think_time_s, 2),
             "requests_per_day": round(self.avg_rps * 86400),
-            "requests_per_month": round(self.avg_rps * 86400 * 30.4375),
+            "requests_per_month": round(self.requests_per_month),
+            "traffic_days_per_month": round(self.traffic_days_per_month, 2),
             "input_tokens": i.describe(),
             "output_tokens": o.describe(),
             "shared_prefix_tokens": self.shared_prefix_tokens,

@@ -7,6 +7,7 @@ import sys
 import time
 from typing import Any
 
+from sizing.answer import AnswerRow, answer_rows, region_line, with_rows
 from sizing.commands.output import print_json
 from sizing.outcome import EXIT_NO_ARCHITECTURE, impossible_constraints
 from sizing.plan.traceeffect import with_effect
@@ -98,16 +99,6 @@ def _fmt_e2e(x: float | None) -> str:
     return f"{float(x) / 3600:.1f} h" if float(x) >= E2E_HOURS_FROM_S else f"{float(x):.2f}"
 
 
-def _in_flight(a: dict[str, Any]) -> str:
-    """Requests in flight per replica at the operating point (the simulation's `per_replica.in_flight`; results
-    written before it carry only `max_concurrency`, the in-flight count at the SLO capacity)."""
-    per = a.get("per_replica") or {}
-    v = per.get("in_flight")
-    if v is None:
-        v = per.get("max_concurrency")
-    return "-" if v is None else f"{float(v):.1f}"
-
-
 def _metric_label(key: str) -> str:
     """`e2e_s.p95` -> `e2e p95`."""
     metric, _, pct = key.partition(".")
@@ -126,30 +117,39 @@ def _headroom(a: dict[str, Any]) -> str:
     return ", ".join(parts) or "-"
 
 
-def render_table(result: dict[str, Any], top: int) -> str:
-    rows = []
-    for a in result["architectures"][:top]:
-        p = a["predicted"]
-        where = a["instance_type"] or a.get("bedrock", {}).get("model_id", "")
-        hw = f"TP{a['tensor_parallel']} {a['quantization']}" if a["tensor_parallel"] else "per-token"
-        reps = a["replicas"]
-        rows.append(
+def _replicas(row: AnswerRow) -> str:
+    f = row.figures
+    if f.replicas_peak is None:
+        return "-"
+    return f"{f.replicas_min}-{f.replicas_peak}"
+
+
+def render_table(result: dict[str, Any], top: int, rows: list[AnswerRow] | None = None) -> str:
+    """The ranked rows (`sizing.answer`): the figures that apply to each row's kind; a job has no requests in
+    flight at a steady rate, so its cell is `-`."""
+    shown = (rows if rows is not None else answer_rows(result))[:top]
+    archs = result["architectures"][:top]
+    pcts = shown[0].figures.percentiles if shown else {"ttft_ms": "p95", "tpot_ms": "p95", "e2e_s": "p95"}
+    lines = []
+    for row, a in zip(shown, archs, strict=True):
+        f = row.figures
+        lines.append(
             [
-                a["rank"],
-                a["deployment"],
-                where,
-                hw,
-                f"{reps['min']}-{reps['peak']}" if reps else "-",
-                _in_flight(a) if a.get("instance_type") else "-",
-                _fmt_figure(p["ttft_ms"]["p95"], 0),
-                _fmt_figure(p["tpot_ms"]["p95"], 1),
-                _fmt_e2e(p["e2e_s"]["p95"]),
+                row.rank,
+                row.deployment.lower(),
+                row.where,
+                row.config.removesuffix(f" {a.get('engine')}") if a.get("engine") else row.config,
+                row.kind,
+                row.tier,
+                _replicas(row),
+                _fmt_figure(f.in_flight, 1),
+                _fmt_figure(f.ttft_ms, 0),
+                _fmt_figure(f.tpot_ms, 1),
+                _fmt_e2e(f.e2e_s),
                 _headroom(a),
-                _fmt_money(a["cost"]["usd_per_month"]),
-                _fmt_money(a["cost"].get("usd_per_month_spot")),
-                f"{a['cost']['usd_per_million_output_tokens']:.2f}"
-                if a["cost"].get("usd_per_million_output_tokens")
-                else "-",
+                _fmt_money(f.usd_per_month),
+                _fmt_money(f.usd_per_month_spot),
+                f"{f.usd_per_million_output_tokens:.2f}" if f.usd_per_million_output_tokens else "-",
             ]
         )
     head = [
@@ -157,46 +157,42 @@ def render_table(result: dict[str, Any], top: int) -> str:
         "deploy",
         "instance / model",
         "config",
+        "kind",
+        "tier",
         "replicas",
         "in flight",
-        "TTFT p95 ms",
-        "TPOT p95 ms",
-        "e2e p95 s",
+        f"TTFT {pcts['ttft_ms']} ms",
+        f"TPOT {pcts['tpot_ms']} ms",
+        f"e2e {pcts['e2e_s']} s",
         "headroom",
         "per month",
         "spot/month",
         "$/M out",
     ]
-    return table(head, rows)
+    return table(head, lines)
 
 
-def render_notes(result: dict[str, Any], top: int) -> list[str]:
-    """Per row, when the result has them: what tuning changed and the dearer instance sizes folded into it."""
+def render_notes(result: dict[str, Any], top: int, rows: list[AnswerRow] | None = None) -> list[str]:
+    """Per row: what it rests on, its quotas and availability (the row's qualifiers), what tuning changed, a job's
+    cost and wall time, spot, and the dearer instance sizes folded into it."""
     lines = []
-    for a in result["architectures"][:top]:
-        notes = []
+    shown = (rows if rows is not None else answer_rows(result))[:top]
+    for row, a in zip(shown, result["architectures"][:top], strict=True):
+        notes: list[str] = [row.basis]
+        notes += [q.message for q in row.quotas]
+        if (phrase := row.availability_phrase()) is not None:
+            notes.append(phrase)
         tuning = a.get("tuning")
         if isinstance(tuning, dict) and tuning.get("summary") and tuning.get("changed"):
             notes.append(str(tuning["summary"]))
-        quota = a.get("quota")
-        if isinstance(quota, dict) and quota.get("needs_increase"):
-            notes.append(
-                f"{quota.get('message')}" + (f": {quota['request']}" if quota.get("request") else "")
-            )
-        tier = a.get("service_tier")
-        if tier and tier != "standard":
-            notes.append(f"Bedrock {tier} " + ("throughput" if tier == "provisioned" else "tier"))
         batch = a.get("batch")
         if isinstance(batch, dict) and batch.get("usd_per_job") is not None:
-            kind = (
-                "batch inference"
-                if a.get("deployment") == "bedrock"
-                else "asynchronous inference job"
-                if batch.get("instances")
-                else "the day's requests"
-            )
+            what = {
+                "batch job": "Bedrock batch inference",
+                "async job": "SageMaker asynchronous inference job",
+            }.get(row.kind, "the day's requests on a real-time endpoint")
             notes.append(
-                f"{kind}: {_fmt_money(batch['usd_per_job'])} a job, done within {batch.get('wall_time_h')} h"
+                f"{what}: {_fmt_money(batch['usd_per_job'])} a job, done within {batch.get('wall_time_h')} h"
             )
         spot = a.get("spot")
         if a.get("capacity_type") == "spot" and isinstance(spot, dict) and spot.get("message"):
@@ -209,8 +205,7 @@ def render_notes(result: dict[str, Any], top: int) -> list[str]:
                     f"{o['instance_type']} ({_fmt_money(o.get('usd_per_month'))}/month)" for o in others
                 )
             )
-        if notes:
-            lines.append(f"  #{a.get('rank', '?')} " + "; ".join(notes))
+        lines.append(f"  #{a.get('rank', '?')} " + "; ".join(notes))
     return lines
 
 
@@ -242,7 +237,7 @@ def _estimate(args: argparse.Namespace, spec: WorkloadSpec) -> dict[str, Any]:
         "seed": args.seed,
     }
     try:
-        result = estimate(spec, progress=bar, **options)
+        result = estimate(spec, progress=bar, slo_cost=True, **options)
     finally:
         bar.close()
     # a replayed trace: the same workload with Poisson arrivals at the same means, to say what the trace changed
@@ -261,6 +256,8 @@ def _print_header(result: dict[str, Any]) -> None:
     effect = (w.get("trace") or {}).get("effect")
     if effect:
         print(f"  trace: {effect['summary']}")
+    if (where := region_line(result)) is not None:
+        print(f"  {where}")
     s = result["search"]
     print(
         f"  searched {s['hardware_options']} hardware options, simulated {s['simulated']},"
@@ -285,20 +282,35 @@ def _print_best(best: dict[str, Any]) -> None:
 
 def _print_ranking(result: dict[str, Any], top: int) -> None:
     """The ranked table with its notes, the managed offers not ranked, the summary and the best answer."""
-    print(render_table(result, top))
+    rows = answer_rows(result)
+    print(render_table(result, top, rows))
     print(
-        "  in flight: requests per replica at peak (simulated); headroom: spare share of the SLO capacity at"
-        " peak, and the tightest SLO's margin below its limit"
+        "  in flight: requests per replica at peak (simulated; none for a job); headroom: spare share of the SLO"
+        " capacity at peak, and the tightest SLO's margin below its limit"
     )
-    notes = render_notes(result, top)
+    notes = render_notes(result, top, rows)
     if notes:
         print("\n".join(notes))
     managed = render_managed(result)
     if managed:
         print("\n".join(managed))
+    costs = slo_cost_lines(result)
+    if costs:
+        print("\n" + "\n".join(costs))
     if result.get("summary"):
         print(f"\n{result['summary']}")
     _print_best(result["architectures"][0])
+
+
+def slo_cost_lines(result: dict[str, Any]) -> list[str]:
+    """What each stated SLO target costs: `TTFT p99 150 ms → 300 ms: $784,350 → $96,033/month`, each relaxed
+    alone (bound doubled), the binding one marked."""
+    costs = [c for c in result.get("slo_costs") or [] if isinstance(c, dict) and c.get("line")]
+    if not costs:
+        return []
+    lines = ["cost of each SLO (each target relaxed alone, its bound doubled):"]
+    lines += [f"  {c['line']}" + ("  <- binds" if c.get("binding") else "") for c in costs]
+    return lines
 
 
 def _print_infeasible(result: dict[str, Any]) -> None:
@@ -307,6 +319,9 @@ def _print_infeasible(result: dict[str, Any]) -> None:
         f"no architecture meets the SLOs (exit {EXIT_NO_ARCHITECTURE}): binding SLO"
         f" {inf.get('binding') or '-'}; {inf.get('message', '')}"
     )
+    costs = slo_cost_lines(result)
+    if costs:
+        print("\n".join(costs))
 
 
 def _print_rejected(result: dict[str, Any]) -> None:
@@ -346,12 +361,22 @@ def run(args: argparse.Namespace) -> int:
         # the report's curves re-simulate exactly what the table's figures came from: this workload, this seed
         write_report(result, args.report, workload=resolve(spec), seed=args.seed)
     if args.json:
-        print_json(result)
+        print_json(with_rows(result))
         return 0 if result["architectures"] else EXIT_NO_ARCHITECTURE
+    print_answer(result, args.top or TABLE_TOP)
+    return 0 if result["architectures"] else EXIT_NO_ARCHITECTURE
+
+
+#: Rows the table shows unless `--top` says otherwise.
+TABLE_TOP = 10
+
+
+def print_answer(result: dict[str, Any], top: int = TABLE_TOP) -> None:
+    """The answer as the default output prints it: the workload, the ranked rows with their notes, the cost of each
+    SLO and the summary (or why nothing is feasible), and what was rejected."""
     _print_header(result)
     if result["architectures"]:
-        _print_ranking(result, args.top or 10)
+        _print_ranking(result, top)
     else:
         _print_infeasible(result)
     _print_rejected(result)
-    return 0 if result["architectures"] else EXIT_NO_ARCHITECTURE

@@ -31,7 +31,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--candidate-id", help="candidate id label (default: the architecture id)")
     p.add_argument("--replicas", type=int, help="fixed replicas (default: the architecture's minimum)")
     p.add_argument("--no-autoscale", action="store_true", help="leave out the HorizontalPodAutoscaler")
-    p.add_argument("--namespace", default="llm-sizing")
+    p.add_argument("--namespace", default="llm-sizing", help="namespace of the serving objects (rendered)")
+    p.add_argument(
+        "--adapter-namespace",
+        default="monitoring",
+        help="namespace where prometheus-adapter runs (must exist; the adapter rule's ConfigMap goes there)",
+    )
     p.add_argument("--cluster-name", default="llm-sizing", help="karpenter.sh/discovery tag value")
     p.add_argument("--node-role", default="KarpenterNodeRole-llm-sizing", help="IAM role of the nodes")
     p.add_argument("--ami-family", choices=["al2023", "bottlerocket"], default="al2023")
@@ -173,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
         purpose=args.purpose,
         capacity_reservation=args.capacity_reservation,
         zones=[z.strip() for z in args.zones.split(",") if z.strip()] if args.zones else None,
+        adapter_namespace=args.adapter_namespace,
         **_business_hours(args),
     )
     comment = ""

@@ -213,11 +213,16 @@ PACK_WEIGHT = 100
 #: Zones the always-on replicas are spread over when min replicas >= 2: the number the cost counts nodes for
 #: (two: zone-failure tolerance), from the cost model itself so the two never disagree.
 SPREAD_ZONES = AVAILABILITY_ZONES
-#: prometheus-adapter's configuration as its Helm chart installs it (release `prometheus-adapter` in
-#: `monitoring`: ConfigMap `prometheus-adapter`, key `config.yaml`).
+#: Where prometheus-adapter runs as its Helm chart installs it (release `prometheus-adapter` in `monitoring`,
+#: configuration in ConfigMap `prometheus-adapter`, key `config.yaml`). The rule is rendered as a ConfigMap of its
+#: own name beside it, a snippet to merge into that configuration: applying it never replaces the adapter's rules.
 ADAPTER_NAMESPACE = "monitoring"
-ADAPTER_CONFIGMAP = "prometheus-adapter"
+ADAPTER_CONFIGMAP = "llm-sizing-adapter-rules"
+#: The adapter configuration the rule is merged into (the Helm chart's ConfigMap), named in the header.
+ADAPTER_CHART_CONFIGMAP = "prometheus-adapter"
 ADAPTER_CONFIG_KEY = "config.yaml"
+#: Annotation of the rule's ConfigMap saying what to do with it.
+ADAPTER_MERGE_ANNOTATION = "llm-sizing/merge-into"
 #: EC2 capacity reservation ids (On-Demand Capacity Reservations and Capacity Blocks): the CRD's pattern.
 CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-z]+$")
 
@@ -819,9 +824,17 @@ def adapter_rule(metric: str) -> dict[str, Any]:
     }
 
 
+def adapter_merge_note(opts: RenderOptions) -> str:
+    """What to do with the rule's ConfigMap: merge its rules into the adapter's own configuration."""
+    return (
+        f"merge rules into {opts.adapter_namespace}/{ADAPTER_CHART_CONFIGMAP} {ADAPTER_CONFIG_KEY}"
+        " (Helm values rules.custom), then restart prometheus-adapter; the adapter does not read this ConfigMap"
+    )
+
+
 def _adapter_config(p: _Plan) -> dict[str, Any]:
-    # The whole adapter configuration (the Helm chart's ConfigMap and key): applying it replaces the chart's
-    # rules, or paste the rule into the chart's values under `rules.custom` instead (docs/manifests.md).
+    # The rule as a snippet to merge, in a ConfigMap of its own name: the adapter's configuration (the Helm chart's
+    # ConfigMap) is left as it is, with its other rules (docs/manifests.md).
     config = {"rules": [adapter_rule(p.opts.autoscale_metric)]}
     return {
         "apiVersion": "v1",
@@ -830,6 +843,7 @@ def _adapter_config(p: _Plan) -> dict[str, Any]:
             "name": p.opts.adapter_configmap,
             "namespace": p.opts.adapter_namespace,
             "labels": {L.MANAGED_BY: L.MANAGER},
+            "annotations": {ADAPTER_MERGE_ANNOTATION: adapter_merge_note(p.opts)},
         },
         "data": {ADAPTER_CONFIG_KEY: yaml.safe_dump(config, sort_keys=False)},
     }
@@ -870,11 +884,21 @@ def header(objs: list[dict[str, Any]], options: RenderOptions | None = None) -> 
         f"  kubectl -n {opts.namespace} create secret generic {opts.hf_token_secret}"
         f" --from-literal={opts.hf_token_key}=hf_...",
     ]
+    if any(o.get("kind") == "Namespace" for o in objs):
+        lines.append(f"Namespaces: {opts.namespace} is rendered below (the serving objects live there).")
     if any(o.get("kind") == "HorizontalPodAutoscaler" for o in objs):
         lines.append(
-            f"The HPA scales on {opts.autoscale_metric} through prometheus-adapter (rule in ConfigMap"
-            f" {opts.adapter_namespace}/{opts.adapter_configmap}); Prometheus must scrape the pods' /metrics."
+            f"The HPA scales on {opts.autoscale_metric} through prometheus-adapter; Prometheus must scrape the"
+            " pods' /metrics."
         )
+    if any(o.get("kind") == "ConfigMap" and o["metadata"]["name"] == opts.adapter_configmap for o in objs):
+        lines += [
+            f"The adapter rule is a SNIPPET TO MERGE: ConfigMap {opts.adapter_namespace}/{opts.adapter_configmap}"
+            " holds only this deployment's rule and the adapter does not read it;",
+            f"  {adapter_merge_note(opts)}.",
+            f"  Namespace {opts.adapter_namespace} is where prometheus-adapter runs: it must exist already (not"
+            " rendered here); --adapter-namespace names another.",
+        ]
     return "".join(f"# {line}\n" for line in lines)
 
 

@@ -232,6 +232,13 @@ def _architecture(s: SearchState, opt: Option, deployment: str) -> Architecture:
             "quantization": hw.quantization,
             "engine": hw.engine,
             "capacity_type": cap_type,
+            # availability outside the price snapshot is unknown, never assumed; its price then is us-east-1's
+            "availability": "unknown"
+            if inst.available_in(region) is None and region != "us-east-1"
+            else "sold here",
+            "price_region": None
+            if inst_price_region(cat, hw, region) or region == "us-east-1"
+            else "us-east-1",
             "replicas": {"peak": peak_replicas, "min": min(sched), "mean": round(sum(sched) / 24, 2)},
             "replicas_per_instance": hw.replicas_per_instance,
             "instances": {"peak": nodes["peak"], "min": nodes["min"], "mean": round(nodes["mean"], 2)},

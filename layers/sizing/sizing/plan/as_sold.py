@@ -185,7 +185,7 @@ def _sagemaker_async(s: SearchState, a: Architecture, modes: Modes, opt: Option)
     )
     monthly = job["usd_per_job"] * DAYS_PER_MONTH
     users = wm.spec.users.total if wm.spec.users else None
-    out_month = wm.avg_rps * 86400 * DAYS_PER_MONTH * wm.output_tokens.mean
+    out_month = wm.requests_per_month * wm.output_tokens.mean
     cost = {
         "usd_per_hour_peak": round(job["instances"] * price, 2),
         "usd_per_month": round(monthly, 2),

@@ -14,7 +14,6 @@ from sizing.plan.cost import (
     BATCH_E2E_S,
     BEDROCK_BATCH_WINDOW_H,
     COMMITTED_TPM_HEADROOM,
-    DAYS_PER_MONTH,
     HOURS_PER_MONTH,
     batch_deadline_h,
     bedrock_batch_bill,
@@ -369,7 +368,7 @@ def _bedrock_provisioned(
     units = provisioned_units(in_tpm, out_tpm, pt.input_tpm_per_unit, pt.output_tpm_per_unit)
     monthly = provisioned_throughput_bill(pt.usd_per_hour_per_model_unit, units)
     users = wm.spec.users.total if wm.spec.users else None
-    out_month = wm.avg_rps * 86400 * DAYS_PER_MONTH * wm.output_tokens.mean
+    out_month = wm.requests_per_month * wm.output_tokens.mean
     cost = {
         "usd_per_hour_peak": round(units * pt.usd_per_hour_per_model_unit, 2),
         "usd_per_month": round(monthly, 2),
@@ -473,7 +472,7 @@ def _bedrock_reserved(
     )
     users = wm.spec.users.total if wm.spec.users else None
     cost["usd_per_user_month"] = round(monthly / users, 4) if users else None
-    out_month = wm.avg_rps * 86400 * DAYS_PER_MONTH * wm.output_tokens.mean
+    out_month = wm.requests_per_month * wm.output_tokens.mean
     cost["usd_per_million_output_tokens"] = round(monthly / (out_month / 1e6), 4) if out_month else None
     arch = on_demand.model_copy(
         update={

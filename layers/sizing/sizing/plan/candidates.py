@@ -88,10 +88,17 @@ def _tp_options(model: ModelSpec, devices: int, accelerator: Accelerator) -> lis
     return [t for t in valid_tps(model, devices, accelerator) if devices % t == 0]
 
 
-def _sold_in_region(out: Enumeration, allowed: list[InstanceType], region: str) -> list[InstanceType]:
-    """The allowed instance types sold in `region`; the others are rejected, and when none is sold the
-    enumeration says so and names the nearest Region that has them."""
-    sold = [i for i in allowed if i.available_in(region) is not False]
+def _sold_in_region(
+    out: Enumeration, allowed: list[InstanceType], region: str, known_only: bool = False
+) -> list[InstanceType]:
+    """The allowed instance types sold in `region`, or not known not to be (availability unknown: the price
+    snapshot does not cover the family there; left out too with `known_only`); the others are rejected, and when
+    none is sold the enumeration says so and names the nearest Region that has them."""
+    sold = [
+        i
+        for i in allowed
+        if i.available_in(region) is True or (i.available_in(region) is None and not known_only)
+    ]
     for inst in allowed:
         if inst.available_in(region) is False:
             out.rejected.append(
@@ -101,12 +108,22 @@ def _sold_in_region(out: Enumeration, allowed: list[InstanceType], region: str) 
                     "reason": f"{inst.instance_type} is not sold in {region} (price snapshot)",
                 }
             )
+        elif inst.available_in(region) is None and known_only:
+            out.rejected.append(
+                {
+                    "id": f"{inst.instance_type}@{region}",
+                    "kind": "unsupported",
+                    "reason": f"availability of {inst.instance_type} in {region} unknown (the dated price snapshot"
+                    " does not cover its family there); constraints.require_known_availability leaves it out",
+                }
+            )
     if allowed and not sold:
         elsewhere = {r for i in allowed for r in (i.regions_available or [])}
         close = nearest(region, elsewhere)
         out.nearest_region = close[0] if close else None
         types = ", ".join(sorted({i.family for i in allowed}))
-        out.region_gap = f"no allowed instance type ({types}) is sold in {region}" + (
+        sold_word = "known to be sold" if known_only else "sold"
+        out.region_gap = f"no allowed instance type ({types}) is {sold_word} in {region}" + (
             f"; the nearest Region that has them is {close[0]}" if close else ""
         )
     return sold
@@ -141,7 +158,7 @@ def _unsupported_quantization(acc: Accelerator, quant: str) -> str | None:
 def _hardware(out: Enumeration, wm: WorkloadModel, cat: Catalog, model: ModelSpec) -> None:
     """Every instance type x quantization x engine x TP the constraints allow, in the Region."""
     c = wm.spec.constraints
-    sold = _sold_in_region(out, _allowed_instances(cat, wm), c.region)
+    sold = _sold_in_region(out, _allowed_instances(cat, wm), c.region, c.require_known_availability)
     quants = _quantizations(wm, model)
     for inst in sold:
         acc = cat.accelerator_of(inst)

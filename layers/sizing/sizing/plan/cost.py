@@ -10,11 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sizing.workload import WorkloadModel
+from sizing.workload import DAYS_PER_MONTH, WorkloadModel
 
-#: Average hours in a month (365.25 x 24 / 12).
-HOURS_PER_MONTH = 730.5
-DAYS_PER_MONTH = HOURS_PER_MONTH / 24
+#: Average hours in a month (365.25 x 24 / 12 = 730.5).
+HOURS_PER_MONTH = DAYS_PER_MONTH * 24
 
 #: EKS control plane, standard support: $0.10 per cluster-hour [aws.amazon.com/eks/pricing, docs/serving-facts.md s5].
 EKS_CONTROL_PLANE_USD_PER_HOUR = 0.10
@@ -90,8 +89,8 @@ def _schedule(
     by_count = {r: nodes_for(r, replicas_per_instance, zones) for r in set(hourly)}
     nodes = [by_count[r] for r in hourly]
     min_nodes = nodes_for(c.min_replicas, replicas_per_instance, zones)
-    # node-hours billed per day: each hour's nodes, plus lead time for nodes added for the next hour and the
-    # scale-down lag for nodes removed after it
+    # node-hours billed per traffic day: each hour's nodes, plus lead time for nodes added for the next hour and
+    # the scale-down lag for nodes removed after it
     billed = 0.0
     for h in range(24):
         now, nxt, prev = nodes[h], nodes[(h + 1) % 24], nodes[h - 1]
@@ -100,6 +99,9 @@ def _schedule(
             billed += (nxt - now) * lead_time_s / 3600
         if prev > now:
             billed += (prev - now) * SCALE_DOWN_LAG_S / 3600
+    # per average day of the month: a day without traffic (a business-hours weekend) holds the min_replicas nodes
+    traffic_share = wm.traffic_days_per_month / DAYS_PER_MONTH
+    billed = billed * traffic_share + min_nodes * 24 * (1 - traffic_share)
     return hourly, nodes, billed, min_nodes
 
 
@@ -156,7 +158,7 @@ def project(
     savings_plan = (
         always_on * 24 * price * (1 - SAVINGS_PLAN_1Y_DISCOUNT) + (billed - always_on * 24) * price
     ) * DAYS_PER_MONTH + fixed_month
-    out_tokens_month = wm.avg_rps * 86400 * DAYS_PER_MONTH * wm.output_tokens.mean
+    out_tokens_month = wm.requests_per_month * wm.output_tokens.mean
     peak_nodes = max(nodes)
     return {
         "usd_per_hour_peak": round(peak_nodes * price + fixed_per_hour, 2),
@@ -169,6 +171,7 @@ def project(
         "usd_per_user_month": round(on_demand / users_total, 4) if users_total else None,
         "breakdown": {
             "instance_usd_per_hour": price,
+            # per average day of the month (a business-hours weekend holds the min_replicas nodes)
             "node_hours_per_day": round(billed, 2),
             "compute_usd_per_month": round(compute_month, 2),
             "control_plane_usd_per_month": round(pricing.control_plane_usd_per_hour * HOURS_PER_MONTH, 2),
@@ -193,7 +196,7 @@ def bedrock_bill(
     wm: WorkloadModel, usd_in_per_m: float, usd_out_per_m: float, users_total: int | None
 ) -> dict[str, Any]:
     """Bedrock on-demand bills tokens: monthly requests x (input x price_in + output x price_out)."""
-    requests_month = wm.avg_rps * 86400 * DAYS_PER_MONTH
+    requests_month = wm.requests_per_month
     in_cost = requests_month * wm.input_tokens.mean * usd_in_per_m / 1e6
     out_cost = requests_month * wm.output_tokens.mean * usd_out_per_m / 1e6
     total = in_cost + out_cost
@@ -235,17 +238,20 @@ BATCH_JOB_WINDOW_H = 24.0
 
 
 def is_batch_workload(wm: WorkloadModel) -> bool:
-    if wm.spec.preset == "batch":
+    """A batch workload: the `batch` preset, a job deadline (`slo.deadline_s`), or an e2e SLO of an hour or more."""
+    if wm.spec.preset == "batch" or wm.slo.deadline_s is not None:
         return True
     e2e = [limit for metric, _pct, limit in wm.slo.targets() if metric == "e2e_s"]
     return bool(e2e) and min(e2e) >= BATCH_E2E_S
 
 
 def batch_deadline_h(wm: WorkloadModel) -> float:
-    """Hours a batch job may take: the tightest e2e SLO, but at least the day of a `batch` preset job."""
+    """Hours a batch job may take: its stated deadline (`slo.deadline_s`; the batch preset's day when absent), else
+    the tightest e2e SLO (a request of the job ends when the job does)."""
+    if wm.slo.deadline_s is not None:
+        return wm.slo.deadline_s / 3600
     e2e = [limit for metric, _pct, limit in wm.slo.targets() if metric == "e2e_s"]
-    tightest = min(e2e) / 3600 if e2e else BATCH_JOB_WINDOW_H
-    return max(tightest, BATCH_JOB_WINDOW_H) if wm.spec.preset == "batch" else tightest
+    return min(e2e) / 3600 if e2e else BATCH_JOB_WINDOW_H
 
 
 def token_bill(
@@ -281,7 +287,11 @@ def bedrock_batch_bill(
         " within 24 h), not a measurement",
     }
     cost["usd_per_hour_peak"] = 0.0  # a batch job has no peak hour: it is billed per token whenever it runs
-    cost["breakdown"] = {**cost["breakdown"], "mode": "batch", "jobs_per_month": round(DAYS_PER_MONTH, 2)}
+    cost["breakdown"] = {
+        **cost["breakdown"],
+        "mode": "batch",
+        "jobs_per_month": round(wm.traffic_days_per_month, 2),
+    }
     return cost, job
 
 

@@ -6,8 +6,61 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from sizing.plan.capacity import describe_violation
 from sizing.plan.state import Option
-from sizing.results import AlsoFits, Architecture
+from sizing.results import AlsoFits, Architecture, Rejected, RejectedKind
+from sizing.workload import WorkloadModel
+
+#: The predicted percentiles an architecture states, lowest first: a target at another percentile (p90) is judged
+#: by the next one above it, which bounds it.
+STATED_PERCENTILES = ("p50", "p95", "p99")
+#: Relative slack for rounding when a prediction is compared with its target (figures are rounded to 0.1 ms).
+BIND_TOLERANCE = 1e-6
+
+
+def _predicted(a: Architecture, metric: str, pct: str) -> float | None:
+    block = getattr(a.predicted, metric)
+    later = STATED_PERCENTILES[next((i for i, q in enumerate(STATED_PERCENTILES) if q >= pct), 2) :]
+    return next((v for q in (pct, *later) if (v := getattr(block, q, None)) is not None), None)
+
+
+def misses(a: Architecture, wm: WorkloadModel) -> str | None:
+    """How an architecture misses a target the spec states, in words; None when it meets every one. A job (Bedrock
+    batch inference, a SageMaker asynchronous job) is judged by its wall time against the deadline, and its
+    requests by the per-request targets stated: a request ends when its job does, and a job states no TTFT."""
+    job = a.invocation in ("batch", "async")
+    out = []
+    for metric, pct, limit in wm.slo.stated_targets():
+        value = _predicted(a, metric, pct)
+        if value is None:
+            if job:
+                out.append(f"{metric.split('_')[0].upper()} {pct} is not stated by a {a.invocation} job")
+            continue
+        if value > limit * (1 + BIND_TOLERANCE):
+            what = describe_violation(metric, pct, value, limit)
+            out.append(what + (" (the job's wall time: its requests end when it does)" if job else ""))
+    deadline = wm.slo.deadline_s
+    if (
+        job
+        and deadline is not None
+        and a.batch is not None
+        and a.batch.wall_time_h * 3600 > deadline * (1 + BIND_TOLERANCE)
+    ):
+        out.append(f"the job takes {a.batch.wall_time_h:g} h > its deadline {deadline / 3600:g} h")
+    return "; ".join(out) or None
+
+
+def binding(archs: list[Architecture], wm: WorkloadModel) -> tuple[list[Architecture], list[Rejected]]:
+    """The architectures that meet every SLO as the spec states it, and a rejection for each that does not: a
+    ranked row never misses a stated target."""
+    kept, rejected = [], []
+    for a in archs:
+        why = misses(a, wm)
+        if why is None:
+            kept.append(a)
+        else:
+            rejected.append(Rejected(id=a.id, kind=RejectedKind.slo, reason=why + " (as stated)"))
+    return kept, rejected
 
 
 def ranked(feasible: list[Architecture]) -> list[Architecture]:

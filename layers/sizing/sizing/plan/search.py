@@ -29,8 +29,9 @@ from sizing.plan.capacity import max_rate_under_slo
 from sizing.plan.cost import is_batch_workload, monthly_usd
 from sizing.plan.explain import assumptions, infeasible, region_block, why_not_cheaper
 from sizing.plan.measured import measured_capacity
-from sizing.plan.ranking import ranked, row_costs
+from sizing.plan.ranking import binding, ranked, row_costs
 from sizing.plan.serving import context_for, default_serving
+from sizing.plan.slo_cost import binding_sentence, slo_costs
 from sizing.plan.state import (
     Option,
     Progress,
@@ -43,7 +44,14 @@ from sizing.plan.state import (
     option_label,
 )
 from sizing.plan.tuning import adopt_tuning, tune_heads, with_tuning
-from sizing.results import Architecture, EstimateResult, Rejected, RejectedKind, ranked_usd_per_month
+from sizing.results import (
+    Architecture,
+    EstimateResult,
+    Rejected,
+    RejectedKind,
+    SloCost,
+    ranked_usd_per_month,
+)
 from sizing.workload import WorkloadModel, WorkloadSpec, resolve
 
 #: Default share of a replica's SLO capacity kept free at peak (bursts within the hour, estimator error).
@@ -73,9 +81,11 @@ def estimate_result(
     seed: int = 0,
     progress: Progress | None = None,
     tune: bool = True,
+    slo_cost: bool = False,
 ) -> EstimateResult:
     """Estimate every candidate architecture for a workload, typed. `tune=False` keeps every option at its
-    engine's defaults (the benchmark's baseline)."""
+    engine's defaults (the benchmark's baseline); `slo_cost=True` adds what each SLO target costs (`slo_costs`, one
+    more estimate per stated target: what the CLI, the API and Slack answer with)."""
     t0 = time.perf_counter()
     s = _start(spec, catalog, headroom, seed)
     # 1. memory fit and roofline bounds for every hardware option (cheap)
@@ -93,9 +103,24 @@ def estimate_result(
     modes_cfg = load_modes()
     feasible = hosted_as_sold(s, feasible, batch, modes_cfg)
     bedrock, managed = bedrock_architectures(s, batch, modes_cfg)
-    # 5. rank
-    feasible = ranked([*feasible, *bedrock])
+    # 5. rank what meets every SLO as stated (a job is judged by its deadline and the per-request targets stated)
+    feasible, missed = binding([*feasible, *bedrock], s.wm)
+    s.rejected.extend(missed)
+    feasible = ranked(feasible)
     why, summary_text = why_not_cheaper(feasible, s.excluded, s.wm)
+    # 6. what each stated target costs: relaxed one step alone, re-estimated
+    costs: list[SloCost] = []
+    if slo_cost:
+        answer = feasible[0] if feasible else None
+        costs = slo_costs(
+            spec,
+            answer,
+            lambda loose: estimate_result(
+                loose, 1, catalog=s.cat, headroom=headroom, seed=seed, tune=tune, slo_cost=False
+            ),
+        )
+        binds = binding_sentence(s, answer, costs)
+        summary_text = " ".join(t for t in (binds, summary_text) if t) or None
     elapsed = time.perf_counter() - t0
     return EstimateResult(
         workload=s.wm.derived(),
@@ -117,6 +142,7 @@ def estimate_result(
         why_not_cheaper=why,
         summary=summary_text,
         managed_options=sorted(managed, key=Architecture.rank_key),
+        slo_costs=costs,
     )
 
 

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from jinja2 import Environment
 from markupsafe import Markup
 
+from sizing.answer import AnswerRow, answer_row, region_line
 from sizing.deploy.manifests import render, to_yaml
 from sizing.errors import SizingError
 from sizing.report import svg
@@ -404,7 +405,7 @@ def _why_not_cheaper(pg: Page) -> dict[str, Any]:
     return {"summary": _str(pg.r.get("summary")), "rows": rows}
 
 
-def _answer_fleet(pg: Page, a: dict[str, Any], p: str) -> dict[str, Any] | None:
+def _answer_fleet(pg: Page, a: dict[str, Any], p: str, row: AnswerRow) -> dict[str, Any] | None:
     if not a.get("replicas"):
         return None
     return {
@@ -412,7 +413,10 @@ def _answer_fleet(pg: Page, a: dict[str, Any], p: str) -> dict[str, Any] | None:
         "instances": _span(pg, p + ".instances"),
         "instance_type": str(a.get("instance_type")),
         "capacity_type": str(a.get("capacity_type")),
-        "in_flight": pg.num(p + ".per_replica.in_flight", tenths),
+        # a job has no steady requests in flight (Little's law at its drain rate would read as thousands)
+        "in_flight": pg.num(p + ".per_replica.in_flight", tenths)
+        if row.figures.in_flight is not None
+        else None,
         "headroom": _headroom(pg, p),
     }
 
@@ -461,9 +465,12 @@ def _answer(pg: Page) -> Section:
             else "no candidate meets the SLOs (see the rejected candidates)"
         )
         message = str((r.get("infeasible") or {}).get("message") or default)
-        return _section("answer.html", winner=None, message=message, why=_why_not_cheaper(pg))
+        return _section(
+            "answer.html", winner=None, message=message, why=_why_not_cheaper(pg), costs=_slo_costs(pg)
+        )
     a = archs[wi]
     p = f"architectures.{wi}"
+    row = answer_row(a, r)
     spot = a.get("capacity_type") == "spot" and (a.get("cost") or {}).get("usd_per_month_spot") is not None
     basis = (
         origin_label(a, r).capitalize() + " at the highest load level that met the SLOs"
@@ -474,14 +481,41 @@ def _answer(pg: Page) -> Section:
         "label": short_label(a),
         "spot": pg.n(p + ".cost.usd_per_month_spot", usd) if spot else None,
         "on_demand": pg.n(p + ".cost.usd_per_month", usd),
-        "fleet": _answer_fleet(pg, a, p),
+        "fleet": _answer_fleet(pg, a, p, row),
+        "qualifiers": row.qualifier_text(),
+        "quotas": [(q.message, q.request or "") for q in row.quotas],
         "extras": _answer_extras(pg, a, p),
         "basis": basis,
         "latency": _answer_latency(pg, a, p),
         "twin": measured_origin(a, r) == TWIN,
         "tuning": _str(lookup(a, "tuning.summary")),
     }
-    return _section("answer.html", winner=winner, ok=bool(a.get("meets_slo")), why=_why_not_cheaper(pg))
+    return _section(
+        "answer.html",
+        winner=winner,
+        ok=bool(a.get("meets_slo")),
+        why=_why_not_cheaper(pg),
+        costs=_slo_costs(pg),
+    )
+
+
+def _slo_costs(pg: Page) -> list[dict[str, Any]]:
+    """What each stated SLO target costs (`slo_costs`): its line, the two monthly costs as figures, and whether it
+    binds."""
+    out = []
+    for i, c in enumerate(pg.r.get("slo_costs") or []):
+        if not isinstance(c, dict) or not c.get("line"):
+            continue
+        out.append(
+            {
+                "line": str(c["line"]),
+                "target": str(c["line"]).split(": ", 1)[0],
+                "binding": bool(c.get("binding")),
+                "base": pg.n(f"slo_costs.{i}.usd_per_month", usd),
+                "relaxed": pg.n(f"slo_costs.{i}.relaxed_usd_per_month", usd),
+            }
+        )
+    return out
 
 
 def _workload(pg: Page, wl: WorkloadModel | None) -> Section:
@@ -626,10 +660,13 @@ def _ranked_row(pg: Page, i: int, a: dict[str, Any], metrics: list[tuple[str, st
         if lookup(r, p + ".replicas.min") != lookup(r, p + ".replicas.peak"):
             reps_mean = pg.n(p + ".replicas.mean", count)
     twin = measured_origin(a, r) == TWIN
+    row = answer_row(a, r)
     return {
         "rank": _rank(pg, a, p),
         "id": str(a["id"]),
         "label": short_label(a),
+        "qualifiers": row.qualifier_text(),
+        "quota_requests": [q.request for q in row.quotas if q.request],
         "spot": a.get("capacity_type") == "spot",
         "missed": "" if feasible(a) else ("when simulated (twin)" if twin else "when measured"),
         "twin": twin,
@@ -894,8 +931,9 @@ def _latency_caption(
     return {
         "kinds": " / ".join(sorted({_step_label(cid, pg.r) for cid in measured})) if measured else "",
         "capacity": (METRIC_NAMES[capacity[1]], capacity[2]) if capacity is not None else None,
-        "table_rps": (
-            f"{table:.2f}" if table is not None and x_cap is not None and abs(table - x_cap) >= 0.005 else ""
+        "table_rps": f"{table:.2f}" if table is not None and x_cap is not None else "",
+        "crossing_rps": (
+            f"{x_cap:.2f}" if table is not None and x_cap is not None and abs(table - x_cap) >= 0.005 else ""
         ),
         "winner": winner_curve is not None,
         "resimulated": winner_curve is not None and not winner_curve.matches_table,
@@ -913,7 +951,12 @@ def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, A
     winner_curve = next(
         (c for c in curves if c.architecture_ids and c.architecture_ids[0] == winner_id), None
     )
-    capacity = winner_curve.capacity(chart_targets(r)) if winner_curve is not None else None
+    crossing = winner_curve.capacity(chart_targets(r)) if winner_curve is not None else None
+    # the dotted line is the table's capacity (the planner's search), so the chart and the table say one figure;
+    # where the chart's longer simulations cross the target elsewhere, the caption says where
+    capacity = crossing
+    if crossing is not None and winner_curve is not None and winner_curve.slo_limit_rps is not None:
+        capacity = (float(winner_curve.slo_limit_rps), crossing[1], crossing[2])
     metrics = ["ttft_ms", "e2e_s"]
     if any(m == "tpot_ms" for m, _, _ in slo_targets(r)):
         metrics.insert(1, "tpot_ms")
@@ -931,7 +974,7 @@ def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, A
         "latency.html",
         empty=False,
         charts=charts,
-        caption=_latency_caption(pg, measured, winner_curve, capacity),
+        caption=_latency_caption(pg, measured, winner_curve, crossing),
         matches_table=winner_curve is not None and winner_curve.matches_table,
         shared=[(label, ", ".join(ranks)) for label, ranks in shared if ranks],
         steps=_measurements(measured, r) if measured else None,
@@ -1268,6 +1311,22 @@ def _assumed(r: dict[str, Any], prices: dict[tuple[str, str, bool], list[str]]) 
     return assumed
 
 
+def plain_value(v: Any) -> str:
+    """An assumption's value in words: `gpu 600, neuron 900` for `{"gpu": 600, "neuron": 900}`, a list joined,
+    `none` for a missing value, a number as written."""
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int | float):
+        return f"{v:g}"
+    if isinstance(v, dict):
+        return ", ".join(f"{str(k).replace('_', ' ')} {plain_value(x)}" for k, x in v.items()) or "none"
+    if isinstance(v, list | tuple):
+        return ", ".join(plain_value(x) for x in v) or "none"
+    return str(v)
+
+
 def _assumptions(pg: Page) -> Section:
     r = pg.r
     asm = r.get("assumptions") or {}
@@ -1285,11 +1344,7 @@ def _assumptions(pg: Page) -> Section:
         ("Calibration date", str((cal.get("date") if isinstance(cal, dict) else None) or "—"), False),
         ("Generated", str(r.get("generated_at", "—")), False),
     ]
-    items += [
-        (k.replace("_", " "), v if isinstance(v, str) else json.dumps(v, default=str), not isinstance(v, str))
-        for k, v in asm.items()
-        if k != "calibration"
-    ]
+    items += [(k.replace("_", " "), plain_value(v), False) for k, v in asm.items() if k != "calibration"]
     price_rows = [
         [src, as_of, "assumed" if flag else "quoted", str(len(ids))]
         for (src, as_of, flag), ids in sorted(prices.items())
@@ -1386,12 +1441,14 @@ def render_report(
         _manifests(manifests, note),
     ]
     title, subtitle = _heading(result, measured=bool(measurements))
+    where = region_line(result) or ""
     return (
         _environment()
         .get_template("report.html")
         .render(
             title=title,
             subtitle=subtitle,
+            where=where,
             nav=NAV,
             sections=[s for s in sections if s is not None],
             result=result,

@@ -343,8 +343,41 @@ def _xy_series(fr: _Frame, s: Series) -> list[str]:
     return out
 
 
-def _xy_marker(fr: _Frame, m: Marker) -> list[str]:
-    """A highlighted point (star or ring) and, when shown, its label on the side with room."""
+#: A marker label's height in px (font-size 11), for keeping labels apart.
+LABEL_H = 13
+
+
+Box = tuple[float, float, float, float]
+
+
+def _overlaps(a: Box, b: Box) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _label_spot(
+    fr: _Frame, x: float, y: float, text: str, placed: list[Box]
+) -> tuple[float, float, str] | None:
+    """Where a marker's label goes: beside it on the side with room, else above or below it, never over another
+    label or outside the frame; None when every spot is taken (the marker's tooltip still names it)."""
+    w = CHAR_W * len(text) + 4
+    first = "end" if x > (fr.left + fr.right) / 2 else "start"
+    second = "start" if first == "end" else "end"
+    for anchor in (first, second):
+        for dy in (-9, 17, -9 - LABEL_H, 17 + LABEL_H, -9 - 2 * LABEL_H):
+            tx = x - 10 if anchor == "end" else x + 10
+            left = tx - w if anchor == "end" else tx
+            box = (left, y + dy - LABEL_H + 3, left + w, y + dy + 3)
+            if box[0] < fr.left or box[2] > fr.right + MARGIN_RIGHT or box[1] < 0:
+                continue
+            if not any(_overlaps(box, b) for b in placed):
+                placed.append(box)
+                return tx, y + dy, anchor
+    return None
+
+
+def _xy_marker(fr: _Frame, m: Marker, placed: list[Box] | None = None) -> list[str]:
+    """A highlighted point (star or ring) and, when shown, its label on the side with room, clear of the labels
+    already `placed`."""
     if not fr.inside(m.x, m.y):
         return []
     x, y = fr.px(m.x), fr.py(m.y)
@@ -359,11 +392,11 @@ def _xy_marker(fr: _Frame, m: Marker) -> list[str]:
             f'<circle class="mark op" cx="{x:.1f}" cy="{y:.1f}" r="7" fill="none" stroke="{m.color}" '
             f'stroke-width="2.5"{data}><title>{escape(m.tip or m.label)}</title></circle>'
         ]
-    if m.show_label:
-        anchor = "end" if x > (fr.left + fr.right) / 2 else "start"
-        dx = -10 if anchor == "end" else 10
+    spot = _label_spot(fr, x, y, m.label, placed if placed is not None else []) if m.show_label else None
+    if spot is not None:
+        tx, ty, anchor = spot
         out.append(
-            f'<text x="{x + dx:.1f}" y="{y - 9:.1f}" font-size="11" font-weight="600" text-anchor="{anchor}" '
+            f'<text x="{tx:.1f}" y="{ty:.1f}" font-size="11" font-weight="600" text-anchor="{anchor}" '
             f'fill="{m.color}" stroke="#fff" stroke-width="3" paint-order="stroke">{escape(m.label)}</text>'
         )
     return out
@@ -417,8 +450,9 @@ def xy_chart(
     for s in series:
         out += _xy_series(fr, s)
     out.append("</g>")
+    placed: list[Box] = []
     for m in markers:
-        out += _xy_marker(fr, m)
+        out += _xy_marker(fr, m, placed)
     out += _legend(legend, fr.left, fr.right)
     out.append("</svg>")
     return "".join(out)

@@ -25,6 +25,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
+from sizing.answer import answer_row, region_line
 from sizing.slack.client import Message
 from sizing.slack.grammar import EXAMPLES, PRESET_ALIASES
 from sizing.text import measured_label
@@ -43,6 +44,8 @@ CONFIRM_TEXT_MAX = 300
 #: How much of a person's message a usage reply quotes back (enough to recognise it).
 ECHO_MAX = 300
 DEPLOYMENT_NAMES = {"eks": "EKS", "sagemaker": "SageMaker", "bedrock": "Bedrock"}
+#: Above this an e2e figure is a job's wall time, printed in hours (as the table prints it).
+E2E_HOURS_FROM_S = 3600.0
 METRIC_NAMES = {"ttft_ms": ("TTFT", "ms"), "tpot_ms": ("TPOT", "ms"), "e2e_s": ("e2e", "s")}
 
 
@@ -91,7 +94,8 @@ def _latency(metric: str, value: float | None) -> str:
     if value is None:
         return "n/a"
     if metric == "e2e_s":
-        return f"{value:.2f} s"
+        # a job's wall time reads in hours (86400.00 s reads as a typo)
+        return f"{value / 3600:.1f} h" if value >= E2E_HOURS_FROM_S else f"{value:.2f} s"
     return f"{value:,.0f} ms" if value >= 10 else f"{value:.1f} ms"
 
 
@@ -110,7 +114,9 @@ def describe_spec(spec: WorkloadSpec, model_id: str) -> str:
         parts.append(
             f"in {_tokens(tok.input.fixed, tok.input.mean)} / out {_tokens(tok.output.fixed, tok.output.mean)} tokens"
         )
-    for metric, pct, limit in spec.slo.targets():
+    if spec.slo.deadline_s is not None:
+        parts.append(f"deadline {spec.slo.deadline_s / 3600:g} h")
+    for metric, pct, limit in spec.slo.stated_targets():
         name, unit = METRIC_NAMES[metric]
         shown = (
             f"{limit:g} s" if unit == "s" else (f"{limit / 1000:g} s" if limit >= 1000 else f"{limit:g} ms")
@@ -155,8 +161,12 @@ def _is_twin(a: dict[str, Any]) -> bool:
     return isinstance(measured, dict) and measured.get("origin") == "twin"
 
 
-def architecture_section(a: dict[str, Any], slo_pcts: dict[str, str]) -> SectionBlock:
-    """One architecture: title, then cost and latency (at each SLO's percentile) as two fields."""
+def architecture_section(
+    a: dict[str, Any], slo_pcts: dict[str, str], result: dict[str, Any] | None = None
+) -> SectionBlock:
+    """One architecture: title and its qualifiers (kind, tier, basis, quotas, availability: `sizing.answer`), then
+    cost and latency (at each SLO's percentile) as two fields."""
+    row = answer_row(a, result or {})
     cost = a.get("cost") or {}
     month = f"*{_usd(cost.get('usd_per_month'))}*/month"
     spot = cost.get("usd_per_month_spot")
@@ -177,8 +187,9 @@ def architecture_section(a: dict[str, Any], slo_pcts: dict[str, str]) -> Section
     if a.get("meets_slo") and headroom is not None:
         verdict += f" ({headroom:g}% headroom)"
     slo_text += f"\n{verdict}"
+    quals = escape(row.qualifier_text())
     return SectionBlock(
-        text=_md(f"*{architecture_title(a)}*"),
+        text=_md(f"*{architecture_title(a)}*\n_{quals}_"),
         fields=[_md(f"*Cost*\n{cost_text}"), _md(f"*Latency*\n{slo_text}")],
     )
 
@@ -201,6 +212,17 @@ def _slo_pcts(spec: WorkloadSpec | None) -> dict[str, str]:
     for metric, pct, _ in spec.slo.targets():
         out.setdefault(metric, pct)
     return out
+
+
+def slo_cost_text(result: dict[str, Any]) -> str:
+    """What each stated SLO target costs, one line each (`TTFT p99 150 ms → 300 ms: $784,350 → $96,033/month`),
+    the binding one marked; "" when the result has none."""
+    lines = [
+        f"• {escape(str(c['line']))}" + (" _(binds)_" if c.get("binding") else "")
+        for c in result.get("slo_costs") or []
+        if isinstance(c, dict) and c.get("line")
+    ]
+    return "*The cost of each SLO* (each relaxed alone, bound doubled)\n" + "\n".join(lines) if lines else ""
 
 
 def help_message() -> Message:
@@ -277,18 +299,17 @@ def estimate_message(
     ]
     workload = result.get("workload") or {}
     if workload.get("peak_rps") is not None:
-        blocks.append(
-            ContextBlock(
-                elements=[
-                    _md(
-                        f"Peak {workload['peak_rps']:,.1f} req/s, about"
-                        f" {workload.get('peak_concurrency') or 0:,.0f} requests in flight"
-                    )
-                ]
-            )
-        )
+        line = f"Peak {workload['peak_rps']:,.1f} req/s"
+        # requests in flight (Little's law) describe a real-time answer; a job's would read as thousands
+        if archs and answer_row(archs[0], result).figures.in_flight is not None:
+            line += f", about {workload.get('peak_concurrency') or 0:,.0f} requests in flight"
+        if (where := region_line(result)) is not None:
+            line += f" · {where}"
+        blocks.append(ContextBlock(elements=[_md(escape(line))]))
     if not archs:
         infeasible = (result.get("infeasible") or {}).get("message") or "no architecture fits"
+        if costs := slo_cost_text(result):
+            blocks.append(SectionBlock(text=_md(costs)))
         blocks.append(
             SectionBlock(
                 text=_md(
@@ -299,7 +320,10 @@ def estimate_message(
         return Message(text=f"Nothing meets these SLOs for {model_id}", blocks=blocks)
     blocks.append(DividerBlock())
     pcts = _slo_pcts(spec)
-    blocks += [architecture_section(a, pcts) for a in archs]
+    blocks += [architecture_section(a, pcts, result) for a in archs]
+    costs = slo_cost_text(result)
+    if costs:
+        blocks.append(SectionBlock(text=_md(costs)))
     blocks.append(DividerBlock())
     actions: list[Any] = []
     to_measure = measurable(archs)

@@ -53,7 +53,7 @@ def openapi_document() -> dict[str, Any]:
     """The document of the server answering: the deployed API's (IAM/SigV4), or, under `sizing serve` (stage
     `local`), one that declares no authentication, since the local server checks none."""
     doc = app.get_openapi_schema(**_served_info()).model_dump(mode="json", by_alias=True, exclude_none=True)
-    return with_spec_schema(doc, catalog=deps.catalog())
+    return with_slack_routes(with_spec_schema(doc, catalog=deps.catalog()))
 
 
 #: The local document's description: what differs from the deployed API.
@@ -259,10 +259,125 @@ def _served_info() -> dict[str, Any]:
     return info
 
 
+#: The Slack bot's routes on the same API (served by its own functions, `functions/slack/`): Slack signs each request
+#: (X-Slack-Signature, an HMAC-SHA256 of `v0:{timestamp}:{body}` with the app's signing secret,
+#: api.slack.com/authentication/verifying-requests-from-slack), so they need no SigV4 and declare no security.
+SLACK_HEADERS = [
+    {
+        "name": "X-Slack-Signature",
+        "in": "header",
+        "required": True,
+        "description": "v0=<hex HMAC-SHA256 of v0:{timestamp}:{raw body} with the Slack app's signing secret>",
+        "schema": {"type": "string"},
+    },
+    {
+        "name": "X-Slack-Request-Timestamp",
+        "in": "header",
+        "required": True,
+        "description": "Unix time of the request; one more than five minutes old is refused (replay)",
+        "schema": {"type": "string"},
+    },
+]
+_SLACK_REFUSED = {
+    "description": "not from Slack (bad or missing signature, stale timestamp): nothing started",
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "properties": {"message": {"type": "string"}},
+                "required": ["message"],
+            }
+        }
+    },
+}
+_SLACK_MESSAGE = {
+    "description": "the acknowledgement: an ephemeral Block Kit message (JSON), or an empty body",
+    "content": {"application/json": {"schema": {"type": "object"}}},
+}
+SLACK_PATHS: dict[str, Any] = {
+    "/slack/commands": {
+        "post": {
+            "tags": ["slack"],
+            "summary": "The /sizing slash command",
+            "description": "Slack's slash command request (form-encoded). Parses `/sizing ...`, answers an ephemeral"
+            " acknowledgement within Slack's three seconds, and posts the estimate (top three architectures,"
+            " 'Measure these', a report link) to the response_url. `/sizing help` answers the grammar.",
+            "operationId": "slack_command",
+            "security": [],
+            "parameters": SLACK_HEADERS,
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/x-www-form-urlencoded": {
+                        "schema": {
+                            "type": "object",
+                            "properties": {
+                                k: {"type": "string"}
+                                for k in (
+                                    "command",
+                                    "text",
+                                    "user_id",
+                                    "channel_id",
+                                    "team_id",
+                                    "response_url",
+                                    "trigger_id",
+                                )
+                            },
+                            "required": ["command", "text", "response_url"],
+                        }
+                    }
+                },
+            },
+            "responses": {"200": _SLACK_MESSAGE, "401": _SLACK_REFUSED},
+        }
+    },
+    "/slack/interactions": {
+        "post": {
+            "tags": ["slack"],
+            "summary": "Block Kit interactions ('Measure these')",
+            "description": "Slack's interaction request (form-encoded `payload`, a JSON block_actions document)."
+            " 'Measure these' starts one measured run of the estimate's top architectures, once per click; other"
+            " interactions are acknowledged and ignored.",
+            "operationId": "slack_interaction",
+            "security": [],
+            "parameters": SLACK_HEADERS,
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/x-www-form-urlencoded": {
+                        "schema": {
+                            "type": "object",
+                            "properties": {
+                                "payload": {"type": "string", "description": "JSON block_actions"}
+                            },
+                            "required": ["payload"],
+                        }
+                    }
+                },
+            },
+            "responses": {
+                "200": _SLACK_MESSAGE,
+                "400": {**_SLACK_REFUSED, "description": "the button carries no workload"},
+                "401": _SLACK_REFUSED,
+            },
+        }
+    },
+}
+
+
+def with_slack_routes(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document with the Slack bot's routes, which other functions serve on the same API."""
+    doc.setdefault("paths", {}).update(json.loads(json.dumps(SLACK_PATHS)))
+    tags = doc.setdefault("tags", [])
+    if isinstance(tags, list) and not any(isinstance(t, dict) and t.get("name") == "slack" for t in tags):
+        tags.append({"name": "slack", "description": "the Slack bot: Slack-signed requests, not SigV4"})
+    return doc
+
+
 def openapi_json() -> str:
     """The deployed API's OpenAPI document as JSON text (GET /openapi.json serves it, or its local variant)."""
     doc = app.get_openapi_schema(**_openapi_info()).model_dump(mode="json", by_alias=True, exclude_none=True)
-    return json.dumps(with_spec_schema(doc), indent=2)
+    return json.dumps(with_slack_routes(with_spec_schema(doc)), indent=2)
 
 
 SWAGGER_PATH = "/swagger"

@@ -6,6 +6,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.metrics import MetricUnit
 
+from sizing.answer import answer_rows
 from sizing.api_models import EXAMPLE_SPEC, SPEC_DESCRIPTION
 from sizing.observability import metrics, tracer
 from sizing.outcome import impossible_constraints
@@ -27,7 +28,12 @@ MAX_TOP = 50
     description="Models the workload, estimates every candidate architecture and ranks those that meet the SLOs"
     " by cost, each with the serving configuration it deploys.",
     tags=["estimates"],
-    responses=ok(EstimateResult, "the ranked architectures (`infeasible` says why when none meets the SLOs)"),
+    responses=ok(
+        EstimateResult,
+        "the ranked architectures (`infeasible` says why when none meets the SLOs) and `rows`, the same"
+        " architectures as the table, the report and Slack show them (kind, tier, quotas, Region and availability,"
+        " basis)",
+    ),
 )
 @tracer.capture_method
 def post_estimate(
@@ -38,7 +44,7 @@ def post_estimate(
 
     catalog = deps.catalog()  # the shipped models and those released since
     workload = parse_spec(spec, catalog=catalog)
-    result = estimate_result(workload, top=top, catalog=catalog)
+    result = estimate_result(workload, top=top, catalog=catalog, slo_cost=True)
     refusal = impossible_constraints(result, workload)
     if refusal is not None:
         raise refusal  # 422: the constraints leave nothing to estimate
@@ -48,4 +54,5 @@ def post_estimate(
         # a replayed trace: what it changed against Poisson arrivals at the same means
         trace["effect"] = compare(result.as_json(), estimate_result(twin, top=top, catalog=catalog).as_json())
     metrics.add_metric(name="EstimatesServed", unit=MetricUnit.Count, value=1)
-    return result
+    # the rows every output shows (kind, tier, quotas, Region, basis): the JSON carries them too
+    return result.model_copy(update={"rows": answer_rows(result.as_json())})
