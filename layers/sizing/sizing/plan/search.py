@@ -29,6 +29,7 @@ from sizing.catalog.regions import region_name
 from sizing.learn.measured import at_throughput, describe
 from sizing.perf.calibration import load_profiles, profile_for, summary
 from sizing.perf.config import HardwareConfig
+from sizing.perf.managed import REFERENCE_PROMPT_TOKENS, PromptPrefill, assumed_prefill, bedrock_ttft_ms
 from sizing.perf.memory import memory_fit
 from sizing.perf.simulator import Bounds, bounds
 from sizing.perf.step import StepModel
@@ -558,10 +559,19 @@ def _bedrock_quota(wm: WorkloadModel, choice: BedrockChoice) -> tuple[QuotaFlag 
     )
 
 
-def _bedrock_predicted(wm: WorkloadModel, lat: Any) -> dict[str, dict[str, float]]:
+def _bedrock_predicted(
+    wm: WorkloadModel, lat: Any, prefill: PromptPrefill | None = None
+) -> dict[str, dict[str, float]]:
+    """Bedrock latencies from the offer's stated profile; TTFT grows with the prompt at each percentile by the
+    prompt's prefill beyond the short chat the profile stands for (`sizing.perf.managed`)."""
     tpot_ms = 1000 / lat.output_tokens_per_s
     out = wm.output_tokens
-    ttft = {"p50": lat.ttft_ms_p50, "p95": lat.ttft_ms_p95, "p99": lat.ttft_ms_p95 * 1.3}
+    prompt = wm.input_tokens
+    ttft = {
+        "p50": bedrock_ttft_ms(lat.ttft_ms_p50, prompt.percentile("p50"), prefill),
+        "p95": bedrock_ttft_ms(lat.ttft_ms_p95, prompt.percentile("p95"), prefill),
+        "p99": bedrock_ttft_ms(lat.ttft_ms_p95 * 1.3, prompt.percentile("p99"), prefill),
+    }
     tpot = {"p50": tpot_ms, "p95": tpot_ms * 1.2, "p99": tpot_ms * 1.4}
     e2e = {
         k: round((ttft[k] + tpot[k] * max(out.percentile(k) - 1, 0)) / 1000, 3) for k in ("p50", "p95", "p99")
@@ -639,7 +649,9 @@ def _bedrock(
                 "source": f"{lat.source}; Priority: {tiers.priority_latency_source}",
             }
         )
-    predicted = _bedrock_predicted(wm, lat)
+    spec = load_catalog().models.get(wm.model_id)
+    prefill = assumed_prefill(spec, load_catalog()) if spec is not None else None
+    predicted = _bedrock_predicted(wm, lat, prefill)
     bad = [
         describe_violation(m, p, predicted[m][p if p in predicted[m] else "p95"], limit)
         for m, p, limit in wm.slo.targets()
@@ -662,6 +674,13 @@ def _bedrock(
     }
     notes = [
         "latency profile assumed until measured: " + lat.source,
+        (
+            f"TTFT grows with the prompt: the stated short-chat TTFT plus the prompt's prefill beyond"
+            f" {REFERENCE_PROMPT_TOKENS} tokens ({prefill.basis})"
+            if prefill is not None
+            else "TTFT is the stated short-chat figure at any prompt length (the model's architecture is not in"
+            " the catalog): a long prompt's prefill comes on top of it"
+        ),
         _price_note(choice),
         _scope_note(choice),
     ]
@@ -1902,7 +1921,11 @@ def _early_reject(slo: SLO, rep: Replica, wm: WorkloadModel) -> tuple[str, dict[
             bad.append((metric, pct, value, limit))
     if not bad:
         return None
-    reason = "; ".join(describe_violation(*v) for v in bad) + " even unloaded (roofline bound)"
+    reason = (
+        "; ".join(describe_violation(*v) for v in bad)
+        + " even unloaded (a lone request's step times on this deployment, no queueing: the calibrated step model"
+        " with its overheads and the engine's compiled shapes, not a plain roofline)"
+    )
     return reason, {f"{m}.{p}": v for m, p, v, _ in bad}
 
 
