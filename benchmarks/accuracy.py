@@ -319,7 +319,11 @@ def main() -> int:
     one_sided(tables["source"])
     coverage(tables["source"])
     if args.recompute:
-        data = {**data, "cross_validation": tables["source"], "cross_validation_by_harness": tables["harness"]}
+        data = {
+            **data,
+            "cross_validation": tables["source"],
+            "cross_validation_by_harness": tables["harness"],
+        }
     harness_coverage(data)
     floor(data, tables["source"])
     cv_rows = tables["source"].get("rows", [])

@@ -56,7 +56,9 @@ def test_no_fitted_efficiency_is_above_one_wherever_the_optimiser_wanders(theta:
     assert prof.moe_eff <= 1.0
 
 
-@pytest.mark.parametrize("model", ["mistralai/Mixtral-8x7B-v0.1", "Qwen/Qwen3-30B-A3B", "meta-llama/Llama-3.1-8B"])
+@pytest.mark.parametrize(
+    "model", ["mistralai/Mixtral-8x7B-v0.1", "Qwen/Qwen3-30B-A3B", "meta-llama/Llama-3.1-8B"]
+)
 def test_a_lone_decode_step_never_reads_memory_faster_than_the_datasheet(model: str):
     # given the shipped H100 profile and the plain roofline (datasheet bandwidth, no overheads)
     cfg = HardwareConfig(model_id=model, instance_type="p5.48xlarge", tensor_parallel=2, quantization="bf16")
@@ -71,7 +73,9 @@ def test_an_untied_input_embedding_table_is_not_read_every_step():
     # given Llama-3.1-8B (vocabulary 128,256 x 4,096 input table, a separate LM head) on one H100, plain roofline
     cat = load_catalog()
     spec = cat.models["meta-llama/Llama-3.1-8B"]
-    cfg = HardwareConfig(model_id=spec.id, instance_type="p5.48xlarge", tensor_parallel=1, quantization="bf16")
+    cfg = HardwareConfig(
+        model_id=spec.id, instance_type="p5.48xlarge", tensor_parallel=1, quantization="bf16"
+    )
     sm = StepModel.for_config(cfg, ROOFLINE)
     bw = cat.accelerators["h100"].device_bw_bytes
     # when a lone decode step reads the weights
@@ -85,7 +89,10 @@ def test_an_untied_input_embedding_table_is_not_read_every_step():
 def test_a_moe_models_efficiency_slows_its_experts_not_its_kv_reads():
     # given Mixtral on H100 with an expert efficiency of 0.5, and the same profile without it
     cfg = HardwareConfig(
-        model_id="mistralai/Mixtral-8x7B-v0.1", instance_type="p5.48xlarge", tensor_parallel=2, quantization="bf16"
+        model_id="mistralai/Mixtral-8x7B-v0.1",
+        instance_type="p5.48xlarge",
+        tensor_parallel=2,
+        quantization="bf16",
     )
     base = Profile(0.6, 0.8, 0.0, 0.0, request_overhead_s=0.0)
     slow = StepModel.for_config(cfg, Profile(0.6, 0.8, 0.0, 0.0, request_overhead_s=0.0, moe_eff=0.5))
@@ -140,8 +147,14 @@ def reference_rows():
 def test_vllm_generations_and_vendor_tables_are_held_out_apart(reference_rows):
     # given the reference rows
     groups = {r.row_id: harness_of(r) for r in reference_rows}
-    v0 = {groups[r.row_id] for r in reference_rows if r.engine == "vllm" and r.build == "v0" and r.start == "spread"}
-    v1 = {groups[r.row_id] for r in reference_rows if r.engine == "vllm" and not r.build and r.start == "spread"}
+    v0 = {
+        groups[r.row_id]
+        for r in reference_rows
+        if r.engine == "vllm" and r.build == "v0" and r.start == "spread"
+    }
+    v1 = {
+        groups[r.row_id] for r in reference_rows if r.engine == "vllm" and not r.build and r.start == "spread"
+    }
     trt = {groups[r.row_id] for r in reference_rows if r.study == "NVIDIA/TensorRT-LLM"}
     # then V0 and V1 are different groups, TensorRT-LLM's own tables one group of their own
     assert v0 and v1 and v0.isdisjoint(v1)
@@ -173,7 +186,9 @@ def test_the_shipped_profile_states_the_harness_cross_validation(reference_rows)
     st.floats(min_value=1.0, max_value=20.0),
     st.sampled_from(["ttft", "tpot", "throughput"]),
 )
-def test_the_stated_interval_always_contains_the_point_prediction(pred: float, low: float, spread: float, metric: str):
+def test_the_stated_interval_always_contains_the_point_prediction(
+    pred: float, low: float, spread: float, metric: str
+):
     # given any band of predicted/measured ratios, optimistic, pessimistic or straddling 1
     bands = {metric: {"ratio": [low, low * spread], "rows": 30, "basis": "test"}}
     # when the interval of a prediction is stated
@@ -191,7 +206,9 @@ def test_the_stated_interval_always_contains_the_point_prediction(pred: float, l
     st.floats(min_value=0, max_value=120_000),
     st.floats(min_value=50, max_value=2000),
 )
-def test_a_longer_prompt_never_gives_a_lower_bedrock_ttft(model: str, prompt: float, more: float, stated: float):
+def test_a_longer_prompt_never_gives_a_lower_bedrock_ttft(
+    model: str, prompt: float, more: float, stated: float
+):
     # given a Bedrock model's stated short-chat TTFT and its assumed prefill
     cat = load_catalog()
     prefill = assumed_prefill(cat.models[model], cat)
@@ -243,7 +260,12 @@ def test_a_one_request_server_queues_as_m_d_1(utilisation: float):
     rate = utilisation / d
     # when Poisson arrivals at that rate are simulated
     res = simulate(
-        sm, OpenLoop(rate), TokenDistribution.fixed(1000), TokenDistribution.fixed(1), n_requests=20_000, seed=3
+        sm,
+        OpenLoop(rate),
+        TokenDistribution.fixed(1000),
+        TokenDistribution.fixed(1),
+        n_requests=20_000,
+        seed=3,
     )
     # then the mean TTFT is the M/D/1 (Pollaczek-Khinchine) wait plus the service: D + rho D / (2 (1 - rho))
     expected = d + utilisation * d / (2 * (1 - utilisation))

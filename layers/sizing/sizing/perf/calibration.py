@@ -84,9 +84,9 @@ def _fleet_error(data: dict[str, Any]) -> dict[str, float]:
     """Per metric, the error over every family (leave-one-harness-out, else leave-one-study-out), widened: what a
     profile states for a metric no held-out row of its own family measured (e.g. TPOT on a family whose sources
     published none)."""
-    table = (
-        data.get("cross_validation_by_harness") or data.get("cross_validation_by_study") or {}
-    ).get("by_metric", {})
+    table = (data.get("cross_validation_by_harness") or data.get("cross_validation_by_study") or {}).get(
+        "by_metric", {}
+    )
     return {
         m: round(table[m]["mdape"] * FALLBACK_ERROR_WIDENING, 3)
         for m in ERROR_METRICS

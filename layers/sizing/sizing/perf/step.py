@@ -133,7 +133,9 @@ class StepModel:
     ) -> None:
         """Compute seconds per token of linear layers (the expert GEMMs of a MoE model at `moe` of the dense
         layers' efficiency), per (query, key) pair of attention."""
-        active = (spec.params_b if d.moe_dense else spec.active_params_b) * 1e9 - unread_embedding_params(spec)
+        active = (spec.params_b if d.moe_dense else spec.active_params_b) * 1e9 - unread_embedding_params(
+            spec
+        )
         if spec.moe is not None and moe < 1.0:
             experts = spec.param_parts()["experts"]
             if not d.moe_dense:
