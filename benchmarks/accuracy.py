@@ -76,7 +76,7 @@ def floor(data: dict, loso: dict) -> None:
         abs(r["predicted"] / r["measured"] - 1) for r in loso.get("rows", []) if r["metric"] == "ttft"
     ]
     if loso_ttft:
-        print(line("leave-one-source-out", loso_ttft))
+        print(line(f"leave-one-{loso.get('grouping', 'source')}-out", loso_ttft))
     ms = sorted(v * 1000 for v in f.overheads.values())
     print(
         f"  the overhead that suits each of the {len(ms)} sources best: {ms[0]:.0f}-{ms[-1]:.0f} ms"
@@ -123,7 +123,10 @@ def one_sided(loso: dict) -> None:
         return
     facts = _row_facts()
     print()
-    print("Share of leave-one-source-out predictions faster than measured (balanced: 40-60%):")
+    print(
+        f"Share of leave-one-{loso.get('grouping', 'source')}-out predictions faster than measured"
+        " (balanced: 40-60%):"
+    )
     for metric, items in _groups(rows, facts).items():
         if items:
             share = sum(map(_faster, items)) / len(items)
@@ -296,11 +299,14 @@ def main() -> int:
             "study": data.get("cross_validation_by_study") or {},
             "harness": data.get("cross_validation_by_harness") or {},
         }
-        if not tables["source"]:
+        if not any(tables.values()):
             print(
                 "the shipped profile has no cross-validation table: run `sizing calibrate` or use --recompute"
             )
             return 0
+        for grouping, table in tables.items():
+            if not table:
+                print(f"{CV_LABELS[grouping]}: not in this profile (`sizing calibrate` computes it)")
         print(
             f"profile {data['version']} ({data.get('rows', {}).get('usable', '?')} rows;"
             f" {len(data.get('rows', {}).get('excluded', []))} excluded with reasons)"
@@ -310,14 +316,18 @@ def main() -> int:
             print()
             print(format_error_table(tables[grouping]))
     print()
-    verdicts(tables["source"], "leave-one-source-out")
+    if tables.get("source"):
+        verdicts(tables["source"], "leave-one-source-out")
     if tables.get("study"):
         verdicts(tables["study"], "leave-one-study-out (stricter)")
     if tables.get("harness"):
         verdicts(tables["harness"], "leave-one-harness-out (fresh sources)")
     summary(tables)
-    one_sided(tables["source"])
-    coverage(tables["source"])
+    # the per-family shares and the worst rows read the finest table the profile has
+    finest = tables.get("source") or tables.get("harness") or {}
+    one_sided(finest)
+    if tables.get("source"):
+        coverage(tables["source"])
     if args.recompute:
         data = {
             **data,
@@ -325,11 +335,13 @@ def main() -> int:
             "cross_validation_by_harness": tables["harness"],
         }
     harness_coverage(data)
-    floor(data, tables["source"])
-    cv_rows = tables["source"].get("rows", [])
+    floor(data, finest)
+    cv_rows = finest.get("rows", [])
     if cv_rows:
         print()
-        print("Worst leave-one-source-out predictions (row, metric: measured -> predicted):")
+        print(
+            f"Worst {finest.get('grouping', 'source')}-held-out predictions (row, metric: measured -> predicted):"
+        )
         for r in sorted(cv_rows, key=lambda r: -abs(r["predicted"] / r["measured"] - 1))[:12]:
             print(
                 f"  {r['row_id']} {r['family']}/{r['engine']} {r['metric']}: {r['measured']:.4g} ->"

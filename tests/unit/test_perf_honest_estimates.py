@@ -173,9 +173,13 @@ def test_the_shipped_profile_states_the_harness_cross_validation(reference_rows)
     # given the shipped calibration
     data = json.loads(PROFILE_PATH.read_text())
     table = data["cross_validation_by_harness"]
-    # then every usable row's measured metrics were predicted by a fit that never saw its harness
+    # then the usable rows' measured metrics were predicted by fits that never saw their harness
+    measured = sum(
+        bool(r.ttft_ms) + bool(r.tpot_ms) + bool(r.output_tokens_per_s or r.requests_per_s) + bool(r.e2e_s)
+        for r in reference_rows
+    )
     assert table["grouping"] == "harness"
-    assert table["overall"]["n"] >= data["cross_validation"]["overall"]["n"] - 5
+    assert data["rows"]["usable"] * 2 <= table["overall"]["n"] <= measured
 
 
 # --- intervals --------------------------------------------------------------------------------------------------------

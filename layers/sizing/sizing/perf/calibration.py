@@ -433,7 +433,9 @@ def conservative_ratio(
     return ratio_band(rows, widen, (q, q))[0]
 
 
-def error_rows(family: str, engine: str, metric: str, moe: bool = False, data: dict[str, Any] | None = None) -> str:
+def error_rows(
+    family: str, engine: str, metric: str, moe: bool = False, data: dict[str, Any] | None = None
+) -> str:
     """Which held-out rows speak for `metric` of a family, engine and model class (`_group`'s basis), e.g. "every gpu
     family's dense models"; empty without cross-validated rows."""
     ratios = cv_ratios(data if data is not None else load_profiles())
