@@ -202,10 +202,10 @@ def harness_coverage(data: dict) -> None:
     for family_level in (shipped, not shipped):
         cal.FAMILY_INTERVALS = family_level
         parts = []
-        for metric in cal.INTERVAL_METRICS:
+        for metric, kind in [(m, k) for m in cal.INTERVAL_METRICS for k in ("", "gpu", "neuron")]:
             hits, widths = 0, []
             for fam, eng, m, ratio, rid, moe in ratios:
-                if m != metric:
+                if m != metric or (kind and cal.kind_of(fam) != kind):
                     continue
                 others = [x for x in ratios if harness.get(x[4]) != harness.get(rid)]
                 band = cal.band_for(others, fam, eng, m, moe)
@@ -217,7 +217,8 @@ def harness_coverage(data: dict) -> None:
                 widths.append(hi / lo)
             if widths:
                 parts.append(
-                    f"{metric} {hits / len(widths):.0%} of {len(widths)}, {statistics.median(widths):.1f}x wide"
+                    f"{metric}{' on ' + kind if kind else ''} {hits / len(widths):.0%} of {len(widths)},"
+                    f" {statistics.median(widths):.1f}x wide"
                 )
         label = "per family where enough rows" if family_level else "per metric, kind and class"
         print(f"  {label}{' (shipped)' if family_level == shipped else ''}: " + "; ".join(parts))
