@@ -11,6 +11,14 @@ measured (latency below, throughput above: 40-60% is balanced), and how often th
 (`sizing.perf.calibration.band_for`: the 10th-90th percentile of the cross-validated predicted/measured ratio for
 the row's family, engine and metric) contains the measurement, each row's interval computed without its own
 source's rows (target 75-85%). Prints figures; asserts nothing.
+
+Leave-one-harness-out (`sizing.perf.crossval.harness_of`: every row of one client harness or engine generation
+held out together -- vLLM V0 and V1, TensorRT-LLM's own tables, llmperf's waves, lock-step genai-perf loops, the
+Neuron SDK's tables) is the cross-validation meant to predict the error on fresh sources; `summary` prints it
+beside the leave-one-source-out and leave-one-study-out figures (MdAPE, share within 2x, share predicted faster).
+The stated intervals are built from it (`sizing.perf.calibration.INTERVAL_CV`); their coverage is checked with
+each row's band built without its own harness's rows (a harness the band never saw), and their width printed as
+the median high/low ratio.
 """
 
 from __future__ import annotations
@@ -68,7 +76,7 @@ def floor(data: dict, loso: dict) -> None:
         abs(r["predicted"] / r["measured"] - 1) for r in loso.get("rows", []) if r["metric"] == "ttft"
     ]
     if loso_ttft:
-        print(line("leave-one-source-out", loso_ttft))
+        print(line(f"leave-one-{loso.get('grouping', 'source')}-out", loso_ttft))
     ms = sorted(v * 1000 for v in f.overheads.values())
     print(
         f"  the overhead that suits each of the {len(ms)} sources best: {ms[0]:.0f}-{ms[-1]:.0f} ms"
@@ -115,7 +123,10 @@ def one_sided(loso: dict) -> None:
         return
     facts = _row_facts()
     print()
-    print("Share of leave-one-source-out predictions faster than measured (balanced: 40-60%):")
+    print(
+        f"Share of leave-one-{loso.get('grouping', 'source')}-out predictions faster than measured"
+        " (balanced: 40-60%):"
+    )
     for metric, items in _groups(rows, facts).items():
         if items:
             share = sum(map(_faster, items)) / len(items)
@@ -130,6 +141,88 @@ def one_sided(loso: dict) -> None:
             parts.append(f"{sum(map(_faster, items)) / len(items):.0%} ({len(items)})" if items else "-")
         cells.append(f"  {fam}: TTFT {parts[0]}, TPOT {parts[1]}, throughput {parts[2]}")
     print("\n".join(cells))
+
+
+CV_LABELS = {
+    "source": "leave-one-source-out (old)",
+    "study": "leave-one-study-out",
+    "harness": "leave-one-harness-out (new)",
+}
+
+
+def summary(tables: dict[str, dict]) -> None:
+    """Each cross-validation beside the others: MdAPE, share within 2x and share predicted faster, per metric."""
+    import statistics
+
+    print()
+    print("Cross-validations side by side (MdAPE / within 2x / predicted faster than measured):")
+    for grouping, table in tables.items():
+        rows = table.get("rows", [])
+        if not rows:
+            continue
+        cells = []
+        for metric in ("all", "ttft", "tpot", "throughput"):
+            items = [r for r in rows if metric == "all" or r["metric"] == metric]
+            ratios = [r["predicted"] / r["measured"] for r in items]
+            mdape = statistics.median(abs(x - 1) for x in ratios)
+            within = sum(0.5 <= x <= 2.0 for x in ratios) / len(ratios)
+            faster = sum(map(_faster, items)) / len(items)
+            cells.append(f"{metric} {mdape:.1%} / {within:.0%} / {faster:.0%}")
+        print(f"  {CV_LABELS.get(grouping, grouping)}: " + "; ".join(cells))
+
+
+def _harness_by_row() -> dict[str, str]:
+    """The harness (`crossval.harness_of`) of every reference row, by row id."""
+    from sizing.perf.crossval import harness_of
+    from sizing.perf.reference import DEFAULT_REFERENCE, parse_rows
+
+    rows, _ = parse_rows(DEFAULT_REFERENCE)
+    return {r.row_id: harness_of(r) for r in rows}
+
+
+def harness_coverage(data: dict) -> None:
+    """The stated intervals on a harness they never saw: each row's band built from the intervals' cross-validation
+    without its own harness's rows. Coverage and median width (high/low) per metric, for the shipped grouping and
+    for per-family grouping."""
+    import statistics
+
+    from sizing.perf import calibration as cal
+
+    ratios = cal.cv_ratios(data)
+    if not ratios:
+        return
+    harness = _harness_by_row()
+    key, _table = cal.interval_cv(data)
+    print()
+    print(
+        f"Stated 80% interval on an unseen harness (bands from `{key}`, each row's without its own harness;"
+        " target 80%, median width high/low):"
+    )
+    shipped = cal.FAMILY_INTERVALS
+    for family_level in (shipped, not shipped):
+        cal.FAMILY_INTERVALS = family_level
+        parts = []
+        for metric, kind in [(m, k) for m in cal.INTERVAL_METRICS for k in ("", "gpu", "neuron")]:
+            hits, widths = 0, []
+            for fam, eng, m, ratio, rid, moe in ratios:
+                if m != metric or (kind and cal.kind_of(fam) != kind):
+                    continue
+                others = [x for x in ratios if harness.get(x[4]) != harness.get(rid)]
+                band = cal.band_for(others, fam, eng, m, moe)
+                if not band:
+                    continue
+                lo, hi = band["ratio"]
+                lo, hi = min(lo, 1.0), max(hi, 1.0)
+                hits += lo <= ratio <= hi
+                widths.append(hi / lo)
+            if widths:
+                parts.append(
+                    f"{metric}{' on ' + kind if kind else ''} {hits / len(widths):.0%} of {len(widths)},"
+                    f" {statistics.median(widths):.1f}x wide"
+                )
+        label = "per family where enough rows" if family_level else "per metric, kind and class"
+        print(f"  {label}{' (shipped)' if family_level == shipped else ''}: " + "; ".join(parts))
+    cal.FAMILY_INTERVALS = shipped
 
 
 def coverage(loso: dict) -> None:
@@ -196,7 +289,7 @@ def main() -> int:
         rows = [r for r in rows if memory_fit(row_config(r), reference_catalog()).fits]
         profiles = fit_profiles(rows)
         data = {**data, "profiles": profiles}
-        for grouping in ("source", "study"):
+        for grouping in ("source", "study", "harness"):
             tables[grouping] = cv_table(
                 rows, profiles, grouping, lambda m: print(m, file=sys.stderr), args.workers
             )
@@ -205,31 +298,51 @@ def main() -> int:
         tables = {
             "source": data.get("cross_validation") or {},
             "study": data.get("cross_validation_by_study") or {},
+            "harness": data.get("cross_validation_by_harness") or {},
         }
-        if not tables["source"]:
+        if not any(tables.values()):
             print(
                 "the shipped profile has no cross-validation table: run `sizing calibrate` or use --recompute"
             )
             return 0
+        for grouping, table in tables.items():
+            if not table:
+                print(f"{CV_LABELS[grouping]}: not in this profile (`sizing calibrate` computes it)")
         print(
             f"profile {data['version']} ({data.get('rows', {}).get('usable', '?')} rows;"
             f" {len(data.get('rows', {}).get('excluded', []))} excluded with reasons)"
         )
-    for grouping in ("source", "study"):
+    for grouping in ("source", "study", "harness"):
         if tables.get(grouping):
             print()
             print(format_error_table(tables[grouping]))
     print()
-    verdicts(tables["source"], "leave-one-source-out")
+    if tables.get("source"):
+        verdicts(tables["source"], "leave-one-source-out")
     if tables.get("study"):
         verdicts(tables["study"], "leave-one-study-out (stricter)")
-    one_sided(tables["source"])
-    coverage(tables["source"])
-    floor(data, tables["source"])
-    cv_rows = tables["source"].get("rows", [])
+    if tables.get("harness"):
+        verdicts(tables["harness"], "leave-one-harness-out (fresh sources)")
+    summary(tables)
+    # the per-family shares and the worst rows read the finest table the profile has
+    finest = tables.get("source") or tables.get("harness") or {}
+    one_sided(finest)
+    if tables.get("source"):
+        coverage(tables["source"])
+    if args.recompute:
+        data = {
+            **data,
+            "cross_validation": tables["source"],
+            "cross_validation_by_harness": tables["harness"],
+        }
+    harness_coverage(data)
+    floor(data, finest)
+    cv_rows = finest.get("rows", [])
     if cv_rows:
         print()
-        print("Worst leave-one-source-out predictions (row, metric: measured -> predicted):")
+        print(
+            f"Worst {finest.get('grouping', 'source')}-held-out predictions (row, metric: measured -> predicted):"
+        )
         for r in sorted(cv_rows, key=lambda r: -abs(r["predicted"] / r["measured"] - 1))[:12]:
             print(
                 f"  {r['row_id']} {r['family']}/{r['engine']} {r['metric']}: {r['measured']:.4g} ->"

@@ -64,7 +64,7 @@ def test_sources_and_studies_are_different_units(rows):
 def test_an_unknown_grouping_is_refused(rows):
     with pytest.raises(ValueError, match="grouping"):
         cv_key(rows[0], "row")
-    assert CV_GROUPINGS == ("source", "study")
+    assert CV_GROUPINGS == ("source", "study", "harness")
 
 
 def test_every_row_is_predicted_once_per_metric_and_workers_do_not_change_the_result(rows):

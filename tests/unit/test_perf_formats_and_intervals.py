@@ -221,7 +221,7 @@ def test_a_mixture_of_experts_model_states_the_error_of_its_own_class_not_the_de
     moe_band = interval_for("neuron-v2", "neuron", data, moe=True)["tpot"]
     # then the dense model's interval is its class's alone, and the MoE model's spans its class's spread (over
     # every Neuron family, too few on one), widened, and says so
-    assert 0.9 <= dense_band["ratio"][0] < dense_band["ratio"][1] <= 1.1
+    assert 0.85 <= dense_band["ratio"][0] < dense_band["ratio"][1] <= 1.15  # 0.92-1.08, widened 1.3x
     assert dense_band["rows"] == 30
     assert moe_band["ratio"][0] < 0.5 and moe_band["ratio"][1] > 2.0
     assert moe_band["rows"] == 12

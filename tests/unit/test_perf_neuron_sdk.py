@@ -121,12 +121,17 @@ def test_a_prompt_is_encoded_padded_to_its_context_bucket():
     assert t2100 > 1.5 * t2048
 
 
-def test_every_decode_step_runs_the_compiled_batch():
-    # given
+def test_a_decode_step_runs_the_smallest_compiled_batch_bucket_that_holds_its_sequences():
+    # given a batch compiled for 16 sequences (decode graphs for 1, 2, 4, 8 and 16)
     cfg = HardwareConfig.create(
         "meta-llama/Llama-3.1-8B", "trn2.48xlarge", 8, engine="neuron", max_model_len=2048, max_num_seqs=16
     )
     sm = StepModel.for_config(cfg)
-    # when / then: one running sequence pays for the 16 compiled rows (only the per-sequence host cost differs)
-    one, full = sm.iteration_time(0, 1, 1000), sm.iteration_time(0, 16, 16000)
-    assert one == pytest.approx(full - 15 * sm.profile.seq_overhead_s, rel=1e-9)
+    seq = sm.profile.seq_overhead_s
+    # when / then: 5 running sequences pay for the 8-row graph (only the per-sequence host cost differs), 9 for
+    # the 16-row one; a lone sequence runs the 1-row graph, cheaper than the compiled batch
+    five, eight = sm.iteration_time(0, 5, 5000), sm.iteration_time(0, 8, 8000)
+    nine, full = sm.iteration_time(0, 9, 9000), sm.iteration_time(0, 16, 16000)
+    assert five == pytest.approx(eight - 3 * seq, rel=1e-9)
+    assert nine == pytest.approx(full - 7 * seq, rel=1e-9)
+    assert sm.iteration_time(0, 1, 1000) < five < nine

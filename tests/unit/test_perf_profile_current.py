@@ -82,9 +82,9 @@ def test_a_moved_prediction_is_named_as_a_change() -> None:
 
 
 def test_every_profiles_stated_error_is_its_familys_held_out_error() -> None:
-    # given the shipped profile's leave-one-study-out table
+    # given the shipped profile's leave-one-harness-out table (the error a source of an unseen harness brings)
     data = load_profiles()
-    by_family = data["cross_validation_by_study"]["by_family"]
+    by_family = data["cross_validation_by_harness"]["by_family"]
     # then every fitted profile states exactly its family's cross-validated error per metric
     for key, entry in data["profiles"].items():
         fam = key.split("/")[0]
@@ -101,6 +101,8 @@ def test_the_stated_interval_is_read_from_this_profiles_held_out_predictions() -
     data = load_profiles()
     # when an interval is stated for a calibrated family
     bands = interval_for("neuron-v2", "neuron")
-    # then it names this profile's version, and every held-out row it rests on is in this profile's table
+    # then it names this profile's version and the leave-one-harness-out predictions it rests on, which are in
+    # this profile's table
     assert data["version"] in bands["basis"]
-    assert data["cross_validation"]["rows"]
+    assert "leave-one-harness-out" in bands["basis"]
+    assert data["cross_validation_by_harness"]["rows"]

@@ -277,7 +277,8 @@ class SLO(Spec):
         ge=MIN_CONFIDENCE,
         le=MAX_CONFIDENCE,
         description="size so that every SLO target holds at this quantile of the estimator's own cross-validated"
-        " error for the hardware's family and engine: predicted latencies are scaled up, and the capacity down,"
+        " error (leave one harness out, the rows its stated intervals rest on) for the hardware's kind and the"
+        " model's class: predicted latencies are scaled up, and the capacity down,"
         " by the predicted/measured ratio at that quantile (sizing.perf.calibration.conservative_ratio)."
         " Without it a fixed share of each replica's SLO capacity is kept free at peak (20% by default)",
         examples=[0.8],

@@ -172,7 +172,11 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.json:
         json.dump(
-            {"by_source": result["cross_validation"], "by_study": result["cross_validation_by_study"]},
+            {
+                "by_source": result["cross_validation"],
+                "by_study": result["cross_validation_by_study"],
+                "by_harness": result["cross_validation_by_harness"],
+            },
             sys.stdout,
             indent=2,
         )
@@ -181,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
         print(format_error_table(result["cross_validation"]))
         print()
         print(format_error_table(result["cross_validation_by_study"]))
+        print()
+        print(format_error_table(result["cross_validation_by_harness"]))
     return 0
 
 

@@ -262,11 +262,15 @@ class ReferenceRow:
 
 
 def reference_rows(data: dict[str, Any], normalised: Iterable[dict[str, str]]) -> list[ReferenceRow]:
-    """The shipped profile's leave-one-source-out predictions (`data["cross_validation"]["rows"]`) joined with
-    the normalised reference rows (for each row's model and engine build)."""
+    """The shipped profile's leave-one-source-out predictions (`data["cross_validation"]["rows"]`; a profile that
+    carries only its leave-one-harness-out table gives those) joined with the normalised reference rows (for each
+    row's model and engine build)."""
     meta = {r["row_id"]: r for r in normalised}
     out: list[ReferenceRow] = []
-    for r in (data.get("cross_validation") or {}).get("rows", []):
+    held = (data.get("cross_validation") or {}).get("rows") or (
+        data.get("cross_validation_by_harness") or {}
+    ).get("rows", [])
+    for r in held:
         if r.get("metric") not in METRICS or not r.get("predicted") or not r.get("measured"):
             continue
         m = meta.get(r["row_id"], {})

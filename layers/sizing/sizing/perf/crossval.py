@@ -52,13 +52,48 @@ class Prediction:
 
 #: Cross-validation units: `source` holds out one published source at a time (a results file or page at a
 #: commit: the reference's `source` column); `study` holds out every
-#: source of one lab or repository together -- stricter, since a study's sources share engine builds and setup.
-CV_GROUPINGS = ("source", "study")
+#: source of one lab or repository together -- stricter, since a study's sources share engine builds and setup;
+#: `harness` holds out every row measured the same way -- one client harness, or one engine generation's
+#: measurements (`harness_of`) -- across every lab that used it: what a source of a kind the fit never saw brings.
+CV_GROUPINGS = ("source", "study", "harness")
+
+
+#: Harnesses whose rows any engine build can produce, by the way a closed loop's clients start (`CalRow.start`):
+#: llmperf's waves and the lock-step loops of genai-perf-style clients (`reference.LOCKSTEP_CLIENT`).
+CLIENT_HARNESSES = {
+    "waves": "llmperf (waves of requests)",
+    "together": "lock-step closed loops (genai-perf and vLLM's serving benchmark at max-concurrency)",
+}
+
+
+def harness_of(row: CalRow) -> str:
+    """How a row was measured, as one cross-validation group: its client harness where that decides the shape of
+    the load (`CLIENT_HARNESSES`); else the engine vendor's own tables (TensorRT-LLM's published performance
+    tables, the Neuron SDK's transformers-neuronx tables); else the engine generation that served it (vLLM V0 or
+    V1, TGI 2, vLLM/TGI on Neuron, SGLang, TensorRT-LLM in community harnesses); this product's own load tests are
+    one group."""
+    if row.origin not in ("", "reference"):
+        return f"{row.origin} rows"
+    if row.start in CLIENT_HARNESSES:
+        return CLIENT_HARNESSES[row.start]
+    if row.study == "NVIDIA/TensorRT-LLM":
+        return "TensorRT-LLM's own performance tables"
+    if row.build == "transformers-neuronx":
+        return "Neuron SDK tables (transformers-neuronx)"
+    if row.engine == "neuron":
+        return "vLLM and TGI on Neuron (optimum-neuron, NxD Inference)"
+    if row.engine == "vllm":
+        return "vLLM V0 (before 0.8)" if row.build == "v0" else "vLLM V1"
+    if row.engine == "tgi":
+        return f"TGI {row.build or 'current'}"
+    return f"{row.engine} in community harnesses"
 
 
 def cv_key(row: CalRow, grouping: str) -> str:
     if grouping not in CV_GROUPINGS:
         raise ValueError(f"unknown cross-validation grouping {grouping!r} (one of {', '.join(CV_GROUPINGS)})")
+    if grouping == "harness":
+        return harness_of(row)
     return row.source if grouping == "source" else row.study
 
 

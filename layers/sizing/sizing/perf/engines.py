@@ -165,8 +165,9 @@ class EngineDefaults:
     #: every decode step reads the KV cache of the whole compiled context (static shapes), not just the tokens
     #: held: vllm-neuron sizes decode block tables to max_model_len [docs/serving-facts.md s3]
     static_kv_reads: bool = False
-    #: the decode graph runs at the compiled batch whatever the sequences running (Neuron: NxD Inference's token
-    #: generation model is compiled for `max_num_seqs` rows; idle rows are padding that costs FLOPs and KV reads)
+    #: the decode graph runs at a compiled batch, not the sequences running: the smallest compiled bucket that
+    #: holds them (vllm-neuron compiles one decode graph per `num_seqs` bucket up to `max_num_seqs`:
+    #: `steptime.decode_batch_buckets`); idle rows are padding that costs FLOPs and KV reads
     static_decode_batch: bool = False
     #: prompts are padded to compiled context-encoding buckets (`neuron_buckets`)
     prefill_buckets: bool = False

@@ -214,15 +214,19 @@ def run_calibration(
     profiles = fit_profiles(usable)
     table: dict[str, Any] = {}
     by_study: dict[str, Any] = {}
+    by_harness: dict[str, Any] = {}
     if cv:
         say("leave-one-source-out cross-validation ...")
         table = cv_table(usable, profiles, "source", say, workers)
         say("leave-one-study-out cross-validation (stricter) ...")
         by_study = cv_table(usable, profiles, "study", say, workers)
-        # the error a user should expect: the stricter study-level figure (an unseen lab, engine build and setup)
+        say("leave-one-harness-out cross-validation (a harness or engine generation never seen) ...")
+        by_harness = cv_table(usable, profiles, "harness", say, workers)
+        # the error a user should expect: the harness-level figure (a source measured in a way the fit never saw:
+        # what fresh sources bring), else the study-level one for a family no held-out harness measured
         for key, entry in profiles.items():
             fam = key.split("/")[0]
-            fam_table = by_study["by_family"].get(fam, {})
+            fam_table = by_harness["by_family"].get(fam) or by_study["by_family"].get(fam, {})
             entry["expected_error"] = {m: fam_table[m]["mdape"] for m in ERROR_METRICS if m in fam_table}
     inputs_sha = profile_inputs_digest(reference, extra)
     prints = fingerprint(usable, {"profiles": profiles, "global": {**PRIOR}})
@@ -240,4 +244,5 @@ def run_calibration(
         "rows": {"usable": len(usable), "excluded": excluded + unusable},
         "cross_validation": table,
         "cross_validation_by_study": by_study,
+        "cross_validation_by_harness": by_harness,
     }

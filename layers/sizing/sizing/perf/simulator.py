@@ -532,7 +532,8 @@ def saturated(
 def bounds(
     step_model: StepModel, input_tokens: float, output_tokens: float, prefix_tokens: int = 0
 ) -> Bounds:
-    """Roofline limits: TTFT of a lone prompt, TPOT of a lone sequence, and requests/s with a full batch and
+    """Optimistic limits of the calibrated step model (not a plain roofline: its efficiencies, overheads and
+    compiled shapes included): TTFT of a lone prompt, TPOT of a lone sequence, and requests/s with a full batch and
     prefill perfectly packed into the token budget. With a shared prefix the step model caches (`prefix_tokens`
     as for `simulate`), a prompt prefills only what the cache does not hold, and the KV cache holds the shared
     blocks once."""

@@ -6,7 +6,10 @@ One step runs `prefill_tokens` of prefill chunks plus `decode_seqs` decoding seq
   memory  = (weights touched / TP + KV bytes read and written / TP) / (bandwidth x bandwidth efficiency)
   step    = max(compute, memory) + TP all-reduces over the interconnect + per-step and per-sequence overhead.
 MoE: FLOPs use active parameters, bytes the experts a batch touches. Efficiencies and overheads come from a
-calibration `Profile` per (accelerator family, engine).
+calibration `Profile` per (accelerator family, engine); no efficiency exceeds the datasheet (`fit.BOUNDS`): a MoE
+model's own efficiency (`Profile.moe_eff`, at most 1) slows its expert GEMMs and expert reads only, never its dense
+layers or KV reads. The input embedding table of a model with a separate LM head is looked up, not read whole or
+multiplied: it costs a step neither bytes nor FLOPs (`unread_embedding_params`).
 """
 
 from __future__ import annotations
@@ -55,6 +58,14 @@ PCIE_ALLREDUCE_EFFICIENCY = 0.25
 REFERENCE_LAYERS = 32
 
 
+def unread_embedding_params(spec: ModelSpec) -> float:
+    """Parameters a step neither reads whole nor multiplies: the input embedding table of a model whose LM head is
+    a separate matrix (a step gathers one row per token from it). A tied table is read whole anyway, as the LM
+    head. Counting it as read made an 8B Llama-3 step read 6.6% more bytes than it does (1.05 of 16.1 GB), one of
+    the things a bandwidth efficiency above 1 compensated for."""
+    return 0.0 if spec.tie_word_embeddings else float(spec.vocab_size * spec.hidden_size)
+
+
 def step_overhead_layers(spec: ModelSpec, acc: Accelerator) -> float:
     """Reference steps' worth of fixed overhead one engine step of `spec` costs on `acc`. On a GPU a step launches
     each layer's kernels in turn (CUDA graphs remove the host's launches, not the gaps between kernels), so the
@@ -82,11 +93,13 @@ class StepModel:
         # int8/int4 are weight-only here (W8A16/W4A16: AWQ, GPTQ, Neuron int8 storage): the math runs in 16 bit;
         # FP4 formats run FP4 math where the chip has FP4 tensor cores (B200), else weight-only 16-bit math
         math_dtype = cfg.quantization if cfg.quantization in ("bf16", "fp8", "mxfp4", "nvfp4") else "bf16"
-        moe = profile.moe_eff if spec.moe is not None else 1.0
-        flops = acc.device_flops(math_dtype) * profile.compute_eff * moe
-        bw = acc.device_bw_bytes * profile.bandwidth_eff * moe
-        self._set_compute(spec, acc, d, tp, flops)
-        self._set_memory(cfg, fit, spec, acc, d, tp, bw)
+        #: a MoE model's expert work runs at `moe_eff` of its dense layers' efficiency (at most 1: routing, expert
+        #: GEMMs on few tokens each, padding); its dense layers and KV reads run as a dense model's
+        moe = min(profile.moe_eff, 1.0) if spec.moe is not None else 1.0
+        flops = acc.device_flops(math_dtype) * profile.compute_eff
+        bw = acc.device_bw_bytes * profile.bandwidth_eff
+        self._set_compute(spec, acc, d, tp, flops, moe)
+        self._set_memory(cfg, fit, spec, acc, d, tp, bw, moe)
         self._set_allreduce(spec, acc, tp)
         self._set_neuron_shapes(cfg, d)
         self._o_step = profile.step_overhead_s * step_overhead_layers(spec, acc)
@@ -116,11 +129,19 @@ class StepModel:
         self.max_model_len: int = cfg.max_model_len or spec.max_position_embeddings
 
     def _set_compute(
-        self, spec: ModelSpec, acc: Accelerator, d: EngineDefaults, tp: int, flops: float
+        self, spec: ModelSpec, acc: Accelerator, d: EngineDefaults, tp: int, flops: float, moe: float = 1.0
     ) -> None:
-        """Compute seconds per token of linear layers, per (query, key) pair of attention."""
-        active = spec.params_b if d.moe_dense else spec.active_params_b
-        active_dev = active * 1e9 / tp
+        """Compute seconds per token of linear layers (the expert GEMMs of a MoE model at `moe` of the dense
+        layers' efficiency), per (query, key) pair of attention."""
+        active = (spec.params_b if d.moe_dense else spec.active_params_b) * 1e9 - unread_embedding_params(
+            spec
+        )
+        if spec.moe is not None and moe < 1.0:
+            experts = spec.param_parts()["experts"]
+            if not d.moe_dense:
+                experts *= spec.moe.experts_per_token / spec.moe.num_experts
+            active += experts * (1.0 / moe - 1.0)
+        active_dev = active / tp
         if pads_heads(acc):
             # Neuron pads Q heads to a multiple of TP (and K/V to multi-head where TP is not a multiple of the KV
             # heads): each rank computes the projections of the heads it holds, padding included
@@ -144,19 +165,25 @@ class StepModel:
         d: EngineDefaults,
         tp: int,
         bw: float,
+        moe: float = 1.0,
     ) -> None:
-        """Memory seconds: weights once per step (a MoE batch touches only its routed experts), KV per token read
-        or written."""
+        """Memory seconds: weights once per step (a MoE batch touches only its routed experts, read at `moe` of the
+        dense layers' efficiency; an untied input embedding table is not read), KV per token read or written."""
+        parts = spec.part_bytes(cfg.quantization)
         w_dev = weight_bytes_per_device(spec, cfg.quantization, tp, pads_heads(acc))
+        if not spec.tie_word_embeddings:
+            # the input half of the embeddings part (`unread_embedding_params`), at the embeddings' own width
+            w_dev -= parts["embeddings"] / 2 / tp
         self._kv_tok = fit.kv_bytes_per_token_per_device / bw
         self._moe = spec.moe is not None and not d.moe_dense
-        if spec.moe is not None and not d.moe_dense:
+        if spec.moe is not None:
             m = spec.moe
             # expert bytes at the experts' own format (MXFP4 on gpt-oss; the rest stays bf16)
-            expert_dev = spec.part_bytes(cfg.quantization)["experts"] / tp
+            expert_dev = parts["experts"] / tp
             self._w_dense = (w_dev - expert_dev) / bw
-            self._w_expert = expert_dev / bw
-            self._route_miss = 1.0 - m.experts_per_token / m.num_experts
+            self._w_expert = expert_dev / (bw * moe)
+            # an engine that evaluates every expert densely reads every expert every step
+            self._route_miss = 1.0 - m.experts_per_token / m.num_experts if self._moe else 0.0
         else:
             self._w_dense = w_dev / bw
             self._w_expert = 0.0
@@ -179,7 +206,8 @@ class StepModel:
         #: Neuron decode graphs size the KV block table to max_model_len: each step reads the whole compiled
         #: context of every sequence [docs/serving-facts.md s3, vllm-neuron decode-context-length-bucketing]
         self._static_ctx = (cfg.max_model_len or DEFAULT_STATIC_CONTEXT) if d.static_kv_reads else 0
-        #: Neuron runs every decode step at the compiled batch (`max_num_seqs` rows, idle rows padded)
+        #: Neuron runs a decode step at the smallest compiled batch bucket that holds its sequences (idle rows
+        #: padded; `steptime.decode_batch_buckets`)
         self.static_decode_batch: bool = d.static_decode_batch
         #: Neuron pads each prompt to the next compiled context-encoding bucket
         self.prefill_buckets: tuple[int, ...] = (

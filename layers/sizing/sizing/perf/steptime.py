@@ -31,6 +31,20 @@ StepTimeTerms = tuple[
 ]
 
 
+def decode_batch_buckets(max_num_seqs: int) -> tuple[int, ...]:
+    """The batch sizes a Neuron engine compiles its decode graph for: powers of two up to the compiled batch, and
+    the compiled batch itself. vllm-neuron builds one decode graph per `num_seqs` bucket [docs/serving-facts.md s3:
+    vllm-neuron additional-config] and runs a step at the smallest that holds the running sequences; powers of
+    two are its bucket rule for prompts and assumed for batches. (Padding every step to the compiled batch made an
+    idle Qwen3-30B-A3B on trn2 read 225 rows of KV a token: a 60-80 ms TPOT floor at any TP.)"""
+    out, b = [], 1
+    while b < max_num_seqs:
+        out.append(b)
+        b *= 2
+    out.append(max(1, max_num_seqs))
+    return tuple(out)
+
+
 def padded_to_bucket(tokens: int, buckets: tuple[int, ...]) -> int:
     """`tokens` padded to the smallest bucket that holds them (the largest bucket when none does)."""
     for b in buckets:
@@ -45,14 +59,16 @@ class StepTime:
       memory  = weights touched + kv_tok x (context read + prefill tokens written twice)
       step    = max(compute, memory) + ar_fixed + ar_tok x tokens + o_step + o_seq x sequences.
     A MoE batch touches the routed experts only (`moe`, `route_miss`); a Neuron engine pads prompts to its
-    compiled buckets, runs decode at its compiled batch and reads its compiled context (`prefill_buckets`,
-    `static_decode_batch`, `static_ctx`)."""
+    compiled buckets, runs decode at the smallest compiled batch bucket that holds the running sequences
+    (`decode_batch_buckets`) and reads its compiled context (`prefill_buckets`, `static_decode_batch`,
+    `static_ctx`)."""
 
     __slots__ = (
         "ar_fixed",
         "ar_tok",
         "c_pair",
         "c_tok",
+        "decode_buckets",
         "kv_tok",
         "max_num_seqs",
         "moe",
@@ -99,6 +115,9 @@ class StepTime:
         self.static_decode_batch = static_decode_batch
         self.max_num_seqs = max_num_seqs
         self.prefill_buckets = prefill_buckets
+        self.decode_buckets: tuple[int, ...] = (
+            decode_batch_buckets(max_num_seqs) if static_decode_batch else ()
+        )
 
     def weights_time(self, tokens: int) -> float:
         """Seconds to read the weights a step of `tokens` touches (a MoE batch: the experts its tokens route to)."""
@@ -131,7 +150,7 @@ class StepTime:
             computed = n * padded_to_bucket(-(-prefill_tokens // n), self.prefill_buckets)
             pairs *= (computed / prefill_tokens) ** 2
         if self.static_decode_batch and decode_seqs:
-            decode_seqs = max(decode_seqs, self.max_num_seqs)
+            decode_seqs = padded_to_bucket(decode_seqs, self.decode_buckets)
         tokens = computed + decode_seqs
         # a Neuron decode step reads the compiled context of every row, whatever the sequences hold
         context = float(decode_seqs * self.static_ctx) if self.static_ctx else context_tokens
@@ -150,7 +169,7 @@ class StepTime:
         time(C) = max(c0 + c1*C, m0 + m1*C) + o. The simulator sums runs of such steps in closed form."""
         seqs = decode_seqs
         if self.static_decode_batch and decode_seqs:
-            decode_seqs = max(decode_seqs, self.max_num_seqs)
+            decode_seqs = padded_to_bucket(decode_seqs, self.decode_buckets)
         c0 = self.c_tok * decode_seqs
         m0 = self.weights_time(decode_seqs)
         o = self.ar_fixed + self.ar_tok * decode_seqs + self.o_step + self.o_seq * seqs

@@ -9,6 +9,7 @@ from sizing.text import table as render
 CV_TITLES = {
     "source": "Leave-one-source-out",
     "study": "Leave-one-study-out (stricter: every source of a lab or repository held out together)",
+    "harness": "Leave-one-harness-out (every row of one client harness or engine generation held out together)",
 }
 
 

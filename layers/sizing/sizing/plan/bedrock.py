@@ -7,8 +7,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from sizing.catalog import load_catalog
 from sizing.catalog.models import BedrockChoice
 from sizing.catalog.modes import Modes, ServiceTiers, load_modes
+from sizing.perf.managed import REFERENCE_PROMPT_TOKENS, PromptPrefill, assumed_prefill, bedrock_ttft_ms
 from sizing.plan.capacity import describe_violation
 from sizing.plan.cost import (
     BATCH_E2E_S,
@@ -121,7 +123,9 @@ def _bedrock(
                 "source": f"{lat.source}; Priority: {tiers.priority_latency_source}",
             }
         )
-    predicted = _bedrock_predicted(wm, lat)
+    spec = load_catalog().models.get(wm.model_id)
+    prefill = assumed_prefill(spec, load_catalog()) if spec is not None else None
+    predicted = _bedrock_predicted(wm, lat, prefill)
     bad = [
         describe_violation(m, p, predicted[m][p if p in predicted[m] else "p95"], limit)
         for m, p, limit in wm.slo.targets()
@@ -144,6 +148,13 @@ def _bedrock(
     }
     notes = [
         "latency profile assumed until measured: " + lat.source,
+        (
+            f"TTFT grows with the prompt: the stated short-chat TTFT plus the prompt's prefill beyond"
+            f" {REFERENCE_PROMPT_TOKENS} tokens ({prefill.basis})"
+            if prefill is not None
+            else "TTFT is the stated short-chat figure at any prompt length (the model's architecture is not in"
+            " the catalog): a long prompt's prefill comes on top of it"
+        ),
         _price_note(choice),
         _scope_note(choice),
     ]
@@ -289,10 +300,19 @@ def _bedrock_quota(wm: WorkloadModel, choice: BedrockChoice) -> tuple[QuotaFlag 
     )
 
 
-def _bedrock_predicted(wm: WorkloadModel, lat: Any) -> dict[str, dict[str, float]]:
+def _bedrock_predicted(
+    wm: WorkloadModel, lat: Any, prefill: PromptPrefill | None = None
+) -> dict[str, dict[str, float]]:
+    """Bedrock latencies from the offer's stated profile; TTFT grows with the prompt at each percentile by the
+    prompt's prefill beyond the short chat the profile stands for (`sizing.perf.managed`)."""
     tpot_ms = 1000 / lat.output_tokens_per_s
     out = wm.output_tokens
-    ttft = {"p50": lat.ttft_ms_p50, "p95": lat.ttft_ms_p95, "p99": lat.ttft_ms_p95 * 1.3}
+    prompt = wm.input_tokens
+    ttft = {
+        "p50": bedrock_ttft_ms(lat.ttft_ms_p50, prompt.percentile("p50"), prefill),
+        "p95": bedrock_ttft_ms(lat.ttft_ms_p95, prompt.percentile("p95"), prefill),
+        "p99": bedrock_ttft_ms(lat.ttft_ms_p95 * 1.3, prompt.percentile("p99"), prefill),
+    }
     tpot = {"p50": tpot_ms, "p95": tpot_ms * 1.2, "p99": tpot_ms * 1.4}
     e2e = {
         k: round((ttft[k] + tpot[k] * max(out.percentile(k) - 1, 0)) / 1000, 3) for k in ("p50", "p95", "p99")

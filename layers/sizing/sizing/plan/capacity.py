@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sizing.perf.calibration import conservative_ratio
+from sizing.perf.calibration import conservative_ratio, error_rows
 from sizing.perf.simulator import ClosedLoop, OpenLoop, Replay, SimResult, forget_draws, simulate
 from sizing.plan.memo import LRU, fingerprint
 from sizing.workload import SLO, WorkloadModel
@@ -79,7 +79,8 @@ class Margin:
 
     Without `slo.confidence`, latencies are checked as predicted and a fixed share of the capacity is kept free
     (`headroom`). With it, each latency is scaled up by measured/predicted at the requested quantile of the
-    family's and engine's leave-one-source-out error, and the capacity down by predicted/measured saturated
+    estimator's leave-one-harness-out error for the replica's kind and model class (the rows its stated intervals
+    rest on: `sizing.perf.calibration.band_for`), and the capacity down by predicted/measured saturated
     throughput at that quantile (`sizing.perf.calibration.conservative_ratio`). No factor goes the optimistic way:
     where the estimator is pessimistic at that quantile the prediction stands as it is."""
 
@@ -98,6 +99,11 @@ def _error_ratios(family: str, engine: str, confidence: float, moe: bool) -> dic
     }
 
 
+@functools.cache
+def _error_basis(family: str, engine: str, moe: bool) -> str:
+    return error_rows(family, engine, "tpot", moe=moe)
+
+
 def margin(step: Any, slo: SLO, headroom: float) -> Margin:
     """The allowance for estimator error on a replica of `step` (see `Margin`)."""
     if slo.confidence is None:
@@ -106,6 +112,9 @@ def margin(step: Any, slo: SLO, headroom: float) -> Margin:
     moe = step.mixture_of_experts
     whose = f"{prof.family} x {prof.engine}" + (" on MoE models" if moe else "")
     ratios = _error_ratios(prof.family, prof.engine, float(slo.confidence), moe)
+    rows = _error_basis(prof.family, prof.engine, moe)
+    if rows:
+        whose += f" ({rows})"
     scale = {m: 1 / r for m, r in ratios.items() if m != "throughput" and r}
     latency = tuple(
         (metric, round(max([1.0, *(scale.get(m, 1.0) for m in of)]), 4))
@@ -120,7 +129,7 @@ def margin(step: Any, slo: SLO, headroom: float) -> Margin:
         latency=latency,
         usable=usable,
         reasoning=f"confidence {slo.confidence:g}: SLO holds at the {pct}th percentile of the estimator's"
-        f" cross-validated error for {whose} (predicted latencies {factors}; capacity"
+        f" held-out error (leave one harness out) for {whose} (predicted latencies {factors}; capacity"
         f" x{usable:.2f} for saturated throughput over-predicted), instead of a fixed load headroom",
     )
 

@@ -194,7 +194,11 @@ def early_reject(slo: SLO, rep: Replica, wm: WorkloadModel) -> tuple[str, dict[s
             bad.append((metric, pct, value, limit))
     if not bad:
         return None
-    reason = "; ".join(describe_violation(*v) for v in bad) + " even unloaded (roofline bound)"
+    reason = (
+        "; ".join(describe_violation(*v) for v in bad)
+        + " even unloaded (a lone request's step times on this deployment, no queueing: the calibrated step model"
+        " with its overheads and the engine's compiled shapes, not a plain roofline)"
+    )
     return reason, {f"{m}.{p}": v for m, p, v, _ in bad}
 
 
