@@ -12,7 +12,6 @@ from sizing.plan.capacity import margin
 from sizing.plan.cost import (
     ASYNC_SCALE_IN_S,
     BATCH_JOB_WINDOW_H,
-    DAYS_PER_MONTH,
     SCALE_UP_LEAD_S_GPU,
     SCALE_UP_LEAD_S_NEURON,
     async_job,
@@ -34,7 +33,7 @@ from sizing.results import (
     Replicas,
     SpotInfo,
 )
-from sizing.workload import WorkloadModel
+from sizing.workload import DAYS_PER_MONTH, WorkloadModel
 
 
 def hosted_as_sold(

@@ -11,7 +11,7 @@ from typing import Any
 from sizing.catalog.models import Accelerator
 from sizing.plan.answer import pricing_of, verified_architectures
 from sizing.plan.capacity import UNITS, grid_point_above, margin, max_rate_under_slo, probe, stat
-from sizing.plan.cost import DAYS_PER_MONTH, is_batch_workload, monthly_usd
+from sizing.plan.cost import is_batch_workload, monthly_usd
 from sizing.plan.measured import measured_capacity
 from sizing.plan.serving import changes as serving_changes
 from sizing.plan.serving import tuning_variants
@@ -25,6 +25,7 @@ from sizing.plan.state import (
 )
 from sizing.results import Architecture, Tuning, ranked_usd_per_month
 from sizing.serving import ServingConfig
+from sizing.workload import DAYS_PER_MONTH
 
 #: A tuned configuration replaces the engine's defaults only when it raises the SLO capacity by more than this: the
 #: capacity search's grid resolution is 1/2^5 (about 3%) of the saturated rate, so smaller gains are search noise.
