@@ -78,7 +78,7 @@ def reading(n: int, fmt: str) -> None:
 def bursts() -> None:
     import numpy as np
 
-    from sizing.distributions import TokenDistribution
+    from sizing.base.distributions import TokenDistribution
     from sizing.perf.config import HardwareConfig
     from sizing.perf.simulator import OpenLoop, Replay, simulate
     from sizing.perf.step import StepModel

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sizing.errors import InvalidInput
+from sizing.base.errors import InvalidInput
 from sizing.store.schema import TEMPLATE_ENV, TEMPLATE_NAME, find_template
 
 #: the folder of this package that holds the shipped copies (setup.py's STACK_DIR)

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sizing.base.errors import Unavailable
 from sizing.deploy.janitor import first_failure
-from sizing.errors import Unavailable
 from sizing.service.runs import RunsService
 from sizing.store import TERMINAL
 from sizing.store.schema import load_template
@@ -862,7 +862,7 @@ class _QueuedRunsService(RunsService):
         return deleted
 
     def cancel_run(self, run_id: str) -> Any:
-        from sizing.errors import Conflict
+        from sizing.base.errors import Conflict
 
         run = self.store.get_run(run_id)
         if run.status == "QUEUED" and self.runner.dequeue(run_id):

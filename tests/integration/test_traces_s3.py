@@ -9,7 +9,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from sizing.errors import InvalidInput
+from sizing.base.errors import InvalidInput
 from sizing.traces import read_trace, samples
 
 pytestmark = pytest.mark.integration

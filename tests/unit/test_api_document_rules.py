@@ -14,8 +14,8 @@ import jsonschema
 import pytest
 import yaml
 
+from sizing.base.errors import InvalidInput, NotFound
 from sizing.catalog import load_catalog
-from sizing.errors import InvalidInput, NotFound
 from sizing.service.api import openapi_json, resolve
 from sizing.workload import MIN_PEAK_RPS, build_model, parse_spec
 

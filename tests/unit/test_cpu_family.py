@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from sizing.base.errors import InvalidInput
 from sizing.catalog import load_catalog
 from sizing.deploy.manifests import render
 from sizing.deploy.validate import validate
-from sizing.errors import InvalidInput
 from sizing.perf.calibration import family_of, kind_of
 from sizing.perf.config import HardwareConfig
 from sizing.perf.engines import VLLM_CPU_IMAGE, engine_defaults

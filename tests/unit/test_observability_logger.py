@@ -9,7 +9,7 @@ from typing import Any
 
 from fakes.lambda_context import lambda_context
 
-from sizing.observability import InvocationLogger
+from sizing.base.observability import InvocationLogger
 
 
 def _lines(stream: io.StringIO) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sizing.errors import InvalidInput
+from sizing.base.errors import InvalidInput
 from sizing.perf.config import HardwareConfig
 from sizing.perf.simulator import OpenLoop, Replay, simulate
 from sizing.perf.step import Profile, StepModel

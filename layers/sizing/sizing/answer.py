@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from sizing.base.errors import SizingError
+from sizing.base.text import TWIN
 from sizing.catalog import load_catalog
-from sizing.errors import SizingError
 from sizing.results import AnswerRow, Availability, Figures, Kind, QuotaNote, RowBasis
-from sizing.text import TWIN
 
 DEPLOYMENT_NAMES = {"eks": "EKS", "sagemaker": "SageMaker", "bedrock": "Bedrock"}
 #: The Region whose prices stand in where the price snapshot has none for a Region (`InstanceType.price`).

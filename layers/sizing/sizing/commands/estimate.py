@@ -8,10 +8,10 @@ import time
 from typing import Any
 
 from sizing.answer import AnswerRow, answer_rows, region_line, with_rows
+from sizing.base.text import table
 from sizing.commands.output import print_json
 from sizing.outcome import EXIT_NO_ARCHITECTURE, impossible_constraints
 from sizing.plan.traceeffect import with_effect
-from sizing.text import table
 from sizing.workload import WorkloadSpec, load_spec, resolve
 
 #: Reasons the table gives for Bedrock's absence at most (one per offer refused; the JSON has every one).

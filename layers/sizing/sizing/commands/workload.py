@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from sizing.base.errors import InvalidInput, Problem
 from sizing.commands.output import print_json
-from sizing.errors import InvalidInput, Problem
 from sizing.traces import read_trace, summarize
 from sizing.traces.formats import FORMATS
 from sizing.workload import TraceSpec, WorkloadSpec, load_spec, resolve

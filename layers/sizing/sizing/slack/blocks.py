@@ -26,9 +26,9 @@ from slack_sdk.models.blocks import (
 )
 
 from sizing.answer import answer_row, region_line
+from sizing.base.text import measured_label
 from sizing.slack.client import Message
 from sizing.slack.grammar import EXAMPLES, PRESET_ALIASES
-from sizing.text import measured_label
 from sizing.workload import PRESETS, WorkloadSpec
 
 MEASURE_ACTION_ID = "measure_these"

@@ -24,7 +24,7 @@ from typing import IO, Any, Final, cast
 
 import numpy as np
 
-from sizing.errors import InvalidInput, Problem
+from sizing.base.errors import InvalidInput, Problem
 from sizing.traces.formats import (
     CSV_COLUMNS,
     FORMATS,

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sizing.distributions import TokenDistribution
+from sizing.base.distributions import TokenDistribution
 from sizing.traces.formats import MOONCAKE_BLOCK_TOKENS, TraceFormat
 from sizing.traces.reader import Trace, read_trace
 from sizing.traces.replay import TraceReplay, window
