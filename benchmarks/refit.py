@@ -23,11 +23,11 @@ import time
 import boto3
 from moto import mock_aws
 
+from sizing.base.serving_config import serving_key
 from sizing.learn import correction
 from sizing.learn.levels import LevelStore, MeasuredLevel
 from sizing.learn.profiles import ProfileStore
 from sizing.learn.refit import prepare, run_refit, shipped_reference, team_rows
-from sizing.serving import serving_key
 from sizing.store import SizingStore, create_table
 
 FAMILIES = [("l40s", "g6e.xlarge"), ("a10g", "g5.xlarge"), ("l4", "g6.xlarge"), ("hopper", "p5.48xlarge"),

@@ -223,7 +223,7 @@ def measure_cold(runs: int) -> None:
 
 def main() -> None:
     args = _args()
-    from sizing.observability import logger
+    from sizing.base.observability import logger
 
     logger.setLevel("WARNING")  # one INFO line per hand-off would drown the figures
     with fake_slack() as base:

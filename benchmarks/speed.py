@@ -46,7 +46,7 @@ def _children_cpu() -> float:
 
 
 def perf(repeat: int) -> None:
-    from sizing.distributions import TokenDistribution
+    from sizing.base.distributions import TokenDistribution
     from sizing.perf import ClosedLoop, HardwareConfig, OpenLoop, StepModel, bounds, saturated, simulate
 
     print("== perf ==")

@@ -8,7 +8,7 @@ A directory already built from the same recipe (its `sizing-recipe.json` matches
 
 Output is gibberish; the timing and batching the server shows are real. The tokenizer is trained on English
 text this machine has (the docstrings of a fixed list of Python 3.11 standard-library modules) and on the words
-the load generator builds prompts from (`sizing.tokens.VOCABULARY`), so those are one token each, as they are in
+the load generator builds prompts from (`sizing.base.tokens.VOCABULARY`), so those are one token each, as they are in
 real BPE vocabularies.
 """
 
@@ -30,7 +30,7 @@ SEED = 0
 #: Context the models declare (the server's --max-model-len may be smaller).
 MAX_POSITIONS = 8192
 #: Llama-3's special tokens and chat template, so a chat request is templated as the product counts it
-#: (`sizing.tokens`: <|begin_of_text|>, a header per message, <|eot_id|>).
+#: (`sizing.base.tokens`: <|begin_of_text|>, a header per message, <|eot_id|>).
 SPECIAL_TOKENS = [
     "<|begin_of_text|>",
     "<|end_of_text|>",
@@ -77,11 +77,11 @@ VOCABULARY_REPEATS = 200
 
 
 def _load_generator_words() -> tuple[str, ...]:
-    """The words the load generator builds prompts from (`sizing.tokens.VOCABULARY`; that module imports only
+    """The words the load generator builds prompts from (`sizing.base.tokens.VOCABULARY`; that module imports only
     the standard library), so a prompt of N tokens by the product's count is N tokens for this tokenizer."""
     sys.path.insert(0, str(ROOT / "layers" / "sizing"))
     try:
-        from sizing.tokens import VOCABULARY
+        from sizing.base.tokens import VOCABULARY
     finally:
         sys.path.pop(0)
     return tuple(VOCABULARY)

@@ -9,9 +9,9 @@ from typing import Any
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sizing.observability import logger, metrics, tracer
+from sizing.base.observability import logger, metrics, tracer
+from sizing.base.wiring import init_environment
 from sizing.service.api import deps, resolve
-from sizing.wiring import init_environment
 
 
 @init_environment(deps.services)

@@ -19,8 +19,8 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sizing.errors import InvalidInput, Problem, problems_from_pydantic
-from sizing.observability import logger, metrics, tracer
+from sizing.base.errors import InvalidInput, Problem, problems_from_pydantic
+from sizing.base.observability import logger, metrics, tracer
 from sizing.orchestrate.events import RunCompletedDetail
 
 

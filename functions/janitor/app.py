@@ -3,7 +3,7 @@ expired sizing run left behind.
 
 Parses its environment once per container (`JanitorSettings`), builds the run store, the run-status lookup and
 the Step Functions, Kubernetes and SageMaker clients lazily (`services`, wired as every function is:
-`sizing.wiring`), and calls `sizing.deploy.janitor.reconcile_runs` (a run still RUNNING or CANCELLING whose
+`sizing.base.wiring`), and calls `sizing.deploy.janitor.reconcile_runs` (a run still RUNNING or CANCELLING whose
 execution has ended gets the execution's outcome), then `sizing.deploy.janitor.sweep`. Logs every closed run and
 every deletion and emits `RunsReconciled`, `ResourcesDeleted`, `RunsKept` and `SweepErrors` metrics."""
 
@@ -18,11 +18,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field
 
+from sizing.base.envsettings import EnvSettings
+from sizing.base.observability import logger, metrics, tracer
+from sizing.base.wiring import Wiring, init_environment
 from sizing.deploy.janitor import DynamoRunStatus, reconcile_runs, sweep
 from sizing.deploy.labels import DEFAULT_MAX_DURATION_S
-from sizing.envsettings import EnvSettings
-from sizing.observability import logger, metrics, tracer
-from sizing.wiring import Wiring, init_environment
 
 
 class JanitorSettings(EnvSettings):
@@ -101,7 +101,7 @@ def build(settings: JanitorSettings | None = None) -> JanitorServices:
     return JanitorServices(settings or JanitorSettings.from_env())
 
 
-#: Built once per container (`sizing.wiring`); `services.set(None)` rebuilds from the environment.
+#: Built once per container (`sizing.base.wiring`); `services.set(None)` rebuilds from the environment.
 services: Wiring[JanitorServices] = Wiring(build)
 
 

@@ -13,9 +13,9 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sizing.observability import logger, metrics, tracer
+from sizing.base.observability import logger, metrics, tracer
+from sizing.base.wiring import init_environment
 from sizing.releases import deps
-from sizing.wiring import init_environment
 
 
 @init_environment(deps.services)

@@ -6,10 +6,10 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sizing.observability import logger, metrics, tracer
+from sizing.base.observability import logger, metrics, tracer
+from sizing.base.wiring import init_environment
 from sizing.releases import deps
 from sizing.releases.events import parse_poll_request
-from sizing.wiring import init_environment
 
 
 @init_environment(deps.services)

@@ -6,10 +6,10 @@ from typing import Any
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sizing.observability import logger, metrics, tracer
+from sizing.base.observability import logger, metrics, tracer
+from sizing.base.wiring import init_environment
 from sizing.slack import deps
 from sizing.slack.bot import SlackRequest, answer
-from sizing.wiring import init_environment
 
 
 @init_environment(deps.services)

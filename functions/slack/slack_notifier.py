@@ -6,9 +6,9 @@ from typing import Any
 from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent, event_source
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sizing.observability import logger, metrics, tracer
+from sizing.base.observability import logger, metrics, tracer
+from sizing.base.wiring import init_environment
 from sizing.slack import deps
-from sizing.wiring import init_environment
 
 
 @init_environment(deps.services)

@@ -2,7 +2,7 @@
 
 Each handler carries the house decorator stack and calls exactly one `sizing.orchestrate.steps` function; the
 parts (store, provisioners, load-test launcher, catalog) are built once per container from the environment
-(`services`, a `sizing.wiring.Wiring`: tests give their own with `services.override(...)`)."""
+(`services`, a `sizing.base.wiring.Wiring`: tests give their own with `services.override(...)`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sizing.observability import logger, metrics, tracer
+from sizing.base.observability import logger, metrics, tracer
+from sizing.base.wiring import Wiring, init_environment
 from sizing.orchestrate import steps
-from sizing.wiring import Wiring, init_environment
 
 Handler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
 

@@ -98,7 +98,7 @@ class _Handler(BaseHTTPRequestHandler):
     lock = threading.Lock()  # the resolver keeps the current event on itself: one request at a time
 
     def _serve(self) -> None:
-        from sizing.observability import metrics
+        from sizing.base.observability import metrics
         from sizing.service.api import resolve
 
         length = min(int(self.headers.get("Content-Length") or 0), MAX_READ_BYTES)
@@ -302,7 +302,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sizing.errors import InvalidInput, Problem
+    from sizing.base.errors import InvalidInput, Problem
 
     if args.max_runs is not None and args.max_runs < 1:
         raise InvalidInput("--max-runs must be at least 1", [Problem("max-runs", f"{args.max_runs}")])

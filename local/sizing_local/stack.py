@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sizing.base.errors import Unavailable
 from sizing.deploy.janitor import first_failure
-from sizing.errors import Unavailable
 from sizing.service.runs import RunsService
 from sizing.store import TERMINAL
 from sizing.store.schema import find_template, load_template
@@ -841,7 +841,7 @@ class _QueuedRunsService(RunsService):
         return super()._start(run)
 
     def cancel_run(self, run_id: str) -> Any:
-        from sizing.errors import Conflict
+        from sizing.base.errors import Conflict
 
         run = self.store.get_run(run_id)
         if run.status == "QUEUED" and self.runner.dequeue(run_id):

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sizing.base.lifeline import lifeline_env
+from sizing.base.serving_config import ServingConfig
 from sizing.deploy.architecture import Architecture
 from sizing.deploy.base import (
     Endpoint,
@@ -33,8 +35,6 @@ from sizing.deploy.base import (
     http_healthy,
 )
 from sizing.deploy.kube import ProvisioningError
-from sizing.orchestrate.lifeline import lifeline_env
-from sizing.serving import ServingConfig
 
 log = logging.getLogger(__name__)
 

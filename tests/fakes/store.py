@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sizing.errors import InvalidInput, NotFound, Problem
+from sizing.base.errors import InvalidInput, NotFound, Problem
 from sizing.store.codec import from_item, to_item
 from sizing.store.items import (
     Architecture,

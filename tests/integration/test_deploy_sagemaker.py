@@ -9,12 +9,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from sizing.aws import tag_map
+from sizing.base.aws import tag_map
+from sizing.base.errors import InvalidInput
 from sizing.deploy import labels as L
 from sizing.deploy.architecture import Architecture
 from sizing.deploy.kube import ProvisioningError
 from sizing.deploy.sagemaker import SageMakerProvisioner
-from sizing.errors import InvalidInput
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""Every function is wired the same way (`sizing.wiring`): its environment is parsed into its settings before the
+"""Every function is wired the same way (`sizing.base.wiring`): its environment is parsed into its settings before the
 first event, so a deployment missing a variable fails at once, naming the variable, whatever the function."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sizing.errors import InvalidInput
+from sizing.base.errors import InvalidInput
 from sizing.lambdas import load_function
 
 pytestmark = pytest.mark.integration

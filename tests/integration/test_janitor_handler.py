@@ -15,11 +15,11 @@ from moto import mock_aws
 from pytest_httpserver import HTTPServer
 from support.events import load_event
 
+from sizing.base.errors import InvalidInput
 from sizing.deploy.architecture import Architecture
 from sizing.deploy.eks import EksProvisioner
 from sizing.deploy.kube import KubeClient
 from sizing.deploy.sagemaker import SageMakerProvisioner
-from sizing.errors import InvalidInput
 from sizing.lambdas import load_function
 from sizing.store.schema import create_table
 

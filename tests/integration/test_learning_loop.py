@@ -339,7 +339,7 @@ def test_rollback_adopts_an_earlier_version_and_the_reference(aws):
 def test_rollback_to_an_unknown_version_is_refused_naming_it(aws):
     # given no such version
     _store, profiles = aws
-    from sizing.errors import InvalidInput
+    from sizing.base.errors import InvalidInput
 
     # when / then the rollback is refused in the user's words
     with pytest.raises(InvalidInput) as err:
@@ -520,8 +520,8 @@ class _TaskToken:
 @pytest.mark.xdist_group(name="timing")
 def test_a_loopback_server_30_percent_slower_is_learned_from_one_run(aws, tmp_path):
     # given a twin on 127.0.0.1 whose every step is 30% slower than the estimate (an endpoint of known timing)
+    from sizing.base.serving_config import ServingConfig
     from sizing.orchestrate.loadtask import LoadTask, execute
-    from sizing.serving import ServingConfig
     from sizing.twin import start_twin
 
     store, profiles = aws
@@ -604,7 +604,7 @@ def test_a_loopback_server_30_percent_slower_is_learned_from_one_run(aws, tmp_pa
 @pytest.mark.xdist_group(name="timing")
 def test_the_embedded_default_learns_from_a_run_against_a_real_endpoint(tmp_path):
     # given a server on 127.0.0.1 30% slower than the estimate, on the instance type the spec is restricted to
-    from sizing.serving import ServingConfig
+    from sizing.base.serving_config import ServingConfig
     from sizing.twin import start_twin
     from sizing_local.stack import run_local
 

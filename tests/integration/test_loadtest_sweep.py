@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from sizing.base.tokens import CHAT_OVERHEAD_ONE_MESSAGE
 from sizing.loadtest import run_sweep
-from sizing.tokens import CHAT_OVERHEAD_ONE_MESSAGE
 from sizing.twin import TwinHandle, start_twin
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from sizing.errors import Unavailable
+from sizing.base.errors import Unavailable
 from sizing.releases import deps
 from sizing.releases.compare import Comparison
 from sizing.releases.notify import ReleaseNote, SlackNotifier, WebClientSlackPoster

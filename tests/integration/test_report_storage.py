@@ -11,7 +11,7 @@ import pytest
 from botocore.config import Config
 from moto import mock_aws
 
-from sizing.errors import InvalidInput, NotFound
+from sizing.base.errors import InvalidInput, NotFound
 from sizing.report.storage import DEFAULT_PRESIGN_S, ReportStore
 
 BUCKET = "llm-sizing-reports-test"

@@ -24,8 +24,8 @@ from slack_sdk.models.blocks import Block
 from slack_sdk.signature import SignatureVerifier
 from werkzeug import Request, Response
 
+from sizing.base.observability import logger as powertools_logger
 from sizing.lambdas import load_function
-from sizing.observability import logger as powertools_logger
 from sizing.slack import deps
 from sizing.slack.bot import EstimateJob
 from sizing.slack.settings import SlackSettings

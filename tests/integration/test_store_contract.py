@@ -12,7 +12,7 @@ import pytest
 from fakes.store import InMemoryStore
 from moto import mock_aws
 
-from sizing.errors import Conflict, NotFound
+from sizing.base.errors import Conflict, NotFound
 from sizing.store import Run, SizingStore, Watch, create_table
 
 

@@ -8,7 +8,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from sizing.errors import Conflict, InvalidInput, NotFound
+from sizing.base.errors import Conflict, InvalidInput, NotFound
 from sizing.store import Run, SizingStore, Watch, create_table
 from sizing.store.items import MEASUREMENT_TTL_S
 

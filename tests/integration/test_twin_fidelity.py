@@ -8,11 +8,11 @@ import statistics
 
 import pytest
 
+from sizing.base.tokens import synth_text
 from sizing.loadtest.http import Connection
 from sizing.loadtest.streams import measure_openai
 from sizing.perf import HardwareConfig
 from sizing.perf.predict import predict
-from sizing.tokens import synth_text
 from sizing.twin import start_twin
 
 pytestmark = pytest.mark.integration

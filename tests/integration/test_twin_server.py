@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from sizing.tokens import synth_text
+from sizing.base.tokens import synth_text
 from sizing.twin import TwinHandle, start_twin
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sizing.errors import InvalidInput
+from sizing.base.errors import InvalidInput
 from sizing.lambdas import load_function
 from sizing.orchestrate import contracts
 from sizing.releases.events import ModelReleased, parse_model_released

@@ -16,7 +16,7 @@ GRACE_S = 10
 #: The middle process: starts a grandchild with a lifeline (as LocalTwinProvisioner does), prints its pid, waits.
 PARENT = r"""
 import subprocess, sys, time
-from sizing.orchestrate.lifeline import lifeline_env
+from sizing.base.lifeline import lifeline_env
 child = subprocess.Popen([sys.executable, "-c", CHILD], env=lifeline_env(), start_new_session=True)
 print(child.pid, flush=True)
 time.sleep(600)
@@ -24,7 +24,7 @@ time.sleep(600)
 #: The grandchild: a twin or load generator stand-in with the watch started, and a Locust stand-in beside it.
 CHILD = (
     "import subprocess, sys, time\n"
-    "from sizing.orchestrate.lifeline import exit_with_parent\n"
+    "from sizing.base.lifeline import exit_with_parent\n"
     "assert exit_with_parent()\n"
     "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
     "time.sleep(600)\n"
@@ -60,16 +60,16 @@ def test_a_child_ends_with_its_sigkilled_parent_and_takes_its_group_along():
 
 
 def test_without_a_lifeline_nothing_is_watched():
-    from sizing.orchestrate.lifeline import exit_with_parent
+    from sizing.base.lifeline import exit_with_parent
 
     assert exit_with_parent(environ={}) is False
 
 
 def _armed_in_a_child(parent_env: str) -> str:
     """Start a group leader with SIZING_PARENT_PID set; it prints whether its lifeline was armed."""
-    from sizing.orchestrate.lifeline import PARENT_ENV
+    from sizing.base.lifeline import PARENT_ENV
 
-    code = "from sizing.orchestrate.lifeline import exit_with_parent; print(exit_with_parent())"
+    code = "from sizing.base.lifeline import exit_with_parent; print(exit_with_parent())"
     out = subprocess.run(
         [sys.executable, "-c", code],
         env={**os.environ, PARENT_ENV: parent_env},

@@ -16,8 +16,8 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from sizing.base.errors import SizingError
 from sizing.cli import EXIT_BAD_INPUT, main
-from sizing.errors import SizingError
 from sizing.outcome import EXIT_NO_ARCHITECTURE
 from sizing.slack.bot import SlackBot
 from sizing.slack.client import Message

@@ -14,7 +14,7 @@ from moto import mock_aws
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from sizing.observability import logger as powertools_logger
+from sizing.base.observability import logger as powertools_logger
 from sizing.releases import deps
 from sizing.releases.settings import ReleaseSettings
 

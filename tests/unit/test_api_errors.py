@@ -6,7 +6,15 @@ import json
 
 import pytest
 
-from sizing.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge, Problem, SizingError, Unavailable
+from sizing.base.errors import (
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    Problem,
+    SizingError,
+    Unavailable,
+)
 from sizing.service.api.errors import sizing_error
 
 

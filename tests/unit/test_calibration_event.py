@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sizing.errors import InvalidInput
+from sizing.base.errors import InvalidInput
 from sizing.lambdas import load_function
 
 

@@ -10,11 +10,11 @@ import pytest
 import yaml
 from botocore.stub import Stubber
 
+from sizing.base.errors import InvalidInput, NotFound
 from sizing.catalog import load_catalog
 from sizing.catalog.hf import model_from_config
 from sizing.catalog.models import DATA_DIR, Catalog, build_catalog
 from sizing.catalog.pricing import apply_prices, fetch_prices
-from sizing.errors import InvalidInput, NotFound
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REQUIRED_FAMILIES = {

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
+from sizing.base.errors import InvalidInput
+from sizing.base.serving_config import vllm_args
 from sizing.catalog import load_catalog
 from sizing.cli import main
 from sizing.deploy import labels as L
@@ -23,9 +25,7 @@ from sizing.deploy.manifests import (
     serving_from_manifests,
     to_yaml,
 )
-from sizing.errors import InvalidInput
 from sizing.plan.serving import serving_for
-from sizing.serving import vllm_args
 
 RUN = "run-01HZX"
 

@@ -125,18 +125,18 @@ def test_in_function_imports_of_own_modules_defer_something(package_graph: Any) 
 #: Features import them; they import nothing above them.
 BASE = frozenset(
     {
-        "sizing.errors",
-        "sizing.vocabulary",
-        "sizing.distributions",
-        "sizing.tokens",
-        "sizing.observability",
-        "sizing.wiring",
-        "sizing.envsettings",
-        "sizing.aws",
-        "sizing.orchestrate.lifeline",
-        "sizing.serving",
-        "sizing.text",
-        "sizing.strict",
+        "sizing.base.errors",
+        "sizing.base.vocabulary",
+        "sizing.base.distributions",
+        "sizing.base.tokens",
+        "sizing.base.observability",
+        "sizing.base.wiring",
+        "sizing.base.envsettings",
+        "sizing.base.aws",
+        "sizing.base.lifeline",
+        "sizing.base.serving_config",
+        "sizing.base.text",
+        "sizing.base.strict",
     }
 )
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from sizing.base.errors import InvalidInput
 from sizing.commands.loadtest import _from_workload, parse_slo
-from sizing.errors import InvalidInput
 from sizing.loadtest.launch import parse_tokens
 
 

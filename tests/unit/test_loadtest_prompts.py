@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sizing.errors import InvalidInput
+from sizing.base.errors import InvalidInput
+from sizing.base.tokens import block_hashes, chat_token_pieces, chat_tokens, count_tokens
 from sizing.loadtest.prompts import PromptSource, load_dataset
-from sizing.tokens import block_hashes, chat_token_pieces, chat_tokens, count_tokens
 from sizing.workload import TokenDistribution
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sizing import observability
-from sizing.observability import LazyTracer, tracing_disabled
+from sizing.base import observability
+from sizing.base.observability import LazyTracer, tracing_disabled
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -71,7 +71,7 @@ def test_a_level_no_fargate_task_can_drive_is_refused_naming_the_limit() -> None
     # given a level beyond what one 16 vCPU task drives at the measured streams per core
     import pytest
 
-    from sizing.errors import InvalidInput
+    from sizing.base.errors import InvalidInput
     from sizing.orchestrate.budget import MAX_WORKERS_PER_TASK, fargate_task_size
 
     # when the task is sized, then it is refused with the figures

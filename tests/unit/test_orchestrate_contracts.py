@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from sizing.base.errors import InvalidInput
 from sizing.catalog import load_catalog
 from sizing.deploy.base import Endpoint, TeardownReport
-from sizing.errors import InvalidInput
 from sizing.loadtest.config import token_distribution
 from sizing.loadtest.prompts import PromptSource
 from sizing.orchestrate import steps

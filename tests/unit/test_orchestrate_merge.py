@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from sizing.base.errors import InvalidInput
 from sizing.catalog import load_catalog
-from sizing.errors import InvalidInput
 from sizing.orchestrate.merge import merge_measurements, predicted_at_level
 from sizing.plan import estimate
 from sizing.workload import build_model, parse_spec

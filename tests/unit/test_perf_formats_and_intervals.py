@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from sizing.base.errors import InvalidInput
 from sizing.catalog import load_catalog
 from sizing.cli import main
-from sizing.errors import InvalidInput
 from sizing.perf.calibration import interval_for
 from sizing.perf.config import HardwareConfig
 from sizing.perf.memory import memory_fit

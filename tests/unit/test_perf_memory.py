@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sizing.errors import InvalidInput, NotFound
+from sizing.base.errors import InvalidInput, NotFound
 from sizing.perf.config import HardwareConfig
 from sizing.perf.memory import memory_fit
 

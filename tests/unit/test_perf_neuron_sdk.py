@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from sizing.base.errors import InvalidInput
 from sizing.catalog import load_catalog
 from sizing.cli import main
-from sizing.errors import InvalidInput
 from sizing.perf.config import HardwareConfig
 from sizing.perf.memory import memory_fit
 from sizing.perf.predict import predict

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from sizing.errors import InvalidInput
+from sizing.base.errors import InvalidInput
 from sizing.perf.calibration import conservative_ratio
 from sizing.plan import estimate
 from sizing.plan.capacity import clear_caches, margin

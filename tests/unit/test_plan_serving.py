@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.examples import EXAMPLES, example_estimate, example_path
 
-from sizing.errors import InvalidInput
+from sizing.base.errors import InvalidInput
 from sizing.plan import estimate
 from sizing.plan.cost import DAYS_PER_MONTH, HOURS_PER_MONTH, LOAD_BALANCER_USD_PER_HOUR, nodes_for
 from sizing.plan.serving import context_for
@@ -257,9 +257,9 @@ def test_vllm_refuses_a_token_budget_below_its_batch_and_so_does_the_serving_con
     # given vLLM settings whose token budget is below the batch cap
     from pydantic import ValidationError
 
+    from sizing.base.serving_config import ServingConfig
     from sizing.catalog import load_catalog
     from sizing.plan.serving import serving_for
-    from sizing.serving import ServingConfig
 
     base = serving_for(load_catalog(), "meta-llama/Llama-3.1-8B-Instruct", "g6e.xlarge", 1, "bf16", "vllm")
     # when they are stated

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from sizing.base.errors import InvalidInput
 from sizing.catalog import load_catalog
-from sizing.errors import InvalidInput
 from sizing.plan import estimate
 from sizing.workload import parse_spec
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from sizing.errors import InvalidInput
+from sizing.base.errors import InvalidInput
 from sizing.releases.events import parse_model_released, parse_poll_request
 from sizing.releases.watches import WatchRequest, matches
 

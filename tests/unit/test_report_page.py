@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sizing.errors import InvalidInput
+from sizing.base.errors import InvalidInput
 from sizing.plan import estimate
 from sizing.report import render_report, render_run_report, run_result, write_report
 from sizing.report.page import NAV, lookup, short_label

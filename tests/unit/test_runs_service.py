@@ -10,7 +10,7 @@ import pytest
 from fakes.stepfunctions import FakeStepFunctions
 from fakes.store import InMemoryStore
 
-from sizing.errors import Conflict, InvalidInput, Unavailable
+from sizing.base.errors import Conflict, InvalidInput, Unavailable
 from sizing.service.runs import RunsService
 
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:llm-sizing-run-test"

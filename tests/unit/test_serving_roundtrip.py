@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from support.examples import EXAMPLES, example_estimate
 
+from sizing.base.serving_config import ServingConfig
 from sizing.deploy.manifests import RENDERED_ENGINES, render, serving_from_manifests
 from sizing.perf.config import HardwareConfig
 from sizing.perf.step import StepModel
-from sizing.serving import ServingConfig
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)

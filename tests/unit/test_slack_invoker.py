@@ -9,7 +9,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from sizing.errors import Unavailable
+from sizing.base.errors import Unavailable
 from sizing.slack.bot import EstimateJob, LambdaInvoker
 
 JOB = EstimateJob(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sizing.errors import InvalidInput
+from sizing.base.errors import InvalidInput
 from sizing.outcome import impossible_constraints
 from sizing.workload import parse_spec
 

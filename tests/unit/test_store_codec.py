@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sizing.errors import InvalidInput
+from sizing.base.errors import InvalidInput
 from sizing.store.codec import from_item, to_item
 
 #: Floats DynamoDB can hold (its number range is 1e-130 .. <1e126).

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sizing.tokens import (
+from sizing.base.tokens import (
     CHAT_OVERHEAD_ONE_MESSAGE,
     block_hashes,
     chat_token_pieces,

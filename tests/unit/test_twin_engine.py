@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sizing.errors import InvalidInput
-from sizing.tokens import block_hashes
+from sizing.base.errors import InvalidInput
+from sizing.base.tokens import block_hashes
 from sizing.twin.engine import Engine
 
 

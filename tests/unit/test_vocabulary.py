@@ -1,4 +1,4 @@
-"""One vocabulary (engine, quantization, deployment, capacity type), declared once in `sizing.vocabulary`: every field
+"""One vocabulary (engine, quantization, deployment, capacity type), declared once in `sizing.base.vocabulary`: every field
 and subset is drawn from it, and a value it names works everywhere a user can give it."""
 
 from __future__ import annotations
@@ -9,6 +9,9 @@ from typing import Any, get_args
 import pytest
 from support.scripts import package_graph
 
+from sizing.base.serving_config import ServingConfig
+from sizing.base.vocabulary import CAPACITY_TYPES, ENGINES, QUANTIZATIONS
+from sizing.base.vocabulary import DEPLOYMENTS as DEPLOYMENT_VALUES
 from sizing.catalog import load_catalog
 from sizing.catalog.models import BYTES_PER_PARAM
 from sizing.cli import build_parser, main
@@ -21,10 +24,7 @@ from sizing.perf.engines import GPU_ENGINES, NEURON_ENGINES
 from sizing.perf.reference import CalRow, MeasuredQuantization
 from sizing.plan.serving import FP8_KV_ENGINES, PREFIX_CACHING_ENGINES
 from sizing.results import Architecture as ResultArchitecture
-from sizing.serving import ServingConfig
 from sizing.slack.grammar import CAPACITY, DEPLOYMENTS, QUANTS, parse_command
-from sizing.vocabulary import CAPACITY_TYPES, ENGINES, QUANTIZATIONS
-from sizing.vocabulary import DEPLOYMENTS as DEPLOYMENT_VALUES
 from sizing.workload import Constraints
 
 
@@ -38,7 +38,7 @@ def test_the_vocabulary_sits_at_the_bottom_of_the_package() -> None:
     # given the package's import graph, in-function imports included
     graph = package_graph()
     # when the vocabulary's own imports of the package are taken
-    edges = graph.edges(with_inner=True).get("sizing.vocabulary", set())
+    edges = graph.edges(with_inner=True).get("sizing.base.vocabulary", set())
     # then it imports nothing from sizing
     assert edges == set()
 

@@ -12,8 +12,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sizing.base.errors import InvalidInput, NotFound
 from sizing.cli import main
-from sizing.errors import InvalidInput, NotFound
 from sizing.workload import PRESETS, TokenDistribution, build_model, load_spec, parse_spec, resolve
 
 BASE: dict[str, Any] = {

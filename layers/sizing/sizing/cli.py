@@ -18,7 +18,7 @@ PROCESS_ENVIRONMENT = {"PYDANTIC_DISABLE_PLUGINS": "__all__", "OPENBLAS_NUM_THRE
 for _name, _value in PROCESS_ENVIRONMENT.items():
     os.environ.setdefault(_name, _value)
 
-from sizing.errors import SizingError  # noqa: E402 -- after the process settings above
+from sizing.base.errors import SizingError  # noqa: E402 -- after the process settings above
 
 #: Command modules, imported lazily so `sizing predict` does not pay for boto3 or the HTTP server.
 #: Each module has `register(subparsers)` which adds its commands with `set_defaults(func=...)`.

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from sizing.errors import InvalidInput, Problem
+from sizing.base.errors import InvalidInput, Problem
 
 #: `sizing estimate`'s exit code when no architecture meets the SLOs (0: ranked; 2: bad input).
 EXIT_NO_ARCHITECTURE = 3

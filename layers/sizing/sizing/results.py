@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sizing.serving import ServingConfig
-from sizing.vocabulary import CapacityType, Deployment, Invocation
+from sizing.base.serving_config import ServingConfig
+from sizing.base.vocabulary import CapacityType, Deployment, Invocation
 
 
 class Frozen(BaseModel):

@@ -20,9 +20,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from sizing.distributions import MAX_TOKENS, PERCENTILES, TokenDistribution, Z
-from sizing.errors import InvalidInput, NotFound, Problem, problems_from_pydantic
-from sizing.vocabulary import CAPACITY_TYPES, DEPLOYMENTS, CapacityType, Deployment, Engine, Quantization
+from sizing.base.distributions import MAX_TOKENS, PERCENTILES, TokenDistribution, Z
+from sizing.base.errors import InvalidInput, NotFound, Problem, problems_from_pydantic
+from sizing.base.vocabulary import CAPACITY_TYPES, DEPLOYMENTS, CapacityType, Deployment, Engine, Quantization
 
 PresetName = Literal["chat", "rag", "summarization", "code-completion", "batch"]
 

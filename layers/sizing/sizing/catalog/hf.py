@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from sizing.base.errors import InvalidInput, Problem, problems_from_pydantic
 from sizing.catalog.models import ModelSpec
-from sizing.errors import InvalidInput, Problem, problems_from_pydantic
 
 #: config.json keys that name the same thing in different model families.
 _ALIASES = {

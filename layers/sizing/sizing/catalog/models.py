@@ -15,10 +15,10 @@ from typing import Any, Literal, Self, TypeVar, cast
 
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
+from sizing.base.errors import InvalidInput, NotFound, problems_from_pydantic
+from sizing.base.strict import Strict
+from sizing.base.vocabulary import Quantization
 from sizing.catalog.regions import DATA_RESIDENCY, nearest
-from sizing.errors import InvalidInput, NotFound, problems_from_pydantic
-from sizing.strict import Strict
-from sizing.vocabulary import Quantization
 
 DATA_DIR = Path(__file__).parent / "data"
 #: A value derived from a catalog (`Catalog.derive`).

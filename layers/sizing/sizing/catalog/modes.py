@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sizing.errors import InvalidInput, problems_from_pydantic
+from sizing.base.errors import InvalidInput, problems_from_pydantic
 
 DATA = Path(__file__).parent / "data" / "modes.yaml"
 OVERLAY_ENV = "SIZING_CATALOG_DIR"

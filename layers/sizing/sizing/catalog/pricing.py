@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from datetime import date
 from typing import Any
 
-from sizing.errors import InvalidInput, Problem
+from sizing.base.errors import InvalidInput, Problem
 
 #: Pricing API `location` values for the regions we price (AWS Price List attribute `location`).
 REGION_LOCATIONS = {

@@ -10,12 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sizing.errors import InvalidInput, Problem
+from sizing.base.errors import InvalidInput, Problem
+from sizing.base.text import table
 from sizing.learn.profiles import DEFAULT_PREFIX, ProfileStore
 from sizing.learn.refit import overview, rollback
 from sizing.perf.calibration import PROFILE_PATH
 from sizing.perf.tables import format_error_table
-from sizing.text import table
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -11,12 +11,12 @@ from typing import Any
 
 import yaml
 
+from sizing.base.errors import InvalidInput, Problem
+from sizing.base.text import table
 from sizing.catalog.hf import model_from_config
 from sizing.catalog.models import DATA_DIR, OVERLAY_ENV, Catalog, load_catalog, reset_cache
 from sizing.catalog.pricing import apply_prices, fetch_prices
 from sizing.commands.output import print_json
-from sizing.errors import InvalidInput, Problem
-from sizing.text import table
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

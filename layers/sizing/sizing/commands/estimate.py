@@ -7,9 +7,9 @@ import sys
 import time
 from typing import Any
 
+from sizing.base.text import table
 from sizing.commands.output import print_json
 from sizing.outcome import EXIT_NO_ARCHITECTURE, impossible_constraints
-from sizing.text import table
 from sizing.workload import WorkloadSpec, load_spec, resolve
 
 #: Reasons the table gives for Bedrock's absence at most (one per offer refused; the JSON has every one).

@@ -8,12 +8,12 @@ import argparse
 import sys
 from typing import Any
 
+from sizing.base.errors import InvalidInput, Problem
+from sizing.base.text import table
 from sizing.commands.output import print_json
-from sizing.errors import InvalidInput, Problem
 from sizing.loadtest import run_sweep
 from sizing.loadtest.config import DEFAULT_DURATION_S, fresh_seed
 from sizing.loadtest.server import describe_server, served_model
-from sizing.text import table
 from sizing.workload import build_model, load_spec
 
 #: Fractions of the workload's peak users (or rate) a `--workload` sweep steps through.

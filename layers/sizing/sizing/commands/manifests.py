@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sizing.errors import InvalidInput, Problem
+from sizing.base.errors import InvalidInput, Problem
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -1,4 +1,4 @@
-"""JSON on standard output for the commands' `--json` (tables and labels: `sizing.text`)."""
+"""JSON on standard output for the commands' `--json` (tables and labels: `sizing.base.text`)."""
 
 from __future__ import annotations
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from sizing.base.vocabulary import ENGINES, QUANTIZATIONS
 from sizing.commands.output import print_json
 from sizing.outcome import EXIT_NO_ARCHITECTURE
-from sizing.vocabulary import ENGINES, QUANTIZATIONS
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -16,9 +16,9 @@ from typing import Any
 
 import yaml
 
-from sizing.errors import InvalidInput, Problem
-from sizing.text import ORIGIN_LABELS, table
-from sizing.vocabulary import ENDPOINT, TWIN
+from sizing.base.errors import InvalidInput, Problem
+from sizing.base.text import ORIGIN_LABELS, table
+from sizing.base.vocabulary import ENDPOINT, TWIN
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

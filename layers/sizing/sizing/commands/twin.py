@@ -1,7 +1,7 @@
 """`sizing twin --model M --instance I [--tp N] [--quant Q] [--engine E] [serving flags] --port P [--host H]`: serve
 a digital twin of one replica (an OpenAI-compatible endpoint timed by the performance model) until interrupted.
 
-The replica is a `sizing.serving.ServingConfig`: the engine settings take vLLM's flag names (`--max-model-len`,
+The replica is a `sizing.base.serving_config.ServingConfig`: the engine settings take vLLM's flag names (`--max-model-len`,
 `--max-num-seqs`, `--max-num-batched-tokens`, `--gpu-memory-utilization`, `--kv-cache-dtype`,
 `--[no-]enable-prefix-caching`, `--[no-]enable-chunked-prefill`; `--image` is only stated); a setting not given is the engine's default for
 the hardware (`sizing.plan.serving.serving_for`, as `sizing manifests` renders a bare architecture id). The step
@@ -15,14 +15,14 @@ import dataclasses
 import sys
 from typing import TYPE_CHECKING, Any
 
-from sizing.errors import InvalidInput, Problem, problems_from_pydantic
-from sizing.orchestrate.lifeline import exit_with_parent
+from sizing.base.errors import InvalidInput, Problem, problems_from_pydantic
+from sizing.base.lifeline import exit_with_parent
+from sizing.base.vocabulary import ENGINES, QUANTIZATIONS
 from sizing.perf import HardwareConfig
-from sizing.vocabulary import ENGINES, QUANTIZATIONS
 
 if TYPE_CHECKING:
+    from sizing.base.serving_config import ServingConfig
     from sizing.catalog import Catalog
-    from sizing.serving import ServingConfig
 
 #: `--kv-cache-dtype` values: vLLM's `auto` and `fp8`, and `fp8_e4m3`, the spelling the manifests render.
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3")
@@ -62,9 +62,9 @@ def serving_from_args(args: argparse.Namespace, catalog: Catalog | None = None) 
     replacing its field. Refuses (InvalidInput naming the field) a config the hardware or the model cannot run."""
     from pydantic import ValidationError
 
+    from sizing.base.serving_config import ServingConfig, check_for_hardware
     from sizing.catalog import load_catalog
     from sizing.plan.serving import serving_for
-    from sizing.serving import ServingConfig, check_for_hardware
 
     cat = catalog or load_catalog()
     hw = HardwareConfig.create(args.model, args.instance, args.tp, args.quant, args.engine, cat)  # picks a TP

@@ -11,11 +11,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from sizing.base.errors import InvalidInput, Problem, problems_from_pydantic
+from sizing.base.serving_config import ServingConfig, check_for_hardware
+from sizing.base.vocabulary import CapacityType, Deployment, Quantization
 from sizing.catalog import Catalog, load_catalog
-from sizing.errors import InvalidInput, Problem, problems_from_pydantic
 from sizing.results import Architecture as Answer
-from sizing.serving import ServingConfig, check_for_hardware
-from sizing.vocabulary import CapacityType, Deployment, Quantization
 
 
 class _Loose(BaseModel):

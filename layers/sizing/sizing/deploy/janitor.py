@@ -22,11 +22,11 @@ from typing import Any, Literal, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
-from sizing.aws import paged, tag_map
+from sizing.base.aws import paged, tag_map
+from sizing.base.errors import Conflict, NotFound
 from sizing.deploy import labels as L
 from sizing.deploy.kube import KubeClient, ProvisioningError
 from sizing.deploy.labels import DEFAULT_MAX_DURATION_S, TEARDOWN_ORDER
-from sizing.errors import Conflict, NotFound
 from sizing.orchestrate.events import EVENT_SOURCE, RUN_COMPLETED, RUN_FAILED
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ RECONCILE_PAGE = 100
 #: Characters of an execution's failure kept in the run's error (the error field is shown, not a log).
 FAILURE_CHARS = 1000
 #: Deployments whose resources a run provisions and the janitor sweeps: a subset of
-#: `sizing.vocabulary.Deployment` (Bedrock is serverless; a run creates nothing there to remove).
+#: `sizing.base.vocabulary.Deployment` (Bedrock is serverless; a run creates nothing there to remove).
 SweptDeployment = Literal["eks", "sagemaker"]
 
 

@@ -20,7 +20,7 @@ from urllib.parse import quote, urlencode
 import urllib3
 from pydantic import BaseModel, ConfigDict
 
-from sizing.errors import SizingError
+from sizing.base.errors import SizingError
 
 #: The field manager our server-side applies are recorded under.
 FIELD_MANAGER = "llm-sizing"

@@ -34,15 +34,15 @@ from zoneinfo import ZoneInfo
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from sizing.base.errors import InvalidInput, Problem
+from sizing.base.serving_config import ServingConfig, parse_vllm_args, vllm_args
+from sizing.base.vocabulary import Engine
 from sizing.catalog import Catalog, load_catalog
 from sizing.deploy import labels as L
 from sizing.deploy.architecture import Architecture
 from sizing.deploy.labels import DEFAULT_MAX_DURATION_S
-from sizing.errors import InvalidInput, Problem
 from sizing.perf.engines import NEURON_MEMORY_FRACTION
 from sizing.plan.cost import AVAILABILITY_ZONES, nodes_for
-from sizing.serving import ServingConfig, parse_vllm_args, vllm_args
-from sizing.vocabulary import Engine
 
 KARPENTER_API = "karpenter.sh/v1"
 NODECLASS_API = "karpenter.k8s.aws/v1"

@@ -16,14 +16,14 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sizing.aws import paged, tag_map
+from sizing.base.aws import paged, tag_map
+from sizing.base.errors import InvalidInput, Problem
+from sizing.base.serving_config import VLLM_FP8_KV, ServingConfig
 from sizing.deploy import labels as L
 from sizing.deploy.architecture import Architecture
 from sizing.deploy.base import Endpoint, EndpointKind, Provisioner, TeardownReport, as_architecture
 from sizing.deploy.kube import ProvisioningError
 from sizing.deploy.labels import DEFAULT_MAX_DURATION_S
-from sizing.errors import InvalidInput, Problem
-from sizing.serving import VLLM_FP8_KV, ServingConfig
 
 log = logging.getLogger(__name__)
 

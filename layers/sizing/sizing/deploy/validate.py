@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from sizing.errors import InvalidInput, Problem
+from sizing.base.errors import InvalidInput, Problem
 
 SCHEMA_DIR = Path(__file__).parent / "schemas"
 CRD_FILES = {

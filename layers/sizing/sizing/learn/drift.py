@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sizing.errors import NotFound
+from sizing.base.errors import NotFound
 
 ENGINE_NAMES = {
     "vllm": "vLLM",

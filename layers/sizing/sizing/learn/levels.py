@@ -17,16 +17,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sizing.base.errors import SizingError
+from sizing.base.serving_config import serving_key
+from sizing.base.vocabulary import CAPACITY_PHASE
 from sizing.catalog import load_catalog
-from sizing.errors import SizingError
 from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS
 from sizing.perf.calibration import PROFILE_PATH, family_of, load_profiles, profile_for
 from sizing.perf.replica import replica_of
 from sizing.perf.step import StepModel
-from sizing.serving import serving_key
 from sizing.store.codec import from_item, to_item
 from sizing.store.items import now_iso
-from sizing.vocabulary import CAPACITY_PHASE
 
 REAL_INDEX_PK = "MEASURED"
 TWIN_INDEX_PK = "MEASURED#twin"

@@ -1,7 +1,7 @@
 """A measured configuration answered from its measurement (`basis: measured`).
 
 The adopted profile carries a table of measured configurations: per run and candidate, the model, accelerator,
-performance-deciding ServingConfig (`sizing.serving.serving_key`), the token shape drawn (mean prompt and output tokens)
+performance-deciding ServingConfig (`sizing.base.serving_config.serving_key`), the token shape drawn (mean prompt and output tokens)
 and the measured closed-loop levels. An estimate of the same model, accelerator and ServingConfig whose token
 shape is within `MAX_TOKEN_DISTANCE` of a measured one, at a concurrency within the measured levels, is the
 measured figures interpolated between the two levels around it (linear in log concurrency). The newest such
@@ -124,7 +124,7 @@ def matches(
     the planner both ask before answering from a measurement. Where the configuration caches prefixes, the
     prefix every prompt shares is part of the shape (a measurement's levels state the one they sent; those
     recorded before it was stated sent none)."""
-    from sizing.serving import serving_key
+    from sizing.base.serving_config import serving_key
 
     if not data:
         return

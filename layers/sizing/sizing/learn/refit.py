@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sizing.errors import InvalidInput, Problem
+from sizing.base.errors import InvalidInput, Problem
 from sizing.learn import correction, matching
 from sizing.learn.profiles import REFERENCE, ConcurrentAdoption, CorruptProfile, ProfileStore, new_version
 from sizing.perf.calibration import PROFILE_PATH, load_profiles

@@ -32,8 +32,8 @@ from typing import Any
 
 from pydantic import Field
 
+from sizing.base.strict import Strict
 from sizing.loadtest.metrics import StepResult
-from sizing.strict import Strict
 
 #: Growth (and shrink) factor of the bracketing phase: an estimate 30% off is bracketed in one or two levels.
 EXPAND = 1.5

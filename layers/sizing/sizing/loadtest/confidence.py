@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from sizing.strict import Strict
+from sizing.base.strict import Strict
 
 #: Confidence of each percentile's interval (two-sided).
 CONFIDENCE = 0.95

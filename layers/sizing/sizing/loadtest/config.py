@@ -8,8 +8,8 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from sizing.distributions import TokenDistribution
-from sizing.strict import Strict
+from sizing.base.distributions import TokenDistribution
+from sizing.base.strict import Strict
 from sizing.workload import TokenSpec
 
 #: Default measured window per step and warm-up before it: 20 s + 5 s, plus a tail while the window's last
@@ -122,7 +122,7 @@ class LoadTestConfig(Strict):
     )
     serving: dict[str, Any] | None = Field(
         default=None,
-        description="the serving configuration measured (a sizing.serving.ServingConfig as a dict), recorded so"
+        description="the serving configuration measured (a sizing.base.serving_config.ServingConfig as a dict), recorded so"
         " each figure belongs to a configuration",
     )
     server_metrics: bool = Field(

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sizing.errors import InvalidInput, Problem, problems_from_pydantic
+from sizing.base.errors import InvalidInput, Problem, problems_from_pydantic
 from sizing.loadtest.config import LoadTestConfig, SlaSearchSpec, SloTarget
 from sizing.loadtest.metrics import StepResult
 from sizing.workload import TokenSpec

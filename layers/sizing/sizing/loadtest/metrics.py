@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from sizing.base.strict import Strict
 from sizing.loadtest.confidence import TargetCheck, Verdict, check_target, level_verdict
 from sizing.loadtest.server import ServerWindow
-from sizing.strict import Strict
 
 #: Percentiles every distribution reports (the SLO may name any of them).
 QUANTILES: tuple[tuple[str, float], ...] = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))

@@ -22,7 +22,7 @@ import gevent
 from locust.env import Environment
 from pydantic import ValidationError
 
-from sizing.errors import InvalidInput, problems_from_pydantic
+from sizing.base.errors import InvalidInput, problems_from_pydantic
 from sizing.loadtest import locustfile as lf
 from sizing.loadtest.aws import report_to_aws  # it imports boto3 only when it reports, well after Locust
 from sizing.loadtest.config import LoadTestConfig

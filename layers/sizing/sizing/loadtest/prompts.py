@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from sizing.distributions import TokenDistribution
-from sizing.errors import InvalidInput, Problem
-from sizing.tokens import CHAT_HEADER_TOKENS, CHAT_OVERHEAD_ONE_MESSAGE, count_tokens, synth_text
+from sizing.base.distributions import TokenDistribution
+from sizing.base.errors import InvalidInput, Problem
+from sizing.base.tokens import CHAT_HEADER_TOKENS, CHAT_OVERHEAD_ONE_MESSAGE, count_tokens, synth_text
 
 #: Tokens of the unique marker that starts every synthesized prompt after the workload's shared prefix ("r" + 7
 #: digits = 8 characters = 2 tokens by the twin's tokenizer), so a server's prefix cache reuses what the workload

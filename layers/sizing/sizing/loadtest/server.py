@@ -25,8 +25,8 @@ from typing import Any
 
 from pydantic import Field
 
-from sizing.errors import InvalidInput, Problem
-from sizing.strict import Strict
+from sizing.base.errors import InvalidInput, Problem
+from sizing.base.strict import Strict
 
 #: How long one probe of a route waits: a healthy server answers these in milliseconds.
 PROBE_TIMEOUT_S = 5.0
@@ -283,7 +283,7 @@ def serving_differences(
     serving: dict[str, Any] | None, facts: ServerFacts | dict[str, Any] | None
 ) -> list[str]:
     """Where what the server reports differs from the serving configuration the estimate assumed (a
-    `sizing.serving.ServingConfig` as a dict), in words: `max_model_len: the server runs 4096, the estimate
+    `sizing.base.serving_config.ServingConfig` as a dict), in words: `max_model_len: the server runs 4096, the estimate
     assumed 512`. Empty when they agree or either side does not say."""
     if not serving or not facts:
         return []

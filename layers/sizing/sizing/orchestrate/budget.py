@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sizing.base.errors import InvalidInput, Problem
 from sizing.catalog import Catalog
-from sizing.errors import InvalidInput, Problem
 from sizing.plan.cost import SCALE_UP_LEAD_S_GPU, SCALE_UP_LEAD_S_NEURON
 
 #: Fargate on-demand, us-east-1, Linux/x86: $0.04048 per vCPU-hour and $0.004445 per GB-hour

@@ -15,8 +15,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
 
+from sizing.base.errors import InvalidInput, Problem, problems_from_pydantic
 from sizing.deploy.base import Endpoint
-from sizing.errors import InvalidInput, Problem, problems_from_pydantic
 from sizing.loadtest.config import (
     DEFAULT_INPUT_TOKENS,
     DEFAULT_OUTPUT_TOKENS,

@@ -14,9 +14,9 @@ import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
-from sizing.errors import InvalidInput, SizingError
+from sizing.base.errors import InvalidInput, SizingError
+from sizing.base.lifeline import lifeline_env
 from sizing.orchestrate.budget import fargate_task_size
-from sizing.orchestrate.lifeline import lifeline_env
 from sizing.orchestrate.settings import OrchestrationSettings
 
 #: ECS container name of the load generator in template.yaml's task definition.

@@ -21,14 +21,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sizing.errors import problems_from_pydantic
+from sizing.base.errors import problems_from_pydantic
+from sizing.base.lifeline import exit_with_parent
+from sizing.base.vocabulary import CAPACITY_PHASE
 from sizing.loadtest.capacity import CapacitySearch
 from sizing.loadtest.launch import run_config
 from sizing.loadtest.server import EndpointUnreachable, ServerFacts, probe
 from sizing.orchestrate.contracts import LoadTask
-from sizing.orchestrate.lifeline import exit_with_parent
 from sizing.store import SizingStore
-from sizing.vocabulary import CAPACITY_PHASE
 
 #: Heartbeats go out at this fraction of the state's HeartbeatSeconds, so one lost heartbeat is not fatal.
 HEARTBEAT_FRACTION = 1 / 3

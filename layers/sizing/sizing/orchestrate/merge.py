@@ -15,8 +15,9 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
+from sizing.base.errors import InvalidInput, Problem, SizingError
+from sizing.base.vocabulary import CAPACITY_PHASE, ENDPOINT, TWIN, Origin
 from sizing.catalog import Catalog
-from sizing.errors import InvalidInput, Problem, SizingError
 from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS
 from sizing.loadtest.capacity import from_records
 from sizing.loadtest.server import serving_differences
@@ -28,7 +29,6 @@ from sizing.plan.candidates import HardwareOption
 from sizing.plan.cost import project
 from sizing.plan.search import DEFAULT_HEADROOM
 from sizing.results import rank_cost
-from sizing.vocabulary import CAPACITY_PHASE, ENDPOINT, TWIN, Origin
 from sizing.workload import WorkloadModel, WorkloadSpec, build_model
 
 METRICS = ("ttft_ms", "tpot_ms", "e2e_s")

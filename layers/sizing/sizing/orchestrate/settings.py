@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from sizing.envsettings import EnvSettings
+from sizing.base.envsettings import EnvSettings
 
 #: How often the state machine polls a provisioned candidate, and for how long. On AWS a GPU node takes minutes
 #: (Karpenter launch 80-100 s, image pull 5-10 min, weights; docs/serving-facts.md s4): 30 s x 60 = 30 min.

@@ -12,9 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from sizing.base.errors import SizingError
+from sizing.base.vocabulary import ENDPOINT, TWIN
 from sizing.catalog import Catalog, load_catalog
 from sizing.deploy.base import ExistingEndpoint
-from sizing.errors import SizingError
 from sizing.loadtest.config import DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS
 from sizing.orchestrate.budget import kernel_stamped, measurement_cost, sweep_workers
 from sizing.orchestrate.contracts import (
@@ -44,7 +45,6 @@ from sizing.releases.catalog import LiveCatalog, ModelRegistry
 from sizing.results import Architecture
 from sizing.service.runs import DEFAULT_TOP_K
 from sizing.store import SizingStore
-from sizing.vocabulary import ENDPOINT, TWIN
 from sizing.workload import TokenSpec, WorkloadSpec, build_model, parse_spec
 
 #: Sweep levels around the predicted SLO-limit concurrency c of one replica: below, at and above the knee.

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from sizing.errors import InvalidInput, Problem
+from sizing.base.errors import InvalidInput, Problem
+from sizing.base.vocabulary import ENGINES, QUANTIZATIONS, Quantization
 from sizing.perf.engines import (
     GPU_ENGINES,
     NEURON_ENGINES,
@@ -14,11 +15,10 @@ from sizing.perf.engines import (
     pads_heads,
 )
 from sizing.perf.memory import memory_fit
-from sizing.vocabulary import ENGINES, QUANTIZATIONS, Quantization
 
 if TYPE_CHECKING:
+    from sizing.base.serving_config import ServingConfig
     from sizing.catalog import Accelerator, Catalog, InstanceType, ModelSpec
-    from sizing.serving import ServingConfig
 
 #: Formats that quantize only the MoE experts: a dense model has none to quantize.
 EXPERT_ONLY_FORMATS: tuple[Quantization, ...] = ("mxfp4",)

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from sizing.vocabulary import Engine
+from sizing.base.vocabulary import Engine
 
 if TYPE_CHECKING:
     from sizing.catalog import Accelerator

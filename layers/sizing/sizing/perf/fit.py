@@ -31,9 +31,9 @@ from typing import Any
 
 import yaml
 
+from sizing.base.distributions import TokenDistribution
 from sizing.catalog import load_catalog
 from sizing.catalog.models import Catalog, ModelSpec
-from sizing.distributions import TokenDistribution
 from sizing.perf.calibration import family_of, kind_of
 from sizing.perf.config import HardwareConfig
 from sizing.perf.engines import build_scheduler

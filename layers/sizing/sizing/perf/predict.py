@@ -7,8 +7,8 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from sizing.distributions import TokenDistribution
-from sizing.errors import InvalidInput, Problem
+from sizing.base.distributions import TokenDistribution
+from sizing.base.errors import InvalidInput, Problem
 from sizing.learn.matching import answer
 from sizing.learn.profiles import active
 from sizing.perf.calibration import interval_for, profile_for, stated_interval, summary

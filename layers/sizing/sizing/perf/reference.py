@@ -20,9 +20,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sizing.errors import InvalidInput, Problem, problems_from_pydantic
+from sizing.base.errors import InvalidInput, Problem, problems_from_pydantic
+from sizing.base.vocabulary import Engine
 from sizing.perf.calibration import TWIN_ORIGIN
-from sizing.vocabulary import Engine
 
 DATA = Path(__file__).parent / "data"
 ANNOTATIONS = DATA / "reference_annotations.yaml"
@@ -71,7 +71,7 @@ OFFLINE_REQUESTS = 1000
 #: guidellm "throughput mode" caps concurrency at this (rows M045-M083 say "guidellm max concurrency 128").
 GUIDELLM_MAX_CONCURRENCY = 128
 
-#: Weight formats a reference row may state: a subset of `sizing.vocabulary.Quantization`.
+#: Weight formats a reference row may state: a subset of `sizing.base.vocabulary.Quantization`.
 MeasuredQuantization = Literal["bf16", "fp8", "int8", "int4"]
 #: closed: N users; open: Poisson rate; batch: one static batch; offline: N requests at once; saturate: as many
 #: users as the server's batch limit

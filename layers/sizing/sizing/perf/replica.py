@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from sizing.base.serving_config import ServingConfig
 from sizing.perf.config import HardwareConfig
-from sizing.serving import ServingConfig
 
 if TYPE_CHECKING:
     from sizing.catalog import Catalog

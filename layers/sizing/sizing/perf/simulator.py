@@ -34,7 +34,7 @@ from sizing.perf.native import KERNEL
 from sizing.perf.step import StepModel
 
 if TYPE_CHECKING:
-    from sizing.distributions import TokenDistribution
+    from sizing.base.distributions import TokenDistribution
     from sizing.perf.arrivals import ClosedArrivals, OpenArrivals
     from sizing.perf.config import HardwareConfig
     from sizing.perf.scheduler import Scheduler

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sizing.text import table as render
+from sizing.base.text import table as render
 
 CV_TITLES = {
     "source": "Leave-one-source-out",

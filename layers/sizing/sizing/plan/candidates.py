@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from sizing.base.errors import InvalidInput, Problem
 from sizing.catalog import Accelerator, Catalog, InstanceType, ModelSpec
 from sizing.catalog.models import BedrockChoice
 from sizing.catalog.regions import nearest
-from sizing.errors import InvalidInput, Problem
 from sizing.perf.config import valid_tps
 from sizing.workload import WorkloadModel
 

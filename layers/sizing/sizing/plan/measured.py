@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from sizing.distributions import TokenDistribution
+from sizing.base.distributions import TokenDistribution
 from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS, Edge, conservative_rate, matches, slo_edge
 from sizing.perf.simulator import ClosedLoop, bounds, simulate
 from sizing.perf.step import StepModel

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sizing.base.serving_config import ServingConfig
 from sizing.catalog import Accelerator, Catalog
 from sizing.perf.engines import ENGINE_IMAGES, engine_defaults
-from sizing.serving import ServingConfig
 from sizing.workload import WorkloadModel, context_limit
 
 #: The percentile of input + output tokens a deployment's `max_model_len` covers: one request in a thousand may be

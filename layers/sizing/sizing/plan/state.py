@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sizing.base.serving_config import ServingConfig
 from sizing.catalog import Catalog
 from sizing.perf.calibration import profile_for
 from sizing.perf.config import HardwareConfig
@@ -18,7 +19,6 @@ from sizing.plan.candidates import Enumeration, HardwareOption
 from sizing.plan.capacity import Capacity, describe_violation, predict_at
 from sizing.plan.serving import Context, with_effective_batch
 from sizing.results import Architecture, Rejected
-from sizing.serving import ServingConfig
 from sizing.workload import SLO, WorkloadModel
 
 Progress = Callable[[int, int, str], None]

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sizing.aws import DynamoTable
+from sizing.base.aws import DynamoTable
 from sizing.catalog import Catalog, ModelSpec, load_catalog
 from sizing.store.codec import from_item, to_item
 from sizing.store.items import now_iso
@@ -207,7 +207,7 @@ class LiveCatalog:
         try:
             marker = self.registry.newest()
         except (ClientError, BotoCoreError) as exc:
-            from sizing.observability import logger
+            from sizing.base.observability import logger
 
             logger.warning(
                 "released models could not be read; serving the last catalog",

@@ -1,4 +1,4 @@
-"""The release functions' services (`sizing.wiring`): settings and AWS-backed clients in one frozen bundle, built
+"""The release functions' services (`sizing.base.wiring`): settings and AWS-backed clients in one frozen bundle, built
 on first use (never at import). Tests give their own with `services.override(build(...))` (moto clients, a fake
 Slack poster, a local Hub)."""
 
@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from sizing.errors import Problem, Unavailable
+from sizing.base.errors import Problem, Unavailable
+from sizing.base.wiring import Wiring, idempotency_layer
 from sizing.releases.catalog import ModelRegistry
 from sizing.releases.fanout import FanoutConsumer, WatchQueue
 from sizing.releases.hub import HubClient
@@ -26,7 +27,6 @@ from sizing.releases.watches import WatchService
 from sizing.service.runs import RunsService
 from sizing.slack.secrets import SlackSecrets
 from sizing.store import SizingStore
-from sizing.wiring import Wiring, idempotency_layer
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer

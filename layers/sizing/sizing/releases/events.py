@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import Field, ValidationError
 
-from sizing.errors import InvalidInput, Problem, problems_from_pydantic
-from sizing.strict import Strict
+from sizing.base.errors import InvalidInput, Problem, problems_from_pydantic
+from sizing.base.strict import Strict
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.parser.models import EventBridgeModel

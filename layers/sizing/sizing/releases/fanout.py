@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
-from sizing.errors import Unavailable
+from sizing.base.errors import Unavailable
 from sizing.releases.catalog import BatchCache
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sizing.errors import InvalidInput, Problem, SizingError
+from sizing.base.errors import InvalidInput, Problem, SizingError
 
 HUB_URL = "https://huggingface.co"
 #: Seconds to wait for a connection or a read: the Hub answers listings in well under a second; 10 s leaves

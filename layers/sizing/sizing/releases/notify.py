@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
-from sizing.aws import EventBus
-from sizing.errors import Problem, Unavailable
+from sizing.base.aws import EventBus
+from sizing.base.errors import Problem, Unavailable
 from sizing.releases.compare import Comparison
 from sizing.releases.events import (
     EVENT_SOURCE,

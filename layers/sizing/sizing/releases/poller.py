@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
-from sizing.aws import DynamoTable, EventBus
-from sizing.errors import InvalidInput, Unavailable
+from sizing.base.aws import DynamoTable, EventBus
+from sizing.base.errors import InvalidInput, Unavailable
 from sizing.releases.events import EVENT_SOURCE, MODEL_RELEASED, ModelReleased
 from sizing.releases.hub import HubClient, HubError, HubModel
 from sizing.store.codec import from_item, to_item

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 from pydantic import Field
 
+from sizing.base.errors import InvalidInput, NotFound, Problem, SizingError, Unavailable
+from sizing.base.strict import Strict
 from sizing.catalog.hf import model_from_config
-from sizing.errors import InvalidInput, NotFound, Problem, SizingError, Unavailable
 from sizing.releases.catalog import BatchCache, ModelRegistry
 from sizing.releases.compare import Comparison, compare
 from sizing.releases.events import ModelReleased, config_digest, parse_model_released
@@ -27,7 +28,6 @@ from sizing.releases.fanout import WatchJob, WatchQueue
 from sizing.releases.hub import HubClient, HubError
 from sizing.releases.notify import Notifier, ReleaseNote, summary
 from sizing.releases.watches import ReleaseWatch, WatchResult, WatchService
-from sizing.strict import Strict
 from sizing.workload import parse_spec
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from sizing.envsettings import EnvSettings
+from sizing.base.envsettings import EnvSettings
 from sizing.releases.hub import HUB_URL
 from sizing.slack.settings import SLACK_API_URL
 

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
+from sizing.base.strict import Strict
 from sizing.service.runs import DEFAULT_TOP_K, MAX_TOP_K
 from sizing.store import RunSource, SizingStore, SlackThread, Watch
 from sizing.store.codec import from_item, to_item
 from sizing.store.items import WATCHES_INDEX_PK, now_iso
 from sizing.store.repository import MAX_PAGE
-from sizing.strict import Strict
 from sizing.workload import parse_spec
 
 if TYPE_CHECKING:

@@ -20,11 +20,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from sizing.distributions import TokenDistribution
-from sizing.errors import SizingError
+from sizing.base.distributions import TokenDistribution
+from sizing.base.errors import SizingError
+from sizing.base.serving_config import ServingConfig
 from sizing.perf.config import HardwareConfig
 from sizing.perf.step import StepModel
-from sizing.serving import ServingConfig
 from sizing.workload import WorkloadModel, build_model, parse_spec
 
 #: Distinct hardware configurations given a curve (the report's charts stay readable with four lines).

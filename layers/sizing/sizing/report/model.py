@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from sizing.errors import InvalidInput, problems_from_pydantic
+from sizing.base.errors import InvalidInput, problems_from_pydantic
 
 
 class _Loose(BaseModel):

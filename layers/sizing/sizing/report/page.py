@@ -23,16 +23,16 @@ from typing import Any, Literal
 from jinja2 import Environment
 from markupsafe import Markup
 
+from sizing.base.errors import SizingError
+from sizing.base.text import ORIGIN_LABELS
+from sizing.base.vocabulary import ENDPOINT, TWIN  # what served a load test's figures (`measured.origin`)
 from sizing.deploy.manifests import render, to_yaml
-from sizing.errors import SizingError
 from sizing.report import svg
 from sizing.report.curves import Curve, latency_curves
 from sizing.report.export import export_csv, rejected_csv
 from sizing.report.model import check_result
 from sizing.report.templating import make_environment
 from sizing.results import rank_cost
-from sizing.text import ORIGIN_LABELS
-from sizing.vocabulary import ENDPOINT, TWIN  # what served a load test's figures (`measured.origin`)
 from sizing.workload import WorkloadModel
 
 METRIC_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "end-to-end"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sizing.errors import SizingError
+from sizing.base.errors import SizingError
 from sizing.report.page import render_report
 from sizing.workload import WorkloadModel, parse_spec, resolve
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sizing.errors import InvalidInput, NotFound
+from sizing.base.errors import InvalidInput, NotFound
 from sizing.report.export import export_csv, rejected_csv
 from sizing.report.page import render_report
 

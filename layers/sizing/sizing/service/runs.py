@@ -8,8 +8,8 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sizing.base.errors import Conflict, Unavailable
 from sizing.catalog import load_catalog
-from sizing.errors import Conflict, Unavailable
 from sizing.store import Run, RunSource, SizingStore, SlackThread
 from sizing.workload import parse_spec
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from sizing.envsettings import EnvSettings
+from sizing.base.envsettings import EnvSettings
 
 #: Idempotency records of POST /runs live one day: a client retrying a request (network error, timeout) does so
 #: within minutes; a day also covers a person re-running a script the next morning by mistake.

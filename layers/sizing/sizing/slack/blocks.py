@@ -25,9 +25,9 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
+from sizing.base.text import measured_label
 from sizing.slack.client import Message
 from sizing.slack.grammar import EXAMPLES, PRESET_ALIASES
-from sizing.text import measured_label
 from sizing.workload import PRESETS, WorkloadSpec
 
 MEASURE_ACTION_ID = "measure_these"

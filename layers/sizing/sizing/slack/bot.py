@@ -19,9 +19,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from sizing.errors import InvalidInput, NotFound, SizingError, Unavailable
+from sizing.base.errors import InvalidInput, NotFound, SizingError, Unavailable
+from sizing.base.observability import logger, metrics
 from sizing.learn.drift import slack_text
-from sizing.observability import logger, metrics
 from sizing.orchestrate.events import RunCompletedDetail
 from sizing.slack import blocks
 from sizing.slack.client import Message, SlackPoster

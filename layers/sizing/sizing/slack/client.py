@@ -15,8 +15,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.models.blocks import Block
 from slack_sdk.webhook import WebhookClient
 
-from sizing.errors import Unavailable
-from sizing.observability import logger
+from sizing.base.errors import Unavailable
+from sizing.base.observability import logger
 
 #: Slack answers within a second or two; ten seconds bounds a post so a Lambda never waits on a stuck socket.
 HTTP_TIMEOUT_S = 10

@@ -1,4 +1,4 @@
-"""The Slack functions' services (`sizing.wiring`): settings and clients in one frozen bundle, built on first use
+"""The Slack functions' services (`sizing.base.wiring`): settings and clients in one frozen bundle, built on first use
 from `SlackSettings` (never at import). Tests give their own with `services.override(build(...))`; `sizing
 serve` builds its own with `configure(...)`."""
 
@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from sizing.base.wiring import Wiring
+from sizing.base.wiring import idempotency_layer as persistence_layer
 from sizing.slack.bot import EstimateJob, Invoker, LambdaInvoker, Secrets, SlackBot, SlackRequest, answer
 from sizing.slack.client import SlackPoster
 from sizing.slack.secrets import SlackSecrets
 from sizing.slack.settings import SlackSettings
 from sizing.slack.verify import DynamoReplayGuard
 from sizing.store import SizingStore
-from sizing.wiring import Wiring
-from sizing.wiring import idempotency_layer as persistence_layer
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from sizing.vocabulary import QUANTIZATIONS, CapacityType, Deployment, Quantization
+from sizing.base.vocabulary import QUANTIZATIONS, CapacityType, Deployment, Quantization
 from sizing.workload import PRESETS
 
 #: Preset used when the message names none: most people asking from chat describe an interactive assistant.
@@ -47,7 +47,7 @@ PRESET_ALIASES: dict[str, str] = {
     "batch": "batch",
     "offline": "batch",
 }
-#: Words for a deployment, a purchase option and a weight format, to the vocabulary's value (`sizing.vocabulary`).
+#: Words for a deployment, a purchase option and a weight format, to the vocabulary's value (`sizing.base.vocabulary`).
 DEPLOYMENTS: dict[str, Deployment] = {
     "eks": "eks",
     "k8s": "eks",

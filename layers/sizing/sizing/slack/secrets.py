@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from sizing.errors import InvalidInput, Problem, Unavailable
-from sizing.observability import logger
+from sizing.base.errors import InvalidInput, Problem, Unavailable
+from sizing.base.observability import logger
 
 if TYPE_CHECKING:
     from mypy_boto3_secretsmanager import SecretsManagerClient

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from sizing.envsettings import EnvSettings
+from sizing.base.envsettings import EnvSettings
 
 #: Secrets are re-read from Secrets Manager at most every five minutes per warm Lambda: a rotated signing secret
 #: or bot token takes effect within five minutes, and a busy channel costs one GetSecretValue per container per

@@ -13,8 +13,8 @@ from botocore.exceptions import ClientError
 from pydantic import SecretStr
 from slack_sdk.signature import Clock, SignatureVerifier
 
-from sizing.aws import DynamoTable
-from sizing.errors import SizingError
+from sizing.base.aws import DynamoTable
+from sizing.base.errors import SizingError
 
 #: Slack's replay window: requests whose timestamp is more than five minutes from now are refused
 #: (docs.slack.dev/authentication/verifying-requests-from-slack; also SignatureVerifier's own bound).

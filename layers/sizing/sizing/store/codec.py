@@ -9,7 +9,7 @@ import math
 from decimal import Context, Decimal
 from typing import Any
 
-from sizing.errors import InvalidInput, Problem
+from sizing.base.errors import InvalidInput, Problem
 
 
 @functools.cache

@@ -22,8 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sizing.aws import DynamoTable
-from sizing.errors import Conflict, InvalidInput, NotFound, Problem
+from sizing.base.aws import DynamoTable
+from sizing.base.errors import Conflict, InvalidInput, NotFound, Problem
 from sizing.store.codec import from_item, to_item, to_value
 from sizing.store.items import (
     ALLOWED_FROM,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from sizing.errors import InvalidInput, Problem
+from sizing.base.errors import InvalidInput, Problem
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -40,7 +40,7 @@ def _settings(
 ) -> TwinSettings:
     """Served name: the one given, else the serving config's, else the config's model id (also accepted when a
     name is given); context limit: the serving config's, else the hardware config's, else the step model's (the
-    model's). `serving` (a `sizing.serving.ServingConfig`) is stated on the model card."""
+    model's). `serving` (a `sizing.base.serving_config.ServingConfig`) is stated on the model card."""
     model_id = getattr(cfg, "model_id", None)
     max_model_len = (
         getattr(serving, "max_model_len", None)

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sizing.errors import InvalidInput, Problem
+from sizing.base.errors import InvalidInput, Problem
 
 #: TTFT histogram buckets in seconds, as vLLM exports `vllm:time_to_first_token_seconds`.
 TTFT_BUCKETS_S: tuple[float, ...] = (

@@ -23,9 +23,9 @@ from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sizing.distributions import TokenDistribution
-from sizing.errors import SizingError
-from sizing.tokens import VOCABULARY, block_hashes, chat_token_pieces, token_pieces
+from sizing.base.distributions import TokenDistribution
+from sizing.base.errors import SizingError
+from sizing.base.tokens import VOCABULARY, block_hashes, chat_token_pieces, token_pieces
 from sizing.twin.engine import TTFT_BUCKETS_S, Engine, Sequence, StepModelLike
 
 #: Answer lengths when the client does not force them (ignore_eos): the chat preset's output distribution
@@ -59,7 +59,7 @@ class TwinSettings(BaseModel):
     output_mean: float = Field(default=DEFAULT_OUTPUT_MEAN, gt=0)
     output_p95: float = Field(default=DEFAULT_OUTPUT_P95, gt=0)
     max_model_len: int | None = Field(default=None, gt=0)
-    #: the `sizing.serving.ServingConfig` served, as a dict (stated on the model card)
+    #: the `sizing.base.serving_config.ServingConfig` served, as a dict (stated on the model card)
     serving: dict[str, Any] | None = None
 
 
@@ -323,7 +323,7 @@ class TwinServer:
 
     # --- completions --------------------------------------------------------------------------------------
     def _parse(self, chat: bool, body: bytes) -> tuple[_Request, list[Any]]:
-        """The request and its prompt's tokens (`sizing.tokens`' rule; token ids as given)."""
+        """The request and its prompt's tokens (`sizing.base.tokens`' rule; token ids as given)."""
         raw = json.loads(body or b"{}")
         req: _Request
         if chat:

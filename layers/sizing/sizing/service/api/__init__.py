@@ -1,5 +1,5 @@
 """The HTTP API: one Powertools REST resolver with a Router per resource group, request/response validation
-from the pydantic models in `sizing.api_models`, and the domain-error mapping of `errors`.
+from the pydantic models in `sizing.service.api.models`, and the domain-error mapping of `errors`.
 
 The Lambda function (`functions/api/app.py`) and `sizing serve` both call `resolve(event, context)`, so the API
 served locally is the deployed one.
@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from sizing.api_models import EXAMPLE_SPEC
+from sizing.base.errors import InvalidInput, MethodNotAllowed, PayloadTooLarge, Problem
 from sizing.catalog import load_catalog
-from sizing.errors import InvalidInput, MethodNotAllowed, PayloadTooLarge, Problem
 from sizing.releases.watches import PATTERN_MAX, PATTERN_RE
 from sizing.service.api import deps, errors
+from sizing.service.api.models import EXAMPLE_SPEC
 from sizing.service.api.routers import calibration, catalog, estimates, runs, watches
 from sizing.workload import WorkloadSpec
 

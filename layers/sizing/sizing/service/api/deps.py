@@ -1,4 +1,4 @@
-"""The API's services (`sizing.wiring`): settings and AWS-backed clients in one frozen bundle, built on first use
+"""The API's services (`sizing.base.wiring`): settings and AWS-backed clients in one frozen bundle, built on first use
 (never at import, so importing the handler is fast). Tests give their own with `services.override(build(...))`;
 `sizing serve` builds its own with `configure(...)`."""
 
@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from sizing.base.wiring import Wiring
+from sizing.base.wiring import idempotency_layer as persistence_layer
 from sizing.releases.catalog import LiveCatalog
 from sizing.service.runs import RunsService
 from sizing.service.settings import ApiSettings
 from sizing.store import SizingStore
-from sizing.wiring import Wiring
-from sizing.wiring import idempotency_layer as persistence_layer
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer

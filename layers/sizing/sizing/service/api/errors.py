@@ -11,8 +11,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
-from sizing.api_models import ErrorBody, RunRequest
-from sizing.errors import (
+from sizing.base.errors import (
     Conflict,
     InvalidInput,
     MethodNotAllowed,
@@ -23,8 +22,9 @@ from sizing.errors import (
     Unavailable,
     unknown_field_message,
 )
-from sizing.observability import logger
+from sizing.base.observability import logger
 from sizing.releases.watches import WatchRequest
+from sizing.service.api.models import ErrorBody, RunRequest
 
 #: Seconds a client should wait before retrying a 503 (a state machine start that was throttled recovers in
 #: seconds; Step Functions' own retry guidance starts at 1-2 s with backoff).

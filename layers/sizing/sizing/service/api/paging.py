@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from sizing.errors import InvalidInput, Problem
+from sizing.base.errors import InvalidInput, Problem
 from sizing.store.repository import decode_token, encode_token
 
 #: A cursor: a UTC timestamp with microseconds (as the store writes `created_at`), `~`, an id (the route's id

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sizing.api_models import ErrorBody
+from sizing.service.api.models import ErrorBody
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler.openapi.types import (

@@ -6,11 +6,11 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.metrics import MetricUnit
 
-from sizing.api_models import EXAMPLE_SPEC, SPEC_DESCRIPTION
-from sizing.observability import metrics, tracer
+from sizing.base.observability import metrics, tracer
 from sizing.outcome import impossible_constraints
 from sizing.results import EstimateResult
 from sizing.service.api import deps
+from sizing.service.api.models import EXAMPLE_SPEC, SPEC_DESCRIPTION
 from sizing.service.api.responses import ok
 from sizing.workload import parse_spec
 

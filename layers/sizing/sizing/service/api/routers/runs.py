@@ -8,10 +8,18 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 from aws_lambda_powertools.metrics import MetricUnit
 
-from sizing.api_models import Links, ReportLink, RunArchitectures, RunCreated, RunOut, RunPage, RunRequest
-from sizing.errors import Conflict, InvalidInput, NotFound, Problem
-from sizing.observability import logger, metrics, tracer
+from sizing.base.errors import Conflict, InvalidInput, NotFound, Problem
+from sizing.base.observability import logger, metrics, tracer
 from sizing.service.api import deps, paging
+from sizing.service.api.models import (
+    Links,
+    ReportLink,
+    RunArchitectures,
+    RunCreated,
+    RunOut,
+    RunPage,
+    RunRequest,
+)
 from sizing.service.api.paging import CURSOR_PATTERN, MAX_TOKEN_CHARS
 from sizing.service.api.responses import ERRORS, ok
 from sizing.store import RunStatus

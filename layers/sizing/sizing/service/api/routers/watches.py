@@ -9,7 +9,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
-from sizing.observability import metrics, tracer
+from sizing.base.observability import metrics, tracer
 from sizing.releases.watches import ReleaseWatch, WatchRequest, WatchService
 from sizing.service.api import deps, paging
 from sizing.service.api.paging import CURSOR_PATTERN, MAX_TOKEN_CHARS

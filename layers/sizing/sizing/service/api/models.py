@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
+from sizing.base.strict import Strict
 from sizing.results import Architecture
 from sizing.service.runs import DEFAULT_TOP_K, MAX_TOP_K
 from sizing.store import Run, RunSource, RunStatus, SlackThread
-from sizing.strict import Strict
 
 SPEC_DESCRIPTION = (
     "A workload spec: model, users or rate, tokens, slo, constraints (every field: docs/workload-spec.md in"

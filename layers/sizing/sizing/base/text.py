@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sizing.vocabulary import ENDPOINT, TWIN
+from sizing.base.vocabulary import ENDPOINT, TWIN
 
-#: How a run's figures are named by `measured.origin` (`sizing.vocabulary.Origin`). A block without an origin
+#: How a run's figures are named by `measured.origin` (`sizing.base.vocabulary.Origin`). A block without an origin
 #: predates it and was taken as measured.
 ORIGIN_LABELS: dict[str, str] = {TWIN: "simulated (twin)", ENDPOINT: "measured"}
 

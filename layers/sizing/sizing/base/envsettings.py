@@ -9,7 +9,7 @@ from typing import ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from sizing.errors import InvalidInput, problems_from_pydantic
+from sizing.base.errors import InvalidInput, problems_from_pydantic
 
 
 class EnvSettings(BaseModel):

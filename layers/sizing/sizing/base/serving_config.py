@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sizing.errors import InvalidInput, Problem
-from sizing.vocabulary import Engine, Quantization
+from sizing.base.errors import InvalidInput, Problem
+from sizing.base.vocabulary import Engine, Quantization
 
 #: vLLM's `--kv-cache-dtype`: `auto` keeps K/V in the activation dtype (bf16); `fp8` (E4M3) halves its bytes.
 KvCacheDtype = Literal["auto", "fp8"]

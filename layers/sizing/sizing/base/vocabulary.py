@@ -11,7 +11,7 @@ OpenAPI document and `--help` show) is derived from it with `typing.get_args`, s
 Literals rather than `enum.StrEnum` classes because a StrEnum as a pydantic field type changes what users see:
 - the JSON Schema (and so `GET /openapi.json` and docs/workload-spec.md) would name each vocabulary as a `$defs`
   entry behind a `$ref` instead of listing its values inline under the field;
-- a refused value fails with pydantic's `enum` error instead of `literal_error`, which `sizing.errors` turns into
+- a refused value fails with pydantic's `enum` error instead of `literal_error`, which `sizing.base.errors` turns into
   "must be one of ...; did you mean ...?";
 - an enum member (a field's default, or any value kept as a member) is not a plain `str`: PyYAML's `safe_dump`
   refuses it in a `model_dump()`, and its `repr` (`<Engine.VLLM: 'vllm'>`) leaks into messages and fingerprints.
