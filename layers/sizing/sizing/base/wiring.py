@@ -19,6 +19,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from sizing.base import table
+
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
@@ -90,8 +92,8 @@ def idempotency_layer(table_name: str, static_pk: str, client: Any) -> DynamoDBP
 
     return DynamoDBPersistenceLayer(
         table_name=table_name,
-        key_attr="PK",
-        sort_key_attr="SK",
+        key_attr=table.PK,
+        sort_key_attr=table.SK,
         static_pk_value=static_pk,
         expiry_attr="expires_at",
         boto3_client=client,

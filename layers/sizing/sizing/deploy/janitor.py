@@ -22,6 +22,7 @@ from typing import Any, Literal, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
+from sizing.base import table
 from sizing.base.aws import paged, tag_map
 from sizing.base.errors import Conflict, NotFound
 from sizing.deploy import labels as L
@@ -92,7 +93,7 @@ class DynamoRunStatus:
     def status(self, run_id: str) -> str | None:
         item = self.ddb.get_item(
             TableName=self.table,
-            Key={"PK": {"S": f"RUN#{run_id}"}, "SK": {"S": "RUN"}},
+            Key={k: {"S": v} for k, v in table.run_key(run_id).items()},
             ProjectionExpression="#s",
             ExpressionAttributeNames={"#s": "status"},
             ConsistentRead=True,

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sizing.base import table
 from sizing.base.errors import SizingError
 from sizing.base.serving_config import serving_key
 from sizing.base.vocabulary import CAPACITY_PHASE
@@ -29,9 +30,9 @@ from sizing.perf.step import StepModel
 from sizing.store.codec import from_item, to_item
 from sizing.store.items import now_iso
 
-REAL_INDEX_PK = "MEASURED"
-TWIN_INDEX_PK = "MEASURED#twin"
-INDEX = "GSI1"
+REAL_INDEX_PK = table.MEASURED
+TWIN_INDEX_PK = table.MEASURED_TWIN
+INDEX = table.INDEX
 #: Figures kept per latency metric.
 STATS = ("mean", "p50", "p95", "p99")
 
@@ -79,10 +80,9 @@ class MeasuredLevel(BaseModel):
 
     def keys(self) -> dict[str, str]:
         return {
-            "PK": f"RUN#{self.run_id}",
-            "SK": f"LEVEL#{self.candidate_id}#{self.level:06d}",
-            "GSI1PK": TWIN_INDEX_PK if self.origin == "twin" else REAL_INDEX_PK,
-            "GSI1SK": f"{self.family}#{self.model}#{self.recorded_at}#{self.run_id}#{self.candidate_id}"
+            **table.level_key(self.run_id, self.candidate_id, self.level),
+            table.GSI1PK: TWIN_INDEX_PK if self.origin == "twin" else REAL_INDEX_PK,
+            table.GSI1SK: f"{self.family}#{self.model}#{self.recorded_at}#{self.run_id}#{self.candidate_id}"
             f"#{self.level}",
         }
 
@@ -339,7 +339,7 @@ class LevelStore:
                 data = from_item(item)
                 out.append(
                     MeasuredLevel.model_validate(
-                        {k: v for k, v in data.items() if k not in ("PK", "SK", "GSI1PK", "GSI1SK", "type")}
+                        {k: v for k, v in data.items() if k not in (*table.KEY_ATTRS, "type")}
                     )
                 )
             if "LastEvaluatedKey" not in page:
@@ -347,10 +347,8 @@ class LevelStore:
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def of_run(self, run_id: str) -> list[MeasuredLevel]:
-        items = self.store._query_prefix(f"RUN#{run_id}", "LEVEL#")
+        items = self.store._query_prefix(table.run_pk(run_id), table.LEVEL_PREFIX)
         return [
-            MeasuredLevel.model_validate(
-                {k: v for k, v in i.items() if k not in ("PK", "SK", "GSI1PK", "GSI1SK", "type")}
-            )
+            MeasuredLevel.model_validate({k: v for k, v in i.items() if k not in (*table.KEY_ATTRS, "type")})
             for i in items
         ]

@@ -14,13 +14,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sizing.base import table
 from sizing.base.aws import DynamoTable
 from sizing.catalog import Catalog, ModelSpec, load_catalog
 from sizing.store.codec import from_item, to_item
 from sizing.store.items import now_iso
 
-MODELS_INDEX_PK = "MODELS"
-INDEX_NAME = "GSI1"
+MODELS_INDEX_PK = table.MODELS
+INDEX_NAME = table.INDEX
 #: Seconds a warm container trusts its merged catalog before asking the registry again. A second is shorter than
 #: a person takes to ask for an estimate after announcing a release (the release function itself runs for longer),
 #: and it bounds the reads to one small Query per container per second however busy the API is (each check costs
@@ -42,13 +43,13 @@ class AddedModel(BaseModel):
 
     @staticmethod
     def key(model_id: str) -> dict[str, str]:
-        return {"PK": f"MODEL#{model_id}", "SK": "MODEL"}
+        return table.model_key(model_id)
 
     def keys(self) -> dict[str, str]:
         return {
             **self.key(self.model_id),
-            "GSI1PK": MODELS_INDEX_PK,
-            "GSI1SK": f"{self.added_at}#{self.model_id}",
+            table.GSI1PK: MODELS_INDEX_PK,
+            table.GSI1SK: table.listed(self.added_at, self.model_id),
         }
 
     def model_spec(self) -> ModelSpec:
@@ -224,6 +225,4 @@ class LiveCatalog:
 
 
 def _added(data: dict[str, Any]) -> AddedModel:
-    return AddedModel.model_validate(
-        {k: v for k, v in data.items() if k not in ("PK", "SK", "GSI1PK", "GSI1SK", "type")}
-    )
+    return AddedModel.model_validate({k: v for k, v in data.items() if k not in (*table.KEY_ATTRS, "type")})

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
+from sizing.base import table
 from sizing.base.aws import DynamoTable, EventBus
 from sizing.base.errors import InvalidInput, Unavailable
 from sizing.releases.events import EVENT_SOURCE, MODEL_RELEASED, ModelReleased
@@ -50,7 +51,7 @@ class SeenModel(BaseModel):
 
     @staticmethod
     def key(model_id: str) -> dict[str, str]:
-        return {"PK": f"HFSEEN#{model_id}", "SK": "SEEN"}
+        return table.hub_seen_key(model_id)
 
 
 class SeenState(DynamoTable):
@@ -73,7 +74,7 @@ class SeenState(DynamoTable):
         out = self.client.get_item(TableName=self.table_name, Key=to_item(SeenModel.key(model_id)))
         if "Item" not in out:
             return None
-        data = {k: v for k, v in from_item(out["Item"]).items() if k not in ("PK", "SK", "type")}
+        data = {k: v for k, v in from_item(out["Item"]).items() if k not in (table.PK, table.SK, "type")}
         return SeenModel.model_validate(data)
 
     def mark(self, seen: SeenModel) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
+from sizing.base import table
 from sizing.base.strict import Strict
 from sizing.service.runs import DEFAULT_TOP_K, MAX_TOP_K
 from sizing.store import RunSource, SizingStore, SlackThread, Watch
@@ -35,8 +36,8 @@ PATTERN_MAX = 200
 SLACK_CHANNEL_PATTERN = r"^(#[a-z0-9_-]{1,80}|[CGD][A-Z0-9]{2,20})$"
 #: A run's budget ceiling accepted on a watch (the same bound as POST /runs).
 MAX_BUDGET_USD = 1_000_000
-OPTIONS_SK = "RELEASE"
-RESULT_SK_PREFIX = "RESULT#"
+OPTIONS_SK = table.RELEASE_OPTIONS_SK
+RESULT_SK_PREFIX = table.RESULT_PREFIX
 #: Results shown with a watch (GET /watches/{id}): the last few releases, enough to see the trend at a glance.
 RECENT_RESULTS = 5
 #: BatchWriteItem takes at most 25 requests (DynamoDB limit).
@@ -44,7 +45,7 @@ BATCH_WRITE_MAX = 25
 #: BatchGetItem reads at most 100 keys per call (DynamoDB limit), one page of watches.
 BATCH_GET_MAX = 100
 #: The table's index listing watches by creation time (GSI1PK=WATCHES, GSI1SK={created_at}#{id}).
-WATCHES_INDEX = "GSI1"
+WATCHES_INDEX = table.INDEX
 
 
 class NotifyTargets(Strict):
@@ -90,7 +91,7 @@ class ReleaseOptions(Strict):
     eventbridge: bool = True
 
     def keys(self) -> dict[str, str]:
-        return {"PK": f"WATCH#{self.watch_id}", "SK": OPTIONS_SK}
+        return table.watch_options_key(self.watch_id)
 
 
 class WatchResult(Strict):
@@ -107,7 +108,7 @@ class WatchResult(Strict):
     error: str | None = None
 
     def keys(self) -> dict[str, str]:
-        return {"PK": f"WATCH#{self.watch_id}", "SK": f"{RESULT_SK_PREFIX}{self.at}#{self.model_id}"}
+        return table.watch_result_key(self.watch_id, self.at, self.model_id)
 
 
 class ReleaseWatch(Strict):
@@ -274,7 +275,7 @@ class WatchService:
     def delete(self, watch_id: str) -> None:
         """Delete a watch, its options and its results; NotFound when there is no such watch."""
         self.store.delete_watch(watch_id)
-        keys = [{"PK": f"WATCH#{watch_id}", "SK": OPTIONS_SK}]
+        keys = [table.watch_options_key(watch_id)]
         keys += [r.keys() for r in self.results(watch_id, limit=None)]
         self._batch_write([{"DeleteRequest": {"Key": to_item(k)}} for k in keys])
 
@@ -288,7 +289,10 @@ class WatchService:
         kwargs: dict[str, Any] = {
             "TableName": self.store.table_name,
             "KeyConditionExpression": "PK = :pk AND begins_with(SK, :sk)",
-            "ExpressionAttributeValues": {":pk": {"S": f"WATCH#{watch_id}"}, ":sk": {"S": RESULT_SK_PREFIX}},
+            "ExpressionAttributeValues": {
+                ":pk": {"S": table.watch_pk(watch_id)},
+                ":sk": {"S": RESULT_SK_PREFIX},
+            },
             "ScanIndexForward": False,
         }
         if limit is not None:
@@ -298,7 +302,7 @@ class WatchService:
             out = self.store.client.query(**kwargs)
             found += [
                 WatchResult.model_validate(
-                    {k: v for k, v in from_item(i).items() if k not in ("PK", "SK", "type")}
+                    {k: v for k, v in from_item(i).items() if k not in (table.PK, table.SK, "type")}
                 )
                 for i in out.get("Items", [])
             ]
@@ -315,14 +319,12 @@ class WatchService:
         out: dict[str, ReleaseOptions] = {}
         ids = list(dict.fromkeys(watch_ids))
         for start in range(0, len(ids), BATCH_GET_MAX):
-            keys = [
-                to_item({"PK": f"WATCH#{i}", "SK": OPTIONS_SK}) for i in ids[start : start + BATCH_GET_MAX]
-            ]
+            keys = [to_item(table.watch_options_key(i)) for i in ids[start : start + BATCH_GET_MAX]]
             request: dict[str, Any] = {self.store.table_name: {"Keys": keys, "ConsistentRead": True}}
             while request:
                 got = self.store.client.batch_get_item(RequestItems=request)
                 for item in got.get("Responses", {}).get(self.store.table_name, []):
-                    data = {k: v for k, v in from_item(item).items() if k not in ("PK", "SK", "type")}
+                    data = {k: v for k, v in from_item(item).items() if k not in (table.PK, table.SK, "type")}
                     options = ReleaseOptions.model_validate(data)
                     out[options.watch_id] = options
                 request = got.get("UnprocessedKeys") or {}

@@ -13,6 +13,7 @@ from botocore.exceptions import ClientError
 from pydantic import SecretStr
 from slack_sdk.signature import Clock, SignatureVerifier
 
+from sizing.base import table
 from sizing.base.aws import DynamoTable
 from sizing.base.errors import SizingError
 
@@ -64,8 +65,7 @@ class DynamoReplayGuard(DynamoTable):
             self.client.put_item(
                 TableName=self.table_name,
                 Item={
-                    "PK": {"S": f"SLACKSIG#{signature}"},
-                    "SK": {"S": "SLACKSIG"},
+                    **{k: {"S": v} for k, v in table.slack_signature_key(signature).items()},
                     "type": {"S": "slack_signature"},
                     "expires_at": {"N": str(int(timestamp) + SEEN_TTL_S)},
                 },

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sizing.base import table
+
 RunStatus = Literal[
     "PENDING", "QUEUED", "RUNNING", "REFUSED", "SUCCEEDED", "FAILED", "CANCELLING", "CANCELLED"
 ]
@@ -49,8 +51,8 @@ ALLOWED_FROM: dict[str, frozenset[str]] = {
 #: and the architectures (which carry the merged measured figures) are kept for good.
 MEASUREMENT_TTL_S = 90 * 24 * 3600
 
-RUNS_INDEX_PK = "RUNS"
-WATCHES_INDEX_PK = "WATCHES"
+RUNS_INDEX_PK = table.RUNS
+WATCHES_INDEX_PK = table.WATCHES
 
 
 def now_iso() -> str:
@@ -90,13 +92,13 @@ class Run(Item):
 
     @staticmethod
     def key(run_id: str) -> dict[str, str]:
-        return {"PK": f"RUN#{run_id}", "SK": "RUN"}
+        return table.run_key(run_id)
 
     def keys(self) -> dict[str, str]:
         return {
             **self.key(self.run_id),
-            "GSI1PK": RUNS_INDEX_PK,
-            "GSI1SK": f"{self.created_at}#{self.run_id}",
+            table.GSI1PK: RUNS_INDEX_PK,
+            table.GSI1SK: table.listed(self.created_at, self.run_id),
         }
 
     @property
@@ -113,7 +115,7 @@ class Architecture(Item):
     data: dict[str, Any]
 
     def keys(self) -> dict[str, str]:
-        return {"PK": f"RUN#{self.run_id}", "SK": f"ARCH#{self.rank:04d}#{self.architecture_id}"}
+        return table.architecture_key(self.run_id, self.rank, self.architecture_id)
 
 
 class Measurement(Item):
@@ -127,7 +129,7 @@ class Measurement(Item):
     expires_at: int
 
     def keys(self) -> dict[str, str]:
-        return {"PK": f"RUN#{self.run_id}", "SK": f"MEAS#{self.candidate_id}#{self.seq}"}
+        return table.measurement_key(self.run_id, self.candidate_id, self.seq)
 
 
 class Ranking(Item):
@@ -138,7 +140,7 @@ class Ranking(Item):
     data: dict[str, Any]
 
     def keys(self) -> dict[str, str]:
-        return {"PK": f"RUN#{self.run_id}", "SK": "RANKING"}
+        return table.ranking_key(self.run_id)
 
 
 class Watch(Item):
@@ -154,11 +156,11 @@ class Watch(Item):
 
     @staticmethod
     def key(watch_id: str) -> dict[str, str]:
-        return {"PK": f"WATCH#{watch_id}", "SK": "WATCH"}
+        return table.watch_key(watch_id)
 
     def keys(self) -> dict[str, str]:
         return {
             **self.key(self.watch_id),
-            "GSI1PK": WATCHES_INDEX_PK,
-            "GSI1SK": f"{self.created_at}#{self.watch_id}",
+            table.GSI1PK: WATCHES_INDEX_PK,
+            table.GSI1SK: table.listed(self.created_at, self.watch_id),
         }

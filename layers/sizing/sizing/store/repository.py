@@ -1,13 +1,8 @@
 """`SizingStore`: the DynamoDB single-table repository of runs, architectures, measurements, rankings and
 watches.
 
-Keys (one table, `PK`/`SK`, plus `GSI1` for listings):
-  run            PK=RUN#{run_id}   SK=RUN                       GSI1PK=RUNS     GSI1SK={created_at}#{run_id}
-  architecture   PK=RUN#{run_id}   SK=ARCH#{rank:04d}#{id}
-  measurement    PK=RUN#{run_id}   SK=MEAS#{candidate}#{seq}    expires_at (TTL)
-  ranking        PK=RUN#{run_id}   SK=RANKING
-  (a run's items all share its partition: deleting a finished run removes the partition, run item first)
-  watch          PK=WATCH#{id}     SK=WATCH                     GSI1PK=WATCHES  GSI1SK={created_at}#{id}
+Keys (one table, `PK`/`SK`, plus `GSI1` for listings): the table's key scheme, `sizing.base.table`. A run's items all share its
+partition: deleting a finished run removes the partition, run item first.
 
 Status changes are conditional writes against `items.ALLOWED_FROM`, so two writers racing (the state machine
 finishing while a user cancels) cannot move a finished run back to running.
@@ -23,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sizing.base import table
 from sizing.base.aws import DynamoTable
 from sizing.base.errors import Conflict, InvalidInput, NotFound, Problem
 from sizing.store.codec import from_item, to_item, to_value
@@ -41,8 +37,8 @@ from sizing.store.items import (
     now_iso,
 )
 
-KEY_ATTRS = ("PK", "SK", "GSI1PK", "GSI1SK")
-RUNS_INDEX = "GSI1"
+KEY_ATTRS = table.KEY_ATTRS
+RUNS_INDEX = table.INDEX
 #: Page sizes: the API's default and ceiling (a page of runs is a few KB each; 100 keeps a response far below
 #: API Gateway's 10 MB payload limit and Lambda's 6 MB).
 DEFAULT_PAGE = 20
@@ -64,7 +60,9 @@ class _Token(BaseModel):
 
 
 def encode_token(index_pk: str, item: dict[str, Any]) -> str:
-    raw = _Token(v=TOKEN_VERSION, index=index_pk, pk=item["PK"], sk=item["SK"], gsi1sk=item["GSI1SK"])
+    raw = _Token(
+        v=TOKEN_VERSION, index=index_pk, pk=item[table.PK], sk=item[table.SK], gsi1sk=item[table.GSI1SK]
+    )
     return base64.urlsafe_b64encode(raw.model_dump_json().encode()).decode().rstrip("=")
 
 
@@ -77,14 +75,14 @@ def decode_token(token: str, index_pk: str) -> dict[str, Any]:
         data = _Token.model_validate_json(base64.urlsafe_b64decode(padded.encode()))
     except (ValueError, binascii.Error, ValidationError, UnicodeError):
         raise bad from None
-    prefix = "RUN#" if index_pk == RUNS_INDEX_PK else "WATCH#"
+    prefix = table.RUN_PREFIX if index_pk == RUNS_INDEX_PK else table.WATCH_PREFIX
     if data.index != index_pk or not data.pk.startswith(prefix):
         raise bad
     return {
-        "PK": {"S": data.pk},
-        "SK": {"S": data.sk},
-        "GSI1PK": {"S": index_pk},
-        "GSI1SK": {"S": data.gsi1sk},
+        table.PK: {"S": data.pk},
+        table.SK: {"S": data.sk},
+        table.GSI1PK: {"S": index_pk},
+        table.GSI1SK: {"S": data.gsi1sk},
     }
 
 
@@ -203,7 +201,8 @@ class RecordStore:
     def get_architectures(self, run_id: str) -> list[dict[str, Any]]:
         """A run's architectures in rank order (empty until the run has ranked any)."""
         items = [
-            Architecture.model_validate(_strip_keys(i)) for i in self._query_prefix(f"RUN#{run_id}", "ARCH#")
+            Architecture.model_validate(_strip_keys(i))
+            for i in self._query_prefix(table.run_pk(run_id), table.ARCH_PREFIX)
         ]
         return [a.data for a in sorted(items, key=lambda a: a.rank)]
 
@@ -224,8 +223,8 @@ class RecordStore:
         return m
 
     def list_measurements(self, run_id: str, candidate_id: str | None = None) -> list[Measurement]:
-        prefix = f"MEAS#{candidate_id}#" if candidate_id else "MEAS#"
-        items = self._query_prefix(f"RUN#{run_id}", prefix)
+        prefix = f"{table.MEAS_PREFIX}{candidate_id}#" if candidate_id else table.MEAS_PREFIX
+        items = self._query_prefix(table.run_pk(run_id), prefix)
         return [Measurement.model_validate(_strip_keys(i)) for i in items]
 
     def put_ranking(self, run_id: str, ranking: dict[str, Any]) -> Ranking:
@@ -234,7 +233,7 @@ class RecordStore:
         return r
 
     def get_ranking(self, run_id: str) -> dict[str, Any] | None:
-        data = self._get({"PK": f"RUN#{run_id}", "SK": "RANKING"})
+        data = self._get(table.ranking_key(run_id))
         return None if data is None else Ranking.model_validate(_strip_keys(data)).data
 
     def put_watch(self, watch: Watch) -> Watch:
@@ -419,10 +418,12 @@ class SizingStore(DynamoTable, RecordStore):
             )
             for i, a in enumerate(architectures)
         ]
-        old = self._query_prefix(f"RUN#{run_id}", "ARCH#")
-        deletes = [{"DeleteRequest": {"Key": to_item({"PK": o["PK"], "SK": o["SK"]})}} for o in old]
-        new_keys = {(i.keys()["SK"]) for i in items}
-        deletes = [d for d in deletes if d["DeleteRequest"]["Key"]["SK"]["S"] not in new_keys]
+        old = self._query_prefix(table.run_pk(run_id), table.ARCH_PREFIX)
+        deletes = [
+            {"DeleteRequest": {"Key": to_item({table.PK: o[table.PK], table.SK: o[table.SK]})}} for o in old
+        ]
+        new_keys = {(i.keys()[table.SK]) for i in items}
+        deletes = [d for d in deletes if d["DeleteRequest"]["Key"][table.SK]["S"] not in new_keys]
         puts = [
             {
                 "PutRequest": {

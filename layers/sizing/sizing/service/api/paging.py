@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from sizing.base import table
 from sizing.base.errors import InvalidInput, Problem
 from sizing.store.repository import decode_token, encode_token
 
@@ -29,7 +30,8 @@ def to_store(token: str | None, index_pk: str, pk_prefix: str, sk: str) -> str |
         return token
     created_at, item_id = token.split("~", 1)
     return encode_token(
-        index_pk, {"PK": f"{pk_prefix}{item_id}", "SK": sk, "GSI1SK": f"{created_at}#{item_id}"}
+        index_pk,
+        {table.PK: f"{pk_prefix}{item_id}", table.SK: sk, table.GSI1SK: table.listed(created_at, item_id)},
     )
 
 

@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 from aws_lambda_powertools.metrics import MetricUnit
 
+from sizing.base import table
 from sizing.base.errors import Conflict, InvalidInput, NotFound, Problem
 from sizing.base.observability import logger, metrics, tracer
 from sizing.service.api import deps, paging
@@ -154,7 +155,7 @@ def list_runs(
     status: Annotated[RunStatus | None, Query(description="only runs in this status")] = None,
 ) -> RunPage:
     model_id = _catalog_id(model) if model else None
-    after = paging.to_store(token, RUNS_INDEX_PK, "RUN#", "RUN")
+    after = paging.to_store(token, RUNS_INDEX_PK, table.RUN_PREFIX, table.RUN_SK)
     runs, next_token = deps.store().list_runs(limit=limit, token=after, model=model_id, status=status)
     return RunPage(runs=[RunOut.of(r) for r in runs], next_token=paging.from_store(next_token, RUNS_INDEX_PK))
 

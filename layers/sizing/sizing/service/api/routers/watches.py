@@ -9,6 +9,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
+from sizing.base import table
 from sizing.base.observability import metrics, tracer
 from sizing.releases.watches import ReleaseWatch, WatchRequest, WatchService
 from sizing.service.api import deps, paging
@@ -76,7 +77,7 @@ def list_watches(
         ),
     ] = None,
 ) -> WatchPage:
-    after = paging.to_store(token, WATCHES_INDEX_PK, "WATCH#", "WATCH")
+    after = paging.to_store(token, WATCHES_INDEX_PK, table.WATCH_PREFIX, table.WATCH_SK)
     watches, next_token = _service().page(limit=limit, token=after)
     return WatchPage(watches=watches, next_token=paging.from_store(next_token, WATCHES_INDEX_PK))
 
