@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from sizing.base.errors import SizingError
-from sizing.base.text import TWIN
+from sizing.base.vocabulary import TWIN
 from sizing.catalog import load_catalog
 from sizing.results import AnswerRow, Availability, Figures, Kind, QuotaNote, RowBasis
 

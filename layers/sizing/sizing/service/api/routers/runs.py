@@ -48,7 +48,7 @@ def _created(request: RunRequest) -> RunCreated:
     )
 
 
-def _body_of(request: RunRequest) -> dict:
+def _body_of(request: RunRequest) -> dict[str, Any]:
     """The request as JSON data: what the idempotency record is keyed on (without a key) and checked against."""
     return dict(json.loads(request.model_dump_json()))
 
