@@ -116,8 +116,10 @@ build: $(LINT_STAMP)
 # The API fuzzed as an outside client would (benchmarks/api_fuzz.py): schemathesis --checks all, 30 examples per
 # operation, against `sizing serve --max-runs 1`, on two seeds; fails on any failure, 5xx or answer over 29 s. Its
 # own target, not part of `make test`: it takes ~10 minutes a seed on a busy 2-core machine.
+# FUZZ_ARGS: --seeds and --examples per operation (default: two seeds, 30 examples: the contract's target run)
+FUZZ_ARGS ?=
 fuzz-api: $(NATIVE)
-	$(BIN)/python benchmarks/api_fuzz.py
+	$(BIN)/python benchmarks/api_fuzz.py $(FUZZ_ARGS)
 
 bench: $(NATIVE)
 	$(BIN)/python benchmarks/speed.py
