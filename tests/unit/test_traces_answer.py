@@ -87,7 +87,8 @@ def test_an_estimate_of_a_bursty_trace_is_at_least_as_conservative_as_poisson(tr
     # then on the same architecture the trace needs no fewer replicas, and predicts no lower TTFT
     assert trace is not None and poisson is not None
     assert trace["replicas_peak"] >= poisson["replicas_peak"]
-    assert trace["ttft_ms_p95"] >= poisson["ttft_ms_p95"]
+    # (within the sampling noise of two simulations of one operating point, 1%: their arrivals are other draws)
+    assert trace["ttft_ms_p95"] >= 0.99 * poisson["ttft_ms_p95"]
     assert effect["summary"].startswith("against Poisson at the same means, the trace")
 
 
