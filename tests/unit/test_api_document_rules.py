@@ -163,5 +163,19 @@ def test_an_undeclared_method_on_a_known_path_is_405_with_allow() -> None:
     assert unknown["statusCode"] == 404
 
 
+def test_an_undeclared_method_on_a_slack_route_is_405_too() -> None:
+    # given TRACE on Slack's command route (in the document, answered beside the resolver)
+    event: dict[str, Any] = {
+        "httpMethod": "TRACE",
+        "path": "/slack/commands",
+        "headers": {},
+        "requestContext": {},
+        "body": None,
+    }
+    # when it is resolved; then it answers 405 naming POST, as the document's other paths do
+    answer = resolve(event, None)
+    assert answer["statusCode"] == 405 and answer["headers"]["Allow"] == "POST"
+
+
 def test_a_204_documents_no_body() -> None:
     assert "content" not in DOC["paths"]["/watches/{watch_id}"]["delete"]["responses"]["204"]
