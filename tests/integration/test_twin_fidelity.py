@@ -67,6 +67,11 @@ PREFIX_TOKENS, PROMPT_TOKENS, ANSWER_TOKENS = 4800, 6000, 8
 #: What a busy machine may add to one answer's TTFT on top of the bound (as the single-request test allows): the
 #: suite runs this beside two workers' CPU-bound tests.
 BUSY_MACHINE_MS = 10.0
+#: And per 1,000 prompt tokens the twin reads: it hashes the prompt's blocks in Python (its prefix cache), work
+#: that a busy machine slows with the prompt (a fresh clone's first suite read a 6,000-token prompt's TTFT 25 ms
+#: over the estimate's 124, where a quiet run reads it within 2%). A twin that cached nothing would still miss
+#: the shared prompts' bound by ~80 ms.
+BUSY_MACHINE_MS_PER_1K_TOKENS = 5.0
 
 
 def test_a_twin_that_caches_prefixes_prefills_only_what_follows_the_shared_prefix_as_the_estimator_does() -> (
@@ -112,7 +117,8 @@ def test_a_twin_that_caches_prefixes_prefills_only_what_follows_the_shared_prefi
         conn.close()
     # then the shared prefix is read from the cache: TTFT is the estimator's with the prefix cached, within 10%,
     # and prompts without a common prefix are prefilled whole, as the estimator's without one
+    busy = BUSY_MACHINE_MS + BUSY_MACHINE_MS_PER_1K_TOKENS * PROMPT_TOKENS / 1000
     for got, want in ((shared, estimated(PREFIX_TOKENS)), (unique, estimated(0))):
         # pytest.approx takes the larger of its two tolerances; a busy machine adds to the bound
-        assert abs(got - want) <= TOLERANCE * want + BUSY_MACHINE_MS, (got, want)
+        assert abs(got - want) <= TOLERANCE * want + busy, (got, want)
     assert shared < 0.6 * unique
