@@ -70,7 +70,7 @@ BUSY_MACHINE_MS = 10.0
 #: And per 1,000 prompt tokens the twin reads: it hashes the prompt's blocks in Python (its prefix cache), work
 #: that a busy machine slows with the prompt (a fresh clone's first suite read a 6,000-token prompt's TTFT 25 ms
 #: over the estimate's 124, where a quiet run reads it within 2%). A twin that cached nothing would still miss
-#: the shared prompts' bound by ~80 ms.
+#: the shared prompts' bound by ~50 ms (and the last check, shared below 0.6 of unique).
 BUSY_MACHINE_MS_PER_1K_TOKENS = 5.0
 
 
