@@ -542,21 +542,24 @@ def _expiry(p: _Plan) -> tuple[str, str]:
 def _nodepool(p: _Plan) -> dict[str, Any]:
     arch = p.arch
     if p.opts.restrict_to == "instance-family":
-        count_key = (
-            "karpenter.k8s.aws/instance-accelerator-count"
-            if p.neuron
-            else "karpenter.k8s.aws/instance-gpu-count"
-        )
-        shape = [
-            {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": [p.inst.family]},
-            {"key": count_key, "operator": "Gte", "values": [str(p.devices_per_pod)]},
-        ]
-        if p.cpu:  # the family's sizes with at least this one's cores (a CPU replica runs on all of them)
-            shape[1] = {
+        # the family's sizes with the devices a pod asks for; a CPU replica runs on all its instance's cores
+        if p.cpu:
+            size = {
                 "key": "karpenter.k8s.aws/instance-cpu",
                 "operator": "Gt",
                 "values": [str(p.inst.vcpu - 1)],
             }
+        else:
+            count = "instance-accelerator-count" if p.neuron else "instance-gpu-count"
+            size = {
+                "key": f"karpenter.k8s.aws/{count}",
+                "operator": "Gte",
+                "values": [str(p.devices_per_pod)],
+            }
+        shape = [
+            {"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": [p.inst.family]},
+            size,
+        ]
     else:
         shape = [
             {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [p.inst.instance_type]}

@@ -255,12 +255,8 @@ def predict_level(
         cfg = replica_of(arch, cat)
         facts = server_facts or {}
         served = {
-            name: facts[key]
-            for name, key in (
-                ("kv_cache_tokens", "kv_cache_tokens"),
-                ("max_model_len", "max_model_len"),
-                ("max_num_seqs", "max_num_seqs"),
-            )
+            key: facts[key]
+            for key in ("kv_cache_tokens", "max_model_len", "max_num_seqs")
             if isinstance(facts.get(key), int) and facts[key] > 0
         }
         if served:
