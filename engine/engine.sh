@@ -6,7 +6,9 @@
 #   engine/engine.sh url     print the server's base URL
 # Settings (environment): SIZING_ENGINE_HOME (.engine), SIZING_ENGINE_PORT (8765), SIZING_ENGINE_MODEL
 # (tiny-llama), SIZING_ENGINE_SHAPES (models to build: tiny-llama), SIZING_ENGINE_CORE (0: the engine's core; run
-# the client on another, as vLLM's CPU docs advise), SIZING_ENGINE_KV_GIB (4), SIZING_ENGINE_MAX_MODEL_LEN (4096).
+# the client on another, as vLLM's CPU docs advise), SIZING_ENGINE_KV_GIB (4), SIZING_ENGINE_MAX_MODEL_LEN (4096),
+# SIZING_ENGINE_KV_BLOCKS (unset: the KV cache fills SIZING_ENGINE_KV_GIB; N: exactly N blocks of 128 tokens, vLLM's
+# --num-gpu-blocks-override, to run a server short of KV on purpose: benchmarks/dynamics.py's preemption part).
 # Each failure is one line on stderr and exit 1; nothing here touches the product's venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +22,7 @@ SHAPES="${SIZING_ENGINE_SHAPES:-$MODEL}"
 CORE="${SIZING_ENGINE_CORE:-0}"
 KV_GIB="${SIZING_ENGINE_KV_GIB:-4}"
 MAX_MODEL_LEN="${SIZING_ENGINE_MAX_MODEL_LEN:-4096}"
+KV_BLOCKS="${SIZING_ENGINE_KV_BLOCKS:-}"
 # The CPU API server's scheduler defaults, stated on the command line so the server runs what the product
 # assumes for it (the server does not expose them: vLLM 0.32.0 logs neither).
 MAX_NUM_SEQS=128
@@ -83,7 +86,8 @@ start() {
     setsid taskset -c "$CORE" "$PY" engine/launch.py serve "$HOME_DIR/models/$MODEL" \
     --served-model-name "$MODEL" --host 127.0.0.1 --port "$PORT" --dtype bfloat16 \
     --max-model-len "$MAX_MODEL_LEN" --max-num-seqs "$MAX_NUM_SEQS" \
-    --max-num-batched-tokens "$MAX_NUM_BATCHED_TOKENS" > "$HOME_DIR/server.log" 2>&1 &
+    --max-num-batched-tokens "$MAX_NUM_BATCHED_TOKENS" ${KV_BLOCKS:+--num-gpu-blocks-override "$KV_BLOCKS"} \
+    > "$HOME_DIR/server.log" 2>&1 &
   echo $! > "$HOME_DIR/server.pid"
   local waited=0
   until healthy; do

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sizing.base.errors import InvalidInput, Problem, problems_from_pydantic
-from sizing.loadtest.config import LoadTestConfig, SlaSearchSpec, SloTarget
+from sizing.loadtest.config import LoadTestConfig, SlaSearchSpec, SloTarget, fresh_seed
 from sizing.loadtest.metrics import StepResult
 from sizing.workload import TokenSpec
 
@@ -129,6 +129,10 @@ def run_sweep(
         "sla_search": search,
         "workers": workers,
         "out_dir": str(out_dir),
+        # fresh prompts unless the caller names a seed: two sweeps against one server (a grid's levels, a rerun) must
+        # not find each other's prompts in its prefix cache (a grid measured with one seed per level read 24-99% of
+        # its prompt tokens from the cache: docs/engine.md, "The first grid's prompts")
+        "seed": fresh_seed(),
         **extra,
     }
     if duration_s is not None:

@@ -21,6 +21,7 @@ Procedure (reproducible, no randomness beyond fixed simulation seeds):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import statistics
@@ -40,7 +41,7 @@ from sizing.perf.engines import build_scheduler
 from sizing.perf.memory import memory_fit
 from sizing.perf.optimizer import nelder_mead
 from sizing.perf.reference import LLMPERF_LAUNCH_GAP_S, REFERENCE_MODELS, SHAREGPT_SIGMA, CalRow
-from sizing.perf.simulator import ClosedLoop, OpenLoop, saturating_concurrency, simulate
+from sizing.perf.simulator import ClosedLoop, OpenLoop, SimResult, saturating_concurrency, simulate
 from sizing.perf.step import ROOFLINE, Profile, StepModel
 
 #: Literature prior: prefill MFU ~50% and decode MBU 55-60% at batch 1 (Databricks, docs/serving-facts.md s2);
@@ -206,8 +207,30 @@ def _dists(row: CalRow) -> tuple[Any, Any]:
 
 def predict_row(row: CalRow, profile: Profile) -> dict[str, float]:
     """Simulate the row's deployment and load; the metrics the row measured."""
+    res = simulate_row(row, profile)
+    out: dict[str, float] = {}
+    want = measured(row)
+    if "ttft" in want:
+        out["ttft"] = res.ttft_ms.mean if row.ttft_stat == "mean" else res.ttft_ms.p50
+        if row.build == STATIC_BATCH_BUILD and row.load == "batch":
+            # static batching: one context encoding of the whole batch returns every first token together
+            out["ttft"] = float(res.per_request["ttft_ms"].max())
+    if "tpot" in want:
+        out["tpot"] = res.tpot_ms.mean if row.tpot_stat != "itl_p50" else res.itl_ms.p50
+    if "throughput" in want:
+        out["throughput"] = res.output_tokens_per_s if row.output_tokens_per_s else res.requests_per_s
+    if "e2e" in want:
+        out["e2e"] = res.e2e_s.mean
+    return _in_client_units(row, out, res.e2e_s.mean)
+
+
+def simulate_row(row: CalRow, profile: Profile, prefix_tokens: int = 0) -> SimResult:
+    """The simulated run of the row's deployment and load (`prefix_tokens`: prompt tokens every request shares,
+    served from the engine's prefix cache)."""
     cat = reference_catalog()
     cfg = row_config(row)
+    if prefix_tokens:
+        cfg = dataclasses.replace(cfg, enable_prefix_caching=True)
     sm = StepModel(cfg, memory_fit(cfg, cat), profile, cat)
     # an older engine build schedules as it did: the server ran with the model's own context unless the row says
     served_len = row.max_model_len or cfg.parts(cat).model.max_position_embeddings
@@ -231,21 +254,7 @@ def predict_row(row: CalRow, profile: Profile) -> dict[str, float]:
         load, n = ClosedLoop(c), min(MAX_REQUESTS, max(floor, ROUNDS * c))
     else:
         load, n = OpenLoop(row.load_value), OPEN_LOOP_REQUESTS
-    res = simulate(sm, load, i_dist, o_dist, n_requests=n, seed=0, warmup=warmup)
-    out: dict[str, float] = {}
-    want = measured(row)
-    if "ttft" in want:
-        out["ttft"] = res.ttft_ms.mean if row.ttft_stat == "mean" else res.ttft_ms.p50
-        if row.build == STATIC_BATCH_BUILD and row.load == "batch":
-            # static batching: one context encoding of the whole batch returns every first token together
-            out["ttft"] = float(res.per_request["ttft_ms"].max())
-    if "tpot" in want:
-        out["tpot"] = res.tpot_ms.mean if row.tpot_stat != "itl_p50" else res.itl_ms.p50
-    if "throughput" in want:
-        out["throughput"] = res.output_tokens_per_s if row.output_tokens_per_s else res.requests_per_s
-    if "e2e" in want:
-        out["e2e"] = res.e2e_s.mean
-    return _in_client_units(row, out, res.e2e_s.mean)
+    return simulate(sm, load, i_dist, o_dist, n_requests=n, seed=0, warmup=warmup, prefix_tokens=prefix_tokens)
 
 
 def _in_client_units(row: CalRow, out: dict[str, float], e2e_s: float) -> dict[str, float]:
