@@ -38,6 +38,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,8 @@ ACCELERATOR = "xeon-spr-c7i.large"
 PREEMPT_BLOCKS = 48
 #: Poisson rates as fractions of the saturated closed loop's rate
 QUEUE_FRACTIONS = (0.3, 0.5, 0.7, 0.85, 0.95)
+#: streams decoding beside the lone prompt of the `mixed` part
+MIXED_BACKGROUND = (0, 3, 8)
 #: autogroup nice for the engine's and the client's sessions (the kernel's highest priority for a CFS group)
 TOP_PRIORITY = -20
 
@@ -80,14 +84,15 @@ def engine(cmd: str, **env: str) -> None:
 
 def level(endpoint: str, model: str, part: str, mode: str, value: float, point: tuple[int, int],
           window: float, warmup: float, **extra: Any) -> dict[str, Any]:  # fmt: skip
+    sweep_extra = {k: v for k, v in extra.items() if k != "background"}
     with tempfile.TemporaryDirectory() as tmp:
         steps = run_sweep(
             endpoint, model, [value], out_dir=tmp, mode=mode, input_tokens=point[0], output_tokens=point[1],
-            duration_s=window, warmup_s=warmup, quiet=True, **extra,
+            duration_s=window, warmup_s=warmup, quiet=True, **sweep_extra,
         )  # fmt: skip
     s = steps[0].model_dump(mode="json")
     rec = {"part": part, "mode": mode, "value": value, "point": list(point), "load1": os.getloadavg()[0],
-           **{k: v for k, v in extra.items() if k in ("shared_prefix_tokens",)}, **s}  # fmt: skip
+           **{k: v for k, v in extra.items() if k in ("shared_prefix_tokens", "background")}, **s}  # fmt: skip
     srv = s.get("server") or {}
     print(
         f"  {part:<8} {mode[:4]} {value:7.3g}  {point[0]}/{point[1]}  n={s['requests']:<4} "
@@ -101,66 +106,111 @@ def level(endpoint: str, model: str, part: str, mode: str, value: float, point: 
     return rec
 
 
+class Session:
+    """One measuring session: the endpoint, the served model and its facts, and the levels kept so far (each also
+    appended to the output file as it is measured)."""
+
+    def __init__(self, endpoint: str, out: Path) -> None:
+        self.ep = endpoint
+        self.out = out
+        self.model = ""
+        self.facts: dict[str, Any] = {}
+        self.recs: list[dict[str, Any]] = []
+
+    def serve(self, **env: str) -> None:
+        engine("start", **env)
+        facts = probe(self.ep)
+        self.facts = {"kv_cache_tokens": facts.kv_cache_tokens, "max_model_len": facts.max_model_len}
+        self.model = facts.served_models[0]
+        print(f"engine {facts.version}: KV {facts.kv_cache_tokens} tokens, context {facts.max_model_len}")
+
+    def run(self, part: str, mode: str, value: float, point: tuple[int, int], window: float, warmup: float,
+            **extra: Any) -> dict[str, Any]:  # fmt: skip
+        return level(self.ep, self.model, part, mode, value, point, window, warmup, **extra)
+
+    def keep(self, part: str, mode: str, value: float, point: tuple[int, int], window: float, warmup: float,
+             **extra: Any) -> dict[str, Any]:  # fmt: skip
+        r = self.run(part, mode, value, point, window, warmup, **extra)
+        r["facts"] = dict(self.facts)
+        self.recs.append(r)
+        with self.out.open("a") as fh:
+            fh.write(json.dumps(r) + "\n")
+        return r
+
+
+def part_low(s: Session) -> None:
+    for c in (1, 2, 4):
+        s.keep("low", "concurrency", c, (512, 128), 15.0, 3.0)
+    for point in ((128, 32), (2048, 64)):
+        s.keep("low", "concurrency", 1, point, 12.0, 3.0)
+
+
+def part_queue(s: Session, sat: float) -> None:
+    for f in QUEUE_FRACTIONS:
+        rate = round(sat * f, 3)
+        s.keep(f"queue{f:g}", "rate", rate, (512, 128), max(40.0, 80 / rate), 8.0)
+
+
+def part_chunk(s: Session) -> None:
+    s.keep("chunk", "concurrency", 8, (128, 128), 20.0, 5.0)
+    for c in (2, 8):
+        s.keep("chunk", "concurrency", c, (2048, 128), 25.0, 6.0)
+
+
+def part_mixed(s: Session) -> None:
+    """One 2,048-token prompt at a time (answers of 2 tokens: its TTFT is its prefill) while 0, 3 or 8 other
+    streams decode long answers: what a prefill step costs beside running decodes."""
+    for bg in MIXED_BACKGROUND:
+        with ThreadPoolExecutor(1) as ex:
+            behind = ex.submit(s.run, "mixed-bg", "concurrency", bg, (128, 1024), 30.0, 3.0) if bg else None
+            if behind is not None:
+                time.sleep(8.0)  # the background's decodes are running
+            s.keep("mixed", "concurrency", 1, (2048, 2), 14.0, 2.0, background=bg)
+            if behind is not None:
+                behind.result()
+
+
+def part_prefix(s: Session) -> None:
+    s.keep("prefix", "concurrency", 4, (2048, 64), 20.0, 4.0)
+    s.keep("prefix", "concurrency", 4, (2048, 64), 20.0, 4.0, shared_prefix_tokens=1536)
+
+
+def part_preempt(s: Session) -> None:
+    s.serve(SIZING_ENGINE_KV_BLOCKS=str(PREEMPT_BLOCKS))
+    s.run("warmup", "concurrency", 2, (512, 64), 6.0, 2.0)
+    s.keep("preempt", "concurrency", 4, (512, 256), 20.0, 5.0)
+    s.keep("preempt", "concurrency", 16, (512, 256), 40.0, 10.0)
+    engine("stop")
+
+
 def measure(args: argparse.Namespace) -> int:
     raise_priority()
     RESULTS.mkdir(parents=True, exist_ok=True)
-    out = Path(args.out)
     parts = set(args.parts.split(","))
-    recs: list[dict[str, Any]] = []
-    served: dict[str, Any] = {}
-
-    def keep(r: dict[str, Any]) -> None:
-        r["facts"] = dict(served)
-        recs.append(r)
-        with out.open("a") as fh:
-            fh.write(json.dumps(r) + "\n")
-
-    ep = args.endpoint
+    s = Session(args.endpoint, Path(args.out))
     if parts - {"preempt"}:
         if args.restart:
             engine("stop")
-        engine("start")
-        facts = probe(ep)
-        served.update(kv_cache_tokens=facts.kv_cache_tokens, max_model_len=facts.max_model_len)
-        model = facts.served_models[0]
-        print(f"engine {facts.version}: KV {facts.kv_cache_tokens} tokens, context {facts.max_model_len}")
+        s.serve()
         for point in ((128, 32), (512, 128), (2048, 64)):  # warm-up: every shape the levels bring, compiled
-            level(ep, model, "warmup", "concurrency", 2, point, 6.0, 2.0)
+            s.run("warmup", "concurrency", 2, point, 6.0, 2.0)
         if "low" in parts:
-            for c in (1, 2, 4):
-                keep(level(ep, model, "low", "concurrency", c, (512, 128), 15.0, 3.0))
-            for point in ((128, 32), (2048, 64)):
-                keep(level(ep, model, "low", "concurrency", 1, point, 12.0, 3.0))
+            part_low(s)
         sat = args.sat_rps
         if "sat" in parts or not sat:
-            r = level(ep, model, "sat", "concurrency", 48, (512, 128), 30.0, 10.0)
-            keep(r)
-            sat = r["requests_per_s"]
+            sat = s.keep("sat", "concurrency", 48, (512, 128), 30.0, 10.0)["requests_per_s"]
         if "queue" in parts:
-            for f in QUEUE_FRACTIONS:
-                rate = round(sat * f, 3)
-                keep(level(ep, model, f"queue{f:g}", "rate", rate, (512, 128), max(40.0, 80 / rate), 8.0))
+            part_queue(s, sat)
         if "chunk" in parts:
-            keep(level(ep, model, "chunk", "concurrency", 8, (128, 128), 20.0, 5.0))
-            for c in (2, 8):
-                keep(level(ep, model, "chunk", "concurrency", c, (2048, 128), 25.0, 6.0))
+            part_chunk(s)
+        if "mixed" in parts:
+            part_mixed(s)
         if "prefix" in parts:
-            keep(level(ep, model, "prefix", "concurrency", 4, (2048, 64), 20.0, 4.0))
-            keep(
-                level(ep, model, "prefix", "concurrency", 4, (2048, 64), 20.0, 4.0, shared_prefix_tokens=1536)
-            )
+            part_prefix(s)
         engine("stop")
     if "preempt" in parts:
-        engine("start", SIZING_ENGINE_KV_BLOCKS=str(PREEMPT_BLOCKS))
-        facts = probe(ep)
-        served.update(kv_cache_tokens=facts.kv_cache_tokens, max_model_len=facts.max_model_len)
-        model = facts.served_models[0]
-        print(f"engine short of KV: {facts.kv_cache_tokens} tokens")
-        level(ep, model, "warmup", "concurrency", 2, (512, 64), 6.0, 2.0)
-        keep(level(ep, model, "preempt", "concurrency", 4, (512, 256), 20.0, 5.0))
-        keep(level(ep, model, "preempt", "concurrency", 16, (512, 256), 40.0, 10.0))
-        engine("stop")
-    print(f"{len(recs)} levels -> {out}")
+        part_preempt(s)
+    print(f"{len(s.recs)} levels -> {s.out}")
     return 0
 
 
@@ -179,6 +229,26 @@ def row_of(r: dict[str, Any], facts: dict[str, Any]) -> Any:
         output_tokens_per_s=r.get("output_tokens_per_s") or None, requests_per_s=r.get("requests_per_s") or None,
         origin="loadtest", engine_version="0.32.0",
     )  # fmt: skip
+
+
+def lone_prefill_ms(row: Any, prof: Any, background: int, context: int = 600) -> float:
+    """The step model's TTFT of one prompt admitted beside `background` decoding sequences of `context` tokens
+    each: the API server's share, then the prompt's chunks within the step budget, each step also decoding the
+    background (the engine's decode tokens take their share of the budget first)."""
+    from sizing.perf.fit import reference_catalog, row_config
+    from sizing.perf.memory import memory_fit
+    from sizing.perf.step import StepModel
+
+    cat = reference_catalog()
+    cfg = row_config(row)
+    sm = StepModel(cfg, memory_fit(cfg, cat), prof, cat)
+    step = sm.timing()
+    left, done, t = int(row.input_tokens), 0, sm.request_overhead_s
+    while left > 0:
+        take = min(left, sm.max_num_batched_tokens - background)
+        t += step.iteration_time(take, background, background * context, take * (done + take / 2))
+        left, done = left - take, done + take
+    return t * 1e3
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -200,8 +270,9 @@ def compare(args: argparse.Namespace) -> int:
     print(f"\n{'level':<30} {'util':>5} {'':>4} {'TTFT mean':>10} {'p50':>8} {'p90':>8} {'TPOT':>7} "
           f"{'ITL p95':>8} {'req/s':>6} {'preempt':>7} {'hits':>5}")  # fmt: skip
     errs: dict[str, list[float]] = {}
+    mixed = [(r, row) for r, row in rows if r["part"] == "mixed"]
     for r, row in rows:
-        if r["part"] == "low" and not args.all:
+        if (r["part"] == "low" and not args.all) or r["part"] == "mixed":
             continue
         res = simulate_row(row, prof, prefix_tokens=int(r.get("shared_prefix_tokens") or 0))
         util = r["value"] / sat if sat and r["mode"] == "rate" else None
@@ -227,6 +298,14 @@ def compare(args: argparse.Namespace) -> int:
             if meas[i] and sim[i] == sim[i]:
                 key = metric + (" >50%" if util and util >= 0.5 else "")
                 errs.setdefault(key, []).append(sim[i] / meas[i] - 1)
+    if mixed:
+        print(
+            "\na lone 2,048-token prompt beside decoding streams (TTFT, ms): measured, and the step model's"
+        )
+        for r, row in mixed:
+            got = lone_prefill_ms(row, prof, int(r.get("background") or 0))
+            print(f"  {r.get('background', 0):>2} streams decoding: measured {r['ttft_ms'].get('mean'):7.1f}"
+                  f" (p90 {r['ttft_ms'].get('p90'):7.1f}), step model {got:7.1f}")  # fmt: skip
     print("\nsimulated / measured - 1, median (n):")
     for k, v in sorted(errs.items()):
         print(
@@ -240,7 +319,7 @@ def main() -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("measure", help="measure the dynamics levels on the local engine")
     m.add_argument("--endpoint", default=f"http://127.0.0.1:{os.environ.get('SIZING_ENGINE_PORT', '8765')}")
-    m.add_argument("--parts", default="low,sat,queue,chunk,prefix,preempt")
+    m.add_argument("--parts", default="low,sat,queue,chunk,mixed,prefix,preempt")
     m.add_argument(
         "--sat-rps", type=float, default=0.0, help="the saturated rate, when `sat` is not measured"
     )

@@ -111,3 +111,20 @@ def test_the_moe_efficiency_slows_mixture_of_experts_models_only():
         assert 1.7 * fast < slow <= 2 * fast + 1e-12
         # ... and the dense model is untouched
         assert dense_slow.iteration_time(prefill, seqs, ctx) == dense_fast.iteration_time(prefill, seqs, ctx)
+
+
+@settings(max_examples=40, deadline=None)
+@given(prefill=st.integers(1_024, 8_192), seqs=st.integers(1, 256), context_per_seq=st.integers(512, 8_192))
+def test_a_mixed_step_pays_its_decode_kv_reads_on_top_of_its_prefill_matmuls(
+    prefill: int, seqs: int, context_per_seq: int
+):
+    # given a prefill chunk's step that also decodes `seqs` sequences over their contexts
+    sm = _model()
+    step = sm.timing()
+    context = seqs * context_per_seq
+    mixed = step.iteration_time(prefill, seqs, context)
+    # then the KV reads are not hidden under the matmuls' compute: the linear layers and attention run one after
+    # the other (docs/engine.md, "Dynamics"), so the step takes at least its matmuls (or its weight reads) plus
+    # reading the KV cache at the deployment's bandwidth
+    matmuls = max(step.c_tok * (prefill + seqs), step.weights_time(prefill + seqs))
+    assert mixed >= matmuls + step.kv_tok * (context + 2 * prefill) - 1e-12

@@ -55,9 +55,13 @@ def padded_to_bucket(tokens: int, buckets: tuple[int, ...]) -> int:
 
 class StepTime:
     """Seconds per engine step from a step model's coefficients (see `sizing.perf.step` for what each is):
-      compute = c_tok x tokens + c_pair x (attention pairs + context read)
-      memory  = weights touched + kv_tok x (context read + prefill tokens written twice)
-      step    = max(compute, memory) + ar_fixed + ar_tok x tokens + o_step + o_seq x sequences.
+      linear    = max(c_tok x tokens, weights touched)
+      attention = max(c_pair x (attention pairs + context read), kv_tok x (context read + prefill tokens written
+                  twice))
+      step      = linear + attention + ar_fixed + ar_tok x tokens + o_step + o_seq x sequences.
+    The two phases run one after the other (the matmul kernels, then the attention kernels), so one's compute
+    does not hide the other's memory traffic: a fused max(compute, memory) over the whole step hid a mixed step's
+    decode KV reads under its prefill matmuls (docs/engine.md, "Dynamics").
     A MoE batch touches the routed experts only (`moe`, `route_miss`); a Neuron engine pads prompts to its
     compiled buckets, runs decode at the smallest compiled batch bucket that holds the running sequences
     (`decode_batch_buckets`) and reads its compiled context (`prefill_buckets`, `static_decode_batch`,
@@ -154,10 +158,15 @@ class StepTime:
         tokens = computed + decode_seqs
         # a Neuron decode step reads the compiled context of every row, whatever the sequences hold
         context = float(decode_seqs * self.static_ctx) if self.static_ctx else context_tokens
-        compute = self.c_tok * tokens + self.c_pair * (pairs + context)
-        memory = self.weights_time(tokens) + self.kv_tok * (context + 2 * prefill_tokens)
+        # two phases one after the other, each bound by its own roofline: the linear layers (matmuls over the
+        # step's tokens, streaming the weights) and attention (query x key pairs, reading the KV cache)
+        linear_c = self.c_tok * tokens
+        linear_m = self.weights_time(tokens)
+        attention_c = self.c_pair * (pairs + context)
+        attention_m = self.kv_tok * (context + 2 * prefill_tokens)
         return (
-            (compute if compute > memory else memory)
+            (linear_c if linear_c > linear_m else linear_m)
+            + (attention_c if attention_c > attention_m else attention_m)
             + self.ar_fixed
             + self.ar_tok * tokens
             + self.o_step
@@ -166,14 +175,19 @@ class StepTime:
 
     def decode_lines(self, decode_seqs: int) -> DecodeLines:
         """A pure-decode step with `decode_seqs` sequences as two lines in the context size C plus a constant:
-        time(C) = max(c0 + c1*C, m0 + m1*C) + o. The simulator sums runs of such steps in closed form."""
+        time(C) = max(c0 + c1*C, m0 + m1*C) + o. The simulator sums runs of such steps in closed form. With the
+        phases apart the two lines are one: the linear phase's larger term plus C times attention's larger per-token
+        term."""
         seqs = decode_seqs
         if self.static_decode_batch and decode_seqs:
             decode_seqs = padded_to_bucket(decode_seqs, self.decode_buckets)
         c0 = self.c_tok * decode_seqs
         m0 = self.weights_time(decode_seqs)
+        linear = c0 if c0 > m0 else m0  # the linear layers' phase: the larger of its compute and its weights
         o = self.ar_fixed + self.ar_tok * decode_seqs + self.o_step + self.o_seq * seqs
+        # attention's phase grows with the context: its compute or its KV reads, whichever is larger per token
+        per_ctx = self.c_pair if self.c_pair > self.kv_tok else self.kv_tok
         if self.static_ctx:  # every step reads the compiled context, whatever the sequences hold
-            ctx = decode_seqs * self.static_ctx
-            return c0 + self.c_pair * ctx, 0.0, m0 + self.kv_tok * ctx, 0.0, o
-        return c0, self.c_pair, m0, self.kv_tok, o
+            fixed = linear + per_ctx * decode_seqs * self.static_ctx
+            return fixed, 0.0, fixed, 0.0, o
+        return linear, per_ctx, linear, per_ctx, o
