@@ -33,7 +33,7 @@ TABLE_ROWS = 10
 
 @functools.cache
 def _estimated(path: Path) -> dict[str, Any]:
-    return estimate(load_spec(path), slo_cost=True)
+    return estimate(load_spec(path), slo_cost=True).document()
 
 
 def _table(result: dict[str, Any]) -> str:

@@ -569,3 +569,12 @@ class EstimateResult(Frozen):
 
     def as_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+    def document(self) -> dict[str, Any]:
+        """The result's JSON as `sizing estimate --json` prints it and Slack, the store, the release comparisons and
+        the Step Functions payloads carry it: `as_json()` without `infeasible` when something is ranked (the HTTP
+        API states it as null)."""
+        out = self.as_json()
+        if out.get("infeasible") is None:
+            out.pop("infeasible", None)
+        return out

@@ -12,6 +12,7 @@ from sizing.base.text import table
 from sizing.commands.output import print_json
 from sizing.outcome import EXIT_NO_ARCHITECTURE, impossible_constraints
 from sizing.plan.traceeffect import with_effect
+from sizing.results import EstimateResult
 from sizing.workload import WorkloadSpec, load_spec, resolve
 
 #: Reasons the table gives for Bedrock's absence at most (one per offer refused; the JSON has every one).
@@ -226,8 +227,8 @@ def render_managed(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _estimate(args: argparse.Namespace, spec: WorkloadSpec) -> dict[str, Any]:
-    """The estimate's JSON, with a progress bar while the search runs."""
+def _estimate(args: argparse.Namespace, spec: WorkloadSpec) -> EstimateResult:
+    """The estimate, with a progress bar while the search runs."""
     from sizing.plan.search import DEFAULT_HEADROOM, estimate
 
     bar = ProgressBar()
@@ -351,10 +352,11 @@ def bedrock_left_out(result: dict[str, Any]) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.file)
-    result = _estimate(args, spec)
-    refusal = impossible_constraints(result, spec)
+    estimated = _estimate(args, spec)
+    refusal = impossible_constraints(estimated, spec)
     if refusal is not None:
         raise refusal  # exit 2: the constraints contradict the model, nothing could be estimated
+    result = estimated.document()
     if args.report:
         from sizing.report import write_report
 

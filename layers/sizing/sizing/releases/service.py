@@ -243,13 +243,15 @@ class ReleaseService:
                 try:
                     cache[key] = estimate(
                         parse_spec(spec_raw, prefix=field, catalog=catalog), top=TOP, catalog=catalog
-                    )
+                    ).document()
                 except (InvalidInput, NotFound):
                     cache[key] = None
             return cache[key]
 
         try:
-            new = estimate(parse_spec(raw, prefix="spec", catalog=catalog), top=TOP, catalog=catalog)
+            new = estimate(
+                parse_spec(raw, prefix="spec", catalog=catalog), top=TOP, catalog=catalog
+            ).document()
         except SizingError as exc:
             out.error = f"the watch's workload cannot be estimated on {model_id}: {exc.message}"
             self._record(out)
