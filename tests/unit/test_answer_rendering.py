@@ -39,7 +39,7 @@ def _estimated(path: Path) -> dict[str, Any]:
 def _table(result: dict[str, Any]) -> str:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        print_answer(result, TABLE_ROWS)
+        print_answer(EstimateResult.model_validate(result), TABLE_ROWS)
     return out.getvalue()
 
 
