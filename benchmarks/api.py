@@ -168,10 +168,10 @@ def _bench_api_layer(handler: ModuleType, context: Any) -> None:
     from sizing.workload import parse_spec
 
     spec = yaml.safe_load((ROOT / "examples" / "chatbot.yaml").read_text())
-    canned = search.estimate_result(parse_spec(spec))
-    real = search.estimate_result
-    # the route imports the planner's estimate_result when called, so replacing the module's attribute reaches it
-    search.estimate_result = lambda *_args, **_kwargs: canned
+    canned = search.estimate(parse_spec(spec))
+    real = search.estimate
+    # the route imports the planner's estimate when called, so replacing the module's attribute reaches it
+    search.estimate = lambda *_args, **_kwargs: canned
     try:
         event = estimate_event(spec)
         times = []
@@ -182,7 +182,7 @@ def _bench_api_layer(handler: ModuleType, context: Any) -> None:
             if i >= WARMUP:
                 times.append((time.perf_counter() - t0) * 1000)
     finally:
-        search.estimate_result = real
+        search.estimate = real
     print(
         f"  API layer alone (planner answering instantly, {API_LAYER_CALLS} calls): p50 {_pct(times, 50):.1f} ms"
         f"  p95 {_pct(times, 95):.1f} ms"

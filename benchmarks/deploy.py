@@ -48,7 +48,9 @@ def architectures() -> list[dict[str, Any]]:
         return [Architecture.from_id(i, m).model_dump() for i, m in FALLBACK]
     out: list[dict[str, Any]] = []
     for path in sorted((ROOT / "examples").glob("*.yaml")):
-        out += [a for a in estimate(load_spec(path))["architectures"] if a.get("deployment") == "eks"]
+        out += [
+            a for a in estimate(load_spec(path)).document()["architectures"] if a.get("deployment") == "eks"
+        ]
     return out
 
 

@@ -26,7 +26,7 @@ def best_per_kind(raw: dict, region: str) -> dict[str, str]:
         **raw,
         "constraints": {**(raw.get("constraints") or {}), "region": region, "data_residency": "geography"},
     }
-    r = estimate(parse_spec(raw), tune=False)
+    r = estimate(parse_spec(raw), tune=False).document()
     out: dict[str, str] = {}
     for kind in ("eks", "sagemaker", "bedrock"):
         archs = [a for a in r["architectures"] if a["deployment"] == kind]

@@ -34,7 +34,7 @@ def main() -> int:
     for example in args.examples:
         spec = load_spec(example)
         region = spec.constraints.region
-        for c in choose_candidates(estimate(spec, catalog=cat), args.top):
+        for c in choose_candidates(estimate(spec, catalog=cat).document(), args.top):
             a = c.architecture
             window, warmup = level_seconds(a, aws)
             closed = planned_sweep_s(a, closed_only)

@@ -148,7 +148,7 @@ def plan(repeat: int) -> None:
             ),
             max(1, repeat // 3),
         )
-        s = result["search"]
+        s = result.search or {}
         print(
             f"{path.stem:<24}{s['hardware_options']:>8}{s.get('capacity_searches', s['simulated']):>9}"
             f"{statistics.median(warm):>11.2f}{max(warm):>11.2f}{statistics.median(proc):>10.2f}"

@@ -80,7 +80,9 @@ def main() -> int:
         for example in args.examples:
             spec = load_spec(example)
             plan = _load_plan(spec)
-            for rank, cand in enumerate(choose_candidates(estimate(spec, catalog=cat), args.top), start=1):
+            for rank, cand in enumerate(
+                choose_candidates(estimate(spec, catalog=cat).document(), args.top), start=1
+            ):
                 cand.workload = plan
                 r = search_one(example, rank, cand, prov, args, Path(tmp))
                 rows.append(r)

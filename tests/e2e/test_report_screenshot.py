@@ -79,7 +79,7 @@ def _pixels(png: bytes) -> tuple[int, int, list[bytes]]:
 
 def test_the_report_renders_in_a_browser_as_a_page_with_content(tmp_path: Path) -> None:
     # given
-    page = write_report(estimate(load_spec(EXAMPLE)), tmp_path / "report.html")
+    page = write_report(estimate(load_spec(EXAMPLE)).document(), tmp_path / "report.html")
     shot = tmp_path / "report.png"
     # when
     subprocess.run(

@@ -252,7 +252,7 @@ def test_a_run_and_its_architectures_are_readable(aws, context) -> None:
             }
         ),
         top=2,
-    )["architectures"]
+    ).document()["architectures"]
     aws.store.put_architectures(run_id, ranked)
     # when
     status, _, run = call(for_run("api_get_run", run_id), context)
@@ -472,7 +472,7 @@ def _ranked_run(aws: SimpleNamespace, context: Any) -> str:
             },
         }
     )
-    aws.store.put_architectures(run_id, estimate(spec)["architectures"])
+    aws.store.put_architectures(run_id, estimate(spec).document()["architectures"])
     return run_id
 
 

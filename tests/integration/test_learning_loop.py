@@ -42,7 +42,7 @@ def measured_run(k: float = SLOWDOWN, served_model: str | None = None, run_id: s
     known timing (`k` times slower than the reference profile) serving `served_model`."""
     cat = load_catalog()
     spec = parse_spec(SPEC)
-    result = estimate(spec, catalog=cat)
+    result = estimate(spec, catalog=cat).document()
     cand = choose_candidates(result, 1)[0]
     arch = cand.architecture.as_json()
     wm = build_model(spec, cat.model(spec.model).id)
@@ -183,7 +183,7 @@ def test_the_planner_names_the_team_profile_it_used(aws):
     version = profiles.adopted()["version"]
 
     # when the same workload is estimated again
-    result = estimate(parse_spec(SPEC), catalog=load_catalog())
+    result = estimate(parse_spec(SPEC), catalog=load_catalog()).document()
 
     # then each architecture on that hardware names the team profile; the configuration measured rests on its
     # measurement ("measured": tests/integration/test_learning_loop_planner.py)
@@ -527,7 +527,7 @@ def test_a_loopback_server_30_percent_slower_is_learned_from_one_run(aws, tmp_pa
     store, profiles = aws
     cat = load_catalog()
     spec = parse_spec(LOOPBACK_SPEC)
-    result = estimate(spec, catalog=cat)
+    result = estimate(spec, catalog=cat).document()
     cand = choose_candidates(result, 1)[0]
     arch = cand.architecture.as_json()
     wm = build_model(spec, cat.model(spec.model).id)
@@ -613,7 +613,9 @@ def test_the_embedded_default_learns_from_a_run_against_a_real_endpoint(tmp_path
     # 89 streams of a 2 s objective the twin and the load generator share two cores at ~6,000 tokens a second, and
     # what is measured there is the host's lateness, not the server's timing)
     spec_raw = {**LOOPBACK_SPEC, "model": "llama-3.1-8b", "slo": {"ttft_ms": {"p95": 150}}}
-    arch = choose_candidates(estimate(parse_spec(spec_raw), catalog=cat), 1)[0].architecture.as_json()
+    arch = choose_candidates(estimate(parse_spec(spec_raw), catalog=cat).document(), 1)[
+        0
+    ].architecture.as_json()
     cfg = replica_of(arch, cat)
     ref = profile_for(cfg.parts(cat).accelerator.id, cfg.engine, load_profiles(str(PROFILE_PATH)))
     slow = StepModel.for_config(cfg, profile=slowed(ref, SLOWDOWN), catalog=cat)

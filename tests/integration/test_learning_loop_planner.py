@@ -41,7 +41,7 @@ def measure(store: SizingStore, spec_raw: dict[str, Any]) -> dict[str, Any]:
     CollectAndRank does; its estimate (before the measurement), levels and true open-loop capacity."""
     cat = load_catalog()
     spec = parse_spec(spec_raw)
-    before = estimate(spec, catalog=cat)
+    before = estimate(spec, catalog=cat).document()
     arch = before["architectures"][0]
     knee = arch["per_replica"]["max_concurrency"]
     levels = sorted({max(1, math.ceil(knee * f)) for f in LEVEL_FACTORS})
@@ -149,7 +149,7 @@ def test_a_tail_slo_the_closed_loop_understates_is_sized_by_the_rescaled_open_lo
 
     # when the workload is estimated again at the engine's defaults (the configuration measured: tuning on the
     # refitted profile would pick a neighbour, max_num_batched_tokens 1024, the estimator scores 4% higher)
-    arch = estimate(parse_spec(spec_raw), catalog=load_catalog(), tune=False)["architectures"][0]
+    arch = estimate(parse_spec(spec_raw), catalog=load_catalog(), tune=False).document()["architectures"][0]
     assert arch["serving"] == run["before"]["serving"]
 
     # then the capacity is the rescaled open-loop edge, below the measured closed-loop one, near the true capacity
@@ -167,7 +167,7 @@ def test_an_slo_every_measured_level_meets_keeps_the_estimate_and_says_why(aws):
     measure(store, spec_raw)
 
     # when the workload is estimated again
-    arch = estimate(parse_spec(spec_raw), catalog=load_catalog())["architectures"][0]
+    arch = estimate(parse_spec(spec_raw), catalog=load_catalog()).document()["architectures"][0]
 
     # then the edge lies above the measured range: the architecture is calibrated, and says so
     assert arch["basis"] == "calibrated"

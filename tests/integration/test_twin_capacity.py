@@ -39,7 +39,7 @@ def test_the_search_against_a_twin_finds_the_estimates_capacity(tmp_path: Path) 
     # given the first candidate of a chat workload of fixed lengths, its twin running (time-scaled, as a local
     # run starts it)
     spec = parse_spec(SPEC)
-    (cand,) = choose_candidates(estimate(spec), 1)
+    (cand,) = choose_candidates(estimate(spec).document(), 1)
     cand.workload = _load_plan(spec)
     settings = OrchestrationSettings.model_validate(
         {"TABLE_NAME": "llm-sizing-test", "SIZING_BACKEND": "local", "LOADTEST_STEP_S": STEP_S,

@@ -25,7 +25,7 @@ def _estimated(stem: str) -> dict[str, Any]:
     from sizing.plan import estimate
     from sizing.workload import load_spec
 
-    return estimate(load_spec(example_path(stem)))
+    return estimate(load_spec(example_path(stem))).document()
 
 
 def example_estimate(stem: str) -> dict[str, Any]:

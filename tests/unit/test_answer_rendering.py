@@ -33,13 +33,13 @@ TABLE_ROWS = 10
 
 @functools.cache
 def _estimated(path: Path) -> dict[str, Any]:
-    return estimate(load_spec(path), slo_cost=True)
+    return estimate(load_spec(path), slo_cost=True).document()
 
 
 def _table(result: dict[str, Any]) -> str:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        print_answer(result, TABLE_ROWS)
+        print_answer(EstimateResult.model_validate(result), TABLE_ROWS)
     return out.getvalue()
 
 

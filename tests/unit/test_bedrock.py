@@ -38,7 +38,7 @@ BATCH: dict[str, Any] = {
 
 
 def run(raw: dict[str, Any]) -> dict[str, Any]:
-    return estimate(parse_spec(raw), tune=False)
+    return estimate(parse_spec(raw), tune=False).document()
 
 
 def cheapest(r: dict[str, Any]) -> float:

@@ -10,6 +10,7 @@ import yaml
 
 from sizing.catalog.models import OVERLAY_ENV, reset_cache
 from sizing.cli import PROCESS_ENVIRONMENT, main
+from sizing.results import EstimateResult
 from sizing.store.schema import load_template
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -99,6 +100,10 @@ def test_estimate_says_how_far_the_best_architectures_prediction_may_be_off(tmp_
     assert "TTFT ±" in line and "TPOT ±" in line and "calibration: l40s" in line
 
 
+#: a replica's rates, which the table does not show
+RATES = {"rps": 1.0, "rps_slo_limit": 1.2, "rps_at_peak": 0.7, "kv_cache_tokens": 100000}
+
+
 def test_the_estimate_table_shows_in_flight_both_headrooms_the_tuning_and_the_sizes_folded_in(
     monkeypatch, capsys, examples_dir
 ):
@@ -106,17 +111,24 @@ def test_the_estimate_table_shows_in_flight_both_headrooms_the_tuning_and_the_si
     import sizing.plan.search
 
     arch = {
-        "rank": 1, "id": "eks:g6e.xlarge:tp1:fp8:vllm:on-demand", "deployment": "eks", "instance_type": "g6e.xlarge",
-        "tensor_parallel": 1, "quantization": "fp8", "replicas": {"min": 2, "peak": 3},
-        "per_replica": {"max_concurrency": 16.3, "in_flight": 3.4},
+        "rank": 1, "id": "eks:g6e.xlarge:tp1:fp8:vllm:on-demand", "model": "m", "deployment": "eks",
+        "instance_type": "g6e.xlarge", "tensor_parallel": 1, "quantization": "fp8", "engine": "vllm",
+        "meets_slo": True, "replicas": {"min": 2, "peak": 3, "mean": 2.5},
+        "per_replica": {"max_concurrency": 16.3, "in_flight": 3.4, **RATES},
         "predicted": {"ttft_ms": {"p95": 161.0}, "tpot_ms": {"p95": 10.8}, "e2e_s": {"p95": 1.48}},
         "headroom_pct": 67.9,
         "headroom": {"load_pct": 67.9, "latency": {"e2e_s.p95": 40.9}, "tightest": "e2e_s.p95", "tightest_pct": 40.9},
-        "tuning": {"summary": "max_num_seqs 128 instead of 256: capacity +12%", "changed": {"max_num_seqs": [256, 128]}},
+        "tuning": {"searched": 4, "summary": "max_num_seqs 128 instead of 256: capacity +12%", "changed": {"max_num_seqs": [256, 128]}},
         "also_fits_on": [{"instance_type": "g6e.2xlarge", "usd_per_month": 2500.0}],
-        "cost": {"usd_per_month": 2000.0},
+        "cost": {"usd_per_hour_peak": 2.7, "usd_per_month": 2000.0},
     }  # fmt: skip
-    older = {**arch, "rank": 2, "per_replica": {"max_concurrency": 9.0}, "headroom": None, "tuning": None}
+    older = {
+        **arch,
+        "rank": 2,
+        "per_replica": {"max_concurrency": 9.0, **RATES},
+        "headroom": None,
+        "tuning": None,
+    }
     older.pop("also_fits_on")
     result = {
         "workload": {
@@ -128,7 +140,8 @@ def test_the_estimate_table_shows_in_flight_both_headrooms_the_tuning_and_the_si
         "rejected": [],
         "summary": "The answer costs 3.9x the cheapest hardware that fits in memory.",
     }  # fmt: skip
-    monkeypatch.setattr(sizing.plan.search, "estimate", lambda *a, **k: result)
+    typed = EstimateResult.model_validate(result)
+    monkeypatch.setattr(sizing.plan.search, "estimate", lambda *a, **k: typed)
     # WHEN the table is printed
     assert main(["estimate", str(examples_dir / "chatbot.yaml")]) == 0
     out = capsys.readouterr().out

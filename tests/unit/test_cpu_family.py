@@ -126,7 +126,7 @@ def _small_model_spec(families: list[str]) -> dict:
 
 def test_a_small_model_at_low_traffic_is_sized_on_a_cpu_instance_at_its_list_price():
     # given a 1B model at 0.1 requests/s, allowed only on c7i
-    result = estimate(parse_spec(_small_model_spec(["c7i"])))
+    result = estimate(parse_spec(_small_model_spec(["c7i"]))).document()
     # then the best answer is a c7i instance running vLLM's CPU image, and its compute cost is
     # replicas x instances x the hourly list price x hours in a month
     best = result["architectures"][0]
@@ -142,7 +142,7 @@ def test_a_small_model_at_low_traffic_is_sized_on_a_cpu_instance_at_its_list_pri
 
 def test_cpu_and_gpu_instances_are_ranked_by_cost_side_by_side():
     # given the same workload allowed on CPUs and GPUs
-    result = estimate(parse_spec(_small_model_spec(["c7i", "m7i", "g4dn", "g6"])))
+    result = estimate(parse_spec(_small_model_spec(["c7i", "m7i", "g4dn", "g6"]))).document()
     archs = result["architectures"]
     kinds = {load_catalog().accelerator_of(load_catalog().instance(a["instance_type"])).kind for a in archs}
     # then both kinds are ranked, cheapest first
@@ -153,7 +153,7 @@ def test_cpu_and_gpu_instances_are_ranked_by_cost_side_by_side():
 
 def test_a_cpu_architecture_renders_nodes_without_accelerators_that_only_its_pods_tolerate():
     # given the best c7i answer for the small model
-    arch = estimate(parse_spec(_small_model_spec(["c7i"])))["architectures"][0]
+    arch = estimate(parse_spec(_small_model_spec(["c7i"]))).document()["architectures"][0]
     # when its manifests are rendered
     objs = {o["kind"]: o for o in render(arch, "0123456789abcdef")}
     pool, deployment = objs["NodePool"], objs["Deployment"]

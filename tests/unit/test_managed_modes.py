@@ -73,7 +73,7 @@ SPOT_ONLY: dict[str, Any] = {
 
 
 def run(raw: dict[str, Any], **kw: Any) -> dict[str, Any]:
-    return estimate(parse_spec(raw), tune=kw.pop("tune", False), **kw)
+    return estimate(parse_spec(raw), tune=kw.pop("tune", False), **kw).document()
 
 
 def by_id(archs: list[dict[str, Any]], rid: str) -> dict[str, Any]:

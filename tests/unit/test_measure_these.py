@@ -42,7 +42,7 @@ def _button_value(message: blocks.Message) -> blocks.MeasureAction:
 
 @pytest.fixture(scope="module")
 def listed() -> tuple[list[str], blocks.MeasureAction, str]:
-    result = estimate(parse_spec(RAG))
+    result = estimate(parse_spec(RAG)).document()
     message = blocks.estimate_message(result, parse_spec(RAG), RAG)
     shown = [a["id"] for a in result["architectures"][: blocks.TOP_SHOWN]]
     return shown, _button_value(message), json.dumps(message.blocks_json())
@@ -87,7 +87,7 @@ def test_a_listed_row_that_the_estimate_no_longer_ranks_stops_the_run_naming_it(
 
 def test_bedrock_is_never_on_the_measure_button() -> None:
     # given an estimate whose listed rows include a Bedrock one
-    result = estimate(parse_spec(RAG))
+    result = estimate(parse_spec(RAG)).document()
     listed = [a for a in result["architectures"] if a["deployment"] != "bedrock"][:2]
     bedrock = {"id": "bedrock:meta.llama3-1-8b-instruct-v1:0", "deployment": "bedrock", "rank": 3, "cost": {}}
     message = blocks.estimate_message({**result, "architectures": [*listed, bedrock]}, parse_spec(RAG), RAG)

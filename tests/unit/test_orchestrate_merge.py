@@ -31,7 +31,7 @@ CAT = load_catalog()
 
 @pytest.fixture(scope="module")
 def arch() -> dict[str, Any]:
-    return dict(estimate(SPEC, catalog=CAT)["architectures"][0])
+    return dict(estimate(SPEC, catalog=CAT).document()["architectures"][0])
 
 
 def _record(users: int, ttft_ms: float = 80.0, **extra: Any) -> dict[str, Any]:

@@ -235,7 +235,7 @@ def bedrock_ttft_p50(prompt: int) -> tuple[float, list[str]]:
         "slo": {"e2e_s": {"p95": 600}},
         "constraints": {"deployments": ["bedrock"], "region": "us-west-2"},
     }
-    r = estimate(parse_spec(raw), tune=False)
+    r = estimate(parse_spec(raw), tune=False).document()
     a = next(a for a in r["architectures"] if a["bedrock"]["mode"] == "on-demand")
     return a["predicted"]["ttft_ms"]["p50"], a["notes"]
 

@@ -64,8 +64,8 @@ def test_a_higher_confidence_never_needs_fewer_replicas(
     high = round(low + step, 2)
     clear_caches()
     # when both are estimated
-    at_low = estimate(parse_spec(_spec(low, users, ttft_ms)))
-    at_high = estimate(parse_spec(_spec(high, users, ttft_ms)))
+    at_low = estimate(parse_spec(_spec(low, users, ttft_ms))).document()
+    at_high = estimate(parse_spec(_spec(high, users, ttft_ms))).document()
     # then every architecture in both answers runs at least as many replicas at the higher confidence
     lo, hi = _replicas(at_low), _replicas(at_high)
     for arch_id in lo.keys() & hi.keys():
@@ -79,7 +79,7 @@ def test_the_answer_says_it_sized_at_the_requested_confidence() -> None:
     # given a workload that asks for its SLOs to hold at the 80th percentile of the estimator's error
     spec = parse_spec(_spec(0.8))
     # when it is estimated
-    result = estimate(spec)
+    result = estimate(spec).document()
     # then the assumptions and every architecture say so, with the factors used, instead of the fixed headroom
     assert result["assumptions"]["confidence"] == 0.8
     assert result["assumptions"]["headroom_reasoning"].startswith("confidence 0.8: every SLO target holds")
@@ -92,7 +92,7 @@ def test_the_answer_says_it_sized_at_the_requested_confidence() -> None:
 
 def test_without_confidence_the_fixed_headroom_is_stated() -> None:
     # given a workload without slo.confidence
-    result = estimate(parse_spec(_spec()))
+    result = estimate(parse_spec(_spec())).document()
     # then the answer states the fixed load headroom it kept free
     assert result["assumptions"]["headroom_reasoning"] == "fixed 20% load headroom"
     assert all(a["headroom"]["reasoning"] == "fixed 20% load headroom" for a in result["architectures"])

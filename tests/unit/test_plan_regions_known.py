@@ -30,8 +30,8 @@ def _spec(region: str, **constraints: Any) -> dict[str, Any]:
 @pytest.mark.slow
 def test_availability_in_a_snapshot_region_is_known_and_outside_it_unknown() -> None:
     # given a Region of the price snapshot and one outside it (London)
-    inside = estimate(parse_spec(_spec("eu-west-1")))
-    outside = estimate(parse_spec(_spec("eu-west-2")))
+    inside = estimate(parse_spec(_spec("eu-west-1"))).document()
+    outside = estimate(parse_spec(_spec("eu-west-2"))).document()
     # then in the snapshot's Region the rows are sold there at its prices; outside it each row is unknown and says
     # its price is us-east-1's
     assert inside["architectures"] and all(a["availability"] == "sold here" for a in inside["architectures"])
@@ -44,7 +44,7 @@ def test_availability_in_a_snapshot_region_is_known_and_outside_it_unknown() -> 
 @pytest.mark.slow
 def test_require_known_availability_leaves_unknown_hardware_out_and_says_why() -> None:
     # given a Region outside the snapshot and the constraint
-    result = estimate(parse_spec(_spec("eu-west-2", require_known_availability=True)))
+    result = estimate(parse_spec(_spec("eu-west-2", require_known_availability=True))).document()
     # then nothing of unknown availability is ranked, and each type left out says why
     assert result["architectures"] == []
     left = [r for r in result["rejected"] if "require_known_availability" in r["reason"]]

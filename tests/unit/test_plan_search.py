@@ -59,7 +59,7 @@ COST_KEYS = {
 
 
 def run(raw: dict[str, Any], **kw: Any) -> dict[str, Any]:
-    return estimate(parse_spec(raw), **kw)
+    return estimate(parse_spec(raw), **kw).document()
 
 
 def cheapest(result: dict[str, Any]) -> float:

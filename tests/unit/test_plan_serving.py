@@ -121,8 +121,8 @@ def test_tuning_never_makes_the_cheapest_answer_dearer_than_the_defaults(users, 
     }
     spec = parse_spec(raw)
     # when it is estimated with the engine's defaults and with the runtime-parameter search
-    default = estimate(spec, tune=False)
-    tuned = estimate(spec)
+    default = estimate(spec, tune=False).document()
+    tuned = estimate(spec).document()
     # then the tuned answer costs no more (and answers whenever the defaults do)
     if default["architectures"]:
         assert tuned["architectures"]
@@ -228,7 +228,7 @@ def test_a_workload_longer_than_the_models_context_is_refused_naming_the_field()
     )
     # when it is estimated
     with pytest.raises(InvalidInput) as err:
-        estimate(spec)
+        estimate(spec).document()
     # then the refusal names tokens.input and the model's limit
     assert err.value.problems[0].field == "tokens.input"
     assert "8,192" in err.value.problems[0].message
@@ -245,7 +245,7 @@ def test_a_model_shipped_in_mxfp4_is_sized_in_its_own_format():
         }
     )
     # when it is estimated
-    archs = estimate(spec)["architectures"]
+    archs = estimate(spec).document()["architectures"]
     # then the native format is among the answers, with its ~65 GB of weights instead of bf16's ~234 GB
     native = [a for a in archs if a["quantization"] == "mxfp4"]
     assert native
@@ -300,7 +300,7 @@ def test_an_async_jobs_tuning_block_compares_jobs_not_the_real_time_endpoint():
     # example states e2e p99 300 s, which no job of hours meets, so its jobs are not ranked)
     import re
 
-    result = estimate(load_spec(ROOT / "tests" / "fixtures" / "answers" / "async.yaml"))
+    result = estimate(load_spec(ROOT / "tests" / "fixtures" / "answers" / "async.yaml")).document()
     jobs = [a for a in result["architectures"] if a["id"].endswith(":async")]
     tuned = [a for a in jobs if a["tuning"]["changed"]]
     assert tuned and len(tuned) < len(jobs)

@@ -31,7 +31,7 @@ def test_a_ranked_row_never_misses_a_stated_slo(path: Path) -> None:
     spec = load_spec(path)
     stated = spec.slo.stated_targets()
     # when it is estimated
-    result = estimate(spec)
+    result = estimate(spec).document()
     # then every ranked row meets each stated target, and a job finishes within its deadline
     for a in result["architectures"]:
         for metric, pct, limit in stated:
@@ -61,7 +61,7 @@ def test_the_batch_preset_alone_sets_a_day_deadline_and_judges_jobs_by_it() -> N
     # given the batch preset with no SLO stated
     spec = parse_spec({"name": "b", "model": "llama-3.1-8b", "preset": "batch", "rate": {"peak_rps": 1}})
     # when it is estimated
-    result = estimate(spec)
+    result = estimate(spec).document()
     # then the deadline is the day, no per-request target is stated, and jobs within the day are ranked
     assert spec.slo.deadline_s == BATCH_DEADLINE_S and spec.slo.stated_targets() == []
     jobs = [a for a in result["architectures"] if a.get("invocation") in ("batch", "async")]
@@ -75,7 +75,7 @@ def test_a_deadline_shorter_than_a_job_rejects_it_and_a_deadline_alone_is_an_slo
          "output": {"fixed": 100}}, "slo": {"deadline_s": 7200}, "constraints": {"deployments": ["bedrock"]}}
     )  # fmt: skip
     # when it is estimated
-    result = estimate(spec)
+    result = estimate(spec).document()
     # then Bedrock's 24-hour batch window cannot meet it: no batch job is ranked
     assert spec.slo.targets() == [("e2e_s", "p99", 300.0)]
     assert not [a for a in result["architectures"] if a.get("invocation") == "batch"]

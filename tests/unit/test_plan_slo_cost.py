@@ -42,7 +42,7 @@ def test_relaxing_a_target_never_raises_the_cheapest_cost(
     # given a workload's SLO
     spec = parse_spec(_small(ttft_ms, tpot_ms, e2e_s))
     # when it is estimated with the cost of each target
-    result = estimate(spec, tune=False, slo_cost=True)
+    result = estimate(spec, tune=False, slo_cost=True).document()
     costs = result["slo_costs"]
     # then each stated target is relaxed once, and the cheapest answer under it is never dearer than the answer
     assert [c["target"] for c in costs] == ["ttft_ms.p95", "tpot_ms.p95", "e2e_s.p95"]
@@ -80,7 +80,7 @@ def test_the_summary_names_the_binding_target_by_how_much_and_why(case: str, tar
     # given a workload one target makes dear
     spec = load_spec(SLO_CASES / f"{case}.yaml")
     # when it is estimated with the cost of each target
-    result = estimate(spec, slo_cost=True)
+    result = estimate(spec, slo_cost=True).document()
     # then that target binds: relaxing it alone saves most, and the summary says so with the figures and the reason
     (bound,) = [c for c in result["slo_costs"] if c["binding"]]
     assert bound["target"] == target

@@ -42,7 +42,7 @@ def _ranked(result: dict[str, Any]) -> list[tuple[str, float]]:
 @pytest.fixture(scope="module")
 def searches() -> tuple[dict[str, Any], dict[str, Any]]:
     spec = parse_spec(SPOT_ONLY)
-    return estimate(spec, top=TOP), estimate(spec, top=EXHAUSTIVE)
+    return estimate(spec, top=TOP).document(), estimate(spec, top=EXHAUSTIVE).document()
 
 
 def test_a_spot_only_workload_gets_the_top_an_exhaustive_search_gets(searches):

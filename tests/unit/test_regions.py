@@ -29,7 +29,7 @@ SPEC: dict[str, Any] = {
 def run(region: str, **constraints: Any) -> dict[str, Any]:
     raw = copy.deepcopy(SPEC)
     raw["constraints"] = {**raw["constraints"], "region": region, **constraints}
-    return estimate(parse_spec(raw), tune=False)
+    return estimate(parse_spec(raw), tune=False).document()
 
 
 def test_region_changes_the_instance_price_and_the_note_says_where_it_is_from():
@@ -57,7 +57,7 @@ def test_a_catalog_with_other_prices_is_priced_by_its_own_not_the_last_one_read(
     dear.instances[inst.instance_type] = inst.model_copy(update={"prices": doubled})
     raw = copy.deepcopy(SPEC)
     raw["constraints"]["instance_types"] = [shipped["instance_type"]]
-    again = estimate(parse_spec(raw), tune=False, catalog=dear)["architectures"][0]
+    again = estimate(parse_spec(raw), tune=False, catalog=dear).document()["architectures"][0]
     # then that estimate bills the dearer price, and the shipped catalog's stays as it was
     assert again["cost"]["breakdown"]["instance_usd_per_hour"] == pytest.approx(
         2 * shipped["cost"]["breakdown"]["instance_usd_per_hour"]

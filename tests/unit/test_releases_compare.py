@@ -8,29 +8,34 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sizing.releases.compare import compare, short_name
+from sizing.results import Architecture, EstimateResult
 
 NEW = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
 CURRENT = "meta-llama/Llama-3.1-70B"
 
 
-def result(*archs: tuple[str, str, float, bool]) -> dict[str, Any]:
-    """An estimate result with architectures (deployment, instance, $/month, meets_slo), in the contract's shape."""
+def arch(rank: int, d: str, inst: str, usd: float, ok: bool, capacity: str = "on-demand") -> dict[str, Any]:
+    """An architecture (deployment, instance, $/month, meets_slo) in the contract's shape."""
     return {
-        "workload": {},
-        "architectures": [
-            {
-                "rank": i + 1,
-                "id": f"{d}:{inst}:tp4:fp8:vllm:on-demand",
-                "deployment": d,
-                "instance_type": inst,
-                "capacity_type": "on-demand",
-                "meets_slo": ok,
-                "cost": {"usd_per_month": usd, "usd_per_month_spot": usd * 0.6},
-            }
-            for i, (d, inst, usd, ok) in enumerate(archs)
-        ],
-        "rejected": [],
+        "rank": rank,
+        "id": f"{d}:{inst}:tp4:fp8:vllm:{capacity}",
+        "model": CURRENT,
+        "deployment": d,
+        "instance_type": inst,
+        "engine": "vllm",
+        "capacity_type": capacity,
+        "meets_slo": ok,
+        "predicted": {"ttft_ms": {}, "tpot_ms": {}, "e2e_s": {}},
+        "cost": {"usd_per_hour_peak": usd / 730.5, "usd_per_month": usd, "usd_per_month_spot": usd * 0.6},
     }
+
+
+def result(*archs: tuple[str, str, float, bool]) -> EstimateResult:
+    """An estimate result with architectures (deployment, instance, $/month, meets_slo)."""
+    return EstimateResult(
+        workload={},
+        architectures=[Architecture.model_validate(arch(i + 1, *a)) for i, a in enumerate(archs)],
+    )
 
 
 def test_a_cheaper_release_is_phrased_as_a_saving_at_the_same_slos() -> None:
@@ -79,7 +84,11 @@ def test_architectures_missing_the_slos_never_count_as_the_best() -> None:
 
 def test_a_release_that_cannot_meet_the_slos_says_why() -> None:
     # given
-    new = {"architectures": [], "infeasible": {"message": "best TTFT p95 is 1900 ms on p5.48xlarge TP8 fp8"}}
+    new = EstimateResult(
+        workload={},
+        architectures=[],
+        infeasible={"message": "best TTFT p95 is 1900 ms on p5.48xlarge TP8 fp8"},
+    )
     # when
     c = compare(NEW, new, CURRENT, result(("eks", "g6e.12xlarge", 40_000, True)))
     # then
@@ -99,18 +108,10 @@ def test_when_the_current_model_meets_nothing_the_release_stands_alone() -> None
 
 
 def test_spot_capacity_is_compared_at_its_spot_price() -> None:
-    new = {
-        "architectures": [
-            {
-                "id": "eks:g6e.12xlarge:spot",
-                "deployment": "eks",
-                "instance_type": "g6e.12xlarge",
-                "capacity_type": "spot",
-                "meets_slo": True,
-                "cost": {"usd_per_month": 10_000, "usd_per_month_spot": 6_000},
-            }
-        ]
-    }
+    new = EstimateResult(
+        workload={},
+        architectures=[Architecture.model_validate(arch(1, "eks", "g6e.12xlarge", 10_000, True, "spot"))],
+    )
     c = compare(NEW, new, CURRENT, result(("eks", "g6e.12xlarge", 12_000, True)))
     assert c.new_best is not None and c.new_best.usd_per_month == 6_000 and c.change_pct == -50.0
 

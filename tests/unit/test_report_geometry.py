@@ -39,7 +39,7 @@ def _specs() -> list[tuple[str, WorkloadSpec]]:
 @pytest.fixture(scope="module", params=_specs(), ids=lambda p: p[0])
 def sized(request: pytest.FixtureRequest) -> tuple[dict[str, Any], WorkloadModel]:
     spec = request.param[1]
-    return estimate(spec), resolve(spec)
+    return estimate(spec).document(), resolve(spec)
 
 
 def _value_at(points: list[tuple[float, float]], x: float) -> float:

@@ -41,7 +41,7 @@ CHARTS = ("latency-ttft_ms", "latency-e2e_s", "pareto", "schedule", "cost-breakd
 
 @pytest.fixture(scope="module")
 def planned() -> dict[str, Any]:
-    return estimate(parse_spec(SMALL))
+    return estimate(parse_spec(SMALL)).document()
 
 
 @pytest.fixture(scope="module")

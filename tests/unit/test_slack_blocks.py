@@ -35,7 +35,7 @@ def valid_block_kit(message: Message) -> list[dict[str, Any]]:
 def sized() -> tuple[dict[str, Any], WorkloadSpec, dict[str, Any]]:
     raw = parse_command(TEXT).raw_spec
     spec = parse_spec(raw)
-    return estimate(spec, top=blocks.TOP_SHOWN), spec, raw
+    return estimate(spec, top=blocks.TOP_SHOWN).document(), spec, raw
 
 
 def test_the_estimate_shows_the_top_three_with_cost_slo_figures_a_measure_button_and_the_report(
@@ -68,7 +68,7 @@ def test_an_infeasible_workload_says_what_to_relax_and_offers_no_measurement() -
     # given an SLO no hardware can meet
     raw = parse_command("10k users llama-3.1-70b ttft<30ms").raw_spec
     spec = parse_spec(raw)
-    result = estimate(spec, top=blocks.TOP_SHOWN)
+    result = estimate(spec, top=blocks.TOP_SHOWN).document()
     # when it becomes a message
     payload = valid_block_kit(blocks.estimate_message(result, spec, raw))
     # then it says which SLO to relax, and there is nothing to measure
@@ -82,7 +82,7 @@ def test_bedrock_architectures_are_named_by_their_model_and_priced_per_token() -
     raw = parse_command("500 users llama-3.1-8b").raw_spec
     raw.setdefault("constraints", {})["data_residency"] = "geography"
     spec = parse_spec(raw)
-    result = estimate(spec, top=blocks.TOP_SHOWN)
+    result = estimate(spec, top=blocks.TOP_SHOWN).document()
     bedrock = [a for a in result["architectures"] if a["deployment"] == "bedrock"]
     assert bedrock, "the catalog offers Llama-3.1-8B on Bedrock"
     # when shown

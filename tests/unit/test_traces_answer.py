@@ -13,6 +13,7 @@ from sizing.orchestrate.steps import _load_plan
 from sizing.plan.search import estimate
 from sizing.plan.traceeffect import compare, poisson_twin, with_effect
 from sizing.report import render_report
+from sizing.results import EstimateResult
 from sizing.service.api import _server_file
 from sizing.traces import samples
 from sizing.workload import parse_spec, resolve
@@ -23,16 +24,24 @@ MODEL = "llama-3.1-8b"
 def arch(aid: str, replicas: int, ttft: float, cost: float) -> dict[str, Any]:
     return {
         "id": aid,
+        "model": MODEL,
+        "deployment": "eks",
+        "engine": "vllm",
+        "meets_slo": True,
         "replicas": {"peak": replicas, "min": 2, "mean": replicas},
-        "predicted": {"ttft_ms": {"p95": ttft}, "e2e_s": {"p95": 3.0}},
-        "cost": {"usd_per_month": cost},
+        "predicted": {"ttft_ms": {"p95": ttft}, "tpot_ms": {}, "e2e_s": {"p95": 3.0}},
+        "cost": {"usd_per_hour_peak": cost / 730.5, "usd_per_month": cost},
     }
+
+
+def result(*archs: dict[str, Any]) -> EstimateResult:
+    return EstimateResult.model_validate({"workload": {}, "architectures": list(archs)})
 
 
 def test_the_comparison_says_which_way_bursts_moved_replicas_ttft_and_cost():
     # given the same workload estimated with its bursty trace and with Poisson arrivals at the same means
-    traced = {"architectures": [arch("eks:g6e", 3, 900.0, 3000.0)]}
-    poisson = {"architectures": [arch("eks:g6e", 2, 500.0, 2000.0)]}
+    traced = result(arch("eks:g6e", 3, 900.0, 3000.0))
+    poisson = result(arch("eks:g6e", 2, 500.0, 2000.0))
     # when they are compared
     effect = compare(traced, poisson)
     # then the answer gives both figures and the direction of each
@@ -77,7 +86,7 @@ def traced_result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "constraints": {"instance_families": ["g6e"], "deployments": ["eks"]},
         }
     )
-    return with_effect(spec, estimate(spec), lambda twin: estimate(twin))
+    return with_effect(spec, estimate(spec), lambda twin: estimate(twin)).document()
 
 
 def test_an_estimate_of_a_bursty_trace_is_at_least_as_conservative_as_poisson(traced_result: dict[str, Any]):

@@ -18,7 +18,7 @@ from typing import Any
 from sizing.base.errors import SizingError
 from sizing.base.vocabulary import TWIN
 from sizing.catalog import load_catalog
-from sizing.results import AnswerRow, Availability, Figures, Kind, QuotaNote, RowBasis
+from sizing.results import AnswerRow, Availability, EstimateResult, Figures, Kind, QuotaNote, RowBasis
 
 DEPLOYMENT_NAMES = {"eks": "EKS", "sagemaker": "SageMaker", "bedrock": "Bedrock"}
 #: The Region whose prices stand in where the price snapshot has none for a Region (`InstanceType.price`).
@@ -263,6 +263,11 @@ def answer_rows(result: dict[str, Any], key: str = "architectures") -> list[Answ
     return [answer_row(a, result) for a in result.get(key) or [] if isinstance(a, dict)]
 
 
+def result_rows(result: EstimateResult) -> list[AnswerRow]:
+    """The rows of an estimate's ranked architectures, in rank order."""
+    return answer_rows(result.as_json())
+
+
 def with_rows(result: dict[str, Any]) -> dict[str, Any]:
     """The result's JSON with its rows (`rows`, one per ranked architecture, in rank order): what the JSON outputs
     print, so a reader of the JSON sees the qualifiers the table, the report and Slack show."""
@@ -271,7 +276,12 @@ def with_rows(result: dict[str, Any]) -> dict[str, Any]:
 
 def region_line(result: dict[str, Any]) -> str | None:
     """`Region us-east-1 (US East (N. Virginia)); data residency: geography`: what the report's header says."""
-    reg = _dict(result.get("region"))
+    return region_text(_dict(result.get("region")))
+
+
+def region_text(reg: dict[str, Any] | None) -> str | None:
+    """The line `region_line` says, of an estimate's `region` block."""
+    reg = reg or {}
     code = reg.get("code")
     if not code:
         return None
@@ -287,5 +297,7 @@ __all__ = [
     "answer_row",
     "answer_rows",
     "region_line",
+    "region_text",
+    "result_rows",
     "with_rows",
 ]

@@ -2,8 +2,9 @@
 consumer (API, store, report, Slack, release comparisons, manifests, twin, load test) reads them.
 
 The JSON contract is these models' `model_dump(mode="json")`. Models are frozen; fields may be added, never renamed.
-Unknown keys are kept (`extra="allow"`): a run's merge step and older stored results carry keys a model does not
-name, and a consumer must keep reading them. The ranking rule and the architecture id live here, once."""
+Unknown keys are refused (`extra="forbid"`): the planner builds the models with named fields, so a misspelled field
+fails type checking and validation instead of riding along unread; what a run's merge step adds is declared here
+too. The ranking rule and the architecture id live here, once."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from sizing.base.vocabulary import CapacityType, Deployment, Invocation
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class Percentiles(Frozen):
@@ -130,6 +131,22 @@ class Measured(Frozen):
     #: measured EKS row), and that in words
     measured_on: str | None = None
     note: str | None = None
+    #: a run's load test (`sizing.orchestrate.merge`): the level shown and its throughput, the SLO capacity the
+    #: passing levels reached (or the capacity search's, with its interval: `capacity`), each level and whether
+    #: it met the SLOs, the serving configuration and engine version served, when and how it was measured, and
+    #: the estimator's figures re-simulated at the level shown
+    requests_per_s: float | None = None
+    output_tokens_per_s: float | None = None
+    at: dict[str, Any] | None = None
+    capacity_rps: float | None = None
+    meets_slo: bool | None = None
+    levels: list[dict[str, Any]] = Field(default_factory=list)
+    serving: dict[str, Any] | None = None
+    engine_version: str | None = None
+    when: str | None = None
+    how: str | None = None
+    predicted_at_level: dict[str, Any] | None = None
+    capacity: dict[str, Any] | None = None
 
 
 class MeasuredEdge(Frozen):
@@ -164,6 +181,9 @@ class Measurement(Frozen):
     scales: dict[str, float] = Field(default_factory=dict)
     #: the estimator's own figures at the operating point (Poisson arrivals on the rescaled replica)
     modelled: Predicted | None = None
+    #: where the figures shown come from: the measured levels, or the estimator rescaled to the measurement (below
+    #: the lowest measured level)
+    figures_from: str | None = None
 
 
 #: What an estimate's figures rest on: `measured` (this configuration's own measurement, interpolated),
@@ -281,6 +301,9 @@ class Architecture(Frozen):
     headroom_pct: float | None = None
     headroom: Headroom | None = None
     cost: Cost
+    #: after a run's load test re-priced the row at its measured capacity, the estimate's own cost (absent from
+    #: the JSON otherwise)
+    cost_estimated: Cost | None = Field(default=None, exclude_if=lambda v: v is None)
     serving: ServingConfig | None = None
     context: ContextInfo | None = None
     tuning: Tuning | None = None
@@ -546,3 +569,12 @@ class EstimateResult(Frozen):
 
     def as_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+    def document(self) -> dict[str, Any]:
+        """The result's JSON as `sizing estimate --json` prints it and Slack, the store, the release comparisons and
+        the Step Functions payloads carry it: `as_json()` without `infeasible` when something is ranked (the HTTP
+        API states it as null)."""
+        out = self.as_json()
+        if out.get("infeasible") is None:
+            out.pop("infeasible", None)
+        return out

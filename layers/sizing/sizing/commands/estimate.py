@@ -7,11 +7,12 @@ import sys
 import time
 from typing import Any
 
-from sizing.answer import AnswerRow, answer_rows, region_line, with_rows
+from sizing.answer import AnswerRow, region_text, result_rows, with_rows
 from sizing.base.text import table
 from sizing.commands.output import print_json
 from sizing.outcome import EXIT_NO_ARCHITECTURE, impossible_constraints
 from sizing.plan.traceeffect import with_effect
+from sizing.results import Architecture, EstimateResult
 from sizing.workload import WorkloadSpec, load_spec, resolve
 
 #: Reasons the table gives for Bedrock's absence at most (one per offer refused; the JSON has every one).
@@ -105,15 +106,14 @@ def _metric_label(key: str) -> str:
     return f"{metric.split('_', 1)[0]} {pct}".strip()
 
 
-def _headroom(a: dict[str, Any]) -> str:
+def _headroom(a: Architecture) -> str:
     """Load headroom (spare share of the SLO capacity at peak) and the tightest SLO's latency margin:
     `68% load, e2e p95 41%`."""
-    raw = a.get("headroom")
-    h: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    load = h.get("load_pct", a.get("headroom_pct"))
+    h = a.headroom
+    load = h.load_pct if h is not None else a.headroom_pct
     parts = [] if load is None else [f"{float(load):.0f}% load"]
-    if h.get("tightest") and h.get("tightest_pct") is not None:
-        parts.append(f"{_metric_label(str(h['tightest']))} {float(h['tightest_pct']):.0f}%")
+    if h is not None and h.tightest and h.tightest_pct is not None:
+        parts.append(f"{_metric_label(h.tightest)} {float(h.tightest_pct):.0f}%")
     return ", ".join(parts) or "-"
 
 
@@ -124,11 +124,11 @@ def _replicas(row: AnswerRow) -> str:
     return f"{f.replicas_min}-{f.replicas_peak}"
 
 
-def render_table(result: dict[str, Any], top: int, rows: list[AnswerRow] | None = None) -> str:
+def render_table(result: EstimateResult, top: int, rows: list[AnswerRow] | None = None) -> str:
     """The ranked rows (`sizing.answer`): the figures that apply to each row's kind; a job has no requests in
     flight at a steady rate, so its cell is `-`."""
-    shown = (rows if rows is not None else answer_rows(result))[:top]
-    archs = result["architectures"][:top]
+    shown = (rows if rows is not None else result_rows(result))[:top]
+    archs = result.architectures[:top]
     pcts = shown[0].figures.percentiles if shown else {"ttft_ms": "p95", "tpot_ms": "p95", "e2e_s": "p95"}
     lines = []
     for row, a in zip(shown, archs, strict=True):
@@ -138,7 +138,7 @@ def render_table(result: dict[str, Any], top: int, rows: list[AnswerRow] | None 
                 row.rank,
                 row.deployment.lower(),
                 row.where,
-                row.config.removesuffix(f" {a.get('engine')}") if a.get("engine") else row.config,
+                row.config.removesuffix(f" {a.engine}") if a.engine else row.config,
                 row.kind,
                 row.tier,
                 _replicas(row),
@@ -172,62 +172,57 @@ def render_table(result: dict[str, Any], top: int, rows: list[AnswerRow] | None 
     return table(head, lines)
 
 
-def render_notes(result: dict[str, Any], top: int, rows: list[AnswerRow] | None = None) -> list[str]:
+def render_notes(result: EstimateResult, top: int, rows: list[AnswerRow] | None = None) -> list[str]:
     """Per row: what it rests on, its quotas and availability (the row's qualifiers), what tuning changed, a job's
     cost and wall time, spot, and the dearer instance sizes folded into it."""
     lines = []
-    shown = (rows if rows is not None else answer_rows(result))[:top]
-    for row, a in zip(shown, result["architectures"][:top], strict=True):
+    shown = (rows if rows is not None else result_rows(result))[:top]
+    for row, a in zip(shown, result.architectures[:top], strict=True):
         notes: list[str] = [row.basis]
         notes += [q.message for q in row.quotas]
         if (phrase := row.availability_phrase()) is not None:
             notes.append(phrase)
-        tuning = a.get("tuning")
-        if isinstance(tuning, dict) and tuning.get("summary") and tuning.get("changed"):
-            notes.append(str(tuning["summary"]))
-        batch = a.get("batch")
-        if isinstance(batch, dict) and batch.get("usd_per_job") is not None:
+        tuning = a.tuning
+        if tuning is not None and tuning.summary and tuning.changed:
+            notes.append(tuning.summary)
+        batch = a.batch
+        if batch is not None:
             what = {
                 "batch job": "Bedrock batch inference",
                 "async job": "SageMaker asynchronous inference job",
             }.get(row.kind, "the day's requests on a real-time endpoint")
-            notes.append(
-                f"{what}: {_fmt_money(batch['usd_per_job'])} a job, done within {batch.get('wall_time_h')} h"
-            )
-        spot = a.get("spot")
-        if a.get("capacity_type") == "spot" and isinstance(spot, dict) and spot.get("message"):
-            notes.append(str(spot["message"]))
-        others = [o for o in a.get("also_fits_on") or [] if isinstance(o, dict) and o.get("instance_type")]
+            notes.append(f"{what}: {_fmt_money(batch.usd_per_job)} a job, done within {batch.wall_time_h} h")
+        spot = a.spot
+        if a.capacity_type == "spot" and spot is not None and spot.message:
+            notes.append(spot.message)
+        others = [o for o in a.also_fits_on if o.instance_type]
         if others:
             notes.append(
                 "also fits on "
-                + ", ".join(
-                    f"{o['instance_type']} ({_fmt_money(o.get('usd_per_month'))}/month)" for o in others
-                )
+                + ", ".join(f"{o.instance_type} ({_fmt_money(o.usd_per_month)}/month)" for o in others)
             )
-        lines.append(f"  #{a.get('rank', '?')} " + "; ".join(notes))
+        lines.append(f"  #{a.rank} " + "; ".join(notes))
     return lines
 
 
-def render_managed(result: dict[str, Any]) -> list[str]:
+def render_managed(result: EstimateResult) -> list[str]:
     """The managed offers priced but not ranked (they miss an SLO), one line each: what they would cost and why
     they are not in the table, so a buyer sees the managed price beside the hosted answers."""
-    ranked = {a.get("id") for a in result.get("architectures") or []}
-    reasons = {r.get("id"): r.get("reason") for r in result.get("rejected") or [] if isinstance(r, dict)}
+    ranked = {a.id for a in result.architectures}
+    reasons = {r.id: r.reason for r in result.rejected}
     lines = []
-    for m in result.get("managed_options") or []:
-        if not isinstance(m, dict) or m.get("id") in ranked or m.get("meets_slo"):
+    for m in result.managed_options:
+        if m.id in ranked or m.meets_slo:
             continue
-        cost = (m.get("cost") or {}).get("usd_per_month")
-        why = reasons.get(m.get("id")) or "misses an SLO"
-        quota = m.get("quota") or {}
-        flag = f"; {quota['message']}" if quota.get("needs_increase") and quota.get("message") else ""
-        lines.append(f"  not ranked: {m.get('id')} {_fmt_money(cost)}/month -- {why}{flag}")
+        why = reasons.get(m.id) or "misses an SLO"
+        quota = m.quota
+        flag = f"; {quota.message}" if quota is not None and quota.needs_increase and quota.message else ""
+        lines.append(f"  not ranked: {m.id} {_fmt_money(m.cost.usd_per_month)}/month -- {why}{flag}")
     return lines
 
 
-def _estimate(args: argparse.Namespace, spec: WorkloadSpec) -> dict[str, Any]:
-    """The estimate's JSON, with a progress bar while the search runs."""
+def _estimate(args: argparse.Namespace, spec: WorkloadSpec) -> EstimateResult:
+    """The estimate, with a progress bar while the search runs."""
     from sizing.plan.search import DEFAULT_HEADROOM, estimate
 
     bar = ProgressBar()
@@ -244,45 +239,46 @@ def _estimate(args: argparse.Namespace, spec: WorkloadSpec) -> dict[str, Any]:
     return with_effect(spec, result, lambda twin: estimate(twin, **options))
 
 
-def _print_header(result: dict[str, Any]) -> None:
+def _print_header(result: EstimateResult) -> None:
     """The workload as resolved, and what the search covered."""
-    w = result["workload"]
+    w = result.workload
     print(f"{w['name']}: {w['model']}")
     print(
         f"  peak {w['peak_rps']:.2f} req/s, average {w['avg_rps']:.2f} req/s;"
         f" tokens in {w['input_tokens']['mean']:.0f} / out {w['output_tokens']['mean']:.0f} (mean)"
     )
     print(f"  SLO: {w['slo']}")
-    effect = (w.get("trace") or {}).get("effect")
-    if effect:
-        print(f"  trace: {effect['summary']}")
-    if (where := region_line(result)) is not None:
+    trace = w["trace"] if isinstance(w.get("trace"), dict) else {}
+    if trace.get("effect"):
+        print(f"  trace: {trace['effect']['summary']}")
+    if (where := region_text(result.region)) is not None:
         print(f"  {where}")
-    s = result["search"]
+    s = result.search or {}
     print(
         f"  searched {s['hardware_options']} hardware options, simulated {s['simulated']},"
         f" {s['feasible']} feasible architectures, {s['seconds']:.2f} s\n"
     )
 
 
-def _print_best(best: dict[str, Any]) -> None:
+def _print_best(best: Architecture) -> None:
     """The cheapest architecture's monthly cost, and how close its predictions typically come to a measurement."""
-    print(f"\nbest: {best['id']} — {_fmt_money(best['cost']['usd_per_month'])}/month on-demand", end="")
-    if best["cost"].get("usd_per_month_spot"):
-        print(f", {_fmt_money(best['cost']['usd_per_month_spot'])}/month with spot above the base", end="")
+    print(f"\nbest: {best.id} — {_fmt_money(best.cost.usd_per_month)}/month on-demand", end="")
+    if best.cost.usd_per_month_spot:
+        print(f", {_fmt_money(best.cost.usd_per_month_spot)}/month with spot above the base", end="")
     print()
-    err = (best.get("calibration") or {}).get("expected_error") or {}
+    calibration = best.calibration or {}
+    err = calibration["expected_error"] if calibration.get("expected_error") else {}
     if err:
         typical = ", ".join(f"{k.upper()} ±{err[k]:.0%}" for k in ("ttft", "tpot") if k in err)
         print(
             f"  its predictions are typically within {typical} of a measurement (cross-validated median"
-            f" error; calibration: {best['calibration']['basis']})"
+            f" error; calibration: {calibration['basis']})"
         )
 
 
-def _print_ranking(result: dict[str, Any], top: int) -> None:
+def _print_ranking(result: EstimateResult, top: int) -> None:
     """The ranked table with its notes, the managed offers not ranked, the summary and the best answer."""
-    rows = answer_rows(result)
+    rows = result_rows(result)
     print(render_table(result, top, rows))
     print(
         "  in flight: requests per replica at peak (simulated; none for a job); headroom: spare share of the SLO"
@@ -297,24 +293,24 @@ def _print_ranking(result: dict[str, Any], top: int) -> None:
     costs = slo_cost_lines(result)
     if costs:
         print("\n" + "\n".join(costs))
-    if result.get("summary"):
-        print(f"\n{result['summary']}")
-    _print_best(result["architectures"][0])
+    if result.summary:
+        print(f"\n{result.summary}")
+    _print_best(result.architectures[0])
 
 
-def slo_cost_lines(result: dict[str, Any]) -> list[str]:
+def slo_cost_lines(result: EstimateResult) -> list[str]:
     """What each stated SLO target costs: `TTFT p99 150 ms → 300 ms: $784,350 → $96,033/month`, each relaxed
     alone (bound doubled), the binding one marked."""
-    costs = [c for c in result.get("slo_costs") or [] if isinstance(c, dict) and c.get("line")]
+    costs = [c for c in result.slo_costs if c.line]
     if not costs:
         return []
     lines = ["cost of each SLO (each target relaxed alone, its bound doubled):"]
-    lines += [f"  {c['line']}" + ("  <- binds" if c.get("binding") else "") for c in costs]
+    lines += [f"  {c.line}" + ("  <- binds" if c.binding else "") for c in costs]
     return lines
 
 
-def _print_infeasible(result: dict[str, Any]) -> None:
-    inf = result.get("infeasible") or {}
+def _print_infeasible(result: EstimateResult) -> None:
+    inf = result.infeasible or {}
     print(
         f"no architecture meets the SLOs (exit {EXIT_NO_ARCHITECTURE}): binding SLO"
         f" {inf.get('binding') or '-'}; {inf.get('message', '')}"
@@ -324,11 +320,11 @@ def _print_infeasible(result: dict[str, Any]) -> None:
         print("\n".join(costs))
 
 
-def _print_rejected(result: dict[str, Any]) -> None:
+def _print_rejected(result: EstimateResult) -> None:
     """How many candidates each kind of reason rejected, most first."""
     reasons: dict[str, int] = {}
-    for r in result["rejected"]:
-        key = KIND_LABELS.get(r.get("kind", ""), "other")
+    for r in result.rejected:
+        key = KIND_LABELS.get(r.kind, "other")
         reasons[key] = reasons.get(key, 0) + 1
     if reasons:
         print("rejected: " + ", ".join(f"{n} {k}" for k, n in sorted(reasons.items(), key=lambda kv: -kv[1])))
@@ -336,46 +332,43 @@ def _print_rejected(result: dict[str, Any]) -> None:
         print(line)
 
 
-def bedrock_left_out(result: dict[str, Any]) -> list[str]:
+def bedrock_left_out(result: EstimateResult) -> list[str]:
     """Why Bedrock is not in the ranking, when it was considered and none of its offers ranked (residency, a
     model Bedrock does not offer, a quota): one line each, so it is not dropped without a word."""
-    if any(a.get("deployment") == "bedrock" for a in result["architectures"]):
+    if any(a.deployment == "bedrock" for a in result.architectures):
         return []
-    why = [
-        r["reason"]
-        for r in result["rejected"]
-        if str(r.get("id", "")).startswith("bedrock:") and r.get("reason")
-    ]
+    why = [r.reason for r in result.rejected if r.id.startswith("bedrock:") and r.reason]
     return [f"Bedrock: {reason}" for reason in dict.fromkeys(why)][:BEDROCK_REASONS_SHOWN]
 
 
 def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.file)
-    result = _estimate(args, spec)
-    refusal = impossible_constraints(result, spec)
+    estimated = _estimate(args, spec)
+    refusal = impossible_constraints(estimated, spec)
     if refusal is not None:
         raise refusal  # exit 2: the constraints contradict the model, nothing could be estimated
     if args.report:
         from sizing.report import write_report
 
         # the report's curves re-simulate exactly what the table's figures came from: this workload, this seed
-        write_report(result, args.report, workload=resolve(spec), seed=args.seed)
+        write_report(estimated.document(), args.report, workload=resolve(spec), seed=args.seed)
+    exit_code = 0 if estimated.architectures else EXIT_NO_ARCHITECTURE
     if args.json:
-        print_json(with_rows(result))
-        return 0 if result["architectures"] else EXIT_NO_ARCHITECTURE
-    print_answer(result, args.top or TABLE_TOP)
-    return 0 if result["architectures"] else EXIT_NO_ARCHITECTURE
+        print_json(with_rows(estimated.document()))
+        return exit_code
+    print_answer(estimated, args.top or TABLE_TOP)
+    return exit_code
 
 
 #: Rows the table shows unless `--top` says otherwise.
 TABLE_TOP = 10
 
 
-def print_answer(result: dict[str, Any], top: int = TABLE_TOP) -> None:
+def print_answer(result: EstimateResult, top: int = TABLE_TOP) -> None:
     """The answer as the default output prints it: the workload, the ranked rows with their notes, the cost of each
     SLO and the summary (or why nothing is feasible), and what was rejected."""
     _print_header(result)
-    if result["architectures"]:
+    if result.architectures:
         _print_ranking(result, top)
     else:
         _print_infeasible(result)

@@ -222,7 +222,7 @@ def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     # deferred: the search and its simulator are the estimate step's alone, not the other steps' cold starts
     from sizing.plan.search import estimate
 
-    result = estimate(spec, catalog=svc.catalog)
+    result = estimate(spec, catalog=svc.catalog).document()
     top_k = 1 if svc.settings.endpoint_url else inp.top_k or DEFAULT_TOP_K
     named = None if svc.settings.endpoint_url else inp.architecture_ids
     try:

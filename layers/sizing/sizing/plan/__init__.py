@@ -1,6 +1,6 @@
 """Architecture search, cost projection and ranking: the product's answer to "what should we run this on?".
 
-The estimate's phases, one module each, in the order `search.estimate_result` runs them:
+The estimate's phases, one module each, in the order `search.estimate` runs them:
 - `candidates`: the hardware options and Bedrock offers a workload may run on;
 - `state`: the working data (a replica, an option, the search state every phase reads and appends to);
 - `search`: the branch and bound (memory fit and roofline bounds, simulation cheapest-bound first) and the

@@ -21,7 +21,18 @@ from sizing.plan.cost import (
     spread_zones,
 )
 from sizing.plan.state import Option, SearchState, capacity_type_of, peak_rps_per_replica
-from sizing.results import Architecture, ContextInfo, Headroom, Placement
+from sizing.results import (
+    Architecture,
+    ContextInfo,
+    Cost,
+    Headroom,
+    Instances,
+    Measurement,
+    PerReplica,
+    Placement,
+    Predicted,
+    Replicas,
+)
 from sizing.workload import SLO, WorkloadModel
 
 
@@ -73,6 +84,11 @@ def _stats(sim: Any, metric: str) -> dict[str, float]:
 
 def predicted_figures(sim: Any) -> dict[str, dict[str, float]]:
     return {m: _stats(sim, m) for m in ("ttft_ms", "tpot_ms", "e2e_s")}
+
+
+def predicted_of(sim: Any) -> Predicted:
+    """The predicted percentiles of a simulation (or of measured figures), as an architecture states them."""
+    return Predicted.model_validate(predicted_figures(sim))
 
 
 def headroom_at(sim: Any, slo: SLO, load_pct: float, reasoning: str) -> Headroom:
@@ -215,71 +231,63 @@ def _architecture(s: SearchState, opt: Option, deployment: str) -> Architecture:
         notes.extend(plan.notes() if answered else [plan.fallback_note()])
     load_pct = round(100 * (1 - per_replica_peak / opt.capacity.rate_rps), 1)
     shown = sim if measured is None else measured["figures"]
-    return Architecture.model_validate(
-        {
-            "id": Architecture.make_id(
-                deployment, hw.instance_type, hw.tensor_parallel, hw.quantization, hw.engine, cap_type
-            ),
-            "model": wm.spec.model,
-            "catalog_model": wm.model_id,
-            "deployment": deployment,
-            "instance_type": hw.instance_type,
-            "accelerator": acc.id,
-            "accelerators_per_replica": hw.tensor_parallel / acc.cores_per_chip
-            if acc.cores_per_chip > 1
-            else hw.tensor_parallel,
-            "tensor_parallel": hw.tensor_parallel,
-            "quantization": hw.quantization,
-            "engine": hw.engine,
-            "capacity_type": cap_type,
-            # availability outside the price snapshot is unknown, never assumed; its price then is us-east-1's
-            "availability": "unknown"
-            if inst.available_in(region) is None and region != "us-east-1"
-            else "sold here",
-            "price_region": None
-            if inst_price_region(cat, hw, region) or region == "us-east-1"
-            else "us-east-1",
-            "replicas": {"peak": peak_replicas, "min": min(sched), "mean": round(sum(sched) / 24, 2)},
-            "replicas_per_instance": hw.replicas_per_instance,
-            "instances": {"peak": nodes["peak"], "min": nodes["min"], "mean": round(nodes["mean"], 2)},
-            "per_replica": {
-                "max_concurrency": round(
-                    measured["capacity_in_flight"]
-                    if measured is not None
-                    else opt.capacity.rate_rps * (e2e_at_capacity or 0.0),
-                    1,
-                ),
-                "in_flight": round(
-                    measured["in_flight"] if measured is not None else per_replica_peak * sim.e2e_s.mean, 1
-                ),
-                "rps": round(usable, 4),
-                "rps_slo_limit": round(opt.capacity.rate_rps, 4),
-                "rps_at_peak": round(per_replica_peak, 4),
-                "kv_cache_tokens": int(rep.fit.kv_cache_tokens),
-            },
-            "predicted": predicted_figures(shown),
-            # how far the prediction may be off: the calibration it used and that calibration's cross-validated error
-            "calibration": summary(rep.step.profile),
-            **(
-                {
-                    "basis": "measured",
-                    "measurement": {**measured["block"], "modelled": predicted_figures(sim)},
-                }
+    return Architecture(
+        id=Architecture.make_id(
+            deployment, hw.instance_type, hw.tensor_parallel, hw.quantization, hw.engine, cap_type
+        ),
+        model=wm.spec.model,
+        catalog_model=wm.model_id,
+        deployment=deployment,
+        instance_type=hw.instance_type,
+        accelerator=acc.id,
+        accelerators_per_replica=hw.tensor_parallel / acc.cores_per_chip
+        if acc.cores_per_chip > 1
+        else hw.tensor_parallel,
+        tensor_parallel=hw.tensor_parallel,
+        quantization=hw.quantization,
+        engine=hw.engine,
+        capacity_type=cap_type,
+        # availability outside the price snapshot is unknown, never assumed; its price then is us-east-1's
+        availability="unknown"
+        if inst.available_in(region) is None and region != "us-east-1"
+        else "sold here",
+        price_region=None if inst_price_region(cat, hw, region) or region == "us-east-1" else "us-east-1",
+        replicas=Replicas(peak=peak_replicas, min=min(sched), mean=round(sum(sched) / 24, 2)),
+        replicas_per_instance=hw.replicas_per_instance,
+        instances=Instances(peak=nodes["peak"], min=nodes["min"], mean=round(nodes["mean"], 2)),
+        per_replica=PerReplica(
+            max_concurrency=round(
+                measured["capacity_in_flight"]
                 if measured is not None
-                else {}
+                else opt.capacity.rate_rps * (e2e_at_capacity or 0.0),
+                1,
             ),
-            "measured": None,
-            "meets_slo": slo_ok,
-            "headroom_pct": load_pct,
-            "headroom": headroom_at(shown, wm.slo, load_pct, allowance.reasoning),
-            "cost": cost,
-            "serving": rep.serving,
-            "context": ContextInfo.model_validate(ctx.describe()),
-            "placement": placement,
-            "weights_gb": round(cat.model(wm.model_id).weight_bytes(hw.quantization) / 1e9, 1),
-            "region": region,
-            "notes": notes,
-        }
+            in_flight=round(
+                measured["in_flight"] if measured is not None else per_replica_peak * sim.e2e_s.mean, 1
+            ),
+            rps=round(usable, 4),
+            rps_slo_limit=round(opt.capacity.rate_rps, 4),
+            rps_at_peak=round(per_replica_peak, 4),
+            kv_cache_tokens=int(rep.fit.kv_cache_tokens),
+        ),
+        predicted=predicted_of(shown),
+        # how far the prediction may be off: the calibration it used and that calibration's cross-validated error
+        calibration=summary(rep.step.profile),
+        basis="measured" if measured is not None else None,
+        measurement=None
+        if measured is None
+        else Measurement.model_validate({**measured["block"], "modelled": predicted_figures(sim)}),
+        measured=None,
+        meets_slo=slo_ok,
+        headroom_pct=load_pct,
+        headroom=headroom_at(shown, wm.slo, load_pct, allowance.reasoning),
+        cost=Cost.model_validate(cost),
+        serving=rep.serving,
+        context=ContextInfo.model_validate(ctx.describe()),
+        placement=placement,
+        weights_gb=round(cat.model(wm.model_id).weight_bytes(hw.quantization) / 1e9, 1),
+        region=region,
+        notes=notes,
     )
 
 

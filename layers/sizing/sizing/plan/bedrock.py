@@ -168,35 +168,33 @@ def _bedrock(
         notes.insert(1, "Flex tier: " + tiers.flex_latency_source)
     if flag is not None and flag.needs_increase:
         notes.insert(0, f"{flag.message}: {flag.request}")
-    arch = Architecture.model_validate(
-        {
-            "id": rid,
-            "model": wm.spec.model,
-            "catalog_model": wm.model_id,
-            "deployment": "bedrock",
-            "engine": "bedrock",
-            "capacity_type": "on-demand",
-            "predicted": predicted,
-            "measured": None,
-            "meets_slo": not bad and (tier != "flex" or batch),
-            "cost": cost,
-            "bedrock": {
-                "model_id": choice.invoke_id,
-                "base_model_id": offer.bedrock_model_id,
-                "mode": "on-demand",
-                "tier": tier,
-                "scope": choice.scope,
-                "region": choice.region,
-                "quota": offer.quota.model_dump(mode="json"),
-                "max_tokens": round(max_tokens),
-                "latency_assumed": lat.assumed,
-                "latency_source": lat.source,
-            },
-            "quota": flag,
-            "service_tier": tier,
+    arch = Architecture(
+        id=rid,
+        model=wm.spec.model,
+        catalog_model=wm.model_id,
+        deployment="bedrock",
+        engine="bedrock",
+        capacity_type="on-demand",
+        predicted=predicted,
+        measured=None,
+        meets_slo=not bad and (tier != "flex" or batch),
+        cost=cost,
+        bedrock={
+            "model_id": choice.invoke_id,
+            "base_model_id": offer.bedrock_model_id,
+            "mode": "on-demand",
+            "tier": tier,
+            "scope": choice.scope,
             "region": choice.region,
-            "notes": notes,
-        }
+            "quota": offer.quota.model_dump(mode="json"),
+            "max_tokens": round(max_tokens),
+            "latency_assumed": lat.assumed,
+            "latency_source": lat.source,
+        },
+        quota=flag,
+        service_tier=tier,
+        region=choice.region,
+        notes=notes,
     )
     if bad:
         return arch, _refused(rid, RejectedKind.slo, "; ".join(bad) + " (assumed Bedrock latency profile)")
@@ -415,41 +413,39 @@ def _bedrock_provisioned(
     }
     base = on_demand.predicted.model_dump(mode="json") if on_demand is not None else None
     meets = on_demand is not None and on_demand.meets_slo
-    arch = Architecture.model_validate(
-        {
-            "id": f"bedrock:{offer.bedrock_model_id}:provisioned",
-            "model": wm.spec.model,
-            "catalog_model": wm.model_id,
-            "deployment": "bedrock",
-            "engine": "bedrock",
-            "capacity_type": "on-demand",
-            "predicted": base or {"ttft_ms": {}, "tpot_ms": {}, "e2e_s": {}},
-            "measured": None,
-            "meets_slo": meets,
-            "cost": cost,
-            "bedrock": {
-                "model_id": offer.bedrock_model_id,
-                "base_model_id": offer.bedrock_model_id,
-                "mode": "provisioned",
-                "tier": "provisioned",
-                "scope": "in-region",
-                "region": choice.region,
-                "model_units": units,
-                "term": pt.term,
-                "latency_assumed": True,
-            },
-            "quota": _committed_quota(units, "Provisioned Throughput model units", choice.region, offer.name),
-            "service_tier": "provisioned",
+    arch = Architecture(
+        id=f"bedrock:{offer.bedrock_model_id}:provisioned",
+        model=wm.spec.model,
+        catalog_model=wm.model_id,
+        deployment="bedrock",
+        engine="bedrock",
+        capacity_type="on-demand",
+        predicted=base or {"ttft_ms": {}, "tpot_ms": {}, "e2e_s": {}},
+        measured=None,
+        meets_slo=meets,
+        cost=cost,
+        bedrock={
+            "model_id": offer.bedrock_model_id,
+            "base_model_id": offer.bedrock_model_id,
+            "mode": "provisioned",
+            "tier": "provisioned",
+            "scope": "in-region",
             "region": choice.region,
-            "notes": [
-                f"Provisioned Throughput: {units} model unit(s) x ${pt.usd_per_hour_per_model_unit:g}/h x"
-                f" {HOURS_PER_MONTH:g} h = ${monthly:,.0f}/month ({pt.term} commitment), sized for the busiest"
-                f" hour's {in_tpm:,.0f} input / {out_tpm:,.0f} output tokens/min x {COMMITTED_TPM_HEADROOM:g}"
-                f" against {pt.input_tpm_per_unit:,} / {pt.output_tpm_per_unit:,} per unit ({pt.source})",
-                "billed every hour provisioned, used or not; served in-Region (cross-Region profiles do not use"
-                " Provisioned Throughput); latency taken as the Standard tier's (assumed)",
-            ],
-        }
+            "model_units": units,
+            "term": pt.term,
+            "latency_assumed": True,
+        },
+        quota=_committed_quota(units, "Provisioned Throughput model units", choice.region, offer.name),
+        service_tier="provisioned",
+        region=choice.region,
+        notes=[
+            f"Provisioned Throughput: {units} model unit(s) x ${pt.usd_per_hour_per_model_unit:g}/h x"
+            f" {HOURS_PER_MONTH:g} h = ${monthly:,.0f}/month ({pt.term} commitment), sized for the busiest"
+            f" hour's {in_tpm:,.0f} input / {out_tpm:,.0f} output tokens/min x {COMMITTED_TPM_HEADROOM:g}"
+            f" against {pt.input_tpm_per_unit:,} / {pt.output_tpm_per_unit:,} per unit ({pt.source})",
+            "billed every hour provisioned, used or not; served in-Region (cross-Region profiles do not use"
+            " Provisioned Throughput); latency taken as the Standard tier's (assumed)",
+        ],
     )
     if not meets:
         return arch, _refused(
@@ -548,42 +544,40 @@ def _bedrock_batch(wm: WorkloadModel, choice: BedrockChoice) -> Offered:
         "p95": BEDROCK_BATCH_WINDOW_H * 3600,
         "p99": BEDROCK_BATCH_WINDOW_H * 3600,
     }
-    arch = Architecture.model_validate(
-        {
-            "id": rid,
-            "model": wm.spec.model,
-            "catalog_model": wm.model_id,
-            "deployment": "bedrock",
-            "engine": "bedrock",
-            "capacity_type": "on-demand",
-            "invocation": "batch",
-            # a batch request's latency is its job's: the completion window bounds every percentile
-            "predicted": {"ttft_ms": {}, "tpot_ms": {}, "e2e_s": window},
-            "measured": None,
-            "meets_slo": True,
-            "cost": cost,
-            "bedrock": {
-                "model_id": choice.invoke_id,
-                "base_model_id": offer.bedrock_model_id,
-                "mode": "batch",
-                "scope": choice.scope,
-                "region": choice.region,
-                "quota": offer.quota.model_dump(mode="json"),
-            },
-            "batch": job,
+    arch = Architecture(
+        id=rid,
+        model=wm.spec.model,
+        catalog_model=wm.model_id,
+        deployment="bedrock",
+        engine="bedrock",
+        capacity_type="on-demand",
+        invocation="batch",
+        # a batch request's latency is its job's: the completion window bounds every percentile
+        predicted={"ttft_ms": {}, "tpot_ms": {}, "e2e_s": window},
+        measured=None,
+        meets_slo=True,
+        cost=cost,
+        bedrock={
+            "model_id": choice.invoke_id,
+            "base_model_id": offer.bedrock_model_id,
+            "mode": "batch",
+            "scope": choice.scope,
             "region": choice.region,
-            "notes": [
-                f"Bedrock batch inference: {job['requests']:,} requests a day as one job, ${job['usd_per_job']:,.2f}"
-                f" per job (${job['usd_per_million_tokens']:.4f} per 1M tokens), done within"
-                f" {BEDROCK_BATCH_WINDOW_H:g} h (AWS's completion window; deadline {deadline:g} h)",
-                f"batch prices from {choice.region}: ${prices.input_usd_per_1m_tokens:g} in /"
-                f" ${prices.output_usd_per_1m_tokens:g} out per 1M tokens, as of {prices.as_of}"
-                + (" (assumed)" if prices.assumed else "")
-                + f": {prices.source}",
-                _scope_note(choice),
-                "batch jobs have their own quotas (records per job, jobs in progress), not the on-demand"
-                " tokens-per-minute quota",
-            ],
-        }
+            "quota": offer.quota.model_dump(mode="json"),
+        },
+        batch=job,
+        region=choice.region,
+        notes=[
+            f"Bedrock batch inference: {job['requests']:,} requests a day as one job, ${job['usd_per_job']:,.2f}"
+            f" per job (${job['usd_per_million_tokens']:.4f} per 1M tokens), done within"
+            f" {BEDROCK_BATCH_WINDOW_H:g} h (AWS's completion window; deadline {deadline:g} h)",
+            f"batch prices from {choice.region}: ${prices.input_usd_per_1m_tokens:g} in /"
+            f" ${prices.output_usd_per_1m_tokens:g} out per 1M tokens, as of {prices.as_of}"
+            + (" (assumed)" if prices.assumed else "")
+            + f": {prices.source}",
+            _scope_note(choice),
+            "batch jobs have their own quotas (records per job, jobs in progress), not the on-demand"
+            " tokens-per-minute quota",
+        ],
     )
     return arch, None

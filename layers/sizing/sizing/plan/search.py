@@ -17,7 +17,6 @@ import dataclasses
 import math
 import time
 from datetime import UTC, datetime
-from typing import Any
 
 from sizing.catalog import Catalog, load_catalog
 from sizing.catalog.modes import load_modes
@@ -62,17 +61,7 @@ DEFAULT_HEADROOM = 0.20
 DEFAULT_CERTIFY = 5
 
 
-def estimate(spec: WorkloadSpec, top: int | None = None, **options: Any) -> dict[str, Any]:
-    """Estimate every candidate architecture for a workload: the estimate result's JSON (`estimate_result`'s
-    keyword options: catalog, headroom, seed, progress, tune)."""
-    result = estimate_result(spec, top, **options)
-    out = result.as_json()
-    if out.get("infeasible") is None:
-        out.pop("infeasible", None)
-    return out
-
-
-def estimate_result(
+def estimate(
     spec: WorkloadSpec,
     top: int | None = None,
     *,
@@ -115,7 +104,7 @@ def estimate_result(
         costs = slo_costs(
             spec,
             answer,
-            lambda loose: estimate_result(
+            lambda loose: estimate(
                 loose, 1, catalog=s.cat, headroom=headroom, seed=seed, tune=tune, slo_cost=False
             ),
         )

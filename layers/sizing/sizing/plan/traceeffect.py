@@ -3,7 +3,7 @@ arrivals at the same rate and the trace's own lengths (`trace.replay: false`). B
 have queue requests at the replicas, so a bursty trace needs more replicas (or a larger instance) for the same
 TTFT bound, and predicts a higher TTFT on the same replicas; prefix hits work the other way.
 
-`compare` reads the two estimate results (their JSON) and says it, with the figures: the best architecture of
+`compare` reads the two estimate results and says it, with the figures: the best architecture of
 each, and the trace's best architecture as Poisson would size it (replicas at peak, TTFT p95 and monthly cost).
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sizing.results import Architecture, EstimateResult
 from sizing.workload import WorkloadSpec
 
 
@@ -22,17 +23,15 @@ def poisson_twin(spec: WorkloadSpec) -> WorkloadSpec | None:
     return spec.model_copy(update={"trace": spec.trace.model_copy(update={"replay": False})})
 
 
-def _figures(a: dict[str, Any] | None) -> dict[str, Any] | None:
+def _figures(a: Architecture | None) -> dict[str, Any] | None:
     if a is None:
         return None
-    reps = a.get("replicas") or {}
-    pred = a.get("predicted") or {}
     return {
-        "id": a.get("id"),
-        "replicas_peak": reps.get("peak"),
-        "ttft_ms_p95": (pred.get("ttft_ms") or {}).get("p95"),
-        "e2e_s_p95": (pred.get("e2e_s") or {}).get("p95"),
-        "usd_per_month": (a.get("cost") or {}).get("usd_per_month"),
+        "id": a.id,
+        "replicas_peak": a.replicas.peak if a.replicas else None,
+        "ttft_ms_p95": a.predicted.ttft_ms.p95,
+        "e2e_s_p95": a.predicted.e2e_s.p95,
+        "usd_per_month": a.cost.usd_per_month,
     }
 
 
@@ -46,14 +45,14 @@ def _way(trace: float | None, poisson: float | None, what: str, fmt: Callable[[f
     return f"{verb} {what} from {fmt(poisson)} to {fmt(trace)}"
 
 
-def compare(traced: dict[str, Any], poisson: dict[str, Any]) -> dict[str, Any]:
+def compare(traced: EstimateResult, poisson: EstimateResult) -> dict[str, Any]:
     """The difference between an estimate with the trace replayed (`traced`) and with Poisson arrivals at the same
-    means (`poisson`), both estimate results' JSON."""
-    t_best = (traced.get("architectures") or [None])[0]
-    p_best = (poisson.get("architectures") or [None])[0]
+    means (`poisson`)."""
+    t_best = traced.architectures[0] if traced.architectures else None
+    p_best = poisson.architectures[0] if poisson.architectures else None
     same = None
     if t_best is not None:
-        same = next((a for a in poisson.get("architectures") or [] if a.get("id") == t_best.get("id")), None)
+        same = next((a for a in poisson.architectures if a.id == t_best.id), None)
     out: dict[str, Any] = {
         "against": "Poisson arrivals at the same peak rate, with the trace's lengths and its median shared prefix for"
         " every request instead of its recorded prefix hits",
@@ -88,12 +87,12 @@ def compare(traced: dict[str, Any], poisson: dict[str, Any]) -> dict[str, Any]:
 
 
 def with_effect(
-    spec: WorkloadSpec, traced: dict[str, Any], estimate: Callable[[WorkloadSpec], dict[str, Any]]
-) -> dict[str, Any]:
-    """`traced` (an estimate result's JSON) with `workload.trace.effect` filled in, from `estimate` of the Poisson
-    twin; unchanged when the spec replays no trace."""
+    spec: WorkloadSpec, traced: EstimateResult, estimate: Callable[[WorkloadSpec], EstimateResult]
+) -> EstimateResult:
+    """`traced` with `workload.trace.effect` filled in, from `estimate` of the Poisson twin; unchanged when the spec
+    replays no trace."""
     twin = poisson_twin(spec)
-    trace = (traced.get("workload") or {}).get("trace")
+    trace = traced.workload.get("trace")
     if twin is None or trace is None:
         return traced
     trace["effect"] = compare(traced, estimate(twin))

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sizing.base import table
 from sizing.base.aws import DynamoTable
 from sizing.catalog import Catalog, ModelSpec, load_catalog
+from sizing.results import EstimateResult
 from sizing.store.codec import from_item, to_item
 from sizing.store.items import now_iso
 
@@ -143,7 +144,7 @@ class BatchCache:
     def __init__(self, registry: ModelRegistry) -> None:
         self.registry = registry
         self.releases: dict[str, AddedModel | None] = {}
-        self.estimates: dict[str, dict[str, Any] | None] = {}
+        self.estimates: dict[str, EstimateResult | None] = {}
         self._catalog: Catalog | None = None
 
     def release(self, model_id: str) -> AddedModel | None:

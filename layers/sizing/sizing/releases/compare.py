@@ -4,11 +4,11 @@ one line: "Llama-4-Scout-17B-16E on g6e.12xlarge: 31% cheaper than your current 
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from sizing.results import rank_cost
+from sizing.results import EstimateResult, rank_cost
 
 #: Cost differences under half a percent are below the estimator's price resolution (prices carry 4 decimals,
 #: replica counts round): say "about the same cost" rather than a misleading "0% cheaper".
@@ -50,39 +50,37 @@ def short_name(model_id: str) -> str:
     return _VARIANT_SUFFIX.sub("", model_id.split("/")[-1]) or model_id
 
 
-def best_of(result: dict[str, Any] | None) -> Best | None:
+def best_of(result: EstimateResult | None) -> Best | None:
     """The cheapest architecture meeting the SLOs in an estimate result, or None when none does."""
-    if not result:
+    if result is None:
         return None
-    archs = [a for a in result.get("architectures", []) if a.get("meets_slo", True)]
+    archs = [a for a in result.architectures if a.meets_slo]
     if not archs:
         return None
     a = min(archs, key=rank_cost)
-    where = a.get("instance_type") or (
-        "Bedrock" if a.get("deployment") == "bedrock" else str(a.get("deployment"))
-    )
-    if a.get("deployment") == "sagemaker" and a.get("instance_type"):
-        where = f"SageMaker ml.{a['instance_type']}"
+    where = a.instance_type or ("Bedrock" if a.deployment == "bedrock" else a.deployment)
+    if a.deployment == "sagemaker" and a.instance_type:
+        where = f"SageMaker ml.{a.instance_type}"
     return Best(
-        model=str(a.get("model") or ""),
-        architecture_id=str(a["id"]),
-        deployment=str(a.get("deployment")),
+        model=a.model,
+        architecture_id=a.id,
+        deployment=a.deployment,
         where=where,
-        usd_per_month=round(rank_cost(a), 2),
-        capacity_type=str(a.get("capacity_type", "on-demand")),
+        usd_per_month=round(a.ranked_usd_per_month, 2),
+        capacity_type=a.capacity_type,
     )
 
 
-def _why_infeasible(result: dict[str, Any] | None) -> str:
-    info = (result or {}).get("infeasible") or {}
+def _why_infeasible(result: EstimateResult | None) -> str:
+    info = (result.infeasible if result is not None else None) or {}
     return str(info.get("message") or "no candidate architecture meets the SLOs")
 
 
 def compare(
     released_model: str,
-    new_result: dict[str, Any],
+    new_result: EstimateResult,
     current_model: str,
-    current_result: dict[str, Any] | None,
+    current_result: EstimateResult | None,
 ) -> Comparison:
     """The verdict and headline for one watch. `current_result` is the estimate of the watch's saved workload on
     its current model (None when it could not be estimated)."""

@@ -28,6 +28,7 @@ from sizing.releases.fanout import WatchJob, WatchQueue
 from sizing.releases.hub import HubClient, HubError
 from sizing.releases.notify import Notifier, ReleaseNote, summary
 from sizing.releases.watches import ReleaseWatch, WatchResult, WatchService
+from sizing.results import EstimateResult
 from sizing.workload import parse_spec
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ class ReleaseService:
         watches = self.watches.matching(spec.id)
         jobs = [WatchJob(model_id=spec.id, config_digest=digest, watch_id=w.watch_id) for w in watches]
         catalog = self.registry.catalog()
-        cache: dict[str, dict[str, Any] | None] = {}
+        cache: dict[str, EstimateResult | None] = {}
         transient: list[str] = []
         for job, watch in zip(jobs, watches, strict=True):
             try:
@@ -200,7 +201,7 @@ class ReleaseService:
         job: WatchJob,
         watch: ReleaseWatch,
         catalog: Callable[[], Catalog],
-        cache: dict[str, dict[str, Any] | None],
+        cache: dict[str, EstimateResult | None],
     ) -> WatchOutcome:
         """Re-size one watch for one model, at most once per (model, config digest, watch)."""
 
@@ -229,7 +230,7 @@ class ReleaseService:
         return result
 
     def _resize(
-        self, job: WatchJob, watch: ReleaseWatch, catalog: Catalog, cache: dict[str, dict[str, Any] | None]
+        self, job: WatchJob, watch: ReleaseWatch, catalog: Catalog, cache: dict[str, EstimateResult | None]
     ) -> WatchOutcome:
         from sizing.plan.search import estimate
 
@@ -237,7 +238,7 @@ class ReleaseService:
         out = WatchOutcome(watch_id=watch.watch_id, model_id=model_id, config_digest=job.config_digest)
         raw = {**watch.spec, "model": model_id}
 
-        def estimated(spec_raw: dict[str, Any], field: str) -> dict[str, Any] | None:
+        def estimated(spec_raw: dict[str, Any], field: str) -> EstimateResult | None:
             key = json.dumps(spec_raw, sort_keys=True)
             if key not in cache:
                 try:
@@ -269,7 +270,7 @@ class ReleaseService:
             comparison=comparison,
             run_id=out.run_id,
             run_status=out.run_status,
-            top_architectures=summary(new, NOTE_TOP),
+            top_architectures=summary(new.document(), NOTE_TOP),
             config_digest=job.config_digest,
         )
         for notifier in self.notifiers:

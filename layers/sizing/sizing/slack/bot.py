@@ -309,7 +309,7 @@ class SlackBot:
         try:
             catalog = self.catalog()
             spec = parse_spec(job.raw_spec, catalog=catalog)
-            result = estimate(spec, top=blocks.TOP_SHOWN, catalog=catalog, slo_cost=True)
+            result = estimate(spec, top=blocks.TOP_SHOWN, catalog=catalog, slo_cost=True).document()
             message = blocks.estimate_message(
                 result, spec, job.raw_spec, user=job.user or None, report_url=self._publish(result)
             )

@@ -40,11 +40,11 @@ def post_estimate(
     spec: Annotated[dict[str, Any], Body(description=SPEC_DESCRIPTION, examples=[EXAMPLE_SPEC])],
     top: Annotated[int | None, Query(ge=1, le=MAX_TOP, description="ranked architectures to return")] = None,
 ) -> EstimateResult:
-    from sizing.plan.search import estimate_result
+    from sizing.plan.search import estimate
 
     catalog = deps.catalog()  # the shipped models and those released since
     workload = parse_spec(spec, catalog=catalog)
-    result = estimate_result(workload, top=top, catalog=catalog, slo_cost=True)
+    result = estimate(workload, top=top, catalog=catalog, slo_cost=True)
     refusal = impossible_constraints(result, workload)
     if refusal is not None:
         raise refusal  # 422: the constraints leave nothing to estimate
@@ -52,7 +52,7 @@ def post_estimate(
     trace = result.workload.get("trace")
     if twin is not None and isinstance(trace, dict):
         # a replayed trace: what it changed against Poisson arrivals at the same means
-        trace["effect"] = compare(result.as_json(), estimate_result(twin, top=top, catalog=catalog).as_json())
+        trace["effect"] = compare(result, estimate(twin, top=top, catalog=catalog))
     metrics.add_metric(name="EstimatesServed", unit=MetricUnit.Count, value=1)
     # the rows every output shows (kind, tier, quotas, Region, basis): the JSON carries them too
     return result.model_copy(update={"rows": answer_rows(result.as_json())})

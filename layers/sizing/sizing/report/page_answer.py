@@ -1,0 +1,188 @@
+"""The report's answer section: the chosen architecture, its fleet, latency and headroom, what each SLO
+target costs and why nothing cheaper was chosen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sizing.answer import AnswerRow, answer_row
+from sizing.base.vocabulary import TWIN  # what served a load test's figures (`measured.origin`)
+from sizing.report.page_base import (
+    METRIC_NAMES,
+    METRIC_UNITS,
+    UNIT_FMT,
+    Fmt,
+    Num,
+    Page,
+    Section,
+    _metric_name,
+    _section,
+    _span,
+    _str,
+    lookup,
+    measured_origin,
+    origin_label,
+    pct,
+    short_label,
+    shown_percentile,
+    slo_limit,
+    tenths,
+    usd,
+    winner_index,
+)
+
+
+def _headroom(pg: Page, p: str) -> dict[str, Any]:
+    """Both headrooms, named: spare load at peak, and how far the tightest SLO target's prediction is below it."""
+    a = lookup(pg.r, p) or {}
+    load_path = (
+        f"{p}.headroom.load_pct"
+        if isinstance(lookup(a, "headroom.load_pct"), int | float)
+        else f"{p}.headroom_pct"
+    )
+    lat = lookup(a, "headroom.latency")
+    items = []
+    if isinstance(lat, dict):
+        tightest = lookup(a, "headroom.tightest")
+        for target, v in lat.items():
+            if not isinstance(v, int | float) or isinstance(v, bool) or "." not in str(target):
+                continue
+            items.append(
+                {
+                    "name": " ".join(_metric_name(str(target))),
+                    "fig": pg.n(f"{p}.headroom.latency.{target}", pct),
+                    "tightest": target == tightest and len(lat) > 1,
+                }
+            )
+    return {"load": pg.n(load_path, pct), "latency": items}
+
+
+def _at_level(pg: Page, p: str, metric: str, q: str, fmt: Fmt) -> Num | None:
+    """The estimator's figure at the load level the figure beside it was taken at (None without one)."""
+    return pg.num(f"{p}.measured.predicted_at_level.{metric}.{q}", fmt)
+
+
+def _why_not_cheaper(pg: Page) -> dict[str, Any]:
+    rows = [
+        (
+            str(x.get("option") or ""),
+            pg.n(f"why_not_cheaper.{i}.usd_per_month", usd),
+            str(x.get("reason") or ""),
+        )
+        for i, x in enumerate(pg.r.get("why_not_cheaper") or [])
+        if isinstance(x, dict)
+    ]
+    return {"summary": _str(pg.r.get("summary")), "rows": rows}
+
+
+def _answer_fleet(pg: Page, a: dict[str, Any], p: str, row: AnswerRow) -> dict[str, Any] | None:
+    if not a.get("replicas"):
+        return None
+    return {
+        "replicas": _span(pg, p + ".replicas"),
+        "instances": _span(pg, p + ".instances"),
+        "instance_type": str(a.get("instance_type")),
+        "capacity_type": str(a.get("capacity_type")),
+        # a job has no steady requests in flight (Little's law at its drain rate would read as thousands)
+        "in_flight": pg.num(p + ".per_replica.in_flight", tenths)
+        if row.figures.in_flight is not None
+        else None,
+        "headroom": _headroom(pg, p),
+    }
+
+
+def _answer_extras(pg: Page, a: dict[str, Any], p: str) -> list[tuple[Num, str]]:
+    cost = a.get("cost") or {}
+    extras = []
+    if cost.get("usd_per_month_spot") is not None and a.get("capacity_type") != "spot":
+        extras.append((pg.n(p + ".cost.usd_per_month_spot", usd), "with spot above the base"))
+    if cost.get("usd_per_month_savings_plan_1y") is not None:
+        extras.append((pg.n(p + ".cost.usd_per_month_savings_plan_1y", usd), "with a 1-year savings plan"))
+    if cost.get("usd_per_user_month") is not None:
+        extras.append((pg.n(p + ".cost.usd_per_user_month", usd), "per user per month"))
+    return extras
+
+
+def _answer_latency(pg: Page, a: dict[str, Any], p: str) -> list[dict[str, Any]]:
+    m = a.get("measured")
+    measured: dict[str, Any] = m if isinstance(m, dict) else {}
+    out = []
+    for metric in ("ttft_ms", "tpot_ms", "e2e_s"):
+        q = shown_percentile(pg.r, metric)
+        f = UNIT_FMT[METRIC_UNITS[metric]]
+        limit = slo_limit(pg.r, metric, q)
+        from_test = bool(measured.get(metric))
+        src = "measured" if from_test else "predicted"
+        out.append(
+            {
+                "name": f"{METRIC_NAMES[metric]} {q}",
+                "fig": pg.n(f"{p}.{src}.{metric}.{q}", f),
+                "at_level": _at_level(pg, p, metric, q, f) if from_test else None,
+                "slo": f(limit) if limit is not None else None,
+            }
+        )
+    return out
+
+
+def _answer(pg: Page) -> Section:
+    r = pg.r
+    archs = r.get("architectures") or []
+    wi = winner_index(r)
+    if wi is None:
+        default = (
+            "every measured candidate missed an SLO (see the ranking)"
+            if archs
+            else "no candidate meets the SLOs (see the rejected candidates)"
+        )
+        message = str((r.get("infeasible") or {}).get("message") or default)
+        return _section(
+            "answer.html", winner=None, message=message, why=_why_not_cheaper(pg), costs=_slo_costs(pg)
+        )
+    a = archs[wi]
+    p = f"architectures.{wi}"
+    row = answer_row(a, r)
+    spot = a.get("capacity_type") == "spot" and (a.get("cost") or {}).get("usd_per_month_spot") is not None
+    basis = (
+        origin_label(a, r).capitalize() + " at the highest load level that met the SLOs"
+        if a.get("measured")
+        else "Predicted at peak"
+    )
+    winner = {
+        "label": short_label(a),
+        "spot": pg.n(p + ".cost.usd_per_month_spot", usd) if spot else None,
+        "on_demand": pg.n(p + ".cost.usd_per_month", usd),
+        "fleet": _answer_fleet(pg, a, p, row),
+        "qualifiers": row.qualifier_text(),
+        "quotas": [(q.message, q.request or "") for q in row.quotas],
+        "extras": _answer_extras(pg, a, p),
+        "basis": basis,
+        "latency": _answer_latency(pg, a, p),
+        "twin": measured_origin(a, r) == TWIN,
+        "tuning": _str(lookup(a, "tuning.summary")),
+    }
+    return _section(
+        "answer.html",
+        winner=winner,
+        ok=bool(a.get("meets_slo")),
+        why=_why_not_cheaper(pg),
+        costs=_slo_costs(pg),
+    )
+
+
+def _slo_costs(pg: Page) -> list[dict[str, Any]]:
+    """What each stated SLO target costs (`slo_costs`): its line, the two monthly costs as figures, and whether it
+    binds."""
+    out = []
+    for i, c in enumerate(pg.r.get("slo_costs") or []):
+        if not isinstance(c, dict) or not c.get("line"):
+            continue
+        out.append(
+            {
+                "line": str(c["line"]),
+                "target": str(c["line"]).split(": ", 1)[0],
+                "binding": bool(c.get("binding")),
+                "base": pg.n(f"slo_costs.{i}.usd_per_month", usd),
+                "relaxed": pg.n(f"slo_costs.{i}.relaxed_usd_per_month", usd),
+            }
+        )
+    return out

@@ -1,0 +1,340 @@
+"""Shared pieces of the HTML report: the number formats, the result being reported (`Page`) and its figures
+(`Num`), and the helpers every section reads the result with."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sizing.base.text import ORIGIN_LABELS
+from sizing.base.vocabulary import ENDPOINT, TWIN  # what served a load test's figures (`measured.origin`)
+
+METRIC_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "end-to-end"}
+METRIC_UNITS = {"ttft_ms": "ms", "tpot_ms": "ms", "e2e_s": "s"}
+#: Percentile shown for a metric the SLO does not bound (the one capacity planning usually quotes).
+DEFAULT_PERCENTILE = "p95"
+#: Percentiles the planner reports; an SLO on another (p90) is read at the next stricter one, as the planner does.
+REPORTED_PERCENTILES = ("p50", "p95", "p99")
+#: A latency chart's y axis stops at the larger of these multiples of the SLO limit and of the highest operating
+#: (or measured) point: past saturation latency grows without bound and would flatten the part that matters,
+#: while the curve's crossing of the SLO line stays in view.
+Y_CAP_SLO_FACTOR = 1.6
+Y_CAP_POINT_FACTOR = 2.0
+#: Architectures labelled in the cost/latency chart: the Pareto front, at most this many (labels overlap beyond).
+MAX_PARETO_LABELS = 6
+#: Cost axis turns logarithmic when the dearest architecture costs this many times the cheapest.
+LOG_COST_RATIO = 8.0
+KIND_LABELS = {
+    "memory": "do not fit in memory",
+    "slo": "miss an SLO",
+    "dominated": "cannot beat the ranked ones on cost (bound)",
+    "unsupported": "unsupported combination",
+    "quota": "over a Bedrock quota",
+    "budget": "over budget",
+}
+BREAKDOWN_LABELS = {
+    "compute_usd_per_month": "Compute (instances)",
+    "control_plane_usd_per_month": "EKS control plane",
+    "load_balancer_usd_per_month": "Load balancer",
+    "input_usd_per_month": "Input tokens",
+    "output_usd_per_month": "Output tokens",
+}
+
+#: The hours of a day, as the hourly charts label them.
+HOURS = [f"{h:02d}" for h in range(24)]
+
+Fmt = Callable[[float], str]
+
+
+# --- formatting -----------------------------------------------------------------------------------------------
+def usd(v: float) -> str:
+    return f"${v:,.0f}" if abs(v) >= 100 else f"${v:,.2f}"
+
+
+def ms(v: float) -> str:
+    return f"{v:,.0f} ms" if abs(v) >= 100 else f"{v:,.1f} ms"
+
+
+def sec(v: float) -> str:
+    return f"{v:,.2f} s" if abs(v) < 100 else f"{v:,.1f} s"
+
+
+def rps(v: float) -> str:
+    return f"{v:,.2f} req/s"
+
+
+def count(v: float) -> str:
+    return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.2f}"
+
+
+def two(v: float) -> str:
+    return f"{v:,.2f}"
+
+
+def tenths(v: float) -> str:
+    return f"{v:,.1f}"
+
+
+def token_count(v: float) -> str:
+    return f"{v:,.0f}"
+
+
+def pct(v: float) -> str:
+    return f"{v:,.1f}%"
+
+
+def share(v: float) -> str:
+    """A fraction as a percentage (0.31 -> 31%)."""
+    return f"{v:.0%}"
+
+
+def fine_share(v: float) -> str:
+    """A small fraction as a percentage that does not round it away (0.0003 -> 0.03%)."""
+    return f"{v * 100:.2f}%" if abs(v) < 0.01 else f"{v * 100:.1f}%"
+
+
+def plain(v: float) -> str:
+    return f"{v:,.4g}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+UNIT_FMT: dict[str, Fmt] = {"ms": ms, "s": sec}
+#: The calibration's expected-error key of a predicted latency metric (the estimator states none for e2e).
+EXPECTED_ERROR_KEY = {"ttft_ms": "ttft", "tpot_ms": "tpot"}
+
+
+def lookup(result: dict[str, Any], path: str) -> Any:
+    """The value at a dotted path (`architectures.0.cost.usd_per_month`) of the result; None if absent. A key that
+    itself holds a dot (`headroom.latency` is keyed by `ttft_ms.p95`) is found too."""
+    return _walk(result, path.split("."))
+
+
+def _walk(cur: Any, parts: list[str]) -> Any:
+    if not parts:
+        return cur
+    if isinstance(cur, list):
+        try:
+            return _walk(cur[int(parts[0])], parts[1:])
+        except (ValueError, IndexError):
+            return None
+    if isinstance(cur, dict):
+        for n in range(1, len(parts) + 1):
+            key = ".".join(parts[:n])
+            if key in cur:
+                found = _walk(cur[key], parts[n:])
+                if found is not None:
+                    return found
+        return None
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Num:
+    """A figure of the result as the page prints it (`macros.html` `n`): tagged with its path and exact value, or
+    a grey placeholder (`missing`) when the result has no finite number there."""
+
+    path: str
+    value: float | None
+    text: str = ""
+    scale: float = 1.0
+    missing: str = "—"
+
+    @property
+    def value_repr(self) -> str:
+        return repr(self.value)
+
+    @property
+    def scale_text(self) -> str:
+        return f"{self.scale:g}"
+
+
+#: The grey dash of a cell the result has nothing for.
+MISSING = Num("", None)
+
+Span = tuple[Num, ...]
+
+
+class Page:
+    """The result being reported; `n()` takes a number of it, tagged with its path."""
+
+    def __init__(self, result: dict[str, Any]):
+        self.r = result
+
+    def n(self, path: str, fmt: Fmt = plain, missing: str = "—", scale: float = 1.0) -> Num:
+        """`scale`: the text shows the value times this (`share` shows a fraction as a percentage: 100)."""
+        v = lookup(self.r, path)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            return Num(path, None, missing=missing)
+        return Num(path, v, fmt(v), scale, missing)
+
+    def num(self, path: str, fmt: Fmt = plain, **kw: Any) -> Num | None:
+        """The figure at `path`, or None when the result has no number there."""
+        return self.n(path, fmt, **kw) if isinstance(lookup(self.r, path), int | float) else None
+
+
+# --- helpers --------------------------------------------------------------------------------------------------
+def slo_targets(result: dict[str, Any]) -> list[tuple[str, str, float]]:
+    """(metric, percentile, limit) for every SLO target in the result's workload block."""
+    out = []
+    for metric, by_pct in ((result.get("workload") or {}).get("slo") or {}).items():
+        if isinstance(by_pct, dict):
+            for p, limit in by_pct.items():
+                if isinstance(limit, int | float):
+                    out.append((metric, p, float(limit)))
+    return out
+
+
+def shown_percentile(result: dict[str, Any], metric: str) -> str:
+    """The percentile the SLO bounds for `metric` (the highest when several), else p95."""
+    pcts = [p for m, p, _ in slo_targets(result) if m == metric]
+    if not pcts:
+        return DEFAULT_PERCENTILE
+    best = max(pcts, key=lambda p: float(p[1:]))
+    return best if best in REPORTED_PERCENTILES else DEFAULT_PERCENTILE
+
+
+def slo_limit(result: dict[str, Any], metric: str, percentile: str) -> float | None:
+    for m, p, limit in slo_targets(result):
+        if m == metric and (p == percentile or (p not in REPORTED_PERCENTILES and percentile == "p95")):
+            return limit
+    return None
+
+
+def short_label(a: dict[str, Any]) -> str:
+    """`p5.48xlarge TP8 fp8 vllm (eks)`, `Bedrock <model id>`; the id when the parts are missing."""
+    if a.get("deployment") == "bedrock":
+        return f"Bedrock {(a.get('bedrock') or {}).get('model_id') or str(a.get('id', '')).split(':', 1)[-1]}"
+    parts = (a.get("instance_type"), a.get("tensor_parallel"), a.get("quantization"), a.get("engine"))
+    if not all(parts):
+        return str(a.get("id", "?"))
+    return f"{parts[0]} TP{parts[1]} {parts[2]} {parts[3]} ({a.get('deployment', '?')})"
+
+
+def feasible(a: dict[str, Any]) -> bool:
+    """In the ranking: meets its SLOs (a run lists measured failures after the ranking, with rank 0)."""
+    return a.get("meets_slo", True) is not False and a.get("rank") != 0
+
+
+def winner_index(result: dict[str, Any]) -> int | None:
+    """Index of the chosen architecture: the best-ranked one that meets the SLOs."""
+    return next((i for i, a in enumerate(result.get("architectures") or []) if feasible(a)), None)
+
+
+def _twin_run(result: dict[str, Any]) -> bool:
+    """The run says it load-tested local twins (for figures recorded before `measured.origin`)."""
+    if result.get("origin") == TWIN or result.get("twins") is True:
+        return True
+    ranking = result.get("ranking")
+    rows = result.get("calibration_rows") or (
+        ranking.get("calibration_rows") if isinstance(ranking, dict) else None
+    )
+    return isinstance(rows, list) and any(isinstance(x, dict) and x.get("origin") == TWIN for x in rows)
+
+
+def measured_origin(a: dict[str, Any], result: dict[str, Any]) -> str | None:
+    """`twin` or `endpoint` for an architecture with load-test figures, None without. `measured.origin` says;
+    without it, a run of local twins (or figures that say they came from a twin) is a twin's."""
+    m = a.get("measured")
+    if not isinstance(m, dict) or not m:
+        return None
+    origin = m.get("origin")
+    if origin == TWIN:
+        return TWIN
+    if origin == ENDPOINT:
+        return ENDPOINT
+    if _twin_run(result) or TWIN in str(m.get("how") or "").lower():
+        return TWIN
+    return ENDPOINT
+
+
+def origin_label(a: dict[str, Any], result: dict[str, Any]) -> str:
+    """ "measured" or "simulated (twin)" for the architecture's load-test figures."""
+    return ORIGIN_LABELS[measured_origin(a, result) or ENDPOINT]
+
+
+def origin_labels(result: dict[str, Any]) -> list[str]:
+    """The labels of every architecture's load-test figures, each once: ["simulated (twin)"], ["measured"], ..."""
+    out: list[str] = []
+    for a in result.get("architectures") or []:
+        o = measured_origin(a, result)
+        if o is not None and ORIGIN_LABELS[o] not in out:
+            out.append(ORIGIN_LABELS[o])
+    return out
+
+
+def _str(v: Any) -> str:
+    """A text of the result; "" for anything else."""
+    return v if isinstance(v, str) and v else ""
+
+
+def _levels_signature(levels: Sequence[dict[str, Any]]) -> tuple[tuple[str, float], ...]:
+    """What identifies a candidate's sweep: its load targets and the throughput each served, in order."""
+    sig = []
+    for lv in levels:
+        target = lv.get("target") or {}
+        key = (
+            ",".join(f"{k}={v:g}" for k, v in sorted(target.items()))
+            if isinstance(target, dict)
+            else str(target)
+        )
+        sig.append((key, round(float(lv.get("requests_per_s") or 0.0), 3)))
+    return tuple(sorted(sig))
+
+
+def measured_steps(
+    measurements: Sequence[dict[str, Any]], result: dict[str, Any]
+) -> dict[str, list[dict[str, Any]]]:
+    """Load-test step records by architecture id.
+
+    Takes bare step records or the store's measurement items (`{candidate_id, record: {...}}`). A candidate id
+    that is an architecture id is used as is; a run's own ids (c0, c1 ...) are matched to the architecture whose
+    `measured.levels` is the same sweep; a record naming no candidate belongs to the measured architecture (or
+    the best-ranked one). Unmatched candidates keep their own id."""
+    archs = result.get("architectures") or []
+    ids = {a["id"] for a in archs}
+    default = next((a["id"] for a in archs if a.get("measured")), archs[0]["id"] if archs else "")
+    by_candidate: dict[str, list[dict[str, Any]]] = {}
+    for m in measurements:
+        rec = m["record"] if isinstance(m.get("record"), dict) else m
+        cid = m.get("candidate_id") or rec.get("candidate_id") or m.get("architecture_id") or default
+        by_candidate.setdefault(str(cid), []).append(rec)
+    signatures: dict[tuple[tuple[str, float], ...], str] = {}
+    for a in archs:
+        levels = (a.get("measured") or {}).get("levels")
+        if levels:
+            signatures.setdefault(_levels_signature(levels), a["id"])
+    out: dict[str, list[dict[str, Any]]] = {}
+    for cid, recs in by_candidate.items():
+        arch_id = cid if cid in ids else signatures.get(_levels_signature(recs), cid)
+        out.setdefault(arch_id, []).extend(recs)
+    return out
+
+
+def _floats(values: Any) -> list[float]:
+    """Numbers of a list, 0 for gaps; [] when it is not a list."""
+    if not isinstance(values, list):
+        return []
+    return [float(v) if isinstance(v, int | float) else 0.0 for v in values]
+
+
+def _span(pg: Page, path: str) -> Span:
+    """`min–peak` of a {min, peak} block, or one figure when they are equal."""
+    lo, hi = lookup(pg.r, path + ".min"), lookup(pg.r, path + ".peak")
+    if lo == hi:
+        return (pg.n(path + ".peak", count),)
+    return (pg.n(path + ".min", count), pg.n(path + ".peak", count))
+
+
+# --- sections: each returns the values its template (`templates/<template>`) prints -----------------------------
+Section = dict[str, Any]
+
+
+def _section(template: str, **values: Any) -> Section:
+    return {"template": template, **values}
+
+
+def _metric_name(target: str) -> tuple[str, str]:
+    """`ttft_ms.p95` -> ("TTFT", "p95")."""
+    metric, q = target.split(".", 1)
+    return METRIC_NAMES.get(metric, metric), q

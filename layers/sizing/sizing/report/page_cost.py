@@ -1,0 +1,209 @@
+"""The report's cost/latency chart (the Pareto front) and the schedule-and-cost section: the fleet by hour
+and the monthly cost broken down."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from markupsafe import Markup
+
+from sizing.report import svg
+from sizing.report.page_base import (
+    BREAKDOWN_LABELS,
+    HOURS,
+    LOG_COST_RATIO,
+    MAX_PARETO_LABELS,
+    Page,
+    Section,
+    _floats,
+    _section,
+    count,
+    feasible,
+    lookup,
+    plain,
+    sec,
+    short_label,
+    slo_limit,
+    two,
+    usd,
+    winner_index,
+)
+from sizing.results import rank_cost
+
+
+def _pareto_points(archs: list[dict[str, Any]]) -> tuple[list[svg.Series], list[float]]:
+    """The feasible architectures as (e2e p95, monthly cost) points: the others, then the Pareto front's steps."""
+    pts_all, tips_all, front = [], [], []
+    for a in archs:
+        e2e = lookup(a, "predicted.e2e_s.p95")
+        if not isinstance(e2e, int | float):
+            continue
+        pt = (float(e2e), rank_cost(a))
+        tip = f"#{a.get('rank')} {short_label(a)}: {usd(pt[1])}/month, e2e p95 {sec(pt[0])}"
+        if a.get("pareto"):
+            front.append((pt, tip))
+        else:
+            pts_all.append(pt)
+            tips_all.append(tip)
+    front.sort()
+    series = [
+        svg.Series("other feasible architectures", pts_all, "#9aa3ad", "points", tips=tips_all),
+        svg.Series("Pareto front", [p for p, _ in front], svg.PALETTE[0], "step", tips=[t for _, t in front]),
+    ]
+    return series, [p[0] for p in pts_all] + [p[0] for p, _ in front]
+
+
+def _pareto(pg: Page) -> Section:
+    wi = winner_index(pg.r)
+    if wi is None:
+        return _section("pareto.html", chart=None)
+    archs = [a for a in pg.r.get("architectures") or [] if feasible(a)]
+    series, xs = _pareto_points(archs)
+    costs = [p[1] for s in series for p in s.points if p[1] > 0]
+    log = bool(costs) and max(costs) / min(costs) >= LOG_COST_RATIO
+    w = pg.r["architectures"][wi]
+    markers = []
+    w_e2e = lookup(w, "predicted.e2e_s.p95")
+    if isinstance(w_e2e, int | float):
+        tip = f"chosen: {short_label(w)}"
+        markers.append(
+            svg.Marker(float(w_e2e), rank_cost(w), f"#{w.get('rank')} chosen", svg.PALETTE[5], "star", tip)
+        )
+    labelled = [
+        a
+        for a in archs
+        if a.get("pareto") and a is not w and isinstance(lookup(a, "predicted.e2e_s.p95"), int | float)
+    ][:MAX_PARETO_LABELS]
+    for a in labelled:
+        x, tip = float(lookup(a, "predicted.e2e_s.p95")), f"#{a.get('rank')} {short_label(a)}"
+        markers.append(svg.Marker(x, rank_cost(a), f"#{a.get('rank')}", svg.PALETTE[0], "ring", tip))
+    limit = slo_limit(pg.r, "e2e_s", "p95")
+    refs = [svg.RefLine(limit, f"SLO e2e p95 {sec(limit)}", axis="x")] if limit is not None else []
+    chart = svg.xy_chart(
+        "pareto",
+        "Monthly cost against p95 end-to-end latency",
+        x_label="predicted end-to-end latency p95 (s)",
+        y_label="monthly cost (USD" + (", log scale)" if log else ")"),
+        series=series,
+        ref_lines=refs,
+        markers=markers,
+        x_axis=svg.axis_for(xs + ([limit] if limit else [])),
+        y_log=log,
+    )
+    marked = [(str(a.get("rank")), short_label(a)) for a in [w, *labelled]]
+    return _section("pareto.html", chart=Markup(chart), marked=marked)
+
+
+def _fleet_schedule(pg: Page, idx: int, wi: int) -> dict[str, Any] | None:
+    """The hour-by-hour replicas and nodes of architecture `idx` against demand: a chart and its table."""
+    r = pg.r
+    w = r.get("workload") or {}
+    hourly = w.get("hourly_rps") or []
+    a = r["architectures"][idx]
+    sched = a["cost"]["schedule"]
+    groups = [
+        svg.BarGroup("nodes", _floats(sched.get("nodes_by_hour")), svg.PALETTE[0]),
+        svg.BarGroup("replicas", _floats(sched.get("replicas_by_hour")), svg.PALETTE[4]),
+    ]
+    groups = [g for g in groups if len(g.values) == len(HOURS)]
+    if not groups:
+        return None
+    demand = svg.Series(
+        "demand (req/s)", [(h, float(v)) for h, v in enumerate(hourly)], svg.PALETTE[5], "line"
+    )
+    chart = svg.bar_chart(
+        "schedule",
+        f"Replicas and nodes by hour of day ({w.get('timezone', 'local time')})",
+        categories=HOURS,
+        groups=groups,
+        y_label="count",
+        line=demand if len(hourly) == len(HOURS) else None,
+        line_label="requests/s",
+    )
+    rows: list[list[Any]] = []
+    for key, label in (("replicas_by_hour", "replicas"), ("nodes_by_hour", "nodes")):
+        vals = sched.get(key) or []
+        rows.append(
+            [label, *(pg.n(f"architectures.{idx}.cost.schedule.{key}.{h}", count) for h in range(len(vals)))]
+        )
+    rows.append(["req/s", *(pg.n(f"workload.hourly_rps.{h}", two) for h in range(len(hourly)))])
+    return {
+        "chart": Markup(chart),
+        "label": short_label(a),
+        "best_fleet": idx != wi,
+        "timezone": str(w.get("timezone", "local time")),
+        "rows": rows,
+    }
+
+
+def _demand_schedule(pg: Page) -> dict[str, Any] | None:
+    """Demand by hour alone (a Bedrock winner has no fleet to schedule)."""
+    hourly = (pg.r.get("workload") or {}).get("hourly_rps") or []
+    if len(hourly) != len(HOURS):
+        return None
+    chart = svg.bar_chart(
+        "schedule",
+        "Demand by hour of day",
+        categories=HOURS,
+        groups=[svg.BarGroup("requests/s", [float(v) for v in hourly], svg.PALETTE[5])],
+        y_label="requests/s",
+    )
+    return {"chart": Markup(chart)}
+
+
+def _cost_breakdown(pg: Page, wi: int) -> dict[str, Any]:
+    """The chosen architecture's monthly cost: its parts, then the total under each pricing option."""
+    a0 = pg.r["architectures"][wi]
+    c = a0.get("cost") or {}
+    bd = c.get("breakdown") or {}
+    parts = [
+        (BREAKDOWN_LABELS.get(k, k.replace("_", " ")), float(v))
+        for k, v in bd.items()
+        if k.endswith("_usd_per_month") and isinstance(v, int | float)
+    ]
+    bars = [(label, v, svg.PALETTE[i % len(svg.PALETTE)]) for i, (label, v) in enumerate(parts)]
+    options = [
+        ("Per token (Bedrock)" if a0.get("deployment") == "bedrock" else "On-demand", c.get("usd_per_month")),
+        ("Spot above the base", c.get("usd_per_month_spot")),
+        ("1-year savings plan", c.get("usd_per_month_savings_plan_1y")),
+    ]
+    bars += [(label, float(v), "#7a8796") for label, v in options if isinstance(v, int | float)]
+    chart = (
+        svg.hbar_chart("cost-breakdown", "Monthly cost of the chosen architecture", rows=bars) if bars else ""
+    )
+    w0 = f"architectures.{wi}"
+    items = [
+        (
+            BREAKDOWN_LABELS.get(k, k.replace("_", " ")),
+            pg.n(f"{w0}.cost.breakdown.{k}", usd if "usd" in k else plain),
+        )
+        for k in bd
+    ]
+    items += [
+        (label, pg.n(f"{w0}.cost.{k}", usd))
+        for label, k in (
+            ("Per hour at peak", "usd_per_hour_peak"),
+            ("Per month, on-demand", "usd_per_month"),
+            ("Per month, spot above the base", "usd_per_month_spot"),
+            ("Per month, 1-year savings plan", "usd_per_month_savings_plan_1y"),
+            ("Per million output tokens", "usd_per_million_output_tokens"),
+            ("Per user per month", "usd_per_user_month"),
+        )
+    ]
+    return {"chart": Markup(chart) if chart else None, "label": short_label(a0), "entries": items}
+
+
+def _schedule_and_cost(pg: Page) -> Section:
+    archs = pg.r.get("architectures") or []
+    wi = winner_index(pg.r)
+    if wi is None:
+        return _section("cost.html", empty=True)
+    idx = next(
+        (i for i, a in enumerate(archs) if i >= wi and feasible(a) and (a.get("cost") or {}).get("schedule")),
+        None,
+    )
+    fleet = _fleet_schedule(pg, idx, wi) if idx is not None else None
+    demand = _demand_schedule(pg) if idx is None else None
+    return _section(
+        "cost.html", empty=False, fleet=fleet, demand=demand, hours=HOURS, breakdown=_cost_breakdown(pg, wi)
+    )

@@ -1,0 +1,263 @@
+"""The report's latency section: predicted latency curves per architecture against the SLO, with the load
+test's measured points beside them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from markupsafe import Markup
+
+from sizing.base.text import ORIGIN_LABELS
+from sizing.base.vocabulary import ENDPOINT, TWIN  # what served a load test's figures (`measured.origin`)
+from sizing.report import svg
+from sizing.report.curves import Curve
+from sizing.report.page_base import (
+    METRIC_NAMES,
+    METRIC_UNITS,
+    UNIT_FMT,
+    Y_CAP_POINT_FACTOR,
+    Y_CAP_SLO_FACTOR,
+    Page,
+    Section,
+    _section,
+    lookup,
+    origin_label,
+    rps,
+    short_label,
+    shown_percentile,
+    slo_limit,
+    slo_targets,
+    winner_index,
+)
+
+
+def chart_targets(result: dict[str, Any]) -> list[tuple[str, str, float]]:
+    """(metric, percentile, limit) of each SLO target as the latency charts draw it (the percentile shown)."""
+    out = []
+    for m in ("ttft_ms", "tpot_ms", "e2e_s"):
+        q = shown_percentile(result, m)
+        limit = slo_limit(result, m, q)
+        if limit is not None:
+            out.append((m, q, limit))
+    return out
+
+
+def _measured_points(steps: Sequence[dict[str, Any]], metric: str, q: str) -> list[tuple[float, float]]:
+    return sorted(
+        (float(s["requests_per_s"]), float(s[metric][q]))
+        for s in steps
+        if isinstance(s.get(metric), dict) and s[metric].get(q) is not None and s.get("requests_per_s")
+    )
+
+
+def _step_label(cid: str, result: dict[str, Any]) -> str:
+    """What served a candidate's load-test steps: its architecture's origin, else measured."""
+    a = next((x for x in result.get("architectures") or [] if x.get("id") == cid), None)
+    return origin_label(a, result) if a is not None else ORIGIN_LABELS[ENDPOINT]
+
+
+@dataclass
+class _Plot:
+    """What one latency chart draws: its series, operating points, and the highest y it must show."""
+
+    series: list[svg.Series]
+    markers: list[svg.Marker]
+    tops: list[float]
+
+
+def _curve_marks(
+    plot: _Plot,
+    c: Curve,
+    color: str,
+    metric: str,
+    q: str,
+    by_id: dict[str, tuple[int, dict[str, Any]]],
+    winner: bool,
+) -> None:
+    """The operating point of a curve's first architecture at peak (a star for the chosen one, else a ring)."""
+    f = UNIT_FMT[METRIC_UNITS[metric]]
+    first = by_id.get(c.architecture_ids[0]) if c.architecture_ids else None
+    op = c.operating
+    y = op.value(metric, q) if op is not None else None
+    if first is None or op is None or y is None:
+        return
+    _, a = first
+    x = op.offered_rps
+    tip = f"operating point of {short_label(a)} at peak: {x:.2f} req/s offered per replica, {f(y)}"
+    table = lookup(a, f"predicted.{metric}.{q}")
+    if not c.matches_table and isinstance(table, int | float):
+        tip += f" (re-simulated; the table says {f(float(table))})"
+    label = f"{'chosen' if winner else '#' + str(a.get('rank'))}: {x:.2f} req/s, {f(y)}"
+    shape: Literal["star", "ring"] = "star" if winner else "ring"
+    plot.markers.append(svg.Marker(x, y, label, color, shape, tip, show_label=winner, series=c.label))
+    plot.tops.append(y)
+
+
+def _latency_plot(
+    pg: Page,
+    metric: str,
+    q: str,
+    curves: list[Curve],
+    measured: dict[str, list[dict[str, Any]]],
+    winner_curve: Curve | None,
+) -> _Plot:
+    r = pg.r
+    f = UNIT_FMT[METRIC_UNITS[metric]]
+    by_id = {a["id"]: (i, a) for i, a in enumerate(r.get("architectures") or [])}
+    plot = _Plot([], [], [])
+    for k, c in enumerate(curves):
+        color = svg.PALETTE[k % len(svg.PALETTE)]
+        pts = [(p.offered_rps, v) for p in c.points if (v := p.value(metric, q)) is not None]
+        tips = [
+            f"{c.label}: offered {p.offered_rps:.2f} req/s, served {p.requests_per_s:.2f} req/s, "
+            f"{METRIC_NAMES[metric]} {q} {f(v)}"
+            for p in c.points
+            if (v := p.value(metric, q)) is not None
+        ]
+        plot.series.append(svg.Series(c.label, pts, color, "line", tips=tips))
+        _curve_marks(plot, c, color, metric, q, by_id, c is winner_curve)
+        for cid in c.architecture_ids:
+            mpts = _measured_points(measured.get(cid) or [], metric, q)
+            if mpts:
+                label = f"{c.label} ({_step_label(cid, r)})"
+                plot.series.append(svg.Series(label, mpts, color, "points", marker="square"))
+                plot.tops += [y for _, y in mpts]
+    # measured candidates that have no predicted curve (e.g. an external endpoint)
+    curve_ids = {i for c in curves for i in c.architecture_ids}
+    for j, (cid, steps) in enumerate(sorted(measured.items())):
+        mpts = _measured_points(steps, metric, q) if cid not in curve_ids else []
+        if mpts:
+            color = svg.PALETTE[(len(curves) + j) % len(svg.PALETTE)]
+            label = f"{cid} ({_step_label(cid, r)})"
+            plot.series.append(svg.Series(label, mpts, color, "line", marker="square"))
+            plot.tops += [y for _, y in mpts]
+    return plot
+
+
+def _latency_chart(
+    metric: str, q: str, plot: _Plot, limit: float | None, capacity: tuple[float, str, str] | None
+) -> Markup:
+    """The SVG of one latency chart (drawn by `svg`, its texts escaped there)."""
+    f = UNIT_FMT[METRIC_UNITS[metric]]
+    refs = [svg.RefLine(limit, f"SLO {q} {f(limit)}")] if limit is not None else []
+    if capacity is not None:
+        x_cap, m_cap, q_cap = capacity
+        label = f"SLO capacity {x_cap:.2f} req/s ({METRIC_NAMES[m_cap]} {q_cap})"
+        refs.append(svg.RefLine(x_cap, label, axis="x", color=svg.MUTED))
+    y_hi = max((limit or 0.0) * Y_CAP_SLO_FACTOR, max(plot.tops, default=0.0) * Y_CAP_POINT_FACTOR) or max(
+        p[1] for s in plot.series for p in s.points
+    )
+    return Markup(
+        svg.xy_chart(
+            f"latency-{metric}",
+            f"{METRIC_NAMES[metric]} {q} against offered load per replica",
+            x_label="offered load per replica (requests/s)",
+            y_label=f"{METRIC_NAMES[metric]} {q} ({METRIC_UNITS[metric]})",
+            series=plot.series,
+            ref_lines=refs,
+            markers=plot.markers,
+            y_axis=svg.axis_for([0.0, y_hi], pad=0.0),
+        )
+    )
+
+
+def _latency_caption(
+    pg: Page,
+    measured: dict[str, list[dict[str, Any]]],
+    winner_curve: Curve | None,
+    capacity: tuple[float, str, str] | None,
+) -> dict[str, Any]:
+    """What a latency chart's caption says beyond its metric: what the squares are, the chosen curve's capacity,
+    the planner's own figure for it when they differ, and whether the curves are the table's simulations."""
+    table = winner_curve.slo_limit_rps if winner_curve is not None else None
+    x_cap = capacity[0] if capacity is not None else None
+    return {
+        "kinds": " / ".join(sorted({_step_label(cid, pg.r) for cid in measured})) if measured else "",
+        "capacity": (METRIC_NAMES[capacity[1]], capacity[2]) if capacity is not None else None,
+        "table_rps": f"{table:.2f}" if table is not None and x_cap is not None else "",
+        "crossing_rps": (
+            f"{x_cap:.2f}" if table is not None and x_cap is not None and abs(table - x_cap) >= 0.005 else ""
+        ),
+        "winner": winner_curve is not None,
+        "resimulated": winner_curve is not None and not winner_curve.matches_table,
+    }
+
+
+def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, Any]]]) -> Section:
+    r = pg.r
+    if not curves and not measured:
+        return _section("latency.html", charts=[], empty=True)
+    archs = r.get("architectures") or []
+    by_id = {a["id"]: a for a in archs}
+    wi = winner_index(r)
+    winner_id = archs[wi]["id"] if wi is not None else None
+    winner_curve = next(
+        (c for c in curves if c.architecture_ids and c.architecture_ids[0] == winner_id), None
+    )
+    crossing = winner_curve.capacity(chart_targets(r)) if winner_curve is not None else None
+    # the dotted line is the table's capacity (the planner's search), so the chart and the table say one figure;
+    # where the chart's longer simulations cross the target elsewhere, the caption says where
+    capacity = crossing
+    if crossing is not None and winner_curve is not None and winner_curve.slo_limit_rps is not None:
+        capacity = (float(winner_curve.slo_limit_rps), crossing[1], crossing[2])
+    metrics = ["ttft_ms", "e2e_s"]
+    if any(m == "tpot_ms" for m, _, _ in slo_targets(r)):
+        metrics.insert(1, "tpot_ms")
+    charts = []
+    for metric in metrics:
+        q = shown_percentile(r, metric)
+        plot = _latency_plot(pg, metric, q, curves, measured, winner_curve)
+        if any(s.points for s in plot.series):
+            svg_text = _latency_chart(metric, q, plot, slo_limit(r, metric, q), capacity)
+            charts.append({"metric": metric, "name": f"{METRIC_NAMES[metric]} {q}", "svg": svg_text})
+    shared = [
+        (c.label, [f"#{by_id[i].get('rank')}" for i in c.architecture_ids if i in by_id]) for c in curves
+    ]
+    return _section(
+        "latency.html",
+        empty=False,
+        charts=charts,
+        caption=_latency_caption(pg, measured, winner_curve, crossing),
+        matches_table=winner_curve is not None and winner_curve.matches_table,
+        shared=[(label, ", ".join(ranks)) for label, ranks in shared if ranks],
+        steps=_measurements(measured, r) if measured else None,
+    )
+
+
+def _step_figure(s: dict[str, Any], metric: str, q: str) -> str:
+    v = (s.get(metric) or {}).get(q) if isinstance(s.get(metric), dict) else None
+    return UNIT_FMT[METRIC_UNITS[metric]](float(v)) if isinstance(v, int | float) else "—"
+
+
+def _measurements(measured: dict[str, list[dict[str, Any]]], result: dict[str, Any]) -> dict[str, Any]:
+    """The load-test steps, one row each."""
+    names = {a["id"]: short_label(a) for a in result.get("architectures") or []}
+    metrics = [(m, shown_percentile(result, m)) for m in ("ttft_ms", "tpot_ms", "e2e_s")]
+    rows = []
+    for cid, steps in measured.items():
+        for s in steps:
+            target = s.get("target") or {}
+            errors = s.get("errors") or {}
+            rows.append(
+                {
+                    "cells": [
+                        names.get(cid, cid),
+                        _step_label(cid, result),
+                        (
+                            ", ".join(f"{k} {v:g}" for k, v in target.items())
+                            if isinstance(target, dict)
+                            else str(target)
+                        ),
+                        rps(float(s.get("requests_per_s") or 0)),
+                        *(_step_figure(s, m, q) for m, q in metrics),
+                        str(sum(errors.values())) if isinstance(errors, dict) else str(errors),
+                    ],
+                    "meets_slo": s.get("meets_slo"),
+                }
+            )
+    head = ["candidate", "figures", "load step", "served"]
+    head += [f"{METRIC_NAMES[m]} {q}" for m, q in metrics] + ["errors", "meets SLO"]
+    twins = ORIGIN_LABELS[TWIN] in {_step_label(cid, result) for cid in measured}
+    return {"head": head, "rows": rows, "twins": twins}

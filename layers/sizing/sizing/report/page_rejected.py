@@ -1,0 +1,174 @@
+"""The report's learning, rejected and assumptions sections: what the run learned, what was left out and why,
+and what the estimate assumed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sizing.base.vocabulary import TWIN  # what served a load test's figures (`measured.origin`)
+from sizing.report.page_base import (
+    KIND_LABELS,
+    METRIC_NAMES,
+    METRIC_UNITS,
+    UNIT_FMT,
+    Page,
+    Section,
+    _section,
+    measured_origin,
+    plain,
+    slo_limit,
+)
+
+
+def _learning(pg: Page) -> Section | None:
+    """What the run taught the estimator (`sizing.learn`): drift beyond the stated interval first, then the
+    levels stored and refused, and the refit's outcome. None for a result without a learning block."""
+    learn = pg.r.get("learning")
+    if not isinstance(learn, dict):
+        return None
+    refit = learn.get("refit") or {}
+    items = [
+        ("Measured levels stored", str(learn.get("measured_levels", 0))),
+        ("Twin levels (never calibrate)", str(learn.get("twin_levels", 0))),
+    ]
+    if refit:
+        what = refit.get("detail") or refit.get("line") or refit.get("error") or refit.get("status")
+        items.append(("Calibration refit", f"{refit.get('where', '')}: {what}"))
+    if learn.get("error"):
+        items.append(("Not learned", str(learn["error"])))
+    refused = [
+        [str(x.get("candidate_id", "")), str(x.get("level") or ""), str(x.get("reason"))]
+        for x in learn.get("refused") or []
+        if isinstance(x, dict)
+    ]
+    return _section(
+        "learning.html",
+        drift=len(learn.get("drift") or []) if learn.get("drift") else 0,
+        drift_lines=[str(line) for line in learn.get("drift_lines") or []],
+        entries=items,
+        refused=refused,
+    )
+
+
+def _binding(pg: Page, inf: dict[str, Any]) -> dict[str, Any]:
+    """The SLO target that makes a workload infeasible, its limit, and how close the closest candidate came."""
+    binding = inf.get("binding")
+    if not (isinstance(binding, str) and "." in binding):
+        return {"json": json.dumps(binding, default=str) if binding else ""}
+    metric, q = binding.split(".", 1)
+    f = UNIT_FMT.get(METRIC_UNITS.get(metric, ""), plain)
+    limit = slo_limit(pg.r, metric, q)
+    closest = inf.get("closest") or {}
+    on = str(closest["on"]) if isinstance(closest, dict) and closest.get("on") else ""
+    return {
+        "name": f"{METRIC_NAMES.get(metric, metric)} {q}",
+        "limit": f(limit) if limit is not None else "",
+        "closest": on,
+        "value": pg.n("infeasible.closest.value", f) if on else None,
+    }
+
+
+def _rejected(pg: Page) -> Section:
+    rej = pg.r.get("rejected") or []
+    inf = pg.r.get("infeasible")
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for x in rej:
+        by_kind.setdefault(str(x.get("kind") or "other"), []).append(x)
+    failed = pg.r.get("failed") or []
+    groups = [
+        {
+            "kind": kind,
+            "label": KIND_LABELS.get(kind, kind),
+            "rows": [(str(x.get("id")), str(x.get("reason", ""))) for x in xs],
+        }
+        for kind, xs in sorted(by_kind.items(), key=lambda kv: -len(kv[1]))
+    ]
+    return _section(
+        "rejected.html",
+        count=len(rej),
+        infeasible=(
+            {"message": str(inf.get("message", "")), **_binding(pg, inf)} if isinstance(inf, dict) else None
+        ),
+        failed=[
+            [str(f.get("candidate_id", "")), str(f.get("status") or ""), str(f.get("error") or "")]
+            for f in failed
+            if isinstance(f, dict)
+        ]
+        if failed
+        else None,
+        groups=groups,
+    )
+
+
+def _assumed(r: dict[str, Any], prices: dict[tuple[str, str, bool], list[str]]) -> list[str]:
+    """What the result's figures assume, in a sentence each."""
+    asm = r.get("assumptions") or {}
+    archs = r.get("architectures") or []
+    cal = asm.get("calibration") or {}
+    version = cal.get("version") if isinstance(cal, dict) else cal
+    assumed: list[str] = []
+    if "calibration" not in asm:
+        assumed.append("This result does not say which calibration its predictions used.")
+    elif version in (None, "none", ""):
+        assumed.append(
+            "The estimator is uncalibrated: latencies come from the roofline model with default efficiencies."
+        )
+    if any(k[2] for k in prices):
+        assumed.append("Some instance prices are assumed (not from the AWS price list): see the price table.")
+    if any(((a.get("cost") or {}).get("price") or {}).get("spot_discount_assumed") for a in archs):
+        assumed.append("Spot discounts are assumed per family, not quoted; spot capacity may be interrupted.")
+    if any(a.get("deployment") == "bedrock" for a in archs):
+        assumed.append("Bedrock latency follows an assumed profile until measured.")
+    origins = {measured_origin(a, r) for a in archs} - {None}
+    if not origins:
+        assumed.append("Nothing here is measured yet: every latency is a prediction.")
+    if TWIN in origins:
+        assumed.append(
+            "Figures labelled simulated (twin) come from local twins serving at the estimator's own predicted"
+            " pace: they test the pipeline, not the prediction, and are never calibration data."
+        )
+    if origins == {TWIN}:
+        assumed.append("No figure here comes from a load test of a real endpoint yet.")
+    return assumed
+
+
+def plain_value(v: Any) -> str:
+    """An assumption's value in words: `gpu 600, neuron 900` for `{"gpu": 600, "neuron": 900}`, a list joined,
+    `none` for a missing value, a number as written."""
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int | float):
+        return f"{v:g}"
+    if isinstance(v, dict):
+        return ", ".join(f"{str(k).replace('_', ' ')} {plain_value(x)}" for k, x in v.items()) or "none"
+    if isinstance(v, list | tuple):
+        return ", ".join(plain_value(x) for x in v) or "none"
+    return str(v)
+
+
+def _assumptions(pg: Page) -> Section:
+    r = pg.r
+    asm = r.get("assumptions") or {}
+    prices: dict[tuple[str, str, bool], list[str]] = {}
+    for a in r.get("architectures") or []:
+        pr = (a.get("cost") or {}).get("price") or {}
+        if pr:
+            key = (str(pr.get("source", "")), str(pr.get("as_of", "")), bool(pr.get("assumed")))
+            prices.setdefault(key, []).append(a["id"])
+    cal = asm.get("calibration") or {}
+    version = cal.get("version") if isinstance(cal, dict) else cal
+    # (name, text, shown as code: a value that is not a text, as its JSON)
+    items = [
+        ("Calibration version", str(version if version is not None else "none"), False),
+        ("Calibration date", str((cal.get("date") if isinstance(cal, dict) else None) or "—"), False),
+        ("Generated", str(r.get("generated_at", "—")), False),
+    ]
+    items += [(k.replace("_", " "), plain_value(v), False) for k, v in asm.items() if k != "calibration"]
+    price_rows = [
+        [src, as_of, "assumed" if flag else "quoted", str(len(ids))]
+        for (src, as_of, flag), ids in sorted(prices.items())
+    ]
+    return _section("assumptions.html", assumed=_assumed(r, prices), entries=items, prices=price_rows)
