@@ -43,7 +43,7 @@ FALLBACK = [
 def architectures() -> list[dict[str, Any]]:
     try:
         from sizing.plan import estimate
-        from sizing.workload import load_spec
+        from sizing.workload.parse import load_spec
     except ImportError:
         return [Architecture.from_id(i, m).model_dump() for i, m in FALLBACK]
     out: list[dict[str, Any]] = []

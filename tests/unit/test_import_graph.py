@@ -103,8 +103,9 @@ DEFERRED_FOR_COLD_START: dict[tuple[str, str], str] = {
     ("sizing.slack.bot", "sizing.catalog"): _SLACK,
     ("sizing.slack.deps", "sizing.releases.catalog"): _SLACK,
     ("sizing.slack.deps", "sizing.service.runs"): _SLACK,
-    ("sizing.workload", "sizing.catalog.regions"): _SLACK,
-    ("sizing.workload", "sizing.catalog"): _SLACK,
+    ("sizing.workload.spec", "sizing.catalog.regions"): _SLACK,
+    ("sizing.workload.parse", "sizing.catalog"): _SLACK,
+    ("sizing.workload.derived", "sizing.catalog"): _SLACK,
 }
 
 

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sizing.base.distributions import TokenDistribution
 from sizing.catalog import load_catalog
 from sizing.perf.calibration import PROFILE_PATH, stated_interval
 from sizing.perf.config import HardwareConfig
@@ -24,7 +25,7 @@ from sizing.perf.simulator import OpenLoop, simulate
 from sizing.perf.step import StepModel
 from sizing.perf.steptime import decode_batch_buckets
 from sizing.plan import estimate
-from sizing.workload import TokenDistribution, parse_spec
+from sizing.workload.parse import parse_spec
 
 EFFICIENCIES = ("compute_eff", "bandwidth_eff", "moe_eff")
 

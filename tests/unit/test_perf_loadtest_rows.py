@@ -17,7 +17,8 @@ from sizing.orchestrate.merge import calibration_rows
 from sizing.perf.fit import row_config
 from sizing.perf.memory import memory_fit
 from sizing.perf.reference import LOADTEST_ROWS_NAME, CalRow, read_rows
-from sizing.workload import build_model, parse_spec
+from sizing.workload.derived import build_model
+from sizing.workload.parse import parse_spec
 
 #: an architecture as a run's ranking holds it: Llama-3.1-8B in fp8 on one L40S, served with the model's context
 ARCH = {

@@ -14,7 +14,7 @@ import pytest
 from sizing.base.errors import InvalidInput
 from sizing.catalog import load_catalog
 from sizing.plan import estimate
-from sizing.workload import parse_spec
+from sizing.workload.parse import parse_spec
 
 SPEC: dict[str, Any] = {
     "name": "chat-8b",

@@ -25,7 +25,7 @@ from sizing.perf.reference import CalRow, MeasuredQuantization
 from sizing.plan.serving import FP8_KV_ENGINES, PREFIX_CACHING_ENGINES
 from sizing.results import Architecture as ResultArchitecture
 from sizing.slack.grammar import CAPACITY, DEPLOYMENTS, QUANTS, parse_command
-from sizing.workload import Constraints
+from sizing.workload.spec import Constraints
 
 
 def _accepted(schema: dict[str, Any], field: str) -> list[str]:

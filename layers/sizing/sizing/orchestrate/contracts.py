@@ -27,7 +27,7 @@ from sizing.loadtest.config import (
     SloTarget,
 )
 from sizing.results import Architecture
-from sizing.workload import TokenSpec
+from sizing.workload.spec import TokenSpec
 
 #: Most levels a candidate's capacity search runs (bracketing 2-3, bisecting 2-3, a bound 1): each is a warm-up,
 #: a window that may grow to 4 windows, and a tail.

@@ -29,7 +29,8 @@ from sizing.plan.candidates import HardwareOption
 from sizing.plan.cost import project
 from sizing.plan.search import DEFAULT_HEADROOM
 from sizing.results import rank_cost
-from sizing.workload import WorkloadModel, WorkloadSpec, build_model
+from sizing.workload.derived import WorkloadModel, build_model
+from sizing.workload.spec import WorkloadSpec
 
 METRICS = ("ttft_ms", "tpot_ms", "e2e_s")
 #: What callers may pass as `origin`: `loadtest` is the earlier name of a real server's measurement.

@@ -22,7 +22,8 @@ from sizing.plan.cost import (
 )
 from sizing.plan.state import Option, SearchState, capacity_type_of, peak_rps_per_replica
 from sizing.results import Architecture, ContextInfo, Headroom, Placement
-from sizing.workload import SLO, WorkloadModel
+from sizing.workload.derived import WorkloadModel
+from sizing.workload.spec import SLO
 
 
 def pricing_of(cat: Catalog, wm: WorkloadModel, hw: HardwareOption, deployment: str) -> Pricing:

@@ -27,7 +27,7 @@ from sizing.plan.cost import (
 )
 from sizing.plan.state import SearchState
 from sizing.results import Architecture, Cost, QuotaFlag, Rejected, RejectedKind
-from sizing.workload import WorkloadModel
+from sizing.workload.derived import WorkloadModel
 
 
 def bedrock_architectures(

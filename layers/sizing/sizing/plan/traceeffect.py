@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sizing.workload import WorkloadSpec
+from sizing.workload.spec import WorkloadSpec
 
 
 def poisson_twin(spec: WorkloadSpec) -> WorkloadSpec | None:

@@ -25,7 +25,7 @@ from sizing.plan.state import (
     peak_rps_per_replica,
 )
 from sizing.results import Architecture, Tuning, ranked_usd_per_month
-from sizing.workload import DAYS_PER_MONTH
+from sizing.workload.derived import DAYS_PER_MONTH
 
 #: A tuned configuration replaces the engine's defaults only when it raises the SLO capacity by more than this: the
 #: capacity search's grid resolution is 1/2^5 (about 3%) of the saturated rate, so smaller gains are search noise.

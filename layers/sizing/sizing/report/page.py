@@ -34,7 +34,7 @@ from sizing.report.export import export_csv, rejected_csv
 from sizing.report.model import check_result
 from sizing.report.templating import make_environment
 from sizing.results import rank_cost
-from sizing.workload import WorkloadModel
+from sizing.workload.derived import WorkloadModel
 
 METRIC_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "end-to-end"}
 METRIC_UNITS = {"ttft_ms": "ms", "tpot_ms": "ms", "e2e_s": "s"}

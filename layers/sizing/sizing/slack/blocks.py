@@ -29,7 +29,8 @@ from sizing.answer import answer_row, region_line
 from sizing.base.text import measured_label
 from sizing.slack.client import Message
 from sizing.slack.grammar import EXAMPLES, PRESET_ALIASES
-from sizing.workload import PRESETS, WorkloadSpec
+from sizing.workload.parse import PRESETS
+from sizing.workload.spec import WorkloadSpec
 
 MEASURE_ACTION_ID = "measure_these"
 REPORT_ACTION_ID = "open_report"

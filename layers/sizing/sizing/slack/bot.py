@@ -28,7 +28,8 @@ from sizing.slack.client import Message, SlackPoster
 from sizing.slack.grammar import parse_command
 from sizing.slack.verify import ReplayGuard, Unauthorized, verify_request
 from sizing.store import SlackThread
-from sizing.workload import WorkloadSpec, parse_spec
+from sizing.workload.parse import parse_spec
+from sizing.workload.spec import WorkloadSpec
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import BasePersistenceLayer

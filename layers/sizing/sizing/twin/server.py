@@ -29,7 +29,7 @@ from sizing.base.tokens import VOCABULARY, block_hashes, chat_token_pieces, toke
 from sizing.twin.engine import TTFT_BUCKETS_S, Engine, Sequence, StepModelLike
 
 #: Answer lengths when the client does not force them (ignore_eos): the chat preset's output distribution
-#: (mean 250, p95 700 tokens; sizing.workload.PRESETS["chat"]), capped by max_tokens.
+#: (mean 250, p95 700 tokens; sizing.workload.parse.PRESETS["chat"]), capped by max_tokens.
 DEFAULT_OUTPUT_MEAN = 250
 DEFAULT_OUTPUT_P95 = 700
 #: Largest request head we read; vLLM's uvicorn default limit is of the same order (h11: 16 KiB).

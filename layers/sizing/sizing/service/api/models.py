@@ -2,7 +2,7 @@
 `sizing.results`'s) (they also make its OpenAPI document).
 
 Requests are strict (`extra="forbid"`): a misspelt field is an error naming it, not silently ignored. The
-workload spec inside a request stays a mapping here and is validated by `sizing.workload.parse_spec`, the one
+workload spec inside a request stays a mapping here and is validated by `sizing.workload.parse.parse_spec`, the one
 validator every entry point (CLI, API, Slack, events) shares, so presets apply the same way everywhere.
 """
 
