@@ -13,7 +13,7 @@ from sizing.base.serving_config import ServingConfig
 from sizing.base.vocabulary import CAPACITY_TYPES, ENGINES, QUANTIZATIONS
 from sizing.base.vocabulary import DEPLOYMENTS as DEPLOYMENT_VALUES
 from sizing.catalog import load_catalog
-from sizing.catalog.models import BYTES_PER_PARAM
+from sizing.catalog.records import BYTES_PER_PARAM
 from sizing.cli import build_parser, main
 from sizing.commands.twin import serving_from_args
 from sizing.deploy.architecture import Architecture

@@ -33,7 +33,8 @@ import yaml
 
 from sizing.base.distributions import TokenDistribution
 from sizing.catalog import load_catalog
-from sizing.catalog.models import Catalog, ModelSpec
+from sizing.catalog.models import Catalog
+from sizing.catalog.records import ModelSpec
 from sizing.perf.calibration import family_of, kind_of
 from sizing.perf.config import HardwareConfig
 from sizing.perf.engines import build_scheduler

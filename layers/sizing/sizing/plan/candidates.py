@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from sizing.base.errors import InvalidInput, Problem
 from sizing.catalog import Accelerator, Catalog, InstanceType, ModelSpec
-from sizing.catalog.models import BedrockChoice
+from sizing.catalog.offerings import BedrockChoice
 from sizing.catalog.regions import nearest
 from sizing.perf.config import valid_tps
 from sizing.workload.derived import WorkloadModel

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sizing.base.serving_config import ServingConfig
-from sizing.catalog.models import Accelerator
+from sizing.catalog.records import Accelerator
 from sizing.plan.answer import pricing_of, verified_architectures
 from sizing.plan.capacity import UNITS, grid_point_above, margin, max_rate_under_slo, probe, stat
 from sizing.plan.cost import is_batch_workload, monthly_usd
