@@ -23,7 +23,8 @@ from sizing.deploy import validate as checks
 from sizing.deploy.architecture import Architecture
 from sizing.deploy.eks import EksProvisioner
 from sizing.deploy.kube import KubeClient
-from sizing.deploy.manifests import RenderOptions, render
+from sizing.deploy.manifests import render
+from sizing.deploy.rendering import RenderOptions
 from sizing_local.twins import LocalTwinProvisioner
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -79,7 +79,7 @@ KNOWN_LIGHT: dict[tuple[str, str], str] = {}
 #: says so in a comment. (importing module, module imported) -> what deferring it saves.
 DEFERRED_FOR_COLD_START: dict[tuple[str, str], str] = {
     ("sizing.deploy.architecture", "sizing.perf.config"): _RENDER,
-    ("sizing.deploy.manifests", "sizing.perf.config"): _RENDER,
+    ("sizing.deploy.rendering", "sizing.perf.config"): _RENDER,
     (
         "sizing.learn.drift",
         "sizing.learn.correction",

@@ -18,7 +18,9 @@ from sizing.cli import build_parser, main
 from sizing.commands.twin import serving_from_args
 from sizing.deploy.architecture import Architecture
 from sizing.deploy.janitor import SweptDeployment
-from sizing.deploy.manifests import GPU_QUANT_ARGS, RENDERED_ENGINES, render
+from sizing.deploy.manifests import render
+from sizing.deploy.pods import GPU_QUANT_ARGS
+from sizing.deploy.rendering import RENDERED_ENGINES
 from sizing.perf.config import EXPERT_ONLY_FORMATS
 from sizing.perf.engines import GPU_ENGINES, NEURON_ENGINES
 from sizing.perf.reference import CalRow, MeasuredQuantization

@@ -143,7 +143,7 @@ def _serving_with_context(arch: Any, max_model_len: int) -> Any:
 
 def _business_hours(args: argparse.Namespace) -> dict[str, str]:
     """The serving budget's window from --timezone (or the workload's), said on stderr with its UTC hours."""
-    from sizing.deploy.manifests import business_hours_window
+    from sizing.deploy.nodes import business_hours_window
     from sizing.workload.parse import load_spec
 
     tz = args.timezone
@@ -165,7 +165,8 @@ def _business_hours(args: argparse.Namespace) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     from sizing.deploy import validate as checks
-    from sizing.deploy.manifests import RenderOptions, header, render, to_yaml
+    from sizing.deploy.manifests import header, render, to_yaml
+    from sizing.deploy.rendering import RenderOptions
 
     opts = RenderOptions(
         namespace=args.namespace,
