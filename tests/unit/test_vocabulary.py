@@ -21,9 +21,9 @@ from sizing.deploy.janitor import SweptDeployment
 from sizing.deploy.manifests import render
 from sizing.deploy.pods import GPU_QUANT_ARGS
 from sizing.deploy.rendering import RENDERED_ENGINES
+from sizing.perf.calrows import CalRow, MeasuredQuantization
 from sizing.perf.config import EXPERT_ONLY_FORMATS
 from sizing.perf.engines import GPU_ENGINES, NEURON_ENGINES
-from sizing.perf.reference import CalRow, MeasuredQuantization
 from sizing.plan.serving import FP8_KV_ENGINES, PREFIX_CACHING_ENGINES
 from sizing.results import Architecture as ResultArchitecture
 from sizing.slack.grammar import CAPACITY, DEPLOYMENTS, QUANTS, parse_command

@@ -36,11 +36,12 @@ from sizing.catalog import load_catalog
 from sizing.catalog.models import Catalog
 from sizing.catalog.records import ModelSpec
 from sizing.perf.calibration import family_of, kind_of
+from sizing.perf.calrows import CalRow
 from sizing.perf.config import HardwareConfig
 from sizing.perf.engines import build_scheduler
 from sizing.perf.memory import memory_fit
 from sizing.perf.optimizer import nelder_mead
-from sizing.perf.reference import LLMPERF_LAUNCH_GAP_S, REFERENCE_MODELS, SHAREGPT_SIGMA, CalRow
+from sizing.perf.reference import LLMPERF_LAUNCH_GAP_S, REFERENCE_MODELS, SHAREGPT_SIGMA
 from sizing.perf.simulator import ClosedLoop, OpenLoop, saturating_concurrency, simulate
 from sizing.perf.step import ROOFLINE, Profile, StepModel
 
