@@ -10,14 +10,16 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+from pydantic import ConfigDict, Field, computed_field, model_validator
 
 from sizing.base.serving_config import ServingConfig
+from sizing.base.strict import Open
 from sizing.base.vocabulary import CapacityType, Deployment, Invocation
 
 
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="allow")
+class Frozen(Open):
+    # an answer is a value: read by every reader, never changed after the planner builds it
+    model_config = ConfigDict(frozen=True)
 
 
 class Percentiles(Frozen):

@@ -12,7 +12,7 @@ from typing import Any, Literal, Self
 from pydantic import ConfigDict, Field, model_validator
 
 from sizing.base.errors import NotFound
-from sizing.base.strict import Strict
+from sizing.base.strict import StrictFrozen
 from sizing.base.vocabulary import Quantization
 
 GB = 1e9
@@ -47,10 +47,12 @@ UNQUANTIZED_BYTES = 2.0
 WEIGHT_PARTS = ("experts", "mlp", "attention", "embeddings", "other")
 
 
-class CatalogRecord(Strict):
+class CatalogRecord(StrictFrozen):
     """A catalog entry: strict, and frozen (the catalog is read once and shared); built on first use."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    # the records' schemas are built on first validation, not at import: a process that loads the compact copy
+    # validates no record, so never pays for building them
+    model_config = ConfigDict(defer_build=True)
 
 
 class Sourced(CatalogRecord):

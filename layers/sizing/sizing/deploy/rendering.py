@@ -9,10 +9,11 @@ import math
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from sizing.base.errors import InvalidInput, Problem
 from sizing.base.serving_config import ServingConfig
+from sizing.base.strict import Strict
 from sizing.base.vocabulary import Engine
 from sizing.catalog import Catalog
 from sizing.deploy import labels as L
@@ -107,11 +108,9 @@ CAPACITY_RESERVATION_ID = re.compile(r"^cr-[0-9a-z]+$")
 Purpose = Literal["run", "serve"]
 
 
-class RenderOptions(BaseModel):
+class RenderOptions(Strict):
     """Cluster-specific settings of the rendered manifests; the defaults suit the stack's own cluster. The
     container image and every engine setting come from the architecture's `ServingConfig`, not from here."""
-
-    model_config = ConfigDict(extra="forbid")
 
     namespace: str = "llm-sizing"
     #: Value of the `karpenter.sh/discovery` tag on the cluster's subnets and security groups.

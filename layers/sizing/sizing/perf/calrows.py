@@ -9,9 +9,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from sizing.base.errors import InvalidInput, Problem, problems_from_pydantic
+from sizing.base.strict import Strict
 from sizing.base.vocabulary import Engine
 from sizing.perf.calibration import TWIN_ORIGIN
 
@@ -31,10 +32,8 @@ LoadKind = Literal["closed", "open", "batch", "offline", "saturate"]
 LOAD_ALIASES = {"concurrency": "closed", "rate": "open", "request_rate": "open"}
 
 
-class CalRow(BaseModel):
+class CalRow(Strict):
     """One normalised measurement: a deployment, a request shape, a load, and what was measured per replica."""
-
-    model_config = ConfigDict(extra="forbid")
 
     row_id: str
     source: str

@@ -6,8 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
+from sizing.base.strict import Strict
 from sizing.results import rank_cost
 
 #: Cost differences under half a percent are below the estimator's price resolution (prices carry 4 decimals,
@@ -19,10 +18,9 @@ _VARIANT_SUFFIX = re.compile(r"(-(Instruct|Chat|it|hf|Base))+$", re.IGNORECASE)
 Verdict = Literal["cheaper", "costlier", "same", "new_only", "infeasible"]
 
 
-class Best(BaseModel):
+class Best(Strict):
     """The rank-1 architecture of an estimate, in the few figures a comparison needs."""
 
-    model_config = ConfigDict(extra="forbid")
     model: str
     architecture_id: str
     deployment: str
@@ -31,10 +29,9 @@ class Best(BaseModel):
     capacity_type: str
 
 
-class Comparison(BaseModel):
+class Comparison(Strict):
     """A released model against a watch's current model, both at the watch's workload and SLOs."""
 
-    model_config = ConfigDict(extra="forbid")
     released_model: str
     current_model: str
     verdict: Verdict

@@ -10,17 +10,18 @@ import math
 from typing import Annotated, Any, Literal
 from zoneinfo import available_timezones
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from sizing.base.distributions import MAX_TOKENS, PERCENTILES, Z
+from sizing.base.strict import Strict
 from sizing.base.vocabulary import CAPACITY_TYPES, DEPLOYMENTS, CapacityType, Deployment, Engine, Quantization
 
 PresetName = Literal["chat", "rag", "summarization", "code-completion", "batch"]
 
 
-class Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+class Spec(Strict):
+    """The base of the workload spec's models: an unknown key is refused and named."""
 
 
 def _field_errors(title: str, errors: list[tuple[tuple[str, ...], Any, str]]) -> ValidationError:

@@ -65,7 +65,8 @@ class Links(Strict):
     report: str
     cancel: str
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # built here by field name (`self_=`, in `for_run`); `self` is its name in JSON (the alias)
+    model_config = ConfigDict(populate_by_name=True)
 
     @classmethod
     def for_run(cls, run_id: str) -> Links:
