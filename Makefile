@@ -101,7 +101,7 @@ serve: $(NATIVE)
 # checked there against its Python modules (sizing_local/native.py; the build fails where it cannot be compiled);
 # the layer ships bytecode compiled by the runtime's Python, checked by hash only at compile time -- Lambda's file
 # system is read-only, so without it every cold start compiles each module it imports (~0.13 s for the API
-# handler), with the validated catalog's compact copy (sizing.catalog.models.package_compact: a cold start loads it
+# handler), with the validated catalog's compact copy (sizing.catalog.loading.package_compact: a cold start loads it
 # in ~5 ms instead of validating the catalog in ~55 ms) -- and its unzipped size is printed against Lambda's
 # 250 MB limit.
 LAYER_BUILD := .aws-sam/build/SizingLayer
@@ -109,7 +109,7 @@ build: $(LINT_STAMP)
 	PYENV_VERSION=3.11.7:3.12.1 $(BIN)/sam build
 	PYENV_VERSION=3.12.1 $(BIN)/python -m sizing_local.native --layer $(LAYER_BUILD)/python --require
 	PYENV_VERSION=3.12.1 PYTHONPATH=$(LAYER_BUILD)/python python3.12 -c \
-	  "from sizing.catalog.models import package_compact; print('catalog compact copy:', package_compact())"
+	  "from sizing.catalog.loading import package_compact; print('catalog compact copy:', package_compact())"
 	PYENV_VERSION=3.12.1 python3.12 -m compileall -q -j 0 --invalidation-mode unchecked-hash $(LAYER_BUILD)/python > /dev/null
 	@echo "Lambda layer, unzipped: $$(du -sm $(LAYER_BUILD) | cut -f1) MB (Lambda's limit for function + layers: 250 MB)"
 

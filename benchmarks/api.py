@@ -165,7 +165,7 @@ def _bench_api_layer(handler: ModuleType, context: Any) -> None:
     """The API's own share: the same handler with the planner answering a stored result instantly (routing,
     validation of the spec and of the answer, serialization, logging and metrics)."""
     import sizing.plan.search as search
-    from sizing.workload import parse_spec
+    from sizing.workload.parse import parse_spec
 
     spec = yaml.safe_load((ROOT / "examples" / "chatbot.yaml").read_text())
     canned = search.estimate(parse_spec(spec))
@@ -237,7 +237,7 @@ def _direct_estimate_ms(spec: dict[str, Any], calls: int) -> list[float]:
     """The planner alone (no HTTP, no validation of the answer), memos emptied: what the API adds is the difference."""
     from sizing.plan import estimate
     from sizing.plan.capacity import clear_caches
-    from sizing.workload import parse_spec
+    from sizing.workload.parse import parse_spec
 
     out = []
     for _ in range(calls):

@@ -23,7 +23,8 @@ from sizing.deploy import validate as checks
 from sizing.deploy.architecture import Architecture
 from sizing.deploy.eks import EksProvisioner
 from sizing.deploy.kube import KubeClient
-from sizing.deploy.manifests import RenderOptions, render
+from sizing.deploy.manifests import render
+from sizing.deploy.rendering import RenderOptions
 from sizing_local.twins import LocalTwinProvisioner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +44,7 @@ FALLBACK = [
 def architectures() -> list[dict[str, Any]]:
     try:
         from sizing.plan import estimate
-        from sizing.workload import load_spec
+        from sizing.workload.parse import load_spec
     except ImportError:
         return [Architecture.from_id(i, m).model_dump() for i, m in FALLBACK]
     out: list[dict[str, Any]] = []

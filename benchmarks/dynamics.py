@@ -215,7 +215,7 @@ def measure(args: argparse.Namespace) -> int:
 
 
 def row_of(r: dict[str, Any], facts: dict[str, Any]) -> Any:
-    from sizing.perf.reference import CalRow
+    from sizing.perf.calrows import CalRow
 
     closed = r["mode"] == "concurrency"
     return CalRow(

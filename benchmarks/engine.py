@@ -7,7 +7,7 @@
 `measure` serves each model shape in turn on the local vLLM CPU engine (engine/engine.sh: core 0) and measures a
 grid with the product's own load generator (run this client on another core): for each (prompt, answer) length,
 closed loops of 1-64 streams, then Poisson arrivals at fractions of the rate the 64-stream loop sustained (up to
-saturation). Each level becomes one row in the reference CSV format (`sizing.perf.reference.CalRow`, origin
+saturation). Each level becomes one row in the reference CSV format (`sizing.perf.calrows.CalRow`, origin
 `loadtest`) with the engine version, the date and the CPU in its source, and the server's own KV capacity; the full
 step records go beside it (`engine-grid-steps.jsonl`). The short run the holdout fits on (one shape, at most 4
 streams, under 2 minutes) is measured first.
@@ -142,7 +142,7 @@ def sweep(
 def record(
     rows: list[dict[str, Any]], steps: list[dict[str, Any]], shape: str, point: tuple[int, int]
 ) -> None:
-    from sizing.perf.reference import add_rows
+    from sizing.perf.calrows import add_rows
 
     # a level whose prompts the server's prefix cache already held measured the cache, not the workload: it is
     # kept in the step records (with its flag) but never becomes a reference row
@@ -266,8 +266,8 @@ def training_rows(rows: list[Any], which: str) -> tuple[list[Any], list[Any]]:
 
 def holdout(args: argparse.Namespace) -> int:
     from sizing.perf.calibration import band_for, cv_ratios, load_profiles
+    from sizing.perf.calrows import read_rows
     from sizing.perf.fit import FAMILY_SIGMA, PRIOR, _profile, _theta, fit_group, measured, predict_row
-    from sizing.perf.reference import read_rows
 
     rows = read_rows(Path(args.csv))
     short, train = training_rows(rows, args.train)
@@ -346,7 +346,7 @@ REPEAT_TOLERANCE = 0.15
 
 def repeatability(args: argparse.Namespace) -> None:
     """The short run's levels measured again (the engine serving the same model) against the grid's own."""
-    from sizing.perf.reference import read_rows
+    from sizing.perf.calrows import read_rows
 
     first = {r.load_value: r for r in read_rows(Path(args.csv)) if r.row_id.endswith("-short")}
     if not first:
@@ -379,8 +379,8 @@ def learning(args: argparse.Namespace) -> int:
 
     from sizing.learn.correction import corrected, lookup
     from sizing.perf.calibration import load_profiles, profile_for
+    from sizing.perf.calrows import read_rows
     from sizing.perf.fit import measured, predict_row
-    from sizing.perf.reference import read_rows
 
     work = Path(tempfile.mkdtemp(prefix="engine-learning-"))
     spec = work / "spec.yaml"

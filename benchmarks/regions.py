@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from sizing.plan import estimate
-from sizing.workload import parse_spec
+from sizing.workload.parse import parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 REGIONS = sys.argv[1:] or ["us-east-1", "eu-central-1", "ap-northeast-1"]

@@ -19,7 +19,7 @@ from sizing.report import render_report
 from sizing.report.curves import latency_curves
 from sizing.report.page import winner_manifests
 from sizing.report.reading import read_report
-from sizing.workload import load_spec
+from sizing.workload.parse import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 

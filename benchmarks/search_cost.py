@@ -17,7 +17,7 @@ from sizing.catalog import load_catalog
 from sizing.orchestrate.settings import OrchestrationSettings
 from sizing.orchestrate.steps import choose_candidates, level_seconds, planned_sweep_s
 from sizing.plan.search import estimate
-from sizing.workload import load_spec
+from sizing.workload.parse import load_spec
 
 
 def main() -> int:

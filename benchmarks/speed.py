@@ -126,7 +126,8 @@ def plan(repeat: int) -> None:
     emptied before each call, as for a workload not seen before) and as one `sizing estimate` process."""
     from sizing.plan import estimate
     from sizing.plan.capacity import clear_caches
-    from sizing.workload import WorkloadSpec, load_spec
+    from sizing.workload.parse import load_spec
+    from sizing.workload.spec import WorkloadSpec
 
     def fresh(spec: WorkloadSpec) -> object:
         clear_caches()

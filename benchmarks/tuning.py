@@ -28,7 +28,7 @@ def _top(result: dict[str, Any]) -> tuple[str, float] | None:
 def main() -> int:
     from sizing.plan import estimate
     from sizing.plan.capacity import clear_caches
-    from sizing.workload import load_spec
+    from sizing.workload.parse import load_spec
 
     print(
         f"{'workload':<22}{'default $/month':>16}{'tuned $/month':>15}{'saving':>8}{'s default':>10}{'s tuned':>9}"

@@ -26,7 +26,7 @@ from sizing.orchestrate.contracts import LoadTestInput, MachineSettings
 from sizing.orchestrate.settings import OrchestrationSettings
 from sizing.orchestrate.steps import _load_plan, choose_candidates, load_task
 from sizing.plan.search import estimate
-from sizing.workload import load_spec
+from sizing.workload.parse import load_spec
 from sizing_local import STEP_S, TWIN_TIME_SCALE, WARMUP_S
 from sizing_local.twins import LocalTwinProvisioner
 

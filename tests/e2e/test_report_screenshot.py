@@ -13,7 +13,7 @@ import pytest
 
 from sizing.plan import estimate
 from sizing.report import write_report
-from sizing.workload import load_spec
+from sizing.workload.parse import load_spec
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "chatbot.yaml"

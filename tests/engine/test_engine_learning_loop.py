@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from sizing.learn.correction import MIN_TEAM_IMPROVEMENT
-from sizing.perf.reference import CalRow
+from sizing.perf.calrows import CalRow
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAY = ROOT / ".engine" / "models" / "catalog"

@@ -20,7 +20,7 @@ from sizing.lambdas import load_function
 from sizing.plan import estimate
 from sizing.service.api import deps
 from sizing.store import SizingStore, create_table
-from sizing.workload import parse_spec
+from sizing.workload.parse import parse_spec
 
 pytestmark = pytest.mark.integration
 
@@ -456,7 +456,7 @@ def test_when_the_state_machine_cannot_start_the_answer_is_503_and_the_run_faile
 def _ranked_run(aws: SimpleNamespace, context: Any) -> str:
     """A run whose architectures come from a real (small) estimate, as the state machine stores them."""
     from sizing.plan import estimate
-    from sizing.workload import parse_spec
+    from sizing.workload.parse import parse_spec
 
     run_id = call(load_event("api_post_runs"), context)[2]["run_id"]
     spec = parse_spec(

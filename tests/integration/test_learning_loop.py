@@ -28,7 +28,8 @@ from sizing.perf.replica import replica_of
 from sizing.perf.step import StepModel
 from sizing.plan import estimate
 from sizing.store import SizingStore
-from sizing.workload import build_model, parse_spec
+from sizing.workload.derived import build_model
+from sizing.workload.parse import parse_spec
 
 
 @pytest.fixture
@@ -171,7 +172,7 @@ def test_one_measured_run_of_a_slower_server_moves_the_next_estimates(aws):
 
 
 def _fixed(n: int) -> Any:
-    from sizing.workload import TokenDistribution
+    from sizing.base.distributions import TokenDistribution
 
     return TokenDistribution.fixed(n)
 

@@ -23,7 +23,8 @@ from sizing.perf.step import StepModel
 from sizing.plan import estimate
 from sizing.plan.capacity import max_rate_under_slo
 from sizing.store import SizingStore
-from sizing.workload import build_model, parse_spec
+from sizing.workload.derived import build_model
+from sizing.workload.parse import parse_spec
 
 #: the learning loop's workload at a load that needs several replicas, so a capacity change shows in their count
 BUSY = {**SPEC, "rate": {"peak_rps": 40}}

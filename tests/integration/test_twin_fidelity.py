@@ -78,9 +78,9 @@ def test_a_twin_that_caches_prefixes_prefills_only_what_follows_the_shared_prefi
     None
 ):
     # given a candidate that caches prefixes, and the estimator's TTFT at one user for prompts sharing a prefix
+    from sizing.base.distributions import TokenDistribution
     from sizing.perf.simulator import ClosedLoop, simulate
     from sizing.twin import step_model_for
-    from sizing.workload import TokenDistribution
 
     cfg = dataclasses.replace(
         HardwareConfig.create("meta-llama/Llama-3.1-8B-Instruct", "g6e.xlarge"), enable_prefix_caching=True

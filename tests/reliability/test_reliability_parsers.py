@@ -22,7 +22,7 @@ from sizing.outcome import EXIT_NO_ARCHITECTURE
 from sizing.slack.bot import SlackBot
 from sizing.slack.client import Message
 from sizing.slack.grammar import parse_command
-from sizing.workload import parse_spec
+from sizing.workload.parse import parse_spec
 
 #: Examples per fuzzed property: enough to cover every word class of the grammar several times while the whole
 #: file stays within a few seconds on this 2-core machine (figures in docs/reliability.md).

@@ -23,7 +23,7 @@ def example_path(stem: str) -> Path:
 @functools.cache
 def _estimated(stem: str) -> dict[str, Any]:
     from sizing.plan import estimate
-    from sizing.workload import load_spec
+    from sizing.workload.parse import load_spec
 
     return estimate(load_spec(example_path(stem))).document()
 

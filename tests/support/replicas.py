@@ -8,11 +8,11 @@ import dataclasses
 import math
 from typing import Any
 
+from sizing.base.distributions import TokenDistribution
 from sizing.perf.config import HardwareConfig
 from sizing.perf.engines import build_scheduler
 from sizing.perf.simulator import ClosedLoop, OpenLoop, simulate
 from sizing.perf.step import Profile, StepModel
-from sizing.workload import TokenDistribution
 
 PROFILE = Profile(0.5, 0.6, 0.003)
 CHAT_IN = TokenDistribution.from_mean_p95(1200, 3500)

@@ -24,7 +24,7 @@ from sizing.plan import estimate
 from sizing.report import render_report
 from sizing.results import EstimateResult
 from sizing.slack import blocks
-from sizing.workload import load_spec
+from sizing.workload.parse import load_spec
 
 CASES = sorted((ROOT / "tests" / "fixtures" / "answers").glob("*.yaml"))
 #: Rows the table shows by default (the CLI's `--top` default).

@@ -17,7 +17,9 @@ import yaml
 from sizing.base.errors import InvalidInput, NotFound
 from sizing.catalog import load_catalog
 from sizing.service.api import openapi_json, resolve
-from sizing.workload import MIN_PEAK_RPS, build_model, parse_spec
+from sizing.workload.derived import build_model
+from sizing.workload.parse import parse_spec
+from sizing.workload.spec import MIN_PEAK_RPS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = json.loads(openapi_json())

@@ -64,7 +64,7 @@ def test_every_operation_documents_its_error_body() -> None:
 
 
 def test_the_run_request_shows_a_working_example() -> None:
-    from sizing.workload import parse_spec
+    from sizing.workload.parse import parse_spec
 
     doc = _document()
     example = doc["components"]["schemas"]["RunRequest"]["properties"]["spec"]["examples"][0]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sizing.catalog import load_catalog
 from sizing.plan import estimate
 from sizing.plan.cost import DAYS_PER_MONTH, HOURS_PER_MONTH, provisioned_throughput_bill, token_bill
-from sizing.workload import parse_spec
+from sizing.workload.parse import parse_spec
 
 CHAT: dict[str, Any] = {
     "name": "chat-70b",

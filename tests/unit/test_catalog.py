@@ -13,7 +13,8 @@ from botocore.stub import Stubber
 from sizing.base.errors import InvalidInput, NotFound
 from sizing.catalog import load_catalog
 from sizing.catalog.hf import model_from_config
-from sizing.catalog.models import DATA_DIR, Catalog, build_catalog
+from sizing.catalog.loading import DATA_DIR, build_catalog
+from sizing.catalog.models import Catalog
 from sizing.catalog.pricing import apply_prices, fetch_prices
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -216,7 +217,7 @@ def test_refresh_prices_refuses_an_unknown_region():
 
 def test_the_catalog_read_from_its_parsed_cache_is_the_catalog_read_from_yaml(tmp_path, monkeypatch):
     # given an empty cache directory
-    from sizing.catalog.models import CACHE_ENV, build_catalog
+    from sizing.catalog.loading import CACHE_ENV, build_catalog
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     # when the catalog is built twice: from the YAML (filling the cache), then from the cache
@@ -236,7 +237,7 @@ def test_the_catalog_read_from_its_parsed_cache_is_the_catalog_read_from_yaml(tm
 
 def test_an_unwritable_cache_still_reads_the_yaml(tmp_path, monkeypatch):
     # given a cache path that cannot be created (a file stands where the directory would be)
-    from sizing.catalog.models import CACHE_ENV, build_catalog
+    from sizing.catalog.loading import CACHE_ENV, build_catalog
 
     (tmp_path / "sizing-catalog").write_text("not a directory")
     monkeypatch.setenv(CACHE_ENV, str(tmp_path))
@@ -256,7 +257,7 @@ def _copy_of_the_data(tmp_path: Path) -> Path:
 
 def test_a_changed_data_file_is_never_served_from_the_compact_copy(tmp_path, monkeypatch):
     # given a catalog built once from a copy of the data, so its compact copy is kept
-    from sizing.catalog.models import CACHE_ENV, build_catalog
+    from sizing.catalog.loading import CACHE_ENV, build_catalog
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     data = _copy_of_the_data(tmp_path)
@@ -277,7 +278,7 @@ def test_a_compact_copy_others_could_have_written_is_never_loaded(tmp_path, monk
     # planted by another user: a catalog with a model the data does not have
     import pickle
 
-    from sizing.catalog.models import CACHE_ENV, _compact_name, build_catalog
+    from sizing.catalog.loading import CACHE_ENV, _compact_name, build_catalog
 
     monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     shared = tmp_path / "sizing-catalog"
@@ -308,19 +309,19 @@ def test_a_compact_copy_others_could_have_written_is_never_loaded(tmp_path, monk
 def test_a_build_ships_the_compact_copy_so_a_cold_start_never_validates(tmp_path, monkeypatch):
     # given the compact copy packaged beside the code, as `make build` does into the Lambda layer, and a cache
     # that cannot be written (a read-only file system)
-    import sizing.catalog.models as models
+    import sizing.catalog.loading as loading
 
-    monkeypatch.setattr(models, "PACKAGED_COMPACT_DIR", tmp_path / "compact")
-    written = models.package_compact()
+    monkeypatch.setattr(loading, "PACKAGED_COMPACT_DIR", tmp_path / "compact")
+    written = loading.package_compact()
     (tmp_path / "sizing-catalog").write_text("not a directory")
-    monkeypatch.setenv(models.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(loading.CACHE_ENV, str(tmp_path))
 
     def no_validation(*_: object) -> None:
         raise AssertionError("the catalog was validated again")
 
-    monkeypatch.setattr(models, "_validated", no_validation)
+    monkeypatch.setattr(loading, "_validated", no_validation)
     # when a new process builds the catalog
-    catalog = models.build_catalog()
+    catalog = loading.build_catalog()
     # then it is the packaged copy: the same catalog, with nothing validated
     assert written.parent == tmp_path / "compact" and written.stat().st_size > 0
     # and the copy is readable by every user, as the code beside it (Lambda reads the layer as another user than

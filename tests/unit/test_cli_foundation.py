@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sizing.catalog.models import OVERLAY_ENV, reset_cache
+from sizing.catalog.loading import OVERLAY_ENV, reset_cache
 from sizing.cli import PROCESS_ENVIRONMENT, main
 from sizing.results import EstimateResult
 from sizing.store.schema import load_template

@@ -15,7 +15,7 @@ from sizing.perf.engines import VLLM_CPU_IMAGE, engine_defaults
 from sizing.perf.memory import memory_fit
 from sizing.plan import estimate
 from sizing.plan.cost import HOURS_PER_MONTH
-from sizing.workload import parse_spec
+from sizing.workload.parse import parse_spec
 
 LLAMA_1B = "meta-llama/Llama-3.2-1B"
 

@@ -16,15 +16,9 @@ from sizing.cli import main
 from sizing.deploy import labels as L
 from sizing.deploy.architecture import Architecture, pick_architecture
 from sizing.deploy.labels import ORDER
-from sizing.deploy.manifests import (
-    AMI_VERSIONS,
-    SHARED_KINDS,
-    RenderOptions,
-    nodes_for,
-    render,
-    serving_from_manifests,
-    to_yaml,
-)
+from sizing.deploy.manifests import SHARED_KINDS, render, serving_from_manifests, to_yaml
+from sizing.deploy.rendering import AMI_VERSIONS, RenderOptions
+from sizing.plan.cost import nodes_for
 from sizing.plan.serving import serving_for
 
 RUN = "run-01HZX"
@@ -792,7 +786,7 @@ def test_cli_max_model_len_sets_a_bare_ids_context(capsys: pytest.CaptureFixture
 def test_business_hours_are_the_workloads_own_converted_to_utc_with_the_offset_change_stated():
     from datetime import date
 
-    from sizing.deploy.manifests import business_hours_window
+    from sizing.deploy.nodes import business_hours_window
 
     # GIVEN a New York workload, in winter and in summer
     winter = business_hours_window("America/New_York", date(2026, 12, 7))
@@ -809,7 +803,7 @@ def test_business_hours_are_the_workloads_own_converted_to_utc_with_the_offset_c
 
 def test_the_cli_renders_the_nodepool_budget_in_the_time_zone_asked_and_refuses_an_unknown_one(capsys):
     from sizing.cli import main
-    from sizing.deploy.manifests import business_hours_window
+    from sizing.deploy.nodes import business_hours_window
 
     argv = ["manifests", "--architecture", "eks:g6e.xlarge:tp1:fp8:vllm:on-demand", "--model", "llama-3.1-8b"]
     # WHEN the manifests are rendered for New York business hours

@@ -13,7 +13,8 @@ from support.examples import EXAMPLES, example_estimate
 from sizing.base.errors import InvalidInput
 from sizing.deploy import validate as checks
 from sizing.deploy.architecture import Architecture
-from sizing.deploy.manifests import RENDERED_ENGINES, RenderOptions, render
+from sizing.deploy.manifests import render
+from sizing.deploy.rendering import RENDERED_ENGINES, RenderOptions
 
 #: Representative architectures, used whatever the planner emits: GPU TP1 several per instance, GPU TP8,
 #: inf2, trn2, spot, int4 and a fractional Neuron chip.

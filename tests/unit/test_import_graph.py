@@ -79,7 +79,7 @@ KNOWN_LIGHT: dict[tuple[str, str], str] = {}
 #: says so in a comment. (importing module, module imported) -> what deferring it saves.
 DEFERRED_FOR_COLD_START: dict[tuple[str, str], str] = {
     ("sizing.deploy.architecture", "sizing.perf.config"): _RENDER,
-    ("sizing.deploy.manifests", "sizing.perf.config"): _RENDER,
+    ("sizing.deploy.rendering", "sizing.perf.config"): _RENDER,
     (
         "sizing.learn.drift",
         "sizing.learn.correction",
@@ -103,8 +103,9 @@ DEFERRED_FOR_COLD_START: dict[tuple[str, str], str] = {
     ("sizing.slack.bot", "sizing.catalog"): _SLACK,
     ("sizing.slack.deps", "sizing.releases.catalog"): _SLACK,
     ("sizing.slack.deps", "sizing.service.runs"): _SLACK,
-    ("sizing.workload", "sizing.catalog.regions"): _SLACK,
-    ("sizing.workload", "sizing.catalog"): _SLACK,
+    ("sizing.workload.spec", "sizing.catalog.regions"): _SLACK,
+    ("sizing.workload.parse", "sizing.catalog"): _SLACK,
+    ("sizing.workload.derived", "sizing.catalog"): _SLACK,
 }
 
 

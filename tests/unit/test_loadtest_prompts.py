@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sizing.base.distributions import TokenDistribution
 from sizing.base.errors import InvalidInput
 from sizing.base.tokens import block_hashes, chat_token_pieces, chat_tokens, count_tokens
 from sizing.loadtest.prompts import PromptSource, load_dataset
-from sizing.workload import TokenDistribution
 
 
 def test_synthesized_chat_prompts_have_the_drawn_length_as_the_twin_counts_it() -> None:

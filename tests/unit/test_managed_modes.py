@@ -27,7 +27,7 @@ from sizing.plan.cost import (
     token_bill,
 )
 from sizing.plan.serving import BATCH_SEQS_FACTOR, default_serving, tuning_variants
-from sizing.workload import parse_spec
+from sizing.workload.parse import parse_spec
 
 GPT_OSS: dict[str, Any] = {
     "name": "chat-oss",

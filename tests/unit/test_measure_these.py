@@ -19,7 +19,7 @@ from sizing.orchestrate.settings import OrchestrationSettings
 from sizing.plan.search import estimate
 from sizing.service.runs import RunsService
 from sizing.slack import blocks
-from sizing.workload import parse_spec
+from sizing.workload.parse import parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:llm-sizing-run-test"

@@ -12,7 +12,8 @@ from sizing.base.errors import InvalidInput
 from sizing.catalog import load_catalog
 from sizing.orchestrate.merge import merge_measurements, predicted_at_level
 from sizing.plan import estimate
-from sizing.workload import build_model, parse_spec
+from sizing.workload.derived import build_model
+from sizing.workload.parse import parse_spec
 
 #: An 8B model on one L40S with short fixed requests: the estimate takes a fraction of a second.
 SPEC = parse_spec(

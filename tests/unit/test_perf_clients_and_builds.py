@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from sizing.base.distributions import TokenDistribution
 from sizing.perf.config import HardwareConfig
 from sizing.perf.engines import build_scheduler
 from sizing.perf.reference import DEFAULT_REFERENCE, parse_rows
 from sizing.perf.simulator import ClosedLoop, simulate
 from sizing.perf.step import Profile, StepModel
-from sizing.workload import TokenDistribution
 
 PROFILE = Profile(0.5, 0.6, 0.003)
 FIXED_IN, FIXED_OUT = TokenDistribution.fixed(500), TokenDistribution.fixed(100)

@@ -9,9 +9,10 @@ import statistics
 import pytest
 from test_perf_reference import BASE as REFERENCE_ROW
 
+from sizing.perf.calrows import CalRow
 from sizing.perf.crossval import CV_GROUPINGS, cross_validate, cv_key, error_table
 from sizing.perf.fit import fit_profiles
-from sizing.perf.reference import CalRow, parse_row
+from sizing.perf.reference import parse_row
 from sizing.perf.tables import format_error_table
 
 #: a reference-CSV row: the perf reference tests' typical row, here an A10G single-user measurement

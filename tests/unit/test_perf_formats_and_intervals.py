@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from sizing.base.distributions import TokenDistribution
 from sizing.base.errors import InvalidInput
 from sizing.catalog import load_catalog
 from sizing.cli import main
@@ -17,7 +18,6 @@ from sizing.perf.memory import memory_fit
 from sizing.perf.predict import predict
 from sizing.perf.simulator import ClosedLoop, simulate
 from sizing.perf.step import StepModel
-from sizing.workload import TokenDistribution
 
 GB = 1e9
 

@@ -12,19 +12,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sizing.base.distributions import TokenDistribution
 from sizing.catalog import load_catalog
 from sizing.perf.calibration import PROFILE_PATH, stated_interval
+from sizing.perf.calrows import LOADTEST_ROWS_NAME, read_rows
 from sizing.perf.config import HardwareConfig
 from sizing.perf.crossval import harness_of
 from sizing.perf.fit import BOUNDS, _profile
 from sizing.perf.managed import REFERENCE_PROMPT_TOKENS, assumed_prefill, bedrock_ttft_ms
 from sizing.perf.profile import ROOFLINE, Profile
-from sizing.perf.reference import DEFAULT_REFERENCE, LOADTEST_ROWS_NAME, parse_rows, read_rows
+from sizing.perf.reference import DEFAULT_REFERENCE, parse_rows
 from sizing.perf.simulator import OpenLoop, simulate
 from sizing.perf.step import StepModel
 from sizing.perf.steptime import decode_batch_buckets
 from sizing.plan import estimate
-from sizing.workload import TokenDistribution, parse_spec
+from sizing.workload.parse import parse_spec
 
 EFFICIENCIES = ("compute_eff", "bandwidth_eff", "moe_eff")
 

@@ -14,10 +14,11 @@ from test_perf_reference import BASE as REFERENCE_ROW
 from sizing.catalog import load_catalog
 from sizing.cli import main
 from sizing.orchestrate.merge import calibration_rows
+from sizing.perf.calrows import LOADTEST_ROWS_NAME, CalRow, read_rows
 from sizing.perf.fit import row_config
 from sizing.perf.memory import memory_fit
-from sizing.perf.reference import LOADTEST_ROWS_NAME, CalRow, read_rows
-from sizing.workload import build_model, parse_spec
+from sizing.workload.derived import build_model
+from sizing.workload.parse import parse_spec
 
 #: an architecture as a run's ranking holds it: Llama-3.1-8B in fp8 on one L40S, served with the model's context
 ARCH = {
@@ -189,8 +190,8 @@ def test_calibrate_refuses_what_is_not_a_real_measurement_and_writes_nothing(tmp
 
 
 def test_calibration_drops_twin_rows_that_reach_it_by_another_path(tmp_path):
+    from sizing.perf.calrows import add_rows
     from sizing.perf.procedure import run_calibration
-    from sizing.perf.reference import add_rows
 
     # GIVEN a row file that holds a twin's rows (written by hand, not through --from-run)
     rows_file = tmp_path / "rows.csv"

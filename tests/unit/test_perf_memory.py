@@ -144,7 +144,7 @@ def test_a_copied_model_with_other_layers_has_its_own_weight_bytes():
 
 def test_a_configuration_reads_the_catalog_it_is_given_not_the_first_one_it_saw():
     # given a configuration already fitted against the shipped catalog
-    from sizing.catalog.models import build_catalog
+    from sizing.catalog.loading import build_catalog
 
     cfg = HardwareConfig.create(LLAMA_8B, "g5.xlarge", tp=1)
     shipped = memory_fit(cfg)

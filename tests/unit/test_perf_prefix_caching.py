@@ -9,6 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from sizing.base.distributions import TokenDistribution
 from sizing.perf.config import HardwareConfig
 from sizing.perf.simulator import (
     ClosedLoop,
@@ -20,7 +21,6 @@ from sizing.perf.simulator import (
     simulate,
 )
 from sizing.perf.step import Profile, StepModel
-from sizing.workload import TokenDistribution
 
 PROFILE = Profile(0.5, 0.6, 0.003)
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from sizing.perf import procedure
 from sizing.perf.calibration import PROFILE_PATH, interval_for, load_profiles
-from sizing.perf.reference import DEFAULT_REFERENCE, LOADTEST_ROWS_NAME
+from sizing.perf.calrows import LOADTEST_ROWS_NAME
+from sizing.perf.reference import DEFAULT_REFERENCE
 
 
 def _extra() -> list[Path]:

@@ -7,7 +7,8 @@ import csv
 import pytest
 
 from sizing.perf.calibration import load_profiles, profile_for
-from sizing.perf.reference import DEFAULT_REFERENCE, CalRow, add_rows, parse_row, parse_rows, read_rows
+from sizing.perf.calrows import CalRow, add_rows, read_rows
+from sizing.perf.reference import DEFAULT_REFERENCE, parse_row, parse_rows
 
 BASE = {
     "row_id": "T1",

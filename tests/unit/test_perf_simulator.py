@@ -6,10 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sizing.base.distributions import TokenDistribution
 from sizing.perf.config import HardwareConfig
 from sizing.perf.simulator import ClosedLoop, OpenLoop, bounds, saturated, simulate
 from sizing.perf.step import Profile, StepModel
-from sizing.workload import SLO, TokenDistribution
+from sizing.workload.spec import SLO
 
 PROFILE = Profile(0.5, 0.6, 0.003)
 CHAT_IN = TokenDistribution.from_mean_p95(1200, 3500)

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from sizing.base.distributions import TokenDistribution
 from sizing.perf.config import HardwareConfig
 from sizing.perf.simulator import ClosedLoop, OpenLoop, SimResult, Stats, simulate
 from sizing.perf.step import Profile, StepModel
-from sizing.workload import TokenDistribution
 
 PROFILE = Profile(0.5, 0.6, 0.003)
 CHAT_IN = TokenDistribution.from_mean_p95(1200, 3500)

@@ -29,7 +29,8 @@ from sizing.plan.capacity import (
     violations,
 )
 from sizing.plan.memo import fingerprint
-from sizing.workload import WorkloadModel, parse_spec, resolve
+from sizing.workload.derived import WorkloadModel, resolve
+from sizing.workload.parse import parse_spec
 
 GRID = 2**BISECTION_STEPS
 BUDGET = BISECTION_STEPS + GUIDED_EXTRA_PROBES

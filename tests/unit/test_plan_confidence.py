@@ -15,7 +15,7 @@ from sizing.perf.calibration import conservative_ratio
 from sizing.plan import estimate
 from sizing.plan.capacity import clear_caches, margin
 from sizing.results import rank_cost
-from sizing.workload import parse_spec
+from sizing.workload.parse import parse_spec
 
 # One family and one deployment keep each estimate under a second.
 SMALL: dict[str, Any] = {

@@ -15,7 +15,8 @@ from sizing.plan.cost import (
     project,
     spread_zones,
 )
-from sizing.workload import parse_spec, resolve
+from sizing.workload.derived import resolve
+from sizing.workload.parse import parse_spec
 
 SPEC = {
     "name": "costs",

@@ -15,7 +15,8 @@ from sizing.perf.step import Profile, StepModel
 from sizing.plan import estimate
 from sizing.plan.capacity import cache_info, clear_caches, max_rate_under_slo, predict_at
 from sizing.plan.memo import LRU, fingerprint
-from sizing.workload import WorkloadModel, parse_spec, resolve
+from sizing.workload.derived import WorkloadModel, resolve
+from sizing.workload.parse import parse_spec
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 PROFILE = Profile(0.5, 0.6, 0.003, version="test-a")

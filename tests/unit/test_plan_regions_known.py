@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from sizing.plan import estimate
-from sizing.workload import parse_spec
+from sizing.workload.parse import parse_spec
 
 
 def _spec(region: str, **constraints: Any) -> dict[str, Any]:

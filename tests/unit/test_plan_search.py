@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sizing.plan import estimate
 from sizing.plan.capacity import clear_caches
 from sizing.plan.cost import DAYS_PER_MONTH, HOURS_PER_MONTH, LOAD_BALANCER_USD_PER_HOUR
-from sizing.workload import parse_spec
+from sizing.workload.parse import parse_spec
 
 # A small search space keeps each estimate well under a second.
 SMALL: dict[str, Any] = {

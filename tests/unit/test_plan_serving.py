@@ -17,7 +17,8 @@ from sizing.plan import estimate
 from sizing.plan.cost import DAYS_PER_MONTH, HOURS_PER_MONTH, LOAD_BALANCER_USD_PER_HOUR, nodes_for
 from sizing.plan.serving import context_for
 from sizing.results import EstimateResult
-from sizing.workload import build_model, load_spec, parse_spec
+from sizing.workload.derived import build_model
+from sizing.workload.parse import load_spec, parse_spec
 
 #: One GPU family and EKS only: each estimate takes a fraction of a second.
 SMALL: dict[str, Any] = {

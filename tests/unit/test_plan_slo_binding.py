@@ -9,7 +9,8 @@ import pytest
 from support.examples import EXAMPLES, ROOT, example_estimate
 
 from sizing.plan import estimate
-from sizing.workload import BATCH_DEADLINE_S, load_spec, parse_spec
+from sizing.workload.parse import load_spec, parse_spec
+from sizing.workload.spec import BATCH_DEADLINE_S
 
 CASES = sorted((ROOT / "tests" / "fixtures" / "answers").glob("*.yaml"))
 SHOWN = ("p50", "p95", "p99")

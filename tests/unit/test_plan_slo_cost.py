@@ -12,7 +12,7 @@ from support.examples import ROOT
 
 from sizing.plan import estimate
 from sizing.plan.slo_cost import RELAX_FACTOR, relaxed
-from sizing.workload import load_spec, parse_spec
+from sizing.workload.parse import load_spec, parse_spec
 
 SLO_CASES = ROOT / "tests" / "fixtures" / "slo"
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sizing.plan import estimate
-from sizing.workload import parse_spec
+from sizing.workload.parse import parse_spec
 
 #: A batch workload on EKS spot only, over two GPU families whose spot discounts differ: the g6 options are
 #: dearer than g6e on demand but cheaper on spot, so an on-demand bound pruned one of the eight cheapest.

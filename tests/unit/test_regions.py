@@ -14,7 +14,7 @@ import pytest
 from sizing.base.errors import InvalidInput
 from sizing.catalog import load_catalog
 from sizing.plan import estimate
-from sizing.workload import parse_spec
+from sizing.workload.parse import parse_spec
 
 SPEC: dict[str, Any] = {
     "name": "chat-8b",
@@ -47,7 +47,7 @@ def test_region_changes_the_instance_price_and_the_note_says_where_it_is_from():
 
 def test_a_catalog_with_other_prices_is_priced_by_its_own_not_the_last_one_read():
     # given an estimate priced from the shipped catalog (which keeps each instance's pricing once worked out)
-    from sizing.catalog.models import build_catalog
+    from sizing.catalog.loading import build_catalog
 
     shipped = run("us-east-1")["architectures"][0]
     # when a catalog whose instance of that answer costs twice as much is read next

@@ -13,7 +13,9 @@ import pytest
 from sizing.plan.search import estimate
 from sizing.report import render_report
 from sizing.report.reading import ChartGeometry, MarkerGeometry, chart_geometry
-from sizing.workload import WorkloadModel, WorkloadSpec, load_spec, parse_spec, resolve
+from sizing.workload.derived import WorkloadModel, resolve
+from sizing.workload.parse import load_spec, parse_spec
+from sizing.workload.spec import WorkloadSpec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 #: The workload of the issue: the star sat ~1.1 s above its curve and the capacity line was off the crossing.

@@ -18,7 +18,7 @@ from sizing.plan import estimate
 from sizing.report import render_report, render_run_report, run_result, write_report
 from sizing.report.page import NAV, lookup, short_label
 from sizing.report.reading import read_report, shown_number
-from sizing.workload import parse_spec
+from sizing.workload.parse import parse_spec
 
 # A small search space (Llama 3.1 8B on g5/g6e, SageMaker and Bedrock) keeps the planner's run around a second.
 SMALL: dict[str, Any] = {

@@ -7,7 +7,8 @@ import pytest
 from support.examples import EXAMPLES, example_estimate
 
 from sizing.base.serving_config import ServingConfig
-from sizing.deploy.manifests import RENDERED_ENGINES, render, serving_from_manifests
+from sizing.deploy.manifests import render, serving_from_manifests
+from sizing.deploy.rendering import RENDERED_ENGINES
 from sizing.perf.config import HardwareConfig
 from sizing.perf.step import StepModel
 

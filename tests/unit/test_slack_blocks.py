@@ -13,7 +13,8 @@ from sizing.plan import estimate
 from sizing.slack import blocks
 from sizing.slack.client import Message
 from sizing.slack.grammar import parse_command
-from sizing.workload import WorkloadSpec, parse_spec
+from sizing.workload.parse import parse_spec
+from sizing.workload.spec import WorkloadSpec
 
 TEXT = "10k users llama-3.1-70b ttft<1s e2e<2.5s in=1500 out=200 chat"
 

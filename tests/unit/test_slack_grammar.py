@@ -9,7 +9,7 @@ import pytest
 
 from sizing.catalog import load_catalog
 from sizing.slack.grammar import parse_command
-from sizing.workload import parse_spec
+from sizing.workload.parse import parse_spec
 
 # (message as Slack delivers it, what the spec must say) — paths are dotted into the raw spec.
 GOOD: list[tuple[str, dict[str, Any]]] = [

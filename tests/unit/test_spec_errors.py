@@ -10,7 +10,7 @@ import pytest
 
 from sizing.base.errors import InvalidInput
 from sizing.outcome import impossible_constraints
-from sizing.workload import parse_spec
+from sizing.workload.parse import parse_spec
 
 BASE: dict[str, Any] = {
     "model": "llama-3.1-8b",

@@ -14,13 +14,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sizing.base.distributions import TokenDistribution
 from sizing.base.errors import InvalidInput
 from sizing.perf.config import HardwareConfig
 from sizing.perf.simulator import OpenLoop, Replay, simulate
 from sizing.perf.step import Profile, StepModel
 from sizing.traces import read_trace, samples, summarize
 from sizing.traces.replay import TraceReplay, window
-from sizing.workload import TokenDistribution, parse_spec, resolve
+from sizing.workload.derived import resolve
+from sizing.workload.parse import parse_spec
 
 FORMATS = ("mooncake", "bedrock", "datacapture", "csv")
 

@@ -16,7 +16,8 @@ from sizing.report import render_report
 from sizing.results import EstimateResult
 from sizing.service.api import _server_file
 from sizing.traces import samples
-from sizing.workload import parse_spec, resolve
+from sizing.workload.derived import resolve
+from sizing.workload.parse import parse_spec
 
 MODEL = "llama-3.1-8b"
 

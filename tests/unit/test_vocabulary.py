@@ -13,19 +13,21 @@ from sizing.base.serving_config import ServingConfig
 from sizing.base.vocabulary import CAPACITY_TYPES, ENGINES, QUANTIZATIONS
 from sizing.base.vocabulary import DEPLOYMENTS as DEPLOYMENT_VALUES
 from sizing.catalog import load_catalog
-from sizing.catalog.models import BYTES_PER_PARAM
+from sizing.catalog.records import BYTES_PER_PARAM
 from sizing.cli import build_parser, main
 from sizing.commands.twin import serving_from_args
 from sizing.deploy.architecture import Architecture
 from sizing.deploy.janitor import SweptDeployment
-from sizing.deploy.manifests import GPU_QUANT_ARGS, RENDERED_ENGINES, render
+from sizing.deploy.manifests import render
+from sizing.deploy.pods import GPU_QUANT_ARGS
+from sizing.deploy.rendering import RENDERED_ENGINES
+from sizing.perf.calrows import CalRow, MeasuredQuantization
 from sizing.perf.config import EXPERT_ONLY_FORMATS
 from sizing.perf.engines import GPU_ENGINES, NEURON_ENGINES
-from sizing.perf.reference import CalRow, MeasuredQuantization
 from sizing.plan.serving import FP8_KV_ENGINES, PREFIX_CACHING_ENGINES
 from sizing.results import Architecture as ResultArchitecture
 from sizing.slack.grammar import CAPACITY, DEPLOYMENTS, QUANTS, parse_command
-from sizing.workload import Constraints
+from sizing.workload.spec import Constraints
 
 
 def _accepted(schema: dict[str, Any], field: str) -> list[str]:

@@ -12,9 +12,11 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sizing.base.distributions import TokenDistribution
 from sizing.base.errors import InvalidInput, NotFound
 from sizing.cli import main
-from sizing.workload import PRESETS, TokenDistribution, build_model, load_spec, parse_spec, resolve
+from sizing.workload.derived import build_model, resolve
+from sizing.workload.parse import PRESETS, load_spec, parse_spec
 
 BASE: dict[str, Any] = {
     "name": "support-chat",

@@ -7,13 +7,16 @@ import os
 from collections.abc import Mapping
 from typing import ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from sizing.base.errors import InvalidInput, problems_from_pydantic
+from sizing.base.strict import Lenient
 
 
-class EnvSettings(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+class EnvSettings(Lenient):
+    # read once at cold start and shared by the function's handlers (frozen); each field is named by its variable
+    # (the alias) and may also be given by field name
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
 
     #: Whose environment this is, for the error message ("the API function").
     OWNER: ClassVar[str] = "the function"

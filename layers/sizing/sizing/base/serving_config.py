@@ -12,20 +12,19 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from sizing.base.errors import InvalidInput, Problem
+from sizing.base.strict import StrictFrozen
 from sizing.base.vocabulary import Engine, Quantization
 
 #: vLLM's `--kv-cache-dtype`: `auto` keeps K/V in the activation dtype (bf16); `fp8` (E4M3) halves its bytes.
 KvCacheDtype = Literal["auto", "fp8"]
 
 
-class ServingConfig(BaseModel):
+class ServingConfig(StrictFrozen):
     """One replica as the engine runs it. On Neuron, `tensor_parallel` is the NxD Inference `tp_degree` (the
     NeuronCores one replica spans); `max_num_batched_tokens` is None for an engine without a token budget."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     #: the served model id exactly as the workload named it (an -Instruct id serves the -Instruct checkpoint)
     model: str = Field(min_length=1)

@@ -27,7 +27,7 @@ from typing import Literal, get_args
 Engine = Literal["vllm", "trtllm", "sglang", "tgi", "neuron"]
 ENGINES: tuple[Engine, ...] = get_args(Engine)
 
-#: Weight formats a model may be served in (bytes per weight: `sizing.catalog.models.BYTES_PER_PARAM`).
+#: Weight formats a model may be served in (bytes per weight: `sizing.catalog.records.BYTES_PER_PARAM`).
 Quantization = Literal["bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4"]
 QUANTIZATIONS: tuple[Quantization, ...] = get_args(Quantization)
 

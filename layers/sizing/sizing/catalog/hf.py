@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sizing.base.errors import InvalidInput, Problem, problems_from_pydantic
-from sizing.catalog.models import ModelSpec
+from sizing.catalog.records import ModelSpec
 
 #: config.json keys that name the same thing in different model families.
 _ALIASES = {

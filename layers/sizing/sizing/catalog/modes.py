@@ -14,19 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from sizing.base.errors import InvalidInput, problems_from_pydantic
+from sizing.base.strict import StrictFrozen
 
 DATA = Path(__file__).parent / "data" / "modes.yaml"
 OVERLAY_ENV = "SIZING_CATALOG_DIR"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Reserved(_Strict):
+class Reserved(StrictFrozen):
     usd_per_1k_tpm_month: float | None = Field(default=None, gt=0)
     terms_months: list[int]
     min_input_tpm: int
@@ -36,7 +33,7 @@ class Reserved(_Strict):
     as_of: date
 
 
-class ServiceTiers(_Strict):
+class ServiceTiers(StrictFrozen):
     source: str
     as_of: date
     priority_multiple: float = Field(gt=1)
@@ -51,7 +48,7 @@ class ServiceTiers(_Strict):
         return bedrock_model_id in self.models
 
 
-class ProvisionedOffer(_Strict):
+class ProvisionedOffer(StrictFrozen):
     term: str
     usd_per_hour_per_model_unit: float = Field(gt=0)
     input_tpm_per_unit: int = Field(gt=0)
@@ -61,30 +58,30 @@ class ProvisionedOffer(_Strict):
     assumed: bool = False
 
 
-class Provisioned(_Strict):
+class Provisioned(StrictFrozen):
     source: str
     as_of: date
     terms: list[str]
     offers: dict[str, ProvisionedOffer] = Field(default_factory=dict)
 
 
-class SageMakerAsync(_Strict):
+class SageMakerAsync(StrictFrozen):
     source: str
     as_of: date
     max_processing_s: float
 
 
-class InferenceComponents(_Strict):
+class InferenceComponents(StrictFrozen):
     source: str
     as_of: date
 
 
-class SpotBand(_Strict):
+class SpotBand(StrictFrozen):
     label: str
     max: float = Field(gt=0, le=1)
 
 
-class SpotInterruption(_Strict):
+class SpotInterruption(StrictFrozen):
     source: str
     bands: list[SpotBand]
     default_band: str
@@ -101,7 +98,7 @@ class SpotInterruption(_Strict):
         return by_label[self.default_band], True
 
 
-class Modes(_Strict):
+class Modes(StrictFrozen):
     bedrock_service_tiers: ServiceTiers
     bedrock_provisioned: Provisioned
     sagemaker_async: SageMakerAsync

@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=Path,
         action="append",
         default=[],
-        help="normalised rows of our own load tests (sizing.perf.reference.add_rows format); repeatable",
+        help="normalised rows of our own load tests (sizing.perf.calrows.add_rows format); repeatable",
     )
     p.add_argument(
         "--from-run",
@@ -131,16 +131,9 @@ def _pct(summary: dict[str, Any] | None) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.rollback or args.versions:
         return team_profiles(args)
+    from sizing.perf.calrows import LOADTEST_ROWS_NAME, NORMALISED, merge_new_rows, rows_from_run, write_rows
     from sizing.perf.procedure import run_calibration
-    from sizing.perf.reference import (
-        EXCLUDED,
-        LOADTEST_ROWS_NAME,
-        NORMALISED,
-        merge_new_rows,
-        parse_rows,
-        rows_from_run,
-        write_rows,
-    )
+    from sizing.perf.reference import EXCLUDED, parse_rows
 
     if not args.reference.exists():
         raise InvalidInput(

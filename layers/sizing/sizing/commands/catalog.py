@@ -14,7 +14,8 @@ import yaml
 from sizing.base.errors import InvalidInput, Problem
 from sizing.base.text import table
 from sizing.catalog.hf import model_from_config
-from sizing.catalog.models import DATA_DIR, OVERLAY_ENV, Catalog, load_catalog, reset_cache
+from sizing.catalog.loading import DATA_DIR, OVERLAY_ENV, load_catalog, reset_cache
+from sizing.catalog.models import Catalog
 from sizing.catalog.pricing import apply_prices, fetch_prices
 from sizing.commands.output import print_json
 

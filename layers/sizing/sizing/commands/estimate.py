@@ -13,7 +13,9 @@ from sizing.commands.output import print_json
 from sizing.outcome import EXIT_NO_ARCHITECTURE, impossible_constraints
 from sizing.plan.traceeffect import with_effect
 from sizing.results import Architecture, EstimateResult
-from sizing.workload import WorkloadSpec, load_spec, resolve
+from sizing.workload.derived import resolve
+from sizing.workload.parse import load_spec
+from sizing.workload.spec import WorkloadSpec
 
 #: Reasons the table gives for Bedrock's absence at most (one per offer refused; the JSON has every one).
 BEDROCK_REASONS_SHOWN = 3

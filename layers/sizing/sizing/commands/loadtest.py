@@ -17,7 +17,8 @@ from sizing.loadtest.server import describe_server, served_model
 from sizing.traces import read_trace
 from sizing.traces.formats import FORMATS
 from sizing.traces.replay import window as replay_window
-from sizing.workload import build_model, load_spec
+from sizing.workload.derived import build_model
+from sizing.workload.parse import load_spec
 
 #: Fractions of the workload's peak users (or rate) a `--workload` sweep steps through.
 WORKLOAD_FRACTIONS = (0.25, 0.5, 1.0)

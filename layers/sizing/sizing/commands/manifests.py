@@ -106,7 +106,7 @@ def load_architecture(args: argparse.Namespace) -> Any:
         raise InvalidInput(f"--architecture: '{args.architecture}' is neither a file nor an architecture id")
     model = args.model
     if args.workload:
-        from sizing.workload import load_spec
+        from sizing.workload.parse import load_spec
 
         model = load_spec(args.workload).model
     if not model:
@@ -143,8 +143,8 @@ def _serving_with_context(arch: Any, max_model_len: int) -> Any:
 
 def _business_hours(args: argparse.Namespace) -> dict[str, str]:
     """The serving budget's window from --timezone (or the workload's), said on stderr with its UTC hours."""
-    from sizing.deploy.manifests import business_hours_window
-    from sizing.workload import load_spec
+    from sizing.deploy.nodes import business_hours_window
+    from sizing.workload.parse import load_spec
 
     tz = args.timezone
     if tz is None and getattr(args, "workload", None):
@@ -165,7 +165,8 @@ def _business_hours(args: argparse.Namespace) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     from sizing.deploy import validate as checks
-    from sizing.deploy.manifests import RenderOptions, header, render, to_yaml
+    from sizing.deploy.manifests import header, render, to_yaml
+    from sizing.deploy.rendering import RenderOptions
 
     opts = RenderOptions(
         namespace=args.namespace,

@@ -63,7 +63,7 @@ def _fmt(v: Any, digits: int = 0) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sizing.workload import load_spec
+    from sizing.workload.parse import load_spec
     from sizing_local.stack import run_local
 
     if not 1 <= args.top <= 10:

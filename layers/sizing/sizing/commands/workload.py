@@ -11,7 +11,9 @@ from sizing.base.errors import InvalidInput, Problem
 from sizing.commands.output import print_json
 from sizing.traces import read_trace, summarize
 from sizing.traces.formats import FORMATS
-from sizing.workload import TraceSpec, WorkloadSpec, load_spec, resolve
+from sizing.workload.derived import resolve
+from sizing.workload.parse import load_spec
+from sizing.workload.spec import TraceSpec, WorkloadSpec
 
 #: Characters of the widest bar of the hourly chart.
 BAR_WIDTH = 40

@@ -9,22 +9,17 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from sizing.base.errors import InvalidInput, Problem, problems_from_pydantic
 from sizing.base.serving_config import ServingConfig, check_for_hardware
+from sizing.base.strict import Lenient
 from sizing.base.vocabulary import CapacityType, Deployment, Quantization
 from sizing.catalog import Catalog, load_catalog
 from sizing.results import Architecture as Answer
 
 
-class _Loose(BaseModel):
-    """Fed the planner's dicts: ignore keys we do not use (predicted, cost, measured, ...)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-
-class Replicas(_Loose):
+class Replicas(Lenient):
     peak: int = Field(ge=1)
     #: May be 0 off-peak in a planner's schedule; a deployment still runs at least one replica.
     min: int = Field(ge=0)
@@ -37,18 +32,18 @@ class Replicas(_Loose):
         return self
 
 
-class Instances(_Loose):
+class Instances(Lenient):
     peak: int = Field(ge=0)
     min: int = Field(ge=0)
 
 
-class PerReplica(_Loose):
+class PerReplica(Lenient):
     max_concurrency: float | None = Field(default=None, gt=0)
     #: requests in flight per replica at the operating point the answer was sized at (the HPA's target)
     in_flight: float | None = Field(default=None, ge=0)
 
 
-class Architecture(_Loose):
+class Architecture(Lenient):
     """One candidate architecture. Optional fields are derived by `resolve()`."""
 
     id: str

@@ -13,8 +13,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from sizing.base.strict import Strict
 from sizing.deploy.architecture import Architecture
 
 EndpointKind = Literal["eks", "sagemaker", "local-twin", "existing"]
@@ -24,10 +25,8 @@ DEFAULT_POLL_S = 10.0
 HEALTH_TIMEOUT_S = 2.0
 
 
-class Endpoint(BaseModel):
+class Endpoint(Strict):
     """Where a provisioned candidate answers. `url` is the server root: OpenAI routes are under `/v1`."""
-
-    model_config = ConfigDict(extra="forbid")
 
     url: str
     kind: EndpointKind
@@ -44,10 +43,8 @@ class Endpoint(BaseModel):
         return self.url.rstrip("/") + "/v1"
 
 
-class TeardownReport(BaseModel):
+class TeardownReport(Strict):
     """What teardown removed, and what was still going away when it stopped waiting."""
-
-    model_config = ConfigDict(extra="forbid")
 
     deleted: list[str] = Field(default_factory=list)
     remaining: list[str] = Field(default_factory=list)

@@ -16,7 +16,9 @@ from sizing.deploy.architecture import Architecture
 from sizing.deploy.base import Endpoint, EndpointKind, Provisioner, TeardownReport, as_architecture
 from sizing.deploy.kube import ClusterConfig, KubeClient, ProvisioningError, eks_client_for
 from sizing.deploy.labels import DEFAULT_MAX_DURATION_S, TEARDOWN_ORDER
-from sizing.deploy.manifests import SERVICE_PORT, RenderOptions, render
+from sizing.deploy.manifests import render
+from sizing.deploy.pods import SERVICE_PORT
+from sizing.deploy.rendering import RenderOptions
 
 log = logging.getLogger(__name__)
 

@@ -20,11 +20,12 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from sizing.base import table
 from sizing.base.aws import paged, tag_map
 from sizing.base.errors import Conflict, NotFound
+from sizing.base.strict import Strict
 from sizing.deploy import labels as L
 from sizing.deploy.kube import KubeClient, ProvisioningError
 from sizing.deploy.labels import DEFAULT_MAX_DURATION_S, TEARDOWN_ORDER
@@ -117,10 +118,8 @@ FAILURE_CHARS = 1000
 SweptDeployment = Literal["eks", "sagemaker"]
 
 
-class Reconciled(BaseModel):
+class Reconciled(Strict):
     """One run the janitor closed (or would close, in a dry run) because its execution had ended."""
-
-    model_config = ConfigDict(extra="forbid")
 
     run_id: str
     execution_status: str
@@ -129,10 +128,8 @@ class Reconciled(BaseModel):
     error: str | None = None
 
 
-class Swept(BaseModel):
+class Swept(Strict):
     """One resource the janitor removed (or would remove, in a dry run)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     where: SweptDeployment
     kind: str
@@ -142,9 +139,7 @@ class Swept(BaseModel):
     reason: str
 
 
-class SweepReport(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class SweepReport(Strict):
     dry_run: bool = False
     deleted: list[Swept] = Field(default_factory=list)
     #: Runs whose resources were left in place because they are still running within their deadline.

@@ -18,9 +18,9 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import urllib3
-from pydantic import BaseModel, ConfigDict
 
 from sizing.base.errors import SizingError
+from sizing.base.strict import Strict
 
 #: The field manager our server-side applies are recorded under.
 FIELD_MANAGER = "llm-sizing"
@@ -195,10 +195,8 @@ class KubeClient:
 # --- EKS ----------------------------------------------------------------------------------------------------
 
 
-class ClusterConfig(BaseModel):
+class ClusterConfig(Strict):
     """Which EKS cluster to provision in. Endpoint and CA come from `eks:DescribeCluster` when not given."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str
     region: str = "us-east-1"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from sizing.deploy import labels as L
-from sizing.deploy.manifests import RenderOptions
+from sizing.deploy.rendering import RenderOptions
 
 #: The Kubernetes group an EKS access entry maps the functions' IAM role to.
 DEFAULT_GROUP = "llm-sizing"

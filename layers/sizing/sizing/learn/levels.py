@@ -16,11 +16,12 @@ import math
 from dataclasses import replace
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from sizing.base import table
 from sizing.base.errors import SizingError
 from sizing.base.serving_config import serving_key
+from sizing.base.strict import Strict
 from sizing.base.vocabulary import CAPACITY_PHASE
 from sizing.catalog import load_catalog
 from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS
@@ -37,10 +38,8 @@ INDEX = table.INDEX
 STATS = ("mean", "p50", "p95", "p99")
 
 
-class MeasuredLevel(BaseModel):
+class MeasuredLevel(Strict):
     """One measured load level of one run's candidate."""
-
-    model_config = ConfigDict(extra="forbid")
 
     run_id: str
     candidate_id: str

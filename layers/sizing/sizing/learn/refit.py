@@ -27,7 +27,7 @@ log = logging.getLogger("sizing.learn")
 @functools.cache
 def shipped_reference() -> tuple[str, tuple[correction.ReferenceRow, ...]]:
     """The shipped profile's version and its reference rows' cross-validated predictions."""
-    from sizing.perf.reference import NORMALISED
+    from sizing.perf.calrows import NORMALISED
 
     data = load_profiles(str(PROFILE_PATH))
     with NORMALISED.open() as fh:

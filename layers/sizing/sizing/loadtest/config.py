@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from sizing.base.distributions import TokenDistribution
 from sizing.base.strict import Strict
-from sizing.workload import TokenSpec
+from sizing.workload.spec import TokenSpec
 
 #: Default measured window per step and warm-up before it: 20 s + 5 s, plus a tail while the window's last
 #: requests finish (about one answer), so one step takes about 30 s (the issue's target); a warm-up of a few

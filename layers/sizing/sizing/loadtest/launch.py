@@ -13,7 +13,7 @@ from typing import Any
 from sizing.base.errors import InvalidInput, Problem, problems_from_pydantic
 from sizing.loadtest.config import LoadTestConfig, SlaSearchSpec, SloTarget, fresh_seed
 from sizing.loadtest.metrics import StepResult
-from sizing.workload import TokenSpec
+from sizing.workload.spec import TokenSpec
 
 #: Time allowed on top of the planned steps for process start, worker connection and shutdown.
 LAUNCH_MARGIN_S = 90.0

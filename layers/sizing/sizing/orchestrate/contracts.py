@@ -13,9 +13,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer
+from pydantic import BaseModel, Field, ValidationError, field_serializer
 
 from sizing.base.errors import InvalidInput, Problem, problems_from_pydantic
+from sizing.base.strict import Lenient, Open, Strict
 from sizing.deploy.base import Endpoint
 from sizing.loadtest.config import (
     DEFAULT_INPUT_TOKENS,
@@ -27,7 +28,7 @@ from sizing.loadtest.config import (
     SloTarget,
 )
 from sizing.results import Architecture
-from sizing.workload import TokenSpec
+from sizing.workload.spec import TokenSpec
 
 #: Most levels a candidate's capacity search runs (bracketing 2-3, bisecting 2-3, a bound 1): each is a warm-up,
 #: a window that may grow to 4 windows, and a tail.
@@ -39,16 +40,12 @@ SloTriple = tuple[Metric, Pct, float]
 M = TypeVar("M", bound=BaseModel)
 
 
-class Produced(BaseModel):
+class Produced(Strict):
     """A payload this package writes: unknown keys are a producer's bug."""
 
-    model_config = ConfigDict(extra="forbid")
 
-
-class StateInput(BaseModel):
+class StateInput(Lenient):
     """A state's input as the state machine assembles it: keys it adds that a step does not read are ignored."""
-
-    model_config = ConfigDict(extra="ignore")
 
 
 def step_input(model: type[M], event: Any) -> M:
@@ -69,11 +66,9 @@ def step_input(model: type[M], event: Any) -> M:
 
 
 # --- what the Estimate step hands on ---------------------------------------------------------------------------
-class MachineSettings(BaseModel):
+class MachineSettings(Open):
     """The numbers the state machine reads from the Estimate step's output (Wait, Map, heartbeat, timeout);
     `OrchestrationSettings.machine_settings()` writes them."""
-
-    model_config = ConfigDict(extra="allow")
 
     ready_poll_s: int
     ready_max_attempts: int = Field(ge=1)
@@ -269,11 +264,9 @@ class LoadTask(Produced):
 
 
 # --- collect and rank, or fail the run -----------------------------------------------------------------------------
-class CandidateOutcome(BaseModel):
+class CandidateOutcome(Open):
     """One item of the Map's result (`$.measured`): the Measured, CandidateFailed or TeardownFailed state's
     output. Keys it does not name are kept for the merge."""
-
-    model_config = ConfigDict(extra="allow")
 
     candidate_id: str | None = None
     status: str | None = None

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from sizing.base.strict import Open
 
 #: As statemachines/sizing_run.asl.json's Notify* states send them.
 EVENT_SOURCE = "llm-sizing"
@@ -14,12 +16,10 @@ RUN_COMPLETED = "SizingRunCompleted"
 RUN_FAILED = "SizingRunFailed"
 
 
-class RunCompletedDetail(BaseModel):
+class RunCompletedDetail(Open):
     """The detail of a completion event as its readers take it: the run id, which is all they need (the rest is
     read from the store), and the final status and error where the sender states them. Other fields the
     orchestration adds (the ranking, its learning block) are the EventBridge rules' to match: kept, unread."""
-
-    model_config = ConfigDict(extra="allow")
 
     run_id: str = Field(min_length=1, max_length=128)
     status: str | None = None

@@ -29,12 +29,13 @@ from sizing.plan.candidates import HardwareOption
 from sizing.plan.cost import project
 from sizing.plan.search import DEFAULT_HEADROOM
 from sizing.results import rank_cost
-from sizing.workload import WorkloadModel, WorkloadSpec, build_model
+from sizing.workload.derived import WorkloadModel, build_model
+from sizing.workload.spec import WorkloadSpec
 
 METRICS = ("ttft_ms", "tpot_ms", "e2e_s")
 #: What callers may pass as `origin`: `loadtest` is the earlier name of a real server's measurement.
 ORIGIN_ALIASES: dict[str, Origin] = {"twin": TWIN, "endpoint": ENDPOINT, "loadtest": ENDPOINT}
-#: The calibration rows' own `origin` (sizing.perf.reference.CalRow): `twin` rows are refused by calibration
+#: The calibration rows' own `origin` (sizing.perf.calrows.CalRow): `twin` rows are refused by calibration
 #: (sizing.perf.calibration.TWIN_ORIGIN), `loadtest` rows are this product's measurements of real servers.
 ROW_ORIGIN: dict[Origin, str] = {TWIN: "twin", ENDPOINT: "loadtest"}
 #: Largest closed-loop level re-simulated as given (perf.predict.MAX_SIMULATED_CONCURRENCY): beyond it a replica
@@ -301,12 +302,12 @@ def calibration_rows(
     wm: WorkloadModel | None = None,
     cat: Catalog | None = None,
 ) -> list[dict[str, Any]]:
-    """One normalised calibration row (sizing.perf.reference.CalRow format) per measured concurrency level: the
+    """One normalised calibration row (sizing.perf.calrows.CalRow format) per measured concurrency level: the
     deployment as served (its max_model_len and max_num_seqs), the lengths as drawn (measured means, the workload's
     lognormal spread), the load and what was measured. Row ids and the source name the run, so rows of several
     runs of one architecture stay apart. A managed service (Bedrock) runs on hardware it does not name: no rows.
     Nor does a level whose prompts shared a prefix that the server cached: the reference fit simulates its rows
-    without a prefix cache (`sizing.perf.reference.CalRow` has no such column), so the cache's saving would read
+    without a prefix cache (`sizing.perf.calrows.CalRow` has no such column), so the cache's saving would read
     as the estimator's error. Such levels still feed the team's refit and answer as measured configurations
     (`sizing.learn.levels`), which simulate them with their prefix."""
     if arch.get("deployment") == "bedrock" or not arch.get("accelerator"):

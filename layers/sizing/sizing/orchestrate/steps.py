@@ -47,7 +47,9 @@ from sizing.releases.catalog import LiveCatalog, ModelRegistry
 from sizing.results import Architecture
 from sizing.service.runs import DEFAULT_TOP_K
 from sizing.store import SizingStore
-from sizing.workload import TokenSpec, WorkloadSpec, build_model, parse_spec
+from sizing.workload.derived import build_model
+from sizing.workload.parse import parse_spec
+from sizing.workload.spec import TokenSpec, WorkloadSpec
 
 #: Sweep levels around the predicted SLO-limit concurrency c of one replica: below, at and above the knee.
 LEVEL_FACTORS = (0.5, 1.0, 1.5)

@@ -14,6 +14,7 @@ from itertools import repeat
 from typing import Any
 
 from sizing.perf.calibration import family_of, profile_for
+from sizing.perf.calrows import CalRow
 from sizing.perf.fit import (
     METRICS,
     PRIOR,
@@ -25,7 +26,6 @@ from sizing.perf.fit import (
     profile_key,
     roofline_row,
 )
-from sizing.perf.reference import CalRow
 
 
 @dataclass

@@ -34,13 +34,15 @@ import yaml
 
 from sizing.base.distributions import TokenDistribution
 from sizing.catalog import load_catalog
-from sizing.catalog.models import Catalog, ModelSpec
+from sizing.catalog.models import Catalog
+from sizing.catalog.records import ModelSpec
 from sizing.perf.calibration import family_of, kind_of
+from sizing.perf.calrows import CalRow
 from sizing.perf.config import HardwareConfig
 from sizing.perf.engines import build_scheduler
 from sizing.perf.memory import memory_fit
 from sizing.perf.optimizer import nelder_mead
-from sizing.perf.reference import LLMPERF_LAUNCH_GAP_S, REFERENCE_MODELS, SHAREGPT_SIGMA, CalRow
+from sizing.perf.reference import LLMPERF_LAUNCH_GAP_S, REFERENCE_MODELS, SHAREGPT_SIGMA
 from sizing.perf.simulator import ClosedLoop, OpenLoop, SimResult, saturating_concurrency, simulate
 from sizing.perf.step import ROOFLINE, Profile, StepModel
 
@@ -254,7 +256,9 @@ def simulate_row(row: CalRow, profile: Profile, prefix_tokens: int = 0) -> SimRe
         load, n = ClosedLoop(c), min(MAX_REQUESTS, max(floor, ROUNDS * c))
     else:
         load, n = OpenLoop(row.load_value), OPEN_LOOP_REQUESTS
-    return simulate(sm, load, i_dist, o_dist, n_requests=n, seed=0, warmup=warmup, prefix_tokens=prefix_tokens)
+    return simulate(
+        sm, load, i_dist, o_dist, n_requests=n, seed=0, warmup=warmup, prefix_tokens=prefix_tokens
+    )
 
 
 def _in_client_units(row: CalRow, out: dict[str, float], e2e_s: float) -> dict[str, float]:

@@ -64,9 +64,7 @@ def _check_prefix(shared_prefix_tokens: int, input_tokens: int) -> None:
     """A shared prefix is a part of the prompt: 0 or more tokens, fewer than the prompt has."""
     if not shared_prefix_tokens:
         return
-    from sizing.workload import (
-        shared_prefix_problem,  # the workload model (pydantic): only when a prefix is given
-    )
+    from sizing.workload.spec import shared_prefix_problem
 
     problem = (
         f"must be 0 or more tokens, got {shared_prefix_tokens}"

@@ -14,6 +14,7 @@ from typing import Any
 
 from sizing.perf import fit as fitting
 from sizing.perf.calibration import ERROR_METRICS, TWIN_ORIGIN, profile_for
+from sizing.perf.calrows import CalRow, read_rows
 from sizing.perf.crossval import cv_table
 from sizing.perf.fit import (
     PRIOR,
@@ -26,7 +27,7 @@ from sizing.perf.fit import (
     row_config,
 )
 from sizing.perf.memory import memory_fit
-from sizing.perf.reference import ANNOTATIONS, REFERENCE_MODELS, CalRow, parse_rows, read_rows
+from sizing.perf.reference import ANNOTATIONS, REFERENCE_MODELS, parse_rows
 
 
 def inputs_digest(paths: Iterable[Any]) -> str:

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from sizing.perf.config import HardwareConfig
     from sizing.perf.scheduler import Scheduler
     from sizing.traces.replay import TraceReplay
-    from sizing.workload import SLO
+    from sizing.workload.spec import SLO
 
 #: A closed-loop run needs this many rounds of `concurrency` requests for a steady-state window; fewer rounds
 #: (or an all-at-once batch) are measured over the whole makespan instead, as offline benchmarks do.

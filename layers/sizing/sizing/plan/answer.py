@@ -33,7 +33,8 @@ from sizing.results import (
     Predicted,
     Replicas,
 )
-from sizing.workload import SLO, WorkloadModel
+from sizing.workload.derived import WorkloadModel
+from sizing.workload.spec import SLO
 
 
 def pricing_of(cat: Catalog, wm: WorkloadModel, hw: HardwareOption, deployment: str) -> Pricing:

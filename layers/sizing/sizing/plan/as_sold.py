@@ -33,7 +33,7 @@ from sizing.results import (
     Replicas,
     SpotInfo,
 )
-from sizing.workload import DAYS_PER_MONTH, WorkloadModel
+from sizing.workload.derived import DAYS_PER_MONTH, WorkloadModel
 
 
 def hosted_as_sold(

@@ -8,8 +8,8 @@ import math
 from typing import Any
 
 from sizing.catalog import load_catalog
-from sizing.catalog.models import BedrockChoice
 from sizing.catalog.modes import Modes, ServiceTiers, load_modes
+from sizing.catalog.offerings import BedrockChoice
 from sizing.perf.managed import REFERENCE_PROMPT_TOKENS, PromptPrefill, assumed_prefill, bedrock_ttft_ms
 from sizing.plan.capacity import describe_violation
 from sizing.plan.cost import (
@@ -27,7 +27,7 @@ from sizing.plan.cost import (
 )
 from sizing.plan.state import SearchState
 from sizing.results import Architecture, Cost, QuotaFlag, Rejected, RejectedKind
-from sizing.workload import WorkloadModel
+from sizing.workload.derived import WorkloadModel
 
 
 def bedrock_architectures(

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 from sizing.base.errors import InvalidInput, Problem
 from sizing.catalog import Accelerator, Catalog, InstanceType, ModelSpec
-from sizing.catalog.models import BedrockChoice
+from sizing.catalog.offerings import BedrockChoice
 from sizing.catalog.regions import nearest
 from sizing.perf.config import valid_tps
-from sizing.workload import WorkloadModel
+from sizing.workload.derived import WorkloadModel
 
 #: Engines that run on Neuron devices; a constraint naming "vllm" includes vLLM's Neuron backend there.
 NEURON_ENGINE = "neuron"

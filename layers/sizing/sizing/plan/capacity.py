@@ -25,7 +25,8 @@ from typing import Any
 from sizing.perf.calibration import conservative_ratio, error_rows
 from sizing.perf.simulator import ClosedLoop, OpenLoop, Replay, SimResult, forget_draws, simulate
 from sizing.plan.memo import LRU, fingerprint
-from sizing.workload import SLO, WorkloadModel
+from sizing.workload.derived import WorkloadModel
+from sizing.workload.spec import SLO
 
 #: Requests simulated per probe. p99 of 800 samples rests on 8 requests beyond it: enough to rank and size,
 #: and the bisection's own resolution (1/2^BISECTION_STEPS of the saturated rate) is coarser than that noise.

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sizing.workload import DAYS_PER_MONTH, WorkloadModel
+from sizing.workload.derived import DAYS_PER_MONTH, WorkloadModel
 
 #: Average hours in a month (365.25 x 24 / 12 = 730.5).
 HOURS_PER_MONTH = DAYS_PER_MONTH * 24

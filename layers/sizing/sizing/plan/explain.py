@@ -12,7 +12,8 @@ from sizing.plan.cost import SAVINGS_PLAN_1Y_DISCOUNT, SCALE_UP_LEAD_S_GPU, SCAL
 from sizing.plan.serving import CONTEXT_PERCENTILE
 from sizing.plan.state import Option, SearchState
 from sizing.results import Architecture, NotCheaper
-from sizing.workload import SLO, WorkloadModel
+from sizing.workload.derived import WorkloadModel
+from sizing.workload.spec import SLO
 
 #: The summary names the SLO that excluded cheaper hardware when the answer costs at least this many times the
 #: cheapest hardware option's cost bound.

@@ -31,7 +31,7 @@ from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS, Edge, conservati
 from sizing.perf.simulator import ClosedLoop, bounds, simulate
 from sizing.perf.step import StepModel
 from sizing.plan.capacity import Capacity, max_rate_under_slo
-from sizing.workload import WorkloadModel
+from sizing.workload.derived import WorkloadModel
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any
 from sizing.plan.capacity import describe_violation
 from sizing.plan.state import Option
 from sizing.results import AlsoFits, Architecture, Rejected, RejectedKind
-from sizing.workload import WorkloadModel
+from sizing.workload.derived import WorkloadModel
 
 #: The predicted percentiles an architecture states, lowest first: a target at another percentile (p90) is judged
 #: by the next one above it, which bounds it.

@@ -51,7 +51,8 @@ from sizing.results import (
     SloCost,
     ranked_usd_per_month,
 )
-from sizing.workload import WorkloadModel, WorkloadSpec, resolve
+from sizing.workload.derived import WorkloadModel, resolve
+from sizing.workload.spec import WorkloadSpec
 
 #: Default share of a replica's SLO capacity kept free at peak (bursts within the hour, estimator error).
 DEFAULT_HEADROOM = 0.20

@@ -15,7 +15,7 @@ import numpy as np
 from sizing.base.serving_config import ServingConfig
 from sizing.catalog import Accelerator, Catalog
 from sizing.perf.engines import engine_defaults, engine_image
-from sizing.workload import WorkloadModel, context_limit
+from sizing.workload.derived import WorkloadModel, context_limit
 
 #: The percentile of input + output tokens a deployment's `max_model_len` covers: one request in a thousand may be
 #: longer (and is refused by the server, as stated beside the figure).

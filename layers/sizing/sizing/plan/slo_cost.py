@@ -13,7 +13,7 @@ from sizing.perf.simulator import bounds
 from sizing.plan.capacity import UNITS
 from sizing.plan.state import SearchState
 from sizing.results import Architecture, EstimateResult, SloCost
-from sizing.workload import WorkloadSpec
+from sizing.workload.spec import WorkloadSpec
 
 #: One step of relaxation: the stated bound doubled (TTFT p99 150 -> 300 ms), each target alone.
 RELAX_FACTOR = 2.0

@@ -19,7 +19,8 @@ from sizing.plan.candidates import Enumeration, HardwareOption
 from sizing.plan.capacity import Capacity, describe_violation, predict_at
 from sizing.plan.serving import Context, with_effective_batch
 from sizing.results import Architecture, Rejected
-from sizing.workload import SLO, WorkloadModel
+from sizing.workload.derived import WorkloadModel
+from sizing.workload.spec import SLO
 
 Progress = Callable[[int, int, str], None]
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sizing.results import Architecture, EstimateResult
-from sizing.workload import WorkloadSpec
+from sizing.workload.spec import WorkloadSpec
 
 
 def poisson_twin(spec: WorkloadSpec) -> WorkloadSpec | None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sizing.base.serving_config import ServingConfig
-from sizing.catalog.models import Accelerator
+from sizing.catalog.records import Accelerator
 from sizing.plan.answer import pricing_of, verified_architectures
 from sizing.plan.capacity import UNITS, grid_point_above, margin, max_rate_under_slo, probe, stat
 from sizing.plan.cost import is_batch_workload, monthly_usd
@@ -25,7 +25,7 @@ from sizing.plan.state import (
     peak_rps_per_replica,
 )
 from sizing.results import Architecture, Tuning, ranked_usd_per_month
-from sizing.workload import DAYS_PER_MONTH
+from sizing.workload.derived import DAYS_PER_MONTH
 
 #: A tuned configuration replaces the engine's defaults only when it raises the SLO capacity by more than this: the
 #: capacity search's grid resolution is 1/2^5 (about 3%) of the saturated rate, so smaller gains are search noise.

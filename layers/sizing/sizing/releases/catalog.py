@@ -12,10 +12,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from sizing.base import table
 from sizing.base.aws import DynamoTable
+from sizing.base.strict import Strict
 from sizing.catalog import Catalog, ModelSpec, load_catalog
 from sizing.results import EstimateResult
 from sizing.store.codec import from_item, to_item
@@ -30,10 +31,9 @@ INDEX_NAME = table.INDEX
 CHECK_EVERY_S = 1.0
 
 
-class AddedModel(BaseModel):
+class AddedModel(Strict):
     """A model added to the catalog by a release event."""
 
-    model_config = ConfigDict(extra="forbid")
     model_id: str
     spec: dict[str, Any] = Field(description="the ModelSpec, as JSON")
     added_at: str = Field(default_factory=now_iso)

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from sizing.base.errors import Unavailable
+from sizing.base.strict import Strict
 from sizing.releases.catalog import BatchCache
 
 if TYPE_CHECKING:
@@ -37,10 +38,9 @@ SQS_BATCH_MAX = 10
 SEND_RETRIES = 3
 
 
-class WatchJob(BaseModel):
+class WatchJob(Strict):
     """The message of one (model, watch) pair: what to re-size, and against which config.json of the model."""
 
-    model_config = ConfigDict(extra="forbid")
     v: Literal[1] = 1
     model_id: str
     config_digest: str = Field(description="digest of the released config.json (`events.config_digest`)")

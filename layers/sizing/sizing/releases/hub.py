@@ -16,9 +16,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from sizing.base.errors import InvalidInput, Problem, SizingError
+from sizing.base.strict import Lenient
 
 HUB_URL = "https://huggingface.co"
 #: Seconds to wait for a connection or a read: the Hub answers listings in well under a second; 10 s leaves
@@ -47,11 +48,12 @@ class HubError(SizingError):
         self.permanent = permanent
 
 
-class HubModel(BaseModel):
+class HubModel(Lenient):
     """One entry of GET /api/models. The Hub adds fields over time, so unknown ones are ignored here (this is
     a response we read, not an input we accept)."""
 
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    # filled from the Hub's JSON by its names (`createdAt`) or by field name (`created_at`)
+    model_config = ConfigDict(populate_by_name=True)
     id: str
     created_at: datetime | None = Field(default=None, alias="createdAt")
     private: bool = False

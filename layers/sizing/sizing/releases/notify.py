@@ -13,10 +13,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from sizing.base.aws import EventBus
 from sizing.base.errors import Problem, Unavailable
+from sizing.base.strict import Strict
 from sizing.releases.compare import Comparison
 from sizing.releases.events import (
     EVENT_SOURCE,
@@ -34,10 +35,9 @@ if TYPE_CHECKING:
     from sizing.slack.client import Message
 
 
-class ReleaseNote(BaseModel):
+class ReleaseNote(Strict):
     """What a watch is told about a release (the `SizingEstimateReady` detail)."""
 
-    model_config = ConfigDict(extra="forbid")
     watch_id: str
     watch_name: str
     model_id: str

@@ -16,11 +16,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from sizing.base import table
 from sizing.base.aws import DynamoTable, EventBus
 from sizing.base.errors import InvalidInput, Unavailable
+from sizing.base.strict import Strict
 from sizing.releases.events import EVENT_SOURCE, MODEL_RELEASED, ModelReleased
 from sizing.releases.hub import HubClient, HubError, HubModel
 from sizing.store.codec import from_item, to_item
@@ -41,8 +42,7 @@ BATCH_GET_MAX = 100
 POLLER_SOURCE = "huggingface-hub"
 
 
-class SeenModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SeenModel(Strict):
     model_id: str
     status: Literal["emitted", "unavailable"]
     seen_at: str = Field(default_factory=now_iso)
@@ -102,10 +102,9 @@ class BusPublisher(EventBus):
             raise Unavailable(f"EventBridge refused ModelReleased: {failed.get('ErrorCode')}")
 
 
-class PollReport(BaseModel):
+class PollReport(Strict):
     """What one poll did (the poller's return value and log line)."""
 
-    model_config = ConfigDict(extra="forbid")
     orgs: list[str]
     listed: int = 0
     wanted: int = 0

@@ -29,7 +29,7 @@ from sizing.releases.hub import HubClient, HubError
 from sizing.releases.notify import Notifier, ReleaseNote, summary
 from sizing.releases.watches import ReleaseWatch, WatchResult, WatchService
 from sizing.results import EstimateResult
-from sizing.workload import parse_spec
+from sizing.workload.parse import parse_spec
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import BasePersistenceLayer

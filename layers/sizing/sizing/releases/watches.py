@@ -23,7 +23,7 @@ from sizing.store import RunSource, SizingStore, SlackThread, Watch
 from sizing.store.codec import from_item, to_item
 from sizing.store.items import WATCHES_INDEX_PK, now_iso
 from sizing.store.repository import MAX_PAGE
-from sizing.workload import parse_spec
+from sizing.workload.parse import parse_spec
 
 if TYPE_CHECKING:
     from sizing.catalog import Catalog

@@ -25,7 +25,8 @@ from sizing.base.errors import SizingError
 from sizing.base.serving_config import ServingConfig
 from sizing.perf.config import HardwareConfig
 from sizing.perf.step import StepModel
-from sizing.workload import WorkloadModel, build_model, parse_spec
+from sizing.workload.derived import WorkloadModel, build_model
+from sizing.workload.parse import parse_spec
 
 #: Distinct hardware configurations given a curve (the report's charts stay readable with four lines).
 CURVE_CANDIDATES = 4

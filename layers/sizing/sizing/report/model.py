@@ -9,16 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from sizing.base.errors import InvalidInput, problems_from_pydantic
+from sizing.base.strict import Lenient
 
 
-class _Loose(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class ArchitectureIn(_Loose):
+class ArchitectureIn(Lenient):
     id: str
     rank: int | None = None
     deployment: str | None = None
@@ -27,19 +24,19 @@ class ArchitectureIn(_Loose):
     cost: dict[str, Any] | None = None
 
 
-class RejectedIn(_Loose):
+class RejectedIn(Lenient):
     id: str | None = None
     kind: str | None = None
     reason: str | None = None
 
 
-class MeasurementIn(_Loose):
+class MeasurementIn(Lenient):
     candidate_id: str | None = None
     record: dict[str, Any] | None = None
     requests_per_s: float | None = None
 
 
-class ResultIn(_Loose):
+class ResultIn(Lenient):
     workload: dict[str, Any] | None = None
     architectures: list[ArchitectureIn] | None = None
     rejected: list[RejectedIn] | None = None

@@ -67,7 +67,7 @@ from sizing.report.page_workload import (
     _workload,
 )
 from sizing.report.templating import make_environment
-from sizing.workload import WorkloadModel
+from sizing.workload.derived import WorkloadModel
 
 
 def _manifests(manifests: dict[str, str] | None, note: str) -> Section:

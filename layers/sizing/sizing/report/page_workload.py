@@ -23,7 +23,7 @@ from sizing.report.page_base import (
     slo_targets,
     token_count,
 )
-from sizing.workload import WorkloadModel
+from sizing.workload.derived import WorkloadModel
 
 
 def _workload(pg: Page, wl: WorkloadModel | None) -> Section:

@@ -8,7 +8,8 @@ from typing import Any
 
 from sizing.base.errors import SizingError
 from sizing.report.page import render_report
-from sizing.workload import WorkloadModel, parse_spec, resolve
+from sizing.workload.derived import WorkloadModel, resolve
+from sizing.workload.parse import parse_spec
 
 
 def run_result(payload: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], WorkloadModel | None]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from sizing.base.errors import Conflict, Unavailable
 from sizing.catalog import load_catalog
 from sizing.store import Run, RunSource, SizingStore, SlackThread
-from sizing.workload import parse_spec
+from sizing.workload.parse import parse_spec
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient

@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from slack_sdk.models.blocks import (
     ActionsBlock,
     Block,
@@ -26,10 +26,12 @@ from slack_sdk.models.blocks import (
 )
 
 from sizing.answer import answer_row, region_line
+from sizing.base.strict import Strict
 from sizing.base.text import measured_label
 from sizing.slack.client import Message
 from sizing.slack.grammar import EXAMPLES, PRESET_ALIASES
-from sizing.workload import PRESETS, WorkloadSpec
+from sizing.workload.parse import PRESETS
+from sizing.workload.spec import WorkloadSpec
 
 MEASURE_ACTION_ID = "measure_these"
 REPORT_ACTION_ID = "open_report"
@@ -49,12 +51,10 @@ E2E_HOURS_FROM_S = 3600.0
 METRIC_NAMES = {"ttft_ms": ("TTFT", "ms"), "tpot_ms": ("TPOT", "ms"), "e2e_s": ("e2e", "s")}
 
 
-class MeasureAction(BaseModel):
+class MeasureAction(Strict):
     """The value carried by the "Measure these" button: the raw spec the estimate was made from and the ids of
     the architectures the message listed, which the run measures exactly (a button posted before ids were
     carried has none: the run then measures the top `top_k` hardware options)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     v: int = Field(default=1, ge=1, le=1)
     spec: dict[str, Any]

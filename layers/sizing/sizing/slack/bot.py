@@ -17,10 +17,11 @@ from urllib.parse import parse_qs
 
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError
 
 from sizing.base.errors import InvalidInput, NotFound, SizingError, Unavailable
 from sizing.base.observability import logger, metrics
+from sizing.base.strict import Lenient, Strict
 from sizing.learn.drift import slack_text
 from sizing.orchestrate.events import RunCompletedDetail
 from sizing.slack import blocks
@@ -28,7 +29,8 @@ from sizing.slack.client import Message, SlackPoster
 from sizing.slack.grammar import parse_command
 from sizing.slack.verify import ReplayGuard, Unauthorized, verify_request
 from sizing.store import SlackThread
-from sizing.workload import WorkloadSpec, parse_spec
+from sizing.workload.parse import parse_spec
+from sizing.workload.spec import WorkloadSpec
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import BasePersistenceLayer
@@ -48,10 +50,9 @@ class Secrets(Protocol):
     def bot_token(self) -> SecretStr: ...
 
 
-class _SlackPayload(BaseModel):
-    # Slack adds fields to its payloads over time (api_app_id, is_enterprise_install, ...): ignore what we do
-    # not read rather than refuse genuine requests.
-    model_config = ConfigDict(extra="ignore")
+class _SlackPayload(Lenient):
+    """Slack adds fields to its payloads over time (api_app_id, is_enterprise_install, ...): what is not read is
+    ignored rather than genuine requests refused."""
 
 
 class SlashCommand(_SlackPayload):
@@ -99,10 +100,8 @@ class BlockActions(_SlackPayload):
     actions: list[_Action] = Field(default_factory=list, max_length=25)
 
 
-class EstimateJob(BaseModel):
+class EstimateJob(Strict):
     """What the command handler hands the asynchronous worker."""
-
-    model_config = ConfigDict(extra="forbid")
 
     raw_spec: dict[str, Any]
     response_url: str = Field(pattern=r"^https?://", max_length=2048)

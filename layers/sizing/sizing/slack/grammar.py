@@ -1,4 +1,4 @@
-"""The `/sizing` command's grammar: a chat message → a raw workload spec (the dict `sizing.workload.parse_spec`
+"""The `/sizing` command's grammar: a chat message → a raw workload spec (the dict `sizing.workload.parse.parse_spec`
 takes), or help, or a usage reply that says what was not understood.
 
 The grammar is tolerant: words may come in any order, `<`, `<=`, `≤`, `=` and `:` are interchangeable between a
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sizing.base.vocabulary import QUANTIZATIONS, CapacityType, Deployment, Quantization
-from sizing.workload import PRESETS
+from sizing.workload.parse import PRESETS
 
 #: Preset used when the message names none: most people asking from chat describe an interactive assistant.
 DEFAULT_PRESET = "chat"

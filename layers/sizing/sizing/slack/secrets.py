@@ -6,19 +6,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import ConfigDict, Field, SecretStr, ValidationError
 
 from sizing.base.errors import InvalidInput, Problem, Unavailable
 from sizing.base.observability import logger
+from sizing.base.strict import Lenient
 
 if TYPE_CHECKING:
     from mypy_boto3_secretsmanager import SecretsManagerClient
 
 
-class SlackCredentials(BaseModel):
+class SlackCredentials(Lenient):
     """The secret's JSON document. Extra keys (app id, client secret) may live beside these and are ignored."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    # read once per cold start and shared by every request the function serves: never changed after
+    model_config = ConfigDict(frozen=True)
 
     signing_secret: SecretStr = Field(min_length=1)
     bot_token: SecretStr = Field(min_length=1)

@@ -10,9 +10,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from sizing.base import table
+from sizing.base.strict import Strict
 
 RunStatus = Literal[
     "PENDING", "QUEUED", "RUNNING", "REFUSED", "SUCCEEDED", "FAILED", "CANCELLING", "CANCELLED"
@@ -60,8 +61,8 @@ def now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class Item(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Item(Strict):
+    pass
 
 
 class SlackThread(Item):

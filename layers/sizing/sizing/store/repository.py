@@ -16,11 +16,12 @@ import time
 import uuid
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from sizing.base import table
 from sizing.base.aws import DynamoTable
 from sizing.base.errors import Conflict, InvalidInput, NotFound, Problem
+from sizing.base.strict import Strict
 from sizing.store.codec import from_item, to_item, to_value
 from sizing.store.items import (
     ALLOWED_FROM,
@@ -48,10 +49,9 @@ BATCH_WRITE_MAX = 25
 TOKEN_VERSION = 1
 
 
-class _Token(BaseModel):
+class _Token(Strict):
     """The decoded form of an opaque page token: the last item's keys in the listing it came from."""
 
-    model_config = ConfigDict(extra="forbid")
     v: int = Field(ge=TOKEN_VERSION, le=TOKEN_VERSION)
     index: str = Field(pattern=r"^(RUNS|WATCHES)$")
     pk: str = Field(max_length=300)

@@ -21,15 +21,16 @@ from typing import Any
 import numpy as np
 from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from sizing.base.distributions import TokenDistribution
 from sizing.base.errors import SizingError
+from sizing.base.strict import Lenient, Strict
 from sizing.base.tokens import VOCABULARY, block_hashes, chat_token_pieces, token_pieces
 from sizing.twin.engine import TTFT_BUCKETS_S, Engine, Sequence, StepModelLike
 
 #: Answer lengths when the client does not force them (ignore_eos): the chat preset's output distribution
-#: (mean 250, p95 700 tokens; sizing.workload.PRESETS["chat"]), capped by max_tokens.
+#: (mean 250, p95 700 tokens; sizing.workload.parse.PRESETS["chat"]), capped by max_tokens.
 DEFAULT_OUTPUT_MEAN = 250
 DEFAULT_OUTPUT_P95 = 700
 #: Largest request head we read; vLLM's uvicorn default limit is of the same order (h11: 16 KiB).
@@ -47,10 +48,8 @@ _REASONS = {
 }
 
 
-class TwinSettings(BaseModel):
+class TwinSettings(Strict):
     """What the twin serves and how it draws answer lengths."""
-
-    model_config = ConfigDict(extra="forbid")
 
     served_model: str = Field(min_length=1)
     #: other names requests may use (the catalog id when the twin was asked for by an alias, and vice versa)
@@ -80,16 +79,13 @@ def twin_version() -> str:
         return TWIN_VERSION_PREFIX + "unknown"
 
 
-class _StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class _StreamOptions(Lenient):
     include_usage: bool = False
 
 
-class _Request(BaseModel):
+class _Request(Lenient):
     """The fields of an OpenAI request that change what the twin does. OpenAI clients send many more (sampling
     parameters, user ids...) that do not change timing, so unknown fields are ignored rather than refused."""
-
-    model_config = ConfigDict(extra="ignore")
 
     model: str
     max_tokens: int | None = Field(default=None, ge=1)

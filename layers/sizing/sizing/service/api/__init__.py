@@ -23,12 +23,7 @@ from sizing.releases.watches import PATTERN_MAX, PATTERN_RE
 from sizing.service.api import deps, errors
 from sizing.service.api.models import EXAMPLE_SPEC
 from sizing.service.api.routers import calibration, catalog, estimates, runs, watches
-from sizing.workload import (
-    LARGEST_STORED_NUMBER,
-    SMALLEST_STORED_NUMBER,
-    WorkloadSpec,
-    timezone_names,
-)
+from sizing.workload.spec import LARGEST_STORED_NUMBER, SMALLEST_STORED_NUMBER, WorkloadSpec, timezone_names
 
 if TYPE_CHECKING:
     from sizing.catalog import Catalog
@@ -68,7 +63,7 @@ HOURS = 24
 
 
 def with_spec_schema(doc: dict[str, Any], catalog: Catalog | None = None) -> dict[str, Any]:
-    """The workload spec in full, generated from `sizing.workload.WorkloadSpec` (descriptions, bounds,
+    """The workload spec in full, generated from `sizing.workload.spec.WorkloadSpec` (descriptions, bounds,
     choices), in place of the free-form object the routes declare (they validate through `parse_spec`, which
     applies presets first). `tokens` and `slo` are not required in the document: a `preset` fills them.
     `model` lists the names of `catalog` (the served document's: the shipped models and those released)."""

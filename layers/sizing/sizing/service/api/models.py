@@ -2,7 +2,7 @@
 `sizing.results`'s) (they also make its OpenAPI document).
 
 Requests are strict (`extra="forbid"`): a misspelt field is an error naming it, not silently ignored. The
-workload spec inside a request stays a mapping here and is validated by `sizing.workload.parse_spec`, the one
+workload spec inside a request stays a mapping here and is validated by `sizing.workload.parse.parse_spec`, the one
 validator every entry point (CLI, API, Slack, events) shares, so presets apply the same way everywhere.
 """
 
@@ -65,7 +65,8 @@ class Links(Strict):
     report: str
     cancel: str
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # built here by field name (`self_=`, in `for_run`); `self` is its name in JSON (the alias)
+    model_config = ConfigDict(populate_by_name=True)
 
     @classmethod
     def for_run(cls, run_id: str) -> Links:

@@ -6,8 +6,9 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from sizing.base.strict import Open, Strict
 from sizing.service.api.responses import ok
 
 router = Router()
@@ -16,9 +17,7 @@ router = Router()
 MAX_VERSIONS = 100
 
 
-class CalibrationVersion(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
+class CalibrationVersion(Open):
     version: str = Field(description="sortable: UTC time of the refit, then a short digest")
     status: str | None = Field(
         default=None,
@@ -43,9 +42,7 @@ class CalibrationVersion(BaseModel):
     refit_seconds: float | None = None
 
 
-class CalibrationOverview(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class CalibrationOverview(Strict):
     adopted: str = Field(
         description="the version estimates use now; `reference` for the shipped profile alone"
     )

@@ -6,7 +6,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from sizing.catalog import load_catalog
-from sizing.catalog.models import GB
+from sizing.catalog.records import GB
 from sizing.service.api import deps
 from sizing.service.api.models import InstanceList, InstanceOut, ModelList, ModelOut
 from sizing.service.api.responses import ok

@@ -14,7 +14,7 @@ from sizing.results import EstimateResult
 from sizing.service.api import deps
 from sizing.service.api.models import EXAMPLE_SPEC, SPEC_DESCRIPTION
 from sizing.service.api.responses import ok
-from sizing.workload import parse_spec
+from sizing.workload.parse import parse_spec
 
 router = Router()
 

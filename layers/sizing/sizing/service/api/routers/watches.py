@@ -7,10 +7,11 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.metrics import MetricUnit
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from sizing.base import table
 from sizing.base.observability import metrics, tracer
+from sizing.base.strict import Strict
 from sizing.releases.watches import ReleaseWatch, WatchRequest, WatchService
 from sizing.service.api import deps, paging
 from sizing.service.api.paging import CURSOR_PATTERN, MAX_TOKEN_CHARS
@@ -26,8 +27,7 @@ WATCH_ID_PATTERN = r"^[A-Za-z0-9_-]{1,80}$"
 WatchId = Annotated[str, Path(pattern=WATCH_ID_PATTERN, description="the watch id from POST /watches")]
 
 
-class WatchPage(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class WatchPage(Strict):
     watches: list[ReleaseWatch]
     next_token: str | None = Field(
         default=None, description="pass as ?token= for the next page; null at the end"
