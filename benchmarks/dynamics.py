@@ -295,9 +295,10 @@ def compare(args: argparse.Namespace) -> int:
             print(f"{name if tag == 'meas' else '':<30} {'' if util is None or tag == 'sim' else f'{util:5.2f}':>5} "
                   f"{tag:>4} " + " ".join(cells))  # fmt: skip
         for metric, i in (("ttft", 0), ("ttft p90", 2), ("tpot", 3), ("throughput", 5)):
-            if meas[i] and sim[i] == sim[i]:
+            m, p = meas[i], sim[i]
+            if m and p is not None and p == p:
                 key = metric + (" >50%" if util and util >= 0.5 else "")
-                errs.setdefault(key, []).append(sim[i] / meas[i] - 1)
+                errs.setdefault(key, []).append(float(p) / float(m) - 1)
     if mixed:
         print(
             "\na lone 2,048-token prompt beside decoding streams (TTFT, ms): measured, and the step model's"
