@@ -74,7 +74,9 @@ def test_a_replayed_trace_reuses_its_prefixes_at_the_scaled_rate_and_records_its
     assert lines[0]["trace_digest"] == trace.digest
 
 
-def test_a_capacity_search_replays_the_trace_at_every_rate_it_probes(twin: TwinHandle, tmp_path: Path) -> None:
+def test_a_capacity_search_replays_the_trace_at_every_rate_it_probes(
+    twin: TwinHandle, tmp_path: Path
+) -> None:
     import subprocess
     import sys
 
