@@ -256,6 +256,8 @@ def _print_header(result: dict[str, Any]) -> None:
     effect = (w.get("trace") or {}).get("effect")
     if effect:
         print(f"  trace: {effect['summary']}")
+    for note in (w.get("trace") or {}).get("notes") or []:
+        print(f"  trace: {note}")
     if (where := region_line(result)) is not None:
         print(f"  {where}")
     s = result["search"]
