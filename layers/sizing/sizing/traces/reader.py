@@ -358,8 +358,8 @@ def _model_filter(
             counts = np.bincount(idx, minlength=len(models))
             found = ", ".join(f"{m} ({int(counts[i]):,} requests)" for m, i in sorted(named.items()))
             raise InvalidInput(
-                f"the trace {source} holds requests to several models: {found}; choose one with --model"
-                " (or trace.model)",
+                f"the trace {source} holds requests to several models: {found}; choose one with the spec's"
+                " trace.model (sizing workload --model, sizing loadtest --trace-model)",
                 [Problem("model", f"the trace holds several models ({found}): choose one")],
             )
         return None
