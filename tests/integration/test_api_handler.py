@@ -548,6 +548,16 @@ def test_an_estimate_of_a_trace_on_s3_reads_it_and_an_unreadable_one_is_a_4xx_na
     # then the answer is sized for the trace, and says what it changed against Poisson arrivals
     assert status == 200, result
     assert result["workload"]["trace"]["requests"] == 300 and result["workload"]["trace"]["effect"]
+    # when an object holds a malformed line
+    bad = '{"timestamp": 0, "input_length": 10, "output_length": 5}\n{"timestamp": 9, "input_length": "x", "output_length": 5}\n'
+    s3.put_object(Bucket="team-logs", Key="mooncake/bad.jsonl", Body=bad.encode())
+    status, _, answer = call(
+        with_body("api_post_estimates", {**spec, "trace": {"path": "s3://team-logs/mooncake/bad.jsonl"}}),
+        context,
+    )
+    # then the answer is a 422 naming the object, the line and the field
+    assert status == 422, answer
+    assert "s3://team-logs/mooncake/bad.jsonl, line 2, field input_length" in json.dumps(answer)
     # when an object that does not exist, or a bucket that does not, is named
     for uri in ("s3://team-logs/bedrock/missing.json.gz", "s3://no-such-bucket-here/logs/"):
         status, _, answer = call(with_body("api_post_estimates", {**spec, "trace": {"path": uri}}), context)
