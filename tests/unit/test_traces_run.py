@@ -53,7 +53,9 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, An
                           output_mean=60),
     )  # fmt: skip
     spec = traced_spec(path)
-    settings = OrchestrationSettings.model_validate({"TABLE_NAME": "llm-sizing-memory", "SIZING_BACKEND": "local"})
+    settings = OrchestrationSettings.model_validate(
+        {"TABLE_NAME": "llm-sizing-memory", "SIZING_BACKEND": "local"}
+    )
     store = InMemoryStore()
     store.create_run(Run(run_id=RUN_ID, model=spec["model"], spec=spec, top_k=1))
     store.transition(RUN_ID, "RUNNING", expected_from="PENDING")
