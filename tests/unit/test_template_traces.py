@@ -1,6 +1,7 @@
 """The trace-reading parts of template.yaml: the stack reads request traces only from the buckets its
 TraceBuckets parameter names, with GetObject and ListBucket alone, and grants that to exactly what reads a trace
-(the API's estimate, the run's estimate and collect steps, the load generator that replays it)."""
+(the API's estimate, the run's estimate and collect steps, a watch's re-sizing, the load generator that
+replays it)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import yaml
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 #: What reads a workload's trace: the API (POST /estimates), the run's estimate and collect steps (each builds the
-#: workload model), and the load generator (it replays the trace).
-READERS = {"ApiFunction", "StepEstimateFunction", "StepCollectFunction"}
+#: workload model), the re-sizing of a saved watch on a release, and the load generator (it replays the trace).
+READERS = {"ApiFunction", "StepEstimateFunction", "StepCollectFunction", "ReleaseFanoutFunction"}
 
 
 class _CfnLoader(yaml.SafeLoader):
