@@ -18,7 +18,7 @@ from collections.abc import Callable
 #: minute. (A deployed run measures 60 s after 15 s: `sizing.orchestrate.settings`.)
 STEP_S = 8.0
 #: Seconds of warm-up before each measured window on the embedded default: half of it spreads the users' start
-#: (`sizing.loadtest.locustfile.RAMP_SHARE_OF_WARMUP`), and a twin is at steady state well within the rest.
+#: (`sizing.loadtest.sweep.RAMP_SHARE_OF_WARMUP`), and a twin is at steady state well within the rest.
 WARMUP_S = 2.0
 #: How many times faster than real time the embedded default's twins run (`sizing twin --time-scale`; the load
 #: test reads their figures back in their own time, `sizing.loadtest.timescale`). Measured on this project's

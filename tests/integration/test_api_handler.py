@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import gzip
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ from sizing.lambdas import load_function
 from sizing.plan import estimate
 from sizing.service.api import deps
 from sizing.store import SizingStore, create_table
+from sizing.traces import samples
 from sizing.workload.parse import parse_spec
 
 pytestmark = pytest.mark.integration
@@ -520,3 +522,46 @@ def test_the_report_of_an_unknown_run_is_404(aws, context) -> None:
     status, _, body = call(for_run("api_get_run_report", "nope"), context)
     assert status == 404
     assert_error_shape(body)
+
+
+def test_an_estimate_of_a_trace_on_s3_reads_it_and_an_unreadable_one_is_a_4xx_naming_its_uri(
+    aws, context
+) -> None:
+    # given Bedrock invocation logs of one model in a bucket, as Bedrock delivers them (gzip)
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket="team-logs")
+    body = "".join(samples.bedrock_line(r) + "\n" for r in samples.synthetic(300, seed=6, rate=2.0))
+    s3.put_object(
+        Bucket="team-logs", Key="bedrock/2026/03/03/part-0.json.gz", Body=gzip.compress(body.encode())
+    )
+    spec = {
+        "name": "logs",
+        "model": "llama-3.1-8b",
+        "slo": {"ttft_ms": {"p95": 2000}, "e2e_s": {"p95": 20}},
+        "constraints": {"deployments": ["eks"], "instance_types": ["g6e.xlarge"], "quantizations": ["fp8"]},
+    }
+    # when the prefix is estimated
+    status, _, result = call(
+        with_body("api_post_estimates", {**spec, "trace": {"path": "s3://team-logs/bedrock/2026/03/03/"}}),
+        context,
+    )
+    # then the answer is sized for the trace, and says what it changed against Poisson arrivals
+    assert status == 200, result
+    assert result["workload"]["trace"]["requests"] == 300 and result["workload"]["trace"]["effect"]
+    # when an object holds a malformed line
+    bad = '{"timestamp": 0, "input_length": 10, "output_length": 5}\n{"timestamp": 9, "input_length": "x", "output_length": 5}\n'
+    s3.put_object(Bucket="team-logs", Key="mooncake/bad.jsonl", Body=bad.encode())
+    status, _, answer = call(
+        with_body("api_post_estimates", {**spec, "trace": {"path": "s3://team-logs/mooncake/bad.jsonl"}}),
+        context,
+    )
+    # then the answer is a 422 naming the object, the line and the field
+    assert status == 422, answer
+    assert "s3://team-logs/mooncake/bad.jsonl, line 2, field input_length" in json.dumps(answer)
+    # when an object that does not exist, or a bucket that does not, is named
+    for uri in ("s3://team-logs/bedrock/missing.json.gz", "s3://no-such-bucket-here/logs/"):
+        status, _, answer = call(with_body("api_post_estimates", {**spec, "trace": {"path": uri}}), context)
+        # then the answer is a 4xx naming the URI, never a 5xx
+        assert 400 <= status < 500, answer
+        assert_error_shape(answer)
+        assert uri in json.dumps(answer)

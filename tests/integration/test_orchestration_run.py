@@ -166,3 +166,41 @@ def test_cancelling_a_run_stops_it_and_tears_down(tmp_path, leftover_children):
     assert twin_urls(result.out_dir)
     assert leftover_children() == []
     assert not LocalLauncher._children
+
+
+def test_a_run_of_a_traced_workload_replays_the_trace_in_every_load_test_and_records_its_digest(
+    tmp_path, leftover_children
+):
+    from sizing.traces import read_trace, samples
+
+    # given a workload whose traffic is a recorded trace: bursts, two shared 512-token prefixes, short answers, and
+    # a TTFT bound tight enough that a replica's capacity (and so the levels' rates) stays low on a shared machine
+    trace = samples.write(
+        tmp_path / "tuesday.jsonl",
+        "mooncake",
+        samples.synthetic(400, seed=5, rate=2.0, gaps="bursty", groups=2, prefix_tokens=512, input_mean=700,
+                          output_mean=20),
+    )  # fmt: skip
+    digest = read_trace(str(trace)).digest
+    spec = {k: v for k, v in SPEC.items() if k not in ("rate", "tokens")} | {
+        "trace": {"path": str(trace)},
+        "slo": {"ttft_ms": {"p95": 300}, "e2e_s": {"p95": 10}},
+    }
+    # when it is run on the embedded default against a local twin (the capacity search is tested with the load
+    # task's config, tests/unit/test_traces_run.py, and against a twin by `sizing loadtest --capacity-from`)
+    result = run_local(spec, top_k=1, out_dir=tmp_path / "out", **FAST)
+    # then the run succeeds
+    assert result.run["status"] == "SUCCEEDED", result.run.get("error")
+    records = [m["record"] for m in result.measurements]
+    levels = records
+    # and every level sent the trace in open loop at a rate of its own, and records it
+    assert levels and all(set(r["target"]) == {"rate_rps"} for r in records)
+    assert all(r["trace_digest"] == digest for r in records)
+    assert len({r["target"]["rate_rps"] for r in levels}) == len(levels) > 1
+    # and the prompts had the trace's lengths (a 700-token mean), not the load test's default 512
+    sent = sum(r["input_tokens"] * r["requests"] for r in levels) / sum(r["requests"] for r in levels)
+    assert 450 < sent < 1000
+    # and the measured block says what was sent
+    measured = next(a["measured"] for a in result.architectures if a.get("measured"))
+    assert measured["trace_digest"] == digest and "recorded trace replayed" in measured["how"]
+    assert leftover_children() == []

@@ -72,3 +72,39 @@ def test_a_replayed_trace_reuses_its_prefixes_at_the_scaled_rate_and_records_its
     assert step.trace_digest == trace.digest
     lines = [json.loads(x) for x in (tmp_path / "out" / "steps.jsonl").read_text().splitlines()]
     assert lines[0]["trace_digest"] == trace.digest
+
+
+def test_a_capacity_search_replays_the_trace_at_every_rate_it_probes(
+    twin: TwinHandle, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    # given a trace recorded at 1 request/s with shared prefixes
+    path = samples.write(
+        tmp_path / "trace.jsonl",
+        "mooncake",
+        samples.synthetic(300, seed=4, rate=1.0, gaps="bursty", groups=2, prefix_tokens=512, input_mean=700,
+                          output_mean=6),
+    )  # fmt: skip
+    digest = read_trace(str(path)).digest
+    out = tmp_path / "cap"
+    # when `sizing loadtest --trace --capacity-from` searches the rate at the SLO edge from 4 requests/s
+    proc = subprocess.run(
+        [sys.executable, "-m", "sizing.cli", "loadtest", "--endpoint", twin.url, "--model", MODEL, "--trace",
+         str(path), "--capacity-from", "4", "--slo", "ttft_ms.p95=2000", "--duration", "2", "--warmup", "1",
+         "--max-total", "20", "--out", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    # then it runs, every level it probed replayed the trace time-scaled to that level's rate
+    assert proc.returncode == 0, proc.stderr
+    assert "time-scaled to each rate the capacity search probes from 4 req/s" in proc.stderr
+    steps = [json.loads(x) for x in (out / "steps.jsonl").read_text().splitlines()]
+    assert len(steps) >= 2
+    assert steps[0]["target"] == {"rate_rps": 4.0}
+    assert steps[1]["target"]["rate_rps"] != 4.0  # the search moved on to a rate of its choosing
+    assert all(s["trace_digest"] == digest for s in steps)
+    # and the search's answer is in the summary and printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["capacity"] is not None and summary["config"]["replay"]["digest"] == digest
+    assert "capacity:" in proc.stdout

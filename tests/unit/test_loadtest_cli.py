@@ -77,3 +77,40 @@ def test_a_window_shorter_than_the_users_think_time_is_refused_naming_the_durati
     err = capsys.readouterr().err
     assert rc == 2 and "--duration" in err and "think time (177 s" in err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--concurrency", "4"], "--capacity-from: not with --concurrency"),
+        (["--trace", "TRACE", "--trace-rates", "1,2"], "--trace-rates: not with --capacity-from"),
+        (["--trace", "TRACE"], "--capacity-from: give the SLO targets"),
+    ],
+)
+def test_a_capacity_search_with_levels_of_its_own_or_without_slo_is_refused_in_one_line(
+    tmp_path: Path, capsys, extra: list[str], said: str
+) -> None:
+    from sizing.cli import main
+    from sizing.traces import samples
+
+    # GIVEN a recorded trace
+    trace = samples.write(tmp_path / "t.jsonl", "mooncake", samples.synthetic(50, seed=1, rate=2.0))
+    args = [a.replace("TRACE", str(trace)) for a in extra]
+    slo = [] if "SLO" in said else ["--slo", "ttft_ms.p95=800"]
+    # WHEN a capacity search is asked for with levels of its own (or, with a trace, without SLO targets)
+    rc = main(["loadtest", "--endpoint", "http://127.0.0.1:9", "--capacity-from", "2", *args, *slo, "--out",
+               str(tmp_path / "o")])  # fmt: skip
+    # THEN it is refused before anything is sent, in one line that says why
+    err = capsys.readouterr().err
+    assert rc == 2 and said in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_load_test_with_no_levels_is_refused_naming_the_options(tmp_path: Path, capsys) -> None:
+    from sizing.cli import main
+
+    # WHEN no level option is given
+    rc = main(["loadtest", "--endpoint", "http://127.0.0.1:9", "--out", str(tmp_path / "o")])
+    # THEN the refusal names the options that give levels
+    err = capsys.readouterr().err
+    assert rc == 2 and "--concurrency, --rates, --workload, --trace or --capacity-from" in err

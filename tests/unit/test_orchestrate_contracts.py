@@ -203,6 +203,8 @@ def test_a_task_written_by_an_older_launcher_still_reads_and_one_with_a_bad_endp
         "seed",
         "capacity_from",
         "time_scale",
+        "trace",
+        "rates",
     }
     with pytest.raises(InvalidInput) as refused:
         LoadTask.model_validate({**task, "endpoint": "localhost"}).config()

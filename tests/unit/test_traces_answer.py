@@ -136,3 +136,22 @@ def test_a_runs_load_test_drives_the_traces_lengths_not_the_defaults(tmp_path: P
     assert plan.input_tokens.mean == pytest.approx(workload["input_tokens"]["mean"])
     assert plan.input_tokens.p95 == pytest.approx(workload["input_tokens"]["p95"])
     assert plan.shared_prefix_tokens == workload["shared_prefix_tokens"] > 0
+
+
+def test_a_trace_too_short_for_the_slos_percentile_is_said_in_the_answer(tmp_path: Path, capsys):
+    from sizing.cli import main
+
+    # given a trace of 40 requests and an SLO on TTFT p99 (which needs 100)
+    samples.write(tmp_path / "few.jsonl", "mooncake", samples.synthetic(40, seed=1, rate=1.0))
+    (tmp_path / "few.yaml").write_text(
+        f"model: {MODEL}\ntrace: {{path: few.jsonl}}\nslo: {{ttft_ms: {{p99: 1000}}, e2e_s: {{p95: 20}}}}\n"
+        "constraints: {deployments: [eks], instance_types: [g6e.xlarge]}\n"
+    )
+    # when it is estimated
+    rc = main(["estimate", str(tmp_path / "few.yaml")])
+    out = capsys.readouterr().out
+    # then the answer says the trace is too short for the SLO's p99 (and for the p99 of its lengths), not p95
+    assert rc == 0
+    assert "too few requests for the SLO's p99 (40 in the trace; p99 needs 100)" in out
+    assert "too few requests for p99 (40 in the trace; p99 needs 100)" in out
+    assert "SLO's p95" not in out

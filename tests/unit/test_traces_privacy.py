@@ -5,6 +5,7 @@ prompt, answer and id appears nowhere in what it prints, logs or keeps."""
 from __future__ import annotations
 
 import csv
+import json
 import logging
 import pickle
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from sizing.cli import main
 from sizing.traces import read_trace, samples
 from sizing.traces.recorded import recorded
+from sizing.traces.replay import window
 
 CANARY = "CANARY-7f3a-do-not-keep"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -54,8 +56,11 @@ def test_no_prompt_answer_or_id_text_is_printed_logged_or_kept(
         assert main(["workload", "--trace", str(path)]) == 0
         assert main(["workload", str(spec), "--json"]) == 0
         assert main(["estimate", str(spec), "--json", "--top", "2"]) in (0, 3)
+        assert main(["estimate", str(spec), "--top", "2"]) in (0, 3)
         kept.append(pickle.dumps(read_trace(str(path))))
         kept.append(pickle.dumps(recorded(str(path))))
+        # and the window a load test replays (what `sizing loadtest --trace` and a run's load generator send on)
+        kept.append(json.dumps(window(read_trace(str(path))).as_load()).encode())
     printed = capsys.readouterr()
     # then the canary is in none of them
     assert CANARY not in printed.out

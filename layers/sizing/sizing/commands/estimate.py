@@ -253,6 +253,8 @@ def _print_header(result: EstimateResult) -> None:
     trace = w["trace"] if isinstance(w.get("trace"), dict) else {}
     if trace.get("effect"):
         print(f"  trace: {trace['effect']['summary']}")
+    for note in trace.get("notes") or []:
+        print(f"  trace: {note}")
     if (where := region_text(result.region)) is not None:
         print(f"  {where}")
     s = result.search or {}

@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the name the server serves the model under (or the Bedrock model id); default, for an http(s)"
         " server that serves one model: that model (GET /v1/models)",
     )
-    level = p.add_mutually_exclusive_group(required=True)
+    level = p.add_mutually_exclusive_group()
     level.add_argument("--concurrency", help="concurrent streams per step, e.g. 1,4,16,64")
     level.add_argument("--rates", help="Poisson request rates (req/s) per step, e.g. 0.5,1,2,4")
     level.add_argument(
@@ -60,13 +60,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--trace-model", default=None, help="the model whose requests to replay from a log of several"
     )
-    level.add_argument(
+    p.add_argument(
         "--capacity-from",
         type=float,
         metavar="RATE",
         help="search the arrival rate at the SLO edge (--slo), from RATE req/s (the predicted capacity): Poisson"
-        " levels bracketing by 1.5x, then bisecting until the edge is known to +/-5%%; each level runs on while a"
-        " target's 95%% interval straddles its limit (docs/loadgen.md)",
+        " levels (with --trace: the trace time-scaled to each level's rate) bracketing by 1.5x, then bisecting"
+        " until the edge is known to +/-5%%; each level runs on while a target's 95%% interval straddles its"
+        " limit (docs/loadgen.md)",
     )
     p.add_argument("--users", help="with --workload: user counts per step (default: 25/50/100%% of peak)")
     p.add_argument("--input-tokens", default=None, help="N (fixed) or MEAN:P95 (lognormal); default 512")
@@ -199,6 +200,24 @@ def _levels(
     args: argparse.Namespace, extra: dict[str, Any]
 ) -> tuple[str, list[float], list[tuple[str, str, float]]]:
     """The sweep's mode, levels and SLO targets from the command line (a workload's fields go into `extra`)."""
+    if args.capacity_from is not None and (args.concurrency or args.rates or args.workload):
+        given = "--concurrency" if args.concurrency else "--rates" if args.rates else "--workload"
+        raise InvalidInput(
+            f"--capacity-from: not with {given}: the capacity search chooses its own levels (it takes --trace,"
+            " whose arrivals and lengths it then replays)",
+            [Problem("capacity_from", f"not allowed with {given}")],
+        )
+    if args.capacity_from is not None and args.trace_rates:
+        raise InvalidInput(
+            "--trace-rates: not with --capacity-from: the capacity search time-scales the trace to the rates it"
+            " probes",
+            [Problem("trace_rates", "not allowed with --capacity-from")],
+        )
+    if not (args.concurrency or args.rates or args.workload or args.trace or args.capacity_from is not None):
+        raise InvalidInput(
+            "give one of --concurrency, --rates, --workload, --trace or --capacity-from",
+            [Problem("levels", "none given")],
+        )
     if args.workload:
         fields = _from_workload(args.workload, args.users)
         mode, levels = fields.pop("mode"), fields.pop("levels")
@@ -215,36 +234,45 @@ def _levels(
         fields.pop("slo", None)
         extra.update(fields)
         return mode, levels, slo
+    capacity = _capacity_search(args, extra) if args.capacity_from is not None else None
     if args.trace:
         win = replay_window(read_trace(args.trace, args.trace_format, args.trace_model))
         extra["replay"] = win.as_load()
         rates = _floats(args.trace_rates, "trace-rates") if args.trace_rates else [round(win.mean_rate, 4)]
         print(
             f"trace: {win.n} requests from the busiest hour, recorded at {win.mean_rate:.3g} req/s"
-            f" ({extra['replay']['digest'][:19]}...)",
+            f" ({extra['replay']['digest'][:19]}...)"
+            + (f"; time-scaled to each rate the capacity search probes from {args.capacity_from:g} req/s"
+               if capacity is not None else ""),
             file=sys.stderr,
-        )
+        )  # fmt: skip
+        if capacity is not None:
+            return "rate", [], capacity
         return "rate", rates, parse_slo(args.slo)
-    if args.capacity_from is not None:
-        slo = parse_slo(args.slo)
-        if not slo:
-            raise InvalidInput(
-                "--capacity-from: give the SLO targets to search against (--slo e2e_s.p95=2.5,...)",
-                [Problem("slo", "needed with --capacity-from")],
-            )
-        if args.capacity_from <= 0:
-            raise InvalidInput(
-                "--capacity-from: give a rate above 0 req/s",
-                [Problem("capacity_from", str(args.capacity_from))],
-            )
-        extra["capacity_search"] = {"start": args.capacity_from}
-        return "rate", [], slo
+    if capacity is not None:
+        return "rate", [], capacity
     mode = "rate" if args.rates else "concurrency"
     return (
         mode,
         _floats(args.rates or args.concurrency, mode if args.rates else "concurrency"),
         parse_slo(args.slo),
     )
+
+
+def _capacity_search(args: argparse.Namespace, extra: dict[str, Any]) -> list[tuple[str, str, float]]:
+    """The capacity search's start in `extra` and its SLO targets, or InvalidInput naming what is missing."""
+    slo = parse_slo(args.slo)
+    if not slo:
+        raise InvalidInput(
+            "--capacity-from: give the SLO targets to search against (--slo e2e_s.p95=2.5,...)",
+            [Problem("slo", "needed with --capacity-from")],
+        )
+    if args.capacity_from <= 0:
+        raise InvalidInput(
+            "--capacity-from: give a rate above 0 req/s", [Problem("capacity_from", str(args.capacity_from))]
+        )
+    extra["capacity_search"] = {"start": args.capacity_from}
+    return slo
 
 
 def _print_steps(steps: list[Any]) -> None:

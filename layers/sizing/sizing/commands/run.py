@@ -167,8 +167,10 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         how = f"'{short}' figures are {label} on the endpoint"
+    replayed = any((a.get("measured") or {}).get("trace_digest") for a in archs)
+    levels = "level of the recorded trace replayed (open loop)" if replayed else "closed-loop level"
     print(
-        f"\n{how}. They are at the highest closed-loop level that met the SLOs (the lowest level when none did);"
+        f"\n{how}. They are at the highest {levels} that met the SLOs (the lowest level when none did);"
         " the predicted ones are re-simulated at that same level (at the peak operating point for a row the run"
         " did not load); max rps/replica is the arrival rate at which the SLOs still hold (before headroom): the"
         " capacity search's, with the interval its confident verdicts bound it to"

@@ -1,4 +1,5 @@
-"""The Locust side of the harness: user classes, the rate dispatcher and the sweep's load shape.
+"""The Locust side of the harness: user classes, the rate dispatcher and the sweep's load shape (the shape in
+`sizing.loadtest.sweep`, the process's settings and record collector in `sizing.loadtest.collector`).
 
 Only ever imported inside the load-test process (`python -m sizing.loadtest.process`; or, for Locust's own UI,
 `locust -f sizing/loadtest/locustfile.py StreamUser --sizing-config CONFIG.json`, which steps through the levels
@@ -26,156 +27,36 @@ worker's records (tests/integration/test_loadtest_distributed.py).
 
 import locust  # noqa: I001  (first: gevent monkey-patching before ssl/boto3)
 
-import dataclasses
-import gc
-import itertools
-import json
 import math
 import random
-import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import gevent
 import msgpack
-from locust import LoadTestShape, User, events, task
+from locust import User, events, task
 from locust.env import Environment
-from locust.runners import MasterRunner, WORKER_REPORT_INTERVAL
+from locust.runners import MasterRunner
 
+from sizing.loadtest.collector import COLLECTOR, STATE, Collector, configure, configured
 from sizing.loadtest.config import LoadTestConfig, token_distribution
 from sizing.loadtest.http import Connection
-from sizing.loadtest.confidence import level_verdict
-from sizing.loadtest.metrics import (
-    RequestRecord,
-    StepResult,
-    check_slo,
-    confident_checks,
-    summarize,
-    with_checks,
-)
-from sizing.loadtest.plan import LevelPlan, plan_for, pointless_after
-from sizing.loadtest.prompts import PromptItem, PromptSource, ReplayPrompts, load_dataset
-from sizing.loadtest.server import TWIN_LAG_SHARE, UNEXPECTED_HIT_SHARE, MetricsSnapshot, scrape, window
+from sizing.loadtest.metrics import RequestRecord
+from sizing.loadtest.prompts import PromptItem, PromptSource, ReplayPrompts
 from sizing.loadtest.streams import measure_bedrock, measure_openai, measure_sagemaker
+from sizing.loadtest.sweep import DRAIN_S, SweepShape
+
+__all__ = ["COLLECTOR", "DRAIN_S", "Collector", "RateUser", "StreamUser", "SweepShape", "configure"]
 
 assert locust  # imported for its side effect
 
-#: Seconds the master waits after a step before summarizing it, so every worker's last report has arrived.
-DRAIN_S = WORKER_REPORT_INTERVAL + 1.0
-#: Users start spread over this share of the warm-up. Users that all start at once and ask for the same lengths
-#: stay in lock-step (waves of simultaneous arrivals no real population makes, and the estimator does not
-#: assume); the rest of the warm-up lets the spread population reach steady state.
-RAMP_SHARE_OF_WARMUP = 0.5
-#: Seconds between progress lines within a step.
-PROGRESS_EVERY_S = 10.0
-#: Spawn rate per user when there is no warm-up to spread over (everyone within ~0.1 s).
-FAST_SPAWN_PER_USER = 10
 #: Pause of a closed-loop user after a failed request: against a refused or broken endpoint a user with no think
 #: time would otherwise retry thousands of times a second (the failures are still counted, by kind).
 ERROR_BACKOFF_S = 0.1
-#: Seconds between two calls of a shape's `tick()`: Locust's shape worker sleeps one second less the tick's own
-#: time (locust/runners.py, `Runner.shape_worker`). A window that ends between two ticks is waited for inside the
-#: tick, so a step lasts what its plan says instead of being rounded up to the next whole second.
-SHAPE_TICK_S = 1.0
-#: Seconds between checks, inside a tick, for the window's last answers (the step's tail).
-TAIL_POLL_S = 0.05
 #: Bedrock and SageMaker region when the endpoint does not name one.
 DEFAULT_REGION = "us-east-1"
-
-
-@dataclass
-class _State:
-    """Per-process settings, set once by `configure` before users start."""
-
-    cfg: LoadTestConfig | None = None
-    dataset: list[dict[str, Any]] | None = None
-    rate_per_dispatcher: float = 0.0
-    seeds: Any = field(default_factory=lambda: itertools.count(1))
-    aws_client: Any = None
-    process_index: int = 0
-    shipped_log: Path | None = None
-
-
-STATE = _State()
-
-
-class Collector:
-    """Raw records of this process (and, on the master, those the workers sent), the requests this process has in
-    flight, and (on the master) what each worker's last report said about its own."""
-
-    def __init__(self) -> None:
-        self.records: list[RequestRecord] = []
-        self.total = 0
-        self._inflight: dict[int, float] = {}
-        self._keys = itertools.count()
-        #: worker id -> (epoch seconds its last report was made, oldest start it still had in flight or None, the
-        #: starts of every request it had in flight)
-        self.reported: dict[str, tuple[float, float | None, list[float]]] = {}
-
-    def begin(self) -> int:
-        """A request is about to be sent: remember when (epoch seconds, no later than its record's start)."""
-        key = next(self._keys)
-        self._inflight[key] = time.time()
-        return key
-
-    def end(self, key: int) -> None:
-        """The request has ended: recorded (after `add`), or its user was stopped."""
-        self._inflight.pop(key, None)
-
-    def oldest_inflight(self) -> float | None:
-        return min(self._inflight.values(), default=None)
-
-    def inflight_starts(self) -> list[float]:
-        """When each request this process has in flight was sent (epoch seconds)."""
-        return list(self._inflight.values())
-
-    def unfinished(self, lo: float, hi: float) -> int:
-        """Requests sent in [lo, hi) still running: this process's own, and those the workers' last reports
-        listed (a master runs no users)."""
-        mine = sum(1 for t in self._inflight.values() if lo <= t < hi)
-        theirs = sum(1 for _, _, starts in self.reported.values() for t in starts if lo <= t < hi)
-        return mine + theirs
-
-    def add(self, env: Environment, rec: RequestRecord, name: str) -> None:
-        self.records.append(rec)
-        self.total += 1
-        env.events.request.fire(
-            request_type="STREAM",
-            name=name,
-            response_time=rec.e2e_s * 1000,
-            response_length=rec.output_tokens or 0,
-            exception=None if rec.error is None else RuntimeError(rec.error),
-            context={},
-        )
-
-    def drain(self) -> list[RequestRecord]:
-        out, self.records = self.records, []
-        return out
-
-
-COLLECTOR = Collector()
-
-
-def configure(cfg: LoadTestConfig, process_index: int = 0) -> None:
-    """Set this process's settings; `process_index` (0 master/local, 1.. workers) keeps seeds distinct."""
-    STATE.cfg = cfg
-    STATE.process_index = process_index
-    STATE.dataset = load_dataset(cfg.dataset) if cfg.dataset else None
-    STATE.shipped_log = None
-    if cfg.save_requests and process_index > 0:  # a worker: its own log of every record it ships
-        STATE.shipped_log = Path(cfg.out_dir) / f"requests.worker-{process_index}.msgpack"
-        STATE.shipped_log.parent.mkdir(parents=True, exist_ok=True)
-        STATE.shipped_log.write_bytes(b"")
-
-
-def _cfg() -> LoadTestConfig:
-    if STATE.cfg is None:
-        raise RuntimeError("sizing load test not configured (give --sizing-config)")
-    return STATE.cfg
 
 
 def _aws_client(service: str, region: str) -> Any:
@@ -298,12 +179,12 @@ class StreamUser(User):
     """A closed-loop user: send, read the whole stream, think (exponential, mean `think_time_s`), repeat."""
 
     def wait_time(self) -> float:
-        think = _cfg().think_time_s
+        think = configured().think_time_s
         wait = self._rng.expovariate(1.0 / think) if think > 0 else 0.0
         return max(wait, ERROR_BACKOFF_S) if self._failed else wait
 
     def on_start(self) -> None:
-        cfg = _cfg()
+        cfg = configured()
         self._prompts = _prompts(cfg)
         self._rng = random.Random(int(self._prompts.rng.integers(0, 2**31)))
         self._sender = make_sender(cfg)
@@ -323,7 +204,7 @@ class StreamUser(User):
         key = COLLECTOR.begin()
         try:
             rec = self._sender(item)
-            COLLECTOR.add(self.environment, rec, _cfg().api)
+            COLLECTOR.add(self.environment, rec, configured().api)
         finally:
             COLLECTOR.end(key)
         self._failed = rec.error is not None
@@ -336,7 +217,7 @@ class RateUser(User):
         return 0.0
 
     def on_start(self) -> None:
-        cfg = _cfg()
+        cfg = configured()
         self._prompts = _prompts(cfg)
         self._rng = random.Random(int(self._prompts.rng.integers(0, 2**31)))
         self._idle: list[Any] = []
@@ -347,7 +228,7 @@ class RateUser(User):
             s.close()
 
     def _one(self, item: PromptItem) -> None:
-        cfg = _cfg()
+        cfg = configured()
         sender = self._idle.pop() if self._idle else make_sender(cfg)
         key = COLLECTOR.begin()
         try:
@@ -360,7 +241,7 @@ class RateUser(User):
 
     @task
     def dispatch(self) -> None:
-        cfg = _cfg()
+        cfg = configured()
         if cfg.replay is not None:
             self._replay(cfg)
             return
@@ -480,268 +361,3 @@ def _on_worker_report(client_id: str, data: dict[str, Any]) -> None:
             None if state[1] is None else float(state[1]),
             starts,
         )
-
-
-class SweepShape(LoadTestShape):
-    """Runs the plan's levels one step at a time (see the module docstring)."""
-
-    def __init__(
-        self, cfg: LoadTestConfig | None = None, plan: LevelPlan | None = None,
-        on_step: Callable[[StepResult], None] | None = None, dispatchers: int = 1, drain_s: float = 0.0,
-    ) -> None:  # fmt: skip
-        super().__init__()  # type: ignore[no-untyped-call]  # Locust's LoadTestShape is untyped
-        self._cfg = cfg
-        self._plan = plan
-        self.on_step = on_step
-        self.dispatchers = dispatchers
-        self.drain_s = drain_s
-        self.history: list[StepResult] = []
-        self.level: float | None = None
-        self.step_start = 0.0
-        self.began = time.time()
-        self.stopped_by = "plan"
-        self._started = False
-        self._last_progress = time.time()
-        #: the server's /metrics at the current step's window start (None: not scraped, or none to scrape)
-        self._server_before: MetricsSnapshot | None = None
-        self._scrape_at: Any = None
-        #: when arrivals were paused between two open-loop levels (None: not draining)
-        self._draining_since: float | None = None
-        #: the current step's window: the config's, grown one window at a time while its verdict is unsure
-        self.window_s = 0.0
-
-    @property
-    def cfg(self) -> LoadTestConfig:
-        """The settings (given, or -- under `locust -f ... --sizing-config` -- read at init, after this class
-        was instantiated)."""
-        if self._cfg is None:
-            self._cfg = _cfg()
-        return self._cfg
-
-    @property
-    def plan(self) -> LevelPlan:
-        if self._plan is None:
-            self._plan = plan_for(self.cfg)
-        return self._plan
-
-    def _begin(self, now: float) -> bool:
-        self.level = self.plan.next_level(self.history)
-        self.step_start = now
-        self.window_s = self.cfg.duration_s
-        self._last_progress = now
-        if self.level is None:
-            return False
-        if pointless_after(self.history, self.level):  # the sweep ends instead of spending its time
-            self.stopped_by = "no_answer"
-            self.level = None
-            return False
-        if self.cfg.mode == "rate":
-            assert self.runner is not None
-            self.runner.send_message("sizing_rate", self.level / self.dispatchers)
-        self._server_before = None
-        if self.cfg.server_metrics and self.cfg.target == "openai":
-            self._scrape_at = gevent.spawn_later(self.cfg.warmup_s, self._scrape_window_start)
-        print(f"step {len(self.history)}: {self._describe(self.level)} ...", file=sys.stderr, flush=True)
-        return True
-
-    def _scrape_window_start(self) -> None:
-        self._server_before = scrape(self.cfg.endpoint)
-
-    def _server_figures(self, result: StepResult) -> StepResult:
-        """The server's own view of the step (its /metrics from the window's start to now, when the window's
-        last answers are in), and a flag when its prefix cache served prompts that share no prefix."""
-        before, self._server_before = self._server_before, None
-        if before is None:
-            return result
-        after = scrape(self.cfg.endpoint)
-        if after is None:
-            return result
-        server = window(before, after)
-        flags = list(result.flags)
-        share = server.prefix_cache_hit_share
-        if share is not None and self.cfg.shared_prefix_tokens == 0 and share > UNEXPECTED_HIT_SHARE:
-            flags.append(
-                f"unexpected prefix-cache hits: the server served {share:.0%} of the prompt tokens from its"
-                " cache though the prompts share no prefix (prompts repeated from an earlier run with the same"
-                " seed, or another client on the server): TTFT is flattered"
-            )
-        lag = server.twin_lag_share
-        if lag is not None and lag > TWIN_LAG_SHARE:
-            flags.append(
-                f"the twin ran behind its model by {lag:.0%} of the window (the machine is busy): its figures are"
-                " slower than the model's, so they say how busy the machine was, not what the model predicts"
-            )
-        return result.model_copy(update={"server": server, "flags": flags})
-
-    def _describe(self, level: float) -> str:
-        return " ".join(f"{k}={v:g}" for k, v in self.cfg.target_of(level).items())
-
-    def _targets(self) -> list[tuple[str, str, float]]:
-        chosen = self.cfg.sla_search.targets if self.cfg.sla_search else self.cfg.slo
-        return [(t.metric, t.percentile, t.limit) for t in chosen]
-
-    def _grow_window(self, window_end: float) -> bool:
-        """When the window's answers are in (its tail done; the load went on meanwhile): grow it by one window when
-        an SLO target's verdict is still unsure and the window may grow (`window_cap_s`). The requests sent since
-        the window's end fall in the grown window. A request still running at the tail's cap counts as it will:
-        an e2e longer than any measured."""
-        cfg = self.cfg
-        targets = self._targets()
-        if not targets or self.window_s + cfg.duration_s > cfg.window_cap_s + 1e-9:
-            return False
-        lo = self.step_start + cfg.warmup_s
-        checks = confident_checks(
-            COLLECTOR.records, (lo, window_end), targets, COLLECTOR.unfinished(lo, window_end)
-        )
-        if level_verdict(checks) != "unsure":
-            return False
-        self.window_s += cfg.duration_s
-        unsure = ", ".join(f"{c.target} {c.note or 'interval straddles ' + format(c.limit, 'g')}"
-                           for c in checks if c.verdict == "unsure")  # fmt: skip
-        print(f"step {len(self.history)}: unsure ({unsure}): window grows to {self.window_s:g} s",
-              file=sys.stderr, flush=True)  # fmt: skip
-        return True
-
-    def _finish(self, end: float | None = None) -> None:
-        assert self.level is not None
-        lo = self.step_start + self.cfg.warmup_s
-        hi = end if end is not None else lo + self.window_s
-        unfinished = COLLECTOR.unfinished(lo, hi)
-        result = summarize(
-            COLLECTOR.records, step=len(self.history), target=self.cfg.target_of(self.level), window=(lo, hi),
-            warmup_s=self.cfg.warmup_s, unfinished=unfinished,
-        )  # fmt: skip
-        targets = self._targets()
-        if targets:
-            result = check_slo(result, targets)
-            result = with_checks(result, confident_checks(COLLECTOR.records, (lo, hi), targets, unfinished))
-        if self._scrape_at is not None:
-            self._scrape_at.kill(block=False)  # a step cut short before its window: no start scrape
-            self._scrape_at = None
-        result = self._server_figures(result)
-        self.history.append(result)
-        if self.cfg.save_requests:
-            with open(f"{self.cfg.out_dir}/requests.jsonl", "a") as f:
-                for r in COLLECTOR.records:
-                    if lo <= r.start < hi:
-                        f.write(json.dumps({"step": result.step, **dataclasses.asdict(r)}) + "\n")
-        COLLECTOR.records.clear()  # whatever finished so far belongs to this step or to none
-        gc.collect()  # between steps, where a pause measures nothing (process.py turns automatic GC off)
-        if self.on_step is not None:
-            self.on_step(result)
-
-    def _window_counted(self, window_end: float, now: float) -> bool:
-        """Whether every request sent in the window has finished and its record is here: in this process, none
-        sent before the window's end is still in flight; on a master, every connected worker has reported since
-        the window ended and had none in flight then. A request still streaming `tail_cap_s` after the window
-        (plus a worker report interval) ends the wait, so a stuck stream cannot hold the sweep; it is counted as
-        unfinished, not dropped."""
-        if now >= window_end + self.cfg.tail_cap_s + self.drain_s:
-            return True
-        runner = self.runner
-        if isinstance(runner, MasterRunner):
-            fresh = [oldest for made, oldest, _ in COLLECTOR.reported.values() if made >= window_end]
-            return len(fresh) >= runner.worker_count and all(o is None or o >= window_end for o in fresh)
-        oldest = COLLECTOR.oldest_inflight()
-        return oldest is None or oldest >= window_end
-
-    def _await_window(self, window_end: float, now: float) -> float:
-        """When the window ends before the next tick, wait for its end and then (within this tick) for its last
-        answers, instead of leaving both to the next tick. Returns the time the step stands at. The wait is a
-        gevent sleep: the users keep sending and answering meanwhile."""
-        if now < window_end <= now + SHAPE_TICK_S:
-            gevent.sleep(window_end - now)
-            now = time.time()
-        if now >= window_end:
-            give_up = now + SHAPE_TICK_S - 2 * TAIL_POLL_S  # past it, the next tick looks again
-            while not self._window_counted(window_end, now) and now < give_up:
-                gevent.sleep(TAIL_POLL_S)
-                now = time.time()
-        return now
-
-    def _start_draining(self, now: float) -> bool:
-        """Between two open-loop levels: stop arrivals until what the last one left in flight has ended, so the
-        next level does not inherit its queue (an overloaded level left a backlog that read as TTFT p95 27-45 s
-        at the lower rates searched after it). True when there is something to wait for."""
-        if self.cfg.mode != "rate" or not self._in_flight():
-            return False
-        self._draining_since = now
-        assert self.runner is not None
-        self.runner.send_message("sizing_rate", 0.0)
-        print(f"step {len(self.history)}: arrivals paused until the last level's requests end", file=sys.stderr,
-              flush=True)  # fmt: skip
-        return True
-
-    def _in_flight(self) -> bool:
-        if COLLECTOR.oldest_inflight() is not None:
-            return True
-        return any(starts for _, _, starts in COLLECTOR.reported.values())
-
-    def _drained(self, now: float) -> bool:
-        """Nothing in flight any more (workers: each has reported since with none), or the tail's cap reached."""
-        since = self._draining_since
-        assert since is not None
-        if now - since >= self.cfg.tail_cap_s:
-            return True
-        if COLLECTOR.oldest_inflight() is not None:
-            return False
-        return all(made >= since and not starts for made, _, starts in COLLECTOR.reported.values())
-
-    def _users(self) -> tuple[int, float]:
-        assert self.level is not None
-        if self.cfg.mode == "rate":  # the dispatchers, at once: the arrivals are what the rate shapes
-            return self.dispatchers, float(self.dispatchers * FAST_SPAWN_PER_USER)
-        users = int(self.level)
-        ramp_s = self.cfg.warmup_s * RAMP_SHARE_OF_WARMUP
-        return users, float(max(users / ramp_s, 1.0)) if ramp_s > 0 else float(users * FAST_SPAWN_PER_USER)
-
-    def tick(self) -> tuple[int, float] | None:
-        now = time.time()
-        if not self._started:
-            self._started = True
-            if not self._begin(now):
-                return None
-            return self._users()
-        if self.level is None:
-            return None
-        if self._draining_since is not None:
-            if self._drained(now):
-                self._draining_since = None
-                if not self._begin(now):
-                    return None
-            return self._users()
-        cfg = self.cfg
-        elapsed = now - self.step_start
-        over_total = cfg.max_total_s is not None and now - self.began >= cfg.max_total_s
-        over_requests = cfg.max_requests is not None and COLLECTOR.total >= cfg.max_requests
-        if over_total or over_requests:
-            self.stopped_by = "max_total_s" if over_total else "max_requests"
-            if elapsed > cfg.warmup_s:
-                self._finish(end=min(now, self.step_start + cfg.warmup_s + self.window_s))
-            self.level = None
-            return None
-        window_end = self.step_start + cfg.warmup_s + self.window_s
-        now = self._await_window(window_end, now)
-        if now >= window_end and self._window_counted(window_end, now):
-            # unsure: the level runs on, its window grown (the load never paused)
-            if self._grow_window(window_end):
-                return self._users()
-            self._finish()
-            if self._start_draining(now):
-                return self._users()
-            if not self._begin(now):
-                return None
-        elif now - self._last_progress >= PROGRESS_EVERY_S:
-            self._last_progress = now
-            phase = "warm-up" if elapsed < cfg.warmup_s else "measuring" if now < window_end else "tail"
-            running = (
-                COLLECTOR.unfinished(self.step_start + cfg.warmup_s, window_end) if phase == "tail" else None
-            )
-            still = "" if running is None else f", {running} of the window's still running"
-            print(
-                f"step {len(self.history)}: {phase}, {elapsed:.0f} s in, {len(COLLECTOR.records)} answers so far"
-                + still,
-                file=sys.stderr,
-                flush=True,
-            )
-        return self._users()

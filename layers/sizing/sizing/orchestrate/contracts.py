@@ -13,7 +13,15 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError, field_serializer
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_serializer,
+    model_serializer,
+    model_validator,
+)
 
 from sizing.base.errors import InvalidInput, Problem, problems_from_pydantic
 from sizing.base.strict import Lenient, Open, Strict
@@ -25,9 +33,11 @@ from sizing.loadtest.config import (
     LoadTestConfig,
     Metric,
     Pct,
+    ReplaySpec,
     SloTarget,
 )
 from sizing.results import Architecture
+from sizing.traces.formats import TraceFormat
 from sizing.workload.spec import TokenSpec
 
 #: Most levels a candidate's capacity search runs (bracketing 2-3, bisecting 2-3, a bound 1): each is a warm-up,
@@ -77,19 +87,41 @@ class MachineSettings(Open):
     loadtest_timeout_s: int
 
 
+class TraceLoad(Produced):
+    """The recorded trace a candidate's load test replays (the workload's `trace`, docs/traces.md): where it is
+    and how to read it, and the digest of what the estimate read. The load generator reads it again (the window
+    of 1,000 requests is too large for a state's payload) and refuses a trace that changed since."""
+
+    path: str = Field(min_length=1, description="a file or folder (local run), or an s3:// object or prefix")
+    format: TraceFormat | None = None
+    model: str | None = None
+    digest: str = Field(min_length=1, description="sha256:... of the bytes the estimate read")
+
+
 class LoadPlan(Produced):
-    """What the load generator needs from the workload: token distributions and SLO targets. A workload read
-    from a samples file has no distribution here: the load test then uses `LoadTestConfig`'s defaults."""
+    """What the load generator needs from the workload: token distributions and SLO targets, and the trace to
+    replay where the workload has one. A workload read from a samples file has no distribution here: the load
+    test then uses `LoadTestConfig`'s defaults."""
 
     input_tokens: TokenSpec | None = None
     output_tokens: TokenSpec | None = None
     slo: list[SloTriple] = Field(default_factory=list)
     #: tokens at the start of every prompt that all requests share (the workload's `tokens.shared_prefix`; 0: none)
     shared_prefix_tokens: int = Field(default=0, ge=0)
+    #: the recorded trace the load test replays (its arrivals, lengths and prefixes); None: drawn lengths
+    trace: TraceLoad | None = None
 
     @field_serializer("input_tokens", "output_tokens")
     def _given_only(self, spec: TokenSpec | None) -> dict[str, Any] | None:
         return None if spec is None else spec.model_dump(mode="json", exclude_none=True)
+
+    @model_serializer(mode="wrap")
+    def _trace_when_replayed(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The plan as before traces were replayed, unless it replays one."""
+        out: dict[str, Any] = handler(self)
+        if out.get("trace") is None:
+            out.pop("trace", None)
+        return out
 
 
 class Candidate(Produced):
@@ -210,21 +242,41 @@ class LoadTask(Produced):
     #: the endpoint's clock runs this many times faster than the wall's (a time-scaled local twin): the task's
     #: seconds, rates and results are in its time (`sizing.loadtest.timescale`)
     time_scale: float = Field(default=1.0, ge=1.0)
+    #: a recorded trace to replay: the levels are then `rates` (req/s), each the trace time-scaled to it, instead
+    #: of closed-loop concurrency, and the capacity search replays it too
+    trace: TraceLoad | None = None
+    rates: list[float] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _rates_with_trace(self) -> LoadTask:
+        if self.trace is not None and (not self.rates or any(r <= 0 for r in self.rates)):
+            raise ValueError("a task that replays a trace needs its rates (req/s, above 0)")
+        return self
 
     @field_serializer("input_tokens", "output_tokens")
     def _given_only(self, spec: TokenSpec) -> dict[str, Any]:
         return spec.model_dump(mode="json", exclude_none=True)
 
-    def config(self, engine_version: str | None = None) -> LoadTestConfig:
-        """The task's sweep as the load-test process runs it: closed-loop concurrency at each level, a warm-up
-        and a measured window per step, the SLO targets checked, the serving configuration recorded.
-        InvalidInput names a field that the load test refuses (an endpoint that is not a URL, ...)."""
+    def config(
+        self, engine_version: str | None = None, replay: ReplaySpec | dict[str, Any] | None = None
+    ) -> LoadTestConfig:
+        """The task's sweep as the load-test process runs it: closed-loop concurrency at each level (with a trace:
+        the trace's window, `replay`, time-scaled to each of `rates`), a warm-up and a measured window per step,
+        the SLO targets checked, the serving configuration recorded. InvalidInput names a field that the load
+        test refuses (an endpoint that is not a URL, a trace not read, ...)."""
+        if self.trace is not None and replay is None:
+            raise InvalidInput(
+                "the task replays a trace: read its window first (sizing.traces.replay.reread)",
+                [Problem("trace", f"{self.trace.path} not read")],
+            )
+        replayed = self.trace is not None
         try:
             return LoadTestConfig(
                 endpoint=self.endpoint,
                 model=self.model,
-                mode="concurrency",
-                levels=[float(x) for x in self.levels],
+                mode="rate" if replayed else "concurrency",
+                levels=[float(x) for x in (self.rates if replayed else self.levels)],
+                replay=_replay_spec(replay) if replayed else None,
                 input_tokens=self.input_tokens,
                 output_tokens=self.output_tokens,
                 duration_s=self.step_s,
@@ -241,13 +293,15 @@ class LoadTask(Produced):
         except ValidationError as exc:
             raise InvalidInput("the load-test settings are not valid", problems_from_pydantic(exc)) from None
 
-    def capacity_config(self, engine_version: str | None = None) -> LoadTestConfig | None:
+    def capacity_config(
+        self, engine_version: str | None = None, replay: ReplaySpec | dict[str, Any] | None = None
+    ) -> LoadTestConfig | None:
         """The capacity search that follows the closed-loop levels (None when the task asks for none): Poisson
-        levels from `capacity_from`, windows as the levels' (grown while a verdict is unsure), the same prompts'
-        shapes and seed, its own folder."""
+        levels from `capacity_from` (with a trace: the trace time-scaled to each), windows as the levels' (grown
+        while a verdict is unsure), the same prompts' shapes and seed, its own folder."""
         if self.capacity_from is None or not self.slo:
             return None
-        base = self.config(engine_version)
+        base = self.config(engine_version, replay)
         return base.model_copy(
             update={
                 "mode": "rate",
@@ -261,6 +315,10 @@ class LoadTask(Produced):
                 "seed": (base.seed + 1) % 2**31,
             }
         )
+
+
+def _replay_spec(replay: ReplaySpec | dict[str, Any] | None) -> ReplaySpec | None:
+    return ReplaySpec.model_validate(replay) if isinstance(replay, dict) else replay
 
 
 # --- collect and rank, or fail the run -----------------------------------------------------------------------------

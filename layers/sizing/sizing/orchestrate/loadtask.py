@@ -29,6 +29,7 @@ from sizing.loadtest.launch import run_config
 from sizing.loadtest.server import EndpointUnreachable, ServerFacts, probe
 from sizing.orchestrate.contracts import LoadTask
 from sizing.store import SizingStore
+from sizing.traces.replay import reread
 
 #: Heartbeats go out at this fraction of the state's HeartbeatSeconds, so one lost heartbeat is not fatal.
 HEARTBEAT_FRACTION = 1 / 3
@@ -49,13 +50,22 @@ def server_facts(endpoint: str) -> ServerFacts | None:
         return None
 
 
+def replayed_window(task: LoadTask) -> dict[str, Any] | None:
+    """The trace window the task replays, read again where the estimate read it (None: the task replays no
+    trace); InvalidInput when it cannot be read or changed since."""
+    if task.trace is None:
+        return None
+    ref = task.trace
+    return reread(ref.path, ref.format, ref.model, ref.digest).as_load()
+
+
 def _capacity_search(
-    task: LoadTask, version: str | None, store: Any, recorded: dict[str, Any]
+    task: LoadTask, version: str | None, store: Any, recorded: dict[str, Any], replay: dict[str, Any] | None
 ) -> dict[str, Any] | None:
     """The candidate's capacity searched in arrival rate after its closed-loop levels, each level stored with
     `phase: capacity` (the merge reads the edge and its interval from them; the learning loop leaves them out).
     None when the task asks for no search."""
-    cfg = task.capacity_config(engine_version=version)
+    cfg = task.capacity_config(engine_version=version, replay=replay)
     if cfg is None:
         return None
     steps = run_config(cfg, quiet=True)
@@ -87,7 +97,8 @@ def execute(task: LoadTask, sfn: Any, store: Any) -> dict[str, Any]:
     try:
         facts = server_facts(task.endpoint)
         version = None if facts is None else facts.version
-        cfg = task.config(engine_version=version)
+        replay = replayed_window(task)
+        cfg = task.config(engine_version=version, replay=replay)
         steps = run_config(cfg, quiet=True)
         ok = sum(s.answered for s in steps)
         if not steps or ok <= 0:
@@ -108,7 +119,7 @@ def execute(task: LoadTask, sfn: Any, store: Any) -> dict[str, Any]:
         }
         for s in steps:
             store.put_measurement(task.run_id, task.candidate_id, {**s.model_dump(mode="json"), **recorded})
-        capacity = _capacity_search(task, version, store, recorded)
+        capacity = _capacity_search(task, version, store, recorded, replay)
         summary = {
             "candidate_id": task.candidate_id,
             "engine_version": version,
@@ -117,6 +128,7 @@ def execute(task: LoadTask, sfn: Any, store: Any) -> dict[str, Any]:
             "errors": sum(s.failed for s in steps),
             "max_requests_per_s": max(s.requests_per_s for s in steps),
             "capacity": capacity,
+            "trace_digest": None if task.trace is None else task.trace.digest,
         }
         sfn.send_task_success(taskToken=task.task_token, output=json.dumps(summary))
         return summary

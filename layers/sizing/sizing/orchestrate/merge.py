@@ -22,7 +22,7 @@ from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS
 from sizing.loadtest.capacity import from_records
 from sizing.loadtest.server import serving_differences
 from sizing.perf.replica import replica_of
-from sizing.perf.simulator import ClosedLoop, OpenLoop, simulate
+from sizing.perf.simulator import ClosedLoop, OpenLoop, Replay, simulate
 from sizing.perf.step import StepModel
 from sizing.plan.answer import pricing_of
 from sizing.plan.candidates import HardwareOption
@@ -101,6 +101,12 @@ def _measured_block(
         "how": "Locust sweep (closed-loop concurrency levels) of " + served
         + ", per-request TTFT/ITL/e2e from the token stream",
     }  # fmt: skip
+    if digest := next((s["trace_digest"] for s in steps if s.get("trace_digest")), None):
+        # a replayed trace: open-loop levels, each the trace time-scaled to its rate
+        block["trace_digest"] = digest
+        block["how"] = block["how"].replace(
+            "closed-loop concurrency levels", "the recorded trace replayed at each rate"
+        )
     block["differs"] = serving_differences(block["serving"], block["server"])
     if arch is not None and wm is not None and cat is not None:
         block["predicted_at_level"] = predicted_at_level(
@@ -124,10 +130,13 @@ def predicted_at_level(
     level."""
     if not target or arch.get("deployment") == "bedrock" or not arch.get("instance_type"):
         return None
-    load: ClosedLoop | OpenLoop
+    load: ClosedLoop | OpenLoop | Replay
     n = LEVEL_REQUESTS
     if target.get("rate_rps"):
-        load = OpenLoop(float(target["rate_rps"]))
+        rate = float(target["rate_rps"])
+        load = (
+            OpenLoop(rate) if wm.replay is None else Replay(rate, wm.replay)
+        )  # a trace: as the level sent it
     else:
         users = target.get("concurrency") or target.get("users")
         if not users:

@@ -39,6 +39,7 @@ from sizing.orchestrate.contracts import (
     RunFailure,
     Teardown,
     TeardownInput,
+    TraceLoad,
     step_input,
 )
 from sizing.orchestrate.launchers import FargateLauncher, LocalLauncher
@@ -57,6 +58,9 @@ LEVEL_FACTORS = (0.5, 1.0, 1.5)
 #: times in it (a window of fixed seconds held under one answer per stream for long answers, and its p95 rested
 #: on the survivors); the settings' step is the floor.
 WINDOW_ANSWERS = 5
+#: Lowest rate a replayed trace is time-scaled to (req/s): a bound that keeps a level's window holding requests
+#: where the estimate gives no capacity to start from, not a model figure.
+MIN_REPLAY_RPS = 0.05
 #: A level's warm-up lasts at least this many predicted e2e medians, so every stream has completed a cycle and
 #: the batch is full before the window opens (a 2 s warm-up spawned 102 users in a second, arriving in waves).
 WARMUP_ANSWERS = 2
@@ -296,7 +300,33 @@ def _load_plan(spec: WorkloadSpec, workload: dict[str, Any] | None = None) -> Lo
         inp = _measured_tokens(workload.get("input_tokens"))
         out = _measured_tokens(workload.get("output_tokens"))
         prefix = int(workload.get("shared_prefix_tokens") or 0)
-    return LoadPlan(input_tokens=inp, output_tokens=out, slo=spec.slo.targets(), shared_prefix_tokens=prefix)
+    return LoadPlan(
+        input_tokens=inp,
+        output_tokens=out,
+        slo=spec.slo.targets(),
+        shared_prefix_tokens=prefix,
+        trace=_replayed_trace(spec, workload),
+    )
+
+
+def _replayed_trace(spec: WorkloadSpec, workload: dict[str, Any] | None) -> TraceLoad | None:
+    """The trace the load tests replay: the spec's, where the estimate replayed it (`trace.replay`), with the
+    digest of what the estimate read."""
+    t = spec.trace
+    figures = (workload or {}).get("trace")
+    if t is None or not t.replay or not isinstance(figures, dict) or not figures.get("digest"):
+        return None
+    return TraceLoad(path=t.path, format=t.format, model=t.model, digest=str(figures["digest"]))
+
+
+def replay_rates(arch: Architecture) -> list[float]:
+    """The rates (req/s) a candidate's replayed trace is time-scaled to: below, at and above its predicted
+    capacity under the SLOs (the estimate replayed the same trace to find it), as LEVEL_FACTORS place the
+    closed-loop levels around the knee; its predicted rate where it has no SLO capacity."""
+    per = arch.per_replica
+    edge = (per.rps_slo_limit or per.rps) if per is not None else 0.0
+    edge = edge if edge > 0 else MIN_REPLAY_RPS
+    return sorted({max(MIN_REPLAY_RPS, round(edge * f, 4)) for f in LEVEL_FACTORS})
 
 
 def _measured_tokens(block: Any) -> TokenSpec | None:
@@ -416,6 +446,8 @@ def load_task(inp: LoadTestInput, settings: OrchestrationSettings) -> LoadTask:
         heartbeat_s=inp.settings.heartbeat_s,
         out_dir=f"{settings.out_dir}/{inp.run_id}/{cand.candidate_id}",
         time_scale=inp.endpoint.time_scale,
+        trace=plan.trace,
+        rates=replay_rates(cand.architecture) if plan.trace is not None else [],
         capacity_from=(
             cand.architecture.per_replica.rps_slo_limit
             if settings.capacity_search

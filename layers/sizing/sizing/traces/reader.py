@@ -10,42 +10,26 @@ naming them unless one is chosen; a trace that cannot be read is refused naming 
 
 from __future__ import annotations
 
-import csv
-import gzip
 import hashlib
-import io
 import json
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from json.scanner import make_scanner
-from pathlib import Path
-from typing import IO, Any, Final, cast
+from typing import IO, Any, Final
 
 import numpy as np
 
 from sizing.base.errors import InvalidInput, Problem
-from sizing.traces.formats import (
-    CSV_COLUMNS,
-    FORMATS,
-    JSON_READERS,
-    MOONCAKE_BLOCK_TOKENS,
-    BadField,
-    Record,
-    Skip,
-    TraceFormat,
-    csv_row,
-    detect,
-)
+from sizing.traces.formats import FORMATS, Record, TraceFormat, detect
+from sizing.traces.lines import WHOLE, one_mooncake, records
+from sizing.traces.prefixes import Prefixes, derived_blocks
+from sizing.traces.sources import FIELD, bad_line, open_sources, unreadable
 
-#: Prompt blocks the prefix tracker remembers (least recently used forgotten first): 2^20 blocks of 512 tokens,
-#: half a billion tokens of distinct prefixes, far beyond any replica's KV cache (a few million tokens at most),
-#: so forgetting never changes a hit a replica could have. A bound on memory (~100 MB at most), not a model figure.
-TRACKED_BLOCKS: Final = 1 << 20
+__all__ = ["FIELD", "Trace", "bad_line", "read_trace", "unreadable"]
+
 #: Where reuse comes from, by what the trace carries.
 REUSE_SOURCES: Final = ("hash_ids", "sessions", "prefix groups", "prompt cache", "none")
-#: The field a trace's problems are reported under.
-FIELD: Final = "trace"
 
 
 @dataclass
@@ -88,134 +72,6 @@ class Trace:
     @property
     def span_s(self) -> float:
         return float(self.t[-1] - self.t[0]) if self.t.size > 1 else 0.0
-
-
-def bad_line(source: str, lineno: int, field_name: str, problem: str) -> InvalidInput:
-    message = f"{source}, line {lineno}, field {field_name}: {problem}"
-    return InvalidInput(f"the trace has a malformed line: {message}", [Problem(FIELD, message)])
-
-
-def unreadable(source: str, why: str) -> InvalidInput:
-    return InvalidInput(f"cannot read the trace {source}: {why}", [Problem(FIELD, f"{source}: {why}")])
-
-
-# --- sources -----------------------------------------------------------------------------------------------------
-def _maybe_gunzip(raw: IO[bytes]) -> IO[bytes]:
-    """The stream itself, or its gunzipped content where it starts with gzip's magic bytes (Bedrock delivers its
-    logs to S3 as .json.gz)."""
-    buffered: Any = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)
-    if buffered.peek(2)[:2] == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=buffered)  # type: ignore[return-value]
-    return cast("IO[bytes]", buffered)
-
-
-def _local(path: str) -> Iterator[tuple[str, IO[bytes]]]:
-    p = Path(path)
-    files = sorted(x for x in p.iterdir() if x.is_file()) if p.is_dir() else [p]
-    for f in files:
-        try:
-            fh = f.open("rb")
-        except OSError as exc:
-            raise unreadable(str(f), exc.strerror or "cannot open it") from None
-        with fh:
-            yield str(f), _maybe_gunzip(fh)
-
-
-def _s3(uri: str, client: Any) -> Iterator[tuple[str, IO[bytes]]]:
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    bucket, _, key = uri[len("s3://") :].partition("/")
-    if not bucket:
-        raise unreadable(uri, "an S3 URI is s3://bucket/key (or s3://bucket/prefix/)")
-    if client is None:
-        import boto3
-
-        client = boto3.client("s3")
-    try:
-        if key and not key.endswith("/"):
-            keys = [key]
-        else:
-            keys = []
-            for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key):
-                keys += [o["Key"] for o in page.get("Contents", []) if not o["Key"].endswith("/")]
-            if not keys:
-                raise unreadable(uri, "no objects under this prefix")
-        for k in sorted(keys):
-            name = f"s3://{bucket}/{k}"
-            body = client.get_object(Bucket=bucket, Key=k)["Body"]
-            yield name, _maybe_gunzip(body)
-    except ClientError as exc:
-        code = exc.response.get("Error", {}).get("Code", "error")
-        raise unreadable(uri, f"S3 refused it ({code})") from None
-    except BotoCoreError as exc:
-        raise unreadable(uri, f"S3 could not be reached ({type(exc).__name__})") from None
-
-
-def _sources(source: str, s3_client: Any) -> Iterator[tuple[str, IO[bytes]]]:
-    if source.startswith("s3://"):
-        return _s3(source, s3_client)
-    p = Path(source)
-    if not p.exists():
-        raise unreadable(source, "no such file")
-    return _local(source)
-
-
-# --- the prefix tracker ------------------------------------------------------------------------------------------
-class _Prefixes:
-    """Which prompt blocks were seen, and when (in prompt tokens sent so far). Past TRACKED_BLOCKS the least
-    recently used half is forgotten at once (amortised: one pass per TRACKED_BLOCKS / 2 new blocks). A request's
-    hit is its leading blocks seen before, the way a prefix cache matches."""
-
-    __slots__ = ("any_seen", "last", "sent", "total")
-
-    def __init__(self) -> None:
-        self.last: dict[Any, int] = {}
-        self.sent = 0
-        self.total = 0
-        self.any_seen = 0
-
-    def visit(self, blocks: list[Any], prompt: int) -> tuple[int, int]:
-        """(prompt tokens hit, tokens sent since the oldest hit block's last use); then the blocks are used."""
-        last, sent = self.last, self.sent
-        get = last.get
-        lead = 0
-        oldest = sent
-        for b in blocks:
-            when = get(b)
-            if when is None:
-                break
-            lead += 1
-            if when < oldest:
-                oldest = when
-        before = len(last)
-        last.update(dict.fromkeys(blocks, sent))
-        self.any_seen += len(blocks) - (len(last) - before)
-        self.total += len(blocks)
-        self.sent = sent + prompt
-        if len(last) > TRACKED_BLOCKS:
-            self._forget()
-        hit = min(lead * MOONCAKE_BLOCK_TOKENS, prompt - 1)
-        return (hit, sent - oldest) if hit > 0 else (0, 0)
-
-    def _forget(self) -> None:
-        """Keep the more recently used half of the blocks."""
-        cut = sorted(self.last.values())[len(self.last) // 2]
-        self.last = {b: when for b, when in self.last.items() if when >= cut}
-
-
-def _derived_blocks(r: Record, group_len: dict[int, int]) -> list[Any]:
-    """Blocks of a prompt without hash_ids, from its prefix group (the group's prefix first) and session (each
-    turn's prompt holds the turns before): (id, block number) pairs, MOONCAKE_BLOCK_TOKENS tokens each."""
-    blocks: list[Any] = []
-    g = 0
-    if r.group:
-        glen = r.group_tokens if r.group_tokens >= 0 else min(group_len.get(r.group, r.inp), r.inp)
-        group_len[r.group] = glen
-        g = min(glen, r.inp) // MOONCAKE_BLOCK_TOKENS
-        blocks = [(r.group, j) for j in range(g)]
-    if r.session:
-        blocks += [(r.session, j) for j in range(g, r.inp // MOONCAKE_BLOCK_TOKENS)]
-    return blocks
 
 
 # --- reading -----------------------------------------------------------------------------------------------------
@@ -279,7 +135,7 @@ class _Reading:
         self.cols = _Columns()
         self.models: dict[str, int] = {}
         self.skipped: dict[str, int] = {}
-        self.prefixes = _Prefixes()
+        self.prefixes = Prefixes()
         self.group_len: dict[int, int] = {}
         self.estimated = 0
         self.kinds: set[str] = set()
@@ -314,7 +170,7 @@ class _Reading:
             return
         cols, pending = self.cols, self.pending
         try:
-            for lineno, rec, absolute in _records(self.fmt, name, first, _rest(fh, self.digest, first[0])):
+            for lineno, rec, absolute in records(self.fmt, name, first, _rest(fh, self.digest, first[0])):
                 if rec is None:
                     self.skipped[absolute] = self.skipped.get(absolute, 0) + 1
                     continue
@@ -355,7 +211,7 @@ class _Reading:
         update, visit, append = self.digest.update, self.prefixes.visit, pending.append
         prefixes = self.prefixes
         model = self.models.setdefault("", len(self.models))
-        number, ints = (int, float), _WHOLE
+        number, ints = (int, float), WHOLE
         lineno = first[0]
         line = first[1]
         lines = iter(fh)
@@ -384,7 +240,7 @@ class _Reading:
                 and ts >= 0  # type: ignore[operator]
                 and (ids is None or (type(ids) is list and set(map(type, ids)) <= ints))
             ):
-                rec = _one_mooncake(name, lineno, text)
+                rec = one_mooncake(name, lineno, text)
                 ts, inp, out, ids = rec.t * 1000.0, rec.inp, rec.out, rec.hash_ids
             assert inp is not None
             if ids is not None:
@@ -418,7 +274,7 @@ class _Reading:
             return min(rec.cache_read, rec.inp - 1), 0, 0
         if rec.group or rec.session:
             self.kinds.add("sessions" if rec.session else "prefix groups")
-            blocks = _derived_blocks(rec, self.group_len)
+            blocks = derived_blocks(rec, self.group_len)
             hit, dist = self.prefixes.visit(blocks, rec.inp)
             return hit, dist, hash(blocks[0]) if blocks else 0
         self.prefixes.sent += rec.inp
@@ -467,7 +323,7 @@ def read_trace(
             f"unknown trace format '{fmt}'", [Problem("format", f"use one of {', '.join(FORMATS)}")]
         )
     reading = _Reading(fmt)
-    for name, fh in _sources(source, s3_client):
+    for name, fh in open_sources(source, s3_client):
         reading.file(name, fh)
     trace, model_idx = reading.trace(source)
     keep = _model_filter(source, reading.models, model, model_idx)
@@ -493,90 +349,6 @@ def read_trace(
     return trace
 
 
-#: The types of a list of whole numbers (hash_ids)
-_WHOLE: Final = frozenset({int})
-
-
-def _one_mooncake(name: str, lineno: int, text: str) -> Record:
-    """A Mooncake line the fast path did not take: parsed and checked by `formats.mooncake` (or refused)."""
-    try:
-        obj = json.loads(text)
-    except (ValueError, RecursionError):
-        raise bad_line(name, lineno, "line", "is not a JSON object") from None
-    try:
-        return JSON_READERS["mooncake"](obj)
-    except BadField as exc:
-        raise bad_line(name, lineno, exc.field, exc.problem) from None
-
-
-def _records(
-    fmt: TraceFormat, name: str, first: tuple[int, bytes], rows: Iterator[tuple[int, bytes]]
-) -> Iterator[tuple[int, Record | None, Any]]:
-    """(line number, record or None when skipped, whether its time is absolute -- or, skipped, why)."""
-    if fmt == "csv":
-        yield from _csv_records(name, first, rows)
-        return
-    parse = JSON_READERS[fmt]
-    absolute = fmt != "mooncake"
-    scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # the C scanner json.loads ends in, without its wrappers
-    for lineno, line in _chain(first, rows):
-        try:
-            text = line.decode("utf-8")
-            obj, end = scan(text, 0)
-            if end < len(text) and text[end:].strip():
-                raise ValueError("text after the object")
-        except StopIteration:
-            try:
-                obj = json.loads(text)  # leading white space
-            except (ValueError, RecursionError):
-                raise bad_line(name, lineno, "line", "is not a JSON object") from None
-        except (ValueError, RecursionError):
-            raise bad_line(name, lineno, "line", "is not a JSON object") from None
-        try:
-            yield lineno, parse(obj), absolute
-        except BadField as exc:
-            raise bad_line(name, lineno, exc.field, exc.problem) from None
-        except Skip as exc:
-            yield lineno, None, exc.why
-
-
-def _chain(first: tuple[int, bytes], rows: Iterator[tuple[int, bytes]]) -> Iterator[tuple[int, bytes]]:
-    yield first
-    yield from rows
-
-
-def _csv_records(
-    name: str, first: tuple[int, bytes], rows: Iterator[tuple[int, bytes]]
-) -> Iterator[tuple[int, Record | None, Any]]:
-    numbers: list[int] = []
-
-    def text() -> Iterator[str]:
-        for lineno, line in _chain(first, rows):
-            numbers.append(lineno)
-            yield line.decode("utf-8-sig", "replace")
-
-    reader = csv.DictReader(text())
-    header = [h.strip() for h in reader.fieldnames or []]
-    reader.fieldnames = header
-    missing = [c for c in ("input_tokens", "output_tokens") if c not in header]
-    if "timestamp" not in header and "timestamp_ms" not in header:
-        missing.insert(0, "timestamp")
-    if missing:
-        raise bad_line(
-            name,
-            numbers[0] if numbers else 1,
-            missing[0],
-            f"the header has no {', '.join(missing)} column (columns: {', '.join(CSV_COLUMNS)})",
-        )
-    for row in reader:
-        lineno = numbers[-1]
-        try:
-            rec, absolute = csv_row(row)
-        except BadField as exc:
-            raise bad_line(name, lineno, exc.field, exc.problem) from None
-        yield lineno, rec, absolute
-
-
 def _model_filter(
     source: str, models: dict[str, int], wanted: str | None, idx: np.ndarray
 ) -> np.ndarray | None:
@@ -586,8 +358,8 @@ def _model_filter(
             counts = np.bincount(idx, minlength=len(models))
             found = ", ".join(f"{m} ({int(counts[i]):,} requests)" for m, i in sorted(named.items()))
             raise InvalidInput(
-                f"the trace {source} holds requests to several models: {found}; choose one with --model"
-                " (or trace.model)",
+                f"the trace {source} holds requests to several models: {found}; choose one with the spec's"
+                " trace.model (sizing workload --model, sizing loadtest --trace-model)",
                 [Problem("model", f"the trace holds several models ({found}): choose one")],
             )
         return None

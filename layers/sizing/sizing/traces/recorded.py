@@ -15,7 +15,7 @@ from sizing.base.distributions import TokenDistribution
 from sizing.traces.formats import MOONCAKE_BLOCK_TOKENS, TraceFormat
 from sizing.traces.reader import Trace, read_trace
 from sizing.traces.replay import TraceReplay, window
-from sizing.traces.summary import samples, summarize
+from sizing.traces.summary import LENGTH_PERCENTILES, needed, samples, summarize
 
 #: Hours a trace must cover for its own day shape to replace traffic.profile.
 DAY_HOURS: Final = 24.0
@@ -92,3 +92,17 @@ def recorded(
         }
     figures["shared_prefix_tokens"] = shared
     return Recorded(i_dist, o_dist, float(figures["busiest_hour_rps"]), weights, max(0, shared), win, figures)
+
+
+def short_for_slo(requests: int, percentiles: list[str]) -> str | None:
+    """What the answer says where the trace holds too few requests for an SLO percentile (one beyond it): the
+    estimate repeats them to simulate it, so that percentile rests on repeats. None when it holds enough."""
+    short = sorted({q for q in percentiles if q in LENGTH_PERCENTILES and requests < needed(q)}, key=needed)
+    if not short:
+        return None
+    return (
+        f"too few requests for the SLO's {', '.join(short)} ({requests:,} in the trace; "
+        + ", ".join(f"{q} needs {needed(q):,}" for q in short)
+        + f"): the estimate repeats the trace's {requests:,} requests to simulate it, so that percentile rests on"
+        " repeats; a longer trace gives one of its own"
+    )

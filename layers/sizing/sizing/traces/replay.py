@@ -15,11 +15,13 @@ block size, and never the prompt's last token (its logits give the first output 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
-from sizing.traces.reader import Trace
+from sizing.base.errors import InvalidInput, Problem
+from sizing.traces.formats import TraceFormat
+from sizing.traces.reader import Trace, read_trace
 
 #: Requests in a replay window: the planner's report simulation (sizing.plan.capacity.REPORT_REQUESTS) reads this
 #: many, its probes fewer.
@@ -133,3 +135,19 @@ def window(trace: Trace, size: int = WINDOW) -> TraceReplay:
         prefix_key=np.ascontiguousarray(trace.prefix_key[sl]),
         digest=trace.digest,
     )
+
+
+def reread(
+    path: str, fmt: TraceFormat | None, model: str | None, digest: str, *, s3_client: Any = None
+) -> TraceReplay:
+    """The replay window of the trace at `path`, read again where the estimate read it (a run's load generator:
+    the window is too large for a state's payload), refused naming the trace when its bytes changed since, so the
+    levels measured belong to the trace the estimate sized."""
+    trace = read_trace(path, fmt, model, s3_client=s3_client)
+    if trace.digest != digest:
+        raise InvalidInput(
+            f"the trace {path} changed since the estimate read it (its digest was {digest[:19]}..., now"
+            f" {trace.digest[:19]}...): start the run again to size for the trace as it is now",
+            [Problem("trace", f"{path}: changed since the estimate")],
+        )
+    return window(trace)

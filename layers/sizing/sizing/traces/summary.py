@@ -171,6 +171,6 @@ def summarize(trace: Trace) -> dict[str, Any]:
         out["notes"].append(
             f"too few requests for {', '.join(short)} ({trace.n:,} in the trace; "
             + ", ".join(f"{q} needs {needed(q):,}" for q in short)
-            + "): those percentiles are not estimated"
+            + "): those percentiles of the lengths are not given"
         )
     return out

@@ -135,12 +135,14 @@ class WorkloadModel:
 def from_trace(spec: WorkloadSpec, notes: list[str], s3_client: Any = None) -> Recorded:
     """What `spec.trace` says, for the workload model; `notes` gets what replaced what."""
     # numpy and the readers: only a spec with a trace pays for them
-    from sizing.traces.recorded import recorded
+    from sizing.traces.recorded import recorded, short_for_slo
 
     assert spec.trace is not None
     t = spec.trace
     rec = recorded(t.path, t.format, t.model, replay=t.replay, s3_client=s3_client)
     n = rec.figures["requests"]
+    if short := short_for_slo(n, [q for _, q, _ in spec.slo.targets()]):
+        rec.figures["notes"] = [*rec.figures["notes"], short]
     notes.append(
         f"trace {Path(t.path).name if not t.path.startswith('s3://') else t.path} ({rec.figures['format']},"
         f" {n:,} requests): its lengths replace tokens.input/output"
