@@ -295,6 +295,8 @@ def compare(args: argparse.Namespace) -> int:
             print(f"{name if tag == 'meas' else '':<30} {'' if util is None or tag == 'sim' else f'{util:5.2f}':>5} "
                   f"{tag:>4} " + " ".join(cells))  # fmt: skip
         for metric, i in (("ttft", 0), ("ttft p90", 2), ("tpot", 3), ("throughput", 5)):
+            if metric == "throughput" and r["mode"] != "concurrency":
+                continue  # an open loop's throughput is its arrival rate, whatever the server
             m, p = meas[i], sim[i]
             if m and p is not None and p == p:
                 key = metric + (" >50%" if util and util >= 0.5 else "")
