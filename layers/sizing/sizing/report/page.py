@@ -136,8 +136,7 @@ def render_report(
         result. curves: False skips the simulated latency curves (measured points are still plotted). seed: the
         planner's seed (default: the result's `search.seed`, else the planner's default 0); with the workload,
         the curves are then the very simulations the table reports."""
-    check_result(result, measurements)
-    pg = Page(result)
+    pg = Page(result, check_result(result, measurements))
     measured = measured_steps(measurements or [], result)
     always = list(measured) + [a["id"] for a in result.get("architectures") or [] if a.get("measured")]
     curve_list = latency_curves(result, workload, always=always, seed=seed) if curves else []
@@ -159,7 +158,7 @@ def render_report(
         _manifests(manifests, note),
     ]
     title, subtitle = _heading(result, measured=bool(measurements))
-    where = region_line(result) or ""
+    where = region_line(pg.typed) or ""
     return (
         _environment()
         .get_template("report.html")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sizing.answer import AnswerRow, answer_row
+from sizing.answer import AnswerRow
 from sizing.base.vocabulary import TWIN  # what served a load test's figures (`measured.origin`)
 from sizing.report.page_base import (
     METRIC_NAMES,
@@ -140,7 +140,7 @@ def _answer(pg: Page) -> Section:
         )
     a = archs[wi]
     p = f"architectures.{wi}"
-    row = answer_row(a, r)
+    row = pg.rows[wi]
     spot = a.get("capacity_type") == "spot" and (a.get("cost") or {}).get("usd_per_month_spot") is not None
     basis = (
         origin_label(a, r).capitalize() + " at the highest load level that met the SLOs"

@@ -8,8 +8,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sizing.answer import answer_rows
 from sizing.base.text import ORIGIN_LABELS
 from sizing.base.vocabulary import ENDPOINT, TWIN  # what served a load test's figures (`measured.origin`)
+from sizing.results import EstimateResult
+from sizing.upgrade import twin_run
 
 METRIC_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "end-to-end"}
 METRIC_UNITS = {"ttft_ms": "ms", "tpot_ms": "ms", "e2e_s": "s"}
@@ -156,10 +159,13 @@ Span = tuple[Num, ...]
 
 
 class Page:
-    """The result being reported; `n()` takes a number of it, tagged with its path."""
+    """The result being reported: its JSON (`r`, whose figures `n()` takes, tagged with their paths), the same
+    result typed (`typed`, `sizing.upgrade`) and its ranked architectures' rows (`rows`, `sizing.answer`)."""
 
-    def __init__(self, result: dict[str, Any]):
+    def __init__(self, result: dict[str, Any], typed: EstimateResult):
         self.r = result
+        self.typed = typed
+        self.rows = answer_rows(typed, twin_run=twin_run(result))
 
     def n(self, path: str, fmt: Fmt = plain, missing: str = "—", scale: float = 1.0) -> Num:
         """`scale`: the text shows the value times this (`share` shows a fraction as a percentage: 100)."""

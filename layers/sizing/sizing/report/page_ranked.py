@@ -8,7 +8,6 @@ from typing import Any
 
 from markupsafe import Markup
 
-from sizing.answer import answer_row
 from sizing.base.vocabulary import TWIN  # what served a load test's figures (`measured.origin`)
 from sizing.report.export import export_csv, rejected_csv
 from sizing.report.page_answer import (
@@ -108,7 +107,7 @@ def _ranked_row(pg: Page, i: int, a: dict[str, Any], metrics: list[tuple[str, st
         if lookup(r, p + ".replicas.min") != lookup(r, p + ".replicas.peak"):
             reps_mean = pg.n(p + ".replicas.mean", count)
     twin = measured_origin(a, r) == TWIN
-    row = answer_row(a, r)
+    row = pg.rows[i]
     return {
         "rank": _rank(pg, a, p),
         "id": str(a["id"]),

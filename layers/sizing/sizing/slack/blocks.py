@@ -25,10 +25,11 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from sizing.answer import answer_row, region_line
+from sizing.answer import AnswerRow, answer_rows, region_line
 from sizing.base.text import measured_label
 from sizing.slack.client import Message
 from sizing.slack.grammar import EXAMPLES, PRESET_ALIASES
+from sizing.upgrade import upgrade_result
 from sizing.workload import PRESETS, WorkloadSpec
 
 MEASURE_ACTION_ID = "measure_these"
@@ -162,11 +163,12 @@ def _is_twin(a: dict[str, Any]) -> bool:
 
 
 def architecture_section(
-    a: dict[str, Any], slo_pcts: dict[str, str], result: dict[str, Any] | None = None
+    a: dict[str, Any], slo_pcts: dict[str, str], row: AnswerRow | None = None
 ) -> SectionBlock:
-    """One architecture: title and its qualifiers (kind, tier, basis, quotas, availability: `sizing.answer`), then
-    cost and latency (at each SLO's percentile) as two fields."""
-    row = answer_row(a, result or {})
+    """One architecture: title and its qualifiers (kind, tier, basis, quotas, availability: its `row`, by default
+    of the architecture alone), then cost and latency (at each SLO's percentile) as two fields."""
+    if row is None:
+        row = answer_rows(upgrade_result({"architectures": [a]}, "architecture"))[0]
     cost = a.get("cost") or {}
     month = f"*{_usd(cost.get('usd_per_month'))}*/month"
     spot = cost.get("usd_per_month_spot")
@@ -290,6 +292,8 @@ def estimate_message(
     report_url: str | None = None,
 ) -> Message:
     """The estimate: top architectures with cost and SLO figures, "Measure these", and the report link."""
+    typed = upgrade_result(result, "estimate")
+    rows = answer_rows(typed)
     model_id = str((result.get("workload") or {}).get("model") or spec.model)
     archs = list(result.get("architectures") or [])[:TOP_SHOWN]
     who = f"<@{escape(user)}> asked: " if user else ""
@@ -301,9 +305,9 @@ def estimate_message(
     if workload.get("peak_rps") is not None:
         line = f"Peak {workload['peak_rps']:,.1f} req/s"
         # requests in flight (Little's law) describe a real-time answer; a job's would read as thousands
-        if archs and answer_row(archs[0], result).figures.in_flight is not None:
+        if rows and rows[0].figures.in_flight is not None:
             line += f", about {workload.get('peak_concurrency') or 0:,.0f} requests in flight"
-        if (where := region_line(result)) is not None:
+        if (where := region_line(typed)) is not None:
             line += f" · {where}"
         blocks.append(ContextBlock(elements=[_md(escape(line))]))
     if not archs:
@@ -320,7 +324,7 @@ def estimate_message(
         return Message(text=f"Nothing meets these SLOs for {model_id}", blocks=blocks)
     blocks.append(DividerBlock())
     pcts = _slo_pcts(spec)
-    blocks += [architecture_section(a, pcts, result) for a in archs]
+    blocks += [architecture_section(a, pcts, row) for a, row in zip(archs, rows[:TOP_SHOWN], strict=True)]
     costs = slo_cost_text(result)
     if costs:
         blocks.append(SectionBlock(text=_md(costs)))
@@ -418,7 +422,8 @@ def measured_message(
     else:
         blocks.append(DividerBlock())
         pcts = _slo_pcts(spec)
-        blocks += [architecture_section(a, pcts) for a in shown]
+        rows = answer_rows(upgrade_result({"architectures": shown}, "run's ranking"))
+        blocks += [architecture_section(a, pcts, row) for a, row in zip(shown, rows, strict=True)]
     if drift:
         blocks.append(SectionBlock(text=_md(escape(drift))))
     if report_url:
