@@ -594,8 +594,9 @@ HARDWARE_KEYS = {
 }
 
 
-#: What every architecture of a result states (`sizing.results.Architecture`): without one it cannot be reported.
-REQUIRED_KEYS = {"model", "deployment", "engine", "meets_slo", "cost"}
+#: What every architecture of a result states (`sizing.results.Architecture`): without one it cannot be reported
+#: (an architecture that does not name its model serves the workload's).
+REQUIRED_KEYS = {"deployment", "engine", "meets_slo", "cost"}
 
 
 def test_a_result_that_cannot_be_reported_is_a_clear_input_error(eks_first: dict[str, Any]) -> None:

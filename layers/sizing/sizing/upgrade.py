@@ -1,7 +1,9 @@
 """Stored, older or hand-written answers, read once where they enter: the report, Slack and the stored items read
 results written by earlier releases, by a run's merge step, or by a person. `upgrade_result` fills what an older
 result lacks with the explicit unknowns the models declare (no latency figure: `Percentiles` of None; optional
-blocks: None) and validates it into `EstimateResult` once; a result that cannot be upgraded (an architecture
+blocks: None; a null where the model has a default: that default; an older release's partial serving settings:
+no serving configuration; an architecture that names no model: the workload's) and validates it into
+`EstimateResult` once; a result that cannot be upgraded (an architecture
 without its id, its cost or its deployment) is an `InvalidInput` naming each field, never a stack trace.
 
 A run's result is an estimate result inside the run's own envelope (`run_id`, `origin`, `twins`, `ranking`,
@@ -35,10 +37,13 @@ _DEFAULTED = {
 }
 
 
-def _architecture(doc: Any) -> Any:
-    """An architecture's JSON with the blocks older results lack filled as unknown (validated by the model)."""
+def _architecture(doc: Any, model: Any) -> Any:
+    """An architecture's JSON with the blocks older results lack filled as unknown (validated by the model), and
+    the model it serves, where it does not say, the workload's (`model`)."""
     if not isinstance(doc, dict):
         return doc
+    if doc.get("model") is None and isinstance(model, str):
+        doc = {**doc, "model": model}
     # null where the model declares a default (capacity, invocation, lists): the default, as when the key is absent
     doc = {k: v for k, v in doc.items() if v is not None or k not in _DEFAULTED}
     predicted = doc.get("predicted")
@@ -70,7 +75,7 @@ def upgrade_result(doc: Any, what: str = "result") -> EstimateResult:
     own = {k: v for k, v in doc.items() if k in EstimateResult.model_fields}
     for key in ("architectures", "managed_options"):
         if isinstance(own.get(key), list):
-            own[key] = [_architecture(a) for a in own[key]]
+            own[key] = [_architecture(a, _dict(own.get("workload")).get("model")) for a in own[key]]
     for key in ("architectures", "rejected", "why_not_cheaper", "managed_options", "rows", "slo_costs"):
         if key in own and own[key] is None:
             own[key] = []
