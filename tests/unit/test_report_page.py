@@ -18,6 +18,7 @@ from sizing.plan import estimate
 from sizing.report import render_report, render_run_report, run_result, write_report
 from sizing.report.page import NAV, lookup, short_label
 from sizing.report.reading import read_report, shown_number
+from sizing.results import Architecture
 from sizing.workload import parse_spec
 
 # A small search space (Llama 3.1 8B on g5/g6e, SageMaker and Bedrock) keeps the planner's run around a second.
@@ -132,7 +133,7 @@ def test_the_answer_comes_first_and_names_the_cheapest_architecture_and_its_cost
     html = eks_html
     # then
     answer = html[html.index('<div class="answer') : html.index('<section id="workload"')]
-    assert short_label(best) in answer
+    assert short_label(Architecture.model_validate(best)) in answer
     assert 'data-path="architectures.0.cost.usd_per_month"' in answer
 
 
