@@ -59,13 +59,14 @@ def _report(result: dict[str, Any]) -> str:
 def test_every_output_carries_each_rows_qualifiers(path: Path) -> None:
     # given the planner's answer for a workload
     result = copy.deepcopy(_estimated(path))
-    rows = answer_rows(result)
+    typed = EstimateResult.model_validate(result)
+    rows = answer_rows(typed)
     # when it is rendered as the table, the report, Slack and the JSON
     outputs = {
         "table": (_table(result), TABLE_ROWS),
         "report": (_report(result), len(rows)),
         "slack": (_slack(result, path), blocks.TOP_SHOWN),
-        "json": (json.dumps(with_rows(result)["rows"], ensure_ascii=False), len(rows)),
+        "json": (json.dumps(with_rows(typed)["rows"], ensure_ascii=False), len(rows)),
     }
     # then each output names every qualifier of every row it shows and what each stated SLO costs, and the
     # JSON's rows are the typed rows
@@ -79,8 +80,7 @@ def test_every_output_carries_each_rows_qualifiers(path: Path) -> None:
                 assert phrase in text, f"{path.stem}: the {name} lacks '{phrase}' of #{row.rank}"
         for line in costs:
             assert line in text, f"{path.stem}: the {name} lacks '{line}'"
-    typed = EstimateResult.model_validate({**result, "rows": with_rows(result)["rows"]})
-    assert typed.rows == rows
+    assert EstimateResult.model_validate(with_rows(typed)).rows == rows
 
 
 def _case(stem: str) -> dict[str, Any]:
@@ -91,7 +91,7 @@ def test_a_bedrock_batch_job_reads_as_a_job_with_no_requests_in_flight() -> None
     # given a nightly job that Bedrock batch inference can run
     result = _case("bedrock-batch")
     # when its rows are built
-    rows = {r.id: r for r in answer_rows(result)}
+    rows = {r.id: r for r in answer_rows(EstimateResult.model_validate(result))}
     bedrock = next(r for r in rows.values() if r.deployment == "Bedrock")
     # then the Bedrock row is a batch job, and no job shows Little's-law requests in flight
     assert bedrock.kind == "batch job" and bedrock.tier == "batch"
@@ -104,8 +104,9 @@ def test_ten_million_users_flag_the_ec2_vcpu_quota_with_the_vcpus_needed() -> No
     # given an answer of hundreds of GPU nodes
     result = _case("quota-flagged")
     # when its first row is built
+    typed = EstimateResult.model_validate(result)
     a = result["architectures"][0]
-    row = answer_row(a, result)
+    row = answer_row(typed.architectures[0], typed)
     # then it names the EC2 On-Demand quota of the family and the vCPUs its peak needs
     ec2 = next(q for q in row.quotas if q.service == "ec2")
     assert "Running On-Demand G and VT instances" in ec2.message
@@ -118,7 +119,7 @@ def test_another_regions_unknown_hardware_says_so_and_the_report_names_the_regio
     # given a chat in eu-west-2, where the price snapshot does not cover every family
     result = _case("another-region")
     # when its rows and report are built
-    rows = answer_rows(result)
+    rows = answer_rows(EstimateResult.model_validate(result))
     page = _report(result)
     # then a row priced from us-east-1 says its availability is unknown, and the header names Region and residency
     unknown = [r for r in rows if r.availability == "unknown"]

@@ -89,7 +89,15 @@ def test_bedrock_is_never_on_the_measure_button() -> None:
     # given an estimate whose listed rows include a Bedrock one
     result = estimate(parse_spec(RAG)).document()
     listed = [a for a in result["architectures"] if a["deployment"] != "bedrock"][:2]
-    bedrock = {"id": "bedrock:meta.llama3-1-8b-instruct-v1:0", "deployment": "bedrock", "rank": 3, "cost": {}}
+    bedrock = {
+        "id": "bedrock:meta.llama3-1-8b-instruct-v1:0",
+        "model": result["workload"]["model"],
+        "deployment": "bedrock",
+        "engine": "bedrock",
+        "rank": 3,
+        "meets_slo": True,
+        "cost": {"usd_per_month": 900.0},
+    }
     message = blocks.estimate_message({**result, "architectures": [*listed, bedrock]}, parse_spec(RAG), RAG)
     # then the button measures the two that can be provisioned, and says Bedrock is not
     measure = _button_value(message)

@@ -97,6 +97,8 @@ def test_measured_figures_win_over_predicted_ones() -> None:
     # given an architecture of a finished run, measured
     arch = {
         "rank": 1,
+        "id": "eks:g6e.12xlarge:tp4:fp8:vllm:on-demand",
+        "model": "meta-llama/Llama-3.1-70B-Instruct",
         "deployment": "eks",
         "instance_type": "g6e.12xlarge",
         "instances": {"peak": 2},
@@ -124,6 +126,8 @@ def _run_arch(origin: str) -> dict[str, Any]:
     """An architecture of a finished run: its figures, where they came from, and the prediction at that level."""
     return {
         "rank": 1,
+        "id": "eks:g6e.xlarge:tp1:fp8:vllm:on-demand",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
         "deployment": "eks",
         "instance_type": "g6e.xlarge",
         "instances": {"peak": 1},

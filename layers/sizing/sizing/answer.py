@@ -13,12 +13,24 @@ every output and checks each carries them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from sizing.base.errors import SizingError
 from sizing.base.vocabulary import TWIN
 from sizing.catalog import load_catalog
-from sizing.results import AnswerRow, Availability, EstimateResult, Figures, Kind, QuotaNote, RowBasis
+from sizing.results import (
+    AnswerRow,
+    Architecture,
+    Availability,
+    EstimateResult,
+    Figures,
+    Kind,
+    Measured,
+    Percentiles,
+    Predicted,
+    QuotaNote,
+    RowBasis,
+)
 
 DEPLOYMENT_NAMES = {"eks": "EKS", "sagemaker": "SageMaker", "bedrock": "Bedrock"}
 #: The Region whose prices stand in where the price snapshot has none for a Region (`InstanceType.price`).
@@ -51,20 +63,18 @@ def _dict(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
 
-def kind_of(a: dict[str, Any]) -> Kind:
+def kind_of(a: Architecture) -> Kind:
     """A Bedrock batch inference offer is a batch job; a SageMaker asynchronous inference endpoint draining the day's
     requests (`:async`, or a batch block with instances) an async job; anything else serves requests as they come.
     The answer states it (`invocation`); an older result says it by its blocks."""
-    said = a.get("invocation")
-    if said == "batch":
+    if a.invocation == "batch":
         return "batch job"
-    if said == "async":
+    if a.invocation == "async":
         return "async job"
-    if a.get("deployment") == "bedrock" and _dict(a.get("bedrock")).get("mode") == "batch":
+    if a.deployment == "bedrock" and _dict(a.bedrock).get("mode") == "batch":
         return "batch job"
-    batch = _dict(a.get("batch"))
-    if a.get("deployment") == "sagemaker" and (
-        str(a.get("id", "")).endswith(":async") or batch.get("instances")
+    if a.deployment == "sagemaker" and (
+        a.id.endswith(":async") or (a.batch is not None and a.batch.instances)
     ):
         return "async job"
     return "real-time"
@@ -79,69 +89,63 @@ BEDROCK_TIER_NAMES = {
 }
 
 
-def tier_of(a: dict[str, Any]) -> str:
-    if a.get("deployment") == "bedrock":
-        if _dict(a.get("bedrock")).get("mode") == "batch":
+def tier_of(a: Architecture) -> str:
+    if a.deployment == "bedrock":
+        if _dict(a.bedrock).get("mode") == "batch":
             return "batch"
-        tier = str(a.get("service_tier") or "standard")
+        tier = a.service_tier or "standard"
         return BEDROCK_TIER_NAMES.get(tier, f"{tier} tier")
-    return str(a.get("capacity_type") or "on-demand")
+    return str(a.capacity_type or "on-demand")
 
 
-def _twin_run(result: dict[str, Any]) -> bool:
-    """The run says it load-tested local twins (figures recorded before `measured.origin` name none)."""
-    if result.get("origin") == TWIN or result.get("twins") is True:
-        return True
-    ranking = _dict(result.get("ranking"))
-    rows = result.get("calibration_rows") or ranking.get("calibration_rows")
-    return isinstance(rows, list) and any(_dict(x).get("origin") == TWIN for x in rows)
+def _has_figures(measured: Measured | None) -> bool:
+    return measured is not None and any(
+        p is not None for p in (measured.ttft_ms, measured.tpot_ms, measured.e2e_s)
+    )
 
 
-def basis_of(a: dict[str, Any], result: dict[str, Any] | None = None) -> RowBasis:
+def basis_of(a: Architecture, twin_run: bool = False) -> RowBasis:
     """Load-test figures are measured on a real endpoint and simulated on a local twin (the run's own word when
-    the figures name no origin); otherwise the estimate's basis."""
-    measured = a.get("measured")
-    if isinstance(measured, dict) and any(measured.get(k) for k in ("ttft_ms", "tpot_ms", "e2e_s")):
-        origin = measured.get("origin")
-        if origin == TWIN:
+    the figures name no origin: `twin_run`); otherwise the estimate's basis."""
+    measured = a.measured
+    if measured is not None and _has_figures(measured):
+        if measured.origin == TWIN:
             return "simulated (twin)"
-        if origin is None and (_twin_run(result or {}) or TWIN in str(measured.get("how") or "").lower()):
+        if measured.origin is None and (twin_run or TWIN in (measured.how or "").lower()):
             return "simulated (twin)"
         return "measured"
-    basis = a.get("basis") or _dict(a.get("calibration")).get("estimate_basis")
-    if basis == "measured":
+    if a.basis == "measured":
         return "measured"
-    if basis == "calibrated":
+    if a.basis == "calibrated":
         return "calibrated"
     return "estimated"
 
 
-def availability_of(a: dict[str, Any], region: str | None) -> tuple[Availability, str | None]:
+def availability_of(a: Architecture, region: str | None) -> tuple[Availability, str | None]:
     """Whether the hardware is known to be sold in the row's Region, and the Region its price is from when that is
     another. The planner says so (`availability`, `price_region`); an older result says only that its price was
     assumed, which outside the price snapshot means the us-east-1 price stood in."""
-    said = a.get("availability")
-    if said in ("sold here", "unknown"):
-        return said, a.get("price_region")
-    if a.get("deployment") == "bedrock" or not region or region == PRICE_FALLBACK_REGION:
+    if a.availability is not None:
+        return a.availability, a.price_region
+    if a.deployment == "bedrock" or not region or region == PRICE_FALLBACK_REGION:
         return "sold here", None
-    price = _dict(_dict(a.get("cost")).get("price"))
+    price = _dict(a.cost.price)
     source = str(price.get("source") or "")
     if price.get("assumed") and "/ us-east-1 =" not in source:
         return "unknown", PRICE_FALLBACK_REGION
     return "sold here", None
 
 
-def ec2_quota(a: dict[str, Any], region: str | None) -> QuotaNote | None:
+def ec2_quota(a: Architecture, region: str | None) -> QuotaNote | None:
     """The EC2 On-Demand vCPU quota an EKS architecture's peak nodes need (spot draws on the Spot quotas, named
     the same way)."""
-    if a.get("deployment") != "eks" or not a.get("instance_type"):
+    if a.deployment != "eks" or not a.instance_type:
         return None
     try:
-        it = load_catalog().instance(str(a["instance_type"]))
+        it = load_catalog().instance(a.instance_type)
     except (SizingError, KeyError, AttributeError):
         return None
-    nodes = _dict(a.get("instances")).get("peak") or _dict(a.get("replicas")).get("peak")
+    nodes = (a.instances.peak if a.instances else None) or (a.replicas.peak if a.replicas else None)
     if not nodes:
         return None
     vcpus = int(nodes) * it.vcpu
@@ -151,8 +155,7 @@ def ec2_quota(a: dict[str, Any], region: str | None) -> QuotaNote | None:
     default = EC2_DEFAULT_VCPUS_ACCELERATED if prefix else EC2_DEFAULT_VCPUS_STANDARD
     if vcpus <= default:
         return None
-    spot = a.get("capacity_type") == "spot"
-    if spot:
+    if a.capacity_type == "spot":
         name = name.replace("Running On-Demand", "All").replace(" instances", " Spot Instance Requests")
         code = None
     where = f" in {region}" if region else ""
@@ -165,22 +168,22 @@ def ec2_quota(a: dict[str, Any], region: str | None) -> QuotaNote | None:
     )
 
 
-def bedrock_quota(a: dict[str, Any]) -> QuotaNote | None:
-    quota = _dict(a.get("quota"))
-    if not quota.get("needs_increase") or not quota.get("message"):
+def bedrock_quota(a: Architecture) -> QuotaNote | None:
+    quota = a.quota
+    if quota is None or not quota.needs_increase or not quota.message:
         return None
     return QuotaNote(
         service="bedrock",
-        message=f"Bedrock {quota['message']}",
-        request=quota.get("request"),
-        source=quota.get("source"),
+        message=f"Bedrock {quota.message}",
+        request=quota.request,
+        source=quota.source,
     )
 
 
-def _percentiles(result: dict[str, Any]) -> dict[str, str]:
+def _percentiles(result: EstimateResult) -> dict[str, str]:
     """The percentile each metric's SLO bounds (the highest when several), p95 where none."""
     out = {"ttft_ms": "p95", "tpot_ms": "p95", "e2e_s": "p95"}
-    slo = _dict(_dict(result.get("workload")).get("slo"))
+    slo = _dict(result.workload.get("slo"))
     if slo.get("deadline_s") is not None and not any(slo.get(m) for m in out):
         out["e2e_s"] = "p99"  # a deadline alone: a job's requests are sized at e2e p99 (`SLO.targets`)
     for metric, by_pct in slo.items():
@@ -191,59 +194,55 @@ def _percentiles(result: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+def _pct(p: Percentiles | None, which: str) -> float | None:
+    return None if p is None else getattr(p, which, None)
 
 
-def figures_of(a: dict[str, Any], kind: Kind, pcts: dict[str, str]) -> Figures:
-    measured = a.get("measured")
-    shown = measured if isinstance(measured, dict) and measured.get("e2e_s") else _dict(a.get("predicted"))
-    cost = _dict(a.get("cost"))
-    reps, inst, per = _dict(a.get("replicas")), _dict(a.get("instances")), _dict(a.get("per_replica"))
-    batch = _dict(a.get("batch"))
-    job = bool(batch) or kind != "real-time"
-    in_flight = _num(per.get("in_flight"))
-    if in_flight is None:
-        in_flight = _num(per.get("max_concurrency"))
+def figures_of(a: Architecture, kind: Kind, pcts: dict[str, str]) -> Figures:
+    shown: Measured | Predicted = (
+        a.measured if a.measured is not None and a.measured.e2e_s is not None else a.predicted
+    )
+    cost, reps, inst, per, batch = a.cost, a.replicas, a.instances, a.per_replica, a.batch
+    job = batch is not None or kind != "real-time"
+    in_flight = None
+    if per is not None:
+        in_flight = per.in_flight if per.in_flight is not None else per.max_concurrency
     return Figures(
         percentiles=pcts,
-        ttft_ms=_num(_dict(shown.get("ttft_ms")).get(pcts["ttft_ms"])),
-        tpot_ms=_num(_dict(shown.get("tpot_ms")).get(pcts["tpot_ms"])),
-        e2e_s=_num(_dict(shown.get("e2e_s")).get(pcts["e2e_s"])),
-        in_flight=None if job or not a.get("instance_type") else in_flight,
-        capacity_rps=_num(per.get("rps_slo_limit")) if a.get("instance_type") else None,
-        replicas_min=reps.get("min"),
-        replicas_peak=reps.get("peak"),
-        instances_peak=inst.get("peak"),
-        usd_per_month=_num(cost.get("usd_per_month")),
-        usd_per_month_spot=_num(cost.get("usd_per_month_spot")),
-        usd_per_million_output_tokens=_num(cost.get("usd_per_million_output_tokens")),
-        usd_per_job=_num(batch.get("usd_per_job")),
-        job_wall_time_h=_num(batch.get("wall_time_h")),
+        ttft_ms=_pct(shown.ttft_ms, pcts["ttft_ms"]),
+        tpot_ms=_pct(shown.tpot_ms, pcts["tpot_ms"]),
+        e2e_s=_pct(shown.e2e_s, pcts["e2e_s"]),
+        in_flight=None if job or not a.instance_type else in_flight,
+        capacity_rps=per.rps_slo_limit if per is not None and a.instance_type else None,
+        replicas_min=reps.min if reps else None,
+        replicas_peak=reps.peak if reps else None,
+        instances_peak=inst.peak if inst else None,
+        usd_per_month=cost.usd_per_month,
+        usd_per_month_spot=cost.usd_per_month_spot,
+        usd_per_million_output_tokens=cost.usd_per_million_output_tokens,
+        usd_per_job=batch.usd_per_job if batch else None,
+        job_wall_time_h=batch.wall_time_h if batch else None,
     )
 
 
-def answer_row(a: dict[str, Any], result: dict[str, Any]) -> AnswerRow:
-    """The row of one architecture (its JSON) of `result`."""
-    region = a.get("region") or _dict(result.get("region")).get("code")
+def answer_row(a: Architecture, result: EstimateResult, *, twin_run: bool = False) -> AnswerRow:
+    """The row of one architecture of `result`; `twin_run`: the result is a run's that load-tested local twins
+    (`sizing.upgrade.twin_run` of its JSON)."""
+    region = a.region or _dict(result.region).get("code")
     kind = kind_of(a)
     availability, price_region = availability_of(a, region)
     quotas = [q for q in (bedrock_quota(a), ec2_quota(a, region)) if q is not None]
-    if a.get("deployment") == "bedrock":
-        where = str(_dict(a.get("bedrock")).get("model_id") or str(a.get("id", "")).split(":", 1)[-1])
+    if a.deployment == "bedrock":
+        where = str(_dict(a.bedrock).get("model_id") or a.id.split(":", 1)[-1])
         config = "per-token"
     else:
-        where = str(a.get("instance_type") or a.get("id", "?"))
-        parts = [
-            f"TP{a['tensor_parallel']}" if a.get("tensor_parallel") else "",
-            a.get("quantization"),
-            a.get("engine"),
-        ]
+        where = a.instance_type or a.id
+        parts = [f"TP{a.tensor_parallel}" if a.tensor_parallel else "", a.quantization, a.engine]
         config = " ".join(str(p) for p in parts if p)
     return AnswerRow(
-        rank=a.get("rank"),
-        id=str(a.get("id", "")),
-        deployment=DEPLOYMENT_NAMES.get(str(a.get("deployment")), str(a.get("deployment", "?"))),
+        rank=a.rank,
+        id=a.id,
+        deployment=DEPLOYMENT_NAMES.get(str(a.deployment), str(a.deployment)),
         where=where,
         config=config,
         kind=kind,
@@ -252,31 +251,32 @@ def answer_row(a: dict[str, Any], result: dict[str, Any]) -> AnswerRow:
         region=region,
         availability=availability,
         price_region=price_region,
-        basis=basis_of(a, result),
-        meets_slo=a.get("meets_slo") is not False,
+        basis=basis_of(a, twin_run),
+        meets_slo=a.meets_slo,
         figures=figures_of(a, kind, _percentiles(result)),
     )
 
 
-def answer_rows(result: dict[str, Any], key: str = "architectures") -> list[AnswerRow]:
-    """The rows of a result's ranked architectures (or of another list of architectures in it: `managed_options`)."""
-    return [answer_row(a, result) for a in result.get(key) or [] if isinstance(a, dict)]
+def answer_rows(
+    result: EstimateResult,
+    key: Literal["architectures", "managed_options"] = "architectures",
+    *,
+    twin_run: bool = False,
+) -> list[AnswerRow]:
+    """The rows of a result's ranked architectures, in rank order (or of its `managed_options`)."""
+    archs = result.architectures if key == "architectures" else result.managed_options
+    return [answer_row(a, result, twin_run=twin_run) for a in archs]
 
 
-def result_rows(result: EstimateResult) -> list[AnswerRow]:
-    """The rows of an estimate's ranked architectures, in rank order."""
-    return answer_rows(result.as_json())
+def with_rows(result: EstimateResult) -> dict[str, Any]:
+    """The result's JSON (`document()`) with its rows (`rows`, one per ranked architecture, in rank order): what the
+    JSON outputs print, so a reader of the JSON sees the qualifiers the table, the report and Slack show."""
+    return {**result.document(), "rows": [r.model_dump(mode="json") for r in answer_rows(result)]}
 
 
-def with_rows(result: dict[str, Any]) -> dict[str, Any]:
-    """The result's JSON with its rows (`rows`, one per ranked architecture, in rank order): what the JSON outputs
-    print, so a reader of the JSON sees the qualifiers the table, the report and Slack show."""
-    return {**result, "rows": [r.model_dump(mode="json") for r in answer_rows(result)]}
-
-
-def region_line(result: dict[str, Any]) -> str | None:
+def region_line(result: EstimateResult) -> str | None:
     """`Region us-east-1 (US East (N. Virginia)); data residency: geography`: what the report's header says."""
-    return region_text(_dict(result.get("region")))
+    return region_text(result.region)
 
 
 def region_text(reg: dict[str, Any] | None) -> str | None:
@@ -298,6 +298,5 @@ __all__ = [
     "answer_rows",
     "region_line",
     "region_text",
-    "result_rows",
     "with_rows",
 ]

@@ -43,8 +43,9 @@ class Replicas(Frozen):
 
 class Instances(Frozen):
     peak: int
-    min: int
-    mean: float
+    #: None in an older or hand-written result that states only the peak (unknown)
+    min: int | None = None
+    mean: float | None = None
 
 
 class PerReplica(Frozen):
@@ -59,7 +60,8 @@ class PerReplica(Frozen):
 
 
 class Cost(Frozen):
-    usd_per_hour_peak: float
+    #: None in an older or hand-written result that states only the monthly cost (unknown)
+    usd_per_hour_peak: float | None = None
     usd_per_month: float
     usd_per_month_spot: float | None = None
     usd_per_month_savings_plan_1y: float | None = None
@@ -87,7 +89,8 @@ class Headroom(Frozen):
 class Tuning(Frozen):
     """What the runtime-parameter search gained over the engine's defaults."""
 
-    searched: int
+    #: None in an older result whose tuning block states only its summary (unknown)
+    searched: int | None = None
     changed: dict[str, list[Any]] = Field(default_factory=dict)
     summary: str
     default_usd_per_month: float | None = None

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from sizing.answer import AnswerRow, region_text, result_rows, with_rows
+from sizing.answer import AnswerRow, answer_rows, region_text, with_rows
 from sizing.base.text import table
 from sizing.commands.output import print_json
 from sizing.outcome import EXIT_NO_ARCHITECTURE, impossible_constraints
@@ -129,7 +129,7 @@ def _replicas(row: AnswerRow) -> str:
 def render_table(result: EstimateResult, top: int, rows: list[AnswerRow] | None = None) -> str:
     """The ranked rows (`sizing.answer`): the figures that apply to each row's kind; a job has no requests in
     flight at a steady rate, so its cell is `-`."""
-    shown = (rows if rows is not None else result_rows(result))[:top]
+    shown = (rows if rows is not None else answer_rows(result))[:top]
     archs = result.architectures[:top]
     pcts = shown[0].figures.percentiles if shown else {"ttft_ms": "p95", "tpot_ms": "p95", "e2e_s": "p95"}
     lines = []
@@ -178,7 +178,7 @@ def render_notes(result: EstimateResult, top: int, rows: list[AnswerRow] | None 
     """Per row: what it rests on, its quotas and availability (the row's qualifiers), what tuning changed, a job's
     cost and wall time, spot, and the dearer instance sizes folded into it."""
     lines = []
-    shown = (rows if rows is not None else result_rows(result))[:top]
+    shown = (rows if rows is not None else answer_rows(result))[:top]
     for row, a in zip(shown, result.architectures[:top], strict=True):
         notes: list[str] = [row.basis]
         notes += [q.message for q in row.quotas]
@@ -282,7 +282,7 @@ def _print_best(best: Architecture) -> None:
 
 def _print_ranking(result: EstimateResult, top: int) -> None:
     """The ranked table with its notes, the managed offers not ranked, the summary and the best answer."""
-    rows = result_rows(result)
+    rows = answer_rows(result)
     print(render_table(result, top, rows))
     print(
         "  in flight: requests per replica at peak (simulated; none for a job); headroom: spare share of the SLO"
@@ -358,7 +358,7 @@ def run(args: argparse.Namespace) -> int:
         write_report(estimated.document(), args.report, workload=resolve(spec), seed=args.seed)
     exit_code = 0 if estimated.architectures else EXIT_NO_ARCHITECTURE
     if args.json:
-        print_json(with_rows(estimated.document()))
+        print_json(with_rows(estimated))
         return exit_code
     print_answer(estimated, args.top or TABLE_TOP)
     return exit_code

@@ -46,6 +46,7 @@ from sizing.report.page_base import (
     token_count,
     two,
     usd,
+    was_measured,
 )
 from sizing.report.page_cost import (
     _pareto,
@@ -67,6 +68,7 @@ from sizing.report.page_workload import (
     _workload,
 )
 from sizing.report.templating import make_environment
+from sizing.results import EstimateResult
 from sizing.workload.derived import WorkloadModel
 
 
@@ -74,19 +76,19 @@ def _manifests(manifests: dict[str, str] | None, note: str) -> Section:
     return _section("manifests.html", files=list((manifests or {}).items()), note=note)
 
 
-def winner_manifests(result: dict[str, Any]) -> tuple[dict[str, str] | None, str]:
+def winner_manifests(result: EstimateResult, run_id: str | None = None) -> tuple[dict[str, str] | None, str]:
     """Karpenter + Kubernetes YAML of the best-ranked EKS architecture, one file per kind, and a note; (None,
-    why) when there is none."""
-    archs = [a for a in result.get("architectures") or [] if feasible(a)]
-    eks = next((a for a in archs if a.get("deployment") == "eks"), None)
+    why) when there is none. `run_id`: the run's, when the result is a run's."""
+    archs = [a for a in result.architectures if feasible(a)]
+    eks = next((a for a in archs if a.deployment == "eks"), None)
     if eks is None:
         return None, "No EKS architecture in the ranking: nothing to deploy on Kubernetes."
     try:
-        objs = render(eks, str(result.get("run_id") or "estimate"))
+        objs = render(eks.as_json(), str(run_id or "estimate"))
     except (SizingError, ValueError, KeyError) as exc:
-        return None, f"Could not render the manifests of {eks['id']}: {exc}"
+        return None, f"Could not render the manifests of {eks.id}: {exc}"
     out = {f"{o['kind'].lower()}.yaml": to_yaml([o]) for o in objs}
-    who = "the chosen architecture" if eks is archs[0] else f"the best-ranked EKS architecture ({eks['id']})"
+    who = "the chosen architecture" if eks is archs[0] else f"the best-ranked EKS architecture ({eks.id})"
     return (
         out,
         f"Apply with kubectl apply -f: Karpenter node classes first, the autoscaler last. These run {who}.",
@@ -136,13 +138,12 @@ def render_report(
         result. curves: False skips the simulated latency curves (measured points are still plotted). seed: the
         planner's seed (default: the result's `search.seed`, else the planner's default 0); with the workload,
         the curves are then the very simulations the table reports."""
-    check_result(result, measurements)
-    pg = Page(result)
-    measured = measured_steps(measurements or [], result)
-    always = list(measured) + [a["id"] for a in result.get("architectures") or [] if a.get("measured")]
+    pg = Page(result, check_result(result, measurements))
+    measured = measured_steps(measurements or [], pg.typed)
+    always = list(measured) + [a.id for a in pg.typed.architectures if was_measured(a)]
     curve_list = latency_curves(result, workload, always=always, seed=seed) if curves else []
     if manifests is None:
-        manifests, note = winner_manifests(result)
+        manifests, note = winner_manifests(pg.typed, result.get("run_id"))
     else:
         note = "Manifests supplied with the run."
     sections = [
@@ -158,8 +159,8 @@ def render_report(
         _assumptions(pg),
         _manifests(manifests, note),
     ]
-    title, subtitle = _heading(result, measured=bool(measurements))
-    where = region_line(result) or ""
+    title, subtitle = _heading(pg.typed, result.get("run_id"), measured=bool(measurements))
+    where = region_line(pg.typed) or ""
     return (
         _environment()
         .get_template("report.html")
@@ -174,15 +175,15 @@ def render_report(
     )
 
 
-def _heading(result: dict[str, Any], *, measured: bool) -> tuple[str, str]:
+def _heading(result: EstimateResult, run_id: str | None, *, measured: bool) -> tuple[str, str]:
     """The page's title (the workload) and the line under it (model, run or estimate, when generated)."""
-    w = result.get("workload") or {}
-    archs = result.get("architectures") or []
-    kind = "run" if measured or any(a.get("measured") for a in archs) else "estimate"
-    model = w.get("model") or (archs[0].get("model") if archs else None)
-    bits = [str(model) if model else "", f"run {result['run_id']}" if result.get("run_id") else kind]
-    if result.get("generated_at"):
-        bits.append(f"generated {result['generated_at']}")
+    w = result.workload
+    archs = result.architectures
+    kind = "run" if measured or any(was_measured(a) for a in archs) else "estimate"
+    model = w.get("model") or (archs[0].model if archs else None)
+    bits = [str(model) if model else "", f"run {run_id}" if run_id else kind]
+    if result.generated_at:
+        bits.append(f"generated {result.generated_at}")
     return f"Sizing report — {w.get('name') or 'workload'}", " · ".join(b for b in bits if b)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sizing.answer import AnswerRow, answer_row
+from sizing.answer import AnswerRow
 from sizing.base.vocabulary import TWIN  # what served a load test's figures (`measured.origin`)
 from sizing.report.page_base import (
     METRIC_NAMES,
@@ -28,8 +28,10 @@ from sizing.report.page_base import (
     slo_limit,
     tenths,
     usd,
+    was_measured,
     winner_index,
 )
+from sizing.results import Architecture
 
 
 def _headroom(pg: Page, p: str) -> dict[str, Any]:
@@ -64,25 +66,20 @@ def _at_level(pg: Page, p: str, metric: str, q: str, fmt: Fmt) -> Num | None:
 
 def _why_not_cheaper(pg: Page) -> dict[str, Any]:
     rows = [
-        (
-            str(x.get("option") or ""),
-            pg.n(f"why_not_cheaper.{i}.usd_per_month", usd),
-            str(x.get("reason") or ""),
-        )
-        for i, x in enumerate(pg.r.get("why_not_cheaper") or [])
-        if isinstance(x, dict)
+        (x.option, pg.n(f"why_not_cheaper.{i}.usd_per_month", usd), x.reason)
+        for i, x in enumerate(pg.typed.why_not_cheaper)
     ]
-    return {"summary": _str(pg.r.get("summary")), "rows": rows}
+    return {"summary": _str(pg.typed.summary), "rows": rows}
 
 
-def _answer_fleet(pg: Page, a: dict[str, Any], p: str, row: AnswerRow) -> dict[str, Any] | None:
-    if not a.get("replicas"):
+def _answer_fleet(pg: Page, a: Architecture, p: str, row: AnswerRow) -> dict[str, Any] | None:
+    if a.replicas is None:
         return None
     return {
         "replicas": _span(pg, p + ".replicas"),
         "instances": _span(pg, p + ".instances"),
-        "instance_type": str(a.get("instance_type")),
-        "capacity_type": str(a.get("capacity_type")),
+        "instance_type": str(a.instance_type),
+        "capacity_type": a.capacity_type,
         # a job has no steady requests in flight (Little's law at its drain rate would read as thousands)
         "in_flight": pg.num(p + ".per_replica.in_flight", tenths)
         if row.figures.in_flight is not None
@@ -91,27 +88,25 @@ def _answer_fleet(pg: Page, a: dict[str, Any], p: str, row: AnswerRow) -> dict[s
     }
 
 
-def _answer_extras(pg: Page, a: dict[str, Any], p: str) -> list[tuple[Num, str]]:
-    cost = a.get("cost") or {}
+def _answer_extras(pg: Page, a: Architecture, p: str) -> list[tuple[Num, str]]:
+    cost = a.cost
     extras = []
-    if cost.get("usd_per_month_spot") is not None and a.get("capacity_type") != "spot":
+    if cost.usd_per_month_spot is not None and a.capacity_type != "spot":
         extras.append((pg.n(p + ".cost.usd_per_month_spot", usd), "with spot above the base"))
-    if cost.get("usd_per_month_savings_plan_1y") is not None:
+    if cost.usd_per_month_savings_plan_1y is not None:
         extras.append((pg.n(p + ".cost.usd_per_month_savings_plan_1y", usd), "with a 1-year savings plan"))
-    if cost.get("usd_per_user_month") is not None:
+    if cost.usd_per_user_month is not None:
         extras.append((pg.n(p + ".cost.usd_per_user_month", usd), "per user per month"))
     return extras
 
 
-def _answer_latency(pg: Page, a: dict[str, Any], p: str) -> list[dict[str, Any]]:
-    m = a.get("measured")
-    measured: dict[str, Any] = m if isinstance(m, dict) else {}
+def _answer_latency(pg: Page, a: Architecture, p: str) -> list[dict[str, Any]]:
     out = []
     for metric in ("ttft_ms", "tpot_ms", "e2e_s"):
         q = shown_percentile(pg.r, metric)
         f = UNIT_FMT[METRIC_UNITS[metric]]
         limit = slo_limit(pg.r, metric, q)
-        from_test = bool(measured.get(metric))
+        from_test = a.measured is not None and getattr(a.measured, metric) is not None
         src = "measured" if from_test else "predicted"
         out.append(
             {
@@ -125,8 +120,8 @@ def _answer_latency(pg: Page, a: dict[str, Any], p: str) -> list[dict[str, Any]]
 
 
 def _answer(pg: Page) -> Section:
-    r = pg.r
-    archs = r.get("architectures") or []
+    r = pg.typed
+    archs = r.architectures
     wi = winner_index(r)
     if wi is None:
         default = (
@@ -134,17 +129,17 @@ def _answer(pg: Page) -> Section:
             if archs
             else "no candidate meets the SLOs (see the rejected candidates)"
         )
-        message = str((r.get("infeasible") or {}).get("message") or default)
+        message = str((r.infeasible or {}).get("message") or default)
         return _section(
             "answer.html", winner=None, message=message, why=_why_not_cheaper(pg), costs=_slo_costs(pg)
         )
     a = archs[wi]
     p = f"architectures.{wi}"
-    row = answer_row(a, r)
-    spot = a.get("capacity_type") == "spot" and (a.get("cost") or {}).get("usd_per_month_spot") is not None
+    row = pg.rows[wi]
+    spot = a.capacity_type == "spot" and a.cost.usd_per_month_spot is not None
     basis = (
-        origin_label(a, r).capitalize() + " at the highest load level that met the SLOs"
-        if a.get("measured")
+        origin_label(a, pg.twin_run).capitalize() + " at the highest load level that met the SLOs"
+        if was_measured(a)
         else "Predicted at peak"
     )
     winner = {
@@ -157,13 +152,13 @@ def _answer(pg: Page) -> Section:
         "extras": _answer_extras(pg, a, p),
         "basis": basis,
         "latency": _answer_latency(pg, a, p),
-        "twin": measured_origin(a, r) == TWIN,
-        "tuning": _str(lookup(a, "tuning.summary")),
+        "twin": measured_origin(a, pg.twin_run) == TWIN,
+        "tuning": _str(a.tuning.summary if a.tuning is not None else None),
     }
     return _section(
         "answer.html",
         winner=winner,
-        ok=bool(a.get("meets_slo")),
+        ok=a.meets_slo,
         why=_why_not_cheaper(pg),
         costs=_slo_costs(pg),
     )
@@ -173,14 +168,14 @@ def _slo_costs(pg: Page) -> list[dict[str, Any]]:
     """What each stated SLO target costs (`slo_costs`): its line, the two monthly costs as figures, and whether it
     binds."""
     out = []
-    for i, c in enumerate(pg.r.get("slo_costs") or []):
-        if not isinstance(c, dict) or not c.get("line"):
+    for i, c in enumerate(pg.typed.slo_costs):
+        if not c.line:
             continue
         out.append(
             {
-                "line": str(c["line"]),
-                "target": str(c["line"]).split(": ", 1)[0],
-                "binding": bool(c.get("binding")),
+                "line": c.line,
+                "target": c.line.split(": ", 1)[0],
+                "binding": c.binding,
                 "base": pg.n(f"slo_costs.{i}.usd_per_month", usd),
                 "relaxed": pg.n(f"slo_costs.{i}.relaxed_usd_per_month", usd),
             }

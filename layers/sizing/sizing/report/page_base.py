@@ -8,8 +8,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sizing.answer import answer_rows
 from sizing.base.text import ORIGIN_LABELS
 from sizing.base.vocabulary import ENDPOINT, TWIN  # what served a load test's figures (`measured.origin`)
+from sizing.results import Architecture, EstimateResult, Measured
+from sizing.upgrade import twin_run
 
 METRIC_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "end-to-end"}
 METRIC_UNITS = {"ttft_ms": "ms", "tpot_ms": "ms", "e2e_s": "s"}
@@ -156,10 +159,15 @@ Span = tuple[Num, ...]
 
 
 class Page:
-    """The result being reported; `n()` takes a number of it, tagged with its path."""
+    """The result being reported: its JSON (`r`, whose figures `n()` takes, tagged with their paths), the same
+    result typed (`typed`, `sizing.upgrade`) and its ranked architectures' rows (`rows`, `sizing.answer`)."""
 
-    def __init__(self, result: dict[str, Any]):
+    def __init__(self, result: dict[str, Any], typed: EstimateResult):
         self.r = result
+        self.typed = typed
+        #: the run load-tested local twins (what figures recorded before `measured.origin` came from)
+        self.twin_run = twin_run(result)
+        self.rows = answer_rows(typed, twin_run=self.twin_run)
 
     def n(self, path: str, fmt: Fmt = plain, missing: str = "—", scale: float = 1.0) -> Num:
         """`scale`: the text shows the value times this (`share` shows a fraction as a percentage: 100)."""
@@ -201,63 +209,54 @@ def slo_limit(result: dict[str, Any], metric: str, percentile: str) -> float | N
     return None
 
 
-def short_label(a: dict[str, Any]) -> str:
+def short_label(a: Architecture) -> str:
     """`p5.48xlarge TP8 fp8 vllm (eks)`, `Bedrock <model id>`; the id when the parts are missing."""
-    if a.get("deployment") == "bedrock":
-        return f"Bedrock {(a.get('bedrock') or {}).get('model_id') or str(a.get('id', '')).split(':', 1)[-1]}"
-    parts = (a.get("instance_type"), a.get("tensor_parallel"), a.get("quantization"), a.get("engine"))
+    if a.deployment == "bedrock":
+        return f"Bedrock {(a.bedrock or {}).get('model_id') or a.id.split(':', 1)[-1]}"
+    parts = (a.instance_type, a.tensor_parallel, a.quantization, a.engine)
     if not all(parts):
-        return str(a.get("id", "?"))
-    return f"{parts[0]} TP{parts[1]} {parts[2]} {parts[3]} ({a.get('deployment', '?')})"
+        return a.id
+    return f"{parts[0]} TP{parts[1]} {parts[2]} {parts[3]} ({a.deployment})"
 
 
-def feasible(a: dict[str, Any]) -> bool:
+def feasible(a: Architecture) -> bool:
     """In the ranking: meets its SLOs (a run lists measured failures after the ranking, with rank 0)."""
-    return a.get("meets_slo", True) is not False and a.get("rank") != 0
+    return a.meets_slo and a.rank != 0
 
 
-def winner_index(result: dict[str, Any]) -> int | None:
+def winner_index(result: EstimateResult) -> int | None:
     """Index of the chosen architecture: the best-ranked one that meets the SLOs."""
-    return next((i for i, a in enumerate(result.get("architectures") or []) if feasible(a)), None)
+    return next((i for i, a in enumerate(result.architectures) if feasible(a)), None)
 
 
-def _twin_run(result: dict[str, Any]) -> bool:
-    """The run says it load-tested local twins (for figures recorded before `measured.origin`)."""
-    if result.get("origin") == TWIN or result.get("twins") is True:
-        return True
-    ranking = result.get("ranking")
-    rows = result.get("calibration_rows") or (
-        ranking.get("calibration_rows") if isinstance(ranking, dict) else None
-    )
-    return isinstance(rows, list) and any(isinstance(x, dict) and x.get("origin") == TWIN for x in rows)
+def was_measured(a: Architecture) -> bool:
+    """The architecture carries a load test's block (an empty block says nothing)."""
+    return a.measured is not None and a.measured != Measured()
 
 
-def measured_origin(a: dict[str, Any], result: dict[str, Any]) -> str | None:
+def measured_origin(a: Architecture, twin_run: bool) -> str | None:
     """`twin` or `endpoint` for an architecture with load-test figures, None without. `measured.origin` says;
-    without it, a run of local twins (or figures that say they came from a twin) is a twin's."""
-    m = a.get("measured")
-    if not isinstance(m, dict) or not m:
+    without it, a run of local twins (`twin_run`, or figures that say they came from a twin) is a twin's."""
+    m = a.measured
+    if not was_measured(a) or m is None:
         return None
-    origin = m.get("origin")
-    if origin == TWIN:
-        return TWIN
-    if origin == ENDPOINT:
-        return ENDPOINT
-    if _twin_run(result) or TWIN in str(m.get("how") or "").lower():
+    if m.origin is not None:
+        return m.origin
+    if twin_run or TWIN in (m.how or "").lower():
         return TWIN
     return ENDPOINT
 
 
-def origin_label(a: dict[str, Any], result: dict[str, Any]) -> str:
+def origin_label(a: Architecture, twin_run: bool) -> str:
     """ "measured" or "simulated (twin)" for the architecture's load-test figures."""
-    return ORIGIN_LABELS[measured_origin(a, result) or ENDPOINT]
+    return ORIGIN_LABELS[measured_origin(a, twin_run) or ENDPOINT]
 
 
-def origin_labels(result: dict[str, Any]) -> list[str]:
+def origin_labels(result: EstimateResult, twin_run: bool) -> list[str]:
     """The labels of every architecture's load-test figures, each once: ["simulated (twin)"], ["measured"], ..."""
     out: list[str] = []
-    for a in result.get("architectures") or []:
-        o = measured_origin(a, result)
+    for a in result.architectures:
+        o = measured_origin(a, twin_run)
         if o is not None and ORIGIN_LABELS[o] not in out:
             out.append(ORIGIN_LABELS[o])
     return out
@@ -283,7 +282,7 @@ def _levels_signature(levels: Sequence[dict[str, Any]]) -> tuple[tuple[str, floa
 
 
 def measured_steps(
-    measurements: Sequence[dict[str, Any]], result: dict[str, Any]
+    measurements: Sequence[dict[str, Any]], result: EstimateResult
 ) -> dict[str, list[dict[str, Any]]]:
     """Load-test step records by architecture id.
 
@@ -291,9 +290,9 @@ def measured_steps(
     that is an architecture id is used as is; a run's own ids (c0, c1 ...) are matched to the architecture whose
     `measured.levels` is the same sweep; a record naming no candidate belongs to the measured architecture (or
     the best-ranked one). Unmatched candidates keep their own id."""
-    archs = result.get("architectures") or []
-    ids = {a["id"] for a in archs}
-    default = next((a["id"] for a in archs if a.get("measured")), archs[0]["id"] if archs else "")
+    archs = result.architectures
+    ids = {a.id for a in archs}
+    default = next((a.id for a in archs if was_measured(a)), archs[0].id if archs else "")
     by_candidate: dict[str, list[dict[str, Any]]] = {}
     for m in measurements:
         rec = m["record"] if isinstance(m.get("record"), dict) else m
@@ -301,9 +300,9 @@ def measured_steps(
         by_candidate.setdefault(str(cid), []).append(rec)
     signatures: dict[tuple[tuple[str, float], ...], str] = {}
     for a in archs:
-        levels = (a.get("measured") or {}).get("levels")
+        levels = a.measured.levels if a.measured is not None else []
         if levels:
-            signatures.setdefault(_levels_signature(levels), a["id"])
+            signatures.setdefault(_levels_signature(levels), a.id)
     out: dict[str, list[dict[str, Any]]] = {}
     for cid, recs in by_candidate.items():
         arch_id = cid if cid in ids else signatures.get(_levels_signature(recs), cid)

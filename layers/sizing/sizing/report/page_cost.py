@@ -19,7 +19,6 @@ from sizing.report.page_base import (
     _section,
     count,
     feasible,
-    lookup,
     plain,
     sec,
     short_label,
@@ -28,19 +27,24 @@ from sizing.report.page_base import (
     usd,
     winner_index,
 )
-from sizing.results import rank_cost
+from sizing.results import Architecture, rank_cost
 
 
-def _pareto_points(archs: list[dict[str, Any]]) -> tuple[list[svg.Series], list[float]]:
+def _e2e_p95(a: Architecture) -> float | None:
+    """The predicted end-to-end p95 the cost chart places an architecture at."""
+    return a.predicted.e2e_s.p95
+
+
+def _pareto_points(archs: list[Architecture]) -> tuple[list[svg.Series], list[float]]:
     """The feasible architectures as (e2e p95, monthly cost) points: the others, then the Pareto front's steps."""
     pts_all, tips_all, front = [], [], []
     for a in archs:
-        e2e = lookup(a, "predicted.e2e_s.p95")
-        if not isinstance(e2e, int | float):
+        e2e = _e2e_p95(a)
+        if e2e is None:
             continue
         pt = (float(e2e), rank_cost(a))
-        tip = f"#{a.get('rank')} {short_label(a)}: {usd(pt[1])}/month, e2e p95 {sec(pt[0])}"
-        if a.get("pareto"):
+        tip = f"#{a.rank} {short_label(a)}: {usd(pt[1])}/month, e2e p95 {sec(pt[0])}"
+        if a.pareto:
             front.append((pt, tip))
         else:
             pts_all.append(pt)
@@ -54,29 +58,25 @@ def _pareto_points(archs: list[dict[str, Any]]) -> tuple[list[svg.Series], list[
 
 
 def _pareto(pg: Page) -> Section:
-    wi = winner_index(pg.r)
+    wi = winner_index(pg.typed)
     if wi is None:
         return _section("pareto.html", chart=None)
-    archs = [a for a in pg.r.get("architectures") or [] if feasible(a)]
+    archs = [a for a in pg.typed.architectures if feasible(a)]
     series, xs = _pareto_points(archs)
     costs = [p[1] for s in series for p in s.points if p[1] > 0]
     log = bool(costs) and max(costs) / min(costs) >= LOG_COST_RATIO
-    w = pg.r["architectures"][wi]
+    w = pg.typed.architectures[wi]
     markers = []
-    w_e2e = lookup(w, "predicted.e2e_s.p95")
-    if isinstance(w_e2e, int | float):
+    w_e2e = _e2e_p95(w)
+    if w_e2e is not None:
         tip = f"chosen: {short_label(w)}"
         markers.append(
-            svg.Marker(float(w_e2e), rank_cost(w), f"#{w.get('rank')} chosen", svg.PALETTE[5], "star", tip)
+            svg.Marker(float(w_e2e), rank_cost(w), f"#{w.rank} chosen", svg.PALETTE[5], "star", tip)
         )
-    labelled = [
-        a
-        for a in archs
-        if a.get("pareto") and a is not w and isinstance(lookup(a, "predicted.e2e_s.p95"), int | float)
-    ][:MAX_PARETO_LABELS]
+    labelled = [a for a in archs if a.pareto and a is not w and _e2e_p95(a) is not None][:MAX_PARETO_LABELS]
     for a in labelled:
-        x, tip = float(lookup(a, "predicted.e2e_s.p95")), f"#{a.get('rank')} {short_label(a)}"
-        markers.append(svg.Marker(x, rank_cost(a), f"#{a.get('rank')}", svg.PALETTE[0], "ring", tip))
+        x, tip = float(_e2e_p95(a) or 0.0), f"#{a.rank} {short_label(a)}"
+        markers.append(svg.Marker(x, rank_cost(a), f"#{a.rank}", svg.PALETTE[0], "ring", tip))
     limit = slo_limit(pg.r, "e2e_s", "p95")
     refs = [svg.RefLine(limit, f"SLO e2e p95 {sec(limit)}", axis="x")] if limit is not None else []
     chart = svg.xy_chart(
@@ -90,7 +90,7 @@ def _pareto(pg: Page) -> Section:
         x_axis=svg.axis_for(xs + ([limit] if limit else [])),
         y_log=log,
     )
-    marked = [(str(a.get("rank")), short_label(a)) for a in [w, *labelled]]
+    marked = [(str(a.rank), short_label(a)) for a in [w, *labelled]]
     return _section("pareto.html", chart=Markup(chart), marked=marked)
 
 
@@ -99,8 +99,8 @@ def _fleet_schedule(pg: Page, idx: int, wi: int) -> dict[str, Any] | None:
     r = pg.r
     w = r.get("workload") or {}
     hourly = w.get("hourly_rps") or []
-    a = r["architectures"][idx]
-    sched = a["cost"]["schedule"]
+    a = pg.typed.architectures[idx]
+    sched = a.cost.schedule or {}
     groups = [
         svg.BarGroup("nodes", _floats(sched.get("nodes_by_hour")), svg.PALETTE[0]),
         svg.BarGroup("replicas", _floats(sched.get("replicas_by_hour")), svg.PALETTE[4]),
@@ -153,9 +153,9 @@ def _demand_schedule(pg: Page) -> dict[str, Any] | None:
 
 def _cost_breakdown(pg: Page, wi: int) -> dict[str, Any]:
     """The chosen architecture's monthly cost: its parts, then the total under each pricing option."""
-    a0 = pg.r["architectures"][wi]
-    c = a0.get("cost") or {}
-    bd = c.get("breakdown") or {}
+    a0 = pg.typed.architectures[wi]
+    c = a0.cost
+    bd = c.breakdown
     parts = [
         (BREAKDOWN_LABELS.get(k, k.replace("_", " ")), float(v))
         for k, v in bd.items()
@@ -163,9 +163,9 @@ def _cost_breakdown(pg: Page, wi: int) -> dict[str, Any]:
     ]
     bars = [(label, v, svg.PALETTE[i % len(svg.PALETTE)]) for i, (label, v) in enumerate(parts)]
     options = [
-        ("Per token (Bedrock)" if a0.get("deployment") == "bedrock" else "On-demand", c.get("usd_per_month")),
-        ("Spot above the base", c.get("usd_per_month_spot")),
-        ("1-year savings plan", c.get("usd_per_month_savings_plan_1y")),
+        ("Per token (Bedrock)" if a0.deployment == "bedrock" else "On-demand", c.usd_per_month),
+        ("Spot above the base", c.usd_per_month_spot),
+        ("1-year savings plan", c.usd_per_month_savings_plan_1y),
     ]
     bars += [(label, float(v), "#7a8796") for label, v in options if isinstance(v, int | float)]
     chart = (
@@ -194,14 +194,11 @@ def _cost_breakdown(pg: Page, wi: int) -> dict[str, Any]:
 
 
 def _schedule_and_cost(pg: Page) -> Section:
-    archs = pg.r.get("architectures") or []
-    wi = winner_index(pg.r)
+    archs = pg.typed.architectures
+    wi = winner_index(pg.typed)
     if wi is None:
         return _section("cost.html", empty=True)
-    idx = next(
-        (i for i, a in enumerate(archs) if i >= wi and feasible(a) and (a.get("cost") or {}).get("schedule")),
-        None,
-    )
+    idx = next((i for i, a in enumerate(archs) if i >= wi and feasible(a) and a.cost.schedule), None)
     fleet = _fleet_schedule(pg, idx, wi) if idx is not None else None
     demand = _demand_schedule(pg) if idx is None else None
     return _section(

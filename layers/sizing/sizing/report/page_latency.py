@@ -22,7 +22,6 @@ from sizing.report.page_base import (
     Page,
     Section,
     _section,
-    lookup,
     origin_label,
     rps,
     short_label,
@@ -31,6 +30,7 @@ from sizing.report.page_base import (
     slo_targets,
     winner_index,
 )
+from sizing.results import Architecture
 
 
 def chart_targets(result: dict[str, Any]) -> list[tuple[str, str, float]]:
@@ -52,10 +52,10 @@ def _measured_points(steps: Sequence[dict[str, Any]], metric: str, q: str) -> li
     )
 
 
-def _step_label(cid: str, result: dict[str, Any]) -> str:
+def _step_label(cid: str, pg: Page) -> str:
     """What served a candidate's load-test steps: its architecture's origin, else measured."""
-    a = next((x for x in result.get("architectures") or [] if x.get("id") == cid), None)
-    return origin_label(a, result) if a is not None else ORIGIN_LABELS[ENDPOINT]
+    a = next((x for x in pg.typed.architectures if x.id == cid), None)
+    return origin_label(a, pg.twin_run) if a is not None else ORIGIN_LABELS[ENDPOINT]
 
 
 @dataclass
@@ -73,7 +73,7 @@ def _curve_marks(
     color: str,
     metric: str,
     q: str,
-    by_id: dict[str, tuple[int, dict[str, Any]]],
+    by_id: dict[str, tuple[int, Architecture]],
     winner: bool,
 ) -> None:
     """The operating point of a curve's first architecture at peak (a star for the chosen one, else a ring)."""
@@ -86,10 +86,10 @@ def _curve_marks(
     _, a = first
     x = op.offered_rps
     tip = f"operating point of {short_label(a)} at peak: {x:.2f} req/s offered per replica, {f(y)}"
-    table = lookup(a, f"predicted.{metric}.{q}")
+    table = getattr(getattr(a.predicted, metric), q, None)
     if not c.matches_table and isinstance(table, int | float):
         tip += f" (re-simulated; the table says {f(float(table))})"
-    label = f"{'chosen' if winner else '#' + str(a.get('rank'))}: {x:.2f} req/s, {f(y)}"
+    label = f"{'chosen' if winner else '#' + str(a.rank)}: {x:.2f} req/s, {f(y)}"
     shape: Literal["star", "ring"] = "star" if winner else "ring"
     plot.markers.append(svg.Marker(x, y, label, color, shape, tip, show_label=winner, series=c.label))
     plot.tops.append(y)
@@ -103,9 +103,8 @@ def _latency_plot(
     measured: dict[str, list[dict[str, Any]]],
     winner_curve: Curve | None,
 ) -> _Plot:
-    r = pg.r
     f = UNIT_FMT[METRIC_UNITS[metric]]
-    by_id = {a["id"]: (i, a) for i, a in enumerate(r.get("architectures") or [])}
+    by_id = {a.id: (i, a) for i, a in enumerate(pg.typed.architectures)}
     plot = _Plot([], [], [])
     for k, c in enumerate(curves):
         color = svg.PALETTE[k % len(svg.PALETTE)]
@@ -121,7 +120,7 @@ def _latency_plot(
         for cid in c.architecture_ids:
             mpts = _measured_points(measured.get(cid) or [], metric, q)
             if mpts:
-                label = f"{c.label} ({_step_label(cid, r)})"
+                label = f"{c.label} ({_step_label(cid, pg)})"
                 plot.series.append(svg.Series(label, mpts, color, "points", marker="square"))
                 plot.tops += [y for _, y in mpts]
     # measured candidates that have no predicted curve (e.g. an external endpoint)
@@ -130,7 +129,7 @@ def _latency_plot(
         mpts = _measured_points(steps, metric, q) if cid not in curve_ids else []
         if mpts:
             color = svg.PALETTE[(len(curves) + j) % len(svg.PALETTE)]
-            label = f"{cid} ({_step_label(cid, r)})"
+            label = f"{cid} ({_step_label(cid, pg)})"
             plot.series.append(svg.Series(label, mpts, color, "line", marker="square"))
             plot.tops += [y for _, y in mpts]
     return plot
@@ -174,7 +173,7 @@ def _latency_caption(
     table = winner_curve.slo_limit_rps if winner_curve is not None else None
     x_cap = capacity[0] if capacity is not None else None
     return {
-        "kinds": " / ".join(sorted({_step_label(cid, pg.r) for cid in measured})) if measured else "",
+        "kinds": " / ".join(sorted({_step_label(cid, pg) for cid in measured})) if measured else "",
         "capacity": (METRIC_NAMES[capacity[1]], capacity[2]) if capacity is not None else None,
         "table_rps": f"{table:.2f}" if table is not None and x_cap is not None else "",
         "crossing_rps": (
@@ -189,10 +188,10 @@ def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, A
     r = pg.r
     if not curves and not measured:
         return _section("latency.html", charts=[], empty=True)
-    archs = r.get("architectures") or []
-    by_id = {a["id"]: a for a in archs}
-    wi = winner_index(r)
-    winner_id = archs[wi]["id"] if wi is not None else None
+    archs = pg.typed.architectures
+    by_id = {a.id: a for a in archs}
+    wi = winner_index(pg.typed)
+    winner_id = archs[wi].id if wi is not None else None
     winner_curve = next(
         (c for c in curves if c.architecture_ids and c.architecture_ids[0] == winner_id), None
     )
@@ -212,9 +211,7 @@ def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, A
         if any(s.points for s in plot.series):
             svg_text = _latency_chart(metric, q, plot, slo_limit(r, metric, q), capacity)
             charts.append({"metric": metric, "name": f"{METRIC_NAMES[metric]} {q}", "svg": svg_text})
-    shared = [
-        (c.label, [f"#{by_id[i].get('rank')}" for i in c.architecture_ids if i in by_id]) for c in curves
-    ]
+    shared = [(c.label, [f"#{by_id[i].rank}" for i in c.architecture_ids if i in by_id]) for c in curves]
     return _section(
         "latency.html",
         empty=False,
@@ -222,7 +219,7 @@ def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, A
         caption=_latency_caption(pg, measured, winner_curve, crossing),
         matches_table=winner_curve is not None and winner_curve.matches_table,
         shared=[(label, ", ".join(ranks)) for label, ranks in shared if ranks],
-        steps=_measurements(measured, r) if measured else None,
+        steps=_measurements(measured, pg) if measured else None,
     )
 
 
@@ -231,10 +228,10 @@ def _step_figure(s: dict[str, Any], metric: str, q: str) -> str:
     return UNIT_FMT[METRIC_UNITS[metric]](float(v)) if isinstance(v, int | float) else "—"
 
 
-def _measurements(measured: dict[str, list[dict[str, Any]]], result: dict[str, Any]) -> dict[str, Any]:
+def _measurements(measured: dict[str, list[dict[str, Any]]], pg: Page) -> dict[str, Any]:
     """The load-test steps, one row each."""
-    names = {a["id"]: short_label(a) for a in result.get("architectures") or []}
-    metrics = [(m, shown_percentile(result, m)) for m in ("ttft_ms", "tpot_ms", "e2e_s")]
+    names = {a.id: short_label(a) for a in pg.typed.architectures}
+    metrics = [(m, shown_percentile(pg.r, m)) for m in ("ttft_ms", "tpot_ms", "e2e_s")]
     rows = []
     for cid, steps in measured.items():
         for s in steps:
@@ -244,7 +241,7 @@ def _measurements(measured: dict[str, list[dict[str, Any]]], result: dict[str, A
                 {
                     "cells": [
                         names.get(cid, cid),
-                        _step_label(cid, result),
+                        _step_label(cid, pg),
                         (
                             ", ".join(f"{k} {v:g}" for k, v in target.items())
                             if isinstance(target, dict)
@@ -259,5 +256,5 @@ def _measurements(measured: dict[str, list[dict[str, Any]]], result: dict[str, A
             )
     head = ["candidate", "figures", "load step", "served"]
     head += [f"{METRIC_NAMES[m]} {q}" for m, q in metrics] + ["errors", "meets SLO"]
-    twins = ORIGIN_LABELS[TWIN] in {_step_label(cid, result) for cid in measured}
+    twins = ORIGIN_LABELS[TWIN] in {_step_label(cid, pg) for cid in measured}
     return {"head": head, "rows": rows, "twins": twins}

@@ -8,7 +8,6 @@ from typing import Any
 
 from markupsafe import Markup
 
-from sizing.answer import answer_row
 from sizing.base.vocabulary import TWIN  # what served a load test's figures (`measured.origin`)
 from sizing.report.export import export_csv, rejected_csv
 from sizing.report.page_answer import (
@@ -45,7 +44,9 @@ from sizing.report.page_base import (
     tenths,
     token_count,
     usd,
+    was_measured,
 )
+from sizing.results import Architecture
 
 
 def _also_fits(pg: Page, p: str) -> list[tuple[str, Num]]:
@@ -75,12 +76,12 @@ def _load_headroom(pg: Page, p: str) -> Num:
     return pg.n(p + ".headroom_pct", pct)
 
 
-def _rank(pg: Page, a: dict[str, Any], p: str) -> Num | None:
+def _rank(pg: Page, a: Architecture, p: str) -> Num | None:
     """The rank of an architecture in the ranking; None for one that missed an SLO when measured (a ✗)."""
     return pg.n(p + ".rank", count) if feasible(a) else None
 
 
-def _ranked_metric(pg: Page, a: dict[str, Any], p: str, m: str, q: str) -> dict[str, Any]:
+def _ranked_metric(pg: Page, a: Architecture, p: str, m: str, q: str) -> dict[str, Any]:
     """One latency cell of a ranked row: the prediction, its typical error, and the load test's figure."""
     r = pg.r
     f = UNIT_FMT[METRIC_UNITS[m]]
@@ -93,29 +94,29 @@ def _ranked_metric(pg: Page, a: dict[str, Any], p: str, m: str, q: str) -> dict[
         "error": pg.num(err, share, scale=100) if err else None,
         "measured": pg.n(f"{p}.measured.{m}.{q}", f, missing=""),
         "miss": limit is not None and isinstance(mv, int | float) and mv > limit,
-        "title": origin_label(a, r) if a.get("measured") else "",
+        "title": origin_label(a, pg.twin_run) if was_measured(a) else "",
         "at_level": _at_level(pg, p, m, q, f) if isinstance(mv, int | float) else None,
     }
 
 
-def _ranked_row(pg: Page, i: int, a: dict[str, Any], metrics: list[tuple[str, str]]) -> dict[str, Any]:
+def _ranked_row(pg: Page, i: int, a: Architecture, metrics: list[tuple[str, str]]) -> dict[str, Any]:
     r = pg.r
     p = f"architectures.{i}"
     reps: Span = ()
     reps_mean = None
-    if a.get("replicas"):
+    if a.replicas is not None:
         reps = _span(pg, p + ".replicas")
         if lookup(r, p + ".replicas.min") != lookup(r, p + ".replicas.peak"):
             reps_mean = pg.n(p + ".replicas.mean", count)
-    twin = measured_origin(a, r) == TWIN
-    row = answer_row(a, r)
+    twin = measured_origin(a, pg.twin_run) == TWIN
+    row = pg.rows[i]
     return {
         "rank": _rank(pg, a, p),
-        "id": str(a["id"]),
+        "id": a.id,
         "label": short_label(a),
         "qualifiers": row.qualifier_text(),
         "quota_requests": [q.request for q in row.quotas if q.request],
-        "spot": a.get("capacity_type") == "spot",
+        "spot": a.capacity_type == "spot",
         "missed": "" if feasible(a) else ("when simulated (twin)" if twin else "when measured"),
         "twin": twin,
         "also_fits": _also_fits(pg, p),
@@ -136,7 +137,7 @@ def _ranked_row(pg: Page, i: int, a: dict[str, Any], metrics: list[tuple[str, st
         ],
         "load_headroom": _load_headroom(pg, p),
         "tightest": _tightest(pg, p),
-        "pareto": bool(a.get("pareto")),
+        "pareto": bool(a.pareto),
     }
 
 
@@ -154,7 +155,7 @@ def _search(pg: Page) -> dict[str, Any] | None:
 
 def _ranked(pg: Page) -> Section:
     r = pg.r
-    archs = r.get("architectures") or []
+    archs = pg.typed.architectures
     if not archs:
         return _section("ranked.html", rows=[])
     metrics = [(m, shown_percentile(r, m)) for m in ("ttft_ms", "tpot_ms", "e2e_s")]
@@ -171,10 +172,10 @@ def _ranked(pg: Page) -> Section:
         "ranked.html",
         rows=[_ranked_row(pg, i, a, metrics) for i, a in enumerate(archs)],
         heads=heads,
-        tested=" / ".join(origin_labels(r)),
+        tested=" / ".join(origin_labels(pg.typed, pg.twin_run)),
         search=_search(pg),
-        twins=TWIN in {measured_origin(a, r) for a in archs},
-        errors=any(isinstance(lookup(a, "calibration.expected_error"), dict) for a in archs),
+        twins=TWIN in {measured_origin(a, pg.twin_run) for a in archs},
+        errors=any(isinstance((a.calibration or {}).get("expected_error"), dict) for a in archs),
         downloads=_downloads(r),
     )
 
@@ -193,13 +194,12 @@ def _refused(pg: Page, p: str) -> tuple[Num | str, str]:
 def _serving(pg: Page) -> Section:
     """Each architecture's serving configuration as deployed, what the tuning changed, and the load it carries."""
     rows = []
-    for i, a in enumerate(pg.r.get("architectures") or []):
-        if a.get("deployment") == "bedrock":
+    for i, a in enumerate(pg.typed.architectures):
+        if a.deployment == "bedrock":
             continue
         p = f"architectures.{i}"
-        srv = a.get("serving") if isinstance(a.get("serving"), dict) else {}
-        kv = srv.get("kv_cache_dtype")
-        prefix = srv.get("enable_prefix_caching")
+        kv = a.serving.kv_cache_dtype if a.serving is not None else None
+        prefix = a.serving.enable_prefix_caching if a.serving is not None else None
         rows.append(
             {
                 "rank": _rank(pg, a, p),
@@ -214,7 +214,7 @@ def _serving(pg: Page) -> Section:
                 "in_flight": pg.n(p + ".per_replica.in_flight", tenths),
                 "max_concurrency": pg.n(p + ".per_replica.max_concurrency", tenths),
                 "refused": _refused(pg, p),
-                "tuning": _str(lookup(a, "tuning.summary")) or MISSING,
+                "tuning": _str(a.tuning.summary if a.tuning is not None else None) or MISSING,
             }
         )
     return _section("serving.html", rows=rows)

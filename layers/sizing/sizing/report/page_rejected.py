@@ -19,6 +19,7 @@ from sizing.report.page_base import (
     plain,
     slo_limit,
 )
+from sizing.results import Rejected
 
 
 def _learning(pg: Page) -> Section | None:
@@ -70,17 +71,17 @@ def _binding(pg: Page, inf: dict[str, Any]) -> dict[str, Any]:
 
 
 def _rejected(pg: Page) -> Section:
-    rej = pg.r.get("rejected") or []
-    inf = pg.r.get("infeasible")
-    by_kind: dict[str, list[dict[str, Any]]] = {}
+    rej = pg.typed.rejected
+    inf = pg.typed.infeasible
+    by_kind: dict[str, list[Rejected]] = {}
     for x in rej:
-        by_kind.setdefault(str(x.get("kind") or "other"), []).append(x)
+        by_kind.setdefault(str(x.kind), []).append(x)
     failed = pg.r.get("failed") or []
     groups = [
         {
             "kind": kind,
             "label": KIND_LABELS.get(kind, kind),
-            "rows": [(str(x.get("id")), str(x.get("reason", ""))) for x in xs],
+            "rows": [(x.id, x.reason) for x in xs],
         }
         for kind, xs in sorted(by_kind.items(), key=lambda kv: -len(kv[1]))
     ]
@@ -88,7 +89,7 @@ def _rejected(pg: Page) -> Section:
         "rejected.html",
         count=len(rej),
         infeasible=(
-            {"message": str(inf.get("message", "")), **_binding(pg, inf)} if isinstance(inf, dict) else None
+            {"message": str(inf.get("message", "")), **_binding(pg, inf)} if inf is not None else None
         ),
         failed=[
             [str(f.get("candidate_id", "")), str(f.get("status") or ""), str(f.get("error") or "")]
@@ -101,10 +102,10 @@ def _rejected(pg: Page) -> Section:
     )
 
 
-def _assumed(r: dict[str, Any], prices: dict[tuple[str, str, bool], list[str]]) -> list[str]:
+def _assumed(pg: Page, prices: dict[tuple[str, str, bool], list[str]]) -> list[str]:
     """What the result's figures assume, in a sentence each."""
-    asm = r.get("assumptions") or {}
-    archs = r.get("architectures") or []
+    asm = pg.typed.assumptions
+    archs = pg.typed.architectures
     cal = asm.get("calibration") or {}
     version = cal.get("version") if isinstance(cal, dict) else cal
     assumed: list[str] = []
@@ -116,11 +117,11 @@ def _assumed(r: dict[str, Any], prices: dict[tuple[str, str, bool], list[str]]) 
         )
     if any(k[2] for k in prices):
         assumed.append("Some instance prices are assumed (not from the AWS price list): see the price table.")
-    if any(((a.get("cost") or {}).get("price") or {}).get("spot_discount_assumed") for a in archs):
+    if any((a.cost.price or {}).get("spot_discount_assumed") for a in archs):
         assumed.append("Spot discounts are assumed per family, not quoted; spot capacity may be interrupted.")
-    if any(a.get("deployment") == "bedrock" for a in archs):
+    if any(a.deployment == "bedrock" for a in archs):
         assumed.append("Bedrock latency follows an assumed profile until measured.")
-    origins = {measured_origin(a, r) for a in archs} - {None}
+    origins = {measured_origin(a, pg.twin_run) for a in archs} - {None}
     if not origins:
         assumed.append("Nothing here is measured yet: every latency is a prediction.")
     if TWIN in origins:
@@ -150,25 +151,24 @@ def plain_value(v: Any) -> str:
 
 
 def _assumptions(pg: Page) -> Section:
-    r = pg.r
-    asm = r.get("assumptions") or {}
+    asm = pg.typed.assumptions
     prices: dict[tuple[str, str, bool], list[str]] = {}
-    for a in r.get("architectures") or []:
-        pr = (a.get("cost") or {}).get("price") or {}
+    for a in pg.typed.architectures:
+        pr = a.cost.price or {}
         if pr:
             key = (str(pr.get("source", "")), str(pr.get("as_of", "")), bool(pr.get("assumed")))
-            prices.setdefault(key, []).append(a["id"])
+            prices.setdefault(key, []).append(a.id)
     cal = asm.get("calibration") or {}
     version = cal.get("version") if isinstance(cal, dict) else cal
     # (name, text, shown as code: a value that is not a text, as its JSON)
     items = [
         ("Calibration version", str(version if version is not None else "none"), False),
         ("Calibration date", str((cal.get("date") if isinstance(cal, dict) else None) or "—"), False),
-        ("Generated", str(r.get("generated_at", "—")), False),
+        ("Generated", pg.typed.generated_at or "—", False),
     ]
     items += [(k.replace("_", " "), plain_value(v), False) for k, v in asm.items() if k != "calibration"]
     price_rows = [
         [src, as_of, "assumed" if flag else "quoted", str(len(ids))]
         for (src, as_of, flag), ids in sorted(prices.items())
     ]
-    return _section("assumptions.html", assumed=_assumed(r, prices), entries=items, prices=price_rows)
+    return _section("assumptions.html", assumed=_assumed(pg, prices), entries=items, prices=price_rows)

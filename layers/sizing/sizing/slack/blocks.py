@@ -25,11 +25,14 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from sizing.answer import answer_row, region_line
+from sizing.answer import AnswerRow, answer_row, answer_rows, region_line
 from sizing.base.strict import Strict
-from sizing.base.text import measured_label
+from sizing.base.text import ORIGIN_LABELS
+from sizing.base.vocabulary import ENDPOINT, TWIN
+from sizing.results import Architecture, EstimateResult, Measured, Percentiles, Predicted
 from sizing.slack.client import Message
 from sizing.slack.grammar import EXAMPLES, PRESET_ALIASES
+from sizing.upgrade import upgrade_result
 from sizing.workload.parse import PRESETS
 from sizing.workload.spec import WorkloadSpec
 
@@ -62,9 +65,9 @@ class MeasureAction(Strict):
     ids: list[str] | None = Field(default=None, min_length=1, max_length=TOP_SHOWN)
 
 
-def measurable(archs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def measurable(archs: Sequence[Architecture]) -> list[Architecture]:
     """The listed architectures a run can provision and load-test: all but Bedrock (serverless, per token)."""
-    return [a for a in archs if a.get("deployment") != "bedrock" and a.get("instance_type") and a.get("id")]
+    return [a for a in archs if a.deployment != "bedrock" and a.instance_type and a.id]
 
 
 def escape(text: str) -> str:
@@ -131,60 +134,68 @@ def _tokens(fixed: int | None, mean: float | None) -> str:
     return f"~{mean:,.0f}" if mean is not None else "?"
 
 
-def architecture_title(a: dict[str, Any]) -> str:
+def architecture_title(a: Architecture) -> str:
     """`1. EKS · 2× p5.48xlarge · TP8 · fp8 · vllm · on-demand` (Bedrock: the model id, per token)."""
-    dep = DEPLOYMENT_NAMES.get(str(a.get("deployment")), str(a.get("deployment", "?")))
-    rank = a.get("rank", "")
-    if a.get("deployment") == "bedrock" or not a.get("instance_type"):
-        model_id = (a.get("bedrock") or {}).get("model_id") or a.get("id", "")
-        return (
-            f"{rank}. {dep} · `{escape(str(model_id))}` · per token ({a.get('capacity_type', 'on-demand')})"
-        )
-    count = (a.get("instances") or a.get("replicas") or {}).get("peak")
-    parts = [f"{count}× {a['instance_type']}" if count else str(a["instance_type"])]
-    if a.get("tensor_parallel"):
-        parts.append(f"TP{a['tensor_parallel']}")
-    parts += [str(a[k]) for k in ("quantization", "engine", "capacity_type") if a.get(k)]
+    dep = DEPLOYMENT_NAMES.get(a.deployment, a.deployment)
+    rank = "" if a.rank is None else a.rank
+    if a.deployment == "bedrock" or not a.instance_type:
+        model_id = (a.bedrock or {}).get("model_id") or a.id
+        return f"{rank}. {dep} · `{escape(str(model_id))}` · per token ({a.capacity_type})"
+    fleet = a.instances or a.replicas
+    count = fleet.peak if fleet is not None else None
+    parts = [f"{count}× {a.instance_type}" if count else a.instance_type]
+    if a.tensor_parallel:
+        parts.append(f"TP{a.tensor_parallel}")
+    parts += [str(v) for v in (a.quantization, a.engine, a.capacity_type) if v]
     return f"{rank}. {dep} · " + " · ".join(escape(p) for p in parts)
 
 
-def _figures(a: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+#: The figures an architecture's section shows: a run's measured (or simulated) ones, else the prediction.
+Shown = Predicted | Measured
+
+
+def _figures(a: Architecture) -> tuple[str, Shown]:
     """The figures to show and their label: a run's (`measured` or `simulated (twin)`), else the prediction."""
-    measured = a.get("measured")
-    if isinstance(measured, dict) and any(k in measured for k in METRIC_NAMES):
-        return measured_label(measured), measured
-    return "predicted", a.get("predicted") or {}
+    measured = a.measured
+    if measured is not None and any(
+        p is not None for p in (measured.ttft_ms, measured.tpot_ms, measured.e2e_s)
+    ):
+        return ORIGIN_LABELS.get(str(measured.origin), ORIGIN_LABELS[ENDPOINT]), measured
+    return "predicted", a.predicted
 
 
-def _is_twin(a: dict[str, Any]) -> bool:
-    measured = a.get("measured")
-    return isinstance(measured, dict) and measured.get("origin") == "twin"
+def _is_twin(a: Architecture) -> bool:
+    return a.measured is not None and a.measured.origin == TWIN
 
 
 def architecture_section(
-    a: dict[str, Any], slo_pcts: dict[str, str], result: dict[str, Any] | None = None
+    a: Architecture | dict[str, Any], slo_pcts: dict[str, str], row: AnswerRow | None = None
 ) -> SectionBlock:
-    """One architecture: title and its qualifiers (kind, tier, basis, quotas, availability: `sizing.answer`), then
-    cost and latency (at each SLO's percentile) as two fields."""
-    row = answer_row(a, result or {})
-    cost = a.get("cost") or {}
-    month = f"*{_usd(cost.get('usd_per_month'))}*/month"
-    spot = cost.get("usd_per_month_spot")
-    if spot is not None and cost.get("usd_per_month") is not None and spot < cost["usd_per_month"]:
+    """One architecture: title and its qualifiers (kind, tier, basis, quotas, availability: its `row`, by default
+    of the architecture alone; its JSON is read by `sizing.upgrade`), then cost and latency (at each SLO's
+    percentile) as two fields."""
+    if not isinstance(a, Architecture):
+        a = upgrade_result({"architectures": [a]}, "architecture").architectures[0]
+    if row is None:
+        row = answer_row(a, EstimateResult(workload={}, architectures=[a]))
+    cost = a.cost
+    month = f"*{_usd(cost.usd_per_month)}*/month"
+    spot = cost.usd_per_month_spot
+    if spot is not None and spot < cost.usd_per_month:
         month += f" ({_usd(spot)} with spot)"
-    per_m = cost.get("usd_per_million_output_tokens")
+    per_m = cost.usd_per_million_output_tokens
     cost_text = month + (f"\n{_usd(per_m)} per million output tokens" if per_m is not None else "")
     how, figures = _figures(a)
     lines = _latency_lines(figures, slo_pcts)
     slo_text = f"_{how}_: " + " · ".join(lines)
-    at_level = figures.get("predicted_at_level") if how != "predicted" else None
-    if isinstance(at_level, dict):
-        predicted = _latency_lines(at_level, slo_pcts)
+    at_level = figures.predicted_at_level if isinstance(figures, Measured) else None
+    if at_level is not None:
+        predicted = _latency_lines(Predicted.model_validate(_metrics(at_level)), slo_pcts)
         if predicted:
             slo_text += "\n_predicted at the same load_: " + " · ".join(predicted)
-    verdict = ":white_check_mark: meets the SLOs" if a.get("meets_slo") else ":warning: misses an SLO"
-    headroom = a.get("headroom_pct")
-    if a.get("meets_slo") and headroom is not None:
+    verdict = ":white_check_mark: meets the SLOs" if a.meets_slo else ":warning: misses an SLO"
+    headroom = a.headroom_pct
+    if a.meets_slo and headroom is not None:
         verdict += f" ({headroom:g}% headroom)"
     slo_text += f"\n{verdict}"
     quals = escape(row.qualifier_text())
@@ -194,12 +205,21 @@ def architecture_section(
     )
 
 
-def _latency_lines(figures: dict[str, Any], slo_pcts: dict[str, str]) -> list[str]:
+def _metrics(level: dict[str, Any]) -> dict[str, Any]:
+    """The latency percentiles of a measured level's re-simulated prediction (`measured.predicted_at_level`)."""
+    return {
+        m: {p: v for p, v in (level.get(m) or {}).items() if p in Percentiles.model_fields}
+        for m in METRIC_NAMES
+    }
+
+
+def _latency_lines(figures: Shown, slo_pcts: dict[str, str]) -> list[str]:
     """`TTFT p95 412 ms`, one per metric the figures have, at each SLO's percentile (p95 when none)."""
     lines = []
     for metric, (name, _) in METRIC_NAMES.items():
         pct = slo_pcts.get(metric, "p95")
-        value = (figures.get(metric) or {}).get(pct)
+        dist = getattr(figures, metric)
+        value = getattr(dist, pct, None) if dist is not None else None
         if value is not None:
             lines.append(f"{name} {pct} {_latency(metric, value)}")
     return lines
@@ -214,14 +234,10 @@ def _slo_pcts(spec: WorkloadSpec | None) -> dict[str, str]:
     return out
 
 
-def slo_cost_text(result: dict[str, Any]) -> str:
+def slo_cost_text(result: EstimateResult) -> str:
     """What each stated SLO target costs, one line each (`TTFT p99 150 ms → 300 ms: $784,350 → $96,033/month`),
     the binding one marked; "" when the result has none."""
-    lines = [
-        f"• {escape(str(c['line']))}" + (" _(binds)_" if c.get("binding") else "")
-        for c in result.get("slo_costs") or []
-        if isinstance(c, dict) and c.get("line")
-    ]
+    lines = [f"• {escape(c.line)}" + (" _(binds)_" if c.binding else "") for c in result.slo_costs if c.line]
     return "*The cost of each SLO* (each relaxed alone, bound doubled)\n" + "\n".join(lines) if lines else ""
 
 
@@ -282,32 +298,35 @@ def working_message(summary: str) -> Message:
 
 
 def estimate_message(
-    result: dict[str, Any],
+    result: EstimateResult | dict[str, Any],
     spec: WorkloadSpec,
     raw_spec: dict[str, Any],
     *,
     user: str | None = None,
     report_url: str | None = None,
 ) -> Message:
-    """The estimate: top architectures with cost and SLO figures, "Measure these", and the report link."""
-    model_id = str((result.get("workload") or {}).get("model") or spec.model)
-    archs = list(result.get("architectures") or [])[:TOP_SHOWN]
+    """The estimate (typed, or its JSON: read by `sizing.upgrade`): top architectures with cost and SLO figures,
+    "Measure these", and the report link."""
+    result = upgrade_result(result, "estimate")
+    rows = answer_rows(result)
+    workload = result.workload
+    model_id = str(workload.get("model") or spec.model)
+    archs = result.architectures[:TOP_SHOWN]
     who = f"<@{escape(user)}> asked: " if user else ""
     blocks: list[Block] = [
         _header(f"Sizing {model_id}"),
         ContextBlock(elements=[_md(who + describe_spec(spec, model_id))]),
     ]
-    workload = result.get("workload") or {}
     if workload.get("peak_rps") is not None:
         line = f"Peak {workload['peak_rps']:,.1f} req/s"
         # requests in flight (Little's law) describe a real-time answer; a job's would read as thousands
-        if archs and answer_row(archs[0], result).figures.in_flight is not None:
+        if rows and rows[0].figures.in_flight is not None:
             line += f", about {workload.get('peak_concurrency') or 0:,.0f} requests in flight"
         if (where := region_line(result)) is not None:
             line += f" · {where}"
         blocks.append(ContextBlock(elements=[_md(escape(line))]))
     if not archs:
-        infeasible = (result.get("infeasible") or {}).get("message") or "no architecture fits"
+        infeasible = (result.infeasible or {}).get("message") or "no architecture fits"
         if costs := slo_cost_text(result):
             blocks.append(SectionBlock(text=_md(costs)))
         blocks.append(
@@ -320,22 +339,20 @@ def estimate_message(
         return Message(text=f"Nothing meets these SLOs for {model_id}", blocks=blocks)
     blocks.append(DividerBlock())
     pcts = _slo_pcts(spec)
-    blocks += [architecture_section(a, pcts, result) for a in archs]
+    blocks += [architecture_section(a, pcts, row) for a, row in zip(archs, rows[:TOP_SHOWN], strict=True)]
     costs = slo_cost_text(result)
     if costs:
         blocks.append(SectionBlock(text=_md(costs)))
     blocks.append(DividerBlock())
     actions: list[Any] = []
     to_measure = measurable(archs)
-    ids = [str(a["id"]) for a in to_measure]
+    ids = [a.id for a in to_measure]
     value = json.dumps(
         MeasureAction(spec=raw_spec, top_k=max(1, len(ids)), ids=ids or None).model_dump(mode="json"),
         separators=(",", ":"),
     )
     if ids and len(value) <= BUTTON_VALUE_MAX:
-        named = ", ".join(
-            f"{DEPLOYMENT_NAMES.get(a['deployment'], a['deployment'])} #{a.get('rank')}" for a in to_measure
-        )
+        named = ", ".join(f"{DEPLOYMENT_NAMES.get(a.deployment, a.deployment)} #{a.rank}" for a in to_measure)
         skipped = (
             " Bedrock is serverless and billed per token: it is not provisioned."
             if len(to_measure) < len(archs)
@@ -372,7 +389,7 @@ def estimate_message(
         )
     if actions:
         blocks.append(ActionsBlock(elements=actions))
-    cheapest = archs[0].get("cost", {}).get("usd_per_month")
+    cheapest = archs[0].cost.usd_per_month
     return Message(
         text=f"Sizing {model_id}: cheapest fit {architecture_title(archs[0])} at {_usd(cheapest)}/month",
         blocks=blocks,
@@ -399,15 +416,20 @@ def run_started_message(run_id: str, top_k: int, user: str | None, *, listed: bo
 
 def measured_message(
     run_id: str,
-    architectures: list[dict[str, Any]],
+    architectures: Sequence[Architecture | dict[str, Any]],
     spec: WorkloadSpec | None,
     report_url: str | None,
     drift: str | None = None,
 ) -> Message:
     """The ranking of a finished run, its figures first: "Measured ranking" on real endpoints, "Simulated
     ranking (twin)" when local twins served it. `drift`: the lines saying where a measurement left its
-    estimate's stated interval (`sizing.learn.drift.slack_text`), shown under the ranking."""
-    shown = architectures[:TOP_SHOWN]
+    estimate's stated interval (`sizing.learn.drift.slack_text`), shown under the ranking. `architectures`: typed,
+    or the stored ranking's JSON (read by `sizing.upgrade`)."""
+    workload = {"model": spec.model} if spec is not None else {}
+    ranking = upgrade_result(
+        {"workload": workload, "architectures": list(architectures[:TOP_SHOWN])}, "run's ranking"
+    )
+    shown = ranking.architectures
     twin = any(_is_twin(a) for a in shown)
     title = "Simulated ranking (twin)" if twin else "Measured ranking"
     blocks: list[Block] = [_header(title)]
@@ -418,7 +440,8 @@ def measured_message(
     else:
         blocks.append(DividerBlock())
         pcts = _slo_pcts(spec)
-        blocks += [architecture_section(a, pcts) for a in shown]
+        rows = answer_rows(ranking)
+        blocks += [architecture_section(a, pcts, row) for a, row in zip(shown, rows, strict=True)]
     if drift:
         blocks.append(SectionBlock(text=_md(escape(drift))))
     if report_url:

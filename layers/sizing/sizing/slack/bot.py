@@ -24,6 +24,7 @@ from sizing.base.observability import logger, metrics
 from sizing.base.strict import Lenient, Strict
 from sizing.learn.drift import slack_text
 from sizing.orchestrate.events import RunCompletedDetail
+from sizing.results import EstimateResult
 from sizing.slack import blocks
 from sizing.slack.client import Message, SlackPoster
 from sizing.slack.grammar import parse_command
@@ -308,7 +309,7 @@ class SlackBot:
         try:
             catalog = self.catalog()
             spec = parse_spec(job.raw_spec, catalog=catalog)
-            result = estimate(spec, top=blocks.TOP_SHOWN, catalog=catalog, slo_cost=True).document()
+            result = estimate(spec, top=blocks.TOP_SHOWN, catalog=catalog, slo_cost=True)
             message = blocks.estimate_message(
                 result, spec, job.raw_spec, user=job.user or None, report_url=self._publish(result)
             )
@@ -328,13 +329,13 @@ class SlackBot:
         self.poster.respond(job.response_url, message, response_type="in_channel")
         _count("SlackEstimatesPosted")
 
-    def _publish(self, result: dict[str, Any]) -> str | None:
+    def _publish(self, result: EstimateResult) -> str | None:
         """The estimate's report link, when reports are stored; an estimate without its report is still an
         answer, so a storage failure only drops the link."""
-        if self.estimate_reports is None or not result.get("architectures"):
+        if self.estimate_reports is None or not result.architectures:
             return None
         try:
-            return self.estimate_reports(result)
+            return self.estimate_reports(result.document())
         except Exception:
             logger.exception("could not publish the estimate's report")
             return None

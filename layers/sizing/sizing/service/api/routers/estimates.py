@@ -55,4 +55,4 @@ def post_estimate(
         trace["effect"] = compare(result, estimate(twin, top=top, catalog=catalog))
     metrics.add_metric(name="EstimatesServed", unit=MetricUnit.Count, value=1)
     # the rows every output shows (kind, tier, quotas, Region, basis): the JSON carries them too
-    return result.model_copy(update={"rows": answer_rows(result.as_json())})
+    return result.model_copy(update={"rows": answer_rows(result)})
