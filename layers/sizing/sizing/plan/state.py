@@ -60,6 +60,8 @@ class Option:
     fit_accelerator: str
     #: the configuration ranked (the default until tuning finds better)
     chosen: Replica | None = None
+    #: a tuning variant whose capacity the team's measurement answers (`plan.measured`), when one was tried
+    measured: Replica | None = None
     #: serving configurations simulated for this replica (the defaults and each tuning variant probed)
     searched: int = 1
     #: of those, the ones given a whole capacity search

@@ -98,6 +98,8 @@ def _tune(s: SearchState, opt: Option, accelerator: Accelerator) -> None:
                 rep, wm, cat, seed, max_rate_under_slo(rep.step, wm, rep.bound_rps, seed, start=start)
             )
             opt.capacity_searches += 1
+            if rep.capacity.measured is not None and rep.capacity.measured.answered:
+                opt.measured = rep
             if rep.capacity.feasible and rep.capacity.comparable_rps > base * (1 + TUNING_MIN_GAIN):
                 best, improved = rep, True
         if not improved:
@@ -110,6 +112,7 @@ def adopt_tuning(s: SearchState, opt: Option, archs: list[Architecture]) -> list
     """The option's architectures at its replica's tuned configuration when that still verifies, else as placed."""
     lead = s.by_performance[opt.perf_key]
     opt.searched = lead.searched
+    opt.measured = lead.measured
     if lead.chosen is None:
         return archs
     assert lead.chosen.capacity is not None
@@ -124,7 +127,8 @@ def adopt_tuning(s: SearchState, opt: Option, archs: list[Architecture]) -> list
 def with_tuning(s: SearchState, opt: Option, archs: list[Architecture]) -> list[Architecture]:
     """The option's architectures with their `tuning` block. A tuned configuration whose verified capacity fell
     below the defaults' gives way to them: tuning never makes an answer dearer (on the estimator's scale: a
-    measured configuration compares by its estimate, `Capacity.comparable_rps`)."""
+    measured configuration compares by its estimate, `Capacity.comparable_rps`); nor does it replace measured
+    defaults with an estimated variant that costs as much."""
     wm = s.wm
     d_cap = opt.default.capacity
     if opt.chosen is not None and d_cap is not None and d_cap.feasible:
@@ -135,6 +139,20 @@ def with_tuning(s: SearchState, opt: Option, archs: list[Architecture]) -> list[
             if defaults is not None:
                 opt.chosen = None
                 archs = defaults
+    measured = opt.measured
+    if measured is None and d_cap is not None and d_cap.measured is not None and d_cap.measured.answered:
+        measured = opt.default
+    if opt.chosen is not None and measured is not None and measured is not opt.chosen:
+        # a configuration the team measured gives way to an estimated variant only where that is cheaper: at the
+        # same cost the measured one is the answer to rely on
+        alt = Option(opt.hw, opt.default, opt.lb_cost, opt.fit_accelerator,
+                     chosen=None if measured is opt.default else measured)  # fmt: skip
+        kept = verified_architectures(s, alt)
+        if kept is not None and all(
+            m.cost.usd_per_month <= t.cost.usd_per_month for m, t in zip(kept, archs, strict=True)
+        ):
+            opt.chosen = alt.chosen
+            archs = kept
     out = []
     for d, a in zip(s.deployments, archs, strict=True):
         default_cost = None
