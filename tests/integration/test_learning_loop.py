@@ -324,7 +324,7 @@ def test_rollback_adopts_an_earlier_version_and_the_reference(aws):
     store, profiles = aws
     collect(store, measured_run(run_id="1" * 16))
     older = profiles.adopted()["version"]
-    collect(store, measured_run(k=1.45, run_id="2" * 16))
+    collect(store, measured_run(k=1.6, run_id="2" * 16))
 
     # when the team rolls back to the older one, then to the reference profile
     rollback(profiles, older)
@@ -435,7 +435,7 @@ def test_get_calibration_lists_versions_figures_and_what_changed(aws, monkeypatc
 
     store, _profiles = aws
     collect(store, measured_run(run_id="1" * 16))
-    collect(store, measured_run(k=1.45, run_id="2" * 16))
+    collect(store, measured_run(k=1.0, run_id="2" * 16))
     monkeypatch.setenv("TABLE_NAME", TABLE)
     monkeypatch.setenv("STATE_MACHINE_ARN", "arn:aws:states:us-east-1:123456789012:stateMachine:x")
 
@@ -463,7 +463,7 @@ def test_sizing_calibrate_rolls_back_and_lists_versions(aws, monkeypatch, capsys
     store, profiles = aws
     collect(store, measured_run(run_id="1" * 16))
     older = profiles.adopted()["version"]
-    collect(store, measured_run(k=1.45, run_id="2" * 16))
+    collect(store, measured_run(k=1.6, run_id="2" * 16))
     monkeypatch.setenv("CALIBRATION_BUCKET", BUCKET)
 
     # when the team rolls back from the command line, then lists the versions
