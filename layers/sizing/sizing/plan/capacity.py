@@ -39,6 +39,25 @@ BISECTION_STEPS = 5
 #: Over 691 feasible searches of workloads derived from examples/ it took 3.6 simulations on average (bisection:
 #: 6), used the whole budget in 3, and found bisection's capacity in every one.
 GUIDED_EXTRA_PROBES = 3
+#: Relative width the edge between the grid's last pass and first failure is narrowed to (`_refine`): the grid's
+#: step is 1/2^BISECTION_STEPS of the saturated rate, which is 3% of a capacity near saturation but 30% or more of
+#: one an e2e SLO holds far below it (the example chatbot's p5en.48xlarge TP4: 2.19 req/s on a grid of 1.1), where
+#: a capacity search of the load generator finds the edge to +/-5% (`sizing.loadtest.capacity`). Bisecting that
+#: step to 4% puts the estimate's edge within +/-2% of the simulation's, finer than the search's resolution.
+EDGE_TOLERANCE = 0.04
+#: Most probes the narrowing spends: a grid step of 100% of the rate below it (the grid's first point) takes five
+#: halvings to reach EDGE_TOLERANCE; a bound on the estimate's time, not a tuning.
+EDGE_PROBES = 5
+#: Requests simulated per probe of the narrowing. Near the edge a queue takes long to settle, and a p95 of 450
+#: requests scatters by several percent, which an e2e SLO (flat in the rate: the answer's length dominates it)
+#: turns into tens of percent of rate: over the examples' top-3 candidates the edge read with 500-request probes
+#: and with 2,000-request ones differed by up to 14% (docs/loadgen.md, "Against the twin"). Only these few probes
+#: are long (2,000 requests: a few milliseconds each), so an estimate stays fast.
+EDGE_REQUESTS = 2000
+#: Grid points the longer probes may move the edge the shorter ones found, down while its pass does not hold, up
+#: while the next point passes after all: a 500-request probe's noise is about one grid point near the edge
+#: (code-assistant's first candidate: 8.6 req/s with the grid probed at 500 requests, 10.7 at 1,000). A bound.
+EDGE_MOVES = 2
 #: Capacity searches memoised per process. An entry is a few numbers; the catalog offers ~200 hardware options a
 #: workload, so this holds every search of several recent workloads.
 CAPACITY_CACHE_SIZE = 1024
@@ -307,6 +326,11 @@ def max_rate_under_slo(
         PROBE_REQUESTS,
         BISECTION_STEPS,
         GUIDED_EXTRA_PROBES,
+        EDGE_TOLERANCE,
+        EDGE_PROBES,
+        EDGE_REQUESTS,
+        EDGE_MOVES,
+        REPORT_REQUESTS,
     )
     known = _capacities.get(key)
     if known is None:
@@ -380,20 +404,24 @@ def _search(
     grid = 2**BISECTION_STEPS
     top = max(saturated_rps, 1e-6)
     budget = BISECTION_STEPS + GUIDED_EXTRA_PROBES
-    e2e: dict[int, float] = {}
+    e2e: dict[float, float] = {}
+
+    def at_rate(rate: float) -> bool:
+        sim = _simulated(step, wm, OpenLoop(rate), EDGE_REQUESTS, seed)
+        e2e[rate] = float(sim.e2e_s.mean)
+        return not violations(sim, slo, scale)
 
     def probed(k: int) -> tuple[bool, float]:
-        sim = _simulated(step, wm, OpenLoop(grid_rate(k, top, BISECTION_STEPS)), PROBE_REQUESTS, seed)
-        e2e[k] = float(sim.e2e_s.mean)
+        rate = grid_rate(k, top, BISECTION_STEPS)
+        sim = _simulated(step, wm, OpenLoop(rate), PROBE_REQUESTS, seed)
+        e2e[rate] = float(sim.e2e_s.mean)
         return not violations(sim, slo, scale), 1.0 / score(sim, slo, scale)
 
     if start is not None:
         # a grid point known to pass: no one-user check, the edge lies above it
         edge, probes = find_edge(probed, grid, start[1], budget, start=start[0])
-        edge, checked = _reported_edge(step, wm, edge, top, scale, seed)
-        return Capacity(
-            grid_rate(edge, top, BISECTION_STEPS), True, "", probes + checked, e2e_mean_s=e2e.get(edge)
-        )
+        rate, checked = _edge_rate(step, wm, edge, top, scale, seed, at_rate)
+        return Capacity(rate, True, "", probes + checked, e2e_mean_s=e2e.get(rate))
     single = _simulated(step, wm, ClosedLoop(1), PROBE_REQUESTS, seed)
     bad = violations(single, slo, scale)
     if bad:
@@ -405,15 +433,81 @@ def _search(
         closest = {f"{m}.{p}": v for m, p, v, _ in bad}
         return Capacity(0.0, False, f"{reasons} even at 1 user", 1, closest)
     edge, probes = find_edge(probed, grid, 1.0 / score(single, slo, scale), budget)
-    edge, checked = _reported_edge(step, wm, edge, top, scale, seed)
+    lo, checked = _edge_rate(step, wm, edge, top, scale, seed, at_rate)
     probes += checked
-    lo = grid_rate(edge, top, BISECTION_STEPS)
     if lo <= 0:
         # passes at one user, fails at every probed rate: capacity is below the first probe -- half one user's
         # worth, and never above the midpoint below that failed probe (bisection's next), so a stricter SLO
         # margin can never find more capacity than a looser one that passed the first probe
         lo = min(1.0 / max(single.e2e_s.mean, 1e-3) * 0.5, grid_rate(1, top, BISECTION_STEPS) / 2)
-    return Capacity(lo, True, "", 1 + probes, e2e_mean_s=e2e.get(edge))
+    return Capacity(lo, True, "", 1 + probes, e2e_mean_s=e2e.get(lo))
+
+
+def refine(passes: Callable[[float], bool], lo: float, hi: float) -> tuple[float, int]:
+    """(the highest rate found to pass between `lo`, which passes, and `hi`, which fails, bisected until the two
+    are within EDGE_TOLERANCE of each other or EDGE_PROBES probes are spent; the probes made)."""
+    probes = 0
+    while hi > lo * (1 + EDGE_TOLERANCE) and probes < EDGE_PROBES:
+        mid = (lo + hi) / 2
+        probes += 1
+        if passes(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, probes
+
+
+def _confirmed(passes: Callable[[float], bool], edge: int, top: float) -> tuple[int, int]:
+    """(the grid's edge as the longer probes `passes` read it, moved at most EDGE_MOVES points from `edge`; the
+    probes made). Down while a point fails, until one passes (after EDGE_MOVES the shorter probes' point
+    stands); up while the next point passes, until one fails."""
+    grid = 2**BISECTION_STEPS
+    rate = functools.partial(grid_rate, top=top, steps=BISECTION_STEPS)
+    probes = 1
+    if passes(rate(edge)):
+        while edge + 1 < grid and probes <= EDGE_MOVES:
+            probes += 1
+            if not passes(rate(edge + 1)):
+                break
+            edge += 1
+        return edge, probes
+    while edge > 1 and probes <= EDGE_MOVES:
+        edge -= 1
+        probes += 1
+        if passes(rate(edge)):
+            return edge, probes
+    return edge, probes
+
+
+def _edge_rate(
+    step: Any,
+    wm: WorkloadModel,
+    edge: int,
+    top: float,
+    scale: Margin,
+    seed: int,
+    passes: Callable[[float], bool],
+) -> tuple[float, int]:
+    """(the capacity from the grid's edge -- grid point `edge` passes, the next fails -- and the simulations it
+    took): the step between the two narrowed with longer probes (`refine`, EDGE_REQUESTS), then lowered by
+    EDGE_TOLERANCE at a time (up to REPORT_CHECK_STEPS) until the prediction reported there meets the SLO too;
+    failing that, the grid point the report check settles on (`_reported_edge`). Grid point 0 (nothing probed
+    passed) is left to the caller."""
+    if edge < 1:
+        return grid_rate(edge, top, BISECTION_STEPS), 0
+    edge, probes = _confirmed(passes, edge, top)
+    lo = grid_rate(edge, top, BISECTION_STEPS)
+    rate, narrowed = refine(passes, lo, grid_rate(edge + 1, top, BISECTION_STEPS))
+    probes += narrowed
+    for _ in range(REPORT_CHECK_STEPS):
+        if rate <= lo:
+            break
+        probes += 1
+        if not violations(predict_at(step, wm, rate, seed), wm.slo, scale):
+            return rate, probes
+        rate /= 1 + EDGE_TOLERANCE
+    edge, checked = _reported_edge(step, wm, edge, top, scale, seed)
+    return grid_rate(edge, top, BISECTION_STEPS), probes + checked
 
 
 #: Grid points the capacity may step down so that the prediction reported at it (REPORT_REQUESTS requests) meets
