@@ -18,9 +18,7 @@ from sizing.perf.simulator import ClosedLoop, OpenLoop, bounds, simulate
 from sizing.perf.step import Profile, StepModel
 from sizing.plan.capacity import (
     BISECTION_STEPS,
-    EDGE_MOVES,
     EDGE_PROBES,
-    EDGE_REQUESTS,
     EDGE_TOLERANCE,
     GUIDED_EXTRA_PROBES,
     REPORT_CHECK_STEPS,
@@ -158,15 +156,23 @@ def _workload(slo: dict[str, Any]) -> WorkloadModel:
     )
 
 
-def _simulated_bisection(step: StepModel, wm: WorkloadModel, top: float) -> float:
-    def passes(rate: float) -> bool:
-        sim = simulate(step, OpenLoop(rate), wm.input_tokens, wm.output_tokens, n_requests=PROBE_REQUESTS)
-        return not violations(sim, wm.slo)
+def _meets(step: StepModel, wm: WorkloadModel, rate: float) -> bool:
+    sim = simulate(step, OpenLoop(rate), wm.input_tokens, wm.output_tokens, n_requests=PROBE_REQUESTS)
+    return not violations(sim, wm.slo)
 
-    lo = bisection(passes, top)
+
+def _simulated_bisection(step: StepModel, wm: WorkloadModel, top: float) -> float:
+    """Plain bisection of the grid, then of the step above its edge while that is wider than EDGE_TOLERANCE."""
+    lo = bisection(lambda rate: _meets(step, wm, rate), top)
     if lo <= 0:
         single = simulate(step, ClosedLoop(1), wm.input_tokens, wm.output_tokens, n_requests=PROBE_REQUESTS)
-        lo = 1.0 / max(single.e2e_s.mean, 1e-3) * 0.5
+        return 1.0 / max(single.e2e_s.mean, 1e-3) * 0.5
+    hi = lo + top / GRID
+    for _ in range(EDGE_PROBES):
+        if hi <= lo * (1 + EDGE_TOLERANCE):
+            break
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _meets(step, wm, mid) else (lo, mid)
     return lo
 
 
@@ -178,9 +184,7 @@ def _simulated_bisection(step: StepModel, wm: WorkloadModel, top: float) -> floa
         ("p5.48xlarge", {"ttft_ms": {"p95": 300}, "tpot_ms": {"p95": 15}}),
     ],
 )
-def test_with_the_simulator_the_capacity_is_bisections_edge_narrowed_on_longer_runs(
-    instance: str, slo: dict[str, Any]
-):
+def test_with_the_simulator_the_capacity_is_bisections_edge_narrowed(instance: str, slo: dict[str, Any]):
     # given a replica and a workload
     step = StepModel.for_config(
         HardwareConfig.create("meta-llama/Llama-3.1-8B-Instruct", instance, 1), PROFILE
@@ -190,22 +194,15 @@ def test_with_the_simulator_the_capacity_is_bisections_edge_narrowed_on_longer_r
     clear_caches()
     # when the planner searches its capacity under the SLO
     cap = max_rate_under_slo(step, wm, top)
-
-    def long_run_meets(rate: float) -> bool:
-        sim = simulate(step, OpenLoop(rate), wm.input_tokens, wm.output_tokens, n_requests=EDGE_REQUESTS)
-        return not violations(sim, wm.slo)
-
-    # then it lies within the grid points around the edge plain bisection of the shorter simulations finds, the
-    # longer simulations meet the SLO there and miss it EDGE_TOLERANCE above (the edge known to that width, not
-    # to a grid step) unless that is the saturated rate (the SLO holds up to it), and the search stayed within its
-    # budget of simulations
+    # then it is the capacity plain bisection of the same simulations gives, its last grid step bisected on to
+    # EDGE_TOLERANCE, within the simulation budget; the simulations meet the SLO there and miss it EDGE_TOLERANCE
+    # above (unless that is the saturated rate: the SLO holds up to it)
     assert cap.feasible and math.isfinite(cap.rate_rps)
-    step_rps = top / GRID
-    assert abs(cap.rate_rps - _simulated_bisection(step, wm, top)) <= (EDGE_MOVES + 1) * step_rps
-    assert long_run_meets(cap.rate_rps)
+    assert cap.rate_rps == _simulated_bisection(step, wm, top)
+    assert cap.probes <= 1 + BUDGET + EDGE_PROBES + 2 * REPORT_CHECK_STEPS
     above = cap.rate_rps * (1 + EDGE_TOLERANCE)
-    assert above >= top or not long_run_meets(above)
-    assert cap.probes <= 1 + BUDGET + 1 + EDGE_MOVES + EDGE_PROBES + 2 * REPORT_CHECK_STEPS
+    assert _meets(step, wm, cap.rate_rps)
+    assert above >= top or not _meets(step, wm, above)
 
 
 # --- a shared prompt prefix ---------------------------------------------------------------------------------------

@@ -27,9 +27,14 @@ from sizing.perf.simulator import ClosedLoop, OpenLoop, Replay, SimResult, forge
 from sizing.plan.memo import LRU, fingerprint
 from sizing.workload import SLO, WorkloadModel
 
-#: Requests simulated per probe. p99 of 800 samples rests on 8 requests beyond it: enough to rank and size,
-#: and the bisection's own resolution (1/2^BISECTION_STEPS of the saturated rate) is coarser than that noise.
-PROBE_REQUESTS = 500
+#: Requests simulated per probe (the first tenth, from an empty replica, left out of its percentiles). Near the
+#: edge a queue takes long to settle, and a p95 of a few hundred requests scatters by several percent, which an e2e
+#: SLO (flat in the rate: the answer's length dominates it) turns into tens of percent of rate: with 500-request
+#: probes the examples' top-3 capacities moved by up to 25% against 1,000- or 2,000-request ones (code-assistant's
+#: first candidate 8.6 against 10.7 req/s; docs/loadgen.md, "Against the twin"), which a capacity search against
+#: the candidate's twin then reads as the estimate's error. 2,000 requests is what the simulator's speed target is
+#: set for (benchmarks/speed.py: milliseconds a probe), and an estimate's searches take a few tenths of a second.
+PROBE_REQUESTS = 2000
 #: Bisection steps between 0 and the saturated rate: 2^-5 = 3% of the saturated rate, finer than the
 #: estimator's own error (see benchmarks/accuracy.py) and than the 20% default headroom. The grid of probed rates
 #: is sat x k / 2^BISECTION_STEPS whatever order the probes take.
@@ -39,7 +44,7 @@ BISECTION_STEPS = 5
 #: Over 691 feasible searches of workloads derived from examples/ it took 3.6 simulations on average (bisection:
 #: 6), used the whole budget in 3, and found bisection's capacity in every one.
 GUIDED_EXTRA_PROBES = 3
-#: Relative width the edge between the grid's last pass and first failure is narrowed to (`_refine`): the grid's
+#: Relative width the edge between the grid's last pass and first failure is narrowed to (`refine`): the grid's
 #: step is 1/2^BISECTION_STEPS of the saturated rate, which is 3% of a capacity near saturation but 30% or more of
 #: one an e2e SLO holds far below it (the example chatbot's p5en.48xlarge TP4: 2.19 req/s on a grid of 1.1), where
 #: a capacity search of the load generator finds the edge to +/-5% (`sizing.loadtest.capacity`). Bisecting that
@@ -48,16 +53,6 @@ EDGE_TOLERANCE = 0.04
 #: Most probes the narrowing spends: a grid step of 100% of the rate below it (the grid's first point) takes five
 #: halvings to reach EDGE_TOLERANCE; a bound on the estimate's time, not a tuning.
 EDGE_PROBES = 5
-#: Requests simulated per probe of the narrowing. Near the edge a queue takes long to settle, and a p95 of 450
-#: requests scatters by several percent, which an e2e SLO (flat in the rate: the answer's length dominates it)
-#: turns into tens of percent of rate: over the examples' top-3 candidates the edge read with 500-request probes
-#: and with 2,000-request ones differed by up to 14% (docs/loadgen.md, "Against the twin"). Only these few probes
-#: are long (2,000 requests: a few milliseconds each), so an estimate stays fast.
-EDGE_REQUESTS = 2000
-#: Grid points the longer probes may move the edge the shorter ones found, down while its pass does not hold, up
-#: while the next point passes after all: a 500-request probe's noise is about one grid point near the edge
-#: (code-assistant's first candidate: 8.6 req/s with the grid probed at 500 requests, 10.7 at 1,000). A bound.
-EDGE_MOVES = 2
 #: Capacity searches memoised per process. An entry is a few numbers; the catalog offers ~200 hardware options a
 #: workload, so this holds every search of several recent workloads.
 CAPACITY_CACHE_SIZE = 1024
@@ -70,8 +65,12 @@ PROBE_CACHE_SIZE = 1024
 #: Floor and ceiling of an SLO score (achieved / limit) used to guess the edge: keeps 1/score finite when a
 #: figure is zero (a one-token output has no TPOT) or a limit is tiny.
 SCORE_CLAMP = (1e-9, 1e9)
-#: Requests simulated for the reported prediction at the operating point: p99 rests on 10 requests.
-REPORT_REQUESTS = 1000
+#: Requests simulated for the reported prediction at an operating point (and the report's latency curves): as many
+#: as a probe's, so the figures reported at the capacity are the run the search judged there, and a curve crosses
+#: its SLO where the capacity says (a shorter run reads less of the queue near the edge: with 1,000 requests an
+#: 8B chat replica's TTFT curve crossed its 300 ms SLO 22% above the capacity 2,000-request probes found). p99
+#: rests on 18 requests.
+REPORT_REQUESTS = PROBE_REQUESTS
 #: Percentile used when the simulator does not report the one an SLO names (p90 -> p95, the stricter one).
 FALLBACK_PERCENTILE = "p95"
 
@@ -328,8 +327,6 @@ def max_rate_under_slo(
         GUIDED_EXTRA_PROBES,
         EDGE_TOLERANCE,
         EDGE_PROBES,
-        EDGE_REQUESTS,
-        EDGE_MOVES,
         REPORT_REQUESTS,
     )
     known = _capacities.get(key)
@@ -407,7 +404,7 @@ def _search(
     e2e: dict[float, float] = {}
 
     def at_rate(rate: float) -> bool:
-        sim = _simulated(step, wm, OpenLoop(rate), EDGE_REQUESTS, seed)
+        sim = _simulated(step, wm, OpenLoop(rate), PROBE_REQUESTS, seed)
         e2e[rate] = float(sim.e2e_s.mean)
         return not violations(sim, slo, scale)
 
@@ -457,28 +454,6 @@ def refine(passes: Callable[[float], bool], lo: float, hi: float) -> tuple[float
     return lo, probes
 
 
-def _confirmed(passes: Callable[[float], bool], edge: int, top: float) -> tuple[int, int]:
-    """(the grid's edge as the longer probes `passes` read it, moved at most EDGE_MOVES points from `edge`; the
-    probes made). Down while a point fails, until one passes (after EDGE_MOVES the shorter probes' point
-    stands); up while the next point passes, until one fails."""
-    grid = 2**BISECTION_STEPS
-    rate = functools.partial(grid_rate, top=top, steps=BISECTION_STEPS)
-    probes = 1
-    if passes(rate(edge)):
-        while edge + 1 < grid and probes <= EDGE_MOVES:
-            probes += 1
-            if not passes(rate(edge + 1)):
-                break
-            edge += 1
-        return edge, probes
-    while edge > 1 and probes <= EDGE_MOVES:
-        edge -= 1
-        probes += 1
-        if passes(rate(edge)):
-            return edge, probes
-    return edge, probes
-
-
 def _edge_rate(
     step: Any,
     wm: WorkloadModel,
@@ -489,16 +464,14 @@ def _edge_rate(
     passes: Callable[[float], bool],
 ) -> tuple[float, int]:
     """(the capacity from the grid's edge -- grid point `edge` passes, the next fails -- and the simulations it
-    took): the step between the two narrowed with longer probes (`refine`, EDGE_REQUESTS), then lowered by
+    took): the step between the two narrowed (`refine`), then lowered by
     EDGE_TOLERANCE at a time (up to REPORT_CHECK_STEPS) until the prediction reported there meets the SLO too;
     failing that, the grid point the report check settles on (`_reported_edge`). Grid point 0 (nothing probed
     passed) is left to the caller."""
-    if edge < 1:
-        return grid_rate(edge, top, BISECTION_STEPS), 0
-    edge, probes = _confirmed(passes, edge, top)
     lo = grid_rate(edge, top, BISECTION_STEPS)
-    rate, narrowed = refine(passes, lo, grid_rate(edge + 1, top, BISECTION_STEPS))
-    probes += narrowed
+    if edge < 1:
+        return lo, 0
+    rate, probes = refine(passes, lo, grid_rate(edge + 1, top, BISECTION_STEPS))
     for _ in range(REPORT_CHECK_STEPS):
         if rate <= lo:
             break
@@ -511,10 +484,11 @@ def _edge_rate(
 
 
 #: Grid points the capacity may step down so that the prediction reported at it (REPORT_REQUESTS requests) meets
-#: the SLO too: the probes' 500 requests and the report's 1,000 draw different samples, and near the edge their
-#: percentiles differ by a few percent (chatbot's p5.48xlarge TP8: e2e p95 2.57 s reported at the edge the
-#: probes found, against a 2.5 s limit). Each step is 1/2^BISECTION_STEPS of the saturated rate; a bound, so a
-#: search never costs more than this many simulations more.
+#: the SLO too: when the probes and the report ran different numbers of requests, their percentiles near the edge
+#: differed by a few percent (chatbot's p5.48xlarge TP8: e2e p95 2.57 s reported at the edge 500-request probes
+#: found, against a 2.5 s limit). With both PROBE_REQUESTS long the report is the probe's run and the check
+#: passes at once; it stays for a margin or length that differs. Each step is 1/2^BISECTION_STEPS of the
+#: saturated rate; a bound, so a search never costs more than this many simulations more.
 REPORT_CHECK_STEPS = 4
 
 
