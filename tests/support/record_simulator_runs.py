@@ -31,7 +31,9 @@ def main() -> int:
     runs = {}
     for name in data["runs"]:
         sm, load, prefix_tokens = replica(name)
-        res = simulate(sm, load, CHAT_IN, CHAT_OUT, n_requests=N_REQUESTS, seed=SEED, prefix_tokens=prefix_tokens)
+        res = simulate(
+            sm, load, CHAT_IN, CHAT_OUT, n_requests=N_REQUESTS, seed=SEED, prefix_tokens=prefix_tokens
+        )
         runs[name] = {
             **res.as_dict(),
             "output_tokens_generated": res.output_tokens_generated,
