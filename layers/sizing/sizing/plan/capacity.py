@@ -6,7 +6,9 @@ a check at one user first (an SLO that fails with no queueing fails at any load)
 between the last rate that meets the SLO and the first that misses it. Bisection finds that edge in
 BISECTION_STEPS probes whatever the workload; the search here guesses it from the latencies already simulated
 and confirms the guess, which usually takes two or three probes. Where meeting the SLO is monotone in the rate
-the two find the same edge, hence the same capacity (tests/unit/test_plan_capacity_search.py).
+the two find the same edge (tests/unit/test_plan_capacity_search.py). The grid step above that edge is then
+bisected to EDGE_TOLERANCE (`refine`), so the capacity is the edge to a few percent, as a load test's capacity
+search finds it (`sizing.loadtest.capacity`), not to a step of the grid.
 
 Searches and operating-point predictions are memoised per process (`sizing.plan.memo`): a warm container
 answering the same workload again does not simulate again, and one re-sizing it for another user count or region
@@ -30,8 +32,8 @@ from sizing.workload import SLO, WorkloadModel
 #: Requests simulated per probe (the first tenth, from an empty replica, left out of its percentiles). Near the
 #: edge a queue takes long to settle, and a p95 of a few hundred requests scatters by several percent, which an e2e
 #: SLO (flat in the rate: the answer's length dominates it) turns into tens of percent of rate: with 500-request
-#: probes the examples' top-3 capacities moved by up to 25% against 1,000- or 2,000-request ones (code-assistant's
-#: first candidate 8.6 against 10.7 req/s; docs/loadgen.md, "Against the twin"), which a capacity search against
+#: probes the examples' top-3 capacities moved by up to 20% against 1,000- or 2,000-request ones (code-assistant's
+#: first candidate 8.93 against 10.7 req/s; docs/loadgen.md, "Against the twin"), which a capacity search against
 #: the candidate's twin then reads as the estimate's error. 2,000 requests is what the simulator's speed target is
 #: set for (benchmarks/speed.py: milliseconds a probe), and an estimate's searches take a few tenths of a second.
 PROBE_REQUESTS = 2000
