@@ -13,9 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from support.replicas import CHAT_IN, CHAT_OUT, replica  # noqa: E402
-
-from sizing.perf.simulator import simulate  # noqa: E402
+from sizing.perf.simulator import simulate
+from support.replicas import CHAT_IN, CHAT_OUT, replica
 
 RECORDED = Path(__file__).parents[1] / "fixtures" / "simulator" / "recorded_runs.json"
 #: what the recorded-runs test simulates
@@ -39,7 +38,8 @@ def main() -> int:
             "output_tokens_generated": res.output_tokens_generated,
             "truncated": res.truncated,
         }
-    data["about"] = data["about"].rstrip(".") + f"; and {why.rstrip('.')}."
+    if why.rstrip(".") not in data["about"]:
+        data["about"] = data["about"].rstrip(".") + f"; and {why.rstrip('.')}."
     data["runs"] = runs
     RECORDED.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     print(f"re-recorded {len(runs)} runs in {RECORDED}")
