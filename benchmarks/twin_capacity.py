@@ -65,8 +65,9 @@ def search_one(example: Path, rank: int, cand: object, prov: LocalTwinProvisione
     predicted = arch.per_replica.rps_slo_limit
     # a twin that ran behind its model served slower than the estimate's model: the comparison's premise fails
     lagging = sum(any("ran behind its model" in f for f in s.flags) for s in steps)
+    lag = max((s.server.twin_lag_share or 0.0 for s in steps if s.server is not None), default=0.0)
     return {"example": example.name, "rank": rank, "id": arch.id, "estimate": predicted, "found": found,
-            "seconds": seconds, "levels": len(steps), "lagging": lagging, "load": load}  # fmt: skip
+            "seconds": seconds, "levels": len(steps), "lagging": lagging, "lag": lag, "load": load}  # fmt: skip
 
 
 def main() -> int:
@@ -99,7 +100,8 @@ def main() -> int:
                 print(f"{example.name} #{rank} {r['id']}: estimate {est:.3g} req/s, twin {cap} req/s"
                       f" [{f.low_rps} - {f.high_rps}] ratio {ratio} {'ok' if ok else 'OUTSIDE +/-10%'};"  # type: ignore[attr-defined]
                       f" {r['levels']} levels in {r['seconds']:.0f} s"
-                      f"{f', twin behind its model in {lagging} levels' if (lagging := r['lagging']) else ''};"
+                      f"{f', twin behind its model in {lagging} levels' if (lagging := r['lagging']) else ''}"
+                      f" (most: {r['lag']:.0%} of a window);"
                       f" load average {r['load'][0]:.1f} -> {r['load'][1]:.1f}", flush=True)  # type: ignore[index]  # fmt: skip
                 if args.levels:
                     for lv in f.levels:  # type: ignore[attr-defined]
