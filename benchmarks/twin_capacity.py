@@ -7,13 +7,16 @@ finds against it must be the estimate's (`per_replica.rps_slo_limit`) within +/-
 define capacity, not how fast the hardware is. For each example's top candidates (the run's choice,
 `choose_candidates`) this starts the candidate's twin, runs the search exactly as a sizing run hands it to the load
 generator (`load_task(...).capacity_config()`), and prints the searched capacity (simulated, twin) with its
-interval beside the estimate, their ratio, and the wall time the search took. Figures are simulations of our own
-model, never measurements.
+interval beside the estimate, their ratio, the wall time the search took, the machine's load average before and
+after it, and how many levels the twin ran behind its model (a machine too busy to give the twin its steps on time:
+then the twin serves slower than the estimate's model and the comparison says nothing). Figures are simulations of
+our own model, never measurements.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -52,14 +55,19 @@ def search_one(example: Path, rank: int, cand: object, prov: LocalTwinProvisione
         cfg = task.capacity_config()
         assert cfg is not None, "the workload has no SLO targets to search"
         began = time.monotonic()
+        load_before = os.getloadavg()[0]
         steps = run_config(cfg, quiet=True)
         seconds = time.monotonic() - began
+        load = (load_before, os.getloadavg()[0])
     finally:
         prov.teardown("bench", f"c{rank}")
     found = CapacitySearch(task.capacity_from or 1.0).estimate(steps)
     predicted = arch.per_replica.rps_slo_limit
+    # a twin that ran behind its model served slower than the estimate's model: the comparison's premise fails
+    lagging = sum(any("ran behind its model" in f for f in s.flags) for s in steps)
+    lag = max((s.server.twin_lag_share or 0.0 for s in steps if s.server is not None), default=0.0)
     return {"example": example.name, "rank": rank, "id": arch.id, "estimate": predicted, "found": found,
-            "seconds": seconds, "levels": len(steps)}  # fmt: skip
+            "seconds": seconds, "levels": len(steps), "lagging": lagging, "lag": lag, "load": load}  # fmt: skip
 
 
 def main() -> int:
@@ -93,7 +101,10 @@ def main() -> int:
                 inside += ok
                 print(f"{example.name} #{rank} {r['id']}: estimate {est:.3g} req/s, twin {cap} req/s"
                       f" [{f.low_rps} - {f.high_rps}] ratio {ratio} {'ok' if ok else 'OUTSIDE +/-10%'};"  # type: ignore[attr-defined]
-                      f" {r['levels']} levels in {r['seconds']:.0f} s", flush=True)  # fmt: skip
+                      f" {r['levels']} levels in {r['seconds']:.0f} s"
+                      f"{f', twin behind its model in {lagging} levels' if (lagging := r['lagging']) else ''}"
+                      f" (most: {r['lag']:.0%} of a window);"
+                      f" load average {r['load'][0]:.1f} -> {r['load'][1]:.1f}", flush=True)  # type: ignore[index]  # fmt: skip
                 if args.levels:
                     for lv in f.levels:  # type: ignore[attr-defined]
                         checks = ", ".join(f"{c['target']} {c['value']} [{c['ci_low']}-{c['ci_high']}] <= {c['limit']:g}"

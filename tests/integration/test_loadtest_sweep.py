@@ -8,6 +8,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,3 +220,42 @@ def test_a_tail_waits_for_answers_longer_than_the_window(twin: TwinHandle, tmp_p
     step = steps[0]
     assert step.unfinished == 0 and step.answered >= 2
     assert step.e2e_s.p50 is not None and step.e2e_s.p50 > 1.0
+
+
+def test_an_endpoint_that_dies_mid_level_fails_the_level_with_its_error_count(tmp_path: Path) -> None:
+    # given a twin answering a 20 req/s level of short answers (4 s window after 1 s of warm-up), stopped once it
+    # has answered 45 requests: about a second into the window
+    dying = start_twin(None, step_model=StandInStepModel(), served_model=MODEL)
+    done = threading.Event()
+
+    def stop_mid_level() -> None:
+        engine = dying.server.engine
+        while not done.is_set():
+            if engine is not None and engine.stats.requests_finished >= 45:
+                dying.stop()
+                return
+            done.wait(0.05)
+
+    watcher = threading.Thread(target=stop_mid_level, daemon=True)
+    watcher.start()
+    try:
+        # when the level runs on
+        steps = run_sweep(
+            dying.url, MODEL, [20.0], mode="rate", out_dir=tmp_path, input_tokens=50, output_tokens=4,
+            duration_s=4, warmup_s=1, request_timeout_s=2, max_total_s=MAX_TOTAL_S, quiet=True,
+            slo=[("e2e_s", "p95", 10.0)],
+        )  # fmt: skip
+    finally:
+        done.set()
+        watcher.join(5)
+        dying.stop()
+    # then the level ends on time and counts what it sent: the answers before the stop, and every request after
+    # it as an error by kind, which fails the level and says how many
+    step = steps[0]
+    assert step.answered > 0 and step.failed > 0
+    assert sum(step.errors.values()) == step.failed
+    assert step.requests == step.answered + step.failed + step.unfinished
+    assert step.meets_slo is False
+    assert any(f.startswith(f"errors {step.failed}/{step.requests}") for f in step.slo_failures), (
+        step.slo_failures
+    )

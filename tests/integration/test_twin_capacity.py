@@ -2,9 +2,9 @@
 
 The twin serves at the estimator's pace (the same step model and scheduler), so what the search finds against it
 is the estimate's `per_replica.rps_slo_limit` within the issue's +/-10% where both define capacity alike: the SLO
-percentiles of the same requests at Poisson arrivals. Fixed token lengths make the requests the same; with
-distributions the estimator's one sample of 500 can miss the workload's tail (docs/loadgen.md, "Against the
-twin"). benchmarks/twin_capacity.py prints it for every top-3 candidate of the examples."""
+percentiles of the same requests at Poisson arrivals. Fixed token lengths make the requests the same (with
+distributions both draw them stratified: docs/loadgen.md, "Against the twin"). benchmarks/twin_capacity.py prints
+it for every top-3 candidate of the examples."""
 
 from __future__ import annotations
 

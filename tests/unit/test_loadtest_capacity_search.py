@@ -74,7 +74,8 @@ def test_the_edge_is_found_within_5_percent_and_its_interval_covers_it_in_90_per
         lo = est.low_rps if est.low_rps is not None else 0.0
         hi = est.high_rps if est.high_rps is not None else math.inf
         covered += lo <= edge <= hi
-    assert found / len(seeds) >= 0.9, (found, levels)
+    # (the line through every level's reading puts 99-100% of 200 seeds there; the bracket's middle 92-95%)
+    assert found / len(seeds) >= 0.95, (found, levels)
     assert covered / len(seeds) >= 0.9, covered
     # AND it takes a handful of levels, not a sweep
     assert max(levels) <= 10

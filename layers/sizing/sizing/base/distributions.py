@@ -20,7 +20,7 @@ MAX_TOKENS = 10_485_760
 #: Draws are stratified in blocks of this many (`stratified_uniforms`): every block holds one draw from each of
 #: its equal-probability strata, in random order, so a p95 or p99 read over a few blocks is the distribution's,
 #: not a sample's that happens to miss it. 100 strata put a p99 on the distribution's own 99th stratum; the
-#: estimator's 500 requests are five blocks, a load level's hundreds a few.
+#: estimator's probes are a few blocks, a load level's hundreds a few.
 STRATUM = 100
 
 
@@ -88,8 +88,8 @@ class TokenDistribution:
 
     def sample(self, rng: np.random.Generator, n: int, *, stratified: bool = False) -> np.ndarray:
         """n draws. `stratified`: by blocks of STRATUM (`stratified_uniforms`), so every block holds the
-        distribution's quantiles; else independent draws (the estimator's simulations, which its calibration was
-        fitted with)."""
+        distribution's quantiles (the estimator's simulations and the load generator's levels); else independent
+        draws."""
         import numpy as np
 
         if self.kind == "fixed":

@@ -282,7 +282,10 @@ def simulate(
 
 class _Draws:
     """The random numbers one run of `n` requests draws for a seed, in the order `simulate` always drew them from
-    `np.random.default_rng(seed)`: each request's prompt tokens, its output tokens, then n standard exponentials
+    `np.random.default_rng(seed)`: each request's prompt tokens, its output tokens (both stratified by blocks of
+    `sizing.base.distributions.STRATUM`, as the load generator draws them: every block of requests holds the
+    distribution's quantiles, so a p95 read over a few hundred requests is the workload's, not one sample's that
+    missed its tail -- docs/loadgen.md, "Against the twin"), then n standard exponentials
     (an open loop's inter-arrival gaps, or a closed loop's think times, at their scale: numpy's
     `exponential(scale)` is `scale * standard_exponential()`, bit for bit). Read-only, with the token counts also
     as lists (what the scheduler takes) and the largest output and request, so the cut to a replica's limit is
@@ -296,7 +299,11 @@ class _Draws:
         if input_dist is None or output_dist is None:
             return  # `given`'s: it sets the fields
         rng = np.random.default_rng(seed)
-        self._set(input_dist.sample(rng, n), output_dist.sample(rng, n), rng.standard_exponential(n))
+        self._set(
+            input_dist.sample(rng, n, stratified=True),
+            output_dist.sample(rng, n, stratified=True),
+            rng.standard_exponential(n),
+        )
 
     @classmethod
     def given(cls, inp: np.ndarray, out: np.ndarray, exponential: np.ndarray) -> _Draws:

@@ -6,7 +6,9 @@ a check at one user first (an SLO that fails with no queueing fails at any load)
 between the last rate that meets the SLO and the first that misses it. Bisection finds that edge in
 BISECTION_STEPS probes whatever the workload; the search here guesses it from the latencies already simulated
 and confirms the guess, which usually takes two or three probes. Where meeting the SLO is monotone in the rate
-the two find the same edge, hence the same capacity (tests/unit/test_plan_capacity_search.py).
+the two find the same edge (tests/unit/test_plan_capacity_search.py). The grid step above that edge is then
+bisected to EDGE_TOLERANCE (`refine`), so the capacity is the edge to a few percent, as a load test's capacity
+search finds it (`sizing.loadtest.capacity`), not to a step of the grid.
 
 Searches and operating-point predictions are memoised per process (`sizing.plan.memo`): a warm container
 answering the same workload again does not simulate again, and one re-sizing it for another user count or region
@@ -28,9 +30,14 @@ from sizing.plan.memo import LRU, fingerprint
 from sizing.workload.derived import WorkloadModel
 from sizing.workload.spec import SLO
 
-#: Requests simulated per probe. p99 of 800 samples rests on 8 requests beyond it: enough to rank and size,
-#: and the bisection's own resolution (1/2^BISECTION_STEPS of the saturated rate) is coarser than that noise.
-PROBE_REQUESTS = 500
+#: Requests simulated per probe (the first tenth, from an empty replica, left out of its percentiles). Near the
+#: edge a queue takes long to settle, and a p95 of a few hundred requests scatters by several percent, which an e2e
+#: SLO (flat in the rate: the answer's length dominates it) turns into tens of percent of rate: with 500-request
+#: probes the examples' top-3 capacities moved by up to 20% against 1,000- or 2,000-request ones (code-assistant's
+#: first candidate 8.93 against 10.7 req/s; docs/loadgen.md, "Against the twin"), which a capacity search against
+#: the candidate's twin then reads as the estimate's error. 2,000 requests is what the simulator's speed target is
+#: set for (benchmarks/speed.py: milliseconds a probe), and an estimate's searches take a few tenths of a second.
+PROBE_REQUESTS = 2000
 #: Bisection steps between 0 and the saturated rate: 2^-5 = 3% of the saturated rate, finer than the
 #: estimator's own error (see benchmarks/accuracy.py) and than the 20% default headroom. The grid of probed rates
 #: is sat x k / 2^BISECTION_STEPS whatever order the probes take.
@@ -40,6 +47,15 @@ BISECTION_STEPS = 5
 #: Over 691 feasible searches of workloads derived from examples/ it took 3.6 simulations on average (bisection:
 #: 6), used the whole budget in 3, and found bisection's capacity in every one.
 GUIDED_EXTRA_PROBES = 3
+#: Relative width the edge between the grid's last pass and first failure is narrowed to (`refine`): the grid's
+#: step is 1/2^BISECTION_STEPS of the saturated rate, which is 3% of a capacity near saturation but 30% or more of
+#: one an e2e SLO holds far below it (the example chatbot's p5en.48xlarge TP4: 2.19 req/s on a grid of 1.1), where
+#: a capacity search of the load generator finds the edge to +/-5% (`sizing.loadtest.capacity`). Bisecting that
+#: step to 4% puts the estimate's edge within +/-2% of the simulation's, finer than the search's resolution.
+EDGE_TOLERANCE = 0.04
+#: Most probes the narrowing spends: a grid step of 100% of the rate below it (the grid's first point) takes five
+#: halvings to reach EDGE_TOLERANCE; a bound on the estimate's time, not a tuning.
+EDGE_PROBES = 5
 #: Capacity searches memoised per process. An entry is a few numbers; the catalog offers ~200 hardware options a
 #: workload, so this holds every search of several recent workloads.
 CAPACITY_CACHE_SIZE = 1024
@@ -52,8 +68,12 @@ PROBE_CACHE_SIZE = 1024
 #: Floor and ceiling of an SLO score (achieved / limit) used to guess the edge: keeps 1/score finite when a
 #: figure is zero (a one-token output has no TPOT) or a limit is tiny.
 SCORE_CLAMP = (1e-9, 1e9)
-#: Requests simulated for the reported prediction at the operating point: p99 rests on 10 requests.
-REPORT_REQUESTS = 1000
+#: Requests simulated for the reported prediction at an operating point (and the report's latency curves): as many
+#: as a probe's, so the figures reported at the capacity are the run the search judged there, and a curve crosses
+#: its SLO where the capacity says (a shorter run reads less of the queue near the edge: with 1,000 requests an
+#: 8B chat replica's TTFT curve crossed its 300 ms SLO 22% above the capacity 2,000-request probes found). p99
+#: rests on 18 requests.
+REPORT_REQUESTS = PROBE_REQUESTS
 #: Percentile used when the simulator does not report the one an SLO names (p90 -> p95, the stricter one).
 FALLBACK_PERCENTILE = "p95"
 
@@ -308,6 +328,9 @@ def max_rate_under_slo(
         PROBE_REQUESTS,
         BISECTION_STEPS,
         GUIDED_EXTRA_PROBES,
+        EDGE_TOLERANCE,
+        EDGE_PROBES,
+        REPORT_REQUESTS,
     )
     known = _capacities.get(key)
     if known is None:
@@ -381,20 +404,24 @@ def _search(
     grid = 2**BISECTION_STEPS
     top = max(saturated_rps, 1e-6)
     budget = BISECTION_STEPS + GUIDED_EXTRA_PROBES
-    e2e: dict[int, float] = {}
+    e2e: dict[float, float] = {}
+
+    def at_rate(rate: float) -> bool:
+        sim = _simulated(step, wm, OpenLoop(rate), PROBE_REQUESTS, seed)
+        e2e[rate] = float(sim.e2e_s.mean)
+        return not violations(sim, slo, scale)
 
     def probed(k: int) -> tuple[bool, float]:
-        sim = _simulated(step, wm, OpenLoop(grid_rate(k, top, BISECTION_STEPS)), PROBE_REQUESTS, seed)
-        e2e[k] = float(sim.e2e_s.mean)
+        rate = grid_rate(k, top, BISECTION_STEPS)
+        sim = _simulated(step, wm, OpenLoop(rate), PROBE_REQUESTS, seed)
+        e2e[rate] = float(sim.e2e_s.mean)
         return not violations(sim, slo, scale), 1.0 / score(sim, slo, scale)
 
     if start is not None:
         # a grid point known to pass: no one-user check, the edge lies above it
         edge, probes = find_edge(probed, grid, start[1], budget, start=start[0])
-        edge, checked = _reported_edge(step, wm, edge, top, scale, seed)
-        return Capacity(
-            grid_rate(edge, top, BISECTION_STEPS), True, "", probes + checked, e2e_mean_s=e2e.get(edge)
-        )
+        rate, checked = _edge_rate(step, wm, edge, top, scale, seed, at_rate)
+        return Capacity(rate, True, "", probes + checked, e2e_mean_s=e2e.get(rate))
     single = _simulated(step, wm, ClosedLoop(1), PROBE_REQUESTS, seed)
     bad = violations(single, slo, scale)
     if bad:
@@ -406,22 +433,65 @@ def _search(
         closest = {f"{m}.{p}": v for m, p, v, _ in bad}
         return Capacity(0.0, False, f"{reasons} even at 1 user", 1, closest)
     edge, probes = find_edge(probed, grid, 1.0 / score(single, slo, scale), budget)
-    edge, checked = _reported_edge(step, wm, edge, top, scale, seed)
+    lo, checked = _edge_rate(step, wm, edge, top, scale, seed, at_rate)
     probes += checked
-    lo = grid_rate(edge, top, BISECTION_STEPS)
     if lo <= 0:
         # passes at one user, fails at every probed rate: capacity is below the first probe -- half one user's
         # worth, and never above the midpoint below that failed probe (bisection's next), so a stricter SLO
         # margin can never find more capacity than a looser one that passed the first probe
         lo = min(1.0 / max(single.e2e_s.mean, 1e-3) * 0.5, grid_rate(1, top, BISECTION_STEPS) / 2)
-    return Capacity(lo, True, "", 1 + probes, e2e_mean_s=e2e.get(edge))
+    return Capacity(lo, True, "", 1 + probes, e2e_mean_s=e2e.get(lo))
+
+
+def refine(passes: Callable[[float], bool], lo: float, hi: float) -> tuple[float, int]:
+    """(the highest rate found to pass between `lo`, which passes, and `hi`, which fails, bisected until the two
+    are within EDGE_TOLERANCE of each other or EDGE_PROBES probes are spent; the probes made)."""
+    probes = 0
+    while hi > lo * (1 + EDGE_TOLERANCE) and probes < EDGE_PROBES:
+        mid = (lo + hi) / 2
+        probes += 1
+        if passes(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, probes
+
+
+def _edge_rate(
+    step: Any,
+    wm: WorkloadModel,
+    edge: int,
+    top: float,
+    scale: Margin,
+    seed: int,
+    passes: Callable[[float], bool],
+) -> tuple[float, int]:
+    """(the capacity from the grid's edge -- grid point `edge` passes, the next fails -- and the simulations it
+    took): the step between the two narrowed (`refine`), then lowered by
+    EDGE_TOLERANCE at a time (up to REPORT_CHECK_STEPS) until the prediction reported there meets the SLO too;
+    failing that, the grid point the report check settles on (`_reported_edge`). Grid point 0 (nothing probed
+    passed) is left to the caller."""
+    lo = grid_rate(edge, top, BISECTION_STEPS)
+    if edge < 1:
+        return lo, 0
+    rate, probes = refine(passes, lo, grid_rate(edge + 1, top, BISECTION_STEPS))
+    for _ in range(REPORT_CHECK_STEPS):
+        if rate <= lo:
+            break
+        probes += 1
+        if not violations(predict_at(step, wm, rate, seed), wm.slo, scale):
+            return rate, probes
+        rate /= 1 + EDGE_TOLERANCE
+    edge, checked = _reported_edge(step, wm, edge, top, scale, seed)
+    return grid_rate(edge, top, BISECTION_STEPS), probes + checked
 
 
 #: Grid points the capacity may step down so that the prediction reported at it (REPORT_REQUESTS requests) meets
-#: the SLO too: the probes' 500 requests and the report's 1,000 draw different samples, and near the edge their
-#: percentiles differ by a few percent (chatbot's p5.48xlarge TP8: e2e p95 2.57 s reported at the edge the
-#: probes found, against a 2.5 s limit). Each step is 1/2^BISECTION_STEPS of the saturated rate; a bound, so a
-#: search never costs more than this many simulations more.
+#: the SLO too: when the probes and the report ran different numbers of requests, their percentiles near the edge
+#: differed by a few percent (chatbot's p5.48xlarge TP8: e2e p95 2.57 s reported at the edge 500-request probes
+#: found, against a 2.5 s limit). With both PROBE_REQUESTS long the report is the probe's run and the check
+#: passes at once; it stays for a margin or length that differs. Each step is 1/2^BISECTION_STEPS of the
+#: saturated rate; a bound, so a search never costs more than this many simulations more.
 REPORT_CHECK_STEPS = 4
 
 
