@@ -16,12 +16,12 @@ import pytest
 from sizing.base.errors import InvalidInput
 from sizing.catalog import load_catalog
 from sizing.deploy.base import Endpoint, TeardownReport
-from sizing.loadtest.config import token_distribution
 from sizing.loadtest.prompts import PromptSource
 from sizing.orchestrate import steps
 from sizing.orchestrate.contracts import Candidate, LoadTask
 from sizing.orchestrate.settings import OrchestrationSettings
 from sizing.store.items import Run
+from sizing.workload.parse import token_distribution
 from tests.fakes.store import InMemoryStore
 
 ASL = Path(__file__).resolve().parents[2] / "statemachines" / "sizing_run.asl.json"

@@ -4,35 +4,15 @@ twice), and only Slack runs' completion events reach the notifier."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-
-TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
-
-
-class _CfnLoader(yaml.SafeLoader):
-    """YAML with CloudFormation's short-form tags kept as {"Tag": value}."""
-
-
-def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
-    if isinstance(node, yaml.ScalarNode):
-        value: Any = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
-    return {suffix: value}
-
-
-_CfnLoader.add_multi_constructor("!", _tag)
+from support.template import load_template
 
 
 @pytest.fixture(scope="module")
 def resources() -> dict[str, Any]:
-    return dict(yaml.load(TEMPLATE.read_text(), Loader=_CfnLoader)["Resources"])
+    return dict(load_template()["Resources"])
 
 
 def _statements(fn: dict[str, Any]) -> list[dict[str, Any]]:

@@ -5,38 +5,19 @@ replays it)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from support.template import load_template
 
-TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 #: What reads a workload's trace: the API (POST /estimates), the run's estimate and collect steps (each builds the
 #: workload model), the re-sizing of a saved watch on a release, and the load generator (it replays the trace).
 READERS = {"ApiFunction", "StepEstimateFunction", "StepCollectFunction", "ReleaseFanoutFunction"}
 
 
-class _CfnLoader(yaml.SafeLoader):
-    """YAML with CloudFormation's short-form tags kept as {"Tag": value}."""
-
-
-def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
-    if isinstance(node, yaml.ScalarNode):
-        value: Any = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
-    return {suffix: value}
-
-
-_CfnLoader.add_multi_constructor("!", _tag)
-
-
 @pytest.fixture(scope="module")
 def template() -> dict[str, Any]:
-    return dict(yaml.load(TEMPLATE.read_text(), Loader=_CfnLoader))
+    return dict(load_template())
 
 
 def test_traces_are_read_only_from_the_named_buckets_and_only_read(template: dict[str, Any]) -> None:

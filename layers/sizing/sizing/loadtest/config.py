@@ -8,7 +8,6 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from sizing.base.distributions import TokenDistribution
 from sizing.base.strict import Strict
 from sizing.workload.spec import TokenSpec
 
@@ -238,14 +237,3 @@ def fresh_seed() -> int:
     server's prefix cache cannot serve one run's prompts from another's (a rerun with vLLM's prefix caching on
     got 84-96% of its prompt tokens from the cache, and half the TTFT, when every run used seed 0)."""
     return secrets.randbelow(2**31)
-
-
-def token_distribution(spec: TokenSpec) -> TokenDistribution:
-    """The workload model's distribution for a token spec (fixed, mean + p95, or lognormal with sigma)."""
-    if spec.fixed is not None:
-        return TokenDistribution.fixed(spec.fixed)
-    assert spec.mean is not None
-    if spec.sigma is not None:
-        return TokenDistribution.lognormal(spec.mean, spec.sigma)
-    assert spec.p95 is not None
-    return TokenDistribution.from_mean_p95(spec.mean, spec.p95)

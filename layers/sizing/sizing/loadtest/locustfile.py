@@ -41,7 +41,8 @@ from locust.env import Environment
 from locust.runners import MasterRunner
 
 from sizing.loadtest.collector import COLLECTOR, STATE, Collector, configure, configured
-from sizing.loadtest.config import LoadTestConfig, token_distribution
+from sizing.loadtest.config import LoadTestConfig
+from sizing.workload.parse import token_distribution
 from sizing.loadtest.http import Connection
 from sizing.loadtest.metrics import RequestRecord
 from sizing.loadtest.prompts import PromptItem, PromptSource, ReplayPrompts

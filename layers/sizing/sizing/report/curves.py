@@ -108,7 +108,7 @@ class Curve:
         return min(found) if found else None
 
 
-def token_distribution(block: dict[str, Any]) -> TokenDistribution:
+def block_distribution(block: dict[str, Any]) -> TokenDistribution:
     """Rebuild a token distribution from the result's `workload.input_tokens` (or output) block: a lognormal
     through its mean and p95 (how most specs state it, and both are kept, so this is then the spec's own), else a
     fixed length."""
@@ -221,7 +221,7 @@ def rebuilt_workload(result: dict[str, Any]) -> WorkloadModel | None:
     token shapes and peak rate are kept rounded there); None when the block is unusable."""
     w = result.get("workload") or {}
     try:
-        ins, outs = token_distribution(w["input_tokens"]), token_distribution(w["output_tokens"])
+        ins, outs = block_distribution(w["input_tokens"]), block_distribution(w["output_tokens"])
         model = str(w.get("model") or "model")
         base = parse_spec(
             {

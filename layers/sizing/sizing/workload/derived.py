@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from sizing.base.distributions import TokenDistribution
 from sizing.base.errors import InvalidInput, Problem
-from sizing.workload.parse import PRESETS, _dist, read_token_samples
+from sizing.workload.parse import PRESETS, read_token_samples, token_distribution
 from sizing.workload.spec import MIN_PEAK_RPS, SLO, Traffic, WorkloadSpec, shared_prefix_problem
 
 if TYPE_CHECKING:
@@ -213,7 +213,7 @@ def build_model(spec: WorkloadSpec, model_id: str | None = None) -> WorkloadMode
             notes.append("tokens.samples_file given: its samples replace tokens.input/output")
     else:
         assert spec.tokens.input is not None and spec.tokens.output is not None
-        i_dist, o_dist = _dist(spec.tokens.input), _dist(spec.tokens.output)
+        i_dist, o_dist = token_distribution(spec.tokens.input), token_distribution(spec.tokens.output)
     if spec.trace is None:
         prefix = spec.tokens.shared_prefix or 0
     problem = shared_prefix_problem(prefix, i_dist.mean)

@@ -233,7 +233,8 @@ def load_spec(path: str | Path) -> WorkloadSpec:
     return spec
 
 
-def _dist(t: TokenSpec) -> TokenDistribution:
+def token_distribution(t: TokenSpec) -> TokenDistribution:
+    """The workload model's distribution for a token spec (fixed, mean + p95, or lognormal with sigma)."""
     if t.fixed is not None:
         return TokenDistribution.fixed(t.fixed)
     assert t.mean is not None
