@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support.template import load_template
+
+from sizing.store.schema import load_template
 
 
 @pytest.fixture(scope="module")
@@ -32,13 +33,13 @@ def test_slack_routes_have_no_iam_auth_and_reach_their_function(
 ) -> None:
     route = resources["SizingApi"]["Properties"]["DefinitionBody"]["paths"][path]["post"]
     assert route["security"] == []
-    assert f"${{{function}.Arn}}" in route["x-amazon-apigateway-integration"]["uri"]["Sub"]
+    assert f"${{{function}.Arn}}" in route["x-amazon-apigateway-integration"]["uri"]["Fn::Sub"]
     permission = next(
         r
         for r in resources.values()
         if r["Type"] == "AWS::Lambda::Permission" and r["Properties"]["FunctionName"] == {"Ref": function}
     )
-    assert permission["Properties"]["SourceArn"]["Sub"].endswith(f"/POST{path}")
+    assert permission["Properties"]["SourceArn"]["Fn::Sub"].endswith(f"/POST{path}")
 
 
 def test_the_slack_secret_is_granted_to_the_functions_that_verify_or_post_and_not_to_the_worker(

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support.template import load_template
+
+from sizing.store.schema import load_template
 
 #: What reads a workload's trace: the API (POST /estimates), the run's estimate and collect steps (each builds the
 #: workload model), the re-sizing of a saved watch on a release, and the load generator (it replays the trace).
