@@ -243,3 +243,23 @@ def test_a_searched_capacity_reprices_only_when_its_interval_excludes_the_predic
         # AND outside it the row is re-priced at the measured capacity: more replicas, a higher cost
         assert not capacity["consistent_with_estimate"] and "re-priced" in capacity["verdict"]
         assert row["cost"]["usd_per_month"] > arch["cost"]["usd_per_month"]
+
+
+def test_a_replayed_traces_levels_keep_its_digest_and_say_how_they_were_sent(arch) -> None:
+    # GIVEN two levels of a recorded trace replayed at two rates, each stamped with the trace's digest
+    records = [_record(2, target={"rate_rps": r}, trace_digest="sha256:abc123") for r in (1.0, 2.0)]
+    # WHEN they are merged
+    measured = _merge(arch, records, origin="endpoint")["architectures"][0]["measured"]
+    # THEN the measured block names the trace and says the trace was replayed, not swept by concurrency
+    assert measured["trace_digest"] == "sha256:abc123"
+    assert "the recorded trace replayed at each rate" in measured["how"]
+
+
+def test_a_stored_architecture_without_its_cost_is_refused_naming_the_field(arch) -> None:
+    # GIVEN a stored architecture that lost its cost
+    broken = {k: v for k, v in arch.items() if k != "cost"}
+    # WHEN it is merged with its load test
+    with pytest.raises(InvalidInput) as err:
+        _merge(broken, [_record(2)], origin="endpoint")
+    # THEN the error names the missing field, not a stack trace from deep inside the merge
+    assert any(p.field.endswith("architectures.0.cost") for p in err.value.problems)

@@ -120,35 +120,39 @@ class AlsoFits(Frozen):
 
 class Measured(Frozen):
     """Figures from a load test. `origin` says what served them: `endpoint` (a real server: measured) or `twin`
-    (a local endpoint timed by our own model: simulated, never a measurement)."""
+    (a local endpoint timed by our own model: simulated, never a measurement).
 
-    origin: Literal["twin", "endpoint"] | None = None
+    A run's load test (`sizing.orchestrate.merge`) states the level shown and its throughput, the SLO capacity the
+    passing levels reached (or the capacity search's, with its interval: `capacity`), each level and whether it
+    met the SLOs, the serving configuration and engine version served, when and how it was measured, and the
+    estimator's figures re-simulated at the level shown. The fields are declared in the order the merge writes
+    them, so a run's stored JSON and this model's dump (of the fields set) read alike."""
+
     ttft_ms: Percentiles | None = None
     tpot_ms: Percentiles | None = None
     e2e_s: Percentiles | None = None
-    #: what the server reported it runs (`sizing.loadtest.server.ServerFacts` as a dict), and where that differs
-    #: from the serving configuration the estimate assumed, in words
-    server: dict[str, Any] | None = None
-    differs: list[str] = Field(default_factory=list)
-    #: the architecture whose deployment was load-tested, when it is not this row (SageMaker on the hardware of a
-    #: measured EKS row), and that in words
-    measured_on: str | None = None
-    note: str | None = None
-    #: a run's load test (`sizing.orchestrate.merge`): the level shown and its throughput, the SLO capacity the
-    #: passing levels reached (or the capacity search's, with its interval: `capacity`), each level and whether
-    #: it met the SLOs, the serving configuration and engine version served, when and how it was measured, and
-    #: the estimator's figures re-simulated at the level shown
     requests_per_s: float | None = None
     output_tokens_per_s: float | None = None
     at: dict[str, Any] | None = None
     capacity_rps: float | None = None
     meets_slo: bool | None = None
     levels: list[dict[str, Any]] = Field(default_factory=list)
+    origin: Literal["twin", "endpoint"] | None = None
     serving: dict[str, Any] | None = None
     engine_version: str | None = None
+    #: what the server reported it runs (`sizing.loadtest.server.ServerFacts` as a dict), and where that differs
+    #: from the serving configuration the estimate assumed, in words
+    server: dict[str, Any] | None = None
     when: str | None = None
     how: str | None = None
+    #: a replayed trace's digest: its levels were the trace time-scaled to each rate
+    trace_digest: str | None = None
+    differs: list[str] = Field(default_factory=list)
     predicted_at_level: dict[str, Any] | None = None
+    #: the architecture whose deployment was load-tested, when it is not this row (SageMaker on the hardware of a
+    #: measured EKS row), and that in words
+    measured_on: str | None = None
+    note: str | None = None
     capacity: dict[str, Any] | None = None
 
 

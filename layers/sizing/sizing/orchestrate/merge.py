@@ -7,13 +7,21 @@ measured keep their estimate; the `measured` field says which is which, and `mea
 `endpoint` (a real server) or `twin` (a local twin, which serves at our own model's pace: its figures are
 simulated, not measured). `measured.predicted_at_level` is the estimator re-simulated at the load level the block
 shows, so predicted and measured figures compare at the same load point; `measured.serving` and
-`measured.engine_version` say which configuration was measured."""
+`measured.engine_version` say which configuration was measured.
+
+The architectures are read once, where they enter, into the typed `Architecture` (`sizing.upgrade`: a stored or
+older result's missing figures read as unknown); the merge changes typed values (a validated `Measured`, `Cost`,
+`Replicas`, `Instances`) and writes each architecture's JSON at the edge: its stored JSON with the fields the merge
+changed, dumped, so the run's stored and returned JSON keep their keys and order."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
+
+from pydantic import BaseModel
 
 from sizing.base.errors import InvalidInput, Problem, SizingError
 from sizing.base.vocabulary import CAPACITY_PHASE, ENDPOINT, TWIN, Origin
@@ -28,7 +36,8 @@ from sizing.plan.answer import pricing_of
 from sizing.plan.candidates import HardwareOption
 from sizing.plan.cost import project
 from sizing.plan.search import DEFAULT_HEADROOM
-from sizing.results import rank_cost
+from sizing.results import Architecture, Cost, Instances, Measured, Replicas, rank_cost
+from sizing.upgrade import upgrade_result
 from sizing.workload.derived import WorkloadModel, build_model
 from sizing.workload.spec import WorkloadSpec
 
@@ -69,10 +78,11 @@ def _measured_block(
     best: dict[str, Any] | None,
     spec: WorkloadSpec,
     origin: Origin = ENDPOINT,
-    arch: dict[str, Any] | None = None,
+    arch: Architecture | None = None,
     wm: WorkloadModel | None = None,
     cat: Catalog | None = None,
 ) -> dict[str, Any]:
+    """The `measured` block's JSON from a candidate's step records (the load generator's own, read as stored)."""
     shown = best or min(steps, key=lambda s: s.get("target", {}).get("concurrency", 0))
     served = (
         "a local twin (our own model's simulation, not a measurement)" if origin == TWIN else "the endpoint"
@@ -93,7 +103,7 @@ def _measured_block(
             for s in steps
         ],
         "origin": origin,
-        "serving": next((s["serving"] for s in steps if s.get("serving")), None) or (arch or {}).get("serving"),
+        "serving": next((s["serving"] for s in steps if s.get("serving")), None) or _serving(arch),
         "engine_version": next((s["engine_version"] for s in steps if s.get("engine_version")), None),
         # what the server reported it runs, and where that differs from the serving configuration assumed
         "server": next((s["server_facts"] for s in steps if s.get("server_facts")), None),
@@ -115,8 +125,22 @@ def _measured_block(
     return block
 
 
+def _serving(arch: Architecture | None) -> dict[str, Any] | None:
+    """The architecture's serving configuration as the measured block states it (None when unknown)."""
+    if arch is None or arch.serving is None:
+        return None
+    return arch.serving.model_dump(mode="json")
+
+
+def _architecture(arch: Architecture | dict[str, Any]) -> Architecture:
+    """One architecture read into the typed model (a stored or hand-written one through `sizing.upgrade`)."""
+    if isinstance(arch, Architecture):
+        return arch
+    return upgrade_result({"architectures": [arch]}, "architecture").architectures[0]
+
+
 def predicted_at_level(
-    arch: dict[str, Any],
+    arch: Architecture | dict[str, Any],
     target: dict[str, Any] | None,
     wm: WorkloadModel,
     cat: Catalog,
@@ -128,7 +152,8 @@ def predicted_at_level(
     distributions on the architecture's serving config, every prompt starting with the `prefix_tokens` the level
     sent (its record's `shared_prefix_tokens`). None when there is no replica to simulate (Bedrock) or no
     level."""
-    if not target or arch.get("deployment") == "bedrock" or not arch.get("instance_type"):
+    arch = _architecture(arch)
+    if not target or arch.deployment == "bedrock" or not arch.instance_type:
         return None
     load: ClosedLoop | OpenLoop | Replay
     n = LEVEL_REQUESTS
@@ -175,7 +200,7 @@ def predicted_at_level(
 
 
 def merge_measurements(
-    architectures: list[dict[str, Any]],
+    architectures: Sequence[Architecture | dict[str, Any]],
     measured: list[dict[str, Any]],
     steps: list[dict[str, Any]],
     spec: WorkloadSpec,
@@ -186,13 +211,18 @@ def merge_measurements(
 ) -> dict[str, Any]:
     """Architectures with `measured` filled in and re-ranked; calibration rows from every measured step. `origin`:
     `endpoint` for real servers (`loadtest`, its earlier name, is accepted), `twin` for local twins, whose rows
-    calibration refuses; it becomes `measured.origin`."""
+    calibration refuses; it becomes `measured.origin`. The architectures come as stored (JSON, read once into the
+    typed model) or typed; they go back as JSON, each its stored JSON with what the merge changed."""
     kind = ORIGIN_ALIASES.get(origin)
     if kind is None:
         raise InvalidInput(
             f"unknown measurement origin '{origin}' (use twin or endpoint)",
             [Problem("origin", f"'{origin}' is not twin or endpoint")],
         )
+    docs = [a.model_dump(mode="json") if isinstance(a, Architecture) else dict(a) for a in architectures]
+    typed = upgrade_result(
+        {"workload": {"model": spec.model}, "architectures": docs}, "run's result"
+    ).architectures
 
     wm = build_model(spec, cat.model(spec.model).id)
     by_candidate: dict[str, list[dict[str, Any]]] = {}
@@ -208,74 +238,92 @@ def merge_measurements(
             applies[arch_id] = m["candidate_id"]
             deployed.setdefault(m["candidate_id"], arch_id)
     rows: list[dict[str, Any]] = []
-    out = []
-    for a in architectures:
-        a = dict(a)
-        cid = applies.get(a["id"])
+    #: each architecture, typed, with what the merge changed on it (typed values, dumped at the edge)
+    out: list[tuple[Architecture, dict[str, Any], dict[str, Any]]] = []
+    for a, doc in zip(typed, docs, strict=True):
+        changes: dict[str, Any] = {}
+        cid = applies.get(a.id)
         recs = by_candidate.get(cid or "", [])
         if cid and recs:
             passing = [r for r in recs if step_meets(r, spec)]
             best = max(passing, key=lambda r: r.get("requests_per_s", 0)) if passing else None
-            a["measured"] = _measured_block(recs, best, spec, kind, a, wm, cat)
-            if deployed.get(cid) and deployed[cid] != a["id"]:
+            block = _measured_block(recs, best, spec, kind, a, wm, cat)
+            if deployed.get(cid) and deployed[cid] != a.id:
                 # the figures belong to what was measured: this row stands on another deployment's load test
                 own = deployed[cid]
-                a["measured"]["measured_on"] = own
-                a["measured"]["note"] = (
+                block["measured_on"] = own
+                block["note"] = (
                     f"measured on the {own.split(':', 1)[0].upper()} deployment of the same hardware ({own}), not on"
-                    f" this {a['deployment']} one"
+                    f" this {a.deployment} one"
                 )
-            a["meets_slo"] = best is not None
+            meets = best is not None
             capacity = _searched_capacity(a, searched.get(cid or ""))
             rate = float(best["requests_per_s"]) if best is not None else None
             if capacity is not None:
-                a["measured"]["capacity"] = capacity
-                a["measured"]["capacity_rps"] = capacity["capacity_rps"] or 0.0
-                a["meets_slo"] = capacity["capacity_rps"] is not None
+                block["capacity"] = capacity
+                block["capacity_rps"] = capacity["capacity_rps"] or 0.0
+                meets = capacity["capacity_rps"] is not None
                 # the estimate stands where its capacity lies inside the measured interval (noise, not signal)
                 rate = None if capacity["consistent_with_estimate"] else capacity["capacity_rps"]
-            if rate is not None and a["deployment"] != "bedrock":
-                _reprice(a, float(rate) * (1 - headroom), spec, wm, cat)
-            if a["id"] == next((m_id for m_id, c in applies.items() if c == cid), None):
-                rows += calibration_rows(a, recs, cid, run_id, ROW_ORIGIN[kind], wm, cat)
-        out.append(a)
-    feasible = sorted((a for a in out if a["meets_slo"]), key=rank_cost)
-    rest = [a for a in out if not a["meets_slo"]]
-    for rank, a in enumerate(feasible, start=1):
-        a["rank"] = rank
-    for a in rest:
-        a["rank"] = 0
-    return {"architectures": feasible + rest, "calibration_rows": rows}
+            # validated here: a misspelled key fails instead of riding along unread
+            changes["measured"] = Measured.model_validate(block)
+            changes["meets_slo"] = meets
+            if rate is not None and a.deployment != "bedrock":
+                changes.update(_reprice(a, float(rate) * (1 - headroom), spec, wm, cat))
+            if a.id == next((m_id for m_id, c in applies.items() if c == cid), None):
+                rows += calibration_rows(
+                    _document(doc, changes), recs, cid, run_id, ROW_ORIGIN[kind], wm, cat
+                )
+        out.append((a.model_copy(update=changes), doc, changes))
+    feasible = sorted((x for x in out if x[0].meets_slo), key=lambda x: rank_cost(x[0]))
+    rest = [x for x in out if not x[0].meets_slo]
+    ranked = [(x, rank) for rank, x in enumerate(feasible, start=1)] + [(x, 0) for x in rest]
+    return {
+        "architectures": [_document(doc, {**changes, "rank": rank}) for (a, doc, changes), rank in ranked],
+        "calibration_rows": rows,
+    }
 
 
-def _reprice(a: dict[str, Any], usable: float, spec: WorkloadSpec, wm: WorkloadModel, cat: Catalog) -> None:
+def _document(doc: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """The architecture's JSON after the merge: its stored JSON (`doc`, keys and order kept) with the fields the
+    merge changed, each typed value dumped with the keys it was given (as the run has always stored them)."""
+    return {
+        **doc,
+        **{
+            k: v.model_dump(mode="json", exclude_unset=True) if isinstance(v, BaseModel) else v
+            for k, v in changes.items()
+        },
+    }
+
+
+def _reprice(
+    a: Architecture, usable: float, spec: WorkloadSpec, wm: WorkloadModel, cat: Catalog
+) -> dict[str, Any]:
     """Replicas and cost of the row recomputed from a measured usable rate per replica (the estimate's cost kept
-    as `cost_estimated`)."""
-    hw = HardwareOption(
-        a["instance_type"],
-        a["tensor_parallel"],
-        a["quantization"],
-        a["engine"],
-        a["replicas_per_instance"] * a["tensor_parallel"],
-    )
+    as `cost_estimated`): the fields that change, typed."""
+    tp = int(a.tensor_parallel or 1)
+    rpi = int(a.replicas_per_instance or 1)
+    hw = HardwareOption(str(a.instance_type), tp, str(a.quantization), a.engine, rpi * tp)
     users = spec.users.total if spec.users else None
-    cost = project(wm, usable, hw.replicas_per_instance, pricing_of(cat, wm, hw, a["deployment"]), users)
+    cost = project(wm, usable, hw.replicas_per_instance, pricing_of(cat, wm, hw, a.deployment), users)
     nodes = cost.pop("_nodes")
     sched = cost["schedule"]["replicas_by_hour"]
-    a["cost_estimated"] = a["cost"]
-    a["cost"] = cost
-    a["replicas"] = {"peak": max(sched), "min": min(sched), "mean": round(sum(sched) / 24, 2)}
-    a["instances"] = {"peak": nodes["peak"], "min": nodes["min"], "mean": round(nodes["mean"], 2)}
+    return {
+        "cost_estimated": a.cost,
+        "cost": Cost.model_validate(cost),
+        "replicas": Replicas(peak=max(sched), min=min(sched), mean=round(sum(sched) / 24, 2)),
+        "instances": Instances(peak=nodes["peak"], min=nodes["min"], mean=round(nodes["mean"], 2)),
+    }
 
 
-def _searched_capacity(arch: dict[str, Any], records: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+def _searched_capacity(arch: Architecture, records: list[dict[str, Any]] | None) -> dict[str, Any] | None:
     """The capacity the run's search found for this row's hardware, with its interval, and whether the estimate's
     own capacity lies inside it: a measurement re-prices a row only when its interval excludes the prediction
     (signal); inside it, the row says "measured, consistent with the estimate" and keeps the estimate's cost
     (noise). None when the run searched nothing for it."""
     if not records:
         return None
-    predicted = float((arch.get("per_replica") or {}).get("rps_slo_limit") or 0.0)
+    predicted = float(arch.per_replica.rps_slo_limit if arch.per_replica else 0.0)
     est = from_records(records, predicted or 1.0)
     low = est.low_rps if est.low_rps is not None else 0.0
     high = est.high_rps if est.high_rps is not None else math.inf
