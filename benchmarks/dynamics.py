@@ -62,14 +62,13 @@ PREEMPT_BLOCKS = 48
 QUEUE_FRACTIONS = (0.3, 0.5, 0.7, 0.85, 0.95)
 #: streams decoding beside the lone prompt of the `mixed` part
 MIXED_BACKGROUND = (0, 3, 8)
-#: autogroup nice for the engine's and the client's sessions (the kernel's highest priority for a CFS group)
-TOP_PRIORITY = -20
 
 
-def raise_priority(pid: int | str = "self") -> None:
-    """Best effort: the highest CFS priority for the session of `pid` (needs root; a no-op otherwise)."""
+def raise_priority() -> None:
+    """Best effort: this client's session at the highest CFS priority, autogroup nice -20 (needs root; a no-op
+    otherwise), as engine/engine.sh puts the engine's."""
     with contextlib.suppress(OSError):
-        Path(f"/proc/{pid}/autogroup").write_text(str(TOP_PRIORITY))
+        Path("/proc/self/autogroup").write_text("-20")
 
 
 def engine(cmd: str, **env: str) -> None:
@@ -77,9 +76,6 @@ def engine(cmd: str, **env: str) -> None:
         [str(ENGINE), cmd], check=True, cwd=ROOT,
         env={**os.environ, "SIZING_ENGINE_MODEL": SHAPE, "SIZING_ENGINE_SHAPES": SHAPE, **env},
     )  # fmt: skip
-    if cmd == "start":
-        pid = (ROOT / ".engine" / "server.pid").read_text().strip()
-        raise_priority(pid)
 
 
 def level(endpoint: str, model: str, part: str, mode: str, value: float, point: tuple[int, int],

@@ -88,8 +88,6 @@ def cpu_model() -> str:
 def engine(cmd: str, shape: str | None = None) -> None:
     env = {**os.environ, **({"SIZING_ENGINE_MODEL": shape, "SIZING_ENGINE_SHAPES": shape} if shape else {})}
     subprocess.run([str(ENGINE), cmd], check=True, env=env, cwd=ROOT)
-    if cmd == "start":
-        raise_priority((ROOT / ".engine" / "server.pid").read_text().strip())
 
 
 def row_of(shape: str, point: tuple[int, int], step: dict[str, Any], facts: Any, tag: str) -> dict[str, Any]:
@@ -206,12 +204,12 @@ def grid_point(args: argparse.Namespace, shape: str, point: tuple[int, int], mod
 WARMUP_WINDOW_S = 6.0
 
 
-def raise_priority(pid: int | str = "self") -> None:
-    """Best effort: the highest CFS priority (autogroup nice -20) for the session of `pid`, so that on a shared box
-    the engine and this client are not slowed by neighbours' work (needs root; a no-op otherwise). Run this
-    client under `setsid` so that only its own session is raised."""
+def raise_priority() -> None:
+    """Best effort: this client's session at the highest CFS priority, autogroup nice -20, as engine/engine.sh puts
+    the engine's, so that on a shared box neighbours' work does not take the client's core (needs root; a no-op
+    otherwise). Run this client under `setsid` so that only its own session is raised."""
     with contextlib.suppress(OSError):
-        Path(f"/proc/{pid}/autogroup").write_text("-20")
+        Path("/proc/self/autogroup").write_text("-20")
 
 
 def measure(args: argparse.Namespace) -> int:

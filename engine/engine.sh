@@ -89,6 +89,10 @@ start() {
     --max-num-batched-tokens "$MAX_NUM_BATCHED_TOKENS" ${KV_BLOCKS:+--num-gpu-blocks-override "$KV_BLOCKS"} \
     > "$HOME_DIR/server.log" 2>&1 &
   echo $! > "$HOME_DIR/server.pid"
+  # best effort: the server's session (setsid above) at the highest CFS priority where this runs as root, so that
+  # other work on a shared box does not take the engine's core from it (it still shares caches and memory: the
+  # figures say where; docs/engine.md, "Repeatability")
+  echo -20 > "/proc/$(cat "$HOME_DIR/server.pid")/autogroup" 2> /dev/null || true
   local waited=0
   until healthy; do
     if ! kill -0 "$(cat "$HOME_DIR/server.pid")" 2> /dev/null; then

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.launchers import KeepsTask
 
 from sizing.base.errors import InvalidInput
 from sizing.catalog import load_catalog
@@ -64,15 +65,6 @@ class AnswersAtOnce:
 
     def teardown(self, run_id: str, candidate_id: str | None = None) -> TeardownReport:
         return TeardownReport(deleted=[f"deployment/{run_id}" + (f"-{candidate_id}" if candidate_id else "")])
-
-
-class KeepsTask:
-    def __init__(self) -> None:
-        self.tasks: list[dict[str, Any]] = []
-
-    def start(self, task: dict[str, Any]) -> dict[str, Any]:
-        self.tasks.append(task)
-        return {"launched": "kept"}
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.launchers import KeepsTask
 
 from sizing.base.errors import InvalidInput
 from sizing.catalog import load_catalog
@@ -32,15 +33,6 @@ def traced_spec(path: Path) -> dict[str, Any]:
         "slo": {"ttft_ms": {"p95": 2000}, "e2e_s": {"p95": 10}},
         "constraints": {"deployments": ["eks"], "instance_types": ["g6e.xlarge"], "quantizations": ["fp8"]},
     }
-
-
-class KeepsTask:
-    def __init__(self) -> None:
-        self.tasks: list[dict[str, Any]] = []
-
-    def start(self, task: dict[str, Any]) -> dict[str, Any]:
-        self.tasks.append(task)
-        return {"launched": "kept"}
 
 
 @pytest.fixture(scope="module")

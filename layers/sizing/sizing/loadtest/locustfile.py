@@ -257,13 +257,7 @@ class RateUser(User):
             delay = next_at - time.monotonic()
             if delay > 0:
                 gevent.sleep(delay)
-            item = self._prompts.next()
-            if self._inflight >= cfg.max_inflight:
-                now = time.time()
-                COLLECTOR.add(self.environment, RequestRecord(now, now, error="client_saturated"), cfg.api)
-                continue
-            self._inflight += 1
-            gevent.spawn(self._one, item)
+            self._send(cfg, self._prompts.next())
 
     def _send(self, cfg: LoadTestConfig, item: PromptItem) -> None:
         if self._inflight >= cfg.max_inflight:

@@ -18,6 +18,7 @@ from sizing.plan.serving import changes as serving_changes
 from sizing.plan.serving import tuning_variants
 from sizing.plan.state import (
     Option,
+    Replica,
     SearchState,
     build_replica,
     config_for,
@@ -133,26 +134,19 @@ def with_tuning(s: SearchState, opt: Option, archs: list[Architecture]) -> list[
     d_cap = opt.default.capacity
     if opt.chosen is not None and d_cap is not None and d_cap.feasible:
         assert opt.capacity is not None
-        if opt.capacity.comparable_rps <= d_cap.comparable_rps:
-            alt = Option(opt.hw, opt.default, opt.lb_cost, opt.fit_accelerator)
-            defaults = verified_architectures(s, alt)
-            if defaults is not None:
-                opt.chosen = None
-                archs = defaults
+        if opt.capacity.comparable_rps <= d_cap.comparable_rps and (defaults := _at(s, opt, opt.default)):
+            opt.chosen, archs = None, defaults
     measured = opt.measured
     if measured is None and d_cap is not None and d_cap.measured is not None and d_cap.measured.answered:
         measured = opt.default
     if opt.chosen is not None and measured is not None and measured is not opt.chosen:
         # a configuration the team measured gives way to an estimated variant only where that is cheaper: at the
         # same cost the measured one is the answer to rely on
-        alt = Option(opt.hw, opt.default, opt.lb_cost, opt.fit_accelerator,
-                     chosen=None if measured is opt.default else measured)  # fmt: skip
-        kept = verified_architectures(s, alt)
-        if kept is not None and all(
+        kept = _at(s, opt, measured)
+        if kept and all(
             m.cost.usd_per_month <= t.cost.usd_per_month for m, t in zip(kept, archs, strict=True)
         ):
-            opt.chosen = alt.chosen
-            archs = kept
+            opt.chosen, archs = (None if measured is opt.default else measured), kept
     out = []
     for d, a in zip(s.deployments, archs, strict=True):
         default_cost = None
@@ -167,6 +161,15 @@ def with_tuning(s: SearchState, opt: Option, archs: list[Architecture]) -> list[
             default_cost = ranked_usd_per_month(on_demand, spot, a.capacity_type)
         out.append(a.model_copy(update={"tuning": _tuning(s, opt, a, default_cost)}))
     return out
+
+
+def _at(s: SearchState, opt: Option, replica: Replica) -> list[Architecture] | None:
+    """The option's architectures at `replica` (its defaults or a tuning variant) instead of its chosen one, when
+    they verify."""
+    chosen = None if replica is opt.default else replica
+    return verified_architectures(
+        s, Option(opt.hw, opt.default, opt.lb_cost, opt.fit_accelerator, chosen=chosen)
+    )
 
 
 def _tuning(s: SearchState, opt: Option, arch: Architecture, default_cost: float | None) -> Tuning:
