@@ -13,7 +13,10 @@
   chunked prefill's effect on decode (TPOT, and the inter-token latency's tail);
 - `prefix`: 4 streams of 2,048/64 with 1,536 tokens of every prompt shared, and without: prefix caching;
 - `preempt`: the engine restarted with a KV cache of 48 blocks (6,144 tokens) and 16 streams of 512/256 (12,288
-  tokens wanted): preemption when KV runs out.
+  tokens wanted): preemption when KV runs out;
+- `sched` (not in the default parts): closed loops of 1-48 streams, long prompts and a Poisson level, served by the
+  engine's asynchronous planner (vLLM's default) and then by its synchronous one (`--no-async-scheduling`): what
+  planning each step a step ahead costs a new request's first token.
 Before the levels, every prompt length is served a few times (the first requests after a start compile the shapes
 they bring). Each level is written as one JSON line (`benchmarks/results/dynamics.jsonl`) with the server's own
 figures over its window (queue time, prefix-cache hits, preemptions, KV capacity).
@@ -112,6 +115,8 @@ class Session:
         self.model = ""
         self.facts: dict[str, Any] = {}
         self.recs: list[dict[str, Any]] = []
+        #: whether the server plans asynchronously (vLLM 0.32.0's default; the `sched` part also serves without)
+        self.asynchronous = True
 
     def serve(self, **env: str) -> None:
         engine("start", **env)
@@ -128,6 +133,7 @@ class Session:
              **extra: Any) -> dict[str, Any]:  # fmt: skip
         r = self.run(part, mode, value, point, window, warmup, **extra)
         r["facts"] = dict(self.facts)
+        r["async_scheduling"] = self.asynchronous
         self.recs.append(r)
         with self.out.open("a") as fh:
             fh.write(json.dumps(r) + "\n")
@@ -179,12 +185,39 @@ def part_preempt(s: Session) -> None:
     engine("stop")
 
 
+#: the `sched` part's levels (part, mode, value, (input, output), window s, warm-up s), served once by each planner
+SCHED_LEVELS: tuple[tuple[str, str, float, tuple[int, int], float, float], ...] = (
+    ("sched", "concurrency", 1, (512, 128), 15.0, 3.0),
+    ("sched", "concurrency", 4, (512, 128), 15.0, 3.0),
+    ("sched", "concurrency", 16, (512, 128), 20.0, 5.0),
+    ("sched", "concurrency", 48, (512, 128), 20.0, 8.0),
+    ("sched", "concurrency", 8, (2048, 128), 20.0, 6.0),
+    ("sched", "concurrency", 4, (2048, 64), 20.0, 4.0),
+    ("sched", "rate", 4.1, (512, 128), 40.0, 8.0),
+)
+
+
+def part_sched(s: Session) -> None:
+    """The same levels served by the engine's asynchronous planner (vLLM's default: step k+1 planned when step k
+    starts) and by its synchronous one (`--no-async-scheduling`), one server after the other: what planning a step
+    ahead costs a new request, measured."""
+    for planner in ("async", "sync"):
+        s.serve(**({"SIZING_ENGINE_ASYNC_SCHEDULING": "0"} if planner == "sync" else {}))
+        s.asynchronous = planner == "async"
+        for point in ((512, 128), (2048, 64)):
+            s.run("warmup", "concurrency", 2, point, 6.0, 2.0)
+        for part, mode, value, point, window, warmup in SCHED_LEVELS:
+            s.keep(part, mode, value, point, window, warmup)
+        engine("stop")
+    s.asynchronous = True
+
+
 def measure(args: argparse.Namespace) -> int:
     raise_priority()
     RESULTS.mkdir(parents=True, exist_ok=True)
     parts = set(args.parts.split(","))
     s = Session(args.endpoint, Path(args.out))
-    if parts - {"preempt"}:
+    if parts - {"preempt", "sched"}:
         if args.restart:
             engine("stop")
         s.serve()
@@ -204,6 +237,8 @@ def measure(args: argparse.Namespace) -> int:
         if "prefix" in parts:
             part_prefix(s)
         engine("stop")
+    if "sched" in parts:
+        part_sched(s)
     if "preempt" in parts:
         part_preempt(s)
     print(f"{len(s.recs)} levels -> {s.out}")
@@ -227,10 +262,14 @@ def row_of(r: dict[str, Any], facts: dict[str, Any]) -> Any:
     )  # fmt: skip
 
 
-def lone_prefill_ms(row: Any, prof: Any, background: int, context: int = 600) -> float:
+def lone_prefill_ms(
+    row: Any, prof: Any, background: int, context: int = 600, asynchronous: bool = True
+) -> float:
     """The step model's TTFT of one prompt admitted beside `background` decoding sequences of `context` tokens
-    each: the API server's share, then the prompt's chunks within the step budget, each step also decoding the
-    background (the engine's decode tokens take their share of the budget first)."""
+    each: the API server's share; with a batch decoding, the rest of the step it arrives in (half a step, on
+    average) and, where the engine plans a step ahead (`asynchronous`), the step already planned; then the prompt's
+    chunks within the step budget, each step also decoding the background (the engine's decode tokens take their
+    share of the budget first)."""
     from sizing.perf.fit import reference_catalog, row_config
     from sizing.perf.memory import memory_fit
     from sizing.perf.step import StepModel
@@ -240,6 +279,10 @@ def lone_prefill_ms(row: Any, prof: Any, background: int, context: int = 600) ->
     sm = StepModel(cfg, memory_fit(cfg, cat), prof, cat)
     step = sm.timing()
     left, done, t = int(row.input_tokens), 0, sm.request_overhead_s
+    if background:
+        t += (0.5 + (1.0 if asynchronous else 0.0)) * step.iteration_time(
+            0, background, background * context, 0.0, 0
+        )
     while left > 0:
         take = min(left, sm.max_num_batched_tokens - background)
         t += step.iteration_time(take, background, background * context, take * (done + take / 2))
@@ -270,7 +313,10 @@ def compare(args: argparse.Namespace) -> int:
     for r, row in rows:
         if (r["part"] == "low" and not args.all) or r["part"] == "mixed":
             continue
-        res = simulate_row(row, prof, prefix_tokens=int(r.get("shared_prefix_tokens") or 0))
+        res = simulate_row(
+            row, prof, prefix_tokens=int(r.get("shared_prefix_tokens") or 0),
+            async_scheduling=bool(r.get("async_scheduling", True)),
+        )  # fmt: skip
         util = r["value"] / sat if sat and r["mode"] == "rate" else None
         srv = r.get("server") or {}
         meas = (r["ttft_ms"].get("mean"), r["ttft_ms"].get("p50"), r["ttft_ms"].get("p90"), r["tpot_ms"].get("mean"),

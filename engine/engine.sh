@@ -8,7 +8,9 @@
 # (tiny-llama), SIZING_ENGINE_SHAPES (models to build: tiny-llama), SIZING_ENGINE_CORE (0: the engine's core; run
 # the client on another, as vLLM's CPU docs advise), SIZING_ENGINE_KV_GIB (4), SIZING_ENGINE_MAX_MODEL_LEN (4096),
 # SIZING_ENGINE_KV_BLOCKS (unset: the KV cache fills SIZING_ENGINE_KV_GIB; N: exactly N blocks of 128 tokens, vLLM's
-# --num-gpu-blocks-override, to run a server short of KV on purpose: benchmarks/dynamics.py's preemption part).
+# --num-gpu-blocks-override, to run a server short of KV on purpose: benchmarks/dynamics.py's preemption part),
+# SIZING_ENGINE_ASYNC_SCHEDULING (unset: vLLM's default, on; 0: --no-async-scheduling, the engine plans each step
+# when the last one ends: benchmarks/dynamics.py's sync part).
 # Each failure is one line on stderr and exit 1; nothing here touches the product's venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +25,8 @@ CORE="${SIZING_ENGINE_CORE:-0}"
 KV_GIB="${SIZING_ENGINE_KV_GIB:-4}"
 MAX_MODEL_LEN="${SIZING_ENGINE_MAX_MODEL_LEN:-4096}"
 KV_BLOCKS="${SIZING_ENGINE_KV_BLOCKS:-}"
+SYNC=""
+[[ "${SIZING_ENGINE_ASYNC_SCHEDULING:-}" == "0" ]] && SYNC=1
 # The CPU API server's scheduler defaults, stated on the command line so the server runs what the product
 # assumes for it (the server does not expose them: vLLM 0.32.0 logs neither).
 MAX_NUM_SEQS=128
@@ -87,6 +91,7 @@ start() {
     --served-model-name "$MODEL" --host 127.0.0.1 --port "$PORT" --dtype bfloat16 \
     --max-model-len "$MAX_MODEL_LEN" --max-num-seqs "$MAX_NUM_SEQS" \
     --max-num-batched-tokens "$MAX_NUM_BATCHED_TOKENS" ${KV_BLOCKS:+--num-gpu-blocks-override "$KV_BLOCKS"} \
+    ${SYNC:+--no-async-scheduling} \
     > "$HOME_DIR/server.log" 2>&1 &
   echo $! > "$HOME_DIR/server.pid"
   # best effort: the server's session (setsid above) at the highest CFS priority where this runs as root, so that

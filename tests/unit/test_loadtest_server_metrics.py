@@ -53,6 +53,30 @@ def test_a_window_is_the_difference_of_two_scrapes_as_means_and_shares():
     assert after.info["vllm:cache_config_info"]["kv_cache_size_tokens"] == "524288"
 
 
+def _steps_text(steps: int, tokens: int, prefill_sum: float, prefill_n: int) -> str:
+    return f"""# TYPE vllm:iteration_tokens_total histogram
+vllm:iteration_tokens_total_bucket{{engine="0",le="+Inf",model_name="m"}} {steps}
+vllm:iteration_tokens_total_count{{engine="0",model_name="m"}} {steps}
+vllm:iteration_tokens_total_sum{{engine="0",model_name="m"}} {tokens}
+# TYPE vllm:request_prefill_time_seconds histogram
+vllm:request_prefill_time_seconds_count{{engine="0",model_name="m"}} {prefill_n}
+vllm:request_prefill_time_seconds_sum{{engine="0",model_name="m"}} {prefill_sum}
+"""
+
+
+def test_a_window_counts_the_engines_steps_and_the_time_from_scheduling_to_the_first_token():
+    # GIVEN two scrapes: 250 more engine steps carrying 20,000 more tokens, and 10 more requests whose time from
+    # being scheduled to their first token adds up to 1.2 s more
+    before = parse_metrics(_steps_text(1000, 50000, 3.0, 40), at=0.0)
+    after = parse_metrics(_steps_text(1250, 70000, 4.2, 50), at=10.0)
+    # WHEN the window is read
+    w = window(before, after)
+    # THEN it states the steps the engine ran, their tokens, and the mean prefill time (what a step planned ahead
+    # adds to a new request shows there)
+    assert w.steps == 250 and w.tokens_per_step == pytest.approx(80.0)
+    assert w.prefill_ms == pytest.approx(120.0)
+
+
 def test_a_server_that_restarted_between_scrapes_gives_no_figure_rather_than_a_negative_one():
     before = parse_metrics(_text(5.0, 100, 9000, 5000, 100), at=0.0)
     after = parse_metrics(_text(0.1, 2, 50, 10, 0), at=5.0)

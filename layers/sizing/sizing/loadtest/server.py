@@ -45,7 +45,10 @@ HISTOGRAM_MEANS: tuple[tuple[str, str, float], ...] = (
     ("vllm:request_time_per_output_token_seconds", "tpot_ms", MS_PER_S),
     ("vllm:e2e_request_latency_seconds", "e2e_s", 1.0),
     ("vllm:request_queue_time_seconds", "queue_ms", MS_PER_S),
+    ("vllm:request_prefill_time_seconds", "prefill_ms", MS_PER_S),
 )
+#: vLLM's histogram of tokens per engine step: its count is the steps the engine ran, its sum their tokens.
+STEP_TOKENS = "vllm:iteration_tokens_total"
 #: Counters read per window (summed over their label sets).
 COUNTERS = (
     "vllm:generation_tokens_total",
@@ -118,6 +121,15 @@ class ServerWindow(Strict):
         default=None,
         description="a local twin's: the share of the window its steps ran behind its model (a busy machine)",
     )
+    prefill_ms: float | None = Field(
+        default=None,
+        description="from a request's scheduling to its first token, mean (vLLM's prefill time: its own prompt "
+        "steps, and the step already planned when the engine plans a step ahead)",
+    )
+    steps: int | None = Field(default=None, description="engine steps in the window")
+    tokens_per_step: float | None = Field(
+        default=None, description="prompt and output tokens per engine step"
+    )
 
 
 @dataclass
@@ -149,7 +161,11 @@ def parse_metrics(text: str, at: float | None = None) -> MetricsSnapshot:
     """The samples this module reads from Prometheus exposition text (prometheus_client's own parser)."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    wanted = set(COUNTERS) | {f"{m}{suffix}" for m, _, _ in HISTOGRAM_MEANS for suffix in ("_sum", "_count")}
+    wanted = set(COUNTERS) | {
+        f"{m}{suffix}"
+        for m in (*(h for h, _, _ in HISTOGRAM_MEANS), STEP_TOKENS)
+        for suffix in ("_sum", "_count")
+    }
     snap = MetricsSnapshot(at=time.time() if at is None else at)
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -200,6 +216,13 @@ def window(before: MetricsSnapshot, after: MetricsSnapshot) -> ServerWindow:
     lag = _delta(before, after, "twin:step_lag_seconds_total")
     if lag is not None and lag >= 0:
         out["twin_lag_share"] = round(lag / seconds, 4)
+    steps, step_tokens = (
+        _delta(before, after, STEP_TOKENS + "_count"),
+        _delta(before, after, STEP_TOKENS + "_sum"),
+    )
+    if steps is not None and steps > 0 and step_tokens is not None and step_tokens >= 0:
+        out["steps"] = round(steps)
+        out["tokens_per_step"] = round(step_tokens / steps, 2)
     if out["generation_tokens"] is not None:
         out["output_tokens_per_s"] = round(out["generation_tokens"] / seconds, 2)
     q, h = out["prefix_cache_queries"], out["prefix_cache_hits"]
