@@ -74,10 +74,15 @@ def raise_priority() -> None:
         Path("/proc/self/autogroup").write_text("-20")
 
 
+#: where the server's API process and engine core run (`--frontend-core`: SIZING_ENGINE_FRONTEND_CORE); unset, on
+#: the model's core with it
+LAYOUT: dict[str, str] = {}
+
+
 def engine(cmd: str, **env: str) -> None:
     subprocess.run(
         [str(ENGINE), cmd], check=True, cwd=ROOT,
-        env={**os.environ, "SIZING_ENGINE_MODEL": SHAPE, "SIZING_ENGINE_SHAPES": SHAPE, **env},
+        env={**os.environ, "SIZING_ENGINE_MODEL": SHAPE, "SIZING_ENGINE_SHAPES": SHAPE, **LAYOUT, **env},
     )  # fmt: skip
 
 
@@ -134,6 +139,7 @@ class Session:
         r = self.run(part, mode, value, point, window, warmup, **extra)
         r["facts"] = dict(self.facts)
         r["async_scheduling"] = self.asynchronous
+        r["frontend_core"] = LAYOUT.get("SIZING_ENGINE_FRONTEND_CORE")
         self.recs.append(r)
         with self.out.open("a") as fh:
             fh.write(json.dumps(r) + "\n")
@@ -214,6 +220,8 @@ def part_sched(s: Session) -> None:
 
 def measure(args: argparse.Namespace) -> int:
     raise_priority()
+    if args.frontend_core is not None:
+        LAYOUT["SIZING_ENGINE_FRONTEND_CORE"] = str(args.frontend_core)
     RESULTS.mkdir(parents=True, exist_ok=True)
     parts = set(args.parts.split(","))
     s = Session(args.endpoint, Path(args.out))
@@ -262,14 +270,11 @@ def row_of(r: dict[str, Any], facts: dict[str, Any]) -> Any:
     )  # fmt: skip
 
 
-def lone_prefill_ms(
-    row: Any, prof: Any, background: int, context: int = 600, asynchronous: bool = True
-) -> float:
+def lone_prefill_ms(row: Any, prof: Any, background: int, context: int = 600) -> float:
     """The step model's TTFT of one prompt admitted beside `background` decoding sequences of `context` tokens
     each: the API server's share; with a batch decoding, the rest of the step it arrives in (half a step, on
-    average) and, where the engine plans a step ahead (`asynchronous`), the step already planned; then the prompt's
-    chunks within the step budget, each step also decoding the background (the engine's decode tokens take their
-    share of the budget first)."""
+    average); then the prompt's chunks within the step budget, each step also decoding the background (the engine's
+    decode tokens take their share of the budget first)."""
     from sizing.perf.fit import reference_catalog, row_config
     from sizing.perf.memory import memory_fit
     from sizing.perf.step import StepModel
@@ -280,9 +285,7 @@ def lone_prefill_ms(
     step = sm.timing()
     left, done, t = int(row.input_tokens), 0, sm.request_overhead_s
     if background:
-        t += (0.5 + (1.0 if asynchronous else 0.0)) * step.iteration_time(
-            0, background, background * context, 0.0, 0
-        )
+        t += 0.5 * step.iteration_time(0, background, background * context, 0.0, 0)
     while left > 0:
         take = min(left, sm.max_num_batched_tokens - background)
         t += step.iteration_time(take, background, background * context, take * (done + take / 2))
@@ -313,10 +316,7 @@ def compare(args: argparse.Namespace) -> int:
     for r, row in rows:
         if (r["part"] == "low" and not args.all) or r["part"] == "mixed":
             continue
-        res = simulate_row(
-            row, prof, prefix_tokens=int(r.get("shared_prefix_tokens") or 0),
-            async_scheduling=bool(r.get("async_scheduling", True)),
-        )  # fmt: skip
+        res = simulate_row(row, prof, prefix_tokens=int(r.get("shared_prefix_tokens") or 0))
         util = r["value"] / sat if sat and r["mode"] == "rate" else None
         srv = r.get("server") or {}
         meas = (r["ttft_ms"].get("mean"), r["ttft_ms"].get("p50"), r["ttft_ms"].get("p90"), r["tpot_ms"].get("mean"),
@@ -343,6 +343,16 @@ def compare(args: argparse.Namespace) -> int:
             if m and p is not None and p == p:
                 key = metric + (" >50%" if util and util >= 0.5 else "")
                 errs.setdefault(key, []).append(float(p) / float(m) - 1)
+    sched = [r for r, _ in rows if r["part"] == "sched"]
+    if sched:
+        print("\nthe same levels, the engine planning a step ahead (async) and not (sync), measured: TTFT, TPOT, the"
+              " server's time from scheduling to first token, and TTFT in steps (TTFT / TPOT)")  # fmt: skip
+        for r in sched:
+            srv = r.get("server") or {}
+            tt, tp = r["ttft_ms"].get("mean") or float("nan"), r["tpot_ms"].get("mean") or float("nan")
+            print(f"  {'async' if r.get('async_scheduling', True) else 'sync':<5} {r['mode'][:4]} {r['value']:>5g} "
+                  f"{r['point'][0]}/{r['point'][1]}: TTFT {tt:7.1f} TPOT {tp:6.2f} prefill "
+                  f"{srv.get('prefill_ms') or float('nan'):7.1f} TTFT/TPOT {tt / tp:5.1f} (load {r['load1']:.1f})")  # fmt: skip
     if mixed:
         print(
             "\na lone 2,048-token prompt beside decoding streams (TTFT, ms): measured, and the step model's"
@@ -370,6 +380,11 @@ def main() -> int:
     )
     m.add_argument("--out", default=str(OUT))
     m.add_argument("--restart", action="store_true", help="restart the engine even if it serves already")
+    m.add_argument(
+        "--frontend-core", type=int, default=None,
+        help="run the server's API process and engine core on this core, the model alone on core 0 (vLLM's own CPU"
+        " layout); default: all on core 0",
+    )  # fmt: skip
     c = sub.add_parser("compare", help="fit on the low-load levels, simulate every level, print both")
     c.add_argument("--out", default=str(OUT))
     c.add_argument("--all", action="store_true", help="print the low-load levels too")

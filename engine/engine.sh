@@ -9,6 +9,8 @@
 # the client on another, as vLLM's CPU docs advise), SIZING_ENGINE_KV_GIB (4), SIZING_ENGINE_MAX_MODEL_LEN (4096),
 # SIZING_ENGINE_KV_BLOCKS (unset: the KV cache fills SIZING_ENGINE_KV_GIB; N: exactly N blocks of 128 tokens, vLLM's
 # --num-gpu-blocks-override, to run a server short of KV on purpose: benchmarks/dynamics.py's preemption part),
+# SIZING_ENGINE_FRONTEND_CORE (unset: the engine's core; N: the API server and the engine core's scheduler on core N,
+# the model's threads alone on SIZING_ENGINE_CORE, as vLLM lays out a CPU server by itself),
 # SIZING_ENGINE_ASYNC_SCHEDULING (unset: vLLM's default, on; 0: --no-async-scheduling, the engine plans each step
 # when the last one ends: benchmarks/dynamics.py's sync part).
 # Each failure is one line on stderr and exit 1; nothing here touches the product's venv.
@@ -22,6 +24,8 @@ PORT="${SIZING_ENGINE_PORT:-8765}"
 MODEL="${SIZING_ENGINE_MODEL:-tiny-llama}"
 SHAPES="${SIZING_ENGINE_SHAPES:-$MODEL}"
 CORE="${SIZING_ENGINE_CORE:-0}"
+# the server's other processes (API server, engine core): unset, on the model's core with it
+FRONTEND_CORE="${SIZING_ENGINE_FRONTEND_CORE:-$CORE}"
 KV_GIB="${SIZING_ENGINE_KV_GIB:-4}"
 MAX_MODEL_LEN="${SIZING_ENGINE_MAX_MODEL_LEN:-4096}"
 KV_BLOCKS="${SIZING_ENGINE_KV_BLOCKS:-}"
@@ -87,7 +91,7 @@ start() {
   [[ -n "$iomp" ]] && preload="${preload:+$preload:}$iomp"
   echo "engine: starting vLLM (CPU) for $MODEL on $(url), core $CORE" >&2
   LD_PRELOAD="$preload" VLLM_CPU_KVCACHE_SPACE="$KV_GIB" VLLM_CPU_OMP_THREADS_BIND="$CORE" \
-    setsid taskset -c "$CORE" "$PY" engine/launch.py serve "$HOME_DIR/models/$MODEL" \
+    setsid taskset -c "$CORE,$FRONTEND_CORE" "$PY" engine/launch.py serve "$HOME_DIR/models/$MODEL" \
     --served-model-name "$MODEL" --host 127.0.0.1 --port "$PORT" --dtype bfloat16 \
     --max-model-len "$MAX_MODEL_LEN" --max-num-seqs "$MAX_NUM_SEQS" \
     --max-num-batched-tokens "$MAX_NUM_BATCHED_TOKENS" ${KV_BLOCKS:+--num-gpu-blocks-override "$KV_BLOCKS"} \
@@ -106,7 +110,21 @@ start() {
     ((waited >= HEALTH_TIMEOUT_S)) && { stop; die "not healthy after ${HEALTH_TIMEOUT_S} s (log: $HOME_DIR/server.log)"; }
     sleep 2; waited=$((waited + 2))
   done
+  [[ "$FRONTEND_CORE" != "$CORE" ]] && to_frontend_core
   echo "engine: healthy at $(url) after ${waited} s" >&2
+}
+
+# vLLM's CPU layout: the model's OpenMP threads on their core (VLLM_CPU_OMP_THREADS_BIND), the API server and the
+# engine core's scheduler loop on another (vLLM reserves one for them when it binds by itself:
+# vllm/utils/ompmultiprocessing.py). The server starts on both cores (OpenMP ignores a core outside the process's
+# mask); once healthy, every process of its group but the model's worker moves to the frontend core.
+to_frontend_core() {
+  local pgid pid
+  pgid="$(cat "$HOME_DIR/server.pid")"
+  for pid in $(pgrep -g "$pgid"); do
+    [[ "$(cat "/proc/$pid/comm" 2> /dev/null)" == VLLM::Worker* ]] && continue
+    taskset -a -p -c "$FRONTEND_CORE" "$pid" > /dev/null 2>&1 || true
+  done
 }
 
 stop() {

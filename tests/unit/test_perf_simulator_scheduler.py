@@ -71,26 +71,6 @@ def test_a_long_prompt_is_prefilled_in_budget_sized_chunks_before_its_first_toke
     assert sched.emitted == 5
 
 
-@pytest.mark.parametrize("asynchronous", [False, True])
-def test_an_engine_that_plans_a_step_ahead_admits_a_request_seen_mid_step_one_step_later(asynchronous: bool):
-    # given one sequence decoding 200 tokens, and a 100-token prompt the engine sees half-way through a step
-    sm = _step_model(async_scheduling=asynchronous)
-    sched = Scheduler(sm, [100, 100], [200, 5], [], 0)
-    prefill = sm.iteration_time(100, 0, 0, 100 * 50.0, 1)
-    decode = sm.iteration_time(0, 1, 101, 0.0, 0)
-    seen = prefill + 3.5 * decode  # during the fourth decode step (the context grows by a token a step)
-    arrivals = OpenArrivals([0.0, seen], 0.0, sched.waiting)
-    # when the engine runs both
-    sched.advance(0.0, arrivals, closed=False)
-    # then a synchronous engine prefills the prompt in the step after the one it was seen in (the fifth after the
-    # first request's prefill); vLLM's asynchronous planner had already planned that step when the prompt came, so
-    # the prompt joins the step after it: its first token one decode step later
-    steps_before = 5 if asynchronous else 4
-    assert sched.first[1] - sched.first[0] == pytest.approx(
-        steps_before * decode + sm.iteration_time(100, 1, 100 + 1 + steps_before, 100 * 50.0, 1), rel=0.01
-    )
-
-
 def test_an_open_loop_queues_each_request_once_the_api_server_passed_it_on():
     # given requests arriving at 0, 1 and 2 s and an API server taking 0.5 s of each
     waiting = Waiting()

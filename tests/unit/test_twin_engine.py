@@ -27,7 +27,6 @@ class StandInStepModel:
     per_prefill_token_s: float = 0.00001
     per_decode_seq_s: float = 0.0001
     prefix_caching: bool = False
-    async_scheduling: bool = False
 
     def iteration_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
         return self.base_s + prefill_tokens * self.per_prefill_token_s + decode_seqs * self.per_decode_seq_s
@@ -80,34 +79,6 @@ def test_a_single_request_is_served_at_the_step_model_pace() -> None:
     assert log[0][1] - t0 == pytest.approx(sm.iteration_time(200, 0, 0), abs=0.010)
     # and on the engine's clock every later token takes exactly one decode step
     assert seq.finished_at - seq.first_token_at == pytest.approx(4 * sm.iteration_time(0, 1, 0), abs=1e-9)
-
-
-@pytest.mark.parametrize("asynchronous", [False, True])
-def test_a_twin_that_plans_a_step_ahead_serves_a_request_seen_mid_step_one_step_later(
-    asynchronous: bool,
-) -> None:
-    # given a twin whose every step takes 60 ms, one request decoding, and a second sent 30 ms into a step
-    sm = StandInStepModel(
-        base_s=0.06, per_prefill_token_s=0.0, per_decode_seq_s=0.0, async_scheduling=asynchronous
-    )
-
-    async def scenario() -> float:
-        engine = Engine(sm)
-        engine.start()
-        first = engine.submit(10, 8, lambda n, f: None)
-        await asyncio.sleep(0.06 * 2.5)
-        sent = asyncio.get_running_loop().time()
-        second = engine.submit(10, 2, lambda n, f: None)
-        await asyncio.gather(first.done, second.done)  # type: ignore[arg-type]
-        await engine.stop()
-        assert second.first_token_at is not None
-        return second.first_token_at - sent
-
-    ttft = asyncio.run(scenario())
-    # then a synchronous twin prefills it in the next step (the rest of the step it came in, then one step); an
-    # asynchronous one, like vLLM's default planner, had planned that step already: one step more
-    expected = 0.03 + 0.06 + (0.06 if asynchronous else 0.0)
-    assert ttft == pytest.approx(expected, abs=0.02)
 
 
 def test_no_more_than_max_num_seqs_run_at_once_and_all_requests_finish() -> None:

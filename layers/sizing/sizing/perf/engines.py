@@ -176,9 +176,6 @@ class EngineDefaults:
     #: last prefill (`max_waiting_tokens`); 0 admits at once
     prefill_defer_ratio: float = 0.0
     prefill_defer_steps: int = 0
-    #: the engine plans step k+1 when step k starts (vLLM's async scheduling, `VLLM_ASYNC_SCHEDULING_SINCE`), so a
-    #: request it sees during a step waits for the step after next: a step more of TTFT
-    async_scheduling: bool = False
 
 
 @functools.lru_cache(maxsize=1024)
@@ -203,9 +200,7 @@ def engine_defaults(
             True,
             "incremental",
             CPU_RUNTIME_OVERHEAD_GB,
-            "vllm 0.32.0 (CPU) arg_utils.py get_batch_defaults; cpu_worker.py; platforms/cpu.py; config/vllm.py"
-            " (async scheduling on by default)",
-            async_scheduling=True,
+            "vllm 0.32.0 (CPU) arg_utils.py get_batch_defaults; cpu_worker.py; platforms/cpu.py",
         )
     if engine == "vllm":
         large = gib >= VLLM_LARGE_GPU_GIB and "a100" not in accelerator_name.lower()
@@ -341,26 +336,13 @@ def _v0_chunks_long_context(version: str) -> bool:
     return release >= VLLM_V0_AUTO_CHUNK_SINCE if release is not None else True
 
 
-#: vLLM's V1 engine schedules asynchronously by default from this release: `SchedulerConfig.async_scheduling`
-#: defaults to on unless a feature in use is incompatible (vllm/config/vllm.py, read in 0.32.0, the engine measured
-#: here), made the default by PR #27614 of the async-scheduling plan (vllm-project/vllm issue #27679, opened
-#: 2025-10-28, after 0.11.0, the GPU image deployed). Assumed to be the first release of 2026; no calibration row
-#: states a vLLM release between 0.11.0 and 0.23.0, so the exact release changes no fitted figure.
-VLLM_ASYNC_SCHEDULING_SINCE = (0, 14, 0)
-
-
 def build_scheduler(build: str, max_model_len: int, version: str = "") -> dict[str, Any]:
     """Scheduler settings of an engine build measured apart from the one the product deploys (calibration rows
     of older generations), where they differ from the current build's: vLLM V0 and TGI 2.x prefill whole prompts
     in steps of their own, with every decode paused [vLLM V0 scheduler `_schedule_default`; TGI 2.x router
     `batching_task`], and TGI before 3.0 defers new prefills while a batch runs. V0 from 0.5.3 serving a model longer
     than 32K tokens chunks prompts into 512-token steps that also carry the decodes (`_schedule_chunked_prefill`).
-    `max_model_len` is what the server ran with; `version` the engine version the row states. A V1 release from
-    `VLLM_ASYNC_SCHEDULING_SINCE` schedules asynchronously, on any device (a row that states no release keeps
-    the device's default)."""
-    if build == "vllm":
-        release = _release(version)
-        return {} if release is None else {"async_scheduling": release >= VLLM_ASYNC_SCHEDULING_SINCE}
+    `max_model_len` is what the server ran with; `version` the engine version the row states."""
     if build == "vllm@v0":
         if max_model_len > VLLM_V0_AUTO_CHUNK_ABOVE_LEN and _v0_chunks_long_context(version):
             return {

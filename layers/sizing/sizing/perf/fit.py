@@ -226,12 +226,9 @@ def predict_row(row: CalRow, profile: Profile) -> dict[str, float]:
     return _in_client_units(row, out, res.e2e_s.mean)
 
 
-def simulate_row(
-    row: CalRow, profile: Profile, prefix_tokens: int = 0, async_scheduling: bool | None = None
-) -> SimResult:
+def simulate_row(row: CalRow, profile: Profile, prefix_tokens: int = 0) -> SimResult:
     """The simulated run of the row's deployment and load (`prefix_tokens`: prompt tokens every request shares,
-    served from the engine's prefix cache; `async_scheduling`: how the server planned its steps, when known
-    otherwise than from the row's engine build)."""
+    served from the engine's prefix cache)."""
     cat = reference_catalog()
     cfg = row_config(row)
     if prefix_tokens:
@@ -240,8 +237,6 @@ def simulate_row(
     # an older engine build schedules as it did: the server ran with the model's own context unless the row says
     served_len = row.max_model_len or cfg.parts(cat).model.max_position_embeddings
     sm.schedule_as(build_scheduler(profile_key(row), served_len, row.engine_version))
-    if async_scheduling is not None:
-        sm.async_scheduling = async_scheduling
     i_dist, o_dist = _dists(row)
     floor = MIN_REQUESTS_SHAREGPT if row.token_dist == "sharegpt" else MIN_REQUESTS_FIXED
     warmup = 0.1

@@ -65,7 +65,6 @@ class StepLimits(Protocol):
     admission: str
     prefill_defer_ratio: float
     prefill_defer_steps: int
-    async_scheduling: bool
 
     def step_time_terms(self) -> StepTimeTerms: ...
 
@@ -108,10 +107,8 @@ class Scheduler:
         "itl_v",
         "itl_w",
         "kv_fixed",
-        "last_dt",
         "lines_by_d",
         "live",
-        "lookahead",
         "mask",
         "max_seqs",
         "mixed",
@@ -169,10 +166,6 @@ class Scheduler:
         self.defer_ratio = sm.prefill_defer_ratio
         self.defers = self.defer_ratio > 0
         self.defer_steps = sm.prefill_defer_steps
-        # vLLM's async scheduling: the engine plans step k+1 when step k starts, so a request it sees during a step
-        # joins the step after next; `last_dt` is the last step's length (its start: now less it)
-        self.lookahead = sm.async_scheduling
-        self.last_dt = 0.0
         # per request: tokens generated before the current decode stint (preemption), and its context less G
         # while it decodes (the stint began at G = prompt + gen_before - base)
         self.gen_before = [0] * n
@@ -220,11 +213,9 @@ class Scheduler:
         completed = 0
         next_seen = arrivals.next_seen
         room = False  # the KV cache holds the next decode step: no preemption to check for
-        lookahead = self.lookahead
-        cut = t  # the engine plans from what it has seen by then: idle until now, it plans at once
         while True:
-            if next_seen <= cut:
-                next_seen = arrivals.due(cut)
+            if next_seen <= t:
+                next_seen = arrivals.due(t)
             D = self.D
             if (
                 D > 1
@@ -254,8 +245,6 @@ class Scheduler:
                 t, done, room = self._decode(t, next_seen, D)
             else:
                 return t, completed
-            # async scheduling planned the next step when the last one started (sync: when it ended)
-            cut = t - self.last_dt if lookahead else t
             if done:
                 completed += done
                 if closed:
@@ -381,7 +370,6 @@ class Scheduler:
         else:
             dt = self.time.iteration_time(P, 0, 0, pairs, nchunks)
         t += dt
-        self.last_dt = dt
         self.since_prefill = 0
         done = 0
         if D:
@@ -428,7 +416,6 @@ class Scheduler:
             e[2] += take
             dt = time.iteration_time(take, d_seqs, (S_base + D * G) if mixed else 0, pairs, 1)
             t += dt
-            self.last_dt = dt
             if record:
                 itl_v.append(dt)
                 self.itl_w.append(float(D))
@@ -535,7 +522,6 @@ class Scheduler:
             self.itl_v += (f_step, l_step)
             self.itl_w += (half, half)
         t += elapsed
-        self.last_dt = l_step
         # k < by_kv: D (k + 1) <= cap - the KV held before the run, so the next step fits
         if end <= G:
             return t, self._complete(t), k < by_kv

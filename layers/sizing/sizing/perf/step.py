@@ -124,7 +124,6 @@ class StepModel:
         self.admission: str = d.admission
         self.prefill_defer_ratio: float = d.prefill_defer_ratio
         self.prefill_defer_steps: int = d.prefill_defer_steps
-        self.async_scheduling: bool = d.async_scheduling
         self.request_overhead_s: float = profile.request_overhead_s
         #: longest request the replica serves (requests beyond are cut): the configured max_model_len, else the
         #: model's context

@@ -82,8 +82,6 @@ class Sequence:
     hashes: tuple[int, ...] = ()
     #: the leading prompt blocks it holds through the prefix cache (hashes), held once for all their readers
     shared: list[int] = field(default_factory=list)
-    #: when the engine saw it (its arrival plus the API server's share)
-    seen_at: float = 0.0
     first_token_at: float | None = None
     finished_at: float | None = None
     aborted: bool = False
@@ -137,8 +135,6 @@ class Engine:
         self.total_blocks = max(1, int(step_model.kv_capacity_tokens) // self.block_size)
         self.used_blocks = 0
         self.waiting: deque[Sequence] = deque()
-        #: requests the engine has seen but not yet planned with (async scheduling: seen during the step running)
-        self.arriving: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.stats = EngineStats()
         self._ids = itertools.count(1)
@@ -150,9 +146,6 @@ class Engine:
         self.chunked = bool(getattr(step_model, "chunked_prefill", True))
         self.mixed = bool(getattr(step_model, "mixed_prefill_decode", True))
         self.reserve = getattr(step_model, "admission", "") == "reserve"
-        #: vLLM's async scheduling: the next step is planned when the current one starts, so a request seen
-        #: during a step joins the step after next
-        self.lookahead = bool(getattr(step_model, "async_scheduling", False))
         #: the API server's share of a request (tokenise, schedule, stream): the engine sees it this much later
         self.request_overhead_s = (
             float(getattr(step_model, "request_overhead_s", 0.0) or 0.0) / self.time_scale
@@ -205,14 +198,8 @@ class Engine:
 
     def _enqueue(self, seq: Sequence) -> None:
         if not seq.aborted:
-            seq.seen_at = self._loop.time()
-            (self.arriving if self.lookahead else self.waiting).append(seq)
+            self.waiting.append(seq)
             self._wake.set()
-
-    def _plan_from(self, by: float) -> None:
-        """The requests seen by `by` join the waiting queue the next step is planned from."""
-        while self.arriving and self.arriving[0].seen_at <= by:
-            self.waiting.append(self.arriving.popleft())
 
     def abort(self, seq: Sequence) -> None:
         """The client went away: free the sequence's KV and drop it."""
@@ -223,15 +210,13 @@ class Engine:
             self.running.remove(seq)
         elif seq in self.waiting:
             self.waiting.remove(seq)
-        elif seq in self.arriving:
-            self.arriving.remove(seq)
         self._free(seq)
         if seq.done is not None and not seq.done.done():
             seq.done.set_result(None)
 
     def abort_all(self) -> None:
         """Drop every request (the twin is stopping)."""
-        for seq in [*self.running, *self.waiting, *self.arriving]:
+        for seq in [*self.running, *self.waiting]:
             self.abort(seq)
 
     @property
@@ -438,14 +423,11 @@ class Engine:
     async def _run(self) -> None:
         loop = self._loop
         deadline = loop.time()
-        started = deadline  # when the last step started: async scheduling planned the next one then
         while True:
-            if not self.running and not self.waiting and not self.arriving:
+            if not self.running and not self.waiting:
                 self._wake.clear()
                 await self._wake.wait()
-                deadline = started = loop.time()  # an idle engine starts the next step on arrival
-            if self.lookahead:
-                self._plan_from(started if self.running or self.waiting else loop.time())
+                deadline = loop.time()  # an idle engine starts the next step on arrival
             prefills, decodes, context = self.schedule()
             if not prefills and not decodes:  # nothing fits yet (cannot happen with a non-empty batch)
                 self._wake.clear()
@@ -454,8 +436,7 @@ class Engine:
             dt = self.step_time(prefills, decodes, context) / self.time_scale
             # a busy engine runs step after step: keep the model's pace even when a sleep overshoots (timer
             # granularity is about 1 ms), but do not replay more than MAX_CATCH_UP_S of lag after a stall
-            started = max(deadline, loop.time() - MAX_CATCH_UP_S)
-            deadline = started + dt
+            deadline = max(deadline, loop.time() - MAX_CATCH_UP_S) + dt
             self.stats.steps += 1
             delay = deadline - loop.time()
             if delay > 0:
