@@ -11,14 +11,38 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    computed_field,
+    field_serializer,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
-from sizing.base.serving_config import ServingConfig
+from sizing.base.serving_config import ServerFacts, ServingConfig
 from sizing.base.vocabulary import CapacityType, Deployment, Invocation
+from sizing.catalog.offerings import BedrockQuota
+from sizing.workload.spec import SLO
 
 
 class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Stated(Frozen):
+    """A block whose writers state only the fields that apply to it (a Bedrock offer has no EKS price fields, an
+    open-loop level no concurrency): its JSON holds the fields it was given, in the order declared, and leaves
+    the others out instead of writing them as null. Each subclass declares its fields in the order its writers
+    write them."""
+
+    @model_serializer(mode="wrap")
+    def _stated(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        return {k: v for k, v in out.items() if k in self.model_fields_set}
 
 
 class Percentiles(Frozen):
@@ -59,6 +83,35 @@ class PerReplica(Frozen):
     kv_cache_tokens: int
 
 
+#: One component of a bill: a price, a count, hours, a term ("1 month") or the terms sold (months).
+BillComponent = bool | int | float | str | list[int] | None
+
+
+class HourlySchedule(Stated):
+    """Replicas and nodes in each hour of the traffic profile's day (24 values each)."""
+
+    replicas_by_hour: list[int]
+    nodes_by_hour: list[int]
+
+
+class PriceSource(Stated):
+    """Where a row's prices come from: the source and date of the price, whether it is assumed, and for Bedrock the
+    Region and tier priced; for EKS and SageMaker the spot and Savings Plan discounts applied."""
+
+    source: str | None = None
+    as_of: str | None = None
+    assumed: bool | None = None
+    region: str | None = None
+    tier: str | None = None
+    tier_multiple: float | None = None
+    tier_source: str | None = None
+    tier_as_of: str | None = None
+    spot_discount: float | None = None
+    spot_discount_assumed: bool | None = None
+    savings_plan_discount: float | None = None
+    savings_plan_assumed: bool | None = None
+
+
 class Cost(Frozen):
     #: None in an older or hand-written result that states only the monthly cost (unknown)
     usd_per_hour_peak: float | None = None
@@ -67,9 +120,17 @@ class Cost(Frozen):
     usd_per_month_savings_plan_1y: float | None = None
     usd_per_million_output_tokens: float | None = None
     usd_per_user_month: float | None = None
-    breakdown: dict[str, Any] = Field(default_factory=dict)
-    schedule: dict[str, Any] | None = None
-    price: dict[str, Any] | None = None
+    #: the bill's components by name: each deployment bills different things (instance-hours and the control
+    #: plane on EKS, tokens on Bedrock, model units for Provisioned Throughput, jobs for batch), so this is an open
+    #: map of named components rather than one record
+    breakdown: dict[str, BillComponent] = Field(default_factory=dict)
+    schedule: HourlySchedule | None = None
+    price: PriceSource | None = None
+
+    def component(self, name: str) -> float | None:
+        """A figure of the breakdown by name (None: this bill has no such figure)."""
+        value = self.breakdown.get(name)
+        return float(value) if isinstance(value, int | float) else None
 
 
 class Headroom(Frozen):
@@ -118,6 +179,52 @@ class AlsoFits(Frozen):
     usd_per_month: float
 
 
+class LoadTarget(Stated):
+    """A load level as the load generator states it (`sizing.loadtest.metrics.StepResult.target`): closed-loop
+    `concurrency`, `users` with a `think_time_s`, or an open-loop arrival `rate_rps`."""
+
+    concurrency: int | float | None = None
+    users: int | float | None = None
+    think_time_s: int | float | None = None
+    rate_rps: int | float | None = None
+
+
+class LevelOutcome(Stated):
+    """One measured level as the `measured` block lists it: its load, its throughput and whether it met the SLOs."""
+
+    target: LoadTarget | None = None
+    requests_per_s: float | None = None
+    meets_slo: bool | None = None
+
+
+class PredictedAtLevel(Stated):
+    """The estimator re-simulated at the level a `measured` block shows (`sizing.orchestrate.merge`)."""
+
+    ttft_ms: Percentiles = Percentiles()
+    tpot_ms: Percentiles = Percentiles()
+    e2e_s: Percentiles = Percentiles()
+    requests_per_s: float | None = None
+    at: LoadTarget | None = None
+
+
+class SearchedCapacity(Stated):
+    """The capacity a run's search found for a row's hardware (`sizing.loadtest.capacity.CapacityEstimate` as it
+    dumps: its fields are restated here because that module pulls numpy into every reader of a result), with
+    the estimate's own capacity and whether it lies inside the interval."""
+
+    capacity_rps: float | None = None
+    low_rps: float | None = None
+    high_rps: float | None = None
+    converged: bool | None = None
+    tolerance: float | None = None
+    #: the search's level records, each as the load generator stored it (`StepResult`'s JSON, read by nothing here)
+    levels: list[dict[str, Any]] = Field(default_factory=list)
+    note: str | None = None
+    predicted_rps: float | None = None
+    consistent_with_estimate: bool | None = None
+    verdict: str | None = None
+
+
 class Measured(Frozen):
     """Figures from a load test. `origin` says what served them: `endpoint` (a real server: measured) or `twin`
     (a local endpoint timed by our own model: simulated, never a measurement).
@@ -133,27 +240,27 @@ class Measured(Frozen):
     e2e_s: Percentiles | None = None
     requests_per_s: float | None = None
     output_tokens_per_s: float | None = None
-    at: dict[str, Any] | None = None
+    at: LoadTarget | None = None
     capacity_rps: float | None = None
     meets_slo: bool | None = None
-    levels: list[dict[str, Any]] = Field(default_factory=list)
+    levels: list[LevelOutcome] = Field(default_factory=list)
     origin: Literal["twin", "endpoint"] | None = None
-    serving: dict[str, Any] | None = None
+    serving: ServingConfig | None = None
     engine_version: str | None = None
-    #: what the server reported it runs (`sizing.loadtest.server.ServerFacts` as a dict), and where that differs
-    #: from the serving configuration the estimate assumed, in words
-    server: dict[str, Any] | None = None
+    #: what the server reported it runs, and where that differs from the serving configuration the estimate
+    #: assumed, in words
+    server: ServerFacts | None = None
     when: str | None = None
     how: str | None = None
     #: a replayed trace's digest: its levels were the trace time-scaled to each rate
     trace_digest: str | None = None
     differs: list[str] = Field(default_factory=list)
-    predicted_at_level: dict[str, Any] | None = None
+    predicted_at_level: PredictedAtLevel | None = None
     #: the architecture whose deployment was load-tested, when it is not this row (SageMaker on the hardware of a
     #: measured EKS row), and that in words
     measured_on: str | None = None
     note: str | None = None
-    capacity: dict[str, Any] | None = None
+    capacity: SearchedCapacity | None = None
 
 
 class MeasuredEdge(Frozen):
@@ -272,6 +379,41 @@ class InferenceComponentsInfo(Frozen):
     message: str
 
 
+class CalibrationSummary(Stated):
+    """What an architecture's predictions state about their calibration (`sizing.perf.calibration.summary`): the
+    profile's version, what it was fitted on, the error to expect per metric, and what the figures rest on."""
+
+    version: str | None = None
+    family: str | None = None
+    engine: str | None = None
+    basis: str | None = None
+    #: cross-validated median absolute percentage error per metric (`ttft`, `tpot`, `throughput`, ...)
+    expected_error: dict[str, float] = Field(default_factory=dict)
+    profile_version: str | None = None
+    estimate_basis: Basis | None = None
+
+
+class BedrockOffer(Stated):
+    """The Bedrock offer a managed row prices: the model id invoked and its base model, the mode and tier, the
+    inference profile's scope and Region, the on-demand quotas, and what a committed mode buys."""
+
+    model_id: str | None = None
+    base_model_id: str | None = None
+    #: `on-demand`, `batch`, `provisioned` or `reserved`
+    mode: str | None = None
+    tier: str | None = None
+    scope: str | None = None
+    region: str | None = None
+    quota: BedrockQuota | None = None
+    #: the output tokens a request reserves against the tokens-per-minute quota when it starts
+    max_tokens: int | None = None
+    #: Provisioned Throughput: model units bought and their commitment term
+    model_units: int | None = None
+    term: str | None = None
+    latency_assumed: bool | None = None
+    latency_source: str | None = None
+
+
 class Architecture(Frozen):
     """One deployable answer: hardware, its serving configuration, predicted figures and cost."""
 
@@ -295,7 +437,7 @@ class Architecture(Frozen):
     instances: Instances | None = None
     per_replica: PerReplica | None = None
     predicted: Predicted
-    calibration: dict[str, Any] | None = None
+    calibration: CalibrationSummary | None = None
     #: what the predicted figures rest on (`Basis`), and the calibration profile version the estimate used (the
     #: shipped profile's, plus `+team.<version>` when a team correction applied); read from `calibration` when not
     #: given
@@ -317,7 +459,7 @@ class Architecture(Frozen):
     placement: Placement | None = None
     also_fits_on: list[AlsoFits] = Field(default_factory=list)
     weights_gb: float | None = None
-    bedrock: dict[str, Any] | None = None
+    bedrock: BedrockOffer | None = None
     #: a quota to raise before this architecture can serve the peak (ranked by its cost all the same)
     quota: QuotaFlag | None = None
     #: the Region the architecture runs in and its prices are from
@@ -551,20 +693,91 @@ class SloCost(Frozen):
     line: str
 
 
+class WorkloadFigures(Stated):
+    """The workload as modelled (`sizing.workload.derived.WorkloadModel.derived`): its rates, concurrency, token
+    lengths, daily profile and SLO, as the estimate used them."""
+
+    name: str | None = None
+    model: str | None = None
+    peak_rps: float | None = None
+    avg_rps: float | None = None
+    peak_active_users: int | None = None
+    peak_concurrency: float | None = None
+    concurrency_basis_s: float | None = None
+    think_time_s: float | None = None
+    requests_per_day: int | None = None
+    requests_per_month: int | None = None
+    traffic_days_per_month: float | None = None
+    #: each token-length distribution's summary (`sizing.base.distributions.TokenDist.describe`): kind, mean,
+    #: percentiles and, for a lognormal, its parameters
+    input_tokens: dict[str, str | int | float] | None = None
+    output_tokens: dict[str, str | int | float] | None = None
+    shared_prefix_tokens: int | float | None = None
+    input_tokens_per_s_peak: float | None = None
+    output_tokens_per_s_peak: float | None = None
+    hourly_rps: list[float] = Field(default_factory=list)
+    timezone: str | None = None
+    #: the SLO as the spec states it (its JSON holds the stated targets only)
+    slo: SLO | None = None
+    notes: list[str] = Field(default_factory=list)
+    #: a recorded trace's figures (`sizing.traces.recorded`): format, requests, busiest hour, prefix reuse, the
+    #: window replayed; a reader's summary of someone else's file, shown as it came
+    trace: dict[str, Any] | None = None
+
+    @field_validator("slo", mode="before")
+    @classmethod
+    def _no_slo(cls, value: Any) -> Any:
+        """An empty block (a hand-written result's) states no SLO."""
+        return None if value == {} else value
+
+    @field_serializer("slo")
+    def _stated_slo(self, slo: SLO | None) -> dict[str, Any]:
+        return {} if slo is None else slo.model_dump(exclude_none=True)
+
+
+class Closest(Frozen):
+    """The candidate that came closest to a binding SLO target, and its figure there."""
+
+    value: float
+    on: str
+
+
+class Infeasible(Stated):
+    """Why nothing is feasible: no hardware in the Region, or the SLO that binds nearest and what came closest."""
+
+    binding: str | None = None
+    region: str | None = None
+    nearest_region: str | None = None
+    #: the closest candidate's figure for the binding target and where it was reached
+    closest: Closest | None = None
+    message: str | None = None
+
+
+class RegionInfo(Stated):
+    """The Region estimated, where its prices come from, and the hardware it lacks."""
+
+    code: str | None = None
+    name: str | None = None
+    data_residency: str | None = None
+    prices: str | None = None
+    unavailable_here: list[str] = Field(default_factory=list)
+    nearest_region_with_hardware: str | None = None
+
+
 class EstimateResult(Frozen):
     """The estimate result contract: the workload as modelled, ranked architectures, what was rejected and why."""
 
-    workload: dict[str, Any]
+    workload: WorkloadFigures
     architectures: list[Architecture]
     rejected: list[Rejected] = Field(default_factory=list)
     assumptions: dict[str, Any] = Field(default_factory=dict)
     search: dict[str, Any] | None = None
     generated_at: str | None = None
-    infeasible: dict[str, Any] | None = None
+    infeasible: Infeasible | None = None
     why_not_cheaper: list[NotCheaper] = Field(default_factory=list)
     summary: str | None = None
     #: the Region estimated, where its prices come from, and hardware it lacks
-    region: dict[str, Any] | None = None
+    region: RegionInfo | None = None
     #: every managed (Bedrock) offer priced for the workload, whether or not it meets the SLOs: what a buyer
     #: compares the ranking with (`meets_slo`, `quota` and `notes` say why it is or is not ranked)
     managed_options: list[Architecture] = Field(default_factory=list)

@@ -244,13 +244,16 @@ def _estimate(args: argparse.Namespace, spec: WorkloadSpec) -> EstimateResult:
 def _print_header(result: EstimateResult) -> None:
     """The workload as resolved, and what the search covered."""
     w = result.workload
-    print(f"{w['name']}: {w['model']}")
+    tokens_in = float((w.input_tokens or {})["mean"])
+    tokens_out = float((w.output_tokens or {})["mean"])
+    print(f"{w.name}: {w.model}")
     print(
-        f"  peak {w['peak_rps']:.2f} req/s, average {w['avg_rps']:.2f} req/s;"
-        f" tokens in {w['input_tokens']['mean']:.0f} / out {w['output_tokens']['mean']:.0f} (mean)"
+        f"  peak {w.peak_rps or 0.0:.2f} req/s, average {w.avg_rps or 0.0:.2f} req/s;"
+        f" tokens in {tokens_in:.0f} / out {tokens_out:.0f} (mean)"
     )
-    print(f"  SLO: {w['slo']}")
-    trace = w["trace"] if isinstance(w.get("trace"), dict) else {}
+    print(f"  SLO: {w.slo.model_dump(exclude_none=True) if w.slo is not None else {}}")
+    # a recorded trace's figures are the trace reader's own summary (an open map, `WorkloadFigures.trace`)
+    trace = w.trace or {}
     if trace.get("effect"):
         print(f"  trace: {trace['effect']['summary']}")
     for note in trace.get("notes") or []:
@@ -270,13 +273,13 @@ def _print_best(best: Architecture) -> None:
     if best.cost.usd_per_month_spot:
         print(f", {_fmt_money(best.cost.usd_per_month_spot)}/month with spot above the base", end="")
     print()
-    calibration = best.calibration or {}
-    err = calibration["expected_error"] if calibration.get("expected_error") else {}
-    if err:
+    calibration = best.calibration
+    err = calibration.expected_error if calibration is not None else {}
+    if calibration is not None and err:
         typical = ", ".join(f"{k.upper()} ±{err[k]:.0%}" for k in ("ttft", "tpot") if k in err)
         print(
             f"  its predictions are typically within {typical} of a measurement (cross-validated median"
-            f" error; calibration: {calibration['basis']})"
+            f" error; calibration: {calibration.basis})"
         )
 
 
@@ -314,11 +317,10 @@ def slo_cost_lines(result: EstimateResult) -> list[str]:
 
 
 def _print_infeasible(result: EstimateResult) -> None:
-    inf = result.infeasible or {}
-    print(
-        f"no architecture meets the SLOs (exit {EXIT_NO_ARCHITECTURE}): binding SLO"
-        f" {inf.get('binding') or '-'}; {inf.get('message', '')}"
-    )
+    inf = result.infeasible
+    binding = (inf.binding if inf is not None else None) or "-"
+    message = (inf.message if inf is not None else None) or ""
+    print(f"no architecture meets the SLOs (exit {EXIT_NO_ARCHITECTURE}): binding SLO {binding}; {message}")
     costs = slo_cost_lines(result)
     if costs:
         print("\n".join(costs))

@@ -92,7 +92,7 @@ def with_effect(
     """`traced` with `workload.trace.effect` filled in, from `estimate` of the Poisson twin; unchanged when the spec
     replays no trace."""
     twin = poisson_twin(spec)
-    trace = traced.workload.get("trace")
+    trace = traced.workload.trace
     if twin is None or trace is None:
         return traced
     trace["effect"] = compare(traced, estimate(twin))

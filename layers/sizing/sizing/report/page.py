@@ -180,11 +180,11 @@ def _heading(result: EstimateResult, run_id: str | None, *, measured: bool) -> t
     w = result.workload
     archs = result.architectures
     kind = "run" if measured or any(was_measured(a) for a in archs) else "estimate"
-    model = w.get("model") or (archs[0].model if archs else None)
+    model = w.model or (archs[0].model if archs else None)
     bits = [str(model) if model else "", f"run {run_id}" if run_id else kind]
     if result.generated_at:
         bits.append(f"generated {result.generated_at}")
-    return f"Sizing report — {w.get('name') or 'workload'}", " · ".join(b for b in bits if b)
+    return f"Sizing report — {w.name or 'workload'}", " · ".join(b for b in bits if b)
 
 
 def write_report(

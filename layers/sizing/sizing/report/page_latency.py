@@ -30,10 +30,10 @@ from sizing.report.page_base import (
     slo_targets,
     winner_index,
 )
-from sizing.results import Architecture
+from sizing.results import Architecture, EstimateResult
 
 
-def chart_targets(result: dict[str, Any]) -> list[tuple[str, str, float]]:
+def chart_targets(result: EstimateResult) -> list[tuple[str, str, float]]:
     """(metric, percentile, limit) of each SLO target as the latency charts draw it (the percentile shown)."""
     out = []
     for m in ("ttft_ms", "tpot_ms", "e2e_s"):
@@ -185,7 +185,6 @@ def _latency_caption(
 
 
 def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, Any]]]) -> Section:
-    r = pg.r
     if not curves and not measured:
         return _section("latency.html", charts=[], empty=True)
     archs = pg.typed.architectures
@@ -195,21 +194,21 @@ def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, A
     winner_curve = next(
         (c for c in curves if c.architecture_ids and c.architecture_ids[0] == winner_id), None
     )
-    crossing = winner_curve.capacity(chart_targets(r)) if winner_curve is not None else None
+    crossing = winner_curve.capacity(chart_targets(pg.typed)) if winner_curve is not None else None
     # the dotted line is the table's capacity (the planner's search), so the chart and the table say one figure;
     # where the chart's longer simulations cross the target elsewhere, the caption says where
     capacity = crossing
     if crossing is not None and winner_curve is not None and winner_curve.slo_limit_rps is not None:
         capacity = (float(winner_curve.slo_limit_rps), crossing[1], crossing[2])
     metrics = ["ttft_ms", "e2e_s"]
-    if any(m == "tpot_ms" for m, _, _ in slo_targets(r)):
+    if any(m == "tpot_ms" for m, _, _ in slo_targets(pg.typed)):
         metrics.insert(1, "tpot_ms")
     charts = []
     for metric in metrics:
-        q = shown_percentile(r, metric)
+        q = shown_percentile(pg.typed, metric)
         plot = _latency_plot(pg, metric, q, curves, measured, winner_curve)
         if any(s.points for s in plot.series):
-            svg_text = _latency_chart(metric, q, plot, slo_limit(r, metric, q), capacity)
+            svg_text = _latency_chart(metric, q, plot, slo_limit(pg.typed, metric, q), capacity)
             charts.append({"metric": metric, "name": f"{METRIC_NAMES[metric]} {q}", "svg": svg_text})
     shared = [(c.label, [f"#{by_id[i].rank}" for i in c.architecture_ids if i in by_id]) for c in curves]
     return _section(
@@ -231,7 +230,7 @@ def _step_figure(s: dict[str, Any], metric: str, q: str) -> str:
 def _measurements(measured: dict[str, list[dict[str, Any]]], pg: Page) -> dict[str, Any]:
     """The load-test steps, one row each."""
     names = {a.id: short_label(a) for a in pg.typed.architectures}
-    metrics = [(m, shown_percentile(pg.r, m)) for m in ("ttft_ms", "tpot_ms", "e2e_s")]
+    metrics = [(m, shown_percentile(pg.typed, m)) for m in ("ttft_ms", "tpot_ms", "e2e_s")]
     rows = []
     for cid, steps in measured.items():
         for s in steps:

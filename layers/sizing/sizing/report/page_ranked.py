@@ -86,7 +86,7 @@ def _ranked_metric(pg: Page, a: Architecture, p: str, m: str, q: str) -> dict[st
     r = pg.r
     f = UNIT_FMT[METRIC_UNITS[m]]
     err = f"{p}.calibration.expected_error.{EXPECTED_ERROR_KEY[m]}" if m in EXPECTED_ERROR_KEY else ""
-    limit = slo_limit(r, m, q)
+    limit = slo_limit(pg.typed, m, q)
     mv = lookup(r, f"{p}.measured.{m}.{q}")
     return {
         "predicted": pg.n(f"{p}.predicted.{m}.{q}", f),
@@ -158,10 +158,10 @@ def _ranked(pg: Page) -> Section:
     archs = pg.typed.architectures
     if not archs:
         return _section("ranked.html", rows=[])
-    metrics = [(m, shown_percentile(r, m)) for m in ("ttft_ms", "tpot_ms", "e2e_s")]
+    metrics = [(m, shown_percentile(pg.typed, m)) for m in ("ttft_ms", "tpot_ms", "e2e_s")]
     heads = []
     for m, q in metrics:
-        limit = slo_limit(r, m, q)
+        limit = slo_limit(pg.typed, m, q)
         heads.append(
             {
                 "name": f"{METRIC_NAMES[m]} {q}",
@@ -175,7 +175,9 @@ def _ranked(pg: Page) -> Section:
         tested=" / ".join(origin_labels(pg.typed, pg.twin_run)),
         search=_search(pg),
         twins=TWIN in {measured_origin(a, pg.twin_run) for a in archs},
-        errors=any(isinstance((a.calibration or {}).get("expected_error"), dict) for a in archs),
+        errors=any(
+            a.calibration is not None and "expected_error" in a.calibration.model_fields_set for a in archs
+        ),
         downloads=_downloads(r),
     )
 

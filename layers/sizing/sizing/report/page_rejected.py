@@ -19,7 +19,7 @@ from sizing.report.page_base import (
     plain,
     slo_limit,
 )
-from sizing.results import Rejected
+from sizing.results import Infeasible, Rejected
 
 
 def _learning(pg: Page) -> Section | None:
@@ -52,16 +52,15 @@ def _learning(pg: Page) -> Section | None:
     )
 
 
-def _binding(pg: Page, inf: dict[str, Any]) -> dict[str, Any]:
+def _binding(pg: Page, inf: Infeasible) -> dict[str, Any]:
     """The SLO target that makes a workload infeasible, its limit, and how close the closest candidate came."""
-    binding = inf.get("binding")
-    if not (isinstance(binding, str) and "." in binding):
+    binding = inf.binding
+    if not (binding is not None and "." in binding):
         return {"json": json.dumps(binding, default=str) if binding else ""}
     metric, q = binding.split(".", 1)
     f = UNIT_FMT.get(METRIC_UNITS.get(metric, ""), plain)
-    limit = slo_limit(pg.r, metric, q)
-    closest = inf.get("closest") or {}
-    on = str(closest["on"]) if isinstance(closest, dict) and closest.get("on") else ""
+    limit = slo_limit(pg.typed, metric, q)
+    on = inf.closest.on if inf.closest is not None else ""
     return {
         "name": f"{METRIC_NAMES.get(metric, metric)} {q}",
         "limit": f(limit) if limit is not None else "",
@@ -88,9 +87,7 @@ def _rejected(pg: Page) -> Section:
     return _section(
         "rejected.html",
         count=len(rej),
-        infeasible=(
-            {"message": str(inf.get("message", "")), **_binding(pg, inf)} if inf is not None else None
-        ),
+        infeasible=({"message": inf.message or "", **_binding(pg, inf)} if inf is not None else None),
         failed=[
             [str(f.get("candidate_id", "")), str(f.get("status") or ""), str(f.get("error") or "")]
             for f in failed
@@ -117,7 +114,7 @@ def _assumed(pg: Page, prices: dict[tuple[str, str, bool], list[str]]) -> list[s
         )
     if any(k[2] for k in prices):
         assumed.append("Some instance prices are assumed (not from the AWS price list): see the price table.")
-    if any((a.cost.price or {}).get("spot_discount_assumed") for a in archs):
+    if any(a.cost.price is not None and a.cost.price.spot_discount_assumed for a in archs):
         assumed.append("Spot discounts are assumed per family, not quoted; spot capacity may be interrupted.")
     if any(a.deployment == "bedrock" for a in archs):
         assumed.append("Bedrock latency follows an assumed profile until measured.")
@@ -154,9 +151,9 @@ def _assumptions(pg: Page) -> Section:
     asm = pg.typed.assumptions
     prices: dict[tuple[str, str, bool], list[str]] = {}
     for a in pg.typed.architectures:
-        pr = a.cost.price or {}
-        if pr:
-            key = (str(pr.get("source", "")), str(pr.get("as_of", "")), bool(pr.get("assumed")))
+        pr = a.cost.price
+        if pr is not None and pr.model_fields_set:
+            key = (pr.source or "", pr.as_of or "", bool(pr.assumed))
             prices.setdefault(key, []).append(a.id)
     cal = asm.get("calibration") or {}
     version = cal.get("version") if isinstance(cal, dict) else cal

@@ -41,7 +41,7 @@ def _workload(pg: Page, wl: WorkloadModel | None) -> Section:
     if wl is not None:
         said.append(("Traffic profile", str(wl.spec.traffic.profile or "custom weights")))
     said.append(("Time zone", str(w.get("timezone", ""))))
-    for m, q, _limit in slo_targets(pg.r):
+    for m, q, _limit in slo_targets(pg.typed):
         f = UNIT_FMT.get(METRIC_UNITS.get(m, ""), plain)
         said.append((f"SLO {METRIC_NAMES.get(m, m)} {q}", ["≤ ", pg.n(f"workload.slo.{m}.{q}", f)]))
     said += [("Note", str(n)) for n in w.get("notes") or []]

@@ -49,7 +49,7 @@ def post_estimate(
     if refusal is not None:
         raise refusal  # 422: the constraints leave nothing to estimate
     twin = poisson_twin(workload)
-    trace = result.workload.get("trace")
+    trace = result.workload.trace
     if twin is not None and isinstance(trace, dict):
         # a replayed trace: what it changed against Poisson arrivals at the same means
         trace["effect"] = compare(result, estimate(twin, top=top, catalog=catalog))
