@@ -693,6 +693,19 @@ class SloCost(Frozen):
     line: str
 
 
+class TokenSummary(Stated):
+    """A token-length distribution as the result states it (`sizing.base.distributions.TokenDistribution.describe`):
+    its kind, mean and percentiles, and a lognormal's parameters."""
+
+    kind: str | None = None
+    mean: float | None = None
+    p50: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    mu: float | None = None
+    sigma: float | None = None
+
+
 class WorkloadFigures(Stated):
     """The workload as modelled (`sizing.workload.derived.WorkloadModel.derived`): its rates, concurrency, token
     lengths, daily profile and SLO, as the estimate used them."""
@@ -708,10 +721,8 @@ class WorkloadFigures(Stated):
     requests_per_day: int | None = None
     requests_per_month: int | None = None
     traffic_days_per_month: float | None = None
-    #: each token-length distribution's summary (`sizing.base.distributions.TokenDist.describe`): kind, mean,
-    #: percentiles and, for a lognormal, its parameters
-    input_tokens: dict[str, str | int | float] | None = None
-    output_tokens: dict[str, str | int | float] | None = None
+    input_tokens: TokenSummary | None = None
+    output_tokens: TokenSummary | None = None
     shared_prefix_tokens: int | float | None = None
     input_tokens_per_s_peak: float | None = None
     output_tokens_per_s_peak: float | None = None
@@ -764,14 +775,54 @@ class RegionInfo(Stated):
     nearest_region_with_hardware: str | None = None
 
 
+class ProfileRef(Stated):
+    """The calibration profile an estimate used: its version and date."""
+
+    version: str | None = None
+    date: str | None = None
+
+
+class Assumptions(Stated):
+    """What every figure of the estimate assumes: the load headroom (or the SLO's confidence), the calibration
+    profile, where prices and spot discounts come from, scale-up lead times, Bedrock latency, arrivals and the
+    serving configuration (`sizing.plan.explain.assumptions`)."""
+
+    headroom: float | None = None
+    confidence: float | None = None
+    headroom_reasoning: str | None = None
+    #: the profile's version and date (an older result states the version alone)
+    calibration: ProfileRef | str | None = None
+    prices: str | None = None
+    spot: str | None = None
+    savings_plan_1y_discount: float | None = None
+    #: seconds from a scale-up decision to a serving replica, by accelerator kind (`gpu`, `neuron`)
+    scale_up_lead_s: dict[str, int | float] | None = None
+    bedrock_latency: str | None = None
+    arrivals: str | None = None
+    serving: str | None = None
+
+
+class SearchStats(Stated):
+    """What the search covered: hardware options, replicas simulated and tuned, the seed, feasible answers and the
+    time it took."""
+
+    hardware_options: int | None = None
+    simulated: int | None = None
+    capacity_searches: int | None = None
+    tuned_replicas: int | None = None
+    seed: int | None = None
+    feasible: int | None = None
+    seconds: float | None = None
+
+
 class EstimateResult(Frozen):
     """The estimate result contract: the workload as modelled, ranked architectures, what was rejected and why."""
 
     workload: WorkloadFigures
     architectures: list[Architecture]
     rejected: list[Rejected] = Field(default_factory=list)
-    assumptions: dict[str, Any] = Field(default_factory=dict)
-    search: dict[str, Any] | None = None
+    assumptions: Assumptions = Field(default_factory=Assumptions)
+    search: SearchStats | None = None
     generated_at: str | None = None
     infeasible: Infeasible | None = None
     why_not_cheaper: list[NotCheaper] = Field(default_factory=list)

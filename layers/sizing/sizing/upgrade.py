@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from sizing.base.errors import InvalidInput, problems_from_pydantic
 from sizing.base.serving_config import ServingConfig
 from sizing.base.vocabulary import TWIN
-from sizing.results import Architecture, EstimateResult, WorkloadFigures
+from sizing.results import Architecture, Assumptions, EstimateResult, WorkloadFigures
 
 #: The latency blocks an architecture's `predicted` holds; an older or incomplete one lacks some (unknown figures).
 PREDICTED_METRICS = ("ttft_ms", "tpot_ms", "e2e_s")
@@ -92,6 +92,9 @@ def upgrade_result(doc: Any, what: str = "result") -> EstimateResult:
         own["workload"] = {k: v for k, v in own["workload"].items() if k in WorkloadFigures.model_fields}
     if own.get("assumptions") is None:
         own["assumptions"] = {}
+    elif isinstance(own["assumptions"], dict):
+        # an assumption an earlier release stated that the result no longer names is not read
+        own["assumptions"] = {k: v for k, v in own["assumptions"].items() if k in Assumptions.model_fields}
     try:
         return EstimateResult.model_validate(own)
     except ValidationError as exc:

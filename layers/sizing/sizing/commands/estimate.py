@@ -12,7 +12,7 @@ from sizing.base.text import table
 from sizing.commands.output import print_json
 from sizing.outcome import EXIT_NO_ARCHITECTURE, impossible_constraints
 from sizing.plan.traceeffect import with_effect
-from sizing.results import Architecture, EstimateResult
+from sizing.results import Architecture, EstimateResult, SearchStats
 from sizing.workload.derived import resolve
 from sizing.workload.parse import load_spec
 from sizing.workload.spec import WorkloadSpec
@@ -244,12 +244,12 @@ def _estimate(args: argparse.Namespace, spec: WorkloadSpec) -> EstimateResult:
 def _print_header(result: EstimateResult) -> None:
     """The workload as resolved, and what the search covered."""
     w = result.workload
-    tokens_in = float((w.input_tokens or {})["mean"])
-    tokens_out = float((w.output_tokens or {})["mean"])
+    tokens_in = w.input_tokens.mean if w.input_tokens is not None else None
+    tokens_out = w.output_tokens.mean if w.output_tokens is not None else None
     print(f"{w.name}: {w.model}")
     print(
         f"  peak {w.peak_rps or 0.0:.2f} req/s, average {w.avg_rps or 0.0:.2f} req/s;"
-        f" tokens in {tokens_in:.0f} / out {tokens_out:.0f} (mean)"
+        f" tokens in {tokens_in or 0.0:.0f} / out {tokens_out or 0.0:.0f} (mean)"
     )
     print(f"  SLO: {w.slo.model_dump(exclude_none=True) if w.slo is not None else {}}")
     # a recorded trace's figures are the trace reader's own summary (an open map, `WorkloadFigures.trace`)
@@ -260,10 +260,10 @@ def _print_header(result: EstimateResult) -> None:
         print(f"  trace: {note}")
     if (where := region_text(result.region)) is not None:
         print(f"  {where}")
-    s = result.search or {}
+    s = result.search or SearchStats()
     print(
-        f"  searched {s['hardware_options']} hardware options, simulated {s['simulated']},"
-        f" {s['feasible']} feasible architectures, {s['seconds']:.2f} s\n"
+        f"  searched {s.hardware_options} hardware options, simulated {s.simulated},"
+        f" {s.feasible} feasible architectures, {s.seconds or 0.0:.2f} s\n"
     )
 
 

@@ -141,9 +141,9 @@ def render_report(
     pg = Page(result, check_result(result, measurements))
     measured = measured_steps(measurements or [], pg.typed)
     always = list(measured) + [a.id for a in pg.typed.architectures if was_measured(a)]
-    curve_list = latency_curves(result, workload, always=always, seed=seed) if curves else []
+    curve_list = latency_curves(pg.typed, workload, always=always, seed=seed) if curves else []
     if manifests is None:
-        manifests, note = winner_manifests(pg.typed, result.get("run_id"))
+        manifests, note = winner_manifests(pg.typed, pg.run.run_id)
     else:
         note = "Manifests supplied with the run."
     sections = [
@@ -159,7 +159,7 @@ def render_report(
         _assumptions(pg),
         _manifests(manifests, note),
     ]
-    title, subtitle = _heading(pg.typed, result.get("run_id"), measured=bool(measurements))
+    title, subtitle = _heading(pg.typed, pg.run.run_id, measured=bool(measurements))
     where = region_line(pg.typed) or ""
     return (
         _environment()

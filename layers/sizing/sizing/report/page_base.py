@@ -8,9 +8,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import Field
+
 from sizing.answer import answer_rows
+from sizing.base.strict import Lenient
 from sizing.base.text import ORIGIN_LABELS
 from sizing.base.vocabulary import ENDPOINT, TWIN  # what served a load test's figures (`measured.origin`)
+from sizing.learn.loop import RunLearning
+from sizing.orchestrate.contracts import FailedCandidate, StepRecord
 from sizing.results import Architecture, EstimateResult, LevelOutcome, Measured
 from sizing.upgrade import twin_run
 from sizing.workload.spec import PercentileBounds
@@ -161,13 +166,24 @@ MISSING = Num("", None)
 Span = tuple[Num, ...]
 
 
+class RunEnvelope(Lenient):
+    """What a run's result carries beside the estimate (`sizing.report.run.run_result`): the run's id, the
+    candidates that failed, and what the learning loop did."""
+
+    run_id: str | None = None
+    failed: list[FailedCandidate] = Field(default_factory=list)
+    learning: RunLearning | None = None
+
+
 class Page:
     """The result being reported: its JSON (`r`, whose figures `n()` takes, tagged with their paths), the same
-    result typed (`typed`, `sizing.upgrade`) and its ranked architectures' rows (`rows`, `sizing.answer`)."""
+    result typed (`typed`, `sizing.upgrade`), a run's envelope typed (`run`) and its ranked architectures' rows
+    (`rows`, `sizing.answer`)."""
 
     def __init__(self, result: dict[str, Any], typed: EstimateResult):
         self.r = result
         self.typed = typed
+        self.run = RunEnvelope.model_validate(result)
         #: the run load-tested local twins (what figures recorded before `measured.origin` came from)
         self.twin_run = twin_run(result)
         self.rows = answer_rows(typed, twin_run=self.twin_run)
@@ -282,9 +298,18 @@ def _levels_signature(levels: Sequence[LevelOutcome]) -> tuple[tuple[str, float]
     return tuple(sorted(sig))
 
 
+class _Named(Lenient):
+    """Whom a measurement belongs to: the store's item names its candidate (and holds the level as `record`); a
+    bare record may name its candidate or architecture itself."""
+
+    candidate_id: str | None = None
+    architecture_id: str | None = None
+    record: dict[str, Any] | None = None
+
+
 def measured_steps(
     measurements: Sequence[dict[str, Any]], result: EstimateResult
-) -> dict[str, list[dict[str, Any]]]:
+) -> dict[str, list[StepRecord]]:
     """Load-test step records by architecture id.
 
     Takes bare step records or the store's measurement items (`{candidate_id, record: {...}}`). A candidate id
@@ -294,22 +319,20 @@ def measured_steps(
     archs = result.architectures
     ids = {a.id for a in archs}
     default = next((a.id for a in archs if was_measured(a)), archs[0].id if archs else "")
-    by_candidate: dict[str, list[dict[str, Any]]] = {}
+    by_candidate: dict[str, list[StepRecord]] = {}
     for m in measurements:
-        rec = m["record"] if isinstance(m.get("record"), dict) else m
-        cid = m.get("candidate_id") or rec.get("candidate_id") or m.get("architecture_id") or default
-        by_candidate.setdefault(str(cid), []).append(rec)
+        item = _Named.model_validate(m)
+        raw = item.record if item.record is not None else m
+        cid = item.candidate_id or _Named.model_validate(raw).candidate_id or item.architecture_id or default
+        by_candidate.setdefault(cid, []).append(StepRecord.model_validate(raw))
     signatures: dict[tuple[tuple[str, float], ...], str] = {}
     for a in archs:
         levels = a.measured.levels if a.measured is not None else []
         if levels:
             signatures.setdefault(_levels_signature(levels), a.id)
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[StepRecord]] = {}
     for cid, recs in by_candidate.items():
-        outcomes = [
-            LevelOutcome(target=r.get("target"), requests_per_s=r.get("requests_per_s"), meets_slo=False)
-            for r in recs
-        ]
+        outcomes = [LevelOutcome(target=r.target, requests_per_s=r.requests_per_s) for r in recs]
         arch_id = cid if cid in ids else signatures.get(_levels_signature(outcomes), cid)
         out.setdefault(arch_id, []).extend(recs)
     return out

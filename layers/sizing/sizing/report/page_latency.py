@@ -11,6 +11,7 @@ from markupsafe import Markup
 
 from sizing.base.text import ORIGIN_LABELS
 from sizing.base.vocabulary import ENDPOINT, TWIN  # what served a load test's figures (`measured.origin`)
+from sizing.orchestrate.contracts import StepRecord
 from sizing.report import svg
 from sizing.report.curves import Curve
 from sizing.report.page_base import (
@@ -44,11 +45,17 @@ def chart_targets(result: EstimateResult) -> list[tuple[str, str, float]]:
     return out
 
 
-def _measured_points(steps: Sequence[dict[str, Any]], metric: str, q: str) -> list[tuple[float, float]]:
+def _figure(s: StepRecord, metric: str, q: str) -> float | None:
+    """The level's `metric` at percentile `q` (None when it states none)."""
+    v: float | None = getattr(s.distribution(metric), q, None)
+    return v
+
+
+def _measured_points(steps: Sequence[StepRecord], metric: str, q: str) -> list[tuple[float, float]]:
     return sorted(
-        (float(s["requests_per_s"]), float(s[metric][q]))
+        (float(s.requests_per_s), float(v))
         for s in steps
-        if isinstance(s.get(metric), dict) and s[metric].get(q) is not None and s.get("requests_per_s")
+        if (v := _figure(s, metric, q)) is not None and s.requests_per_s
     )
 
 
@@ -100,7 +107,7 @@ def _latency_plot(
     metric: str,
     q: str,
     curves: list[Curve],
-    measured: dict[str, list[dict[str, Any]]],
+    measured: dict[str, list[StepRecord]],
     winner_curve: Curve | None,
 ) -> _Plot:
     f = UNIT_FMT[METRIC_UNITS[metric]]
@@ -164,7 +171,7 @@ def _latency_chart(
 
 def _latency_caption(
     pg: Page,
-    measured: dict[str, list[dict[str, Any]]],
+    measured: dict[str, list[StepRecord]],
     winner_curve: Curve | None,
     capacity: tuple[float, str, str] | None,
 ) -> dict[str, Any]:
@@ -184,7 +191,7 @@ def _latency_caption(
     }
 
 
-def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, Any]]]) -> Section:
+def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[StepRecord]]) -> Section:
     if not curves and not measured:
         return _section("latency.html", charts=[], empty=True)
     archs = pg.typed.architectures
@@ -222,35 +229,30 @@ def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, A
     )
 
 
-def _step_figure(s: dict[str, Any], metric: str, q: str) -> str:
-    v = (s.get(metric) or {}).get(q) if isinstance(s.get(metric), dict) else None
-    return UNIT_FMT[METRIC_UNITS[metric]](float(v)) if isinstance(v, int | float) else "—"
+def _step_figure(s: StepRecord, metric: str, q: str) -> str:
+    v = _figure(s, metric, q)
+    return UNIT_FMT[METRIC_UNITS[metric]](float(v)) if v is not None else "—"
 
 
-def _measurements(measured: dict[str, list[dict[str, Any]]], pg: Page) -> dict[str, Any]:
+def _measurements(measured: dict[str, list[StepRecord]], pg: Page) -> dict[str, Any]:
     """The load-test steps, one row each."""
     names = {a.id: short_label(a) for a in pg.typed.architectures}
     metrics = [(m, shown_percentile(pg.typed, m)) for m in ("ttft_ms", "tpot_ms", "e2e_s")]
     rows = []
     for cid, steps in measured.items():
         for s in steps:
-            target = s.get("target") or {}
-            errors = s.get("errors") or {}
+            target = s.target.model_dump() if s.target is not None else {}
             rows.append(
                 {
                     "cells": [
                         names.get(cid, cid),
                         _step_label(cid, pg),
-                        (
-                            ", ".join(f"{k} {v:g}" for k, v in target.items())
-                            if isinstance(target, dict)
-                            else str(target)
-                        ),
-                        rps(float(s.get("requests_per_s") or 0)),
+                        ", ".join(f"{k} {v:g}" for k, v in target.items()),
+                        rps(float(s.requests_per_s or 0)),
                         *(_step_figure(s, m, q) for m, q in metrics),
-                        str(sum(errors.values())) if isinstance(errors, dict) else str(errors),
+                        str(s.failed),
                     ],
-                    "meets_slo": s.get("meets_slo"),
+                    "meets_slo": s.meets_slo,
                 }
             )
     head = ["candidate", "figures", "load step", "served"]

@@ -19,34 +19,30 @@ from sizing.report.page_base import (
     plain,
     slo_limit,
 )
-from sizing.results import Infeasible, Rejected
+from sizing.results import Assumptions, Infeasible, ProfileRef, Rejected
 
 
 def _learning(pg: Page) -> Section | None:
     """What the run taught the estimator (`sizing.learn`): drift beyond the stated interval first, then the
     levels stored and refused, and the refit's outcome. None for a result without a learning block."""
-    learn = pg.r.get("learning")
-    if not isinstance(learn, dict):
+    learn = pg.run.learning
+    if learn is None:
         return None
-    refit = learn.get("refit") or {}
+    refit = learn.refit
     items = [
-        ("Measured levels stored", str(learn.get("measured_levels", 0))),
-        ("Twin levels (never calibrate)", str(learn.get("twin_levels", 0))),
+        ("Measured levels stored", str(learn.measured_levels)),
+        ("Twin levels (never calibrate)", str(learn.twin_levels)),
     ]
-    if refit:
-        what = refit.get("detail") or refit.get("line") or refit.get("error") or refit.get("status")
-        items.append(("Calibration refit", f"{refit.get('where', '')}: {what}"))
-    if learn.get("error"):
-        items.append(("Not learned", str(learn["error"])))
-    refused = [
-        [str(x.get("candidate_id", "")), str(x.get("level") or ""), str(x.get("reason"))]
-        for x in learn.get("refused") or []
-        if isinstance(x, dict)
-    ]
+    if refit is not None and refit.model_fields_set:
+        what = refit.detail or refit.line or refit.error or refit.status
+        items.append(("Calibration refit", f"{refit.where or ''}: {what}"))
+    if learn.error:
+        items.append(("Not learned", learn.error))
+    refused = [[x.candidate_id or "", str(x.level or ""), str(x.reason)] for x in learn.refused]
     return _section(
         "learning.html",
-        drift=len(learn.get("drift") or []) if learn.get("drift") else 0,
-        drift_lines=[str(line) for line in learn.get("drift_lines") or []],
+        drift=len(learn.drift),
+        drift_lines=list(learn.drift_lines),
         entries=items,
         refused=refused,
     )
@@ -75,7 +71,7 @@ def _rejected(pg: Page) -> Section:
     by_kind: dict[str, list[Rejected]] = {}
     for x in rej:
         by_kind.setdefault(str(x.kind), []).append(x)
-    failed = pg.r.get("failed") or []
+    failed = pg.run.failed
     groups = [
         {
             "kind": kind,
@@ -88,13 +84,7 @@ def _rejected(pg: Page) -> Section:
         "rejected.html",
         count=len(rej),
         infeasible=({"message": inf.message or "", **_binding(pg, inf)} if inf is not None else None),
-        failed=[
-            [str(f.get("candidate_id", "")), str(f.get("status") or ""), str(f.get("error") or "")]
-            for f in failed
-            if isinstance(f, dict)
-        ]
-        if failed
-        else None,
+        failed=[[f.candidate_id or "", f.status or "", f.error or ""] for f in failed] if failed else None,
         groups=groups,
     )
 
@@ -103,10 +93,9 @@ def _assumed(pg: Page, prices: dict[tuple[str, str, bool], list[str]]) -> list[s
     """What the result's figures assume, in a sentence each."""
     asm = pg.typed.assumptions
     archs = pg.typed.architectures
-    cal = asm.get("calibration") or {}
-    version = cal.get("version") if isinstance(cal, dict) else cal
+    version = _calibration_version(asm)
     assumed: list[str] = []
-    if "calibration" not in asm:
+    if "calibration" not in asm.model_fields_set:
         assumed.append("This result does not say which calibration its predictions used.")
     elif version in (None, "none", ""):
         assumed.append(
@@ -129,6 +118,12 @@ def _assumed(pg: Page, prices: dict[tuple[str, str, bool], list[str]]) -> list[s
     if origins == {TWIN}:
         assumed.append("No figure here comes from a load test of a real endpoint yet.")
     return assumed
+
+
+def _calibration_version(asm: Assumptions) -> str | None:
+    """The calibration profile's version the assumptions state (an older result states the version alone)."""
+    cal = asm.calibration
+    return cal.version if isinstance(cal, ProfileRef) else cal
 
 
 def plain_value(v: Any) -> str:
@@ -155,15 +150,16 @@ def _assumptions(pg: Page) -> Section:
         if pr is not None and pr.model_fields_set:
             key = (pr.source or "", pr.as_of or "", bool(pr.assumed))
             prices.setdefault(key, []).append(a.id)
-    cal = asm.get("calibration") or {}
-    version = cal.get("version") if isinstance(cal, dict) else cal
+    version = _calibration_version(asm)
+    date = asm.calibration.date if isinstance(asm.calibration, ProfileRef) else None
     # (name, text, shown as code: a value that is not a text, as its JSON)
     items = [
         ("Calibration version", str(version if version is not None else "none"), False),
-        ("Calibration date", str((cal.get("date") if isinstance(cal, dict) else None) or "—"), False),
+        ("Calibration date", date or "—", False),
         ("Generated", pg.typed.generated_at or "—", False),
     ]
-    items += [(k.replace("_", " "), plain_value(v), False) for k, v in asm.items() if k != "calibration"]
+    stated = asm.model_dump(mode="json")
+    items += [(k.replace("_", " "), plain_value(v), False) for k, v in stated.items() if k != "calibration"]
     price_rows = [
         [src, as_of, "assumed" if flag else "quoted", str(len(ids))]
         for (src, as_of, flag), ids in sorted(prices.items())

@@ -27,10 +27,10 @@ from sizing.workload.derived import WorkloadModel
 
 
 def _workload(pg: Page, wl: WorkloadModel | None) -> Section:
-    w = pg.r.get("workload") or {}
-    if not w:
+    w = pg.typed.workload
+    if not w.model_fields_set:
         return _section("workload.html", empty=True)
-    said: list[tuple[str, Any]] = [("Workload", str(w.get("name", ""))), ("Model", str(w.get("model", "")))]
+    said: list[tuple[str, Any]] = [("Workload", w.name or ""), ("Model", w.model or "")]
     if wl is not None and wl.spec.users is not None:
         u = wl.spec.users
         said += [
@@ -40,11 +40,11 @@ def _workload(pg: Page, wl: WorkloadModel | None) -> Section:
         ]
     if wl is not None:
         said.append(("Traffic profile", str(wl.spec.traffic.profile or "custom weights")))
-    said.append(("Time zone", str(w.get("timezone", ""))))
+    said.append(("Time zone", w.timezone or ""))
     for m, q, _limit in slo_targets(pg.typed):
         f = UNIT_FMT.get(METRIC_UNITS.get(m, ""), plain)
         said.append((f"SLO {METRIC_NAMES.get(m, m)} {q}", ["≤ ", pg.n(f"workload.slo.{m}.{q}", f)]))
-    said += [("Note", str(n)) for n in w.get("notes") or []]
+    said += [("Note", n) for n in w.notes]
     tech = {
         "peak_rps": pg.n("workload.peak_rps", rps),
         "avg_rps": pg.n("workload.avg_rps", rps),
@@ -57,14 +57,11 @@ def _workload(pg: Page, wl: WorkloadModel | None) -> Section:
         "output_tokens_per_s_peak": pg.n("workload.output_tokens_per_s_peak", token_count),
     }
     tokens = []
-    for side in ("input_tokens", "output_tokens"):
-        block = w.get(side)
-        kind = str(block.get("kind", "")) if isinstance(block, dict) else ""
+    for side, block in (("input_tokens", w.input_tokens), ("output_tokens", w.output_tokens)):
+        kind = (block.kind or "") if block is not None else ""
         figs = [pg.n(f"workload.{side}.{k}", token_count) for k in ("mean", "p50", "p95", "p99")]
         tokens.append([side.replace("_", " "), kind, *figs])
-    return _section(
-        "workload.html", empty=False, said=said, tech=tech, tokens=tokens, trace=_trace(w.get("trace"))
-    )
+    return _section("workload.html", empty=False, said=said, tech=tech, tokens=tokens, trace=_trace(w.trace))
 
 
 def _burst_text(b: Any) -> str:
