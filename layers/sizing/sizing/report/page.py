@@ -84,7 +84,7 @@ def winner_manifests(result: EstimateResult, run_id: str | None = None) -> tuple
     if eks is None:
         return None, "No EKS architecture in the ranking: nothing to deploy on Kubernetes."
     try:
-        objs = render(eks.as_json(), str(run_id or "estimate"))
+        objs = render(eks, str(run_id or "estimate"))
     except (SizingError, ValueError, KeyError) as exc:
         return None, f"Could not render the manifests of {eks.id}: {exc}"
     out = {f"{o['kind'].lower()}.yaml": to_yaml([o]) for o in objs}
