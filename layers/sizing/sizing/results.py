@@ -706,6 +706,112 @@ class TokenSummary(Stated):
     sigma: float | None = None
 
 
+class Burstiness(Frozen):
+    """Arrivals in one window width (`sizing.traces.summary.burstiness`): the busiest window's count over the
+    mean, the counts' index of dispersion (1 for a Poisson stream), and the busiest window's rate."""
+
+    peak_to_mean: float | None = None
+    index_of_dispersion: float | None = None
+    peak_rps: float
+
+
+class LengthFigures(Frozen):
+    """A trace's prompt or output lengths in tokens: mean, longest and percentiles (None where the trace holds too
+    few requests for one)."""
+
+    mean: float
+    max: int
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+
+
+class PrefixReuse(Stated):
+    """How much of the trace's prompts a prefix cache held already (`sizing.traces.summary.reuse`)."""
+
+    source: str | None = None
+    prefix_hit_share: float | None = None
+    requests_with_hit_share: float | None = None
+    median_hit_tokens: int | None = None
+    blocks_seen_share: float | None = None
+
+
+class SessionFigures(Frozen):
+    """Multi-turn sessions where the trace names them (`sizing.traces.summary.sessions`)."""
+
+    sessions: int
+    turns_mean: float
+    turns_p95: float | None = None
+    follow_up_share: float
+    gap_between_turns_s_median: float | None = None
+
+
+class ReplayWindow(Frozen):
+    """The stretch of the trace the load test and the estimate replay: its requests, own rate and start."""
+
+    requests: int
+    own_mean_rps: float
+    starts_s: float
+
+
+class ComparedArchitecture(Frozen):
+    """One architecture as a trace's effect compares it (`sizing.plan.traceeffect`)."""
+
+    id: str
+    replicas_peak: int | None = None
+    ttft_ms_p95: float | None = None
+    e2e_s_p95: float | None = None
+    usd_per_month: float
+
+
+class TraceEffect(Stated):
+    """What replaying the trace changed against Poisson arrivals at the same means: the best architecture of each,
+    the trace's best as Poisson sizes it, and that in words."""
+
+    against: str | None = None
+    trace_best: ComparedArchitecture | None = None
+    poisson_best: ComparedArchitecture | None = None
+    poisson_on_trace_best: ComparedArchitecture | None = None
+    summary: str | None = None
+
+
+class TraceFigures(Stated):
+    """The recorded trace the workload was built from (`sizing.traces.summary.summarize`, with what the estimate
+    took from it): where it came from, its requests, rates by hour, burstiness, lengths, prefix reuse and sessions,
+    the window replayed, the peak it was sized at and, with a replay, its effect against Poisson arrivals. Counts
+    and hashes only: a trace's text is never in the result."""
+
+    source: str | None = None
+    format: str | None = None
+    digest: str | None = None
+    requests: int | None = None
+    model: str | None = None
+    #: requests per model the trace names
+    models: dict[str, int] = Field(default_factory=dict)
+    span_s: float | None = None
+    start: float | None = None
+    mean_rps: float | None = None
+    busiest_hour_rps: float | None = None
+    hourly_rps: list[float] = Field(default_factory=list)
+    hours: str | None = None
+    #: by window width (`1s`, `1min`); None where the trace spans fewer than two windows
+    burstiness: dict[str, Burstiness | None] = Field(default_factory=dict)
+    input_tokens: LengthFigures | None = None
+    output_tokens: LengthFigures | None = None
+    input_output_log_correlation: float | None = None
+    prefix_reuse: PrefixReuse | None = None
+    sessions: SessionFigures | None = None
+    estimated_counts: int | None = None
+    notes: list[str] = Field(default_factory=list)
+    replayed: bool | None = None
+    replay_window: ReplayWindow | None = None
+    shared_prefix_tokens: int | None = None
+    sized_peak_rps: float | None = None
+    time_scale: float | None = None
+    effect: TraceEffect | None = None
+
+
 class WorkloadFigures(Stated):
     """The workload as modelled (`sizing.workload.derived.WorkloadModel.derived`): its rates, concurrency, token
     lengths, daily profile and SLO, as the estimate used them."""
@@ -731,9 +837,7 @@ class WorkloadFigures(Stated):
     #: the SLO as the spec states it (its JSON holds the stated targets only)
     slo: SLO | None = None
     notes: list[str] = Field(default_factory=list)
-    #: a recorded trace's figures (`sizing.traces.recorded`): format, requests, busiest hour, prefix reuse, the
-    #: window replayed; a reader's summary of someone else's file, shown as it came
-    trace: dict[str, Any] | None = None
+    trace: TraceFigures | None = None
 
     @field_validator("slo", mode="before")
     @classmethod

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from sizing.base.errors import InvalidInput, problems_from_pydantic
 from sizing.base.serving_config import ServingConfig
 from sizing.base.vocabulary import TWIN
-from sizing.results import Architecture, Assumptions, EstimateResult, WorkloadFigures
+from sizing.results import Architecture, Assumptions, EstimateResult, TraceFigures, WorkloadFigures
 
 #: The latency blocks an architecture's `predicted` holds; an older or incomplete one lacks some (unknown figures).
 PREDICTED_METRICS = ("ttft_ms", "tpot_ms", "e2e_s")
@@ -90,6 +90,9 @@ def upgrade_result(doc: Any, what: str = "result") -> EstimateResult:
     elif isinstance(own["workload"], dict):
         # figures an earlier release stated about the workload that the result no longer names are not read
         own["workload"] = {k: v for k, v in own["workload"].items() if k in WorkloadFigures.model_fields}
+        trace = own["workload"].get("trace")
+        if isinstance(trace, dict):
+            own["workload"]["trace"] = {k: v for k, v in trace.items() if k in TraceFigures.model_fields}
     if own.get("assumptions") is None:
         own["assumptions"] = {}
     elif isinstance(own["assumptions"], dict):

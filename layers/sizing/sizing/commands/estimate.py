@@ -252,11 +252,10 @@ def _print_header(result: EstimateResult) -> None:
         f" tokens in {tokens_in or 0.0:.0f} / out {tokens_out or 0.0:.0f} (mean)"
     )
     print(f"  SLO: {w.slo.model_dump(exclude_none=True) if w.slo is not None else {}}")
-    # a recorded trace's figures are the trace reader's own summary (an open map, `WorkloadFigures.trace`)
-    trace = w.trace or {}
-    if trace.get("effect"):
-        print(f"  trace: {trace['effect']['summary']}")
-    for note in trace.get("notes") or []:
+    trace = w.trace
+    if trace is not None and trace.effect is not None and trace.effect.model_fields_set:
+        print(f"  trace: {trace.effect.summary}")
+    for note in trace.notes if trace is not None else []:
         print(f"  trace: {note}")
     if (where := region_text(result.region)) is not None:
         print(f"  {where}")
