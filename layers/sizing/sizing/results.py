@@ -547,14 +547,8 @@ def ranked_usd_per_month(on_demand: float, spot: float | None, capacity_type: st
 
 def rank_cost(arch: dict[str, Any] | Architecture) -> float:
     """The ranking's cost of an architecture given as a model or as its JSON (a stored or merged result)."""
-    if isinstance(arch, Architecture):
-        return arch.ranked_usd_per_month
-    cost = arch.get("cost") or {}
-    return ranked_usd_per_month(
-        float(cost.get("usd_per_month") or 0.0),
-        cost.get("usd_per_month_spot"),
-        str(arch.get("capacity_type")),
-    )
+    typed = arch if isinstance(arch, Architecture) else Architecture.model_validate(arch)
+    return typed.ranked_usd_per_month
 
 
 class RejectedKind(StrEnum):
