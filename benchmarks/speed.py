@@ -126,7 +126,7 @@ def plan(repeat: int) -> None:
     emptied before each call, as for a workload not seen before) and as one `sizing estimate` process."""
     from sizing.plan import estimate
     from sizing.plan.capacity import clear_caches
-    from sizing.results import SearchStats
+    from sizing.results.blocks import SearchStats
     from sizing.workload.parse import load_spec
     from sizing.workload.spec import WorkloadSpec
 

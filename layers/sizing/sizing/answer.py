@@ -29,9 +29,9 @@ from sizing.results import (
     Percentiles,
     Predicted,
     QuotaNote,
-    RegionInfo,
     RowBasis,
 )
+from sizing.results.blocks import RegionInfo
 from sizing.workload.spec import PercentileBounds
 
 DEPLOYMENT_NAMES = {"eks": "EKS", "sagemaker": "SageMaker", "bedrock": "Bedrock"}

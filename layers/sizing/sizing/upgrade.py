@@ -19,7 +19,8 @@ from pydantic import ValidationError
 from sizing.base.errors import InvalidInput, problems_from_pydantic
 from sizing.base.serving_config import ServingConfig
 from sizing.base.vocabulary import TWIN
-from sizing.results import Architecture, Assumptions, EstimateResult, TraceFigures, WorkloadFigures
+from sizing.results import Architecture, EstimateResult
+from sizing.results.blocks import Assumptions, TraceFigures, WorkloadFigures
 
 #: The latency blocks an architecture's `predicted` holds; an older or incomplete one lacks some (unknown figures).
 PREDICTED_METRICS = ("ttft_ms", "tpot_ms", "e2e_s")

@@ -12,7 +12,8 @@ from sizing.base.text import table
 from sizing.commands.output import print_json
 from sizing.outcome import EXIT_NO_ARCHITECTURE, impossible_constraints
 from sizing.plan.traceeffect import with_effect
-from sizing.results import Architecture, EstimateResult, SearchStats
+from sizing.results import Architecture, EstimateResult
+from sizing.results.blocks import SearchStats
 from sizing.workload.derived import resolve
 from sizing.workload.parse import load_spec
 from sizing.workload.spec import WorkloadSpec

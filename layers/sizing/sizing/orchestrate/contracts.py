@@ -39,7 +39,8 @@ from sizing.loadtest.config import (
     SloTarget,
 )
 from sizing.loadtest.metrics import Distribution
-from sizing.results import Architecture, LoadTarget
+from sizing.results import Architecture
+from sizing.results.blocks import LoadTarget
 from sizing.traces.formats import TraceFormat
 from sizing.workload.spec import TokenSpec
 

@@ -37,19 +37,8 @@ from sizing.plan.answer import pricing_of
 from sizing.plan.candidates import HardwareOption
 from sizing.plan.cost import project
 from sizing.plan.search import DEFAULT_HEADROOM
-from sizing.results import (
-    Architecture,
-    Cost,
-    Instances,
-    LevelOutcome,
-    LoadTarget,
-    Measured,
-    Percentiles,
-    PredictedAtLevel,
-    Replicas,
-    SearchedCapacity,
-    rank_cost,
-)
+from sizing.results import Architecture, Cost, Instances, Measured, Percentiles, Replicas, rank_cost
+from sizing.results.blocks import LevelOutcome, LoadTarget, PredictedAtLevel, SearchedCapacity
 from sizing.upgrade import upgrade_result
 from sizing.workload.derived import WorkloadModel, build_model
 from sizing.workload.spec import WorkloadSpec

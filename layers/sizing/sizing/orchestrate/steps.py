@@ -45,7 +45,8 @@ from sizing.orchestrate.contracts import (
 from sizing.orchestrate.launchers import FargateLauncher, LocalLauncher
 from sizing.orchestrate.settings import OrchestrationSettings
 from sizing.releases.catalog import LiveCatalog, ModelRegistry
-from sizing.results import Architecture, TokenSummary, WorkloadFigures
+from sizing.results import Architecture
+from sizing.results.blocks import TokenSummary, WorkloadFigures
 from sizing.service.runs import DEFAULT_TOP_K
 from sizing.store import SizingStore
 from sizing.workload.derived import build_model

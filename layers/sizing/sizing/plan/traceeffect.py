@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sizing.results import Architecture, EstimateResult, TraceEffect
+from sizing.results import Architecture, EstimateResult
+from sizing.results.blocks import TraceEffect
 from sizing.workload.spec import WorkloadSpec
 
 

@@ -25,7 +25,8 @@ from sizing.releases.events import (
     ModelReleaseRejected,
     RejectedProblem,
 )
-from sizing.results import Architecture, EstimateResult, Stated
+from sizing.results import Architecture, EstimateResult
+from sizing.results.blocks import Stated
 from sizing.store.items import now_iso
 from sizing.upgrade import upgrade_result
 

@@ -24,7 +24,8 @@ from sizing.base.distributions import TokenDistribution
 from sizing.base.errors import SizingError
 from sizing.perf.config import HardwareConfig
 from sizing.perf.step import StepModel
-from sizing.results import Architecture, EstimateResult, Percentiles, Predicted, TokenSummary
+from sizing.results import Architecture, EstimateResult, Percentiles, Predicted
+from sizing.results.blocks import TokenSummary
 from sizing.workload.derived import WorkloadModel, build_model
 from sizing.workload.parse import parse_spec
 

@@ -16,7 +16,8 @@ from sizing.base.text import ORIGIN_LABELS
 from sizing.base.vocabulary import ENDPOINT, TWIN  # what served a load test's figures (`measured.origin`)
 from sizing.learn.loop import RunLearning
 from sizing.orchestrate.contracts import FailedCandidate, StepRecord
-from sizing.results import Architecture, EstimateResult, LevelOutcome, Measured
+from sizing.results import Architecture, EstimateResult, Measured
+from sizing.results.blocks import LevelOutcome
 from sizing.upgrade import twin_run
 from sizing.workload.spec import PercentileBounds
 

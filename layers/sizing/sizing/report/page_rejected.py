@@ -19,7 +19,8 @@ from sizing.report.page_base import (
     plain,
     slo_limit,
 )
-from sizing.results import Assumptions, Infeasible, ProfileRef, Rejected
+from sizing.results import Rejected
+from sizing.results.blocks import Assumptions, Infeasible, ProfileRef
 
 
 def _learning(pg: Page) -> Section | None:

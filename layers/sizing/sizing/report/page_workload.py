@@ -22,7 +22,7 @@ from sizing.report.page_base import (
     slo_targets,
     token_count,
 )
-from sizing.results import PrefixReuse, TraceFigures
+from sizing.results.blocks import PrefixReuse, TraceFigures
 from sizing.workload.derived import WorkloadModel
 
 
