@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sizing.deploy import validate as checks
-from sizing.deploy.architecture import Architecture
+from sizing.deploy.architecture import DeployTarget
 from sizing.deploy.eks import EksProvisioner
 from sizing.deploy.kube import KubeClient
 from sizing.deploy.manifests import render
@@ -46,7 +46,7 @@ def architectures() -> list[dict[str, Any]]:
         from sizing.plan import estimate
         from sizing.workload.parse import load_spec
     except ImportError:
-        return [Architecture.from_id(i, m).model_dump() for i, m in FALLBACK]
+        return [DeployTarget.from_id(i, m).model_dump() for i, m in FALLBACK]
     out: list[dict[str, Any]] = []
     for path in sorted((ROOT / "examples").glob("*.yaml")):
         out += [
@@ -124,7 +124,7 @@ def main() -> None:
     server = serve_fake(fake)
     client = KubeClient(f"http://127.0.0.1:{server.server_address[1]}")
     prov = EksProvisioner(client, poll_s=0)
-    arch = Architecture.from_id("eks:g6e.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+    arch = DeployTarget.from_id("eks:g6e.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
     apply_ms, reapply_ms, teardown_ms, requests = [], [], [], []
     for i in range(args.repeat):
         before = len(fake.requests)

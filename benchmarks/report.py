@@ -44,7 +44,7 @@ def main() -> None:
         typed = estimate(load_spec(path))
         result = typed.document()
         page_med, page_max = _time(partial(render_report, result), args.repeat)
-        curves_med, _ = _time(partial(latency_curves, result), args.repeat)
+        curves_med, _ = _time(partial(latency_curves, typed), args.repeat)
         man_med, _ = _time(partial(winner_manifests, typed), args.repeat)
         html = render_report(result)
         view = read_report(html)

@@ -126,6 +126,7 @@ def plan(repeat: int) -> None:
     emptied before each call, as for a workload not seen before) and as one `sizing estimate` process."""
     from sizing.plan import estimate
     from sizing.plan.capacity import clear_caches
+    from sizing.results.blocks import SearchStats
     from sizing.workload.parse import load_spec
     from sizing.workload.spec import WorkloadSpec
 
@@ -149,9 +150,10 @@ def plan(repeat: int) -> None:
             ),
             max(1, repeat // 3),
         )
-        s = result.search or {}
+        s = result.search or SearchStats()
+        searched = s.capacity_searches if s.capacity_searches is not None else s.simulated
         print(
-            f"{path.stem:<24}{s['hardware_options']:>8}{s.get('capacity_searches', s['simulated']):>9}"
+            f"{path.stem:<24}{s.hardware_options!s:>8}{searched!s:>9}"
             f"{statistics.median(warm):>11.2f}{max(warm):>11.2f}{statistics.median(proc):>10.2f}"
         )
     print(f"target: whole process <= {PLAN_TARGET_S:.1f} s per workload")

@@ -25,13 +25,13 @@ from typing import Any
 
 from sizing.base.lifeline import lifeline_env
 from sizing.base.serving_config import ServingConfig
-from sizing.deploy.architecture import Architecture
+from sizing.deploy.architecture import DeployTarget
 from sizing.deploy.base import (
     Endpoint,
     EndpointKind,
     Provisioner,
     TeardownReport,
-    as_architecture,
+    as_target,
     http_healthy,
 )
 from sizing.deploy.kube import ProvisioningError
@@ -125,7 +125,7 @@ class LocalTwinProvisioner(Provisioner):
 
     # --- apply ----------------------------------------------------------------------------------------
     @staticmethod
-    def serving_of(arch: Architecture) -> ServingConfig:
+    def serving_of(arch: DeployTarget) -> ServingConfig:
         """The architecture's `ServingConfig`: the one it states, else the engine defaults of its bare id."""
         if arch.serving is not None:
             return arch.serving
@@ -133,7 +133,7 @@ class LocalTwinProvisioner(Provisioner):
         assert serving is not None  # resolve() always fills it
         return serving
 
-    def _argv(self, arch: Architecture, port: int) -> list[str]:
+    def _argv(self, arch: DeployTarget, port: int) -> list[str]:
         """`sizing twin` for the architecture's whole serving configuration, with vLLM's flag names, so the twin's
         step model is the estimator's for exactly that config."""
         s = self.serving_of(arch)
@@ -159,9 +159,9 @@ class LocalTwinProvisioner(Provisioner):
         return [*argv, "--port", str(port), "--host", self.host, *self.extra_args]
 
     def apply(
-        self, architecture: Architecture | dict[str, Any], run_id: str, candidate_id: str | None = None
+        self, architecture: DeployTarget | dict[str, Any], run_id: str, candidate_id: str | None = None
     ) -> Endpoint:
-        arch = as_architecture(architecture)
+        arch = as_target(architecture)
         cand = candidate_id or arch.id
         key = (run_id, cand)
         with self._lock:
@@ -186,7 +186,7 @@ class LocalTwinProvisioner(Provisioner):
                 break
         raise ProvisioningError(f"twin for {cand} did not start: {last_error}")
 
-    def _start(self, arch: Architecture, run_id: str, cand: str) -> _Child:
+    def _start(self, arch: DeployTarget, run_id: str, cand: str) -> _Child:
         port = free_port(self.host)
         url = f"http://{self.host}:{port}"
         log_path = self.log_dir / f"twin-{port}.log"

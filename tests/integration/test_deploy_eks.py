@@ -13,7 +13,7 @@ from moto import mock_aws
 from pytest_httpserver import HTTPServer
 
 from sizing.deploy import labels as L
-from sizing.deploy.architecture import Architecture
+from sizing.deploy.architecture import DeployTarget
 from sizing.deploy.eks import EksProvisioner
 from sizing.deploy.kube import ClusterConfig, KubeClient, ProvisioningError, describe_cluster, eks_token
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 TOKEN = "k8s-aws-v1.test-token"
 RUN = "run-eks-1"
-ARCH = Architecture.from_id(
+ARCH = DeployTarget.from_id(
     "eks:g6e.12xlarge:tp2:fp8:vllm:on-demand", "meta-llama/Llama-3.1-8B", replicas={"peak": 4, "min": 2}
 )
 MANAGED = [
@@ -117,7 +117,7 @@ def test_teardown_deletes_exactly_the_labelled_objects_and_waits_for_the_nodes(
 ) -> None:
     # given two candidates of our run and one of another run
     prov = provisioner(httpserver)
-    other_arch = Architecture.from_id("eks:g6e.12xlarge:tp4:bf16:vllm:spot", "meta-llama/Llama-3.1-8B")
+    other_arch = DeployTarget.from_id("eks:g6e.12xlarge:tp4:bf16:vllm:spot", "meta-llama/Llama-3.1-8B")
     prov.apply(ARCH, RUN, ARCH.id)
     prov.apply(other_arch, RUN, other_arch.id)
     prov.apply(ARCH, "another-run", ARCH.id)

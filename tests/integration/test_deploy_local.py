@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pytest_httpserver import HTTPServer
 
-from sizing.deploy.architecture import Architecture
+from sizing.deploy.architecture import DeployTarget
 from sizing.deploy.base import ExistingEndpoint
 from sizing.deploy.kube import ProvisioningError
 from sizing.plan.serving import serving_for
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 #: Generous: a twin starts in about a second, but this machine is shared and sometimes loaded.
 TWIN_START_S = 120.0
-ARCH = Architecture.from_id("eks:g6e.xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+ARCH = DeployTarget.from_id("eks:g6e.xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
 
 
 def alive(pid: int) -> bool:
@@ -72,7 +72,7 @@ def test_the_twin_serves_the_architectures_serving_config_not_the_engine_default
         }
     )
     assert (serving.max_model_len, serving.max_num_seqs) != (default.max_model_len, default.max_num_seqs)
-    arch = Architecture.from_id(
+    arch = DeployTarget.from_id(
         "eks:g6e.xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B-Instruct", serving=serving
     )
     with LocalTwinProvisioner(log_dir=tmp_path, startup_timeout_s=TWIN_START_S) as prov:
@@ -132,7 +132,7 @@ def test_a_twin_that_never_answers_is_killed_after_the_startup_timeout(tmp_path:
 
 def test_close_stops_every_twin_of_every_run(tmp_path: Path) -> None:
     prov = LocalTwinProvisioner(log_dir=tmp_path, startup_timeout_s=TWIN_START_S)
-    other = Architecture.from_id("eks:g6e.xlarge:tp1:fp8:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+    other = DeployTarget.from_id("eks:g6e.xlarge:tp1:fp8:vllm:on-demand", "meta-llama/Llama-3.1-8B")
     pids = [int(prov.apply(a, run, a.id).details["pid"]) for a, run in ((ARCH, "r1"), (other, "r2"))]
     assert all(alive(p) for p in pids)
     prov.close()

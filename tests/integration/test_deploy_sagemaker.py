@@ -12,7 +12,7 @@ from moto import mock_aws
 from sizing.base.aws import tag_map
 from sizing.base.errors import InvalidInput
 from sizing.deploy import labels as L
-from sizing.deploy.architecture import Architecture
+from sizing.deploy.architecture import DeployTarget
 from sizing.deploy.kube import ProvisioningError
 from sizing.deploy.sagemaker import SageMakerProvisioner
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 
 ROLE = "arn:aws:iam::123456789012:role/sagemaker-execution"
 #: moto validates instance types against an older list: g4dn.12xlarge (4x T4) is on it.
-ARCH = Architecture.from_id(
+ARCH = DeployTarget.from_id(
     "sagemaker:g4dn.12xlarge:tp4:int4:vllm:on-demand",
     "meta-llama/Llama-3.1-8B",
     replicas={"peak": 3, "min": 2},
@@ -104,7 +104,7 @@ def test_a_failed_apply_leaves_nothing(sm: Any) -> None:
 
 def test_the_endpoint_states_the_serving_config_as_estimated(sm: Any) -> None:
     # given an -Instruct model on its hardware defaults
-    arch = Architecture.from_id(
+    arch = DeployTarget.from_id(
         "sagemaker:g4dn.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B-Instruct"
     )
     serving = arch.resolve().serving
@@ -123,7 +123,7 @@ def test_the_endpoint_states_the_serving_config_as_estimated(sm: Any) -> None:
 
 
 def test_an_engine_lmi_does_not_run_is_refused_before_anything_is_created(sm: Any) -> None:
-    arch = Architecture.from_id("sagemaker:g4dn.12xlarge:tp4:bf16:tgi:on-demand", "meta-llama/Llama-3.1-8B")
+    arch = DeployTarget.from_id("sagemaker:g4dn.12xlarge:tp4:bf16:tgi:on-demand", "meta-llama/Llama-3.1-8B")
     with pytest.raises(InvalidInput) as info:
         SageMakerProvisioner(ROLE, client=sm).apply(arch, "run-sm", arch.id)
     assert [p.field for p in info.value.problems] == ["serving.engine"]

@@ -16,7 +16,7 @@ from pytest_httpserver import HTTPServer
 from support.events import load_event
 
 from sizing.base.errors import InvalidInput
-from sizing.deploy.architecture import Architecture
+from sizing.deploy.architecture import DeployTarget
 from sizing.deploy.eks import EksProvisioner
 from sizing.deploy.kube import KubeClient
 from sizing.deploy.sagemaker import SageMakerProvisioner
@@ -27,8 +27,8 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = "llm-sizing-janitor-test"
-GPU = Architecture.from_id("eks:g6e.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
-SM = Architecture.from_id("sagemaker:g4dn.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+GPU = DeployTarget.from_id("eks:g6e.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+SM = DeployTarget.from_id("sagemaker:g4dn.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
 
 
 def load_handler() -> ModuleType:

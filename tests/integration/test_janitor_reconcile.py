@@ -16,7 +16,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from sizing.deploy.architecture import Architecture
+from sizing.deploy.architecture import DeployTarget
 from sizing.deploy.janitor import ENDED, reconcile_runs
 from sizing.deploy.sagemaker import SageMakerProvisioner
 from sizing.lambdas import load_function
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = "llm-sizing-reconcile-test"
 ROLE = "arn:aws:iam::123456789012:role/sizing-run"
-SM = Architecture.from_id("sagemaker:g4dn.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+SM = DeployTarget.from_id("sagemaker:g4dn.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
 #: Seconds an execution is given to reach its end on moto (they end within ~1 s; the bound only stops a hang).
 ENDS_WITHIN_S = 30
 

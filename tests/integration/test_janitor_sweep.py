@@ -14,7 +14,7 @@ from moto import mock_aws
 from pytest_httpserver import HTTPServer
 
 from sizing.deploy import labels as L
-from sizing.deploy.architecture import Architecture
+from sizing.deploy.architecture import DeployTarget
 from sizing.deploy.eks import EksProvisioner
 from sizing.deploy.janitor import DynamoRunStatus, InMemoryRunStatus, decide, sweep
 from sizing.deploy.kube import KubeClient
@@ -25,8 +25,8 @@ pytestmark = pytest.mark.integration
 #: 2026-01-01T00:00:00Z, when the fake cluster says every object was created.
 CREATED = 1_767_225_600.0
 HOUR = 3600.0
-GPU = Architecture.from_id("eks:g6e.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
-SM = Architecture.from_id("sagemaker:g4dn.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+GPU = DeployTarget.from_id("eks:g6e.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+SM = DeployTarget.from_id("sagemaker:g4dn.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from moto import mock_aws
 from sizing.base.errors import Unavailable
 from sizing.releases import deps
 from sizing.releases.compare import Comparison
-from sizing.releases.notify import ReleaseNote, SlackNotifier, WebClientSlackPoster
+from sizing.releases.notify import ArchitectureSummary, ReleaseNote, SlackNotifier, WebClientSlackPoster
 from sizing.releases.settings import ReleaseSettings
 from sizing.releases.watches import NotifyTargets, ReleaseWatch
 from sizing.store import SlackThread
@@ -103,12 +103,12 @@ def test_the_message_is_block_kit_with_the_verdict_the_best_architectures_and_th
     note = a_note().model_copy(
         update={
             "top_architectures": [
-                {
-                    "deployment": "eks",
-                    "instance_type": "g6e.12xlarge",
-                    "usd_per_month": 6210.5,
-                    "meets_slo": True,
-                }
+                ArchitectureSummary(
+                    deployment="eks",
+                    instance_type="g6e.12xlarge",
+                    usd_per_month=6210.5,
+                    meets_slo=True,
+                )
             ],
             "config_digest": "3f9a1c0e7b5d2a48",
         }

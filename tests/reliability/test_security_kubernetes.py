@@ -14,14 +14,14 @@ from fakes.kube import FakeKube
 from pytest_httpserver import HTTPServer
 
 from sizing.deploy import labels as L
-from sizing.deploy.architecture import Architecture
+from sizing.deploy.architecture import DeployTarget
 from sizing.deploy.eks import EksProvisioner
 from sizing.deploy.janitor import InMemoryRunStatus, sweep
 from sizing.deploy.kube import KubeClient
 
 pytestmark = pytest.mark.integration
 
-ARCH = Architecture.from_id("eks:g6e.12xlarge:tp4:fp8:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+ARCH = DeployTarget.from_id("eks:g6e.12xlarge:tp4:fp8:vllm:on-demand", "meta-llama/Llama-3.1-8B")
 OURS, IN_FLIGHT = "run-finished", "run-in-flight"
 NAMESPACE = "llm-sizing"
 #: Other teams' objects: in our namespace, in theirs, cluster-scoped; one even says it is managed by us but

@@ -14,7 +14,7 @@ from sizing.base.serving_config import vllm_args
 from sizing.catalog import load_catalog
 from sizing.cli import main
 from sizing.deploy import labels as L
-from sizing.deploy.architecture import Architecture, pick_architecture
+from sizing.deploy.architecture import DeployTarget, pick_architecture
 from sizing.deploy.labels import ORDER
 from sizing.deploy.manifests import SHARED_KINDS, render, serving_from_manifests, to_yaml
 from sizing.deploy.rendering import AMI_VERSIONS, RenderOptions
@@ -42,7 +42,7 @@ def container(objs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def test_a_gpu_architecture_gets_a_nodepool_restricted_to_its_instance_and_capacity_type() -> None:
     # given a 70B model at TP4 on p5 spot, peaking at 3 replicas (2 per node)
-    arch = Architecture.from_id(
+    arch = DeployTarget.from_id(
         "eks:p5.48xlarge:tp4:fp8:vllm:spot", "meta-llama/Llama-3.1-70B", replicas={"peak": 3, "min": 1}
     )
     # when
@@ -61,7 +61,7 @@ def test_a_gpu_architecture_gets_a_nodepool_restricted_to_its_instance_and_capac
 
 
 def test_family_restriction_uses_the_family_and_enough_gpus() -> None:
-    arch = Architecture.from_id("eks:g6e.12xlarge:tp2:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+    arch = DeployTarget.from_id("eks:g6e.12xlarge:tp2:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
     pool = by_kind(render(arch, RUN, options=RenderOptions(restrict_to="instance-family")))["NodePool"]
     reqs = {r["key"]: r for r in pool["spec"]["template"]["spec"]["requirements"]}
     assert reqs["karpenter.k8s.aws/instance-family"]["values"] == ["g6e"]
@@ -74,7 +74,7 @@ def test_family_restriction_uses_the_family_and_enough_gpus() -> None:
 
 def test_vllm_arguments_come_from_the_architecture() -> None:
     # given an architecture with the planner's serving settings
-    arch = Architecture.from_dict(
+    arch = DeployTarget.from_dict(
         {
             "id": "eks:p5.48xlarge:tp4:fp8:vllm:on-demand",
             "model": "meta-llama/Llama-3.1-70B-Instruct",
@@ -114,7 +114,7 @@ def test_vllm_arguments_come_from_the_architecture() -> None:
 
 def test_several_replicas_share_a_node_when_tp_is_smaller_than_its_gpus() -> None:
     # given TP1 on a 4-GPU g5.12xlarge: 4 replicas fit on one node
-    arch = Architecture.from_id(
+    arch = DeployTarget.from_id(
         "eks:g5.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B", replicas={"peak": 8, "min": 4}
     )
     objs = by_kind(render(arch, RUN))
@@ -130,7 +130,7 @@ def test_several_replicas_share_a_node_when_tp_is_smaller_than_its_gpus() -> Non
 def test_neuron_instances_get_neuron_devices_taint_and_image() -> None:
     # given Llama-70B over all 24 NeuronCores of an inf2.48xlarge (its 12 chips of 2 cores; tp_degree 24, the 64
     # heads padded to 72)
-    arch = Architecture.from_id("eks:inf2.48xlarge:tp24:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B")
+    arch = DeployTarget.from_id("eks:inf2.48xlarge:tp24:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B")
     objs = by_kind(render(arch, RUN))
     c = container(list(objs.values()))
     # then the pod asks for 12 Neuron chips, tolerates the Neuron taint and runs vLLM-Neuron
@@ -144,7 +144,7 @@ def test_neuron_instances_get_neuron_devices_taint_and_image() -> None:
 
 
 def test_every_object_carries_the_run_and_candidate_labels() -> None:
-    arch = Architecture.from_id("eks:g6.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+    arch = DeployTarget.from_id("eks:g6.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
     objs = render(arch, RUN, arch.id)
     for obj in objs:
         if obj["kind"] in SHARED_KINDS:
@@ -161,16 +161,16 @@ def test_every_object_carries_the_run_and_candidate_labels() -> None:
 
 
 def test_rendering_twice_gives_the_same_objects_so_reapply_changes_nothing() -> None:
-    arch = Architecture.from_id("eks:g6.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+    arch = DeployTarget.from_id("eks:g6.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
     assert render(arch, RUN) == render(arch, RUN)
     assert render(arch, RUN) != render(arch, "another-run")
 
 
 def test_the_root_volume_holds_the_weights_of_every_replica_on_the_node() -> None:
-    small = Architecture.from_id("eks:g6e.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
-    big = Architecture.from_id("eks:g6e.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-70B")
+    small = DeployTarget.from_id("eks:g6e.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+    big = DeployTarget.from_id("eks:g6e.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-70B")
 
-    def size(a: Architecture) -> int:
+    def size(a: DeployTarget) -> int:
         bdm = by_kind(render(a, RUN))["EC2NodeClass"]["spec"]["blockDeviceMappings"]
         root = next(b for b in bdm if b.get("rootVolume"))
         return int(root["ebs"]["volumeSize"].removesuffix("Gi"))
@@ -182,7 +182,7 @@ def test_the_root_volume_holds_the_weights_of_every_replica_on_the_node() -> Non
 def test_bedrock_and_int8_without_a_checkpoint_are_refused_with_a_reason() -> None:
     with pytest.raises(InvalidInput, match="only EKS architectures"):
         render({"id": "bedrock:x", "model": "meta-llama/Llama-3.1-8B", "deployment": "bedrock"}, RUN)
-    int8 = Architecture.from_id("eks:g6e.12xlarge:tp1:int8:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+    int8 = DeployTarget.from_id("eks:g6e.12xlarge:tp1:int8:vllm:on-demand", "meta-llama/Llama-3.1-8B")
     with pytest.raises(InvalidInput, match="pre-quantized"):
         render(int8, RUN)
     c = container(render(int8, RUN, options=RenderOptions(checkpoints={"int8": "org/llama-8b-w8a8"})))
@@ -191,11 +191,11 @@ def test_bedrock_and_int8_without_a_checkpoint_are_refused_with_a_reason() -> No
 
 def test_a_malformed_id_says_what_the_format_is() -> None:
     with pytest.raises(InvalidInput, match="deployment:instance_type:tpN"):
-        Architecture.from_id("p5.48xlarge-tp4", "meta-llama/Llama-3.1-8B")
+        DeployTarget.from_id("p5.48xlarge-tp4", "meta-llama/Llama-3.1-8B")
 
 
 def test_to_yaml_round_trips() -> None:
-    arch = Architecture.from_id("eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+    arch = DeployTarget.from_id("eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
     objs = render(arch, RUN)
     text = to_yaml(objs)
     assert "&id" not in text
@@ -285,12 +285,12 @@ def test_cli_prints_yaml_for_an_id_and_a_model(capsys: pytest.CaptureFixture[str
 
 def test_trn2_runs_at_its_default_lnc2_and_a_stated_lnc_is_passed_on() -> None:
     # given TP64 on trn2.48xlarge: 64 logical cores at the runtime's default LNC=2 (4 per chip), and one at LNC=1
-    trn2 = Architecture.from_id("eks:trn2.48xlarge:tp64:fp8:neuron:on-demand", "meta-llama/Llama-3.1-70B")
+    trn2 = DeployTarget.from_id("eks:trn2.48xlarge:tp64:fp8:neuron:on-demand", "meta-llama/Llama-3.1-70B")
     resolved = trn2.resolve()
     assert resolved.serving is not None
-    lnc1 = Architecture.from_id("eks:trn2.48xlarge:tp32:fp8:neuron:on-demand", "meta-llama/Llama-3.1-70B")
+    lnc1 = DeployTarget.from_id("eks:trn2.48xlarge:tp32:fp8:neuron:on-demand", "meta-llama/Llama-3.1-70B")
     lnc1 = lnc1.model_copy(update={"serving": lnc1.resolve().serving.model_copy(update={"lnc": 1})})  # type: ignore[union-attr]
-    inf2 = Architecture.from_id("eks:inf2.48xlarge:tp24:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B")
+    inf2 = DeployTarget.from_id("eks:inf2.48xlarge:tp24:bf16:neuron:on-demand", "meta-llama/Llama-3.1-70B")
     # when their manifests are rendered
     env_trn2 = {e["name"]: e.get("value") for e in container(render(trn2, RUN))["env"]}
     env_lnc1 = {e["name"]: e.get("value") for e in container(render(lnc1, RUN))["env"]}
@@ -308,7 +308,7 @@ def test_trn2_runs_at_its_default_lnc2_and_a_stated_lnc_is_passed_on() -> None:
 
 def test_an_engine_without_manifests_is_refused_naming_serving_engine() -> None:
     # given a TensorRT-LLM architecture (estimated with TensorRT-LLM's defaults)
-    arch = Architecture.from_id("eks:p5.48xlarge:tp8:fp8:trtllm:on-demand", "meta-llama/Llama-3.1-70B")
+    arch = DeployTarget.from_id("eks:p5.48xlarge:tp8:fp8:trtllm:on-demand", "meta-llama/Llama-3.1-70B")
     # when it is rendered, then it is refused (not served by vLLM instead), saying which engines have manifests
     with pytest.raises(InvalidInput, match="only vllm and neuron") as info:
         render(arch, RUN)
@@ -327,13 +327,13 @@ def test_the_pods_cache_requests_fit_the_nodes_allocatable_ephemeral_storage(
     arch_id: str, model: str
 ) -> None:
     # given the node volume and what every pod on a node requests for its model cache
-    objs = by_kind(render(Architecture.from_id(arch_id, model), RUN))
+    objs = by_kind(render(DeployTarget.from_id(arch_id, model), RUN))
     bdm = objs["EC2NodeClass"]["spec"]["blockDeviceMappings"]
     volume = int(next(b for b in bdm if b.get("rootVolume"))["ebs"]["volumeSize"].removesuffix("Gi"))
     per_pod = int(
         container(list(objs.values()))["resources"]["requests"]["ephemeral-storage"].removesuffix("Gi")
     )
-    arch = Architecture.from_id(arch_id, model).resolve()
+    arch = DeployTarget.from_id(arch_id, model).resolve()
     # then, after the kubelet's 10% eviction reserve, the OS and the image, they still fit
     assert arch.replicas_per_instance is not None
     assert 0.9 * volume - 20 - 45 >= arch.replicas_per_instance * per_pod
@@ -366,7 +366,7 @@ def test_cli_takes_the_model_from_a_workload_for_a_bare_id(capsys: pytest.Captur
 
 def test_the_container_runs_the_serving_config_image_and_the_model_exactly_as_named() -> None:
     # given an -Instruct model named by the workload, served on its own hardware defaults
-    arch = Architecture.from_id(
+    arch = DeployTarget.from_id(
         "eks:g6e.12xlarge:tp2:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B-Instruct"
     )
     serving = arch.resolve().serving
@@ -396,7 +396,7 @@ def test_the_serving_config_read_back_from_the_manifests_is_the_one_estimated_fo
     arch_id: str, model: str
 ) -> None:
     # given a bare id (the engine's defaults for that hardware)
-    arch = Architecture.from_id(arch_id, model)
+    arch = DeployTarget.from_id(arch_id, model)
     # when its manifests are rendered and read back
     back = serving_from_manifests(render(arch, RUN))
     # then the Deployment runs exactly the ServingConfig the estimate used
@@ -426,7 +426,7 @@ def test_a_stated_serving_config_round_trips_through_the_deployment() -> None:
         "replicas": {"peak": 4, "min": 2},
         "serving": serving,
     }
-    arch = Architecture.from_dict(raw)
+    arch = DeployTarget.from_dict(raw)
     # when
     objs = render(arch, RUN)
     # then reading the Deployment back gives that config, field for field
@@ -436,7 +436,7 @@ def test_a_stated_serving_config_round_trips_through_the_deployment() -> None:
 
 
 def test_a_pre_quantized_checkpoint_is_downloaded_and_still_reads_back_as_its_quantization() -> None:
-    arch = Architecture.from_id(
+    arch = DeployTarget.from_id(
         "eks:g6e.12xlarge:tp1:int8:vllm:on-demand", "meta-llama/Llama-3.1-8B-Instruct"
     )
     objs = render(arch, RUN, options=RenderOptions(checkpoints={"int8": "org/llama-8b-w8a8"}))
@@ -451,7 +451,7 @@ def test_a_neuron_setting_vllm_neuron_cannot_honour_is_refused_naming_the_field(
     serving = full_serving(
         "meta-llama/Llama-3.1-8B", "inf2.48xlarge", 8, "bf16", "neuron", enable_prefix_caching=True
     )
-    arch = Architecture.from_dict(
+    arch = DeployTarget.from_dict(
         {
             "id": "eks:inf2.48xlarge:tp8:bf16:neuron:on-demand",
             "model": "meta-llama/Llama-3.1-8B",
@@ -477,7 +477,7 @@ def test_a_neuron_setting_vllm_neuron_cannot_honour_is_refused_naming_the_field(
     ],
 )
 def test_what_predict_refuses_is_refused_naming_the_field(arch_id: str, field: str) -> None:
-    arch = Architecture.from_id(arch_id, "meta-llama/Llama-3.1-8B")
+    arch = DeployTarget.from_id(arch_id, "meta-llama/Llama-3.1-8B")
     with pytest.raises(InvalidInput) as info:
         render(arch, RUN)
     assert field in [p.field for p in info.value.problems]
@@ -488,7 +488,7 @@ def test_what_predict_refuses_is_refused_naming_the_field(arch_id: str, field: s
 
 def test_replicas_sharing_a_node_pack_onto_it_and_spread_over_two_zones() -> None:
     # given TP1 on a 4-GPU node, 2 replicas at least, 7 at peak
-    arch = Architecture.from_id(
+    arch = DeployTarget.from_id(
         "eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B", replicas={"peak": 7, "min": 2}
     )
     # when
@@ -511,14 +511,14 @@ def test_replicas_sharing_a_node_pack_onto_it_and_spread_over_two_zones() -> Non
 
 
 def test_a_single_replica_is_not_spread_and_a_whole_node_replica_does_not_pack() -> None:
-    arch = Architecture.from_id("eks:p5.48xlarge:tp8:fp8:vllm:on-demand", "meta-llama/Llama-3.1-70B")
+    arch = DeployTarget.from_id("eks:p5.48xlarge:tp8:fp8:vllm:on-demand", "meta-llama/Llama-3.1-70B")
     pod = by_kind(render(arch, RUN))["Deployment"]["spec"]["template"]["spec"]
     assert "topologySpreadConstraints" not in pod
     assert "affinity" not in pod
 
 
 def test_named_zones_restrict_the_pool_and_one_zone_cannot_hold_a_spread() -> None:
-    arch = Architecture.from_id(
+    arch = DeployTarget.from_id(
         "eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B", replicas={"peak": 4, "min": 2}
     )
     pool = by_kind(render(arch, RUN, options=RenderOptions(zones=["us-east-1a", "us-east-1b"])))["NodePool"]
@@ -542,7 +542,7 @@ def test_nodes_are_counted_per_zone(replicas: int, per_node: int, zones: int, no
 
 def test_serving_nodes_never_expire_and_are_not_disrupted_in_business_hours() -> None:
     # given the default purpose (serve)
-    arch = Architecture.from_id("eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+    arch = DeployTarget.from_id("eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
     objs = by_kind(render(arch, RUN))
     tmpl = objs["NodePool"]["spec"]["template"]["spec"]
     # then nodes never expire (a forced expiry would reload every model), drain one pod replacement at a time
@@ -566,7 +566,7 @@ def test_serving_nodes_never_expire_and_are_not_disrupted_in_business_hours() ->
 
 def test_a_sizing_runs_nodes_expire_after_the_runs_maximum_duration() -> None:
     # given what the provisioner renders (a run deadline)
-    arch = Architecture.from_id("eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+    arch = DeployTarget.from_id("eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
     objs = render(arch, RUN, options=RenderOptions(expires_at=1_900_000_000, max_duration_s=3 * 3600))
     kinds = by_kind(objs)
     tmpl = kinds["NodePool"]["spec"]["template"]["spec"]
@@ -582,7 +582,7 @@ def test_a_sizing_runs_nodes_expire_after_the_runs_maximum_duration() -> None:
 
 
 def test_the_ami_is_pinned_and_latest_is_refused() -> None:
-    arch = Architecture.from_id("eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+    arch = DeployTarget.from_id("eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
     for family in ("al2023", "bottlerocket"):
         nc = by_kind(render(arch, RUN, options=RenderOptions(ami_family=family)))["EC2NodeClass"]
         assert nc["spec"]["amiSelectorTerms"] == [{"alias": f"{family}@{AMI_VERSIONS[family]}"}]
@@ -593,7 +593,7 @@ def test_the_ami_is_pinned_and_latest_is_refused() -> None:
 
 
 def test_the_autoscalers_metric_is_served_by_a_rendered_prometheus_adapter_rule() -> None:
-    arch = Architecture.from_id(
+    arch = DeployTarget.from_id(
         "eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B", replicas={"peak": 6, "min": 2}
     )
     objs = by_kind(render(arch, RUN))
@@ -682,7 +682,7 @@ def test_every_referenced_namespace_is_rendered_or_named_in_the_header_and_the_r
     ],
 )
 def test_shared_memory_grows_with_the_engines_worker_processes(arch_id: str, model: str, shm: str) -> None:
-    volumes = by_kind(render(Architecture.from_id(arch_id, model), RUN))["Deployment"]["spec"]["template"][
+    volumes = by_kind(render(DeployTarget.from_id(arch_id, model), RUN))["Deployment"]["spec"]["template"][
         "spec"
     ]["volumes"]
     dshm = next(v for v in volumes if v["name"] == "dshm")
@@ -691,7 +691,7 @@ def test_shared_memory_grows_with_the_engines_worker_processes(arch_id: str, mod
 
 def test_a_capacity_reservation_is_selected_and_reserved_capacity_allowed() -> None:
     # given p5 with a Capacity Block
-    arch = Architecture.from_id("eks:p5.48xlarge:tp8:fp8:vllm:on-demand", "meta-llama/Llama-3.1-70B")
+    arch = DeployTarget.from_id("eks:p5.48xlarge:tp8:fp8:vllm:on-demand", "meta-llama/Llama-3.1-70B")
     objs = by_kind(render(arch, RUN, options=RenderOptions(capacity_reservation="cr-0123456789abcdef0")))
     # then the node class selects it and the pool launches reserved capacity first, on-demand after
     assert objs["EC2NodeClass"]["spec"]["capacityReservationSelectorTerms"] == [

@@ -12,7 +12,7 @@ from support.examples import EXAMPLES, example_estimate
 
 from sizing.base.errors import InvalidInput
 from sizing.deploy import validate as checks
-from sizing.deploy.architecture import Architecture
+from sizing.deploy.architecture import DeployTarget
 from sizing.deploy.manifests import render
 from sizing.deploy.rendering import RENDERED_ENGINES, RenderOptions
 
@@ -43,7 +43,7 @@ def planner_architectures() -> list[dict[str, Any]]:
 def test_representative_architectures_validate(
     arch_id: str, model: str, replicas: dict[str, int], ami: str
 ) -> None:
-    arch = Architecture.from_id(arch_id, model, replicas=replicas)
+    arch = DeployTarget.from_id(arch_id, model, replicas=replicas)
     # a sizing run's objects (the provisioner sets a deadline) and a production deployment's
     run = render(arch, "run-1", options=RenderOptions(ami_family=ami, expires_at=1_900_000_000))
     serve = render(arch, "run-1", options=RenderOptions(ami_family=ami))
@@ -52,7 +52,7 @@ def test_representative_architectures_validate(
 
 
 def test_a_capacity_reservation_and_named_zones_validate() -> None:
-    arch = Architecture.from_id(
+    arch = DeployTarget.from_id(
         "eks:p5.48xlarge:tp4:fp8:vllm:on-demand", "meta-llama/Llama-3.1-70B", replicas={"peak": 5, "min": 2}
     )
     opts = RenderOptions(capacity_reservation="cr-0123456789abcdef0", zones=["us-east-1a", "us-east-1b"])
@@ -77,7 +77,7 @@ def test_every_architecture_the_example_workloads_produce_validates() -> None:
 
 
 def _objs() -> dict[str, dict[str, Any]]:
-    arch = Architecture.from_id("eks:g6e.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
+    arch = DeployTarget.from_id("eks:g6e.12xlarge:tp4:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B")
     return {o["kind"]: o for o in render(arch, "run-1")}
 
 
@@ -230,7 +230,7 @@ def test_nodepool_rules_report_the_crds_own_message() -> None:
 
 
 def _serve(replicas: dict[str, int]) -> dict[str, dict[str, Any]]:
-    arch = Architecture.from_id(
+    arch = DeployTarget.from_id(
         "eks:g6e.12xlarge:tp1:bf16:vllm:on-demand", "meta-llama/Llama-3.1-8B", replicas=replicas
     )
     return {o["kind"]: o for o in render(arch, "run-1")}

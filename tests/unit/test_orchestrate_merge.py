@@ -112,7 +112,8 @@ def test_the_prediction_is_re_simulated_at_the_level_the_figures_were_taken_at(a
     # and it is the load that sets it: 8 users share the replica, so each token comes slower than for one user
     wm = build_model(SPEC, CAT.model(SPEC.model).id)
     alone = predicted_at_level(arch, {"concurrency": 1}, wm, CAT)
-    assert alone is not None and at_level["tpot_ms"]["p95"] > alone["tpot_ms"]["p95"]
+    assert alone is not None and alone.tpot_ms.p95 is not None
+    assert at_level["tpot_ms"]["p95"] > alone.tpot_ms.p95
 
 
 def test_the_re_simulation_runs_the_architectures_serving_config(arch) -> None:
@@ -124,8 +125,10 @@ def test_the_re_simulation_runs_the_architectures_serving_config(arch) -> None:
     serial = predicted_at_level(one_at_a_time, {"concurrency": 8}, wm, CAT)
     # then the single-sequence config queues its requests: first tokens come far later, and fewer requests finish
     assert default is not None and serial is not None
-    assert serial["ttft_ms"]["p95"] > 3 * default["ttft_ms"]["p95"]
-    assert serial["requests_per_s"] < default["requests_per_s"]
+    assert serial.ttft_ms.p95 is not None and default.ttft_ms.p95 is not None
+    assert serial.ttft_ms.p95 > 3 * default.ttft_ms.p95
+    assert serial.requests_per_s is not None and default.requests_per_s is not None
+    assert serial.requests_per_s < default.requests_per_s
 
 
 def test_the_re_simulation_sends_the_prefix_the_levels_prompts_shared(arch) -> None:
@@ -156,7 +159,7 @@ def test_the_re_simulation_sends_the_prefix_the_levels_prompts_shared(arch) -> N
 def test_an_open_loop_level_is_re_simulated_as_poisson_arrivals_and_bedrock_is_not(arch) -> None:
     wm = build_model(SPEC, CAT.model(SPEC.model).id)
     at_rate = predicted_at_level(arch, {"rate_rps": 3.0}, wm, CAT)
-    assert at_rate is not None and at_rate["requests_per_s"] == pytest.approx(3.0, rel=0.15)
+    assert at_rate is not None and at_rate.requests_per_s == pytest.approx(3.0, rel=0.15)
     bedrock = {**arch, "deployment": "bedrock", "instance_type": None}
     assert predicted_at_level(bedrock, {"concurrency": 4}, wm, CAT) is None
 

@@ -21,6 +21,7 @@ from sizing.workload.derived import build_model
 from sizing.workload.parse import parse_spec
 
 #: an architecture as a run's ranking holds it: Llama-3.1-8B in fp8 on one L40S, served with the model's context
+#: (with what every architecture states: its predictions, whether it meets the SLOs, and its cost)
 ARCH = {
     "id": "eks:g6e.xlarge:tp1:fp8:vllm:on-demand",
     "deployment": "eks",
@@ -29,7 +30,19 @@ ARCH = {
     "tensor_parallel": 1,
     "model": "meta-llama/Llama-3.1-8B",
     "quantization": "fp8",
-    "serving": {"max_model_len": None, "max_num_seqs": 256, "max_num_batched_tokens": 2048},
+    "serving": {
+        "model": "meta-llama/Llama-3.1-8B",
+        "image": "vllm/vllm-openai:v0.11.0",
+        "tensor_parallel": 1,
+        "quantization": "fp8",
+        "max_model_len": 131072,
+        "max_num_seqs": 256,
+        "max_num_batched_tokens": 2048,
+        "gpu_memory_utilization": 0.9,
+    },
+    "predicted": {"ttft_ms": {}, "tpot_ms": {}, "e2e_s": {}},
+    "meets_slo": True,
+    "cost": {"usd_per_month": 1300.0},
 }
 SPEC = {
     "name": "loadtest-rows",
@@ -77,7 +90,13 @@ def test_a_measured_level_becomes_a_row_of_the_deployment_as_served_and_the_leng
 
 def test_a_row_records_what_the_server_reported_not_what_the_estimate_assumed():
     # GIVEN a level measured on a server that reported its own context, batch limit and KV capacity
-    facts = {"max_model_len": 4096, "max_num_seqs": 128, "kv_cache_tokens": 524288, "version": "0.32.0"}
+    facts = {
+        "endpoint": "http://127.0.0.1:8000",
+        "max_model_len": 4096,
+        "max_num_seqs": 128,
+        "kv_cache_tokens": 524288,
+        "version": "0.32.0",
+    }
     wm = build_model(parse_spec(SPEC), "meta-llama/Llama-3.1-8B")
     raw = calibration_rows(ARCH, [{**_record(4, 80.0), "server_facts": facts}], "c1", "0123456789abcdef",
                            "loadtest", wm, load_catalog())  # fmt: skip

@@ -16,7 +16,7 @@ from sizing.catalog import load_catalog
 from sizing.catalog.records import BYTES_PER_PARAM
 from sizing.cli import build_parser, main
 from sizing.commands.twin import serving_from_args
-from sizing.deploy.architecture import Architecture
+from sizing.deploy.architecture import DeployTarget
 from sizing.deploy.janitor import SweptDeployment
 from sizing.deploy.manifests import render
 from sizing.deploy.pods import GPU_QUANT_ARGS
@@ -49,7 +49,7 @@ def test_every_field_accepts_exactly_the_vocabulary() -> None:
     # given the models a user's or the planner's values are validated by
     constraints = Constraints.model_json_schema()
     serving = ServingConfig.model_json_schema()
-    deployed = Architecture.model_json_schema()
+    deployed = DeployTarget.model_json_schema()
     answered = ResultArchitecture.model_json_schema()
     # then each vocabulary field lists the vocabulary's values, in its order
     assert _accepted(constraints, "engines") == list(ENGINES)
@@ -97,7 +97,7 @@ def test_the_engines_split_into_gpu_and_neuron_and_every_format_has_a_size() -> 
 
 def test_an_mxfp4_gpt_oss_architecture_renders_manifests_that_serve_the_mxfp4_checkpoint() -> None:
     # given gpt-oss-120b in its native MXFP4 format on one H100 (an id the planner answers)
-    arch = Architecture.from_id("eks:p5.48xlarge:tp1:mxfp4:vllm:on-demand", "openai/gpt-oss-120b")
+    arch = DeployTarget.from_id("eks:p5.48xlarge:tp1:mxfp4:vllm:on-demand", "openai/gpt-oss-120b")
     # when its manifests are rendered
     objs = render(arch, "run-mxfp4")
     # then the server is told the checkpoint's format

@@ -31,6 +31,8 @@ from sizing.results import (
     QuotaNote,
     RowBasis,
 )
+from sizing.results.blocks import RegionInfo
+from sizing.workload.spec import PercentileBounds
 
 DEPLOYMENT_NAMES = {"eks": "EKS", "sagemaker": "SageMaker", "bedrock": "Bedrock"}
 #: The Region whose prices stand in where the price snapshot has none for a Region (`InstanceType.price`).
@@ -59,8 +61,8 @@ EC2_QUOTA_SOURCE = (
 )
 
 
-def _dict(v: Any) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
+def _bedrock_mode(a: Architecture) -> str | None:
+    return a.bedrock.mode if a.bedrock is not None else None
 
 
 def kind_of(a: Architecture) -> Kind:
@@ -71,7 +73,7 @@ def kind_of(a: Architecture) -> Kind:
         return "batch job"
     if a.invocation == "async":
         return "async job"
-    if a.deployment == "bedrock" and _dict(a.bedrock).get("mode") == "batch":
+    if a.deployment == "bedrock" and _bedrock_mode(a) == "batch":
         return "batch job"
     if a.deployment == "sagemaker" and (
         a.id.endswith(":async") or (a.batch is not None and a.batch.instances)
@@ -91,7 +93,7 @@ BEDROCK_TIER_NAMES = {
 
 def tier_of(a: Architecture) -> str:
     if a.deployment == "bedrock":
-        if _dict(a.bedrock).get("mode") == "batch":
+        if _bedrock_mode(a) == "batch":
             return "batch"
         tier = a.service_tier or "standard"
         return BEDROCK_TIER_NAMES.get(tier, f"{tier} tier")
@@ -129,9 +131,9 @@ def availability_of(a: Architecture, region: str | None) -> tuple[Availability, 
         return a.availability, a.price_region
     if a.deployment == "bedrock" or not region or region == PRICE_FALLBACK_REGION:
         return "sold here", None
-    price = _dict(a.cost.price)
-    source = str(price.get("source") or "")
-    if price.get("assumed") and "/ us-east-1 =" not in source:
+    price = a.cost.price
+    source = (price.source if price is not None else None) or ""
+    if price is not None and price.assumed and "/ us-east-1 =" not in source:
         return "unknown", PRICE_FALLBACK_REGION
     return "sold here", None
 
@@ -183,12 +185,15 @@ def bedrock_quota(a: Architecture) -> QuotaNote | None:
 def _percentiles(result: EstimateResult) -> dict[str, str]:
     """The percentile each metric's SLO bounds (the highest when several), p95 where none."""
     out = {"ttft_ms": "p95", "tpot_ms": "p95", "e2e_s": "p95"}
-    slo = _dict(result.workload.get("slo"))
-    if slo.get("deadline_s") is not None and not any(slo.get(m) for m in out):
+    slo = result.workload.slo
+    if slo is None:
+        return out
+    stated = {metric: bounds for metric in out if (bounds := getattr(slo, metric)) is not None}
+    if slo.deadline_s is not None and not stated:
         out["e2e_s"] = "p99"  # a deadline alone: a job's requests are sized at e2e p99 (`SLO.targets`)
-    for metric, by_pct in slo.items():
-        if metric in out and isinstance(by_pct, dict):
-            pcts = [p for p, v in by_pct.items() if isinstance(v, int | float) and p in ("p50", "p95", "p99")]
+    for metric, bounds in stated.items():
+        if isinstance(bounds, PercentileBounds):
+            pcts = [p for p, _ in bounds.items() if p in ("p50", "p95", "p99")]
             if pcts:
                 out[metric] = max(pcts, key=lambda p: float(p[1:]))
     return out
@@ -228,12 +233,12 @@ def figures_of(a: Architecture, kind: Kind, pcts: dict[str, str]) -> Figures:
 def answer_row(a: Architecture, result: EstimateResult, *, twin_run: bool = False) -> AnswerRow:
     """The row of one architecture of `result`; `twin_run`: the result is a run's that load-tested local twins
     (`sizing.upgrade.twin_run` of its JSON)."""
-    region = a.region or _dict(result.region).get("code")
+    region = a.region or (result.region.code if result.region is not None else None)
     kind = kind_of(a)
     availability, price_region = availability_of(a, region)
     quotas = [q for q in (bedrock_quota(a), ec2_quota(a, region)) if q is not None]
     if a.deployment == "bedrock":
-        where = str(_dict(a.bedrock).get("model_id") or a.id.split(":", 1)[-1])
+        where = a.bedrock.model_id if a.bedrock is not None and a.bedrock.model_id else a.id.split(":", 1)[-1]
         config = "per-token"
     else:
         where = a.instance_type or a.id
@@ -279,15 +284,13 @@ def region_line(result: EstimateResult) -> str | None:
     return region_text(result.region)
 
 
-def region_text(reg: dict[str, Any] | None) -> str | None:
+def region_text(reg: RegionInfo | None) -> str | None:
     """The line `region_line` says, of an estimate's `region` block."""
-    reg = reg or {}
-    code = reg.get("code")
-    if not code:
+    if reg is None or not reg.code:
         return None
-    name = f" ({reg['name']})" if reg.get("name") else ""
-    residency = reg.get("data_residency") or "none stated"
-    return f"Region {code}{name}; data residency: {residency}"
+    name = f" ({reg.name})" if reg.name else ""
+    residency = reg.data_residency or "none stated"
+    return f"Region {reg.code}{name}; data residency: {residency}"
 
 
 __all__ = [

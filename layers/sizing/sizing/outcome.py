@@ -11,10 +11,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
 from typing import Any
 
 from sizing.base.errors import InvalidInput, Problem
+from sizing.results import EstimateResult
+from sizing.upgrade import upgrade_result
 
 #: `sizing estimate`'s exit code when no architecture meets the SLOs (0: ranked; 2: bad input).
 EXIT_NO_ARCHITECTURE = 3
@@ -45,25 +46,25 @@ KIND_WORDS = {
 EXAMPLES = 2
 
 
-def _as_json(result: Any) -> Mapping[str, Any]:
-    out: Mapping[str, Any] = result.as_json() if hasattr(result, "as_json") else result
-    return out
-
-
-def impossible_constraints(result: Any, spec: Any, prefix: str = "") -> InvalidInput | None:
+def impossible_constraints(
+    result: EstimateResult | dict[str, Any], spec: Any, prefix: str = ""
+) -> InvalidInput | None:
     """The refusal of a spec whose constraints leave nothing to estimate, naming the constraint fields it
-    set; None when something was ranked or when SLOs bind (the no-architecture outcome)."""
-    data = _as_json(result)
-    if data.get("architectures"):
+    set; None when something was ranked or when SLOs bind (the no-architecture outcome). `result`: typed, or its
+    JSON (read by `sizing.upgrade`)."""
+    typed = upgrade_result(result, "estimate")
+    if typed.architectures:
         return None
-    infeasible = data.get("infeasible") or {}
-    if infeasible.get("binding"):
+    infeasible = typed.infeasible
+    if infeasible is not None and infeasible.binding:
         return None
-    rejected = [r for r in data.get("rejected") or [] if isinstance(r, Mapping)]
-    counts = Counter(str(r.get("kind", "")) for r in rejected)
+    rejected = typed.rejected
+    counts = Counter(str(r.kind) for r in rejected)
     why = ", ".join(f"{n} {KIND_WORDS.get(k, 'are rejected')}" for k, n in counts.most_common())
-    examples = "; ".join(f"{r.get('id')}: {r.get('reason')}" for r in rejected[:EXAMPLES] if r.get("reason"))
-    region_gap = infeasible.get("message") if infeasible.get("nearest_region") is not None else None
+    examples = "; ".join(f"{r.id}: {r.reason}" for r in rejected[:EXAMPLES] if r.reason)
+    region_gap = (
+        infeasible.message if infeasible is not None and infeasible.nearest_region is not None else None
+    )
     reason = region_gap or (
         f"of {len(rejected)} candidates, {why}" + (f" (e.g. {examples})" if examples else "")
         if rejected

@@ -20,6 +20,7 @@ from sizing.base.errors import InvalidInput, problems_from_pydantic
 from sizing.base.serving_config import ServingConfig
 from sizing.base.vocabulary import TWIN
 from sizing.results import Architecture, EstimateResult
+from sizing.results.blocks import Assumptions, TraceFigures, WorkloadFigures
 
 #: The latency blocks an architecture's `predicted` holds; an older or incomplete one lacks some (unknown figures).
 PREDICTED_METRICS = ("ttft_ms", "tpot_ms", "e2e_s")
@@ -53,6 +54,12 @@ def _architecture(doc: Any, model: Any) -> Any:
     if isinstance(serving, dict) and not _is_serving_config(serving):
         # an older release stated a few engine settings, not the whole configuration: the configuration is unknown
         doc = {**doc, "serving": None}
+    measured = doc.get("measured")
+    if isinstance(measured, dict):
+        served = measured.get("serving")
+        if isinstance(served, dict) and not _is_serving_config(served):
+            # a load test recorded before its serving configuration was whole: which configuration is unknown
+            doc = {**doc, "measured": {**measured, "serving": None}}
     return doc
 
 
@@ -81,8 +88,17 @@ def upgrade_result(doc: Any, what: str = "result") -> EstimateResult:
             own[key] = []
     if own.get("workload") is None:
         own["workload"] = {}
+    elif isinstance(own["workload"], dict):
+        # figures an earlier release stated about the workload that the result no longer names are not read
+        own["workload"] = {k: v for k, v in own["workload"].items() if k in WorkloadFigures.model_fields}
+        trace = own["workload"].get("trace")
+        if isinstance(trace, dict):
+            own["workload"]["trace"] = {k: v for k, v in trace.items() if k in TraceFigures.model_fields}
     if own.get("assumptions") is None:
         own["assumptions"] = {}
+    elif isinstance(own["assumptions"], dict):
+        # an assumption an earlier release stated that the result no longer names is not read
+        own["assumptions"] = {k: v for k, v in own["assumptions"].items() if k in Assumptions.model_fields}
     try:
         return EstimateResult.model_validate(own)
     except ValidationError as exc:

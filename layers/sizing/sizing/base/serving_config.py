@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from sizing.base.errors import InvalidInput, Problem
-from sizing.base.strict import StrictFrozen
+from sizing.base.strict import Strict, StrictFrozen
 from sizing.base.vocabulary import Engine, Quantization
 
 #: vLLM's `--kv-cache-dtype`: `auto` keeps K/V in the activation dtype (bf16); `fp8` (E4M3) halves its bytes.
@@ -226,3 +226,30 @@ def serving_key(serving: dict[str, Any] | None) -> str:
     """A short digest of the performance-deciding ServingConfig settings (`SERVING_KEY_FIELDS`)."""
     picked = {k: (serving or {}).get(k) for k in SERVING_KEY_FIELDS}
     return hashlib.sha256(json.dumps(picked, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+class ServerFacts(Strict):
+    """What a server runs, as it reports it (None: it does not say): the load test records it beside its figures
+    (`sizing.loadtest.server.probe`), and a result's `measured.server` states it."""
+
+    endpoint: str
+    engine: str | None = Field(
+        default=None, description="vllm (its metrics say so), twin (a local twin), or None"
+    )
+    version: str | None = Field(default=None, description="GET /version")
+    served_models: list[str] = Field(default_factory=list, description="GET /v1/models ids")
+    max_model_len: int | None = Field(default=None, description="GET /v1/models max_model_len")
+    kv_cache_tokens: int | None = Field(
+        default=None,
+        description="the KV cache's capacity in tokens (vllm:cache_config_info kv_cache_size_tokens)",
+    )
+    block_size: int | None = Field(default=None, description="KV block size in tokens")
+    prefix_caching: bool | None = None
+    kv_cache_dtype: str | None = None
+    max_num_seqs: int | None = Field(
+        default=None, description="the scheduler's limit on running requests, where the server exposes it"
+    )
+    max_num_batched_tokens: int | None = Field(
+        default=None, description="the scheduler's token budget per step, where the server exposes it"
+    )
+    notes: list[str] = Field(default_factory=list)

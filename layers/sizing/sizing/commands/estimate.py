@@ -13,6 +13,7 @@ from sizing.commands.output import print_json
 from sizing.outcome import EXIT_NO_ARCHITECTURE, impossible_constraints
 from sizing.plan.traceeffect import with_effect
 from sizing.results import Architecture, EstimateResult
+from sizing.results.blocks import SearchStats
 from sizing.workload.derived import resolve
 from sizing.workload.parse import load_spec
 from sizing.workload.spec import WorkloadSpec
@@ -244,23 +245,25 @@ def _estimate(args: argparse.Namespace, spec: WorkloadSpec) -> EstimateResult:
 def _print_header(result: EstimateResult) -> None:
     """The workload as resolved, and what the search covered."""
     w = result.workload
-    print(f"{w['name']}: {w['model']}")
+    tokens_in = w.input_tokens.mean if w.input_tokens is not None else None
+    tokens_out = w.output_tokens.mean if w.output_tokens is not None else None
+    print(f"{w.name}: {w.model}")
     print(
-        f"  peak {w['peak_rps']:.2f} req/s, average {w['avg_rps']:.2f} req/s;"
-        f" tokens in {w['input_tokens']['mean']:.0f} / out {w['output_tokens']['mean']:.0f} (mean)"
+        f"  peak {w.peak_rps or 0.0:.2f} req/s, average {w.avg_rps or 0.0:.2f} req/s;"
+        f" tokens in {tokens_in or 0.0:.0f} / out {tokens_out or 0.0:.0f} (mean)"
     )
-    print(f"  SLO: {w['slo']}")
-    trace = w["trace"] if isinstance(w.get("trace"), dict) else {}
-    if trace.get("effect"):
-        print(f"  trace: {trace['effect']['summary']}")
-    for note in trace.get("notes") or []:
+    print(f"  SLO: {w.slo.model_dump(exclude_none=True) if w.slo is not None else {}}")
+    trace = w.trace
+    if trace is not None and trace.effect is not None and trace.effect.model_fields_set:
+        print(f"  trace: {trace.effect.summary}")
+    for note in trace.notes if trace is not None else []:
         print(f"  trace: {note}")
     if (where := region_text(result.region)) is not None:
         print(f"  {where}")
-    s = result.search or {}
+    s = result.search or SearchStats()
     print(
-        f"  searched {s['hardware_options']} hardware options, simulated {s['simulated']},"
-        f" {s['feasible']} feasible architectures, {s['seconds']:.2f} s\n"
+        f"  searched {s.hardware_options} hardware options, simulated {s.simulated},"
+        f" {s.feasible} feasible architectures, {s.seconds or 0.0:.2f} s\n"
     )
 
 
@@ -270,13 +273,13 @@ def _print_best(best: Architecture) -> None:
     if best.cost.usd_per_month_spot:
         print(f", {_fmt_money(best.cost.usd_per_month_spot)}/month with spot above the base", end="")
     print()
-    calibration = best.calibration or {}
-    err = calibration["expected_error"] if calibration.get("expected_error") else {}
-    if err:
+    calibration = best.calibration
+    err = calibration.expected_error if calibration is not None else {}
+    if calibration is not None and err:
         typical = ", ".join(f"{k.upper()} ±{err[k]:.0%}" for k in ("ttft", "tpot") if k in err)
         print(
             f"  its predictions are typically within {typical} of a measurement (cross-validated median"
-            f" error; calibration: {calibration['basis']})"
+            f" error; calibration: {calibration.basis})"
         )
 
 
@@ -314,11 +317,10 @@ def slo_cost_lines(result: EstimateResult) -> list[str]:
 
 
 def _print_infeasible(result: EstimateResult) -> None:
-    inf = result.infeasible or {}
-    print(
-        f"no architecture meets the SLOs (exit {EXIT_NO_ARCHITECTURE}): binding SLO"
-        f" {inf.get('binding') or '-'}; {inf.get('message', '')}"
-    )
+    inf = result.infeasible
+    binding = (inf.binding if inf is not None else None) or "-"
+    message = (inf.message if inf is not None else None) or ""
+    print(f"no architecture meets the SLOs (exit {EXIT_NO_ARCHITECTURE}): binding SLO {binding}; {message}")
     costs = slo_cost_lines(result)
     if costs:
         print("\n".join(costs))

@@ -89,7 +89,7 @@ def _load_json(path: Path) -> Any:
 
 
 def load_architecture(args: argparse.Namespace) -> Any:
-    from sizing.deploy.architecture import Architecture, pick_architecture
+    from sizing.deploy.architecture import DeployTarget, pick_architecture
 
     path = Path(args.architecture)
     if path.is_file():
@@ -101,7 +101,7 @@ def load_architecture(args: argparse.Namespace) -> Any:
         raw = _load_json(path)
         if isinstance(raw, dict) and "architectures" in raw:
             raw = pick_architecture(raw, args.id, deployment=None if args.id else "eks")
-        return Architecture.from_dict(raw)
+        return DeployTarget.from_dict(raw)
     if args.architecture.count(":") != 5:
         raise InvalidInput(f"--architecture: '{args.architecture}' is neither a file nor an architecture id")
     model = args.model
@@ -111,7 +111,7 @@ def load_architecture(args: argparse.Namespace) -> Any:
         model = load_spec(args.workload).model
     if not model:
         raise InvalidInput("--model (or --workload) is required when --architecture is an id")
-    arch = Architecture.from_id(args.architecture, model)
+    arch = DeployTarget.from_id(args.architecture, model)
     if args.max_model_len is None:
         return arch
     return arch.model_copy(update={"serving": _serving_with_context(arch, args.max_model_len)})

@@ -19,6 +19,10 @@ import yaml
 from sizing.base.errors import InvalidInput, Problem
 from sizing.base.text import ORIGIN_LABELS, table
 from sizing.base.vocabulary import ENDPOINT, TWIN
+from sizing.catalog import load_catalog
+from sizing.results import Architecture, Measured, Predicted
+from sizing.upgrade import upgrade_result
+from sizing.workload.parse import load_spec
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,7 +67,6 @@ def _fmt(v: Any, digits: int = 0) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sizing.workload.parse import load_spec
     from sizing_local.stack import run_local
 
     if not 1 <= args.top <= 10:
@@ -120,27 +123,30 @@ def run(args: argparse.Namespace) -> int:
         return 0 if result.run["status"] == "SUCCEEDED" else 1
     run_ = result.run
     print(f"\nrun {run_['run_id']}: {run_['status']}" + (f" — {run_['error']}" if run_.get("error") else ""))
-    archs = result.architectures[:10]
-    twin = any((a.get("measured") or {}).get("origin") == "twin" for a in archs)
+    archs = upgrade_result({"architectures": result.architectures[:10]}, "run's result").architectures
+    twin = any(a.measured is not None and a.measured.origin == TWIN for a in archs)
     label = ORIGIN_LABELS[TWIN if twin else ENDPOINT]
     short = "sim (twin)" if twin else "meas"
     rows = []
     for a in archs:
-        m = a.get("measured") or {}
+        m = a.measured or Measured()
         # predicted at the load level the run measured, when the run re-simulated it; else at the peak
-        p = m.get("predicted_at_level") or a["predicted"]
+        at = m.predicted_at_level
+        p = a.predicted
+        if at is not None and at.model_fields_set:
+            p = Predicted(ttft_ms=at.ttft_ms, tpot_ms=at.tpot_ms, e2e_s=at.e2e_s)
         rows.append(
             [
-                a.get("rank") or "-",
-                a["id"],
-                _fmt(p["ttft_ms"]["p95"]),
-                _fmt((m.get("ttft_ms") or {}).get("p95")),
-                _fmt(p["e2e_s"]["p95"], 2),
-                _fmt((m.get("e2e_s") or {}).get("p95"), 2),
-                _fmt(a["per_replica"].get("rps_slo_limit") if a.get("per_replica") else None, 2),
+                a.rank or "-",
+                a.id,
+                _fmt(p.ttft_ms.p95),
+                _fmt(m.ttft_ms.p95 if m.ttft_ms else None),
+                _fmt(p.e2e_s.p95, 2),
+                _fmt(m.e2e_s.p95 if m.e2e_s else None, 2),
+                _fmt(a.per_replica.rps_slo_limit if a.per_replica else None, 2),
                 _capacity_cell(m),
-                "yes" if a.get("meets_slo") else "no",
-                f"${a['cost']['usd_per_month']:,.0f}",
+                "yes" if a.meets_slo else "no",
+                f"${a.cost.usd_per_month:,.0f}",
             ]
         )
     print(
@@ -167,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         how = f"'{short}' figures are {label} on the endpoint"
-    replayed = any((a.get("measured") or {}).get("trace_digest") for a in archs)
+    replayed = any(a.measured is not None and a.measured.trace_digest for a in archs)
     levels = "level of the recorded trace replayed (open loop)" if replayed else "closed-loop level"
     print(
         f"\n{how}. They are at the highest {levels} that met the SLOs (the lowest level when none did);"
@@ -180,36 +186,33 @@ def run(args: argparse.Namespace) -> int:
     return 0 if run_["status"] == "SUCCEEDED" else 1
 
 
-def _print_notes(archs: list[dict[str, Any]]) -> None:
+def _print_notes(archs: list[Architecture]) -> None:
     """Per measured row: the capacity search's verdict, whose deployment was measured, where the server differs."""
     for a in archs:
-        cap = (a.get("measured") or {}).get("capacity") or {}
-        if cap.get("verdict") and not (a.get("measured") or {}).get("measured_on"):
-            print(f"capacity: {a['id']}: {cap['verdict']}")
-        if (a.get("measured") or {}).get("note"):
-            print(f"note: {a['id']}: {a['measured']['note']}")
-        differs = (a.get("measured") or {}).get("differs") or []
-        if differs:
+        m = a.measured or Measured()
+        if m.capacity is not None and m.capacity.verdict and not m.measured_on:
+            print(f"capacity: {a.id}: {m.capacity.verdict}")
+        if m.note:
+            print(f"note: {a.id}: {m.note}")
+        if m.differs:
             print(
-                f"note: {a['id']} was measured on a server that runs otherwise than estimated: {'; '.join(differs)}"
+                f"note: {a.id} was measured on a server that runs otherwise than estimated: {'; '.join(m.differs)}"
             )
 
 
-def _capacity_cell(measured: dict[str, Any]) -> str:
+def _capacity_cell(measured: Measured) -> str:
     """The measured capacity per replica: the search's, with its interval, else the closed-loop levels'."""
-    cap = measured.get("capacity")
-    if not cap:
-        return _fmt(measured.get("capacity_rps"), 2)
-    if cap.get("capacity_rps") is None:
+    cap = measured.capacity
+    if cap is None or not cap.model_fields_set:
+        return _fmt(measured.capacity_rps, 2)
+    if cap.capacity_rps is None:
         return "none met"
-    lo, hi = cap.get("low_rps"), cap.get("high_rps")
-    return f"{cap['capacity_rps']:.2f} ({_fmt(lo, 2)}-{_fmt(hi, 2)})"
+    return f"{cap.capacity_rps:.2f} ({_fmt(cap.low_rps, 2)}-{_fmt(cap.high_rps, 2)})"
 
 
 def _on_hardware(raw: dict[str, Any], hardware: str, endpoint: str | None) -> dict[str, Any]:
     """The spec restricted to the instance type the user's server runs on (the estimate's architecture on it is
     what the run measures and attributes the levels to). InvalidInput naming --hardware otherwise."""
-    from sizing.catalog import load_catalog
 
     if not endpoint:
         raise InvalidInput(

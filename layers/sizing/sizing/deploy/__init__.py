@@ -1,6 +1,7 @@
 """Provisioning: turn a chosen architecture into what runs it, apply it, and remove it safely.
 
-- `architecture.Architecture`: one planner entry, completed from the catalog.
+- `architecture.DeployTarget`: what a provisioner deploys of one architecture (read from the typed answer, its
+  JSON or a bare id), completed from the catalog.
 - `manifests.render(architecture, run_id, candidate_id, options) -> list[dict]` and `to_yaml(objs)`: Karpenter
   NodePool + EC2NodeClass and the vLLM Deployment, Service, PodDisruptionBudget, HorizontalPodAutoscaler.
 - `validate.problems(objs)` / `validate.validate(objs)`: offline checks against the CRDs and Kubernetes 1.31-1.34.

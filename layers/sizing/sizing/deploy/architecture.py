@@ -1,8 +1,11 @@
-"""The architecture a provisioner deploys: one entry of the planner's estimate result.
+"""What a provisioner deploys: the hardware, serving configuration and fleet of one architecture.
 
-`Architecture` accepts the planner's dicts as they are (unknown keys such as `predicted` or `cost` are ignored)
-and `resolve()` fills what is missing from the catalog, so a bare id (`eks:p5.48xlarge:tp4:fp8:vllm:on-demand`)
-plus a model is enough to render manifests."""
+A `DeployTarget` is not the answer (`sizing.results.Architecture`, the one strict model of an architecture with its
+predictions and cost): it is the part of it a provisioner needs, and it may come from less than an answer. It is
+read from the typed answer (`from_answer`), from an architecture's JSON as stored or hand-written (`from_dict`:
+what it does not name, such as `predicted` or `cost`, is not read), or from a bare id plus a model (`from_id`);
+`resolve()` fills what is missing from the catalog, so a bare id (`eks:p5.48xlarge:tp4:fp8:vllm:on-demand`) plus a
+model is enough to render manifests."""
 
 from __future__ import annotations
 
@@ -19,32 +22,38 @@ from sizing.catalog import Catalog, load_catalog
 from sizing.results import Architecture as Answer
 
 
-class Replicas(Lenient):
+class TargetReplicas(Lenient):
+    """The replicas to run: at peak, the fewest (off-peak) and the mean."""
+
     peak: int = Field(ge=1)
     #: May be 0 off-peak in a planner's schedule; a deployment still runs at least one replica.
     min: int = Field(ge=0)
     mean: float | None = None
 
     @model_validator(mode="after")
-    def _ordered(self) -> Replicas:
+    def _ordered(self) -> TargetReplicas:
         if self.min > self.peak:
             raise ValueError("replicas.min exceeds replicas.peak")
         return self
 
 
-class Instances(Lenient):
+class TargetInstances(Lenient):
+    """The nodes the replicas need at peak and off-peak."""
+
     peak: int = Field(ge=0)
     min: int = Field(ge=0)
 
 
-class PerReplica(Lenient):
+class TargetLoad(Lenient):
+    """The load one replica carries (what its autoscaling targets)."""
+
     max_concurrency: float | None = Field(default=None, gt=0)
     #: requests in flight per replica at the operating point the answer was sized at (the HPA's target)
     in_flight: float | None = Field(default=None, ge=0)
 
 
-class Architecture(Lenient):
-    """One candidate architecture. Optional fields are derived by `resolve()`."""
+class DeployTarget(Lenient):
+    """One architecture as a provisioner deploys it. Optional fields are derived by `resolve()`."""
 
     id: str
     model: str
@@ -57,23 +66,55 @@ class Architecture(Lenient):
     quantization: Quantization = "bf16"
     engine: str = "vllm"
     capacity_type: CapacityType = "on-demand"
-    replicas: Replicas = Replicas(peak=1, min=1, mean=1)
+    replicas: TargetReplicas = TargetReplicas(peak=1, min=1, mean=1)
     replicas_per_instance: int | None = Field(default=None, ge=1)
-    instances: Instances | None = None
+    instances: TargetInstances | None = None
     #: the replica as the engine runs it; a bare id gets the engine's defaults (`plan.serving.serving_for`)
     serving: ServingConfig | None = None
     weights_gb: float | None = Field(default=None, gt=0)
-    per_replica: PerReplica | None = None
+    per_replica: TargetLoad | None = None
 
     @classmethod
-    def from_dict(cls, raw: Any, prefix: str = "architecture") -> Architecture:
+    def from_dict(cls, raw: Any, prefix: str = "architecture") -> DeployTarget:
         try:
             return cls.model_validate(raw)
         except ValidationError as exc:
             raise InvalidInput("the architecture is not valid", problems_from_pydantic(exc, prefix)) from None
 
     @classmethod
-    def from_id(cls, arch_id: str, model: str, **extra: Any) -> Architecture:
+    def from_answer(cls, answer: Answer) -> DeployTarget:
+        """The deployable part of a typed answer, read from its fields."""
+        return cls(
+            id=answer.id,
+            model=answer.model,
+            deployment=answer.deployment,
+            instance_type=answer.instance_type,
+            accelerator=answer.accelerator,
+            accelerators_per_replica=answer.accelerators_per_replica,
+            tensor_parallel=answer.tensor_parallel or 1,
+            quantization=answer.quantization or "bf16",
+            engine=answer.engine,
+            capacity_type=answer.capacity_type,
+            replicas=TargetReplicas(
+                peak=answer.replicas.peak, min=answer.replicas.min, mean=answer.replicas.mean
+            )
+            if answer.replicas is not None
+            else TargetReplicas(peak=1, min=1, mean=1),
+            replicas_per_instance=answer.replicas_per_instance,
+            instances=TargetInstances(peak=answer.instances.peak, min=answer.instances.min)
+            if answer.instances is not None and answer.instances.min is not None
+            else None,
+            serving=answer.serving,
+            weights_gb=answer.weights_gb,
+            per_replica=TargetLoad(
+                max_concurrency=answer.per_replica.max_concurrency, in_flight=answer.per_replica.in_flight
+            )
+            if answer.per_replica is not None
+            else None,
+        )
+
+    @classmethod
+    def from_id(cls, arch_id: str, model: str, **extra: Any) -> DeployTarget:
         """Parse `{deployment}:{instance_type}:tp{N}:{quantization}:{engine}:{capacity_type}`."""
         fields = Answer.parse_id(arch_id)
         if fields is None:
@@ -85,7 +126,7 @@ class Architecture(Lenient):
         return cls.from_dict({"id": arch_id, "model": model, **fields, **extra})
 
     # --- derived facts --------------------------------------------------------------------------------
-    def resolve(self, catalog: Catalog | None = None) -> Architecture:
+    def resolve(self, catalog: Catalog | None = None) -> DeployTarget:
         """A copy with every field a provisioner needs filled in from the catalog; checks TP fits."""
         if self.deployment == "bedrock":
             raise InvalidInput(f"{self.id}: Bedrock is serverless; there is nothing to provision")
@@ -111,7 +152,7 @@ class Architecture(Lenient):
         else:
             serving = self.serving
             self._check_serving(serving, cat)
-        instances = self.instances or Instances(
+        instances = self.instances or TargetInstances(
             peak=math.ceil(self.replicas.peak / per_instance), min=math.ceil(self.replicas.min / per_instance)
         )
         return self.model_copy(

@@ -16,7 +16,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from sizing.base.strict import Strict
-from sizing.deploy.architecture import Architecture
+from sizing.deploy.architecture import DeployTarget
+from sizing.results import Architecture as Answer
 
 EndpointKind = Literal["eks", "sagemaker", "local-twin", "existing"]
 #: How often `wait_ready` asks by default (s): a GPU pod takes minutes, so 10 s costs nothing.
@@ -54,8 +55,13 @@ class TeardownReport(Strict):
         return not self.remaining
 
 
-def as_architecture(arch: Architecture | dict[str, Any]) -> Architecture:
-    return arch if isinstance(arch, Architecture) else Architecture.from_dict(arch)
+def as_target(arch: DeployTarget | Answer | dict[str, Any]) -> DeployTarget:
+    """What to deploy, from a target, a typed answer or an architecture's JSON."""
+    if isinstance(arch, DeployTarget):
+        return arch
+    if isinstance(arch, Answer):
+        return DeployTarget.from_answer(arch)
+    return DeployTarget.from_dict(arch)
 
 
 def http_healthy(url: str, timeout_s: float = HEALTH_TIMEOUT_S) -> bool:
@@ -74,7 +80,7 @@ class Provisioner(ABC):
 
     @abstractmethod
     def apply(
-        self, architecture: Architecture | dict[str, Any], run_id: str, candidate_id: str | None = None
+        self, architecture: DeployTarget | dict[str, Any], run_id: str, candidate_id: str | None = None
     ) -> Endpoint:
         """Provision the candidate (idempotent) and return where it will answer. On failure, everything it
         created is torn down before the error propagates."""
@@ -114,9 +120,9 @@ class ExistingEndpoint(Provisioner):
         self.url, self.model = url.rstrip("/"), model
 
     def apply(
-        self, architecture: Architecture | dict[str, Any], run_id: str, candidate_id: str | None = None
+        self, architecture: DeployTarget | dict[str, Any], run_id: str, candidate_id: str | None = None
     ) -> Endpoint:
-        arch = as_architecture(architecture) if architecture else None
+        arch = as_target(architecture) if architecture else None
         model = self.model or (arch.model if arch else "")
         cand = candidate_id or (arch.id if arch else "existing")
         return Endpoint(url=self.url, kind=self.kind, run_id=run_id, candidate_id=cand, model=model)

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from sizing.deploy import labels as L
-from sizing.deploy.architecture import Architecture
-from sizing.deploy.base import Endpoint, EndpointKind, Provisioner, TeardownReport, as_architecture
+from sizing.deploy.architecture import DeployTarget
+from sizing.deploy.base import Endpoint, EndpointKind, Provisioner, TeardownReport, as_target
 from sizing.deploy.kube import ClusterConfig, KubeClient, ProvisioningError, eks_client_for
 from sizing.deploy.labels import DEFAULT_MAX_DURATION_S, TEARDOWN_ORDER
 from sizing.deploy.manifests import render
@@ -85,15 +85,15 @@ class EksProvisioner(Provisioner):
             return float(label)
         return L.deadline(self.max_duration_s, self.clock())
 
-    def render(self, arch: Architecture, run_id: str, candidate_id: str) -> list[dict[str, Any]]:
+    def render(self, arch: DeployTarget, run_id: str, candidate_id: str) -> list[dict[str, Any]]:
         name = L.object_name(run_id, candidate_id, arch.instance_type or "")
         opts = self.options.model_copy(update={"expires_at": self._deadline(name)})
         return render(arch, run_id, candidate_id, opts)
 
     def apply(
-        self, architecture: Architecture | dict[str, Any], run_id: str, candidate_id: str | None = None
+        self, architecture: DeployTarget | dict[str, Any], run_id: str, candidate_id: str | None = None
     ) -> Endpoint:
-        arch = as_architecture(architecture)
+        arch = as_target(architecture)
         cand = candidate_id or arch.id
         self._preflight()
         try:

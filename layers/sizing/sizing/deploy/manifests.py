@@ -32,7 +32,8 @@ from sizing.base.errors import InvalidInput, Problem
 from sizing.base.serving_config import ServingConfig, parse_vllm_args
 from sizing.catalog import Catalog, load_catalog
 from sizing.deploy import labels as L
-from sizing.deploy.architecture import Architecture
+from sizing.deploy.architecture import DeployTarget
+from sizing.deploy.base import as_target
 from sizing.deploy.nodes import _nodeclass, _nodepool
 from sizing.deploy.pods import (
     CHECKPOINT_QUANT,
@@ -46,6 +47,7 @@ from sizing.deploy.pods import (
     adapter_merge_note,
 )
 from sizing.deploy.rendering import NEURON_FIXED, NEURON_RESOURCE, RenderOptions, _Plan
+from sizing.results import Architecture as Answer
 
 #: Shared by every deployment in the cluster (rendered for `serve` only, never deleted by a teardown).
 SHARED_KINDS = ["Namespace", "ConfigMap"]
@@ -62,7 +64,7 @@ def _namespace(p: _Plan) -> dict[str, Any]:
 
 
 def render(
-    architecture: Architecture | dict[str, Any],
+    architecture: DeployTarget | Answer | dict[str, Any],
     run_id: str,
     candidate_id: str | None = None,
     options: RenderOptions | None = None,
@@ -70,7 +72,7 @@ def render(
 ) -> list[dict[str, Any]]:
     """The Kubernetes objects for one candidate, in apply order (namespace and node classes first, autoscaler
     last). Raises InvalidInput naming the field for anything that cannot be deployed as estimated."""
-    arch = architecture if isinstance(architecture, Architecture) else Architecture.from_dict(architecture)
+    arch = as_target(architecture)
     opts = options or RenderOptions()
     p = _Plan(arch, run_id, candidate_id or arch.id, opts, catalog or load_catalog())
     serve = p.purpose == "serve"

@@ -17,7 +17,7 @@ from sizing.base.strict import Strict
 from sizing.base.vocabulary import Engine
 from sizing.catalog import Catalog
 from sizing.deploy import labels as L
-from sizing.deploy.architecture import Architecture
+from sizing.deploy.architecture import DeployTarget
 from sizing.deploy.labels import DEFAULT_MAX_DURATION_S
 from sizing.perf.engines import NEURON_MEMORY_FRACTION
 from sizing.plan.cost import AVAILABILITY_ZONES, nodes_for
@@ -165,7 +165,7 @@ def _round_up(x: float, step: int) -> int:
 class _Plan:
     """Facts about the architecture that several objects share."""
 
-    def __init__(self, arch: Architecture, run_id: str, candidate_id: str, opts: RenderOptions, cat: Catalog):
+    def __init__(self, arch: DeployTarget, run_id: str, candidate_id: str, opts: RenderOptions, cat: Catalog):
         if arch.deployment != "eks":
             raise InvalidInput(
                 f"{arch.id}: only EKS architectures have Kubernetes manifests (this one is {arch.deployment})"
@@ -255,7 +255,7 @@ class _Plan:
         )
 
 
-def _check_deployable(arch: Architecture, s: ServingConfig, cat: Catalog) -> None:
+def _check_deployable(arch: DeployTarget, s: ServingConfig, cat: Catalog) -> None:
     """Refuse what `sizing predict` refuses (quantization, engine or TP the hardware or the model's heads do not
     allow), an engine without manifests, and Neuron settings vLLM-Neuron cannot honour: each names its field."""
     # deferred: the hardware configuration costs ~15 ms (-X importtime) of the cold starts that render or read an

@@ -20,8 +20,8 @@ from sizing.base.aws import paged, tag_map
 from sizing.base.errors import InvalidInput, Problem
 from sizing.base.serving_config import VLLM_FP8_KV, ServingConfig
 from sizing.deploy import labels as L
-from sizing.deploy.architecture import Architecture
-from sizing.deploy.base import Endpoint, EndpointKind, Provisioner, TeardownReport, as_architecture
+from sizing.deploy.architecture import DeployTarget
+from sizing.deploy.base import Endpoint, EndpointKind, Provisioner, TeardownReport, as_target
 from sizing.deploy.kube import ProvisioningError
 from sizing.deploy.labels import DEFAULT_MAX_DURATION_S
 
@@ -77,10 +77,10 @@ class SageMakerProvisioner(Provisioner):
         self.max_duration_s = max_duration_s
         self.clock = clock
 
-    def name(self, arch: Architecture, run_id: str, candidate_id: str) -> str:
+    def name(self, arch: DeployTarget, run_id: str, candidate_id: str) -> str:
         return L.object_name(run_id, candidate_id, arch.instance_type or "")
 
-    def _environment(self, arch: Architecture) -> dict[str, str]:
+    def _environment(self, arch: DeployTarget) -> dict[str, str]:
         """LMI's settings for `arch.serving`. LMI passes `OPTION_<vLLM engine arg>` through to vLLM; its own
         names stand for tensor_parallel_size (TENSOR_PARALLEL_DEGREE), max_num_seqs (MAX_ROLLING_BATCH_SIZE),
         max_num_batched_tokens (MAX_ROLLING_BATCH_PREFILL_TOKENS) and quantization (QUANTIZE)
@@ -118,9 +118,9 @@ class SageMakerProvisioner(Provisioner):
 
     # --- apply ----------------------------------------------------------------------------------------
     def apply(
-        self, architecture: Architecture | dict[str, Any], run_id: str, candidate_id: str | None = None
+        self, architecture: DeployTarget | dict[str, Any], run_id: str, candidate_id: str | None = None
     ) -> Endpoint:
-        raw = as_architecture(architecture)
+        raw = as_target(architecture)
         cand = candidate_id or raw.id
         if not self.role:
             raise ProvisioningError(

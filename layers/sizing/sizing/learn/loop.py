@@ -10,6 +10,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
+from pydantic import Field
+
+from sizing.base.strict import Lenient
 from sizing.learn import drift
 from sizing.learn.profiles import LOCAL_BUCKET, ProfileStore, active, configured_store
 from sizing.learn.refit import outcome_line, run_refit
@@ -17,6 +20,42 @@ from sizing.learn.refit import outcome_line, run_refit
 log = logging.getLogger("sizing.learn")
 
 QUEUED = "calibration refit queued"
+
+
+class RefusedLevel(Lenient):
+    """A measured level the loop did not store, and why (`sizing.learn.levels.Refused` as the run states it)."""
+
+    candidate_id: str | None = None
+    level: int | None = None
+    reason: str | None = None
+
+
+class RefitOutcome(Lenient):
+    """The refit's outcome as the run states it: where it ran (or is queued), its status, the profile version and
+    the line the report and Slack show, or its error."""
+
+    where: str | None = None
+    status: str | None = None
+    version: str | None = None
+    refit_seconds: float | None = None
+    reasons: list[str] = Field(default_factory=list)
+    detail: str | None = None
+    line: str | None = None
+    error: str | None = None
+
+
+class RunLearning(Lenient):
+    """The run's `learning` block as its readers read it (`after_collect` writes it): levels stored (real and
+    twin), levels refused, drift flags and their sentences, the refit's outcome, or why nothing was learned."""
+
+    measured_levels: int = 0
+    twin_levels: int = 0
+    refused: list[RefusedLevel] = Field(default_factory=list)
+    #: the drift flags (`sizing.learn.drift.flags`), each stated in `drift_lines`
+    drift: list[dict[str, Any]] = Field(default_factory=list)
+    drift_lines: list[str] = Field(default_factory=list)
+    refit: RefitOutcome | None = None
+    error: str | None = None
 
 
 def after_collect(

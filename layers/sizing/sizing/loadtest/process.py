@@ -29,7 +29,8 @@ from sizing.loadtest.config import LoadTestConfig
 from sizing.loadtest.metrics import CSV_COLUMNS, StepResult, csv_row
 from sizing.loadtest.capacity import CapacitySearch
 from sizing.loadtest.plan import SlaSearch, plan_for
-from sizing.loadtest.server import EndpointUnreachable, ServerFacts, probe
+from sizing.base.serving_config import ServerFacts
+from sizing.loadtest.server import EndpointUnreachable, probe
 from sizing.loadtest.timescale import in_model_time, on_wall_clock
 
 assert locust

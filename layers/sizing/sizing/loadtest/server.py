@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import Field
 
 from sizing.base.errors import InvalidInput, Problem
+from sizing.base.serving_config import ServerFacts
 from sizing.base.strict import Strict
 
 #: How long one probe of a route waits: a healthy server answers these in milliseconds.
@@ -69,32 +70,6 @@ TWIN_LAG_SHARE = 0.02
 #: chat template's header is the same in every request and a block that holds only it can hit; with vLLM's
 #: 16-128 token blocks a prompt of a few hundred tokens has at most that one block in common (under 5%).
 UNEXPECTED_HIT_SHARE = 0.05
-
-
-class ServerFacts(Strict):
-    """What the server runs, as it reports it (None: it does not say)."""
-
-    endpoint: str
-    engine: str | None = Field(
-        default=None, description="vllm (its metrics say so), twin (a local twin), or None"
-    )
-    version: str | None = Field(default=None, description="GET /version")
-    served_models: list[str] = Field(default_factory=list, description="GET /v1/models ids")
-    max_model_len: int | None = Field(default=None, description="GET /v1/models max_model_len")
-    kv_cache_tokens: int | None = Field(
-        default=None,
-        description="the KV cache's capacity in tokens (vllm:cache_config_info kv_cache_size_tokens)",
-    )
-    block_size: int | None = Field(default=None, description="KV block size in tokens")
-    prefix_caching: bool | None = None
-    kv_cache_dtype: str | None = None
-    max_num_seqs: int | None = Field(
-        default=None, description="the scheduler's limit on running requests, where the server exposes it"
-    )
-    max_num_batched_tokens: int | None = Field(
-        default=None, description="the scheduler's token budget per step, where the server exposes it"
-    )
-    notes: list[str] = Field(default_factory=list)
 
 
 class ServerWindow(Strict):

@@ -19,11 +19,13 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     ValidationError,
     field_serializer,
+    field_validator,
     model_serializer,
     model_validator,
 )
 
 from sizing.base.errors import InvalidInput, Problem, problems_from_pydantic
+from sizing.base.serving_config import ServerFacts, ServingConfig
 from sizing.base.strict import Lenient, Open, Strict
 from sizing.deploy.base import Endpoint
 from sizing.loadtest.config import (
@@ -36,7 +38,9 @@ from sizing.loadtest.config import (
     ReplaySpec,
     SloTarget,
 )
+from sizing.loadtest.metrics import Distribution
 from sizing.results import Architecture
+from sizing.results.blocks import LoadTarget
 from sizing.traces.formats import TraceFormat
 from sizing.workload.spec import TokenSpec
 
@@ -201,6 +205,62 @@ class Teardown(Produced):
     outcome: str | None = None
     deleted: list[str] = Field(default_factory=list)
     remaining: list[str] = Field(default_factory=list)
+
+
+class StepRecord(Lenient):
+    """One stored load level as the run's merge, the report and the learning loop read it: the load generator's
+    `StepResult` JSON with what the load task recorded beside it (`sizing.orchestrate.loadtask`: the serving
+    configuration measured, the engine version, the model served, the shared prefix, the prompts' seed and what
+    the server reports it runs) and, on a capacity search's levels, `phase`. Each field is optional: records of
+    earlier releases and hand-written ones state fewer. Keys not named here are not read."""
+
+    target: LoadTarget | None = None
+    requests: int = 0
+    errors: dict[str, int] = Field(default_factory=dict)
+    input_tokens: float | None = None
+    output_tokens: float | None = None
+    ttft_ms: Distribution = Field(default_factory=Distribution)
+    tpot_ms: Distribution = Field(default_factory=Distribution)
+    e2e_s: Distribution = Field(default_factory=Distribution)
+    requests_per_s: float | None = None
+    output_tokens_per_s: float | None = None
+    meets_slo: bool | None = None
+    trace_digest: str | None = None
+    serving: ServingConfig | None = None
+    engine_version: str | None = None
+    served_model: str | None = None
+    #: the name the user told the run the server serves the model under (`--served-model`)
+    served_as: str | None = None
+    shared_prefix_tokens: int = 0
+    seed: int | None = None
+    server_facts: ServerFacts | None = None
+    phase: str | None = None
+
+    @field_validator("serving", mode="before")
+    @classmethod
+    def _whole_serving(cls, value: Any) -> Any:
+        """A level recorded before the whole serving configuration was: which configuration is unknown."""
+        if isinstance(value, dict):
+            try:
+                ServingConfig.model_validate(value)
+            except ValidationError:
+                return None
+        return value
+
+    @field_validator("requests", "shared_prefix_tokens", mode="before")
+    @classmethod
+    def _none_is_zero(cls, value: Any) -> Any:
+        return 0 if value is None else value
+
+    @property
+    def failed(self) -> int:
+        """Requests of the level that failed, of every kind."""
+        return sum(self.errors.values())
+
+    def distribution(self, metric: str) -> Distribution:
+        """The level's `ttft_ms`, `tpot_ms` or `e2e_s` distribution."""
+        dist: Distribution = getattr(self, metric)
+        return dist
 
 
 def seed_of(*parts: str) -> int:

@@ -23,10 +23,11 @@ from pydantic import ValidationError
 
 from sizing.base.errors import problems_from_pydantic
 from sizing.base.lifeline import exit_with_parent
+from sizing.base.serving_config import ServerFacts
 from sizing.base.vocabulary import CAPACITY_PHASE
 from sizing.loadtest.capacity import CapacitySearch
 from sizing.loadtest.launch import run_config
-from sizing.loadtest.server import EndpointUnreachable, ServerFacts, probe
+from sizing.loadtest.server import EndpointUnreachable, probe
 from sizing.orchestrate.contracts import LoadTask
 from sizing.store import SizingStore
 from sizing.traces.replay import reread

@@ -29,6 +29,7 @@ from sizing.catalog import Catalog
 from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS
 from sizing.loadtest.capacity import from_records
 from sizing.loadtest.server import serving_differences
+from sizing.orchestrate.contracts import CandidateOutcome, StepRecord
 from sizing.perf.replica import replica_of
 from sizing.perf.simulator import ClosedLoop, OpenLoop, Replay, simulate
 from sizing.perf.step import StepModel
@@ -36,7 +37,8 @@ from sizing.plan.answer import pricing_of
 from sizing.plan.candidates import HardwareOption
 from sizing.plan.cost import project
 from sizing.plan.search import DEFAULT_HEADROOM
-from sizing.results import Architecture, Cost, Instances, Measured, Replicas, rank_cost
+from sizing.results import Architecture, Cost, Instances, Measured, Percentiles, Replicas, rank_cost
+from sizing.results.blocks import LevelOutcome, LoadTarget, PredictedAtLevel, SearchedCapacity
 from sizing.upgrade import upgrade_result
 from sizing.workload.derived import WorkloadModel, build_model
 from sizing.workload.spec import WorkloadSpec
@@ -52,19 +54,18 @@ ROW_ORIGIN: dict[Origin, str] = {TWIN: "twin", ENDPOINT: "loadtest"}
 MAX_LEVEL_CONCURRENCY = 4096
 
 
-def _value(step: dict[str, Any], metric: str, pct: str) -> float | None:
-    dist = step.get(metric) or {}
-    v = dist.get(pct)
+def _value(step: StepRecord, metric: str, pct: str) -> float | None:
+    dist = step.distribution(metric)
+    v: float | None = getattr(dist, pct, None)
     if v is None and pct == "p90":
-        v = dist.get("p95")
+        v = dist.p95
     return None if v is None else float(v)
 
 
-def step_meets(step: dict[str, Any], spec: WorkloadSpec) -> bool:
-    if step.get("requests", 0) <= 0:
+def step_meets(step: StepRecord, spec: WorkloadSpec) -> bool:
+    if step.requests <= 0:
         return False
-    errors = sum((step.get("errors") or {}).values())
-    if errors > 0.01 * max(step.get("requests", 0), 1):  # more than 1% errors is not a passing level
+    if step.failed > 0.01 * max(step.requests, 1):  # more than 1% errors is not a passing level
         return False
     for metric, pct, limit in spec.slo.targets():
         v = _value(step, metric, pct)
@@ -74,62 +75,57 @@ def step_meets(step: dict[str, Any], spec: WorkloadSpec) -> bool:
 
 
 def _measured_block(
-    steps: list[dict[str, Any]],
-    best: dict[str, Any] | None,
+    steps: list[StepRecord],
+    best: StepRecord | None,
     spec: WorkloadSpec,
     origin: Origin = ENDPOINT,
     arch: Architecture | None = None,
     wm: WorkloadModel | None = None,
     cat: Catalog | None = None,
 ) -> dict[str, Any]:
-    """The `measured` block's JSON from a candidate's step records (the load generator's own, read as stored)."""
-    shown = best or min(steps, key=lambda s: s.get("target", {}).get("concurrency", 0))
+    """The `measured` block's fields from a candidate's step records (the load generator's own, read as stored),
+    in the order the block states them."""
+    shown = best or min(steps, key=lambda s: (s.target.concurrency if s.target else None) or 0)
     served = (
         "a local twin (our own model's simulation, not a measurement)" if origin == TWIN else "the endpoint"
     )
+    serving = next((s.serving for s in steps if s.serving), None) or (arch.serving if arch else None)
+    server = next((s.server_facts for s in steps if s.server_facts), None)
     block: dict[str, Any] = {
-        **{m: {k: (shown.get(m) or {}).get(k) for k in ("p50", "p95", "p99")} for m in METRICS},
-        "requests_per_s": shown.get("requests_per_s"),
-        "output_tokens_per_s": shown.get("output_tokens_per_s"),
-        "at": shown.get("target"),
-        "capacity_rps": best.get("requests_per_s") if best else 0.0,
+        **{m: Percentiles(p50=shown.distribution(m).p50, p95=shown.distribution(m).p95,
+                          p99=shown.distribution(m).p99) for m in METRICS},
+        "requests_per_s": shown.requests_per_s,
+        "output_tokens_per_s": shown.output_tokens_per_s,
+        "at": shown.target,
+        "capacity_rps": best.requests_per_s if best else 0.0,
         "meets_slo": best is not None,
         "levels": [
-            {
-                "target": s.get("target"),
-                "requests_per_s": s.get("requests_per_s"),
-                "meets_slo": step_meets(s, spec),
-            }
+            LevelOutcome(target=s.target, requests_per_s=s.requests_per_s, meets_slo=step_meets(s, spec))
             for s in steps
         ],
         "origin": origin,
-        "serving": next((s["serving"] for s in steps if s.get("serving")), None) or _serving(arch),
-        "engine_version": next((s["engine_version"] for s in steps if s.get("engine_version")), None),
+        "serving": serving,
+        "engine_version": next((s.engine_version for s in steps if s.engine_version), None),
         # what the server reported it runs, and where that differs from the serving configuration assumed
-        "server": next((s["server_facts"] for s in steps if s.get("server_facts")), None),
+        "server": server,
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "how": "Locust sweep (closed-loop concurrency levels) of " + served
         + ", per-request TTFT/ITL/e2e from the token stream",
     }  # fmt: skip
-    if digest := next((s["trace_digest"] for s in steps if s.get("trace_digest")), None):
+    if digest := next((s.trace_digest for s in steps if s.trace_digest), None):
         # a replayed trace: open-loop levels, each the trace time-scaled to its rate
         block["trace_digest"] = digest
         block["how"] = block["how"].replace(
             "closed-loop concurrency levels", "the recorded trace replayed at each rate"
         )
-    block["differs"] = serving_differences(block["serving"], block["server"])
+    block["differs"] = serving_differences(
+        None if serving is None else serving.model_dump(mode="json"), server
+    )
     if arch is not None and wm is not None and cat is not None:
         block["predicted_at_level"] = predicted_at_level(
-            arch, shown.get("target"), wm, cat, prefix_tokens=int(shown.get("shared_prefix_tokens") or 0)
+            arch, shown.target, wm, cat, prefix_tokens=shown.shared_prefix_tokens
         )
     return block
-
-
-def _serving(arch: Architecture | None) -> dict[str, Any] | None:
-    """The architecture's serving configuration as the measured block states it (None when unknown)."""
-    if arch is None or arch.serving is None:
-        return None
-    return arch.serving.model_dump(mode="json")
 
 
 def _architecture(arch: Architecture | dict[str, Any]) -> Architecture:
@@ -141,33 +137,34 @@ def _architecture(arch: Architecture | dict[str, Any]) -> Architecture:
 
 def predicted_at_level(
     arch: Architecture | dict[str, Any],
-    target: dict[str, Any] | None,
+    target: LoadTarget | dict[str, Any] | None,
     wm: WorkloadModel,
     cat: Catalog,
     seed: int = 0,
     prefix_tokens: int = 0,
-) -> dict[str, Any] | None:
+) -> PredictedAtLevel | None:
     """The estimator's TTFT/TPOT/e2e percentiles re-simulated at a measured load level (`target`: closed-loop
     `concurrency`, `users` with `think_time_s`, or an open-loop `rate_rps`) with the workload's token
     distributions on the architecture's serving config, every prompt starting with the `prefix_tokens` the level
     sent (its record's `shared_prefix_tokens`). None when there is no replica to simulate (Bedrock) or no
     level."""
     arch = _architecture(arch)
-    if not target or arch.deployment == "bedrock" or not arch.instance_type:
+    level = LoadTarget.model_validate(target) if isinstance(target, dict) else target
+    if level is None or not level.model_fields_set or arch.deployment == "bedrock" or not arch.instance_type:
         return None
     load: ClosedLoop | OpenLoop | Replay
     n = LEVEL_REQUESTS
-    if target.get("rate_rps"):
-        rate = float(target["rate_rps"])
+    if level.rate_rps:
+        rate = float(level.rate_rps)
         load = (
             OpenLoop(rate) if wm.replay is None else Replay(rate, wm.replay)
         )  # a trace: as the level sent it
     else:
-        users = target.get("concurrency") or target.get("users")
+        users = level.concurrency or level.users
         if not users:
             return None
         c = min(max(1, int(users)), MAX_LEVEL_CONCURRENCY)
-        load = ClosedLoop(c, think_time_s=float(target.get("think_time_s") or 0.0))
+        load = ClosedLoop(c, think_time_s=float(level.think_time_s or 0.0))
         n = max(LEVEL_REQUESTS, LEVEL_ROUNDS * c)
     try:
         step = StepModel.for_config(replica_of(arch, cat), catalog=cat)
@@ -185,24 +182,28 @@ def predicted_at_level(
         return None
     digits = {"ttft_ms": 1, "tpot_ms": 2, "e2e_s": 3}
 
-    def stat(metric: str) -> dict[str, float | None]:
+    def stat(metric: str) -> Percentiles:
         st = getattr(sim, metric)
-        return {
-            q: None if math.isnan(st.get(q)) else round(st.get(q), digits[metric])
-            for q in ("p50", "p95", "p99")
-        }
+        return Percentiles.model_validate(
+            {
+                q: None if math.isnan(st.get(q)) else round(st.get(q), digits[metric])
+                for q in ("p50", "p95", "p99")
+            }
+        )
 
-    return {
-        **{m: stat(m) for m in METRICS},
-        "requests_per_s": round(sim.requests_per_s, 4),
-        "at": dict(target),
-    }
+    return PredictedAtLevel(
+        ttft_ms=stat("ttft_ms"),
+        tpot_ms=stat("tpot_ms"),
+        e2e_s=stat("e2e_s"),
+        requests_per_s=round(sim.requests_per_s, 4),
+        at=level,
+    )
 
 
 def merge_measurements(
     architectures: Sequence[Architecture | dict[str, Any]],
-    measured: list[dict[str, Any]],
-    steps: list[dict[str, Any]],
+    measured: Sequence[CandidateOutcome | dict[str, Any]],
+    steps: Sequence[dict[str, Any]],
     spec: WorkloadSpec,
     cat: Catalog,
     headroom: float = DEFAULT_HEADROOM,
@@ -225,18 +226,8 @@ def merge_measurements(
     ).architectures
 
     wm = build_model(spec, cat.model(spec.model).id)
-    by_candidate: dict[str, list[dict[str, Any]]] = {}
-    searched: dict[str, list[dict[str, Any]]] = {}
-    for s in steps:
-        into = searched if s["record"].get("phase") == CAPACITY_PHASE else by_candidate
-        into.setdefault(s["candidate_id"], []).append(s["record"])
-    applies: dict[str, str] = {}
-    #: candidate -> the architecture it deployed and load-tested (the first it applies to: the ranked one)
-    deployed: dict[str, str] = {}
-    for m in measured:
-        for arch_id in m.get("applies_to") or []:
-            applies[arch_id] = m["candidate_id"]
-            deployed.setdefault(m["candidate_id"], arch_id)
+    by_candidate, searched = _levels_by_candidate(steps)
+    applies, deployed = _applies(measured)
     rows: list[dict[str, Any]] = []
     #: each architecture, typed, with what the merge changed on it (typed values, dumped at the edge)
     out: list[tuple[Architecture, dict[str, Any], dict[str, Any]]] = []
@@ -246,7 +237,7 @@ def merge_measurements(
         recs = by_candidate.get(cid or "", [])
         if cid and recs:
             passing = [r for r in recs if step_meets(r, spec)]
-            best = max(passing, key=lambda r: r.get("requests_per_s", 0)) if passing else None
+            best = max(passing, key=lambda r: r.requests_per_s or 0) if passing else None
             block = _measured_block(recs, best, spec, kind, a, wm, cat)
             if deployed.get(cid) and deployed[cid] != a.id:
                 # the figures belong to what was measured: this row stands on another deployment's load test
@@ -258,13 +249,13 @@ def merge_measurements(
                 )
             meets = best is not None
             capacity = _searched_capacity(a, searched.get(cid or ""))
-            rate = float(best["requests_per_s"]) if best is not None else None
+            rate = float(best.requests_per_s or 0.0) if best is not None else None
             if capacity is not None:
                 block["capacity"] = capacity
-                block["capacity_rps"] = capacity["capacity_rps"] or 0.0
-                meets = capacity["capacity_rps"] is not None
+                block["capacity_rps"] = capacity.capacity_rps or 0.0
+                meets = capacity.capacity_rps is not None
                 # the estimate stands where its capacity lies inside the measured interval (noise, not signal)
-                rate = None if capacity["consistent_with_estimate"] else capacity["capacity_rps"]
+                rate = None if capacity.consistent_with_estimate else capacity.capacity_rps
             # validated here: a misspelled key fails instead of riding along unread
             changes["measured"] = Measured.model_validate(block)
             changes["meets_slo"] = meets
@@ -272,7 +263,7 @@ def merge_measurements(
                 changes.update(_reprice(a, float(rate) * (1 - headroom), spec, wm, cat))
             if a.id == next((m_id for m_id, c in applies.items() if c == cid), None):
                 rows += calibration_rows(
-                    _document(doc, changes), recs, cid, run_id, ROW_ORIGIN[kind], wm, cat
+                    a.model_copy(update=changes), recs, cid, run_id, ROW_ORIGIN[kind], wm, cat
                 )
         out.append((a.model_copy(update=changes), doc, changes))
     feasible = sorted((x for x in out if x[0].meets_slo), key=lambda x: rank_cost(x[0]))
@@ -282,6 +273,36 @@ def merge_measurements(
         "architectures": [_document(doc, {**changes, "rank": rank}) for (a, doc, changes), rank in ranked],
         "calibration_rows": rows,
     }
+
+
+def _levels_by_candidate(
+    steps: Sequence[dict[str, Any]],
+) -> tuple[dict[str, list[StepRecord]], dict[str, list[dict[str, Any]]]]:
+    """Each candidate's measured levels (typed), and the capacity search's levels (as stored, for
+    `from_records`). Each item is the store's measurement: the candidate and the level's record."""
+    by_candidate: dict[str, list[StepRecord]] = {}
+    searched: dict[str, list[dict[str, Any]]] = {}
+    for s in steps:
+        record = StepRecord.model_validate(s["record"])
+        if record.phase == CAPACITY_PHASE:
+            searched.setdefault(s["candidate_id"], []).append(s["record"])
+        else:
+            by_candidate.setdefault(s["candidate_id"], []).append(record)
+    return by_candidate, searched
+
+
+def _applies(measured: Sequence[CandidateOutcome | dict[str, Any]]) -> tuple[dict[str, str], dict[str, str]]:
+    """Architecture -> the candidate whose measurement applies to it; candidate -> the architecture it deployed
+    and load-tested (the first it applies to: the ranked one)."""
+    applies: dict[str, str] = {}
+    deployed: dict[str, str] = {}
+    for outcome in (CandidateOutcome.model_validate(m) for m in measured):
+        if outcome.candidate_id is None:
+            continue
+        for arch_id in outcome.applies_to:
+            applies[arch_id] = outcome.candidate_id
+            deployed.setdefault(outcome.candidate_id, arch_id)
+    return applies, deployed
 
 
 def _document(doc: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
@@ -306,17 +327,18 @@ def _reprice(
     hw = HardwareOption(str(a.instance_type), tp, str(a.quantization), a.engine, rpi * tp)
     users = spec.users.total if spec.users else None
     cost = project(wm, usable, hw.replicas_per_instance, pricing_of(cat, wm, hw, a.deployment), users)
-    nodes = cost.pop("_nodes")
-    sched = cost["schedule"]["replicas_by_hour"]
+    nodes = cost.pop("_nodes")  # the fleet's node counts, beside the bill `project` returns
+    priced = Cost.model_validate(cost)
+    sched = priced.schedule.replicas_by_hour if priced.schedule is not None else [0]
     return {
         "cost_estimated": a.cost,
-        "cost": Cost.model_validate(cost),
+        "cost": priced,
         "replicas": Replicas(peak=max(sched), min=min(sched), mean=round(sum(sched) / 24, 2)),
         "instances": Instances(peak=nodes["peak"], min=nodes["min"], mean=round(nodes["mean"], 2)),
     }
 
 
-def _searched_capacity(arch: Architecture, records: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+def _searched_capacity(arch: Architecture, records: list[dict[str, Any]] | None) -> SearchedCapacity | None:
     """The capacity the run's search found for this row's hardware, with its interval, and whether the estimate's
     own capacity lies inside it: a measurement re-prices a row only when its interval excludes the prediction
     (signal); inside it, the row says "measured, consistent with the estimate" and keeps the estimate's cost
@@ -342,17 +364,19 @@ def _searched_capacity(arch: Architecture, records: list[dict[str, Any]] | None)
             f"measured {est.capacity_rps:g} req/s per replica against {predicted:g} predicted: outside the"
             " interval, so the row is re-priced at the measured capacity"
         )
-    return {
-        **est.model_dump(mode="json"),
-        "predicted_rps": round(predicted, 4),
-        "consistent_with_estimate": consistent,
-        "verdict": verdict,
-    }
+    return SearchedCapacity.model_validate(
+        {
+            **est.model_dump(mode="json"),
+            "predicted_rps": round(predicted, 4),
+            "consistent_with_estimate": consistent,
+            "verdict": verdict,
+        }
+    )
 
 
 def calibration_rows(
-    arch: dict[str, Any],
-    records: list[dict[str, Any]],
+    arch: Architecture | dict[str, Any],
+    records: Sequence[StepRecord | dict[str, Any]],
     candidate_id: str,
     run_id: str = "",
     origin: str = "loadtest",
@@ -367,12 +391,13 @@ def calibration_rows(
     without a prefix cache (`sizing.perf.calrows.CalRow` has no such column), so the cache's saving would read
     as the estimator's error. Such levels still feed the team's refit and answer as measured configurations
     (`sizing.learn.levels`), which simulate them with their prefix."""
-    if arch.get("deployment") == "bedrock" or not arch.get("accelerator"):
+    arch = _architecture(arch)
+    if arch.deployment == "bedrock" or not arch.accelerator:
         return []
-    serving = arch.get("serving") or {}
-    max_model_len = serving.get("max_model_len")
+    serving = arch.serving
+    max_model_len = serving.max_model_len if serving is not None else None
     if max_model_len is None and cat is not None:
-        max_model_len = cat.model(arch["model"]).max_position_embeddings
+        max_model_len = cat.model(arch.model).max_position_embeddings
     sigmas: dict[str, float] = {}
     if wm is not None:
         for side, dist in (("input", wm.input_tokens), ("output", wm.output_tokens)):
@@ -380,37 +405,39 @@ def calibration_rows(
                 sigmas[f"{side}_sigma"] = dist.sigma
     run = f"{run_id[:8]}-" if run_id else ""
     rows = []
-    for r in records:
-        conc = (r.get("target") or {}).get("concurrency")
-        if not conc or not r.get("requests"):
+    for r in (StepRecord.model_validate(x) if isinstance(x, dict) else x for x in records):
+        conc = r.target.concurrency if r.target is not None else None
+        if not conc or not r.requests:
             continue
-        if r.get("shared_prefix_tokens") and (r.get("serving") or serving).get("enable_prefix_caching"):
+        cached = r.serving or serving
+        if r.shared_prefix_tokens and cached is not None and cached.enable_prefix_caching:
             continue
         # what the server reported it runs wins over what the estimate assumed: a figure belongs to what was measured
-        facts = r.get("server_facts") or {}
+        facts = r.server_facts
         rows.append(
             {
                 "row_id": f"LT-{run}{candidate_id}-{int(conc)}",
-                "source": f"llm-sizing load test {arch['id']}" + (f" (run {run_id})" if run_id else ""),
-                "study": f"loadtest:{arch['id']}",
-                "engine": arch["engine"],
-                "accelerator": arch["accelerator"],
-                "tp": arch["tensor_parallel"],
-                "model": arch.get("catalog_model") or arch["model"],
-                "quantization": arch["quantization"],
-                "input_tokens": r.get("input_tokens") or 1,
-                "output_tokens": r.get("output_tokens") or 1,
+                "source": f"llm-sizing load test {arch.id}" + (f" (run {run_id})" if run_id else ""),
+                "study": f"loadtest:{arch.id}",
+                "engine": arch.engine,
+                "accelerator": arch.accelerator,
+                "tp": arch.tensor_parallel,
+                "model": arch.catalog_model or arch.model,
+                "quantization": arch.quantization,
+                "input_tokens": r.input_tokens or 1,
+                "output_tokens": r.output_tokens or 1,
                 **sigmas,
                 "load": "concurrency",
                 "load_value": conc,
-                "max_model_len": facts.get("max_model_len") or max_model_len,
-                "max_num_seqs": facts.get("max_num_seqs") or serving.get("max_num_seqs"),
-                "kv_cache_tokens": facts.get("kv_cache_tokens"),
-                "ttft_ms": (r.get("ttft_ms") or {}).get("mean"),
-                "tpot_ms": (r.get("tpot_ms") or {}).get("mean"),
-                "e2e_s": (r.get("e2e_s") or {}).get("mean"),
-                "output_tokens_per_s": r.get("output_tokens_per_s"),
-                "requests_per_s": r.get("requests_per_s"),
+                "max_model_len": (facts.max_model_len if facts else None) or max_model_len,
+                "max_num_seqs": (facts.max_num_seqs if facts else None)
+                or (serving.max_num_seqs if serving else None),
+                "kv_cache_tokens": facts.kv_cache_tokens if facts else None,
+                "ttft_ms": r.ttft_ms.mean,
+                "tpot_ms": r.tpot_ms.mean,
+                "e2e_s": r.e2e_s.mean,
+                "output_tokens_per_s": r.output_tokens_per_s,
+                "requests_per_s": r.requests_per_s,
                 "origin": origin,
             }
         )

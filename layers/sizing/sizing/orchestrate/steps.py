@@ -46,6 +46,7 @@ from sizing.orchestrate.launchers import FargateLauncher, LocalLauncher
 from sizing.orchestrate.settings import OrchestrationSettings
 from sizing.releases.catalog import LiveCatalog, ModelRegistry
 from sizing.results import Architecture
+from sizing.results.blocks import TokenSummary, WorkloadFigures
 from sizing.service.runs import DEFAULT_TOP_K
 from sizing.store import SizingStore
 from sizing.workload.derived import build_model
@@ -228,7 +229,8 @@ def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     # deferred: the search and its simulator are the estimate step's alone, not the other steps' cold starts
     from sizing.plan.search import estimate
 
-    result = estimate(spec, catalog=svc.catalog).document()
+    typed = estimate(spec, catalog=svc.catalog)
+    result = typed.document()
     top_k = 1 if svc.settings.endpoint_url else inp.top_k or DEFAULT_TOP_K
     named = None if svc.settings.endpoint_url else inp.architecture_ids
     try:
@@ -253,7 +255,7 @@ def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     )
     settings = MachineSettings.model_validate(svc.settings.machine_settings())
     if not candidates:
-        reason = result.get("infeasible", {}).get("message") or "no architecture to measure"
+        reason = (typed.infeasible.message if typed.infeasible else None) or "no architecture to measure"
         svc.store.transition(run_id, "FAILED", expected_from="RUNNING", error=f"nothing to measure: {reason}")
         raise NothingToMeasure(f"nothing to measure: {reason}")
     budget = inp.budget_usd
@@ -272,7 +274,7 @@ def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
             candidates=[],
         )
         return refused.model_dump(mode="json")
-    plan = _load_plan(spec, result["workload"])
+    plan = _load_plan(spec, typed.workload)
     for c in candidates:
         c.workload = plan
     out = EstimateOutput(
@@ -290,33 +292,34 @@ class NothingToMeasure(SizingError):
     """No architecture meets the SLOs, so there is nothing to provision."""
 
 
-def _load_plan(spec: WorkloadSpec, workload: dict[str, Any] | None = None) -> LoadPlan:
-    """What the load generator needs from the workload: token distributions, SLO targets. A workload built from a
-    trace gives no token specs of its own: its measured lengths (mean and p95) stand for them, and its shared
-    prefix is the trace's."""
+def _load_plan(spec: WorkloadSpec, workload: WorkloadFigures | dict[str, Any] | None = None) -> LoadPlan:
+    """What the load generator needs from the workload (the estimate's block, typed or as its JSON): token
+    distributions, SLO targets. A workload built from a trace gives no token specs of its own: its measured
+    lengths (mean and p95) stand for them, and its shared prefix is the trace's."""
+    w = WorkloadFigures.model_validate(workload) if isinstance(workload, dict) else workload
     inp, out = spec.tokens.input, spec.tokens.output
     prefix = spec.tokens.shared_prefix or 0
-    if spec.trace is not None and workload is not None and (inp is None or out is None):
-        inp = _measured_tokens(workload.get("input_tokens"))
-        out = _measured_tokens(workload.get("output_tokens"))
-        prefix = int(workload.get("shared_prefix_tokens") or 0)
+    if spec.trace is not None and w is not None and (inp is None or out is None):
+        inp = _measured_tokens(w.input_tokens)
+        out = _measured_tokens(w.output_tokens)
+        prefix = int(w.shared_prefix_tokens or 0)
     return LoadPlan(
         input_tokens=inp,
         output_tokens=out,
         slo=spec.slo.targets(),
         shared_prefix_tokens=prefix,
-        trace=_replayed_trace(spec, workload),
+        trace=_replayed_trace(spec, w),
     )
 
 
-def _replayed_trace(spec: WorkloadSpec, workload: dict[str, Any] | None) -> TraceLoad | None:
+def _replayed_trace(spec: WorkloadSpec, workload: WorkloadFigures | None) -> TraceLoad | None:
     """The trace the load tests replay: the spec's, where the estimate replayed it (`trace.replay`), with the
     digest of what the estimate read."""
     t = spec.trace
-    figures = (workload or {}).get("trace")
-    if t is None or not t.replay or not isinstance(figures, dict) or not figures.get("digest"):
+    figures = workload.trace if workload is not None else None
+    if t is None or not t.replay or figures is None or not figures.digest:
         return None
-    return TraceLoad(path=t.path, format=t.format, model=t.model, digest=str(figures["digest"]))
+    return TraceLoad(path=t.path, format=t.format, model=t.model, digest=figures.digest)
 
 
 def replay_rates(arch: Architecture) -> list[float]:
@@ -329,11 +332,11 @@ def replay_rates(arch: Architecture) -> list[float]:
     return sorted({max(MIN_REPLAY_RPS, round(edge * f, 4)) for f in LEVEL_FACTORS})
 
 
-def _measured_tokens(block: Any) -> TokenSpec | None:
+def _measured_tokens(block: TokenSummary | None) -> TokenSpec | None:
     """A lognormal token spec with a trace's mean and p95 (fixed where they are equal); None where unknown."""
-    if not isinstance(block, dict) or not block.get("mean"):
+    if block is None or not block.mean:
         return None
-    mean, p95 = float(block["mean"]), float(block.get("p95") or block["mean"])
+    mean, p95 = float(block.mean), float(block.p95 or block.mean)
     try:
         if p95 <= mean:
             return TokenSpec(fixed=max(1, round(mean)))

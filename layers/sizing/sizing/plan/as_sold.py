@@ -76,10 +76,10 @@ def _spot_info(wm: WorkloadModel, cat: Catalog, a: Architecture, modes: Modes) -
     inst = cat.instance(a.instance_type)
     region = a.region or wm.spec.constraints.region
     spot = inst.spot_in(region)
-    price = float(a.cost.breakdown.get("instance_usd_per_hour") or inst.price(region).usd_per_hour or 0.0)
+    price = float(a.cost.component("instance_usd_per_hour") or inst.price(region).usd_per_hour or 0.0)
     rpi = a.replicas_per_instance or 1
     base = nodes_for(wm.spec.constraints.min_replicas, rpi, spread_zones(wm))
-    nodes = list((a.cost.schedule or {}).get("nodes_by_hour") or [])
+    nodes = list(a.cost.schedule.nodes_by_hour if a.cost.schedule else [])
     si = modes.spot_interruption
     band, assumed = si.band(inst.family, region)
     expected = round(expected_spot_interruptions(nodes, base, band.max), 1)
@@ -161,7 +161,7 @@ def _sagemaker_async(s: SearchState, a: Architecture, modes: Modes, opt: Option)
     cfg = modes.sagemaker_async
     if (a.predicted.e2e_s.p99 or 0.0) > cfg.max_processing_s:
         return None  # a request would run past the hour asynchronous inference allows it
-    price = float(a.cost.breakdown.get("instance_usd_per_hour") or 0.0)
+    price = float(a.cost.component("instance_usd_per_hour") or 0.0)
     neuron = cat.accelerator_of(cat.instance(a.instance_type)).kind == "neuron"
     lead = SCALE_UP_LEAD_S_NEURON if neuron else SCALE_UP_LEAD_S_GPU
     per_instance = a.replicas_per_instance or 1

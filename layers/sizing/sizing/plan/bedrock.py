@@ -495,7 +495,9 @@ def _bedrock_reserved(
             "id": f"bedrock:{choice.invoke_id}:reserved",
             "cost": Cost.model_validate(cost),
             "service_tier": "reserved",
-            "bedrock": {**(on_demand.bedrock or {}), "tier": "reserved", "mode": "reserved"},
+            "bedrock": on_demand.bedrock.model_copy(update={"tier": "reserved", "mode": "reserved"})
+            if on_demand.bedrock is not None
+            else None,
             "quota": None,
             "notes": [
                 f"Reserved tier: ({r_in:,} input + {r_out:,} output tokens/min) / 1,000 x"

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sizing.results import Architecture, EstimateResult
+from sizing.results.blocks import TraceEffect
 from sizing.workload.spec import WorkloadSpec
 
 
@@ -92,8 +93,15 @@ def with_effect(
     """`traced` with `workload.trace.effect` filled in, from `estimate` of the Poisson twin; unchanged when the spec
     replays no trace."""
     twin = poisson_twin(spec)
-    trace = traced.workload.get("trace")
-    if twin is None or trace is None:
+    if twin is None or traced.workload.trace is None:
         return traced
-    trace["effect"] = compare(traced, estimate(twin))
-    return traced
+    return with_trace_effect(traced, compare(traced, estimate(twin)))
+
+
+def with_trace_effect(traced: EstimateResult, effect: dict[str, Any]) -> EstimateResult:
+    """`traced` with `workload.trace.effect` set to `effect` (`compare`'s); unchanged when it states no trace."""
+    trace = traced.workload.trace
+    if trace is None:
+        return traced
+    stated = trace.model_copy(update={"effect": TraceEffect.model_validate(effect)})
+    return traced.model_copy(update={"workload": traced.workload.model_copy(update={"trace": stated})})

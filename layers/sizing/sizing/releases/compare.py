@@ -72,8 +72,8 @@ def best_of(result: EstimateResult | None) -> Best | None:
 
 
 def _why_infeasible(result: EstimateResult | None) -> str:
-    info = (result.infeasible if result is not None else None) or {}
-    return str(info.get("message") or "no candidate architecture meets the SLOs")
+    info = result.infeasible if result is not None else None
+    return info.message if info is not None and info.message else "no candidate architecture meets the SLOs"
 
 
 def compare(

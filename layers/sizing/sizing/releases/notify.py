@@ -8,7 +8,6 @@ Both are ports (`Notifier`). The Slack message is Block Kit, posted through the 
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -26,13 +25,36 @@ from sizing.releases.events import (
     ModelReleaseRejected,
     RejectedProblem,
 )
+from sizing.results import Architecture, EstimateResult
+from sizing.results.blocks import Stated
 from sizing.store.items import now_iso
+from sizing.upgrade import upgrade_result
 
 if TYPE_CHECKING:
     from mypy_boto3_events.type_defs import PutEventsRequestEntryTypeDef
 
     from sizing.releases.watches import ReleaseWatch
     from sizing.slack.client import Message
+
+
+#: The latency metrics a release note states p95 figures of.
+NOTE_METRICS = ("ttft_ms", "tpot_ms", "e2e_s")
+
+
+class ArchitectureSummary(Stated):
+    """One of the best architectures on the new model, in a few fields (events stay far below EventBridge's
+    256 KB). An architecture a run load-tested also carries that run's p95 figures, as `measured_p95` from a
+    real endpoint or `simulated_twin_p95` from a local twin (`measured.origin`)."""
+
+    id: str | None = None
+    deployment: str | None = None
+    instance_type: str | None = None
+    usd_per_month: float | None = None
+    meets_slo: bool | None = None
+    #: metric -> the predicted p95 (a metric the architecture states no figures for is left out)
+    predicted_p95: dict[str, float | None] = Field(default_factory=dict)
+    simulated_twin_p95: dict[str, float | None] | None = None
+    measured_p95: dict[str, float | None] | None = None
 
 
 class ReleaseNote(Strict):
@@ -46,7 +68,7 @@ class ReleaseNote(Strict):
     run_id: str | None = Field(default=None, description="the measured run started for this release, if any")
     run_status: str | None = None
     estimated_at: str = Field(default_factory=now_iso)
-    top_architectures: list[dict[str, Any]] = Field(
+    top_architectures: list[ArchitectureSummary] = Field(
         default_factory=list, description="id, where, monthly cost and SLO verdict of the best few"
     )
     config_digest: str | None = Field(
@@ -177,12 +199,12 @@ def release_message(watch: ReleaseWatch, note: ReleaseNote) -> Message:
     return Message(text=" ".join(lines), blocks=blocks)
 
 
-def _architecture_line(a: dict[str, Any], escape: Callable[[str], str]) -> str:
-    where = " · ".join(str(x) for x in (a.get("deployment"), a.get("instance_type")) if x)
-    cost = a.get("usd_per_month")
-    price = f"${cost:,.0f}/month" if isinstance(cost, int | float) else "cost n/a"
-    verdict = "meets the SLOs" if a.get("meets_slo") else "misses an SLO"
-    return f"• {escape(where or str(a.get('id', '?')))}: {price}, {verdict}"
+def _architecture_line(a: ArchitectureSummary, escape: Callable[[str], str]) -> str:
+    where = " · ".join(str(x) for x in (a.deployment, a.instance_type) if x)
+    cost = a.usd_per_month
+    price = f"${cost:,.0f}/month" if cost is not None else "cost n/a"
+    verdict = "meets the SLOs" if a.meets_slo else "misses an SLO"
+    return f"• {escape(where or a.id or '?')}: {price}, {verdict}"
 
 
 class WebClientSlackPoster:
@@ -206,38 +228,27 @@ class WebClientSlackPoster:
         return str(self._client.post(channel, message, thread_ts=thread_ts))
 
 
-#: The key a run's p95 figures go under: a local twin's are our own model's simulation, never "measured".
-RUN_FIGURES_KEYS = {"twin": "simulated_twin_p95", "endpoint": "measured_p95"}
-
-
-def _p95(figures: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: v.get("p95")
-        for k, v in figures.items()
-        if k in ("ttft_ms", "tpot_ms", "e2e_s") and isinstance(v, dict)
+def _summary(a: Architecture) -> ArchitectureSummary:
+    predicted = {
+        m: p.p95 for m in NOTE_METRICS if (p := getattr(a.predicted, m)) is not None and p.model_fields_set
     }
+    row: dict[str, Any] = {
+        "id": a.id,
+        "deployment": a.deployment,
+        "instance_type": a.instance_type,
+        "usd_per_month": a.cost.usd_per_month,
+        "meets_slo": a.meets_slo,
+        "predicted_p95": predicted,
+    }
+    run = a.measured
+    figures = {} if run is None else {m: p.p95 for m in NOTE_METRICS if (p := getattr(run, m)) is not None}
+    if run is not None and figures:
+        # the key a run's p95 figures go under: a local twin's are our own model's simulation, never "measured"
+        row["simulated_twin_p95" if run.origin == "twin" else "measured_p95"] = figures
+    return ArchitectureSummary.model_validate(row)
 
 
-def summary(result: dict[str, Any], n: int) -> list[dict[str, Any]]:
-    """The best `n` architectures of an estimate in a few fields (events stay far below EventBridge's 256 KB).
-    An architecture a run load-tested also carries that run's p95 figures, as `measured_p95` from a real
-    endpoint or `simulated_twin_p95` from a local twin (`measured.origin`)."""
-    out = []
-    for a in result.get("architectures", [])[:n]:
-        row = {
-            "id": a.get("id"),
-            "deployment": a.get("deployment"),
-            "instance_type": a.get("instance_type"),
-            "usd_per_month": (a.get("cost") or {}).get("usd_per_month"),
-            "meets_slo": a.get("meets_slo"),
-            "predicted_p95": {
-                k: v.get("p95") for k, v in (a.get("predicted") or {}).items() if isinstance(v, dict)
-            },
-        }
-        run = a.get("measured")
-        if isinstance(run, dict) and _p95(run):
-            origin = "twin" if run.get("origin") == "twin" else "endpoint"
-            row[RUN_FIGURES_KEYS[origin]] = _p95(run)
-        out.append(row)
-    rows: list[dict[str, Any]] = json.loads(json.dumps(out))
-    return rows
+def summary(result: EstimateResult | dict[str, Any], n: int) -> list[ArchitectureSummary]:
+    """The best `n` architectures of an estimate (typed, or its JSON: read by `sizing.upgrade`) in a few fields,
+    with a run's p95 figures labelled by what produced them."""
+    return [_summary(a) for a in upgrade_result(result, "estimate").architectures[:n]]

@@ -270,7 +270,7 @@ class ReleaseService:
             comparison=comparison,
             run_id=out.run_id,
             run_status=out.run_status,
-            top_architectures=summary(new.document(), NOTE_TOP),
+            top_architectures=summary(new, NOTE_TOP),
             config_digest=job.config_digest,
         )
         for notifier in self.notifiers:

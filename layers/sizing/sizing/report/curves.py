@@ -22,9 +22,10 @@ from typing import Any
 
 from sizing.base.distributions import TokenDistribution
 from sizing.base.errors import SizingError
-from sizing.base.serving_config import ServingConfig
 from sizing.perf.config import HardwareConfig
 from sizing.perf.step import StepModel
+from sizing.results import Architecture, EstimateResult, Percentiles, Predicted
+from sizing.results.blocks import TokenSummary
 from sizing.workload.derived import WorkloadModel, build_model
 from sizing.workload.parse import parse_spec
 
@@ -108,83 +109,77 @@ class Curve:
         return min(found) if found else None
 
 
-def block_distribution(block: dict[str, Any]) -> TokenDistribution:
+def block_distribution(block: TokenSummary) -> TokenDistribution:
     """Rebuild a token distribution from the result's `workload.input_tokens` (or output) block: a lognormal
     through its mean and p95 (how most specs state it, and both are kept, so this is then the spec's own), else a
-    fixed length."""
-    kind = block.get("kind")
-    mean = float(block["mean"])
-    if kind == "fixed" or block.get("p95") is None or float(block["p95"]) <= mean:
+    fixed length. TypeError when the block states no mean."""
+    if block.mean is None:
+        raise TypeError("the token block states no mean")
+    mean = float(block.mean)
+    if block.kind == "fixed" or block.p95 is None or float(block.p95) <= mean:
         return TokenDistribution.fixed(max(1, round(mean)))
     # empirical samples are not in the result: a lognormal through the same mean and p95 stands in for them
-    return TokenDistribution.from_mean_p95(mean, float(block["p95"]))
+    return TokenDistribution.from_mean_p95(mean, float(block.p95))
 
 
-def serving_signature(arch: dict[str, Any]) -> str:
+def serving_signature(arch: Architecture) -> str:
     """The architecture's serving settings as a stable string ('' when it states none)."""
-    s = arch.get("serving")
-    if not isinstance(s, dict):
+    if arch.serving is None:
         return ""
+    s = arch.serving.model_dump(mode="json")
     return json.dumps({k: v for k, v in s.items() if v is not None}, sort_keys=True, default=str)
 
 
-def hardware_key(arch: dict[str, Any]) -> str | None:
+def hardware_key(arch: Architecture) -> str | None:
     """What the performance model depends on: accelerator, tensor parallelism, quantization, engine and the
     serving settings (g6e.xlarge and g6e.8xlarge both hold one L40S: one curve). None for per-token services and
     incomplete entries."""
-    if not all(arch.get(k) for k in ("instance_type", "tensor_parallel", "quantization", "engine")):
+    if not (arch.instance_type and arch.tensor_parallel and arch.quantization and arch.engine):
         return None
-    device = arch.get("accelerator") or arch["instance_type"]
-    key = f"{device}:tp{arch['tensor_parallel']}:{arch['quantization']}:{arch['engine']}"
+    device = arch.accelerator or arch.instance_type
+    key = f"{device}:tp{arch.tensor_parallel}:{arch.quantization}:{arch.engine}"
     sig = serving_signature(arch)
     return f"{key}:{sig}" if sig else key
 
 
-def hardware_label(arch: dict[str, Any]) -> str:
-    return f"{arch['instance_type']} TP{arch['tensor_parallel']} {arch['quantization']} {arch['engine']}"
+def hardware_label(arch: Architecture) -> str:
+    return f"{arch.instance_type} TP{arch.tensor_parallel} {arch.quantization} {arch.engine}"
 
 
 def pick_candidates(
-    result: dict[str, Any], limit: int = CURVE_CANDIDATES, always: list[str] | None = None
-) -> list[tuple[dict[str, Any], list[str]]]:
+    result: EstimateResult, limit: int = CURVE_CANDIDATES, always: list[str] | None = None
+) -> list[tuple[Architecture, list[str]]]:
     """The best-ranked architecture of each of the first `limit` distinct hardware configurations (with the ids
     of every architecture sharing that hardware), plus any in `always` (measured candidates get their predicted
     curve whatever their rank)."""
-    chosen: dict[str, dict[str, Any]] = {}
+    chosen: dict[str, Architecture] = {}
     ids: dict[str, list[str]] = {}
     wanted = set(always or [])
-    for a in result.get("architectures") or []:
+    for a in result.architectures:
         key = hardware_key(a)
         if key is None:
             continue
         if key in chosen:
-            ids[key].append(a["id"])
+            ids[key].append(a.id)
             continue
-        if len(chosen) < limit or a["id"] in wanted:
+        if len(chosen) < limit or a.id in wanted:
             chosen[key] = a
-            ids[key] = [a["id"]]
+            ids[key] = [a.id]
     return [(a, ids[key]) for key, a in chosen.items()]
 
 
-def step_model(arch: dict[str, Any], model_id: str | None) -> Any:
+def step_model(arch: Architecture, model_id: str | None) -> Any:
     """The replica the planner simulated for `arch`: its full serving configuration on its instance type
-    (`HardwareConfig.from_serving`); for an older result whose `serving` block is partial, the hardware alone
-    with the engine's defaults, as the planner then built it. Raises SizingError/ValueError/KeyError/TypeError
-    when neither can be built."""
-    from pydantic import ValidationError
-
-    serving = arch.get("serving")
-    cfg = None
-    if isinstance(serving, dict):
-        try:
-            cfg = HardwareConfig.from_serving(ServingConfig.model_validate(serving), arch["instance_type"])
-        except ValidationError:
-            cfg = None  # an older result: max_num_seqs and the like only
-    if cfg is None:
-        model = str(arch.get("catalog_model") or arch.get("model") or model_id)
-        cfg = HardwareConfig(
-            model, arch["instance_type"], arch["tensor_parallel"], arch["quantization"], arch["engine"]
-        )
+    (`HardwareConfig.from_serving`); for an older result whose `serving` block was partial (read as unknown:
+    `sizing.upgrade`), the hardware alone with the engine's defaults, as the planner then built it. Raises
+    SizingError/ValueError/KeyError/TypeError when neither can be built."""
+    if arch.instance_type is None or arch.tensor_parallel is None or arch.quantization is None:
+        raise TypeError(f"{arch.id} states no hardware to simulate")
+    if arch.serving is not None:
+        cfg = HardwareConfig.from_serving(arch.serving, arch.instance_type)
+    else:
+        model = str(arch.catalog_model or arch.model or model_id)
+        cfg = HardwareConfig(model, arch.instance_type, arch.tensor_parallel, arch.quantization, arch.engine)
     return StepModel.for_config(cfg)
 
 
@@ -196,18 +191,14 @@ def _summary(sim: Any) -> dict[str, dict[str, float]]:
     return out
 
 
-def reproduces(sim: Any, predicted: Any) -> bool:
+def reproduces(sim: Any, predicted: Predicted) -> bool:
     """The simulation gives the table's predicted figures (each within the table's rounding)."""
-    if not isinstance(predicted, dict):
-        return False
     checked = 0
     for m, tol in TABLE_ROUNDING.items():
-        block = predicted.get(m)
-        if not isinstance(block, dict):
-            continue
+        block: Percentiles = getattr(predicted, m)
         for q in ("p50", "p95", "p99"):
-            v = block.get(q)
-            if isinstance(v, bool) or not isinstance(v, int | float):
+            v: float | None = getattr(block, q)
+            if v is None:
                 continue
             got = float(getattr(getattr(sim, m), q))
             if not math.isfinite(got) or abs(got - float(v)) > tol + 1e-9:
@@ -216,27 +207,29 @@ def reproduces(sim: Any, predicted: Any) -> bool:
     return checked > 0
 
 
-def rebuilt_workload(result: dict[str, Any]) -> WorkloadModel | None:
+def rebuilt_workload(result: EstimateResult) -> WorkloadModel | None:
     """The WorkloadModel the result's workload block describes, for a report rendered from the JSON alone (its
     token shapes and peak rate are kept rounded there); None when the block is unusable."""
-    w = result.get("workload") or {}
+    w = result.workload
+    if w.input_tokens is None or w.output_tokens is None or w.peak_rps is None:
+        return None
     try:
-        ins, outs = block_distribution(w["input_tokens"]), block_distribution(w["output_tokens"])
-        model = str(w.get("model") or "model")
+        ins, outs = block_distribution(w.input_tokens), block_distribution(w.output_tokens)
+        model = w.model or "model"
         base = parse_spec(
             {
-                "name": str(w.get("name") or "report"),
+                "name": w.name or "report",
                 "model": model,
-                "rate": {"peak_rps": float(w["peak_rps"])},
+                "rate": {"peak_rps": float(w.peak_rps)},
                 "tokens": {"input": {"fixed": 1}, "output": {"fixed": 1}},
-                "slo": w.get("slo") or {},
+                "slo": w.slo.model_dump(exclude_none=True) if w.slo is not None else {},
             }
         )
-    except (KeyError, TypeError, ValueError, AttributeError, SizingError):
+    except (TypeError, ValueError, SizingError):
         return None
     wm = build_model(base, model)
     extra: dict[str, Any] = {}
-    prefix = w.get("shared_prefix_tokens")
+    prefix = w.shared_prefix_tokens
     if (
         isinstance(prefix, int)
         and prefix > 0
@@ -246,15 +239,15 @@ def rebuilt_workload(result: dict[str, Any]) -> WorkloadModel | None:
     return dataclasses.replace(wm, input_tokens=ins, output_tokens=outs, **extra)
 
 
-def _rates_to_try(arch: dict[str, Any], wm: WorkloadModel, exact: bool) -> list[float]:
+def _rates_to_try(arch: Architecture, wm: WorkloadModel, exact: bool) -> list[float]:
     """The operating point's rate as the planner computed it (the exact workload's peak rate / replicas at peak,
     unrounded), then as the result rounds it (all a rebuilt workload has)."""
     out: list[float] = []
-    peak_replicas = (arch.get("replicas") or {}).get("peak")
-    if exact and isinstance(peak_replicas, int | float) and peak_replicas > 0:
+    peak_replicas = arch.replicas.peak if arch.replicas is not None else None
+    if exact and peak_replicas is not None and peak_replicas > 0:
         out.append(wm.peak_rps / peak_replicas)
-    at_peak = (arch.get("per_replica") or {}).get("rps_at_peak")
-    if isinstance(at_peak, int | float) and at_peak > 0 and float(at_peak) not in out:
+    at_peak = arch.per_replica.rps_at_peak if arch.per_replica is not None else None
+    if at_peak is not None and at_peak > 0 and float(at_peak) not in out:
         out.append(float(at_peak))
     return out
 
@@ -264,7 +257,7 @@ def _misses(point: CurvePoint, targets: list[tuple[str, str, float]]) -> bool:
 
 
 def latency_curves(
-    result: dict[str, Any],
+    result: EstimateResult,
     workload: WorkloadModel | None = None,
     *,
     limit: int = CURVE_CANDIDATES,
@@ -278,19 +271,17 @@ def latency_curves(
     from sizing.plan.capacity import predict_at
 
     if seed is None:
-        recorded = (result.get("search") or {}).get("seed")
-        seed = recorded if isinstance(recorded, int) and not isinstance(recorded, bool) else DEFAULT_SEED
+        recorded = result.search.seed if result.search is not None else None
+        seed = recorded if recorded is not None else DEFAULT_SEED
     exact = workload is not None
     wm = workload if workload is not None else rebuilt_workload(result)
     if wm is None:
         return []  # no usable token distributions: no predicted curve (measured points still show)
     targets = list(wm.slo.targets())
-    model_id = (result.get("workload") or {}).get("model")
+    model_id = result.workload.model
     curves: list[Curve] = []
     for a, ids in pick_candidates(result, limit, always):
-        per = a.get("per_replica") or {}
-        slo_rps = per.get("rps_slo_limit")
-        limit_rps = float(slo_rps) if isinstance(slo_rps, int | float) else 0.0
+        limit_rps = float(a.per_replica.rps_slo_limit) if a.per_replica is not None else 0.0
         if limit_rps <= 0:
             continue
         try:
@@ -302,12 +293,12 @@ def latency_curves(
         operating = rates_tried[0] if rates_tried else None
         matched = False
         for rate in rates_tried:
-            if reproduces(predict_at(step, wm, rate, seed), a.get("predicted")):
+            if reproduces(predict_at(step, wm, rate, seed), a.predicted):
                 operating, matched = rate, True
                 break
         if not matched and len(rates_tried) > 1:
             operating = rates_tried[-1]  # the table's own rounded rate: the star's x is the table's figure
-        curve = Curve(hardware_key(a) or a["id"], hardware_label(a), ids, slo_limit_rps=limit_rps)
+        curve = Curve(hardware_key(a) or a.id, hardware_label(a), ids, slo_limit_rps=limit_rps)
         curve.matches_table = matched
         for rate in sorted({limit_rps * f for f in RATE_FRACTIONS} | ({operating} if operating else set())):
             _add_point(curve, step, wm, rate, seed)

@@ -84,7 +84,7 @@ def winner_manifests(result: EstimateResult, run_id: str | None = None) -> tuple
     if eks is None:
         return None, "No EKS architecture in the ranking: nothing to deploy on Kubernetes."
     try:
-        objs = render(eks.as_json(), str(run_id or "estimate"))
+        objs = render(eks, str(run_id or "estimate"))
     except (SizingError, ValueError, KeyError) as exc:
         return None, f"Could not render the manifests of {eks.id}: {exc}"
     out = {f"{o['kind'].lower()}.yaml": to_yaml([o]) for o in objs}
@@ -141,9 +141,9 @@ def render_report(
     pg = Page(result, check_result(result, measurements))
     measured = measured_steps(measurements or [], pg.typed)
     always = list(measured) + [a.id for a in pg.typed.architectures if was_measured(a)]
-    curve_list = latency_curves(result, workload, always=always, seed=seed) if curves else []
+    curve_list = latency_curves(pg.typed, workload, always=always, seed=seed) if curves else []
     if manifests is None:
-        manifests, note = winner_manifests(pg.typed, result.get("run_id"))
+        manifests, note = winner_manifests(pg.typed, pg.run.run_id)
     else:
         note = "Manifests supplied with the run."
     sections = [
@@ -159,7 +159,7 @@ def render_report(
         _assumptions(pg),
         _manifests(manifests, note),
     ]
-    title, subtitle = _heading(pg.typed, result.get("run_id"), measured=bool(measurements))
+    title, subtitle = _heading(pg.typed, pg.run.run_id, measured=bool(measurements))
     where = region_line(pg.typed) or ""
     return (
         _environment()
@@ -180,11 +180,11 @@ def _heading(result: EstimateResult, run_id: str | None, *, measured: bool) -> t
     w = result.workload
     archs = result.architectures
     kind = "run" if measured or any(was_measured(a) for a in archs) else "estimate"
-    model = w.get("model") or (archs[0].model if archs else None)
+    model = w.model or (archs[0].model if archs else None)
     bits = [str(model) if model else "", f"run {run_id}" if run_id else kind]
     if result.generated_at:
         bits.append(f"generated {result.generated_at}")
-    return f"Sizing report — {w.get('name') or 'workload'}", " · ".join(b for b in bits if b)
+    return f"Sizing report — {w.name or 'workload'}", " · ".join(b for b in bits if b)
 
 
 def write_report(

@@ -103,9 +103,9 @@ def _answer_extras(pg: Page, a: Architecture, p: str) -> list[tuple[Num, str]]:
 def _answer_latency(pg: Page, a: Architecture, p: str) -> list[dict[str, Any]]:
     out = []
     for metric in ("ttft_ms", "tpot_ms", "e2e_s"):
-        q = shown_percentile(pg.r, metric)
+        q = shown_percentile(pg.typed, metric)
         f = UNIT_FMT[METRIC_UNITS[metric]]
-        limit = slo_limit(pg.r, metric, q)
+        limit = slo_limit(pg.typed, metric, q)
         from_test = a.measured is not None and getattr(a.measured, metric) is not None
         src = "measured" if from_test else "predicted"
         out.append(
@@ -129,7 +129,7 @@ def _answer(pg: Page) -> Section:
             if archs
             else "no candidate meets the SLOs (see the rejected candidates)"
         )
-        message = str((r.infeasible or {}).get("message") or default)
+        message = (r.infeasible.message if r.infeasible is not None else "") or default
         return _section(
             "answer.html", winner=None, message=message, why=_why_not_cheaper(pg), costs=_slo_costs(pg)
         )

@@ -8,13 +8,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import Field
+
 from sizing.answer import answer_rows
+from sizing.base.strict import Lenient
 from sizing.base.text import ORIGIN_LABELS
 from sizing.base.vocabulary import ENDPOINT, TWIN  # what served a load test's figures (`measured.origin`)
+from sizing.learn.loop import RunLearning
+from sizing.orchestrate.contracts import FailedCandidate, StepRecord
 from sizing.results import Architecture, EstimateResult, Measured
+from sizing.results.blocks import LevelOutcome
 from sizing.upgrade import twin_run
+from sizing.workload.spec import PercentileBounds
 
 METRIC_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "end-to-end"}
+#: The latency metrics an SLO bounds, in the order the SLO states them.
+SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_s")
 METRIC_UNITS = {"ttft_ms": "ms", "tpot_ms": "ms", "e2e_s": "s"}
 #: Percentile shown for a metric the SLO does not bound (the one capacity planning usually quotes).
 DEFAULT_PERCENTILE = "p95"
@@ -158,13 +167,24 @@ MISSING = Num("", None)
 Span = tuple[Num, ...]
 
 
+class RunEnvelope(Lenient):
+    """What a run's result carries beside the estimate (`sizing.report.run.run_result`): the run's id, the
+    candidates that failed, and what the learning loop did."""
+
+    run_id: str | None = None
+    failed: list[FailedCandidate] = Field(default_factory=list)
+    learning: RunLearning | None = None
+
+
 class Page:
     """The result being reported: its JSON (`r`, whose figures `n()` takes, tagged with their paths), the same
-    result typed (`typed`, `sizing.upgrade`) and its ranked architectures' rows (`rows`, `sizing.answer`)."""
+    result typed (`typed`, `sizing.upgrade`), a run's envelope typed (`run`) and its ranked architectures' rows
+    (`rows`, `sizing.answer`)."""
 
     def __init__(self, result: dict[str, Any], typed: EstimateResult):
         self.r = result
         self.typed = typed
+        self.run = RunEnvelope.model_validate(result)
         #: the run load-tested local twins (what figures recorded before `measured.origin` came from)
         self.twin_run = twin_run(result)
         self.rows = answer_rows(typed, twin_run=self.twin_run)
@@ -182,18 +202,20 @@ class Page:
 
 
 # --- helpers --------------------------------------------------------------------------------------------------
-def slo_targets(result: dict[str, Any]) -> list[tuple[str, str, float]]:
+def slo_targets(result: EstimateResult) -> list[tuple[str, str, float]]:
     """(metric, percentile, limit) for every SLO target in the result's workload block."""
+    slo = result.workload.slo
+    if slo is None:
+        return []
     out = []
-    for metric, by_pct in ((result.get("workload") or {}).get("slo") or {}).items():
-        if isinstance(by_pct, dict):
-            for p, limit in by_pct.items():
-                if isinstance(limit, int | float):
-                    out.append((metric, p, float(limit)))
+    for metric in SLO_METRICS:
+        bounds: PercentileBounds | None = getattr(slo, metric)
+        if bounds is not None:
+            out += [(metric, p, float(limit)) for p, limit in bounds.items()]
     return out
 
 
-def shown_percentile(result: dict[str, Any], metric: str) -> str:
+def shown_percentile(result: EstimateResult, metric: str) -> str:
     """The percentile the SLO bounds for `metric` (the highest when several), else p95."""
     pcts = [p for m, p, _ in slo_targets(result) if m == metric]
     if not pcts:
@@ -202,7 +224,7 @@ def shown_percentile(result: dict[str, Any], metric: str) -> str:
     return best if best in REPORTED_PERCENTILES else DEFAULT_PERCENTILE
 
 
-def slo_limit(result: dict[str, Any], metric: str, percentile: str) -> float | None:
+def slo_limit(result: EstimateResult, metric: str, percentile: str) -> float | None:
     for m, p, limit in slo_targets(result):
         if m == metric and (p == percentile or (p not in REPORTED_PERCENTILES and percentile == "p95")):
             return limit
@@ -212,7 +234,7 @@ def slo_limit(result: dict[str, Any], metric: str, percentile: str) -> float | N
 def short_label(a: Architecture) -> str:
     """`p5.48xlarge TP8 fp8 vllm (eks)`, `Bedrock <model id>`; the id when the parts are missing."""
     if a.deployment == "bedrock":
-        return f"Bedrock {(a.bedrock or {}).get('model_id') or a.id.split(':', 1)[-1]}"
+        return f"Bedrock {(a.bedrock.model_id if a.bedrock is not None else '') or a.id.split(':', 1)[-1]}"
     parts = (a.instance_type, a.tensor_parallel, a.quantization, a.engine)
     if not all(parts):
         return a.id
@@ -267,23 +289,28 @@ def _str(v: Any) -> str:
     return v if isinstance(v, str) and v else ""
 
 
-def _levels_signature(levels: Sequence[dict[str, Any]]) -> tuple[tuple[str, float], ...]:
+def _levels_signature(levels: Sequence[LevelOutcome]) -> tuple[tuple[str, float], ...]:
     """What identifies a candidate's sweep: its load targets and the throughput each served, in order."""
     sig = []
     for lv in levels:
-        target = lv.get("target") or {}
-        key = (
-            ",".join(f"{k}={v:g}" for k, v in sorted(target.items()))
-            if isinstance(target, dict)
-            else str(target)
-        )
-        sig.append((key, round(float(lv.get("requests_per_s") or 0.0), 3)))
+        target = lv.target.model_dump() if lv.target is not None else {}
+        key = ",".join(f"{k}={v:g}" for k, v in sorted(target.items()))
+        sig.append((key, round(float(lv.requests_per_s or 0.0), 3)))
     return tuple(sorted(sig))
+
+
+class _Named(Lenient):
+    """Whom a measurement belongs to: the store's item names its candidate (and holds the level as `record`); a
+    bare record may name its candidate or architecture itself."""
+
+    candidate_id: str | None = None
+    architecture_id: str | None = None
+    record: dict[str, Any] | None = None
 
 
 def measured_steps(
     measurements: Sequence[dict[str, Any]], result: EstimateResult
-) -> dict[str, list[dict[str, Any]]]:
+) -> dict[str, list[StepRecord]]:
     """Load-test step records by architecture id.
 
     Takes bare step records or the store's measurement items (`{candidate_id, record: {...}}`). A candidate id
@@ -293,19 +320,21 @@ def measured_steps(
     archs = result.architectures
     ids = {a.id for a in archs}
     default = next((a.id for a in archs if was_measured(a)), archs[0].id if archs else "")
-    by_candidate: dict[str, list[dict[str, Any]]] = {}
+    by_candidate: dict[str, list[StepRecord]] = {}
     for m in measurements:
-        rec = m["record"] if isinstance(m.get("record"), dict) else m
-        cid = m.get("candidate_id") or rec.get("candidate_id") or m.get("architecture_id") or default
-        by_candidate.setdefault(str(cid), []).append(rec)
+        item = _Named.model_validate(m)
+        raw = item.record if item.record is not None else m
+        cid = item.candidate_id or _Named.model_validate(raw).candidate_id or item.architecture_id or default
+        by_candidate.setdefault(cid, []).append(StepRecord.model_validate(raw))
     signatures: dict[tuple[tuple[str, float], ...], str] = {}
     for a in archs:
         levels = a.measured.levels if a.measured is not None else []
         if levels:
             signatures.setdefault(_levels_signature(levels), a.id)
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[StepRecord]] = {}
     for cid, recs in by_candidate.items():
-        arch_id = cid if cid in ids else signatures.get(_levels_signature(recs), cid)
+        outcomes = [LevelOutcome(target=r.target, requests_per_s=r.requests_per_s) for r in recs]
+        arch_id = cid if cid in ids else signatures.get(_levels_signature(outcomes), cid)
         out.setdefault(arch_id, []).extend(recs)
     return out
 

@@ -15,7 +15,6 @@ from sizing.report.page_base import (
     MAX_PARETO_LABELS,
     Page,
     Section,
-    _floats,
     _section,
     count,
     feasible,
@@ -77,7 +76,7 @@ def _pareto(pg: Page) -> Section:
     for a in labelled:
         x, tip = float(_e2e_p95(a) or 0.0), f"#{a.rank} {short_label(a)}"
         markers.append(svg.Marker(x, rank_cost(a), f"#{a.rank}", svg.PALETTE[0], "ring", tip))
-    limit = slo_limit(pg.r, "e2e_s", "p95")
+    limit = slo_limit(pg.typed, "e2e_s", "p95")
     refs = [svg.RefLine(limit, f"SLO e2e p95 {sec(limit)}", axis="x")] if limit is not None else []
     chart = svg.xy_chart(
         "pareto",
@@ -96,14 +95,15 @@ def _pareto(pg: Page) -> Section:
 
 def _fleet_schedule(pg: Page, idx: int, wi: int) -> dict[str, Any] | None:
     """The hour-by-hour replicas and nodes of architecture `idx` against demand: a chart and its table."""
-    r = pg.r
-    w = r.get("workload") or {}
-    hourly = w.get("hourly_rps") or []
+    w = pg.typed.workload
+    hourly = w.hourly_rps
     a = pg.typed.architectures[idx]
-    sched = a.cost.schedule or {}
+    sched = a.cost.schedule
+    if sched is None:
+        return None
     groups = [
-        svg.BarGroup("nodes", _floats(sched.get("nodes_by_hour")), svg.PALETTE[0]),
-        svg.BarGroup("replicas", _floats(sched.get("replicas_by_hour")), svg.PALETTE[4]),
+        svg.BarGroup("nodes", [float(x) for x in sched.nodes_by_hour], svg.PALETTE[0]),
+        svg.BarGroup("replicas", [float(x) for x in sched.replicas_by_hour], svg.PALETTE[4]),
     ]
     groups = [g for g in groups if len(g.values) == len(HOURS)]
     if not groups:
@@ -113,7 +113,7 @@ def _fleet_schedule(pg: Page, idx: int, wi: int) -> dict[str, Any] | None:
     )
     chart = svg.bar_chart(
         "schedule",
-        f"Replicas and nodes by hour of day ({w.get('timezone', 'local time')})",
+        f"Replicas and nodes by hour of day ({w.timezone or 'local time'})",
         categories=HOURS,
         groups=groups,
         y_label="count",
@@ -121,8 +121,10 @@ def _fleet_schedule(pg: Page, idx: int, wi: int) -> dict[str, Any] | None:
         line_label="requests/s",
     )
     rows: list[list[Any]] = []
-    for key, label in (("replicas_by_hour", "replicas"), ("nodes_by_hour", "nodes")):
-        vals = sched.get(key) or []
+    for key, label, vals in (
+        ("replicas_by_hour", "replicas", sched.replicas_by_hour),
+        ("nodes_by_hour", "nodes", sched.nodes_by_hour),
+    ):
         rows.append(
             [label, *(pg.n(f"architectures.{idx}.cost.schedule.{key}.{h}", count) for h in range(len(vals)))]
         )
@@ -131,14 +133,14 @@ def _fleet_schedule(pg: Page, idx: int, wi: int) -> dict[str, Any] | None:
         "chart": Markup(chart),
         "label": short_label(a),
         "best_fleet": idx != wi,
-        "timezone": str(w.get("timezone", "local time")),
+        "timezone": w.timezone or "local time",
         "rows": rows,
     }
 
 
 def _demand_schedule(pg: Page) -> dict[str, Any] | None:
     """Demand by hour alone (a Bedrock winner has no fleet to schedule)."""
-    hourly = (pg.r.get("workload") or {}).get("hourly_rps") or []
+    hourly = pg.typed.workload.hourly_rps
     if len(hourly) != len(HOURS):
         return None
     chart = svg.bar_chart(

@@ -11,6 +11,7 @@ from markupsafe import Markup
 
 from sizing.base.text import ORIGIN_LABELS
 from sizing.base.vocabulary import ENDPOINT, TWIN  # what served a load test's figures (`measured.origin`)
+from sizing.orchestrate.contracts import StepRecord
 from sizing.report import svg
 from sizing.report.curves import Curve
 from sizing.report.page_base import (
@@ -30,10 +31,10 @@ from sizing.report.page_base import (
     slo_targets,
     winner_index,
 )
-from sizing.results import Architecture
+from sizing.results import Architecture, EstimateResult
 
 
-def chart_targets(result: dict[str, Any]) -> list[tuple[str, str, float]]:
+def chart_targets(result: EstimateResult) -> list[tuple[str, str, float]]:
     """(metric, percentile, limit) of each SLO target as the latency charts draw it (the percentile shown)."""
     out = []
     for m in ("ttft_ms", "tpot_ms", "e2e_s"):
@@ -44,11 +45,17 @@ def chart_targets(result: dict[str, Any]) -> list[tuple[str, str, float]]:
     return out
 
 
-def _measured_points(steps: Sequence[dict[str, Any]], metric: str, q: str) -> list[tuple[float, float]]:
+def _figure(s: StepRecord, metric: str, q: str) -> float | None:
+    """The level's `metric` at percentile `q` (None when it states none)."""
+    v: float | None = getattr(s.distribution(metric), q, None)
+    return v
+
+
+def _measured_points(steps: Sequence[StepRecord], metric: str, q: str) -> list[tuple[float, float]]:
     return sorted(
-        (float(s["requests_per_s"]), float(s[metric][q]))
+        (float(s.requests_per_s), float(v))
         for s in steps
-        if isinstance(s.get(metric), dict) and s[metric].get(q) is not None and s.get("requests_per_s")
+        if (v := _figure(s, metric, q)) is not None and s.requests_per_s
     )
 
 
@@ -100,7 +107,7 @@ def _latency_plot(
     metric: str,
     q: str,
     curves: list[Curve],
-    measured: dict[str, list[dict[str, Any]]],
+    measured: dict[str, list[StepRecord]],
     winner_curve: Curve | None,
 ) -> _Plot:
     f = UNIT_FMT[METRIC_UNITS[metric]]
@@ -164,7 +171,7 @@ def _latency_chart(
 
 def _latency_caption(
     pg: Page,
-    measured: dict[str, list[dict[str, Any]]],
+    measured: dict[str, list[StepRecord]],
     winner_curve: Curve | None,
     capacity: tuple[float, str, str] | None,
 ) -> dict[str, Any]:
@@ -184,8 +191,7 @@ def _latency_caption(
     }
 
 
-def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, Any]]]) -> Section:
-    r = pg.r
+def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[StepRecord]]) -> Section:
     if not curves and not measured:
         return _section("latency.html", charts=[], empty=True)
     archs = pg.typed.architectures
@@ -195,21 +201,21 @@ def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, A
     winner_curve = next(
         (c for c in curves if c.architecture_ids and c.architecture_ids[0] == winner_id), None
     )
-    crossing = winner_curve.capacity(chart_targets(r)) if winner_curve is not None else None
+    crossing = winner_curve.capacity(chart_targets(pg.typed)) if winner_curve is not None else None
     # the dotted line is the table's capacity (the planner's search), so the chart and the table say one figure;
     # where the chart's longer simulations cross the target elsewhere, the caption says where
     capacity = crossing
     if crossing is not None and winner_curve is not None and winner_curve.slo_limit_rps is not None:
         capacity = (float(winner_curve.slo_limit_rps), crossing[1], crossing[2])
     metrics = ["ttft_ms", "e2e_s"]
-    if any(m == "tpot_ms" for m, _, _ in slo_targets(r)):
+    if any(m == "tpot_ms" for m, _, _ in slo_targets(pg.typed)):
         metrics.insert(1, "tpot_ms")
     charts = []
     for metric in metrics:
-        q = shown_percentile(r, metric)
+        q = shown_percentile(pg.typed, metric)
         plot = _latency_plot(pg, metric, q, curves, measured, winner_curve)
         if any(s.points for s in plot.series):
-            svg_text = _latency_chart(metric, q, plot, slo_limit(r, metric, q), capacity)
+            svg_text = _latency_chart(metric, q, plot, slo_limit(pg.typed, metric, q), capacity)
             charts.append({"metric": metric, "name": f"{METRIC_NAMES[metric]} {q}", "svg": svg_text})
     shared = [(c.label, [f"#{by_id[i].rank}" for i in c.architecture_ids if i in by_id]) for c in curves]
     return _section(
@@ -223,35 +229,30 @@ def _latency(pg: Page, curves: list[Curve], measured: dict[str, list[dict[str, A
     )
 
 
-def _step_figure(s: dict[str, Any], metric: str, q: str) -> str:
-    v = (s.get(metric) or {}).get(q) if isinstance(s.get(metric), dict) else None
-    return UNIT_FMT[METRIC_UNITS[metric]](float(v)) if isinstance(v, int | float) else "—"
+def _step_figure(s: StepRecord, metric: str, q: str) -> str:
+    v = _figure(s, metric, q)
+    return UNIT_FMT[METRIC_UNITS[metric]](float(v)) if v is not None else "—"
 
 
-def _measurements(measured: dict[str, list[dict[str, Any]]], pg: Page) -> dict[str, Any]:
+def _measurements(measured: dict[str, list[StepRecord]], pg: Page) -> dict[str, Any]:
     """The load-test steps, one row each."""
     names = {a.id: short_label(a) for a in pg.typed.architectures}
-    metrics = [(m, shown_percentile(pg.r, m)) for m in ("ttft_ms", "tpot_ms", "e2e_s")]
+    metrics = [(m, shown_percentile(pg.typed, m)) for m in ("ttft_ms", "tpot_ms", "e2e_s")]
     rows = []
     for cid, steps in measured.items():
         for s in steps:
-            target = s.get("target") or {}
-            errors = s.get("errors") or {}
+            target = s.target.model_dump() if s.target is not None else {}
             rows.append(
                 {
                     "cells": [
                         names.get(cid, cid),
                         _step_label(cid, pg),
-                        (
-                            ", ".join(f"{k} {v:g}" for k, v in target.items())
-                            if isinstance(target, dict)
-                            else str(target)
-                        ),
-                        rps(float(s.get("requests_per_s") or 0)),
+                        ", ".join(f"{k} {v:g}" for k, v in target.items()),
+                        rps(float(s.requests_per_s or 0)),
                         *(_step_figure(s, m, q) for m, q in metrics),
-                        str(sum(errors.values())) if isinstance(errors, dict) else str(errors),
+                        str(s.failed),
                     ],
-                    "meets_slo": s.get("meets_slo"),
+                    "meets_slo": s.meets_slo,
                 }
             )
     head = ["candidate", "figures", "load step", "served"]

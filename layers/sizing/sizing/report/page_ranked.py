@@ -49,15 +49,12 @@ from sizing.report.page_base import (
 from sizing.results import Architecture
 
 
-def _also_fits(pg: Page, p: str) -> list[tuple[str, Num]]:
+def _also_fits(pg: Page, a: Architecture, p: str) -> list[tuple[str, Num]]:
     """`also fits: g6e.2xlarge $3,371`: dearer instance sizes with the same performance, folded into the row."""
-    alts = lookup(pg.r, p + ".also_fits_on")
-    if not isinstance(alts, list):
-        return []
     return [
-        (str(x.get("instance_type")), pg.n(f"{p}.also_fits_on.{j}.usd_per_month", usd))
-        for j, x in enumerate(alts)
-        if isinstance(x, dict) and x.get("instance_type")
+        (x.instance_type, pg.n(f"{p}.also_fits_on.{j}.usd_per_month", usd))
+        for j, x in enumerate(a.also_fits_on)
+        if x.instance_type
     ]
 
 
@@ -86,7 +83,7 @@ def _ranked_metric(pg: Page, a: Architecture, p: str, m: str, q: str) -> dict[st
     r = pg.r
     f = UNIT_FMT[METRIC_UNITS[m]]
     err = f"{p}.calibration.expected_error.{EXPECTED_ERROR_KEY[m]}" if m in EXPECTED_ERROR_KEY else ""
-    limit = slo_limit(r, m, q)
+    limit = slo_limit(pg.typed, m, q)
     mv = lookup(r, f"{p}.measured.{m}.{q}")
     return {
         "predicted": pg.n(f"{p}.predicted.{m}.{q}", f),
@@ -119,7 +116,7 @@ def _ranked_row(pg: Page, i: int, a: Architecture, metrics: list[tuple[str, str]
         "spot": a.capacity_type == "spot",
         "missed": "" if feasible(a) else ("when simulated (twin)" if twin else "when measured"),
         "twin": twin,
-        "also_fits": _also_fits(pg, p),
+        "also_fits": _also_fits(pg, a, p),
         "replicas": reps,
         "replicas_mean": reps_mean,
         "metrics": [_ranked_metric(pg, a, p, m, q) for m, q in metrics],
@@ -142,14 +139,14 @@ def _ranked_row(pg: Page, i: int, a: Architecture, metrics: list[tuple[str, str]
 
 
 def _search(pg: Page) -> dict[str, Any] | None:
-    s = pg.r.get("search") or {}
-    if not s:
+    s = pg.typed.search
+    if s is None or not s.model_fields_set:
         return None
     return {
         "options": pg.n("search.hardware_options", count),
         "simulated": pg.n("search.simulated", count),
         "feasible": pg.n("search.feasible", count),
-        "seconds": pg.n("search.seconds", sec) if s.get("seconds") is not None else None,
+        "seconds": pg.n("search.seconds", sec) if s.seconds is not None else None,
     }
 
 
@@ -158,10 +155,10 @@ def _ranked(pg: Page) -> Section:
     archs = pg.typed.architectures
     if not archs:
         return _section("ranked.html", rows=[])
-    metrics = [(m, shown_percentile(r, m)) for m in ("ttft_ms", "tpot_ms", "e2e_s")]
+    metrics = [(m, shown_percentile(pg.typed, m)) for m in ("ttft_ms", "tpot_ms", "e2e_s")]
     heads = []
     for m, q in metrics:
-        limit = slo_limit(r, m, q)
+        limit = slo_limit(pg.typed, m, q)
         heads.append(
             {
                 "name": f"{METRIC_NAMES[m]} {q}",
@@ -175,7 +172,9 @@ def _ranked(pg: Page) -> Section:
         tested=" / ".join(origin_labels(pg.typed, pg.twin_run)),
         search=_search(pg),
         twins=TWIN in {measured_origin(a, pg.twin_run) for a in archs},
-        errors=any(isinstance((a.calibration or {}).get("expected_error"), dict) for a in archs),
+        errors=any(
+            a.calibration is not None and "expected_error" in a.calibration.model_fields_set for a in archs
+        ),
         downloads=_downloads(r),
     )
 

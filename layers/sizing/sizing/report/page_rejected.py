@@ -20,48 +20,44 @@ from sizing.report.page_base import (
     slo_limit,
 )
 from sizing.results import Rejected
+from sizing.results.blocks import Assumptions, Infeasible, ProfileRef
 
 
 def _learning(pg: Page) -> Section | None:
     """What the run taught the estimator (`sizing.learn`): drift beyond the stated interval first, then the
     levels stored and refused, and the refit's outcome. None for a result without a learning block."""
-    learn = pg.r.get("learning")
-    if not isinstance(learn, dict):
+    learn = pg.run.learning
+    if learn is None:
         return None
-    refit = learn.get("refit") or {}
+    refit = learn.refit
     items = [
-        ("Measured levels stored", str(learn.get("measured_levels", 0))),
-        ("Twin levels (never calibrate)", str(learn.get("twin_levels", 0))),
+        ("Measured levels stored", str(learn.measured_levels)),
+        ("Twin levels (never calibrate)", str(learn.twin_levels)),
     ]
-    if refit:
-        what = refit.get("detail") or refit.get("line") or refit.get("error") or refit.get("status")
-        items.append(("Calibration refit", f"{refit.get('where', '')}: {what}"))
-    if learn.get("error"):
-        items.append(("Not learned", str(learn["error"])))
-    refused = [
-        [str(x.get("candidate_id", "")), str(x.get("level") or ""), str(x.get("reason"))]
-        for x in learn.get("refused") or []
-        if isinstance(x, dict)
-    ]
+    if refit is not None and refit.model_fields_set:
+        what = refit.detail or refit.line or refit.error or refit.status
+        items.append(("Calibration refit", f"{refit.where or ''}: {what}"))
+    if learn.error:
+        items.append(("Not learned", learn.error))
+    refused = [[x.candidate_id or "", str(x.level or ""), str(x.reason)] for x in learn.refused]
     return _section(
         "learning.html",
-        drift=len(learn.get("drift") or []) if learn.get("drift") else 0,
-        drift_lines=[str(line) for line in learn.get("drift_lines") or []],
+        drift=len(learn.drift),
+        drift_lines=list(learn.drift_lines),
         entries=items,
         refused=refused,
     )
 
 
-def _binding(pg: Page, inf: dict[str, Any]) -> dict[str, Any]:
+def _binding(pg: Page, inf: Infeasible) -> dict[str, Any]:
     """The SLO target that makes a workload infeasible, its limit, and how close the closest candidate came."""
-    binding = inf.get("binding")
-    if not (isinstance(binding, str) and "." in binding):
+    binding = inf.binding
+    if not (binding is not None and "." in binding):
         return {"json": json.dumps(binding, default=str) if binding else ""}
     metric, q = binding.split(".", 1)
     f = UNIT_FMT.get(METRIC_UNITS.get(metric, ""), plain)
-    limit = slo_limit(pg.r, metric, q)
-    closest = inf.get("closest") or {}
-    on = str(closest["on"]) if isinstance(closest, dict) and closest.get("on") else ""
+    limit = slo_limit(pg.typed, metric, q)
+    on = inf.closest.on if inf.closest is not None else ""
     return {
         "name": f"{METRIC_NAMES.get(metric, metric)} {q}",
         "limit": f(limit) if limit is not None else "",
@@ -76,7 +72,7 @@ def _rejected(pg: Page) -> Section:
     by_kind: dict[str, list[Rejected]] = {}
     for x in rej:
         by_kind.setdefault(str(x.kind), []).append(x)
-    failed = pg.r.get("failed") or []
+    failed = pg.run.failed
     groups = [
         {
             "kind": kind,
@@ -88,16 +84,8 @@ def _rejected(pg: Page) -> Section:
     return _section(
         "rejected.html",
         count=len(rej),
-        infeasible=(
-            {"message": str(inf.get("message", "")), **_binding(pg, inf)} if inf is not None else None
-        ),
-        failed=[
-            [str(f.get("candidate_id", "")), str(f.get("status") or ""), str(f.get("error") or "")]
-            for f in failed
-            if isinstance(f, dict)
-        ]
-        if failed
-        else None,
+        infeasible=({"message": inf.message or "", **_binding(pg, inf)} if inf is not None else None),
+        failed=[[f.candidate_id or "", f.status or "", f.error or ""] for f in failed] if failed else None,
         groups=groups,
     )
 
@@ -106,10 +94,9 @@ def _assumed(pg: Page, prices: dict[tuple[str, str, bool], list[str]]) -> list[s
     """What the result's figures assume, in a sentence each."""
     asm = pg.typed.assumptions
     archs = pg.typed.architectures
-    cal = asm.get("calibration") or {}
-    version = cal.get("version") if isinstance(cal, dict) else cal
+    version = _calibration_version(asm)
     assumed: list[str] = []
-    if "calibration" not in asm:
+    if "calibration" not in asm.model_fields_set:
         assumed.append("This result does not say which calibration its predictions used.")
     elif version in (None, "none", ""):
         assumed.append(
@@ -117,7 +104,7 @@ def _assumed(pg: Page, prices: dict[tuple[str, str, bool], list[str]]) -> list[s
         )
     if any(k[2] for k in prices):
         assumed.append("Some instance prices are assumed (not from the AWS price list): see the price table.")
-    if any((a.cost.price or {}).get("spot_discount_assumed") for a in archs):
+    if any(a.cost.price is not None and a.cost.price.spot_discount_assumed for a in archs):
         assumed.append("Spot discounts are assumed per family, not quoted; spot capacity may be interrupted.")
     if any(a.deployment == "bedrock" for a in archs):
         assumed.append("Bedrock latency follows an assumed profile until measured.")
@@ -132,6 +119,12 @@ def _assumed(pg: Page, prices: dict[tuple[str, str, bool], list[str]]) -> list[s
     if origins == {TWIN}:
         assumed.append("No figure here comes from a load test of a real endpoint yet.")
     return assumed
+
+
+def _calibration_version(asm: Assumptions) -> str | None:
+    """The calibration profile's version the assumptions state (an older result states the version alone)."""
+    cal = asm.calibration
+    return cal.version if isinstance(cal, ProfileRef) else cal
 
 
 def plain_value(v: Any) -> str:
@@ -154,19 +147,20 @@ def _assumptions(pg: Page) -> Section:
     asm = pg.typed.assumptions
     prices: dict[tuple[str, str, bool], list[str]] = {}
     for a in pg.typed.architectures:
-        pr = a.cost.price or {}
-        if pr:
-            key = (str(pr.get("source", "")), str(pr.get("as_of", "")), bool(pr.get("assumed")))
+        pr = a.cost.price
+        if pr is not None and pr.model_fields_set:
+            key = (pr.source or "", pr.as_of or "", bool(pr.assumed))
             prices.setdefault(key, []).append(a.id)
-    cal = asm.get("calibration") or {}
-    version = cal.get("version") if isinstance(cal, dict) else cal
+    version = _calibration_version(asm)
+    date = asm.calibration.date if isinstance(asm.calibration, ProfileRef) else None
     # (name, text, shown as code: a value that is not a text, as its JSON)
     items = [
         ("Calibration version", str(version if version is not None else "none"), False),
-        ("Calibration date", str((cal.get("date") if isinstance(cal, dict) else None) or "—"), False),
+        ("Calibration date", date or "—", False),
         ("Generated", pg.typed.generated_at or "—", False),
     ]
-    items += [(k.replace("_", " "), plain_value(v), False) for k, v in asm.items() if k != "calibration"]
+    stated = asm.model_dump(mode="json")
+    items += [(k.replace("_", " "), plain_value(v), False) for k, v in stated.items() if k != "calibration"]
     price_rows = [
         [src, as_of, "assumed" if flag else "quoted", str(len(ids))]
         for (src, as_of, flag), ids in sorted(prices.items())

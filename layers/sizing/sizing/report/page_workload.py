@@ -14,7 +14,6 @@ from sizing.report.page_base import (
     UNIT_FMT,
     Page,
     Section,
-    _floats,
     _section,
     count,
     plain,
@@ -23,14 +22,15 @@ from sizing.report.page_base import (
     slo_targets,
     token_count,
 )
+from sizing.results.blocks import PrefixReuse, TraceFigures
 from sizing.workload.derived import WorkloadModel
 
 
 def _workload(pg: Page, wl: WorkloadModel | None) -> Section:
-    w = pg.r.get("workload") or {}
-    if not w:
+    w = pg.typed.workload
+    if not w.model_fields_set:
         return _section("workload.html", empty=True)
-    said: list[tuple[str, Any]] = [("Workload", str(w.get("name", ""))), ("Model", str(w.get("model", "")))]
+    said: list[tuple[str, Any]] = [("Workload", w.name or ""), ("Model", w.model or "")]
     if wl is not None and wl.spec.users is not None:
         u = wl.spec.users
         said += [
@@ -40,11 +40,11 @@ def _workload(pg: Page, wl: WorkloadModel | None) -> Section:
         ]
     if wl is not None:
         said.append(("Traffic profile", str(wl.spec.traffic.profile or "custom weights")))
-    said.append(("Time zone", str(w.get("timezone", ""))))
-    for m, q, _limit in slo_targets(pg.r):
+    said.append(("Time zone", w.timezone or ""))
+    for m, q, _limit in slo_targets(pg.typed):
         f = UNIT_FMT.get(METRIC_UNITS.get(m, ""), plain)
         said.append((f"SLO {METRIC_NAMES.get(m, m)} {q}", ["≤ ", pg.n(f"workload.slo.{m}.{q}", f)]))
-    said += [("Note", str(n)) for n in w.get("notes") or []]
+    said += [("Note", n) for n in w.notes]
     tech = {
         "peak_rps": pg.n("workload.peak_rps", rps),
         "avg_rps": pg.n("workload.avg_rps", rps),
@@ -57,52 +57,49 @@ def _workload(pg: Page, wl: WorkloadModel | None) -> Section:
         "output_tokens_per_s_peak": pg.n("workload.output_tokens_per_s_peak", token_count),
     }
     tokens = []
-    for side in ("input_tokens", "output_tokens"):
-        block = w.get(side)
-        kind = str(block.get("kind", "")) if isinstance(block, dict) else ""
+    for side, block in (("input_tokens", w.input_tokens), ("output_tokens", w.output_tokens)):
+        kind = (block.kind or "") if block is not None else ""
         figs = [pg.n(f"workload.{side}.{k}", token_count) for k in ("mean", "p50", "p95", "p99")]
         tokens.append([side.replace("_", " "), kind, *figs])
-    return _section(
-        "workload.html", empty=False, said=said, tech=tech, tokens=tokens, trace=_trace(w.get("trace"))
-    )
+    return _section("workload.html", empty=False, said=said, tech=tech, tokens=tokens, trace=_trace(w.trace))
 
 
-def _burst_text(b: Any) -> str:
-    if not isinstance(b, dict):
+def _burst_text(t: TraceFigures, window: str) -> str:
+    b = t.burstiness.get(window)
+    if b is None:
         return "the trace is too short to tell"
-    return f"peak-to-mean {b.get('peak_to_mean')}, index of dispersion {b.get('index_of_dispersion')} (Poisson 1)"
+    return f"peak-to-mean {b.peak_to_mean}, index of dispersion {b.index_of_dispersion} (Poisson 1)"
 
 
-def _trace(t: Any) -> dict[str, Any] | None:
+def _trace(t: TraceFigures | None) -> dict[str, Any] | None:
     """The recorded trace the workload was built from: its facts, what it changed against Poisson, and its
     requests per second by hour (a chart). Counts and hashes only: a trace's text is never in the result."""
-    if not isinstance(t, dict):
+    if t is None:
         return None
-    reuse = t.get("prefix_reuse") or {}
+    reuse = t.prefix_reuse or PrefixReuse()
     said: list[tuple[str, Any]] = [
-        ("Trace", f"{t.get('source', '')} ({t.get('format', '')})"),
-        ("Digest", str(t.get("digest", ""))),
-        ("Requests", f"{int(t.get('requests') or 0):,} over {float(t.get('span_s') or 0) / 3600:.2f} h"),
-        ("Busiest hour", f"{float(t.get('busiest_hour_rps') or 0):.3g} requests/s"),
-        ("Burstiness at 1 s", _burst_text((t.get("burstiness") or {}).get("1s"))),
-        ("Burstiness at 1 min", _burst_text((t.get("burstiness") or {}).get("1min"))),
+        ("Trace", f"{t.source or ''} ({t.format or ''})"),
+        ("Digest", t.digest or ""),
+        ("Requests", f"{t.requests or 0:,} over {float(t.span_s or 0) / 3600:.2f} h"),
+        ("Busiest hour", f"{float(t.busiest_hour_rps or 0):.3g} requests/s"),
+        ("Burstiness at 1 s", _burst_text(t, "1s")),
+        ("Burstiness at 1 min", _burst_text(t, "1min")),
         (
             "Prefix reuse",
-            f"{float(reuse.get('prefix_hit_share') or 0):.0%} of prompt tokens cached before"
-            f" (from {reuse.get('source', 'none')})",
+            f"{float(reuse.prefix_hit_share or 0):.0%} of prompt tokens cached before"
+            f" (from {reuse.source or 'none'})",
         ),
     ]
-    effect = t.get("effect")
-    if isinstance(effect, dict) and effect.get("summary"):
-        said.append(("Against Poisson at the same means", str(effect["summary"])))
-    rates = _floats(t.get("hourly_rps"))
+    if t.effect is not None and t.effect.summary:
+        said.append(("Against Poisson at the same means", t.effect.summary))
+    rates = [float(x) for x in t.hourly_rps]
     chart = ""
     if len(rates) == len(HOURS) and max(rates, default=0) > 0:
         chart = svg.bar_chart(
             "trace-hours",
-            f"Recorded requests/s by {t.get('hours', 'hour of day')}",
+            f"Recorded requests/s by {t.hours or 'hour of day'}",
             categories=HOURS,
             groups=[svg.BarGroup("requests/s", rates, svg.PALETTE[0])],
             y_label="requests/s",
         )
-    return {"said": said, "chart": Markup(chart) if chart else None, "hours": str(t.get("hours", "hour"))}
+    return {"said": said, "chart": Markup(chart) if chart else None, "hours": t.hours or "hour"}

@@ -29,7 +29,7 @@ from sizing.answer import AnswerRow, answer_row, answer_rows, region_line
 from sizing.base.strict import Strict
 from sizing.base.text import ORIGIN_LABELS
 from sizing.base.vocabulary import ENDPOINT, TWIN
-from sizing.results import Architecture, EstimateResult, Measured, Percentiles, Predicted
+from sizing.results import Architecture, EstimateResult, Measured, Predicted
 from sizing.slack.client import Message
 from sizing.slack.grammar import EXAMPLES, PRESET_ALIASES
 from sizing.upgrade import upgrade_result
@@ -139,7 +139,7 @@ def architecture_title(a: Architecture) -> str:
     dep = DEPLOYMENT_NAMES.get(a.deployment, a.deployment)
     rank = "" if a.rank is None else a.rank
     if a.deployment == "bedrock" or not a.instance_type:
-        model_id = (a.bedrock or {}).get("model_id") or a.id
+        model_id = (a.bedrock.model_id if a.bedrock is not None else None) or a.id
         return f"{rank}. {dep} · `{escape(str(model_id))}` · per token ({a.capacity_type})"
     fleet = a.instances or a.replicas
     count = fleet.peak if fleet is not None else None
@@ -190,7 +190,9 @@ def architecture_section(
     slo_text = f"_{how}_: " + " · ".join(lines)
     at_level = figures.predicted_at_level if isinstance(figures, Measured) else None
     if at_level is not None:
-        predicted = _latency_lines(Predicted.model_validate(_metrics(at_level)), slo_pcts)
+        predicted = _latency_lines(
+            Predicted(ttft_ms=at_level.ttft_ms, tpot_ms=at_level.tpot_ms, e2e_s=at_level.e2e_s), slo_pcts
+        )
         if predicted:
             slo_text += "\n_predicted at the same load_: " + " · ".join(predicted)
     verdict = ":white_check_mark: meets the SLOs" if a.meets_slo else ":warning: misses an SLO"
@@ -203,14 +205,6 @@ def architecture_section(
         text=_md(f"*{architecture_title(a)}*\n_{quals}_"),
         fields=[_md(f"*Cost*\n{cost_text}"), _md(f"*Latency*\n{slo_text}")],
     )
-
-
-def _metrics(level: dict[str, Any]) -> dict[str, Any]:
-    """The latency percentiles of a measured level's re-simulated prediction (`measured.predicted_at_level`)."""
-    return {
-        m: {p: v for p, v in (level.get(m) or {}).items() if p in Percentiles.model_fields}
-        for m in METRIC_NAMES
-    }
 
 
 def _latency_lines(figures: Shown, slo_pcts: dict[str, str]) -> list[str]:
@@ -310,23 +304,25 @@ def estimate_message(
     result = upgrade_result(result, "estimate")
     rows = answer_rows(result)
     workload = result.workload
-    model_id = str(workload.get("model") or spec.model)
+    model_id = workload.model or spec.model
     archs = result.architectures[:TOP_SHOWN]
     who = f"<@{escape(user)}> asked: " if user else ""
     blocks: list[Block] = [
         _header(f"Sizing {model_id}"),
         ContextBlock(elements=[_md(who + describe_spec(spec, model_id))]),
     ]
-    if workload.get("peak_rps") is not None:
-        line = f"Peak {workload['peak_rps']:,.1f} req/s"
+    if workload.peak_rps is not None:
+        line = f"Peak {workload.peak_rps:,.1f} req/s"
         # requests in flight (Little's law) describe a real-time answer; a job's would read as thousands
         if rows and rows[0].figures.in_flight is not None:
-            line += f", about {workload.get('peak_concurrency') or 0:,.0f} requests in flight"
+            line += f", about {workload.peak_concurrency or 0:,.0f} requests in flight"
         if (where := region_line(result)) is not None:
             line += f" · {where}"
         blocks.append(ContextBlock(elements=[_md(escape(line))]))
     if not archs:
-        infeasible = (result.infeasible or {}).get("message") or "no architecture fits"
+        infeasible = (
+            result.infeasible.message if result.infeasible is not None else ""
+        ) or "no architecture fits"
         if costs := slo_cost_text(result):
             blocks.append(SectionBlock(text=_md(costs)))
         blocks.append(

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, ValidationError
 from sizing.base import table
 from sizing.base.aws import DynamoTable
 from sizing.base.errors import Conflict, InvalidInput, NotFound, Problem
-from sizing.base.strict import Strict
+from sizing.base.strict import Lenient, Strict
 from sizing.store.codec import from_item, to_item, to_value
 from sizing.store.items import (
     ALLOWED_FROM,
@@ -47,6 +47,13 @@ MAX_PAGE = 100
 #: BatchWriteItem takes at most 25 requests (DynamoDB limit).
 BATCH_WRITE_MAX = 25
 TOKEN_VERSION = 1
+
+
+class _Keyed(Lenient):
+    """What the store reads of an architecture it keeps: its rank and id (the rest is kept as given)."""
+
+    rank: int | None = None
+    id: str | None = None
 
 
 class _Token(Strict):
@@ -409,14 +416,15 @@ class SizingStore(DynamoTable, RecordStore):
     def put_architectures(self, run_id: str, architectures: list[dict[str, Any]]) -> list[Architecture]:
         """Replace a run's ranked architectures (each an Estimate-result architecture; `rank` and `id` used
         for the key when present, else the list order)."""
+        keyed = [_Keyed.model_validate(a) for a in architectures]
         items = [
             Architecture(
                 run_id=run_id,
-                rank=int(a.get("rank", i + 1)),
-                architecture_id=str(a.get("id", f"arch-{i + 1}")),
+                rank=k.rank if k.rank is not None else i + 1,
+                architecture_id=k.id if k.id is not None else f"arch-{i + 1}",
                 data=a,
             )
-            for i, a in enumerate(architectures)
+            for i, (a, k) in enumerate(zip(architectures, keyed, strict=True))
         ]
         old = self._query_prefix(table.run_pk(run_id), table.ARCH_PREFIX)
         deletes = [

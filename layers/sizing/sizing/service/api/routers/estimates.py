@@ -9,7 +9,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from sizing.answer import answer_rows
 from sizing.base.observability import metrics, tracer
 from sizing.outcome import impossible_constraints
-from sizing.plan.traceeffect import compare, poisson_twin
+from sizing.plan.traceeffect import compare, poisson_twin, with_trace_effect
 from sizing.results import EstimateResult
 from sizing.service.api import deps
 from sizing.service.api.models import EXAMPLE_SPEC, SPEC_DESCRIPTION
@@ -49,10 +49,9 @@ def post_estimate(
     if refusal is not None:
         raise refusal  # 422: the constraints leave nothing to estimate
     twin = poisson_twin(workload)
-    trace = result.workload.get("trace")
-    if twin is not None and isinstance(trace, dict):
+    if twin is not None and result.workload.trace is not None:
         # a replayed trace: what it changed against Poisson arrivals at the same means
-        trace["effect"] = compare(result, estimate(twin, top=top, catalog=catalog))
+        result = with_trace_effect(result, compare(result, estimate(twin, top=top, catalog=catalog)))
     metrics.add_metric(name="EstimatesServed", unit=MetricUnit.Count, value=1)
     # the rows every output shows (kind, tier, quotas, Region, basis): the JSON carries them too
     return result.model_copy(update={"rows": answer_rows(result)})

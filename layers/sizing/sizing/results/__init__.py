@@ -4,27 +4,39 @@ consumer (API, store, report, Slack, release comparisons, manifests, twin, load 
 The JSON contract is these models' `model_dump(mode="json")`. Models are frozen; fields may be added, never renamed.
 Unknown keys are refused (`extra="forbid"`): the planner builds the models with named fields, so a misspelled field
 fails type checking and validation instead of riding along unread; what a run's merge step adds is declared here
-too. The ranking rule and the architecture id live here, once."""
+too (the blocks beside an architecture's own figures are in `sizing.results.blocks`). The ranking rule and the
+architecture id live here, once."""
 
 from __future__ import annotations
 
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+from pydantic import Field, computed_field, model_validator
 
-from sizing.base.serving_config import ServingConfig
+from sizing.base.serving_config import ServerFacts, ServingConfig
 from sizing.base.vocabulary import CapacityType, Deployment, Invocation
-
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Percentiles(Frozen):
-    p50: float | None = None
-    p95: float | None = None
-    p99: float | None = None
+from sizing.results.blocks import (
+    Assumptions,
+    Basis,
+    BedrockOffer,
+    BillComponent,
+    CalibrationSummary,
+    Frozen,
+    HourlySchedule,
+    Infeasible,
+    LevelOutcome,
+    LoadTarget,
+    PredictedAtLevel,
+    PriceSource,
+    RegionInfo,
+    SearchedCapacity,
+    SearchStats,
+    WorkloadFigures,
+)
+from sizing.results.blocks import (
+    Percentiles as Percentiles,
+)
 
 
 class Predicted(Frozen):
@@ -67,9 +79,17 @@ class Cost(Frozen):
     usd_per_month_savings_plan_1y: float | None = None
     usd_per_million_output_tokens: float | None = None
     usd_per_user_month: float | None = None
-    breakdown: dict[str, Any] = Field(default_factory=dict)
-    schedule: dict[str, Any] | None = None
-    price: dict[str, Any] | None = None
+    #: the bill's components by name: each deployment bills different things (instance-hours and the control
+    #: plane on EKS, tokens on Bedrock, model units for Provisioned Throughput, jobs for batch), so this is an open
+    #: map of named components rather than one record
+    breakdown: dict[str, BillComponent] = Field(default_factory=dict)
+    schedule: HourlySchedule | None = None
+    price: PriceSource | None = None
+
+    def component(self, name: str) -> float | None:
+        """A figure of the breakdown by name (None: this bill has no such figure)."""
+        value = self.breakdown.get(name)
+        return float(value) if isinstance(value, int | float) else None
 
 
 class Headroom(Frozen):
@@ -133,27 +153,27 @@ class Measured(Frozen):
     e2e_s: Percentiles | None = None
     requests_per_s: float | None = None
     output_tokens_per_s: float | None = None
-    at: dict[str, Any] | None = None
+    at: LoadTarget | None = None
     capacity_rps: float | None = None
     meets_slo: bool | None = None
-    levels: list[dict[str, Any]] = Field(default_factory=list)
+    levels: list[LevelOutcome] = Field(default_factory=list)
     origin: Literal["twin", "endpoint"] | None = None
-    serving: dict[str, Any] | None = None
+    serving: ServingConfig | None = None
     engine_version: str | None = None
-    #: what the server reported it runs (`sizing.loadtest.server.ServerFacts` as a dict), and where that differs
-    #: from the serving configuration the estimate assumed, in words
-    server: dict[str, Any] | None = None
+    #: what the server reported it runs, and where that differs from the serving configuration the estimate
+    #: assumed, in words
+    server: ServerFacts | None = None
     when: str | None = None
     how: str | None = None
     #: a replayed trace's digest: its levels were the trace time-scaled to each rate
     trace_digest: str | None = None
     differs: list[str] = Field(default_factory=list)
-    predicted_at_level: dict[str, Any] | None = None
+    predicted_at_level: PredictedAtLevel | None = None
     #: the architecture whose deployment was load-tested, when it is not this row (SageMaker on the hardware of a
     #: measured EKS row), and that in words
     measured_on: str | None = None
     note: str | None = None
-    capacity: dict[str, Any] | None = None
+    capacity: SearchedCapacity | None = None
 
 
 class MeasuredEdge(Frozen):
@@ -191,11 +211,6 @@ class Measurement(Frozen):
     #: where the figures shown come from: the measured levels, or the estimator rescaled to the measurement (below
     #: the lowest measured level)
     figures_from: str | None = None
-
-
-#: What an estimate's figures rest on: `measured` (this configuration's own measurement, interpolated),
-#: `calibrated` (the shipped profile with the team's adopted correction) or `modelled` (the shipped profile alone).
-Basis = Literal["measured", "calibrated", "modelled"]
 
 
 #: What kind of answer a row is: an endpoint serving requests as they come, a batch job (Bedrock batch inference),
@@ -295,7 +310,7 @@ class Architecture(Frozen):
     instances: Instances | None = None
     per_replica: PerReplica | None = None
     predicted: Predicted
-    calibration: dict[str, Any] | None = None
+    calibration: CalibrationSummary | None = None
     #: what the predicted figures rest on (`Basis`), and the calibration profile version the estimate used (the
     #: shipped profile's, plus `+team.<version>` when a team correction applied); read from `calibration` when not
     #: given
@@ -317,7 +332,7 @@ class Architecture(Frozen):
     placement: Placement | None = None
     also_fits_on: list[AlsoFits] = Field(default_factory=list)
     weights_gb: float | None = None
-    bedrock: dict[str, Any] | None = None
+    bedrock: BedrockOffer | None = None
     #: a quota to raise before this architecture can serve the peak (ranked by its cost all the same)
     quota: QuotaFlag | None = None
     #: the Region the architecture runs in and its prices are from
@@ -405,14 +420,8 @@ def ranked_usd_per_month(on_demand: float, spot: float | None, capacity_type: st
 
 def rank_cost(arch: dict[str, Any] | Architecture) -> float:
     """The ranking's cost of an architecture given as a model or as its JSON (a stored or merged result)."""
-    if isinstance(arch, Architecture):
-        return arch.ranked_usd_per_month
-    cost = arch.get("cost") or {}
-    return ranked_usd_per_month(
-        float(cost.get("usd_per_month") or 0.0),
-        cost.get("usd_per_month_spot"),
-        str(arch.get("capacity_type")),
-    )
+    typed = arch if isinstance(arch, Architecture) else Architecture.model_validate(arch)
+    return typed.ranked_usd_per_month
 
 
 class RejectedKind(StrEnum):
@@ -554,17 +563,17 @@ class SloCost(Frozen):
 class EstimateResult(Frozen):
     """The estimate result contract: the workload as modelled, ranked architectures, what was rejected and why."""
 
-    workload: dict[str, Any]
+    workload: WorkloadFigures
     architectures: list[Architecture]
     rejected: list[Rejected] = Field(default_factory=list)
-    assumptions: dict[str, Any] = Field(default_factory=dict)
-    search: dict[str, Any] | None = None
+    assumptions: Assumptions = Field(default_factory=Assumptions)
+    search: SearchStats | None = None
     generated_at: str | None = None
-    infeasible: dict[str, Any] | None = None
+    infeasible: Infeasible | None = None
     why_not_cheaper: list[NotCheaper] = Field(default_factory=list)
     summary: str | None = None
     #: the Region estimated, where its prices come from, and hardware it lacks
-    region: dict[str, Any] | None = None
+    region: RegionInfo | None = None
     #: every managed (Bedrock) offer priced for the workload, whether or not it meets the SLOs: what a buyer
     #: compares the ranking with (`meets_slo`, `quota` and `notes` say why it is or is not ranked)
     managed_options: list[Architecture] = Field(default_factory=list)
