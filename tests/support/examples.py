@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -31,3 +33,40 @@ def _estimated(stem: str) -> dict[str, Any]:
 def example_estimate(stem: str) -> dict[str, Any]:
     """The planner's answer for `examples/<stem>.yaml` (a copy of the one computed in this process)."""
     return copy.deepcopy(_estimated(stem))
+
+
+#: What changes from one run of the same estimate to the next: when it was made, and how long the search took.
+VOLATILE = (("generated_at",), ("search", "seconds"))
+#: Significant digits a figure is compared to: every digit a reader sees, short of the last bits of a float (which a
+#: different CPU's vector path may round otherwise).
+DIGITS = 12
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return float(f"{value:.{DIGITS}g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
+def fingerprint(document: dict[str, Any]) -> dict[str, Any]:
+    """An estimate's JSON as the example-estimates test compares it: the digest of the whole document (less what
+    changes from run to run, its figures to `DIGITS` significant digits), and each ranked architecture's id, monthly
+    cost and replicas, so a failing comparison says where it moved."""
+    doc = copy.deepcopy(document)
+    for path in VOLATILE:
+        node = doc
+        for key in path[:-1]:
+            node = node.get(key) or {}
+        node.pop(path[-1], None)
+    canonical = json.dumps(_rounded(doc), sort_keys=True, separators=(",", ":"))
+    return {
+        "sha256": hashlib.sha256(canonical.encode()).hexdigest(),
+        "architectures": [
+            [a["id"], _rounded(a["cost"]["usd_per_month"]), (a.get("replicas") or {}).get("count")]
+            for a in doc.get("architectures", [])
+        ],
+    }
