@@ -1,7 +1,8 @@
 """First-party reference data from the real engine, and the estimator held out on it.
 
     make engine                      # the venv and models (SIZING_ENGINE_SHAPES=tiny-qwen,tiny-llama,small-llama)
-    taskset -c 1 .venv/bin/python benchmarks/engine.py measure [--shapes ...] [--quick]
+    taskset -c 1 .venv/bin/python benchmarks/engine.py measure [--shapes ...] [--quick] [--csv FILE]
+    # vLLM's own CPU layout (the model alone on core 0): SIZING_ENGINE_FRONTEND_CORE=1 before `measure`
     .venv/bin/python benchmarks/engine.py holdout [--csv benchmarks/results/engine-grid.csv]
 
 `measure` serves each model shape in turn on the local vLLM CPU engine (engine/engine.sh: core 0) and measures a
@@ -38,6 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 CSV_PATH = RESULTS / "engine-grid.csv"
 STEPS_PATH = RESULTS / "engine-grid-steps.jsonl"
+#: where `measure` writes: the grid's rows and its full step records (`--csv`: another file and its `-steps.jsonl`)
+OUT: dict[str, Path] = {"csv": CSV_PATH, "steps": STEPS_PATH}
 ENGINE = ROOT / "engine" / "engine.sh"
 MODELS = ROOT / ".engine" / "models"
 # the engine tier's models are catalog models through the overlay build_models.py writes
@@ -85,6 +88,15 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
+#: where the server's API process and engine core ran, when not on the model's core (`--frontend-core`), as the rows'
+#: sources state it
+LAYOUT_NOTE = (
+    f", API server and engine core on core {os.environ['SIZING_ENGINE_FRONTEND_CORE']}"
+    if os.environ.get("SIZING_ENGINE_FRONTEND_CORE")
+    else ""
+)
+
+
 def engine(cmd: str, shape: str | None = None) -> None:
     env = {**os.environ, **({"SIZING_ENGINE_MODEL": shape, "SIZING_ENGINE_SHAPES": shape} if shape else {})}
     subprocess.run([str(ENGINE), cmd], check=True, env=env, cwd=ROOT)
@@ -96,7 +108,8 @@ def row_of(shape: str, point: tuple[int, int], step: dict[str, Any], facts: Any,
     level = target.get("concurrency") or target.get("rate_rps")
     return {
         "row_id": f"E-{shape}-{point[0]}x{point[1]}-{'c' if closed else 'r'}{level:g}{tag}",
-        "source": f"first-party: benchmarks/engine.py, vLLM {facts.version} (CPU) on {cpu_model()}, {date.today()}",
+        "source": f"first-party: benchmarks/engine.py, vLLM {facts.version} (CPU) on {cpu_model()}, {date.today()}"
+        + LAYOUT_NOTE,
         "study": "sizing-engine",
         "engine": "vllm",
         "accelerator": ACCELERATOR,
@@ -150,8 +163,8 @@ def record(
         if any("prefix-cache" in f for f in s.get("flags", []))
     }
     good = [r for r in rows if r["ttft_ms"] and r["tpot_ms"] and id(r) not in flagged]
-    add_rows(good, CSV_PATH)
-    with STEPS_PATH.open("a") as fh:
+    add_rows(good, OUT["csv"])
+    with OUT["steps"].open("a") as fh:
         for s in steps:
             fh.write(json.dumps({"shape": shape, "point": list(point), **s}) + "\n")
     for r in rows:
@@ -214,6 +227,9 @@ def raise_priority() -> None:
 
 def measure(args: argparse.Namespace) -> int:
     raise_priority()
+    if args.csv != str(CSV_PATH):
+        OUT["csv"] = Path(args.csv)
+        OUT["steps"] = OUT["csv"].with_name(OUT["csv"].stem + "-steps.jsonl")
     RESULTS.mkdir(parents=True, exist_ok=True)
     window = WINDOW_S / (2 if args.quick else 1)
     shapes = [s for s in args.shapes.split(",") if s]
@@ -238,7 +254,7 @@ def measure(args: argparse.Namespace) -> int:
         for point in POINTS[shape]:
             grid_point(args, shape, point, model, facts, window)
     engine("stop")
-    print(f"grid measured in {(time.monotonic() - started) / 60:.1f} min -> {CSV_PATH}")
+    print(f"grid measured in {(time.monotonic() - started) / 60:.1f} min -> {OUT['csv']}")
     return 0
 
 
@@ -448,6 +464,7 @@ def main() -> int:
     m.add_argument("--endpoint", default=f"http://127.0.0.1:{os.environ.get('SIZING_ENGINE_PORT', '8765')}")
     m.add_argument("--shapes", default=",".join(SHAPES))
     m.add_argument("--quick", action="store_true", help="half-length windows")
+    m.add_argument("--csv", default=str(CSV_PATH), help="the rows' file (its step records go beside it)")
     h = sub.add_parser("holdout", help="fit on the short run, predict the rest")
     h.add_argument("--csv", default=str(CSV_PATH))
     h.add_argument("--verbose", action="store_true")
