@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from sizing.base import table
 from sizing.base.errors import SizingError
 from sizing.base.serving_config import ServerFacts, serving_key
-from sizing.base.strict import Strict
+from sizing.base.strict import Lenient, Strict
 from sizing.base.vocabulary import CAPACITY_PHASE
 from sizing.catalog import load_catalog
 from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS
@@ -42,6 +42,12 @@ TWIN_INDEX_PK = table.MEASURED_TWIN
 INDEX = table.INDEX
 #: Figures kept per latency metric.
 STATS = ("mean", "p50", "p95", "p99")
+#: The refit's residuals: metric -> the figure it compares (predicted with measured).
+RESIDUALS = (
+    ("ttft", "ttft_ms", "mean"),
+    ("tpot", "tpot_ms", "mean"),
+    ("throughput", "output_tokens_per_s", None),
+)
 
 
 class MeasuredLevel(Strict):
@@ -91,18 +97,48 @@ class MeasuredLevel(Strict):
             f"#{self.level}",
         }
 
+    @property
+    def measured_figures(self) -> LevelFigures:
+        return LevelFigures.model_validate(self.measured)
+
+    @property
+    def predicted_figures(self) -> LevelFigures:
+        return LevelFigures.model_validate(self.predicted)
+
     def figures(self) -> dict[str, tuple[float, float]]:
         """metric -> (predicted, measured) of the means (the refit's residuals)."""
+        predicted, measured = self.predicted_figures, self.measured_figures
         out: dict[str, tuple[float, float]] = {}
-        for metric, key in (("ttft", "ttft_ms"), ("tpot", "tpot_ms")):
-            p = (self.predicted.get(key) or {}).get("mean")
-            m = (self.measured.get(key) or {}).get("mean")
-            if p and m:
-                out[metric] = (float(p), float(m))
-        p, m = self.predicted.get("output_tokens_per_s"), self.measured.get("output_tokens_per_s")
-        if p and m:
-            out["throughput"] = (float(p), float(m))
+        for metric, key, stat in RESIDUALS:
+            p, m = predicted.value(key, stat), measured.value(key, stat)
+            if p is not None and m is not None:
+                out[metric] = (p, m)
         return out
+
+
+class LevelFigures(Lenient):
+    """A level item's figures as it states them (`MeasuredLevel.measured`, and `predicted` at the same level): per
+    latency metric its mean and percentiles (`STATS`), and the throughput. Read only: the item keeps the JSON it was
+    stored with."""
+
+    ttft_ms: Distribution = Field(default_factory=Distribution)
+    tpot_ms: Distribution = Field(default_factory=Distribution)
+    e2e_s: Distribution = Field(default_factory=Distribution)
+    output_tokens_per_s: float | None = None
+    requests_per_s: float | None = None
+
+    @field_validator("ttft_ms", "tpot_ms", "e2e_s", mode="before")
+    @classmethod
+    def _none_is_unknown(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+    def value(self, key: str, stat: str | None = None) -> float | None:
+        """The figure `key` (a latency metric's `stat`; a throughput's with `stat` None), where the level states
+        one above 0."""
+        v = getattr(self, key)
+        if stat is not None:
+            v = getattr(v, stat) if isinstance(v, Distribution) else None
+        return float(v) if isinstance(v, int | float) and v > 0 else None
 
 
 class Refused(BaseModel):
