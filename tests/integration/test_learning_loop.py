@@ -243,6 +243,22 @@ def test_a_server_reporting_another_model_is_refused_with_the_reason(aws):
     assert profiles.adopted() is None
 
 
+def test_a_level_recorded_without_a_request_count_is_refused_and_the_others_are_stored(aws):
+    # given a run whose first stored level states its request count as null (a hand-written or truncated record)
+    store, _profiles = aws
+    run = measured_run()
+    steps = run[2]
+    steps[0]["record"]["requests"] = None
+
+    # when CollectAndRank stores it
+    learning = collect(store, run)
+
+    # then that level is refused as having no successful request, and the others are stored
+    assert learning.get("error") is None
+    assert [r["reason"] for r in learning["refused"]] == ["no successful request"]
+    assert learning["measured_levels"] == len(steps) - 1
+
+
 # --- adoption, versions, faults ---------------------------------------------------------------------------
 def test_a_refit_that_does_not_improve_is_kept_as_a_candidate(aws):
     # given a server exactly as fast as the estimate (nothing to correct)

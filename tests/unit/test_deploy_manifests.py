@@ -202,38 +202,71 @@ def test_to_yaml_round_trips() -> None:
     assert list(yaml.safe_load_all(text)) == objs
 
 
+def answer(rank: int, arch_id: str, **fields: Any) -> dict[str, Any]:
+    """An architecture as an estimate result states it: what every answer must (its id, model, deployment,
+    engine, SLO verdict and monthly cost), and `fields`."""
+    deployment = arch_id.split(":")[0]
+    return {
+        "rank": rank,
+        "id": arch_id,
+        "model": "meta-llama/Llama-3.1-8B",
+        "deployment": deployment,
+        "engine": "bedrock" if deployment == "bedrock" else "vllm",
+        "meets_slo": True,
+        "cost": {"usd_per_month": 1000.0 * rank},
+        **fields,
+    }
+
+
 def test_pick_architecture_prefers_the_best_ranked_eks_entry() -> None:
+    # given a result ranking Bedrock first and two EKS architectures after it
     result = {
         "architectures": [
-            {"rank": 2, "id": "eks:b", "deployment": "eks"},
-            {"rank": 1, "id": "bedrock:a", "deployment": "bedrock"},
-            {"rank": 3, "id": "eks:c", "deployment": "eks"},
+            answer(2, "eks:g6.12xlarge:tp4:bf16:vllm:on-demand"),
+            answer(1, "bedrock:meta.llama3-1-8b"),
+            answer(3, "eks:g6e.12xlarge:tp4:bf16:vllm:on-demand"),
         ]
     }
-    assert pick_architecture(result)["id"] == "bedrock:a"
-    assert pick_architecture(result, deployment="eks")["id"] == "eks:b"
-    assert pick_architecture(result, "eks:c")["id"] == "eks:c"
+    # when one is picked: the best, the best on EKS, and one by id
+    # then each is read from the result as typed
+    assert pick_architecture(result).id == "bedrock:meta.llama3-1-8b"
+    assert pick_architecture(result, deployment="eks").id == "eks:g6.12xlarge:tp4:bf16:vllm:on-demand"
+    assert pick_architecture(result, "eks:g6e.12xlarge:tp4:bf16:vllm:on-demand").rank == 3
+
+
+def test_a_file_that_is_not_an_estimate_result_is_refused_naming_the_fields(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # given a file listing architectures that state only an id and a deployment
+    f = tmp_path / "estimate.json"
+    f.write_text(
+        json.dumps(
+            {"architectures": [{"id": "eks:g6.12xlarge:tp4:bf16:vllm:on-demand", "deployment": "eks"}]}
+        )
+    )
+    # when manifests are asked for it
+    rc = main(["manifests", "--architecture", str(f), "--run-id", "r1"])
+    # then the CLI refuses it with exit 2, naming each missing field, without a stack trace or a type name
+    err = capsys.readouterr().err
+    assert rc == 2
+    for field in ("model", "engine", "meets_slo", "cost"):
+        assert f"result.architectures.0.{field}" in err
+    assert "Traceback" not in err
+    assert "EstimateResult" not in err
 
 
 def test_cli_writes_one_yaml_file_per_kind(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
     # given an estimate result file holding two architectures
     result = {
         "architectures": [
-            {
-                "rank": 1,
-                "id": "bedrock:meta.llama3-1-8b",
-                "deployment": "bedrock",
-                "model": "meta-llama/Llama-3.1-8B",
-            },
-            {
-                "rank": 2,
-                "id": "eks:g6.12xlarge:tp4:bf16:vllm:on-demand",
-                "model": "meta-llama/Llama-3.1-8B",
-                "deployment": "eks",
-                "instance_type": "g6.12xlarge",
-                "tensor_parallel": 4,
-                "replicas": {"peak": 2, "min": 1},
-            },
+            answer(1, "bedrock:meta.llama3-1-8b"),
+            answer(
+                2,
+                "eks:g6.12xlarge:tp4:bf16:vllm:on-demand",
+                instance_type="g6.12xlarge",
+                tensor_parallel=4,
+                replicas={"peak": 2, "min": 1, "mean": 1.5},
+            ),
         ]
     }
     f = tmp_path / "estimate.json"

@@ -100,7 +100,9 @@ def load_architecture(args: argparse.Namespace) -> Any:
             )
         raw = _load_json(path)
         if isinstance(raw, dict) and "architectures" in raw:
-            raw = pick_architecture(raw, args.id, deployment=None if args.id else "eks")
+            return DeployTarget.from_answer(
+                pick_architecture(raw, args.id, deployment=None if args.id else "eks")
+            )
         return DeployTarget.from_dict(raw)
     if args.architecture.count(":") != 5:
         raise InvalidInput(f"--architecture: '{args.architecture}' is neither a file nor an architecture id")

@@ -20,6 +20,7 @@ from sizing.base.strict import Lenient
 from sizing.base.vocabulary import CapacityType, Deployment, Quantization
 from sizing.catalog import Catalog, load_catalog
 from sizing.results import Architecture as Answer
+from sizing.upgrade import upgrade_result
 
 
 class TargetReplicas(Lenient):
@@ -83,7 +84,17 @@ class DeployTarget(Lenient):
 
     @classmethod
     def from_answer(cls, answer: Answer) -> DeployTarget:
-        """The deployable part of a typed answer, read from its fields."""
+        """The deployable part of a typed answer, read from its fields; InvalidInput names a field a provisioner
+        refuses (replicas at least one at peak, no more off-peak than at peak)."""
+        try:
+            return cls._of_answer(answer)
+        except ValidationError as exc:
+            raise InvalidInput(
+                "the architecture is not valid", problems_from_pydantic(exc, "architecture")
+            ) from None
+
+    @classmethod
+    def _of_answer(cls, answer: Answer) -> DeployTarget:
         return cls(
             id=answer.id,
             model=answer.model,
@@ -212,27 +223,23 @@ class DeployTarget(Lenient):
         return math.ceil(self.replicas.peak / per_instance) + headroom
 
 
-def pick_architecture(
-    result: dict[str, Any], arch_id: str | None = None, deployment: str | None = None
-) -> dict[str, Any]:
-    """One architecture from a whole estimate result: by id, or the best-ranked one (of `deployment`, if
-    given: `sizing manifests` wants the best EKS candidate even when Bedrock ranks first)."""
-    archs = result.get("architectures")
-    if not isinstance(archs, list) or not archs:
+def pick_architecture(result: Any, arch_id: str | None = None, deployment: str | None = None) -> Answer:
+    """One architecture of a whole estimate result (its JSON as `sizing estimate --json` or a run wrote it, read
+    once by `sizing.upgrade`): by id, or the best-ranked one (of `deployment`, if given: `sizing manifests` wants
+    the best EKS candidate even when Bedrock ranks first). A file that is not an estimate result is InvalidInput
+    naming each field it lacks (`result.architectures.0.cost`)."""
+    archs = upgrade_result(result, "result").architectures
+    if not archs:
         raise InvalidInput("the estimate result has no architectures", details={"field": "architectures"})
     if arch_id:
         for a in archs:
-            if isinstance(a, dict) and a.get("id") == arch_id:
+            if a.id == arch_id:
                 return a
-        ids = ", ".join(str(a.get("id")) for a in archs[:5] if isinstance(a, dict))
+        ids = ", ".join(a.id for a in archs[:5])
         raise InvalidInput(f"no architecture '{arch_id}' in the estimate result (first ids: {ids})")
     ranked = sorted(
-        (
-            a
-            for a in archs
-            if isinstance(a, dict) and (deployment is None or a.get("deployment") == deployment)
-        ),
-        key=lambda a: a.get("rank") or math.inf,
+        (a for a in archs if deployment is None or a.deployment == deployment),
+        key=lambda a: a.rank or math.inf,
     )
     if not ranked:
         raise InvalidInput(f"the estimate result has no {deployment} architecture")

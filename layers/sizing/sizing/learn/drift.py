@@ -45,13 +45,6 @@ def where(level: Any) -> str:
     )
 
 
-def _value(figs: dict[str, Any], key: str, stat: str | None) -> float | None:
-    v = figs.get(key)
-    if stat is not None:
-        v = (v or {}).get(stat) if isinstance(v, dict) else None
-    return float(v) if isinstance(v, int | float) and v > 0 else None
-
-
 def _mixture_of_experts(catalog: Any, model: str) -> bool:
     """Whether the catalog's `model` is a mixture of experts (a model it does not know counts as dense)."""
     try:
@@ -75,10 +68,11 @@ def flags(levels: list[Any], adopted: dict[str, Any] | None, catalog: Any = None
     for lv in levels:
         bands = interval_for(lv.family, lv.engine, moe=_mixture_of_experts(known, lv.model))
         hit = lookup(corrections, lv.family, lv.engine, lv.model)
+        predicted, measured = lv.predicted_figures, lv.measured_figures
         for metric, key, stat, words in CHECKS:
             band = bands.get(metric)
-            pred = _value(lv.predicted, key, stat)
-            meas = _value(lv.measured, key, stat)
+            pred = predicted.value(key, stat)
+            meas = measured.value(key, stat)
             if not band or pred is None or meas is None:
                 continue
             pred = corrected(metric, pred, hit[1] if hit else None)

@@ -13,29 +13,41 @@ calibration data (the raw per-step records beside them expire after 90 days).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from sizing.base import table
 from sizing.base.errors import SizingError
-from sizing.base.serving_config import serving_key
-from sizing.base.strict import Strict
+from sizing.base.serving_config import ServerFacts, serving_key
+from sizing.base.strict import Lenient, Strict
 from sizing.base.vocabulary import CAPACITY_PHASE
 from sizing.catalog import load_catalog
 from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS
+from sizing.loadtest.metrics import Distribution
+from sizing.orchestrate.contracts import CandidateOutcome, StepRecord
 from sizing.perf.calibration import PROFILE_PATH, family_of, load_profiles, profile_for
 from sizing.perf.replica import replica_of
+from sizing.perf.simulator import ClosedLoop, simulate
 from sizing.perf.step import StepModel
+from sizing.results import Architecture
 from sizing.store.codec import from_item, to_item
 from sizing.store.items import now_iso
+from sizing.upgrade import upgrade_result
 
 REAL_INDEX_PK = table.MEASURED
 TWIN_INDEX_PK = table.MEASURED_TWIN
 INDEX = table.INDEX
 #: Figures kept per latency metric.
 STATS = ("mean", "p50", "p95", "p99")
+#: The refit's residuals: metric -> the figure it compares (predicted with measured).
+RESIDUALS = (
+    ("ttft", "ttft_ms", "mean"),
+    ("tpot", "tpot_ms", "mean"),
+    ("throughput", "output_tokens_per_s", None),
+)
 
 
 class MeasuredLevel(Strict):
@@ -85,18 +97,48 @@ class MeasuredLevel(Strict):
             f"#{self.level}",
         }
 
+    @property
+    def measured_figures(self) -> LevelFigures:
+        return LevelFigures.model_validate(self.measured)
+
+    @property
+    def predicted_figures(self) -> LevelFigures:
+        return LevelFigures.model_validate(self.predicted)
+
     def figures(self) -> dict[str, tuple[float, float]]:
         """metric -> (predicted, measured) of the means (the refit's residuals)."""
+        predicted, measured = self.predicted_figures, self.measured_figures
         out: dict[str, tuple[float, float]] = {}
-        for metric, key in (("ttft", "ttft_ms"), ("tpot", "tpot_ms")):
-            p = (self.predicted.get(key) or {}).get("mean")
-            m = (self.measured.get(key) or {}).get("mean")
-            if p and m:
-                out[metric] = (float(p), float(m))
-        p, m = self.predicted.get("output_tokens_per_s"), self.measured.get("output_tokens_per_s")
-        if p and m:
-            out["throughput"] = (float(p), float(m))
+        for metric, key, stat in RESIDUALS:
+            p, m = predicted.value(key, stat), measured.value(key, stat)
+            if p is not None and m is not None:
+                out[metric] = (p, m)
         return out
+
+
+class LevelFigures(Lenient):
+    """A level item's figures as it states them (`MeasuredLevel.measured`, and `predicted` at the same level): per
+    latency metric its mean and percentiles (`STATS`), and the throughput. Read only: the item keeps the JSON it was
+    stored with."""
+
+    ttft_ms: Distribution = Field(default_factory=Distribution)
+    tpot_ms: Distribution = Field(default_factory=Distribution)
+    e2e_s: Distribution = Field(default_factory=Distribution)
+    output_tokens_per_s: float | None = None
+    requests_per_s: float | None = None
+
+    @field_validator("ttft_ms", "tpot_ms", "e2e_s", mode="before")
+    @classmethod
+    def _none_is_unknown(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+    def value(self, key: str, stat: str | None = None) -> float | None:
+        """The figure `key` (a latency metric's `stat`; a throughput's with `stat` None), where the level states
+        one above 0."""
+        v = getattr(self, key)
+        if stat is not None:
+            v = getattr(v, stat) if isinstance(v, Distribution) else None
+        return float(v) if isinstance(v, int | float) and v > 0 else None
 
 
 class Refused(BaseModel):
@@ -126,14 +168,14 @@ def _models_match(asked: str, served: str | None, cat: Any) -> bool:
     return False
 
 
-def _stats(dist: dict[str, Any] | None) -> dict[str, float | None]:
-    return {k: (dist or {}).get(k) for k in STATS}
+def _stats(dist: Distribution) -> dict[str, float | None]:
+    return {k: getattr(dist, k) for k in STATS}
 
 
 def levels_from_run(
-    architectures: list[dict[str, Any]],
-    measured: list[dict[str, Any]],
-    steps: list[dict[str, Any]],
+    architectures: Sequence[Architecture | dict[str, Any]],
+    measured: Sequence[CandidateOutcome | dict[str, Any]],
+    steps: Sequence[dict[str, Any]],
     run_id: str,
     origin: Literal["endpoint", "twin"],
     wm: Any,
@@ -141,35 +183,36 @@ def levels_from_run(
 ) -> tuple[list[MeasuredLevel], list[Refused]]:
     """The run's measured levels as items (one per closed-loop level of each measured candidate), and those
     refused with the reason: a server reporting another model than the run asked for, a level without a
-    successful request, a managed service (Bedrock runs on hardware it does not name)."""
-    by_candidate: dict[str, list[dict[str, Any]]] = {}
+    successful request, a managed service (Bedrock runs on hardware it does not name). `architectures`: the
+    run's ranked answers (typed, or their JSON, read by `sizing.upgrade`); `measured`: the Map's outcomes;
+    `steps`: the stored measurements (`candidate_id` and the level's `record`, read as a `StepRecord`)."""
+    by_candidate: dict[str, list[StepRecord]] = {}
     for s in steps:
-        by_candidate.setdefault(s["candidate_id"], []).append(s["record"])
-    arch_of = {a["id"]: a for a in architectures}
+        by_candidate.setdefault(s["candidate_id"], []).append(StepRecord.model_validate(s["record"]))
+    arch_of = {a.id: a for a in _answers(architectures)}
     version = str(load_profiles(str(PROFILE_PATH)).get("version", "none"))
     out: list[MeasuredLevel] = []
     refused: list[Refused] = []
-    for m in measured:
-        cid = m.get("candidate_id")
-        ids = m.get("applies_to") or []
-        arch = next((arch_of[i] for i in ids if i in arch_of), None)
-        if not cid or arch is None or m.get("status") != "MEASURED":
+    for outcome in (CandidateOutcome.model_validate(m) if isinstance(m, dict) else m for m in measured):
+        cid = outcome.candidate_id
+        arch = next((arch_of[i] for i in outcome.applies_to if i in arch_of), None)
+        if not cid or arch is None or outcome.status != "MEASURED":
             continue
-        if arch.get("deployment") == "bedrock" or not arch.get("accelerator"):
+        if arch.deployment == "bedrock" or not arch.accelerator:
             refused.append(
                 Refused(candidate_id=cid, level=None, reason="a managed service names no hardware")
             )
             continue
-        asked = arch.get("model") or ""
+        asked = arch.model or ""
         for rec in by_candidate.get(cid, []):
-            if rec.get("phase") == CAPACITY_PHASE:
+            if rec.phase == CAPACITY_PHASE:
                 continue  # the capacity search's Poisson levels: the merge reads them, the refit learns closed loops
-            conc = (rec.get("target") or {}).get("concurrency")
+            conc = rec.target.concurrency if rec.target is not None else None
             level = int(conc) if conc else None
-            served = rec.get("served_model")
+            served = rec.served_model
             # a server that serves the run's model under another name the user gave (--served-model): the load
             # test sent that name, and the server listed it
-            declared = bool(rec.get("served_as")) and rec.get("served_as") != asked
+            declared = bool(rec.served_as) and rec.served_as != asked
             if not declared and not _models_match(asked, served, cat):
                 refused.append(
                     Refused(
@@ -180,19 +223,20 @@ def levels_from_run(
                     )
                 )
                 continue
-            errors = sum((rec.get("errors") or {}).values())
-            if not level or rec.get("requests", 0) - errors <= 0:
+            errors = rec.failed
+            if not level or rec.requests - errors <= 0:
                 refused.append(Refused(candidate_id=cid, level=level, reason="no successful request"))
                 continue
-            prefix = int(rec.get("shared_prefix_tokens") or 0)
-            predicted = predict_level(arch, level, wm, cat, prefix, rec.get("server_facts"))
+            prefix = rec.shared_prefix_tokens
+            predicted = predict_level(arch, level, wm, cat, prefix, rec.server_facts)
             if predicted is None:
                 refused.append(
                     Refused(candidate_id=cid, level=level, reason="the estimator cannot simulate it")
                 )
                 continue
-            serving = rec.get("serving") or arch.get("serving")
-            model = cat.model(arch.get("catalog_model") or asked).id
+            config = rec.serving or arch.serving
+            serving = None if config is None else config.model_dump(mode="json")
+            model = cat.model(arch.catalog_model or asked).id
             sigmas = {
                 f"{side}_sigma": dist.sigma
                 for side, dist in (("input", wm.input_tokens), ("output", wm.output_tokens))
@@ -204,29 +248,29 @@ def levels_from_run(
                     candidate_id=cid,
                     level=level,
                     origin=origin,
-                    architecture_id=arch["id"],
+                    architecture_id=arch.id,
                     model=model,
-                    family=family_of(arch["accelerator"]),
-                    accelerator=arch["accelerator"],
-                    instance_type=arch.get("instance_type") or "",
-                    tensor_parallel=int(arch["tensor_parallel"]),
-                    quantization=str(arch["quantization"]),
-                    engine=str(arch["engine"]),
+                    family=family_of(arch.accelerator),
+                    accelerator=arch.accelerator,
+                    instance_type=arch.instance_type or "",
+                    tensor_parallel=int(arch.tensor_parallel or 1),
+                    quantization=str(arch.quantization),
+                    engine=str(arch.engine),
                     serving=serving,
                     # keyed by the catalog model (an alias names the same weights)
                     serving_key=serving_key({**(serving or {}), "model": model}),
-                    engine_version=rec.get("engine_version"),
+                    engine_version=rec.engine_version,
                     served_model=served,
-                    input_tokens=float(rec.get("input_tokens") or wm.input_tokens.mean),
-                    output_tokens=float(rec.get("output_tokens") or wm.output_tokens.mean),
+                    input_tokens=float(rec.input_tokens or wm.input_tokens.mean),
+                    output_tokens=float(rec.output_tokens or wm.output_tokens.mean),
                     shared_prefix_tokens=prefix,
                     **sigmas,
-                    requests=int(rec.get("requests") or 0),
+                    requests=rec.requests,
                     errors=errors,
                     measured={
-                        **{k: _stats(rec.get(k)) for k in ("ttft_ms", "tpot_ms", "e2e_s")},
-                        "output_tokens_per_s": rec.get("output_tokens_per_s"),
-                        "requests_per_s": rec.get("requests_per_s"),
+                        **{k: _stats(rec.distribution(k)) for k in ("ttft_ms", "tpot_ms", "e2e_s")},
+                        "output_tokens_per_s": rec.output_tokens_per_s,
+                        "requests_per_s": rec.requests_per_s,
                     },
                     predicted=predicted,
                     reference_version=version,
@@ -235,29 +279,35 @@ def levels_from_run(
     return out, refused
 
 
+def _answers(architectures: Sequence[Architecture | dict[str, Any]]) -> list[Architecture]:
+    """The run's answers typed: their JSON read once by `sizing.upgrade` (what an older result lacks, unknown)."""
+    docs = [a for a in architectures if isinstance(a, dict)]
+    typed = upgrade_result({"architectures": docs}, "run's answers").architectures if docs else []
+    return [a for a in architectures if isinstance(a, Architecture)] + typed
+
+
 def predict_level(
-    arch: dict[str, Any],
+    arch: Architecture | dict[str, Any],
     concurrency: int,
     wm: Any,
     cat: Any,
     prefix_tokens: int = 0,
-    server_facts: dict[str, Any] | None = None,
+    server_facts: ServerFacts | None = None,
 ) -> dict[str, Any] | None:
     """The reference profile's prediction (no team correction) of a closed-loop level with the workload's token
     distributions on the architecture's serving config: the refit's baseline. `prefix_tokens`: the prefix every
     prompt of the level shared (the step record's `shared_prefix_tokens`), read from the prefix cache where the
     configuration caches prefixes. `server_facts`: what the measured server reported it runs
-    (`sizing.loadtest.server.ServerFacts`): its own KV capacity, context and batch limit replace the assumed ones."""
-    from sizing.perf.simulator import ClosedLoop, simulate
-
+    (`ServerFacts`): its own KV capacity, context and batch limit replace the assumed ones."""
     try:
         cfg = replica_of(arch, cat)
-        facts = server_facts or {}
-        served = {
-            key: facts[key]
-            for key in ("kv_cache_tokens", "max_model_len", "max_num_seqs")
-            if isinstance(facts.get(key), int) and facts[key] > 0
+        facts = server_facts or ServerFacts(endpoint="")
+        reported = {
+            "kv_cache_tokens": facts.kv_cache_tokens,
+            "max_model_len": facts.max_model_len,
+            "max_num_seqs": facts.max_num_seqs,
         }
+        served: dict[str, Any] = {key: v for key, v in reported.items() if v is not None and v > 0}
         if served:
             cfg = replace(cfg, **served)
         acc = cfg.parts(cat).accelerator.id

@@ -24,12 +24,13 @@ from sizing.base.observability import logger, metrics
 from sizing.base.strict import Lenient, Strict
 from sizing.learn.drift import slack_text
 from sizing.orchestrate.events import RunCompletedDetail
-from sizing.results import EstimateResult
+from sizing.results import Architecture, EstimateResult
 from sizing.slack import blocks
 from sizing.slack.client import Message, SlackPoster
 from sizing.slack.grammar import parse_command
 from sizing.slack.verify import ReplayGuard, Unauthorized, verify_request
 from sizing.store import SlackThread
+from sizing.upgrade import upgrade_result
 from sizing.workload.parse import parse_spec
 from sizing.workload.spec import WorkloadSpec
 
@@ -505,16 +506,24 @@ class SlackBot:
         assert self._store is not None
         store = self._store()
         ranking = store.get_ranking(run_id) or {}
-        archs = ranking.get("architectures") if isinstance(ranking.get("architectures"), list) else None
-        if archs is None:
-            archs = store.get_architectures(run_id)
         try:
             spec: WorkloadSpec | None = parse_spec(raw_spec)
         except SizingError:
             spec = None
+        stored = ranking.get("architectures")
+        docs = stored if isinstance(stored, list) else store.get_architectures(run_id)
         return blocks.measured_message(
-            run_id, list(archs), spec, self.report_url(run_id), drift=slack_text(ranking)
+            run_id, _ranked(docs, spec), spec, self.report_url(run_id), drift=slack_text(ranking)
         )
+
+
+def _ranked(docs: list[Any], spec: WorkloadSpec | None) -> list[Architecture]:
+    """The run's first ranked architectures, typed: the stored ranking's list (a ranking stored by an earlier
+    release lists them) or the run's architecture items, read once by `sizing.upgrade` (an architecture that
+    names no model serves the workload's)."""
+    workload = {"model": spec.model} if spec is not None else {}
+    shown = docs[: blocks.TOP_SHOWN]
+    return upgrade_result({"workload": workload, "architectures": shown}, "run's ranking").architectures
 
 
 def answer(handle: Callable[[SlackRequest], SlackResponse], request: SlackRequest) -> SlackResponse:
