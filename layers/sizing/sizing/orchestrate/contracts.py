@@ -11,6 +11,8 @@ unknown keys, so a typo in a producer fails its tests instead of a run."""
 from __future__ import annotations
 
 import hashlib
+import math
+from collections.abc import Sequence
 from typing import Any, Literal, TypeVar
 
 from pydantic import (
@@ -26,6 +28,7 @@ from pydantic import (
 from sizing.base.errors import InvalidInput, Problem, problems_from_pydantic
 from sizing.base.strict import Lenient, Open, Strict
 from sizing.deploy.base import Endpoint
+from sizing.loadtest.capacity import level_requests
 from sizing.loadtest.config import (
     DEFAULT_INPUT_TOKENS,
     DEFAULT_OUTPUT_TOKENS,
@@ -41,8 +44,24 @@ from sizing.traces.formats import TraceFormat
 from sizing.workload.spec import TokenSpec
 
 #: Most levels a candidate's capacity search runs (bracketing 2-3, bisecting 2-3, a bound 1): each is a warm-up,
-#: a window that may grow to 4 windows, and a tail.
+#: a window that may grow (`capacity_window_cap`), and a tail.
 CAPACITY_LEVELS = 7
+#: Windows an unsure capacity-search level may grow to, whatever its rate.
+CAPACITY_UNSURE_WINDOWS = 2
+#: Longest a capacity-search level near the SLO edge runs (its window, seconds) while it reads the requests its
+#: percentile needs there (`sizing.loadtest.capacity.level_requests`): a bound on a candidate's time, not a model
+#: figure. A replica whose level_requests take longer at its predicted capacity (a p99 at under 4 req/s) decides
+#: on what 15 minutes hold; 800 requests for a p95 fit in it from 0.9 req/s up.
+CAPACITY_MAX_LEVEL_S = 900.0
+
+
+def capacity_window_cap(window_s: float, capacity_rps: float, percentiles: Sequence[str]) -> float:
+    """Longest a capacity-search level's window grows (seconds): as long as `level_requests` (for the SLO's
+    `percentiles`) take at the predicted capacity, at least CAPACITY_UNSURE_WINDOWS windows and at most
+    CAPACITY_MAX_LEVEL_S (or those windows, where longer)."""
+    need = level_requests(percentiles) / capacity_rps if capacity_rps > 0 else math.inf
+    return max(CAPACITY_UNSURE_WINDOWS * window_s, min(CAPACITY_MAX_LEVEL_S, need))
+
 
 #: One SLO target as the load generator reads it: (metric, percentile, limit), a JSON list of three.
 SloTriple = tuple[Metric, Pct, float]
@@ -302,15 +321,19 @@ class LoadTask(Produced):
         if self.capacity_from is None or not self.slo:
             return None
         base = self.config(engine_version, replay)
+        percentiles = [p for _, p, _ in self.slo]
+        search = CapacitySearchSpec(
+            start=self.capacity_from, max_levels=CAPACITY_LEVELS, level_requests=level_requests(percentiles)
+        )
         return base.model_copy(
             update={
                 "mode": "rate",
                 "levels": [],
-                "capacity_search": CapacitySearchSpec(start=self.capacity_from, max_levels=CAPACITY_LEVELS),
+                "capacity_search": search,
                 "out_dir": f"{self.out_dir}/capacity",
                 "workers": 0,
-                # an unsure level runs on one more window at most: a run measures several candidates
-                "max_window_s": 2 * self.step_s,
+                # a level near the edge runs on until it holds level_requests (within a bound: several candidates)
+                "max_window_s": capacity_window_cap(self.step_s, self.capacity_from, percentiles),
                 # prompts of their own: the closed-loop levels' would hit the server's prefix cache
                 "seed": (base.seed + 1) % 2**31,
             }
