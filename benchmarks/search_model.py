@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from sizing.catalog import load_catalog
+from sizing.deploy.base import as_architecture
 from sizing.loadtest.capacity import CapacitySearch, needs_more
 from sizing.loadtest.confidence import check_target, level_verdict
 from sizing.loadtest.config import LoadTestConfig
@@ -159,7 +160,7 @@ def main() -> int:
             ):
                 cand.workload = plan
                 arch = cand.architecture
-                serving = LocalTwinProvisioner.serving_of(arch)
+                serving = LocalTwinProvisioner.serving_of(as_architecture(arch.as_json()))
                 model_id = cat.model(serving.model).id
                 hw = dataclasses.replace(
                     HardwareConfig.from_serving(serving, arch.instance_type), model_id=model_id
