@@ -53,13 +53,12 @@ DEFAULT_TOLERANCE = 0.05
 #: Default most levels one search runs (bracketing 2-4, bisection from a 1.5x bracket to 1.1x: 3).
 DEFAULT_MAX_LEVELS = 10
 #: Requests beyond its SLO percentile a level near the edge reads before its verdict stands (`level_requests`: a
-#: p95 then rests on 800 requests, a p90 on 400). The estimator's model of a replica, run as a search's levels
-#: (benchmarks/twin_capacity.py --model), reads its TPOT p95 near rag's edge 5-8% under its stationary value over
-#: 200 requests from an empty replica (0.83 of the limit against 0.90) and 1-3% under over 800-1,800; the searches
-#: it drives found rag's first candidate at 1.11 of the estimate with 400 requests a level and 1.09 with 900,
-#: against 1.074 for the model's own stationary edge. 40 beyond the percentile (800 for a p95) is the smallest
-#: count that put the nine chat, code and rag searches' medians within +/-10% (docs/loadgen.md, "Against the
-#: twin").
+#: p95 then rests on 800 requests, a p90 on 400). The estimator's model of rag's first candidate at its estimated
+#: capacity reads its TPOT p95 at 0.83 of the limit over 200 requests from an empty replica, 0.87 over 500, 0.89 over
+#: 1,800 and 0.90 over 5,000. Searches against the examples' top three on their models (benchmarks/search_model.py,
+#: 16 seeds): with 20 beyond a p95 (400 requests) rag's first read 1.11 of the estimate on median, as with no
+#: count; with 40 the nine chat, code and rag searches' medians are 0.95-1.09, their models' stationary edges
+#: 0.97-1.08 (docs/loadgen.md, "Against the twin").
 TAIL_REQUESTS = 40
 #: A target's reading is near its limit when its interval reaches within this share of it (either side): about the
 #: rates inside the search's final bracket (+/- 2 x DEFAULT_TOLERANCE), where a level's reading sets the edge.
