@@ -39,6 +39,7 @@ from sizing.loadtest.config import (
     ReplaySpec,
     SloTarget,
 )
+from sizing.orchestrate.settings import CAPACITY_MAX_LEVEL_S
 from sizing.results import Architecture
 from sizing.traces.formats import TraceFormat
 from sizing.workload.spec import TokenSpec
@@ -48,19 +49,16 @@ from sizing.workload.spec import TokenSpec
 CAPACITY_LEVELS = 7
 #: Windows an unsure capacity-search level may grow to, whatever its rate.
 CAPACITY_UNSURE_WINDOWS = 2
-#: Longest a capacity-search level near the SLO edge runs (its window, seconds) while it reads the requests its
-#: percentile needs there (`sizing.loadtest.capacity.level_requests`): a bound on a candidate's time, not a model
-#: figure. A replica whose level_requests take longer at its predicted capacity (a p99 at under 4 req/s) decides
-#: on what 15 minutes hold; 800 requests for a p95 fit in it from 0.9 req/s up.
-CAPACITY_MAX_LEVEL_S = 900.0
 
 
-def capacity_window_cap(window_s: float, capacity_rps: float, percentiles: Sequence[str]) -> float:
+def capacity_window_cap(
+    window_s: float, capacity_rps: float, percentiles: Sequence[str], most_s: float = CAPACITY_MAX_LEVEL_S
+) -> float:
     """Longest a capacity-search level's window grows (seconds): as long as `level_requests` (for the SLO's
-    `percentiles`) take at the predicted capacity, at least CAPACITY_UNSURE_WINDOWS windows and at most
-    CAPACITY_MAX_LEVEL_S (or those windows, where longer)."""
+    `percentiles`) take at the predicted capacity, at least CAPACITY_UNSURE_WINDOWS windows and at most `most_s`
+    (or those windows, where longer)."""
     need = level_requests(percentiles) / capacity_rps if capacity_rps > 0 else math.inf
-    return max(CAPACITY_UNSURE_WINDOWS * window_s, min(CAPACITY_MAX_LEVEL_S, need))
+    return max(CAPACITY_UNSURE_WINDOWS * window_s, min(most_s, need))
 
 
 #: One SLO target as the load generator reads it: (metric, percentile, limit), a JSON list of three.
@@ -258,6 +256,8 @@ class LoadTask(Produced):
     #: after the closed-loop levels, search the arrival rate at the SLO edge from this predicted per-replica
     #: capacity (req/s; `sizing.loadtest.capacity`); None: no search (no SLO targets, or switched off)
     capacity_from: float | None = Field(default=None, gt=0)
+    #: longest a capacity-search level near the SLO edge runs (its window, seconds of the endpoint's time)
+    capacity_max_level_s: float = Field(default=CAPACITY_MAX_LEVEL_S, gt=0)
     #: the endpoint's clock runs this many times faster than the wall's (a time-scaled local twin): the task's
     #: seconds, rates and results are in its time (`sizing.loadtest.timescale`)
     time_scale: float = Field(default=1.0, ge=1.0)
@@ -333,7 +333,9 @@ class LoadTask(Produced):
                 "out_dir": f"{self.out_dir}/capacity",
                 "workers": 0,
                 # a level near the edge runs on until it holds level_requests (within a bound: several candidates)
-                "max_window_s": capacity_window_cap(self.step_s, self.capacity_from, percentiles),
+                "max_window_s": capacity_window_cap(
+                    self.step_s, self.capacity_from, percentiles, self.capacity_max_level_s
+                ),
                 # prompts of their own: the closed-loop levels' would hit the server's prefix cache
                 "seed": (base.seed + 1) % 2**31,
             }

@@ -421,7 +421,8 @@ def planned_sweep_s(
     seconds = (window + warmup) * len(LEVEL_FACTORS)
     if settings.capacity_search and has_slo:
         rate = arch.per_replica.rps_slo_limit if arch.per_replica else 0.0
-        seconds += CAPACITY_LEVELS * (warmup + capacity_window_cap(window, rate, percentiles))
+        cap = capacity_window_cap(window, rate, percentiles, settings.capacity_max_level_s)
+        seconds += CAPACITY_LEVELS * (warmup + cap)
     return seconds
 
 
@@ -457,6 +458,7 @@ def load_task(inp: LoadTestInput, settings: OrchestrationSettings) -> LoadTask:
         time_scale=inp.endpoint.time_scale,
         trace=plan.trace,
         rates=replay_rates(cand.architecture) if plan.trace is not None else [],
+        capacity_max_level_s=settings.capacity_max_level_s,
         capacity_from=(
             cand.architecture.per_replica.rps_slo_limit
             if settings.capacity_search
