@@ -1,6 +1,7 @@
 """Twin self-consistency: the capacity search, run against a local twin, against the estimate's own capacity.
 
-    .venv/bin/python benchmarks/twin_capacity.py [examples/*.yaml] [--top 3] [--time-scale K] [--step-seconds S]
+    .venv/bin/python benchmarks/twin_capacity.py [examples/*.yaml] [--top 3] [--ranks 2,3] [--time-scale K]
+        [--step-seconds S] [--levels]
 
 A twin serves at the estimator's own pace (the same step model and scheduler), so the capacity a run's search
 finds against it must be the estimate's (`per_replica.rps_slo_limit`) within +/-10%: what is left is how the two
@@ -74,6 +75,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("examples", nargs="*", default=sorted(Path("examples").glob("*.yaml")), type=Path)
     ap.add_argument("--top", type=int, default=3)
+    ap.add_argument("--ranks", default="", help="only these of the top candidates, e.g. 2,3 (default: all)")
     ap.add_argument("--time-scale", type=float, default=TWIN_TIME_SCALE)
     ap.add_argument("--step-seconds", type=float, default=STEP_S)
     ap.add_argument("--warmup-seconds", type=float, default=WARMUP_S)
@@ -91,6 +93,8 @@ def main() -> int:
             for rank, cand in enumerate(
                 choose_candidates(estimate(spec, catalog=cat).document(), args.top), start=1
             ):
+                if args.ranks and str(rank) not in args.ranks.split(","):
+                    continue
                 cand.workload = plan
                 r = search_one(example, rank, cand, prov, args, Path(tmp))
                 rows.append(r)

@@ -56,6 +56,9 @@ LOCAL_ENV = {
     # a capacity search adds a minute or more a candidate on two shared cores (docs/loadgen.md, "Time-scaled
     # twins"): `sizing run --capacity-search` asks for it; the deployed stack searches by default
     "LOADTEST_CAPACITY_SEARCH": "false",
+    # a level near the edge reads its percentile's requests for at most 5 minutes of the twin's time (75 s of wall
+    # time at 4x), so a search of 7 levels and the closed-loop levels stay inside LOADTEST_TIMEOUT_S
+    "LOADTEST_CAPACITY_MAX_LEVEL_S": "300",
     # twins run faster than real time; the load test reads their figures back in their own time
     "TWIN_TIME_SCALE": f"{TWIN_TIME_SCALE:g}",
     "POWERTOOLS_TRACE_DISABLED": "true",

@@ -194,6 +194,7 @@ def test_a_task_written_by_an_older_launcher_still_reads_and_one_with_a_bad_endp
         "shared_prefix_tokens",
         "seed",
         "capacity_from",
+        "capacity_max_level_s",
         "time_scale",
         "trace",
         "rates",

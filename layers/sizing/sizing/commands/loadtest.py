@@ -12,6 +12,7 @@ from sizing.base.errors import InvalidInput, Problem
 from sizing.base.text import table
 from sizing.commands.output import print_json
 from sizing.loadtest import run_sweep
+from sizing.loadtest.capacity import level_requests
 from sizing.loadtest.config import DEFAULT_DURATION_S, fresh_seed
 from sizing.loadtest.server import describe_server, served_model
 from sizing.traces import read_trace
@@ -271,7 +272,11 @@ def _capacity_search(args: argparse.Namespace, extra: dict[str, Any]) -> list[tu
         raise InvalidInput(
             "--capacity-from: give a rate above 0 req/s", [Problem("capacity_from", str(args.capacity_from))]
         )
-    extra["capacity_search"] = {"start": args.capacity_from}
+    # levels near the edge read the requests the strictest percentile needs there, within the window cap
+    extra["capacity_search"] = {
+        "start": args.capacity_from,
+        "level_requests": level_requests([p for _, p, _ in slo]),
+    }
     return slo
 
 

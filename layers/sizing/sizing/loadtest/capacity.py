@@ -9,6 +9,11 @@ A workload's SLOs are per-request percentiles at an arrival rate, so capacity is
   interval lies below its limit, *fails* when one lies above, and is *unsure* otherwise. An unsure level runs on
   (its window grows one window at a time, up to its cap) until it decides or the cap is reached; a p99 needs at
   least 367 requests before its upper bound exists at all ("too few samples").
+- **A level near the edge reads enough of the queue.** Latencies under load are correlated over long stretches: a
+  queue near saturation wanders between backlogs and calm for much longer than one request, so a window of a few
+  hundred requests sees one stretch of it, and its percentile reads the calm middle, not the stationary tail
+  (`needs_more`). A level whose reading lies near its limit therefore runs on until its percentile rests on
+  `level_requests` requests (`TAIL_REQUESTS` beyond the percentile), up to its window cap.
 - **Bracket from the prediction, then bisect.** The first level is the predicted capacity. While levels pass, the
   rate grows by EXPAND; while they fail, it shrinks by the same factor; once one passes below one that fails, the
   bracket is bisected (geometric mean) until its ends are within 2 x `tolerance` of each other (the edge known to
@@ -35,6 +40,7 @@ from typing import Any
 from pydantic import Field
 
 from sizing.base.strict import Strict
+from sizing.loadtest.confidence import TargetCheck, level_verdict
 from sizing.loadtest.metrics import StepResult
 
 #: Growth (and shrink) factor of the bracketing phase: an estimate 30% off is bracketed in one or two levels.
@@ -46,6 +52,17 @@ BOUND_STEP = 1.2
 DEFAULT_TOLERANCE = 0.05
 #: Default most levels one search runs (bracketing 2-4, bisection from a 1.5x bracket to 1.1x: 3).
 DEFAULT_MAX_LEVELS = 10
+#: Requests beyond its SLO percentile a level near the edge reads before its verdict stands (`level_requests`: a
+#: p95 then rests on 800 requests, a p90 on 400). The estimator's model of rag's first candidate at its estimated
+#: capacity reads its TPOT p95 at 0.83 of the limit over 200 requests from an empty replica, 0.87 over 500, 0.89 over
+#: 1,800 and 0.90 over 5,000. Searches against the examples' top three on their models (benchmarks/search_model.py,
+#: 16 seeds): with 20 beyond a p95 (400 requests) rag's first read 1.11 of the estimate on median, as with no
+#: count; with 40 the nine chat, code and rag searches' medians are 0.95-1.09, their models' stationary edges
+#: 0.97-1.08 (docs/loadgen.md, "Against the twin").
+TAIL_REQUESTS = 40
+#: A target's reading is near its limit when its interval reaches within this share of it (either side): about the
+#: rates inside the search's final bracket (+/- 2 x DEFAULT_TOLERANCE), where a level's reading sets the edge.
+NEAR_EDGE = 2 * DEFAULT_TOLERANCE
 
 
 class CapacityEstimate(Strict):
@@ -58,6 +75,33 @@ class CapacityEstimate(Strict):
     tolerance: float
     levels: list[dict[str, Any]]
     note: str
+
+
+def level_requests(percentiles: Sequence[str], tail: int = TAIL_REQUESTS) -> int:
+    """Requests a level near the edge reads before its verdict stands: `tail` beyond the strictest of the SLO
+    percentiles ("p95" -> 800). Beyond it, the tail's share rests on `tail` requests, not on a handful."""
+    q = max((float(p.lstrip("p")) / 100.0 for p in percentiles), default=0.5)
+    return math.ceil(tail / max(1.0 - q, 1e-6))
+
+
+def near_limit(check: TargetCheck, share: float = NEAR_EDGE) -> bool:
+    """The target's interval reaches within `share` of its limit (an interval without a side reaches anywhere)."""
+    if check.ci_low is None or check.ci_high is None:
+        return True
+    return check.ci_low <= check.limit * (1 + share) and check.ci_high >= check.limit * (1 - share)
+
+
+def needs_more(checks: Sequence[TargetCheck], min_requests: int | None) -> bool:
+    """Whether a level runs on: a target is unsure (its interval straddles its limit), or a target's reading lies
+    near its limit (`near_limit`) on fewer than `min_requests` requests. Near the edge the verdict and the reading
+    the search fits its edge to must be the queue's stationary ones, not those of one stretch of it: a few hundred
+    requests from an empty replica read a percentile there 5-8% low (TAIL_REQUESTS), which passes a rate the
+    steady state fails. A level whose every interval lies clear of the band decides on what it has."""
+    if level_verdict(checks) == "unsure":
+        return True
+    if not min_requests:
+        return False
+    return any(near_limit(c) and c.samples < min_requests for c in checks)
 
 
 def _rate(r: StepResult) -> float:

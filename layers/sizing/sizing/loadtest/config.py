@@ -62,6 +62,13 @@ class CapacitySearchSpec(Strict):
     tolerance: float = Field(default=0.05, gt=0, lt=1)
     max_levels: int = Field(default=10, ge=1, le=64)
     max_rate: float | None = Field(default=None, gt=0)
+    level_requests: int | None = Field(
+        default=None,
+        ge=1,
+        description="requests a level whose reading lies near its SLO limit reads before its verdict stands (its"
+        " window grows one window at a time, up to the window cap; sizing.loadtest.capacity.needs_more); None:"
+        " decide as soon as every target's interval excludes its limit",
+    )
 
 
 class ReplaySpec(Strict):

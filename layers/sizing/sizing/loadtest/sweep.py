@@ -15,6 +15,7 @@ import gevent
 from locust import LoadTestShape
 from locust.runners import MasterRunner, WORKER_REPORT_INTERVAL
 
+from sizing.loadtest.capacity import near_limit, needs_more
 from sizing.loadtest.collector import COLLECTOR, configured
 from sizing.loadtest.confidence import level_verdict
 from sizing.loadtest.config import LoadTestConfig
@@ -142,9 +143,10 @@ class SweepShape(LoadTestShape):
 
     def _grow_window(self, window_end: float) -> bool:
         """When the window's answers are in (its tail done; the load went on meanwhile): grow it by one window when
-        an SLO target's verdict is still unsure and the window may grow (`window_cap_s`). The requests sent since
-        the window's end fall in the grown window. A request still running at the tail's cap counts as it will:
-        an e2e longer than any measured."""
+        an SLO target's verdict is still unsure, or (a capacity search) a target's reading lies near its limit on
+        fewer than the search's `level_requests` (`sizing.loadtest.capacity.needs_more`), and the window may grow
+        (`window_cap_s`). The requests sent since the window's end fall in the grown window. A request still running
+        at the tail's cap counts as it will: an e2e longer than any measured."""
         cfg = self.cfg
         targets = self._targets()
         if not targets or self.window_s + cfg.duration_s > cfg.window_cap_s + 1e-9:
@@ -153,13 +155,23 @@ class SweepShape(LoadTestShape):
         checks = confident_checks(
             COLLECTOR.records, (lo, window_end), targets, COLLECTOR.unfinished(lo, window_end)
         )
-        if level_verdict(checks) != "unsure":
+        search = cfg.capacity_search
+        if not needs_more(checks, search.level_requests if search is not None else None):
             return False
         self.window_s += cfg.duration_s
-        unsure = ", ".join(f"{c.target} {c.note or 'interval straddles ' + format(c.limit, 'g')}"
-                           for c in checks if c.verdict == "unsure")  # fmt: skip
-        print(f"step {len(self.history)}: unsure ({unsure}): window grows to {self.window_s:g} s",
-              file=sys.stderr, flush=True)  # fmt: skip
+        if level_verdict(checks) == "unsure":
+            why = "unsure (" + ", ".join(f"{c.target} {c.note or 'interval straddles ' + format(c.limit, 'g')}"
+                                         for c in checks if c.verdict == "unsure") + ")"  # fmt: skip
+        else:
+            why = "near the SLO edge on " + ", ".join(
+                f"{c.target} {c.samples}" for c in checks if near_limit(c)
+            )
+            why += f" of {search.level_requests if search is not None else 0} requests"
+        print(
+            f"step {len(self.history)}: {why}: window grows to {self.window_s:g} s",
+            file=sys.stderr,
+            flush=True,
+        )
         return True
 
     def _finish(self, end: float | None = None) -> None:

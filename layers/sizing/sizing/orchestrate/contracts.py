@@ -11,6 +11,8 @@ unknown keys, so a typo in a producer fails its tests instead of a run."""
 from __future__ import annotations
 
 import hashlib
+import math
+from collections.abc import Sequence
 from typing import Any, Literal, TypeVar
 
 from pydantic import (
@@ -28,6 +30,7 @@ from sizing.base.errors import InvalidInput, Problem, problems_from_pydantic
 from sizing.base.serving_config import ServerFacts, ServingConfig
 from sizing.base.strict import Lenient, Open, Strict
 from sizing.deploy.base import Endpoint
+from sizing.loadtest.capacity import level_requests
 from sizing.loadtest.config import (
     DEFAULT_INPUT_TOKENS,
     DEFAULT_OUTPUT_TOKENS,
@@ -39,14 +42,28 @@ from sizing.loadtest.config import (
     SloTarget,
 )
 from sizing.loadtest.metrics import Distribution
+from sizing.orchestrate.settings import CAPACITY_MAX_LEVEL_S
 from sizing.results import Architecture
 from sizing.results.blocks import LoadTarget
 from sizing.traces.formats import TraceFormat
 from sizing.workload.spec import TokenSpec
 
 #: Most levels a candidate's capacity search runs (bracketing 2-3, bisecting 2-3, a bound 1): each is a warm-up,
-#: a window that may grow to 4 windows, and a tail.
+#: a window that may grow (`capacity_window_cap`), and a tail.
 CAPACITY_LEVELS = 7
+#: Windows an unsure capacity-search level may grow to, whatever its rate.
+CAPACITY_UNSURE_WINDOWS = 2
+
+
+def capacity_window_cap(
+    window_s: float, capacity_rps: float, percentiles: Sequence[str], most_s: float = CAPACITY_MAX_LEVEL_S
+) -> float:
+    """Longest a capacity-search level's window grows (seconds): as long as `level_requests` (for the SLO's
+    `percentiles`) take at the predicted capacity, at least CAPACITY_UNSURE_WINDOWS windows and at most `most_s`
+    (or those windows, where longer)."""
+    need = level_requests(percentiles) / capacity_rps if capacity_rps > 0 else math.inf
+    return max(CAPACITY_UNSURE_WINDOWS * window_s, min(most_s, need))
+
 
 #: One SLO target as the load generator reads it: (metric, percentile, limit), a JSON list of three.
 SloTriple = tuple[Metric, Pct, float]
@@ -299,6 +316,8 @@ class LoadTask(Produced):
     #: after the closed-loop levels, search the arrival rate at the SLO edge from this predicted per-replica
     #: capacity (req/s; `sizing.loadtest.capacity`); None: no search (no SLO targets, or switched off)
     capacity_from: float | None = Field(default=None, gt=0)
+    #: longest a capacity-search level near the SLO edge runs (its window, seconds of the endpoint's time)
+    capacity_max_level_s: float = Field(default=CAPACITY_MAX_LEVEL_S, gt=0)
     #: the endpoint's clock runs this many times faster than the wall's (a time-scaled local twin): the task's
     #: seconds, rates and results are in its time (`sizing.loadtest.timescale`)
     time_scale: float = Field(default=1.0, ge=1.0)
@@ -362,15 +381,21 @@ class LoadTask(Produced):
         if self.capacity_from is None or not self.slo:
             return None
         base = self.config(engine_version, replay)
+        percentiles = [p for _, p, _ in self.slo]
+        search = CapacitySearchSpec(
+            start=self.capacity_from, max_levels=CAPACITY_LEVELS, level_requests=level_requests(percentiles)
+        )
         return base.model_copy(
             update={
                 "mode": "rate",
                 "levels": [],
-                "capacity_search": CapacitySearchSpec(start=self.capacity_from, max_levels=CAPACITY_LEVELS),
+                "capacity_search": search,
                 "out_dir": f"{self.out_dir}/capacity",
                 "workers": 0,
-                # an unsure level runs on one more window at most: a run measures several candidates
-                "max_window_s": 2 * self.step_s,
+                # a level near the edge runs on until it holds level_requests (within a bound: several candidates)
+                "max_window_s": capacity_window_cap(
+                    self.step_s, self.capacity_from, percentiles, self.capacity_max_level_s
+                ),
                 # prompts of their own: the closed-loop levels' would hit the server's prefix cache
                 "seed": (base.seed + 1) % 2**31,
             }

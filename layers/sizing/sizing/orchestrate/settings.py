@@ -21,6 +21,12 @@ LOADTEST_TIMEOUT_S_AWS = 3 * 3600
 #: Seconds one sweep level runs (after its warm-up): 60 s on AWS gives >= a few hundred requests per level.
 STEP_S_AWS = 60.0
 WARMUP_S_AWS = 15.0
+#: Longest a capacity-search level near the SLO edge runs on AWS (its window, seconds) while it reads the requests
+#: its percentile needs there (`sizing.loadtest.capacity.level_requests`, `sizing.orchestrate.contracts.
+#: capacity_window_cap`): a bound on a candidate's time, not a model figure. A replica whose level_requests take
+#: longer at its predicted capacity (a p99 at under 4 req/s) decides on what 15 minutes hold; 800 requests for a
+#: p95 fit in it from 0.9 req/s up.
+CAPACITY_MAX_LEVEL_S = 900.0
 
 
 class OrchestrationSettings(EnvSettings):
@@ -59,6 +65,13 @@ class OrchestrationSettings(EnvSettings):
         default=True,
         alias="LOADTEST_CAPACITY_SEARCH",
         description="after the closed-loop levels, search each candidate's arrival rate at the SLO edge",
+    )
+    capacity_max_level_s: float = Field(
+        default=CAPACITY_MAX_LEVEL_S,
+        alias="LOADTEST_CAPACITY_MAX_LEVEL_S",
+        gt=0,
+        description="longest a capacity-search level near the SLO edge runs while it reads the requests its"
+        " percentile needs there (seconds of the endpoint's time; sizing.orchestrate.contracts.capacity_window_cap)",
     )
     # AWS parts (unused locally)
     eks_cluster: str | None = Field(default=None, alias="EKS_CLUSTER_NAME")

@@ -8,7 +8,7 @@ are one-line wrappers around these."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -40,6 +40,7 @@ from sizing.orchestrate.contracts import (
     Teardown,
     TeardownInput,
     TraceLoad,
+    capacity_window_cap,
     step_input,
 )
 from sizing.orchestrate.launchers import FargateLauncher, LocalLauncher
@@ -231,6 +232,7 @@ def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
 
     typed = estimate(spec, catalog=svc.catalog)
     result = typed.document()
+    targets = spec.slo.targets()
     top_k = 1 if svc.settings.endpoint_url else inp.top_k or DEFAULT_TOP_K
     named = None if svc.settings.endpoint_url else inp.architecture_ids
     try:
@@ -242,7 +244,10 @@ def estimate_step(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     cost = measurement_cost(
         [c.architecture.as_json() for c in candidates],
         svc.catalog,
-        [planned_sweep_s(c.architecture, svc.settings, bool(spec.slo.targets())) for c in candidates],
+        [
+            planned_sweep_s(c.architecture, svc.settings, bool(targets), [p for _, p, _ in targets])
+            for c in candidates
+        ],
         [
             sweep_workers(
                 svc.settings.loadtest_workers,
@@ -407,15 +412,20 @@ def level_seconds(arch: Architecture, settings: OrchestrationSettings) -> tuple[
     return max(settings.step_s, WINDOW_ANSWERS * e2e_p95), max(settings.warmup_s, WARMUP_ANSWERS * e2e_p50)
 
 
-def planned_sweep_s(arch: Architecture, settings: OrchestrationSettings, has_slo: bool = True) -> float:
+def planned_sweep_s(
+    arch: Architecture, settings: OrchestrationSettings, has_slo: bool = True, percentiles: Sequence[str] = ("p95",)
+) -> float:  # fmt: skip
     """Seconds a candidate's load test keeps its instance busy, as the budget counts them: each closed-loop level a
     warm-up and a window; with the capacity search (settings, and SLO targets to search for) CAPACITY_LEVELS more
-    levels of a warm-up and a window grown once (`LoadTask.capacity_config`). A level's tail (its window's last
-    answers) is seconds unless the level is overloaded, and is not counted."""
+    levels of a warm-up and a window grown to its cap (`capacity_window_cap`: as long as the SLO `percentiles`
+    need near the edge at the predicted capacity). A level's tail (its window's last answers) is seconds unless
+    the level is overloaded, and is not counted."""
     window, warmup = level_seconds(arch, settings)
     seconds = (window + warmup) * len(LEVEL_FACTORS)
     if settings.capacity_search and has_slo:
-        seconds += CAPACITY_LEVELS * (warmup + 2 * window)
+        rate = arch.per_replica.rps_slo_limit if arch.per_replica else 0.0
+        cap = capacity_window_cap(window, rate, percentiles, settings.capacity_max_level_s)
+        seconds += CAPACITY_LEVELS * (warmup + cap)
     return seconds
 
 
@@ -451,6 +461,7 @@ def load_task(inp: LoadTestInput, settings: OrchestrationSettings) -> LoadTask:
         time_scale=inp.endpoint.time_scale,
         trace=plan.trace,
         rates=replay_rates(cand.architecture) if plan.trace is not None else [],
+        capacity_max_level_s=settings.capacity_max_level_s,
         capacity_from=(
             cand.architecture.per_replica.rps_slo_limit
             if settings.capacity_search

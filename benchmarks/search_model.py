@@ -1,0 +1,189 @@
+"""The capacity search against the estimator's own model, without a twin: what a twin search reads, over many seeds.
+
+    .venv/bin/python benchmarks/search_model.py [examples/*.yaml] [--top 3] [--seeds 16] [--quick-levels]
+        [--stationary]
+
+A twin serves at its model's pace, in real time, one search at a time (minutes a candidate) on a machine that must
+keep up with it. This runs the same search in-process against the same model: each level is the estimator's
+simulator (`sizing.perf.simulator.simulate`, the twin's step model and scheduler) from an empty replica at the
+level's rate, Poisson arrivals, the workload's token distributions; the level's warm-up, window, window growth
+(`sizing.loadtest.capacity.needs_more`) and window cap are the task's (`load_task(...).capacity_config()`, local
+settings, as `benchmarks/twin_capacity.py` hands them to the load generator). The levels' percentiles, verdicts and
+the search's answer are the product's own. For each example's top candidates it prints the search's capacity over
+the estimate's (`per_replica.rps_slo_limit`): median, range, and the share of seeds within the issue's +/-10%, with
+the server seconds a search takes. `--quick-levels`: levels that decide as soon as their verdict is sure, within
+two windows (the search before `level_requests`). `--stationary`: also the model's own edge read on long runs
+(four runs of 10,000 requests pooled, the first tenth of each left out), which neither the estimate's 2,000-request
+probes nor a search's levels read exactly. Figures are simulations of our own model, never measurements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sizing.catalog import load_catalog
+from sizing.deploy.base import as_target
+from sizing.loadtest.capacity import CapacitySearch, needs_more
+from sizing.loadtest.confidence import check_target, level_verdict
+from sizing.loadtest.config import LoadTestConfig
+from sizing.loadtest.metrics import Distribution, StepResult, check_slo
+from sizing.orchestrate.contracts import LoadTestInput, MachineSettings
+from sizing.orchestrate.settings import OrchestrationSettings
+from sizing.orchestrate.steps import _load_plan, choose_candidates, load_task
+from sizing.perf import HardwareConfig, StepModel
+from sizing.perf.simulator import OpenLoop, _draws, simulate
+from sizing.plan.search import estimate
+from sizing.workload.derived import WorkloadModel, build_model
+from sizing.workload.parse import load_spec
+from sizing_local import STEP_S, WARMUP_S
+from sizing_local.twins import LocalTwinProvisioner
+
+#: the issue's target: the searched capacity within +/-10% of the estimate's
+AGREEMENT = 0.10
+#: Long runs the model's stationary edge is read on (`--stationary`): requests each, runs, and the bisection's steps
+STATIONARY_REQUESTS, STATIONARY_RUNS, STATIONARY_STEPS = 10_000, 4, 12
+
+
+class ModelLevels:
+    """A candidate's levels run on its model: the simulator from an empty replica, a window at a time."""
+
+    def __init__(self, sm: Any, wm: WorkloadModel, cfg: LoadTestConfig, quick: bool) -> None:
+        self.sm, self.wm, self.cfg = sm, wm, cfg
+        self.targets = [(t.metric, t.percentile, t.limit) for t in cfg.slo]
+        search = cfg.capacity_search
+        self.level_requests = None if quick or search is None else search.level_requests
+        self.windows = 2 if quick else max(1, math.floor(cfg.window_cap_s / cfg.duration_s + 1e-9))
+
+    def run(self, rate: float, step: int, seed: int) -> StepResult:
+        cfg, wm = self.cfg, self.wm
+        n = int(rate * (cfg.warmup_s + self.windows * cfg.duration_s) * 1.2) + 200
+        sim = simulate(self.sm, OpenLoop(rate), wm.input_tokens, wm.output_tokens, n_requests=n, seed=seed,
+                       itl=False, warmup=0.0, prefix_tokens=wm.shared_prefix_tokens)  # fmt: skip
+        sent = np.cumsum(_draws(wm.input_tokens, wm.output_tokens, seed, n).exponential / rate)
+        per = sim.per_request
+        for windows in range(1, self.windows + 1):
+            inside = (sent >= cfg.warmup_s) & (sent < cfg.warmup_s + windows * cfg.duration_s)
+            checks = [check_target([float(x) for x in per[m][inside] if not math.isnan(x)], m, p, limit)
+                      for m, p, limit in self.targets]  # fmt: skip
+            if not needs_more(checks, self.level_requests):
+                break
+        figures = {m: Distribution(**{p: float(np.nanpercentile(per[m][inside], float(p[1:])))},
+                                   count=int(inside.sum())) for m, p, _ in self.targets}  # fmt: skip
+        result = StepResult(
+            step=step, target={"rate_rps": rate}, started_at=0.0, duration_s=windows * cfg.duration_s,
+            warmup_s=cfg.warmup_s, requests=int(inside.sum()), errors={},
+            ttft_ms=figures.get("ttft_ms", Distribution()), tpot_ms=figures.get("tpot_ms", Distribution()),
+            itl_ms=Distribution(), e2e_s=figures.get("e2e_s", Distribution()), input_tokens=None,
+            output_tokens=None, requests_per_s=rate, output_tokens_per_s=0.0,
+        )  # fmt: skip
+        result = check_slo(result, self.targets)
+        return result.model_copy(update={"checks": checks, "capacity_verdict": level_verdict(checks)})
+
+    def search(self, start: float, seed: int) -> tuple[float | None, float]:
+        """(the search's capacity, the server seconds its levels took)."""
+        search = self.cfg.capacity_search
+        assert search is not None
+        plan = CapacitySearch(start, tolerance=search.tolerance, max_levels=search.max_levels)
+        history: list[StepResult] = []
+        while (rate := plan.next_level(history)) is not None:
+            history.append(self.run(rate, len(history), 1000 * seed + len(history)))
+        seconds = sum(self.cfg.warmup_s + r.duration_s for r in history)
+        return plan.estimate(history).capacity_rps, seconds
+
+    def stationary_edge(self, low: float, high: float) -> float:
+        def score(rate: float) -> float:
+            skip = STATIONARY_REQUESTS // 10
+            runs = [simulate(self.sm, OpenLoop(rate), self.wm.input_tokens, self.wm.output_tokens,
+                             n_requests=STATIONARY_REQUESTS, seed=100 + i, itl=False, warmup=0.0,
+                             prefix_tokens=self.wm.shared_prefix_tokens).per_request
+                    for i in range(STATIONARY_RUNS)]  # fmt: skip
+            return max(
+                float(np.nanpercentile(np.concatenate([r[m][skip:] for r in runs]), float(p[1:]))) / limit
+                for m, p, limit in self.targets
+            )
+
+        for _ in range(STATIONARY_STEPS):
+            mid = math.sqrt(low * high)
+            low, high = (mid, high) if score(mid) <= 1 else (low, mid)
+        return math.sqrt(low * high)
+
+
+def capacity_config(cand: Any, out: Path) -> LoadTestConfig:
+    """The candidate's capacity search as a local run hands it to the load generator (its twin's address aside)."""
+    settings = OrchestrationSettings.model_validate(
+        {"TABLE_NAME": "llm-sizing-bench", "SIZING_BACKEND": "local", "LOADTEST_STEP_S": STEP_S,
+         "LOADTEST_WARMUP_S": WARMUP_S, "SIZING_OUT_DIR": str(out)}
+    )  # fmt: skip
+    inp = LoadTestInput.model_validate(
+        {"run_id": "bench", "candidate": cand, "task_token": "bench",
+         "endpoint": {"url": "http://127.0.0.1:9", "kind": "local-twin", "run_id": "bench", "candidate_id": "c",
+                      "model": cand.architecture.model},
+         "settings": MachineSettings(ready_poll_s=1, ready_max_attempts=1, max_concurrency=1, heartbeat_s=60,
+                                     loadtest_timeout_s=900)}
+    )  # fmt: skip
+    cfg = load_task(inp, settings).capacity_config()
+    assert cfg is not None, "the workload has no SLO targets to search"
+    return cfg
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("examples", nargs="*", default=sorted(Path("examples").glob("*.yaml")), type=Path)
+    ap.add_argument("--top", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=16)
+    ap.add_argument("--quick-levels", action="store_true", help="levels decide once sure, within two windows")
+    ap.add_argument("--stationary", action="store_true", help="also the model's edge on long runs")
+    args = ap.parse_args()
+    cat = load_catalog()
+    rule = (
+        "quick levels (sure verdicts, two windows)"
+        if args.quick_levels
+        else "levels near the edge read level_requests"
+    )
+    print(
+        f"search against the estimator's model (simulated), {args.seeds} seeds, {rule}: searched / estimated"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        for example in args.examples:
+            spec = load_spec(example)
+            plan = _load_plan(spec)
+            for rank, cand in enumerate(
+                choose_candidates(estimate(spec, catalog=cat).document(), args.top), 1
+            ):
+                cand.workload = plan
+                arch = cand.architecture
+                serving = LocalTwinProvisioner.serving_of(as_target(arch.as_json()))
+                model_id = cat.model(serving.model).id
+                hw = dataclasses.replace(
+                    HardwareConfig.from_serving(serving, arch.instance_type), model_id=model_id
+                )
+                cfg = capacity_config(cand, Path(tmp))
+                levels = ModelLevels(
+                    StepModel.for_config(hw), build_model(spec, model_id), cfg, args.quick_levels
+                )
+                est = arch.per_replica.rps_slo_limit if arch.per_replica else 0.0
+                runs = [levels.search(est, seed) for seed in range(args.seeds)]
+                ratios = [(c or 0.0) / est for c, _ in runs]
+                inside = sum(abs(r - 1) <= AGREEMENT for r in ratios) / len(ratios)
+                stationary = (
+                    f"; model's stationary edge {levels.stationary_edge(est / 2, est * 2) / est:.3f}"
+                    if args.stationary
+                    else ""
+                )
+                print(f"{example.name} #{rank} {arch.id}: estimate {est:.4g} req/s; window {cfg.duration_s:.0f} s,"
+                      f" cap {levels.windows * cfg.duration_s:.0f} s; ratio median {statistics.median(ratios):.3f}"
+                      f" [{min(ratios):.2f}-{max(ratios):.2f}], within +/-{AGREEMENT:.0%} in {inside:.0%} of seeds;"
+                      f" {statistics.mean(s for _, s in runs):.0f} server s a search{stationary}", flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
