@@ -74,15 +74,10 @@ def raise_priority() -> None:
         Path("/proc/self/autogroup").write_text("-20")
 
 
-#: where the server's API process and engine core run (`--frontend-core`: SIZING_ENGINE_FRONTEND_CORE); unset, on
-#: the model's core with it
-LAYOUT: dict[str, str] = {}
-
-
 def engine(cmd: str, **env: str) -> None:
     subprocess.run(
         [str(ENGINE), cmd], check=True, cwd=ROOT,
-        env={**os.environ, "SIZING_ENGINE_MODEL": SHAPE, "SIZING_ENGINE_SHAPES": SHAPE, **LAYOUT, **env},
+        env={**os.environ, "SIZING_ENGINE_MODEL": SHAPE, "SIZING_ENGINE_SHAPES": SHAPE, **env},
     )  # fmt: skip
 
 
@@ -139,7 +134,8 @@ class Session:
         r = self.run(part, mode, value, point, window, warmup, **extra)
         r["facts"] = dict(self.facts)
         r["async_scheduling"] = self.asynchronous
-        r["frontend_core"] = LAYOUT.get("SIZING_ENGINE_FRONTEND_CORE")
+        # where the server's API process and engine core ran (engine/engine.sh reads the same variable)
+        r["frontend_core"] = os.environ.get("SIZING_ENGINE_FRONTEND_CORE")
         self.recs.append(r)
         with self.out.open("a") as fh:
             fh.write(json.dumps(r) + "\n")
@@ -221,7 +217,7 @@ def part_sched(s: Session) -> None:
 def measure(args: argparse.Namespace) -> int:
     raise_priority()
     if args.frontend_core is not None:
-        LAYOUT["SIZING_ENGINE_FRONTEND_CORE"] = str(args.frontend_core)
+        os.environ["SIZING_ENGINE_FRONTEND_CORE"] = str(args.frontend_core)
     RESULTS.mkdir(parents=True, exist_ok=True)
     parts = set(args.parts.split(","))
     s = Session(args.endpoint, Path(args.out))

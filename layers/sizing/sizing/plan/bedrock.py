@@ -168,15 +168,10 @@ def _bedrock(
         notes.insert(1, "Flex tier: " + tiers.flex_latency_source)
     if flag is not None and flag.needs_increase:
         notes.insert(0, f"{flag.message}: {flag.request}")
-    arch = Architecture(
+    arch = _bedrock_row(
+        wm,
         id=rid,
-        model=wm.spec.model,
-        catalog_model=wm.model_id,
-        deployment="bedrock",
-        engine="bedrock",
-        capacity_type="on-demand",
         predicted=predicted,
-        measured=None,
         meets_slo=not bad and (tier != "flex" or batch),
         cost=cost,
         bedrock={
@@ -210,6 +205,20 @@ def _bedrock(
 
 #: Bedrock service tiers sold per request (`service_tier`): Priority and Flex are priced as multiples of Standard.
 TIERS = ("standard", "priority", "flex")
+
+
+def _bedrock_row(wm: WorkloadModel, **fields: Any) -> Architecture:
+    """A Bedrock answer for the workload's model: billed on demand, nothing deployed, nothing measured; `fields` say
+    the offer (id, predicted figures, cost, the `bedrock` block, ...)."""
+    return Architecture(
+        model=wm.spec.model,
+        catalog_model=wm.model_id,
+        deployment="bedrock",
+        engine="bedrock",
+        capacity_type="on-demand",
+        measured=None,
+        **fields,
+    )
 
 
 def _tier_multiple(tiers: ServiceTiers, tier: str) -> float:
@@ -413,15 +422,10 @@ def _bedrock_provisioned(
     }
     base = on_demand.predicted.model_dump(mode="json") if on_demand is not None else None
     meets = on_demand is not None and on_demand.meets_slo
-    arch = Architecture(
+    arch = _bedrock_row(
+        wm,
         id=f"bedrock:{offer.bedrock_model_id}:provisioned",
-        model=wm.spec.model,
-        catalog_model=wm.model_id,
-        deployment="bedrock",
-        engine="bedrock",
-        capacity_type="on-demand",
         predicted=base or {"ttft_ms": {}, "tpot_ms": {}, "e2e_s": {}},
-        measured=None,
         meets_slo=meets,
         cost=cost,
         bedrock={
@@ -546,17 +550,12 @@ def _bedrock_batch(wm: WorkloadModel, choice: BedrockChoice) -> Offered:
         "p95": BEDROCK_BATCH_WINDOW_H * 3600,
         "p99": BEDROCK_BATCH_WINDOW_H * 3600,
     }
-    arch = Architecture(
+    arch = _bedrock_row(
+        wm,
         id=rid,
-        model=wm.spec.model,
-        catalog_model=wm.model_id,
-        deployment="bedrock",
-        engine="bedrock",
-        capacity_type="on-demand",
         invocation="batch",
         # a batch request's latency is its job's: the completion window bounds every percentile
         predicted={"ttft_ms": {}, "tpot_ms": {}, "e2e_s": window},
-        measured=None,
         meets_slo=True,
         cost=cost,
         bedrock={
