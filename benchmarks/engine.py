@@ -47,6 +47,7 @@ MODELS = ROOT / ".engine" / "models"
 os.environ.setdefault("SIZING_CATALOG_DIR", str(MODELS / "catalog"))
 
 from sizing.loadtest import run_sweep  # noqa: E402
+from sizing.loadtest.metrics import lockstep_users  # noqa: E402
 from sizing.loadtest.server import probe  # noqa: E402
 
 #: This machine as the catalog names it: a 2-vCPU Sapphire Rapids slice (docs/engine.md, "Which instance this is").
@@ -120,6 +121,7 @@ def row_of(shape: str, point: tuple[int, int], step: dict[str, Any], facts: Any,
         "output_tokens": step.get("output_tokens") or point[1],
         "load": "concurrency" if closed else "rate",
         "load_value": level,
+        "start": "together" if lockstep_users(step.get("lockstep_group")) > 1 else "spread",
         "max_num_seqs": facts.max_num_seqs or 128,
         "max_model_len": facts.max_model_len,
         "kv_cache_tokens": facts.kv_cache_tokens,

@@ -75,3 +75,33 @@ def test_a_request_sent_at_the_previous_level_does_not_count_for_this_one() -> N
     fresh = _ok(T0 + 3, 0.1, e2e=1.0)
     r = summarize([late, fresh], step=1, target={"concurrency": 8}, window=(T0 + 1, T0 + 10), warmup_s=1)
     assert r.requests == 1 and r.ttft_ms.max == pytest.approx(100)
+
+
+def _starts(times: list[float], itl: float = 0.03) -> list[RequestRecord]:
+    return [RequestRecord(start=t, end=t + 1.0, ttft_s=0.1, itl_s=[itl] * 9, input_tokens=100, output_tokens=10)
+            for t in times]  # fmt: skip
+
+
+def test_users_in_lock_step_groups_are_stated_and_flagged() -> None:
+    # given a closed loop whose 64 users went out in groups of 8, a group's starts within a millisecond, groups a
+    # couple of 30 ms engine steps apart (as a real engine's fixed-length loops settle)
+    times = [T0 + 6 + g * 0.07 + u * 0.0001 for g in range(8) for u in range(8)]
+    # when the step is summarized
+    r = summarize(_starts(times), step=0, target={"concurrency": 64}, window=(T0 + 5, T0 + 15), warmup_s=5)
+    # then the level states groups of 8 and is flagged: its TTFT reads a group's prefill, not a population's
+    assert r.lockstep_group == pytest.approx(8.0)
+    assert any("lock-step" in f and "groups of 8.0" in f for f in r.flags)
+
+
+def test_users_at_random_phases_are_not_flagged_and_open_loops_state_no_groups() -> None:
+    # given 200 requests sent at random instants over 10 s (20 req/s; steps of 30 ms)
+    times = sorted(T0 + 5 + np.random.default_rng(3).uniform(0, 10, 200))
+    # when summarized as a closed loop and as an open loop
+    closed = summarize(_starts(list(times)), step=0, target={"concurrency": 16}, window=(T0 + 5, T0 + 15),
+                       warmup_s=5)  # fmt: skip
+    opened = summarize(_starts(list(times)), step=0, target={"rate_rps": 20}, window=(T0 + 5, T0 + 15), warmup_s=5)
+    # then the closed loop's requests went out one at a time (about 1 + 2 x rate x gap), and nothing is flagged
+    assert closed.lockstep_group is not None and closed.lockstep_group < 1.5
+    assert not closed.flags
+    # and an open loop's arrivals are the generator's own: no groups are stated
+    assert opened.lockstep_group is None

@@ -116,6 +116,23 @@ def test_the_prediction_is_re_simulated_at_the_level_the_figures_were_taken_at(a
     assert at_level["tpot_ms"]["p95"] > alone.tpot_ms.p95
 
 
+def test_a_level_whose_users_fell_into_lock_step_is_re_simulated_in_their_groups(arch) -> None:
+    # given a 32-user level whose users all went out together, cycle after cycle (the load generator's
+    # lockstep_group)
+    merged = _merge(arch, [_record(32, lockstep_group=32.0)], origin="endpoint")
+    at_level = merged["architectures"][0]["measured"]["predicted_at_level"]
+    # then the prediction beside it is re-simulated with those groups: a group's prompts are prefilled together,
+    # so first tokens come later than for the same users at random phases
+    wm = build_model(SPEC, CAT.model(SPEC.model).id)
+    spread = predicted_at_level(arch, {"concurrency": 32}, wm, CAT)
+    assert spread is not None and spread.ttft_ms.p50 is not None
+    assert at_level["ttft_ms"]["p50"] > 1.3 * spread.ttft_ms.p50
+    # and its calibration row starts the users together; a level at random phases stays spread
+    assert merged["calibration_rows"][0]["start"] == "together"
+    plain = _merge(arch, [_record(32, lockstep_group=1.2)], origin="endpoint")
+    assert plain["calibration_rows"][0]["start"] == "spread"
+
+
 def test_the_re_simulation_runs_the_architectures_serving_config(arch) -> None:
     # given the same architecture served one sequence at a time instead of the engine's default batch
     wm = build_model(SPEC, CAT.model(SPEC.model).id)

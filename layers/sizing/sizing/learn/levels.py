@@ -26,7 +26,7 @@ from sizing.base.strict import Lenient, Strict
 from sizing.base.vocabulary import CAPACITY_PHASE
 from sizing.catalog import load_catalog
 from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS
-from sizing.loadtest.metrics import Distribution
+from sizing.loadtest.metrics import Distribution, lockstep_users
 from sizing.orchestrate.contracts import CandidateOutcome, StepRecord
 from sizing.perf.calibration import PROFILE_PATH, family_of, load_profiles, profile_for
 from sizing.perf.replica import replica_of
@@ -77,6 +77,11 @@ class MeasuredLevel(Strict):
     )
     input_sigma: float | None = None
     output_sigma: float | None = None
+    lockstep_group: int = Field(
+        default=1,
+        ge=1,
+        description="users per lock-step group the level was re-simulated with (1: users at random phases)",
+    )
     requests: int = 0
     errors: int = 0
     #: metric -> statistics (ttft_ms, tpot_ms, e2e_s: mean/p50/p95/p99) plus output_tokens_per_s, requests_per_s
@@ -228,7 +233,8 @@ def levels_from_run(
                 refused.append(Refused(candidate_id=cid, level=level, reason="no successful request"))
                 continue
             prefix = rec.shared_prefix_tokens
-            predicted = predict_level(arch, level, wm, cat, prefix, rec.server_facts)
+            group = lockstep_users(rec.lockstep_group)
+            predicted = predict_level(arch, level, wm, cat, prefix, rec.server_facts, group)
             if predicted is None:
                 refused.append(
                     Refused(candidate_id=cid, level=level, reason="the estimator cannot simulate it")
@@ -265,6 +271,7 @@ def levels_from_run(
                     output_tokens=float(rec.output_tokens or wm.output_tokens.mean),
                     shared_prefix_tokens=prefix,
                     **sigmas,
+                    lockstep_group=group,
                     requests=rec.requests,
                     errors=errors,
                     measured={
@@ -293,12 +300,14 @@ def predict_level(
     cat: Any,
     prefix_tokens: int = 0,
     server_facts: ServerFacts | None = None,
+    group: int = 1,
 ) -> dict[str, Any] | None:
     """The reference profile's prediction (no team correction) of a closed-loop level with the workload's token
     distributions on the architecture's serving config: the refit's baseline. `prefix_tokens`: the prefix every
     prompt of the level shared (the step record's `shared_prefix_tokens`), read from the prefix cache where the
     configuration caches prefixes. `server_facts`: what the measured server reported it runs
-    (`ServerFacts`): its own KV capacity, context and batch limit replace the assumed ones."""
+    (`ServerFacts`): its own KV capacity, context and batch limit replace the assumed ones. `group`: the users'
+    lock-step groups the level measured (`sizing.loadtest.metrics.lockstep_users`)."""
     try:
         cfg = replica_of(arch, cat)
         facts = server_facts or ServerFacts(endpoint="")
@@ -316,7 +325,7 @@ def predict_level(
         c = max(1, int(concurrency))
         sim = simulate(
             step,
-            ClosedLoop(c),
+            ClosedLoop(c, group=group),
             wm.input_tokens,
             wm.output_tokens,
             n_requests=max(LEVEL_REQUESTS, LEVEL_ROUNDS * c),

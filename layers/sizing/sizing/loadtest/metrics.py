@@ -16,6 +16,19 @@ from sizing.base.strict import Strict
 from sizing.loadtest.confidence import TargetCheck, Verdict, check_target, level_verdict
 from sizing.loadtest.server import ServerWindow
 
+#: Requests sent closer together than this share of the level's median inter-token gap (one engine step) count as
+#: sent together. The users of a lock-step group send their next requests as their answers end, within the
+#: client's and the HTTP round trip's few milliseconds (0.3-6 ms between a group's starts against steps of
+#: 25-90 ms on the CPU engine: docs/engine.md, "Lock-step"); users at random phases start a step or more apart.
+LOCKSTEP_GAP_SHARE = 0.1
+#: Fewest answered requests a closed-loop level needs before its lock-step group is stated: fewer read groups
+#: out of a handful of starts.
+LOCKSTEP_MIN_REQUESTS = 20
+#: A closed-loop level whose requests went out in groups of this many or more (request-weighted mean) is
+#: flagged: users at random phases read about 1 + 2 x rate x gap (1.0-1.4 at this machine's rates), while the
+#: CPU engine's 64-stream levels read 12-13 and a 16-stream level 2.8 after a few cycles (docs/engine.md).
+LOCKSTEP_FLAG_GROUP = 3.0
+
 #: Percentiles every distribution reports (the SLO may name any of them).
 QUANTILES: tuple[tuple[str, float], ...] = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
 MS_PER_S = 1000.0
@@ -134,6 +147,13 @@ class StepResult(Strict):
         default_factory=list,
         description="what makes the level's figures doubtful, in words (unexpected prefix-cache hits, ...)",
     )
+    lockstep_group: float | None = Field(
+        default=None,
+        description="a closed loop's users: how many requests went out together, on average per request (starts"
+        " within a tenth of an engine step of each other): about 1 for users at random phases; more where the"
+        ' users fell into lock-step groups that the engine prefills together (docs/engine.md, "Lock-step").'
+        " None: an open loop, or too few requests",
+    )
 
     @property
     def failed(self) -> int:
@@ -178,6 +198,12 @@ def summarize(
     lo, hi = window
     inside = [r for r in records if lo <= r.start < hi]
     ok = [r for r in inside if r.error is None]
+    itl = [g for r in ok for g in r.itl_s]
+    group = (
+        lockstep_group([r.start for r in ok], float(np.median(itl)) if itl else None)
+        if "concurrency" in target or "users" in target
+        else None
+    )
     errors = Counter(r.error for r in inside if r.error is not None)
     duration = max(hi - lo, 1e-9)
     out_tokens = [r.output_tokens for r in ok if r.output_tokens is not None]
@@ -193,12 +219,43 @@ def summarize(
         unfinished=unfinished,
         ttft_ms=distribution((r.ttft_s for r in ok if r.ttft_s is not None), MS_PER_S),
         tpot_ms=distribution((t for r in ok if (t := r.tpot_s) is not None), MS_PER_S),
-        itl_ms=distribution((g for r in ok for g in r.itl_s), MS_PER_S),
+        itl_ms=distribution(itl, MS_PER_S),
         e2e_s=distribution(r.e2e_s for r in ok),
         input_tokens=round(float(np.mean(in_tokens)), 1) if in_tokens else None,
         output_tokens=round(float(np.mean(out_tokens)), 1) if out_tokens else None,
         requests_per_s=round(len(ok) / duration, 4),
         output_tokens_per_s=round(sum(out_tokens) / duration, 2),
+        flags=[lockstep_flag(group)] if group is not None and group >= LOCKSTEP_FLAG_GROUP else [],
+        lockstep_group=group,
+    )
+
+
+def lockstep_group(starts: Sequence[float], step_s: float | None) -> float | None:
+    """How many requests went out together, on average per request: the request-weighted mean size of the runs of
+    starts less than LOCKSTEP_GAP_SHARE of an engine step (`step_s`, the median inter-token gap) apart. None
+    without a step or with fewer than LOCKSTEP_MIN_REQUESTS starts."""
+    if step_s is None or not step_s > 0 or len(starts) < LOCKSTEP_MIN_REQUESTS:
+        return None
+    t = np.sort(np.asarray(starts, dtype=float))
+    ends = np.flatnonzero(np.diff(t) > LOCKSTEP_GAP_SHARE * step_s)
+    sizes = np.diff(np.concatenate(([0], ends + 1, [t.size])))
+    return round(float((sizes * sizes).sum() / sizes.sum()), 2)
+
+
+def lockstep_users(group: float | None) -> int:
+    """Users per lock-step group to re-simulate a measured closed-loop level with (`ClosedLoop.group`): the
+    level's measured group, rounded, where it is flagged (LOCKSTEP_FLAG_GROUP); else 1, users at random phases."""
+    if group is None or group < LOCKSTEP_FLAG_GROUP:
+        return 1
+    return round(group)
+
+
+def lockstep_flag(group: float) -> str:
+    """The flag of a closed-loop level whose users fell into lock-step groups of `group`."""
+    return (
+        f"users in lock-step: requests went out in groups of {group:.1f} on average (users at random phases: about"
+        " 1). Each group is prefilled together and finishes together, so TTFT reads a group's prefill, not a"
+        ' population\'s; the estimator re-simulates the level with groups of that size (docs/engine.md, "Lock-step")'
     )
 
 

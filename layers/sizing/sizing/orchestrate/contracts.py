@@ -252,6 +252,8 @@ class StepRecord(Lenient):
     seed: int | None = None
     server_facts: ServerFacts | None = None
     phase: str | None = None
+    #: a closed loop's lock-step groups (`StepResult.lockstep_group`): re-simulated with groups of that size
+    lockstep_group: float | None = None
 
     @field_validator("serving", mode="before")
     @classmethod

@@ -28,6 +28,7 @@ from sizing.base.vocabulary import CAPACITY_PHASE, ENDPOINT, TWIN, Origin
 from sizing.catalog import Catalog
 from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS
 from sizing.loadtest.capacity import from_records
+from sizing.loadtest.metrics import lockstep_users
 from sizing.loadtest.server import serving_differences
 from sizing.orchestrate.contracts import CandidateOutcome, StepRecord
 from sizing.perf.replica import replica_of
@@ -123,7 +124,12 @@ def _measured_block(
     )
     if arch is not None and wm is not None and cat is not None:
         block["predicted_at_level"] = predicted_at_level(
-            arch, shown.target, wm, cat, prefix_tokens=shown.shared_prefix_tokens
+            arch,
+            shown.target,
+            wm,
+            cat,
+            prefix_tokens=shown.shared_prefix_tokens,
+            group=lockstep_users(shown.lockstep_group),
         )
     return block
 
@@ -142,12 +148,13 @@ def predicted_at_level(
     cat: Catalog,
     seed: int = 0,
     prefix_tokens: int = 0,
+    group: int = 1,
 ) -> PredictedAtLevel | None:
     """The estimator's TTFT/TPOT/e2e percentiles re-simulated at a measured load level (`target`: closed-loop
     `concurrency`, `users` with `think_time_s`, or an open-loop `rate_rps`) with the workload's token
     distributions on the architecture's serving config, every prompt starting with the `prefix_tokens` the level
-    sent (its record's `shared_prefix_tokens`). None when there is no replica to simulate (Bedrock) or no
-    level."""
+    sent (its record's `shared_prefix_tokens`), a closed loop's users in the lock-step groups of `group` the level
+    measured (`lockstep_users`). None when there is no replica to simulate (Bedrock) or no level."""
     arch = _architecture(arch)
     level = LoadTarget.model_validate(target) if isinstance(target, dict) else target
     if level is None or not level.model_fields_set or arch.deployment == "bedrock" or not arch.instance_type:
@@ -164,7 +171,7 @@ def predicted_at_level(
         if not users:
             return None
         c = min(max(1, int(users)), MAX_LEVEL_CONCURRENCY)
-        load = ClosedLoop(c, think_time_s=float(level.think_time_s or 0.0))
+        load = ClosedLoop(c, think_time_s=float(level.think_time_s or 0.0), group=group)
         n = max(LEVEL_REQUESTS, LEVEL_ROUNDS * c)
     try:
         step = StepModel.for_config(replica_of(arch, cat), catalog=cat)
@@ -429,6 +436,10 @@ def calibration_rows(
                 **sigmas,
                 "load": "concurrency",
                 "load_value": conc,
+                # users the level found in lock-step: the fit starts them together, and the step's token budget
+                # splits them into groups (the CPU engine's 64-stream levels formed groups of 11-13 where its budget
+                # admits 15)
+                "start": "together" if lockstep_users(r.lockstep_group) > 1 else "spread",
                 "max_model_len": (facts.max_model_len if facts else None) or max_model_len,
                 "max_num_seqs": (facts.max_num_seqs if facts else None)
                 or (serving.max_num_seqs if serving else None),

@@ -93,7 +93,9 @@ class OpenArrivals:
 class ClosedArrivals:
     """`k0` users whose first requests start `ramp / k0` apart; a user sends its next request `think[j]` after its
     previous one ends. With `wave_gap` the users run in waves instead: when the last request of a wave ends, the
-    next wave's `k0` requests start `wave_gap` apart. Requests are numbered in the order they are sent."""
+    next wave's `k0` requests start `wave_gap` apart. With `group` > 1 the users start in lock-step groups of that
+    many, the groups spread over `ramp` (a closed loop of fixed lengths that a real engine has bunched: each group
+    is prefilled together and finishes together). Requests are numbered in the order they are sent."""
 
     __slots__ = (
         "arrival",
@@ -117,6 +119,7 @@ class ClosedArrivals:
         ramp: float,
         think: list[float],
         wave_gap: float | None,
+        group: int = 1,
     ):
         self.arrival = arrival
         self.delay = delay
@@ -124,8 +127,9 @@ class ClosedArrivals:
         self.think = think
         self.k0 = k0
         self.future: list[tuple[float, int]] = []  # (when the engine sees it, idx)
+        groups = -(-k0 // group) if group > 1 else k0
         for k in range(k0):
-            arrival[k] = ramp * k / k0
+            arrival[k] = ramp * k / k0 if group <= 1 else ramp * (k // group) / groups
             if arrival[k] + delay <= 0:
                 waiting.push(k)
             else:

@@ -54,12 +54,16 @@ class ClosedLoop:
     `ramp_s=R` spreads them over R seconds, and `ramp_s=0` starts them all at once (a static batch, an offline
     run). `wave_gap_s=G` runs the users in waves instead: a wave sends `concurrency` requests G seconds apart, and
     the next wave starts when every request of the wave has ended (a client that collects a whole wave's results
-    before launching more, as llmperf's 2024 loop does); think time does not apply to waves."""
+    before launching more, as llmperf's 2024 loop does); think time does not apply to waves. `group=G` starts the
+    users in lock-step groups of G (spread over the ramp as single users are): a closed loop of fixed lengths on a
+    real engine falls into such groups, each prefilled together and finished together (docs/engine.md,
+    "Lock-step"); a measured level states the groups its users formed (`StepResult.lockstep_group`)."""
 
     concurrency: int
     think_time_s: float = 0.0
     ramp_s: float | None = None
     wave_gap_s: float | None = None
+    group: int = 1
 
 
 @dataclass(frozen=True)
@@ -419,7 +423,10 @@ def _arrivals(
             k0,
             float(np.mean(sched.shared)) if sched.sharing else 0.0,
         )
-    return None, KERNEL.closed_arrivals([0.0] * n, delay, sched.waiting, k0, ramp, think, load.wave_gap_s)
+    group = max(1, min(int(load.group), k0))
+    return None, KERNEL.closed_arrivals(
+        [0.0] * n, delay, sched.waiting, k0, ramp, think, load.wave_gap_s, group
+    )
 
 
 def _summarise(
