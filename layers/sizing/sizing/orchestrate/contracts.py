@@ -31,6 +31,7 @@ from sizing.base.serving_config import ServerFacts, ServingConfig
 from sizing.base.strict import Lenient, Open, Strict
 from sizing.deploy.base import Endpoint
 from sizing.loadtest.capacity import level_requests
+from sizing.loadtest.overload import Overload
 from sizing.loadtest.config import (
     DEFAULT_INPUT_TOKENS,
     DEFAULT_OUTPUT_TOKENS,
@@ -252,6 +253,9 @@ class StepRecord(Lenient):
     seed: int | None = None
     server_facts: ServerFacts | None = None
     phase: str | None = None
+    #: whether the server kept up with an open-loop level's arrivals (`sizing.loadtest.overload`; None: not tested,
+    #: or a record of an earlier release)
+    overload: Overload | None = None
 
     @field_validator("serving", mode="before")
     @classmethod
