@@ -89,7 +89,9 @@ def test_a_search_that_only_overload_can_fail_finds_the_servers_saturation_withi
 def test_without_the_backlog_test_the_same_search_passes_every_level_it_probes():
     # GIVEN the same server and search, the levels read on their percentiles alone
     rng = np.random.default_rng(1)
-    history = [level(rate, i, rng).model_copy(update={"overload": None}) for i, rate in enumerate((10.0, 15.0))]
+    history = [
+        level(rate, i, rng).model_copy(update={"overload": None}) for i, rate in enumerate((10.0, 15.0))
+    ]
     history = [check_slo(r.model_copy(update={"slo_failures": []}), [LOOSE]) for r in history]
     # THEN a level 50% above saturation passes: its queue had 400 s to grow, its e2e p95 is still far under the limit
     assert all(r.meets_slo for r in history)
@@ -101,7 +103,9 @@ def test_a_stable_level_just_below_saturation_is_rarely_flagged():
     for share in (0.95, 0.9):
         rng = np.random.default_rng(11)
         levels = [level(SATURATION * share, 0, rng) for _ in range(200)]
-        flagged[share] = sum(1 for r in levels if r.overload is not None and r.overload.overloaded) / len(levels)
+        flagged[share] = sum(1 for r in levels if r.overload is not None and r.overload.overloaded) / len(
+            levels
+        )
     # THEN at most ~5% of them fail as overloaded (measured: 1.5% at 0.95, 0% at 0.9 over these 200 seeds)
     assert flagged[0.95] <= 0.05, flagged
     assert flagged[0.9] <= 0.02, flagged
@@ -128,8 +132,12 @@ def test_a_backlog_is_counted_from_send_and_end_times_and_from_requests_still_ru
     # the last requests still running when the level is read
     sent = np.arange(0.0, 62.0, 0.1)
     ended = 0.125 * np.arange(1, sent.size + 1)
-    recs = [RequestRecord(start=float(s), end=float(e), ttft_s=float(e - s)) for s, e in zip(sent, ended) if e < 62]
-    running = [float(s) for s, e in zip(sent, ended) if e >= 62]
+    recs = [
+        RequestRecord(start=float(s), end=float(e), ttft_s=float(e - s))
+        for s, e in zip(sent, ended, strict=True)
+        if e < 62
+    ]
+    running = [float(s) for s, e in zip(sent, ended, strict=True) if e >= 62]
     # WHEN the window from 2 s to 62 s is tested
     over = backlog(recs, running, (2.0, 62.0), level_start=0.0)
     # THEN 600 arrived and 480 ended, the backlog grew by 120, far beyond its noise, and waits rose 15 s a minute

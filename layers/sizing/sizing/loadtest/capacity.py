@@ -14,6 +14,13 @@ A workload's SLOs are per-request percentiles at an arrival rate, so capacity is
   hundred requests sees one stretch of it, and its percentile reads the calm middle, not the stationary tail
   (`needs_more`). A level whose reading lies near its limit therefore runs on until its percentile rests on
   `level_requests` requests (`TAIL_REQUESTS` beyond the percentile), up to its window cap.
+- **A server that falls behind fails.** Above saturation a queue grows without bound, but from an empty server
+  it may take longer than a level's cap to push a loose percentile (batch-summarization's e2e p99 <= 300 s) over
+  its limit, so such a level would pass. Each open-loop level is also tested for overload
+  (`sizing.loadtest.overload`: its backlog's growth over the window against the arrival and completion counts'
+  noise); an overloaded level fails whatever its percentiles read, a level whose backlog test is unsure runs on,
+  and one overloaded beyond doubt stops early. The edge is then no higher than the rate the server answered at
+  while it fell behind (`_served_when_behind`), and the line through the levels' readings leaves such levels out.
 - **Bracket from the prediction, then bisect.** The first level is the predicted capacity. While levels pass, the
   rate grows by EXPAND; while they fail, it shrinks by the same factor; once one passes below one that fails, the
   bracket is bisected (geometric mean) until its ends are within 2 x `tolerance` of each other (the edge known to

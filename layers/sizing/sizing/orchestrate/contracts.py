@@ -31,7 +31,6 @@ from sizing.base.serving_config import ServerFacts, ServingConfig
 from sizing.base.strict import Lenient, Open, Strict
 from sizing.deploy.base import Endpoint
 from sizing.loadtest.capacity import level_requests
-from sizing.loadtest.overload import Overload
 from sizing.loadtest.config import (
     DEFAULT_INPUT_TOKENS,
     DEFAULT_OUTPUT_TOKENS,
@@ -43,6 +42,7 @@ from sizing.loadtest.config import (
     SloTarget,
 )
 from sizing.loadtest.metrics import Distribution
+from sizing.loadtest.overload import Overload
 from sizing.orchestrate.settings import CAPACITY_MAX_LEVEL_S
 from sizing.results import Architecture
 from sizing.results.blocks import LoadTarget
