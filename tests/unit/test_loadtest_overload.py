@@ -157,6 +157,10 @@ def test_an_unsure_backlog_keeps_the_level_running_and_a_certain_one_stops_it():
     assert steady is not None and a_bit is not None
     assert not needs_more(checks, None, steady)
     assert a_bit.unsure and not a_bit.overloaded and needs_more(checks, None, a_bit)
+    # AND a backlog past the test's bound but not beyond doubt also runs on: a queue filling from empty, or wandering
+    # near saturation, has the rest of the level to come back (the verdict is the level's last window's)
+    past = assess(sent, np.where(sent > 88, np.inf, sent + 1.0), (0.0, 100.0))
+    assert past is not None and past.overloaded and needs_more(checks, None, past)
     # AND when it grew far beyond doubt, the level stops instead of running to its cap
     behind = assess(sent, np.where(sent > 50, np.inf, sent + 1.0), (0.0, 100.0))
     assert behind is not None and behind.z > OVERLOAD_Z and not needs_more(checks, None, behind)

@@ -148,8 +148,9 @@ class SweepShape(LoadTestShape):
     def _grow_window(self, window_end: float) -> bool:
         """When the window's answers are in (its tail done; the load went on meanwhile): grow it by one window when
         an SLO target's verdict is still unsure, or (a capacity search) a target's reading lies near its limit on
-        fewer than the search's `level_requests` (`sizing.loadtest.capacity.needs_more`), and the window may grow
-        (`window_cap_s`). The requests sent since the window's end fall in the grown window. A request still running
+        fewer than the search's `level_requests`, or an open-loop level's backlog grew without proving beyond doubt
+        that its server fell behind (`sizing.loadtest.capacity.needs_more`, `sizing.loadtest.overload`), and the
+        window may grow (`window_cap_s`). The requests sent since the window's end fall in the grown window. A request still running
         at the tail's cap counts as it will: an e2e longer than any measured."""
         cfg = self.cfg
         targets = self._targets()
