@@ -1,7 +1,7 @@
 """The capacity search against the estimator's own model, without a twin: what a twin search reads, over many seeds.
 
     .venv/bin/python benchmarks/search_model.py [examples/*.yaml] [--top 3] [--seeds 16] [--quick-levels]
-        [--stationary]
+        [--stationary] [--no-overload] [--ranks 1,3]
 
 A twin serves at its model's pace, in real time, one search at a time (minutes a candidate) on a machine that must
 keep up with it. This runs the same search in-process against the same model: each level is the estimator's
@@ -14,7 +14,11 @@ the estimate's (`per_replica.rps_slo_limit`): median, range, and the share of se
 the server seconds a search takes. `--quick-levels`: levels that decide as soon as their verdict is sure, within
 two windows (the search before `level_requests`). `--stationary`: also the model's own edge read on long runs
 (four runs of 10,000 requests pooled, the first tenth of each left out), which neither the estimate's 2,000-request
-probes nor a search's levels read exactly. Figures are simulations of our own model, never measurements.
+probes nor a search's levels read exactly. `--no-overload`: levels pass or fail on their percentiles alone (the
+search before `sizing.loadtest.overload`); by default a level whose server falls behind its arrivals fails, runs on
+while that is unsure, and stops once it is certain (looks every LOOK_EVERY_S from its first window's end, as the
+load generator does). `--ranks`: only those of the top candidates. Figures are simulations of our own model, never
+measurements.
 """
 
 from __future__ import annotations
@@ -32,9 +36,10 @@ import numpy as np
 from sizing.catalog import load_catalog
 from sizing.deploy.base import as_target
 from sizing.loadtest.capacity import CapacitySearch, needs_more
-from sizing.loadtest.confidence import check_target, level_verdict
+from sizing.loadtest.confidence import check_target
 from sizing.loadtest.config import LoadTestConfig
-from sizing.loadtest.metrics import Distribution, StepResult, check_slo
+from sizing.loadtest.metrics import Distribution, StepResult, check_slo, with_checks
+from sizing.loadtest.overload import LOOK_EVERY_S, Overload, assess, stop_time
 from sizing.orchestrate.contracts import LoadTestInput, MachineSettings
 from sizing.orchestrate.settings import OrchestrationSettings
 from sizing.orchestrate.steps import _load_plan, choose_candidates, load_task
@@ -55,8 +60,10 @@ STATIONARY_REQUESTS, STATIONARY_RUNS, STATIONARY_STEPS = 10_000, 4, 12
 class ModelLevels:
     """A candidate's levels run on its model: the simulator from an empty replica, a window at a time."""
 
-    def __init__(self, sm: Any, wm: WorkloadModel, cfg: LoadTestConfig, quick: bool) -> None:
-        self.sm, self.wm, self.cfg = sm, wm, cfg
+    def __init__(
+        self, sm: Any, wm: WorkloadModel, cfg: LoadTestConfig, quick: bool, overload: bool = True
+    ) -> None:
+        self.sm, self.wm, self.cfg, self.overload = sm, wm, cfg, overload
         self.targets = [(t.metric, t.percentile, t.limit) for t in cfg.slo]
         search = cfg.capacity_search
         self.level_requests = None if quick or search is None else search.level_requests
@@ -69,26 +76,43 @@ class ModelLevels:
                        itl=False, warmup=0.0, prefix_tokens=wm.shared_prefix_tokens)  # fmt: skip
         sent = np.cumsum(_draws(wm.input_tokens, wm.output_tokens, seed, n).exponential / rate)
         per = sim.per_request
+        ends = sent + per["e2e_s"]
+        waits = per["ttft_ms"] / 1000.0
+        stop: float | None = None  # seconds into the window the level stopped at, overloaded beyond doubt
+        over: Overload | None = None
         for windows in range(1, self.windows + 1):
-            inside = (sent >= cfg.warmup_s) & (sent < cfg.warmup_s + windows * cfg.duration_s)
+            end = cfg.warmup_s + windows * cfg.duration_s
+            if self.overload and windows > 1:  # the load generator's looks from the first window's end on
+                looked = stop_time(
+                    sent, ends, cfg.warmup_s, end - cfg.duration_s + LOOK_EVERY_S, end, waits=waits
+                )
+                if looked is not None:
+                    stop, over = looked[0] - cfg.warmup_s, looked[1]
+                    break
+            inside = (sent >= cfg.warmup_s) & (sent < end)
+            over = assess(sent, ends, (cfg.warmup_s, end), waits) if self.overload else None
             checks = [check_target([float(x) for x in per[m][inside] if not math.isnan(x)], m, p, limit)
                       for m, p, limit in self.targets]  # fmt: skip
-            if not needs_more(checks, self.level_requests):
+            if not needs_more(checks, self.level_requests, over):
                 break
+        duration = stop if stop is not None else windows * cfg.duration_s
+        inside = (sent >= cfg.warmup_s) & (sent < cfg.warmup_s + duration)
+        checks = [check_target([float(x) for x in per[m][inside] if not math.isnan(x)], m, p, limit)
+                  for m, p, limit in self.targets]  # fmt: skip
         figures = {m: Distribution(**{p: float(np.nanpercentile(per[m][inside], float(p[1:])))},
                                    count=int(inside.sum())) for m, p, _ in self.targets}  # fmt: skip
         result = StepResult(
-            step=step, target={"rate_rps": rate}, started_at=0.0, duration_s=windows * cfg.duration_s,
+            step=step, target={"rate_rps": rate}, started_at=0.0, duration_s=duration,
             warmup_s=cfg.warmup_s, requests=int(inside.sum()), errors={},
             ttft_ms=figures.get("ttft_ms", Distribution()), tpot_ms=figures.get("tpot_ms", Distribution()),
             itl_ms=Distribution(), e2e_s=figures.get("e2e_s", Distribution()), input_tokens=None,
             output_tokens=None, requests_per_s=rate, output_tokens_per_s=0.0,
+            overload=None if over is None else over.model_copy(update={"stopped_early": stop is not None}),
         )  # fmt: skip
-        result = check_slo(result, self.targets)
-        return result.model_copy(update={"checks": checks, "capacity_verdict": level_verdict(checks)})
+        return with_checks(check_slo(result, self.targets), checks)
 
-    def search(self, start: float, seed: int) -> tuple[float | None, float]:
-        """(the search's capacity, the server seconds its levels took)."""
+    def search(self, start: float, seed: int) -> tuple[float | None, float, int]:
+        """(the search's capacity, the server seconds its levels took, its levels that the backlog test failed)."""
         search = self.cfg.capacity_search
         assert search is not None
         plan = CapacitySearch(start, tolerance=search.tolerance, max_levels=search.max_levels)
@@ -96,7 +120,8 @@ class ModelLevels:
         while (rate := plan.next_level(history)) is not None:
             history.append(self.run(rate, len(history), 1000 * seed + len(history)))
         seconds = sum(self.cfg.warmup_s + r.duration_s for r in history)
-        return plan.estimate(history).capacity_rps, seconds
+        behind = sum(1 for r in history if r.overload is not None and r.overload.overloaded)
+        return plan.estimate(history).capacity_rps, seconds, behind
 
     def stationary_edge(self, low: float, high: float) -> float:
         def score(rate: float) -> float:
@@ -141,13 +166,18 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=16)
     ap.add_argument("--quick-levels", action="store_true", help="levels decide once sure, within two windows")
     ap.add_argument("--stationary", action="store_true", help="also the model's edge on long runs")
+    ap.add_argument("--no-overload", action="store_true", help="levels decide on their percentiles alone")
+    ap.add_argument(
+        "--ranks", default=None, help="comma-separated ranks of the top candidates to search (1-based)"
+    )
     args = ap.parse_args()
     cat = load_catalog()
     rule = (
         "quick levels (sure verdicts, two windows)"
         if args.quick_levels
         else "levels near the edge read level_requests"
-    )
+    ) + ("" if args.no_overload else ", a server that falls behind fails its level")
+    ranks = None if args.ranks is None else {int(x) for x in args.ranks.split(",")}
     print(
         f"search against the estimator's model (simulated), {args.seeds} seeds, {rule}: searched / estimated"
     )
@@ -158,6 +188,8 @@ def main() -> int:
             for rank, cand in enumerate(
                 choose_candidates(estimate(spec, catalog=cat).document(), args.top), 1
             ):
+                if ranks is not None and rank not in ranks:
+                    continue
                 cand.workload = plan
                 arch = cand.architecture
                 serving = LocalTwinProvisioner.serving_of(as_target(arch.as_json()))
@@ -167,11 +199,15 @@ def main() -> int:
                 )
                 cfg = capacity_config(cand, Path(tmp))
                 levels = ModelLevels(
-                    StepModel.for_config(hw), build_model(spec, model_id), cfg, args.quick_levels
+                    StepModel.for_config(hw),
+                    build_model(spec, model_id),
+                    cfg,
+                    args.quick_levels,
+                    overload=not args.no_overload,
                 )
                 est = arch.per_replica.rps_slo_limit if arch.per_replica else 0.0
                 runs = [levels.search(est, seed) for seed in range(args.seeds)]
-                ratios = [(c or 0.0) / est for c, _ in runs]
+                ratios = [(c or 0.0) / est for c, _, _ in runs]
                 inside = sum(abs(r - 1) <= AGREEMENT for r in ratios) / len(ratios)
                 stationary = (
                     f"; model's stationary edge {levels.stationary_edge(est / 2, est * 2) / est:.3f}"
@@ -181,7 +217,9 @@ def main() -> int:
                 print(f"{example.name} #{rank} {arch.id}: estimate {est:.4g} req/s; window {cfg.duration_s:.0f} s,"
                       f" cap {levels.windows * cfg.duration_s:.0f} s; ratio median {statistics.median(ratios):.3f}"
                       f" [{min(ratios):.2f}-{max(ratios):.2f}], within +/-{AGREEMENT:.0%} in {inside:.0%} of seeds;"
-                      f" {statistics.mean(s for _, s in runs):.0f} server s a search{stationary}", flush=True)  # fmt: skip
+                      f" {statistics.mean(s for _, s, _ in runs):.0f} server s a search;"
+                      f" {statistics.mean(b for _, _, b in runs):.1f} levels a search fell behind{stationary}",
+                      flush=True)  # fmt: skip
     return 0
 
 

@@ -99,7 +99,9 @@ def test_users_at_random_phases_are_not_flagged_and_open_loops_state_no_groups()
     # when summarized as a closed loop and as an open loop
     closed = summarize(_starts(list(times)), step=0, target={"concurrency": 16}, window=(T0 + 5, T0 + 15),
                        warmup_s=5)  # fmt: skip
-    opened = summarize(_starts(list(times)), step=0, target={"rate_rps": 20}, window=(T0 + 5, T0 + 15), warmup_s=5)
+    opened = summarize(
+        _starts(list(times)), step=0, target={"rate_rps": 20}, window=(T0 + 5, T0 + 15), warmup_s=5
+    )
     # then the closed loop's requests went out one at a time (about 1 + 2 x rate x gap), and nothing is flagged
     assert closed.lockstep_group is not None and closed.lockstep_group < 1.5
     assert not closed.flags

@@ -315,6 +315,9 @@ def _print_steps(steps: list[Any]) -> None:
                 f"  step {st.step}: {c.target} {c.value} (95% interval {interval}, {c.samples} requests) vs"
                 f" {c.limit:g}: {c.verdict}" + (f", {c.note}" if c.note else "")
             )
+        if st.overload is not None and st.overload.overloaded:
+            stopped = ", the level stopped early" if st.overload.stopped_early else ""
+            print(f"  step {st.step}: fails: {st.overload.reason()}{stopped}")
         for flag in st.flags:
             print(f"  step {st.step}: warning: {flag}")
 

@@ -14,6 +14,13 @@ A workload's SLOs are per-request percentiles at an arrival rate, so capacity is
   hundred requests sees one stretch of it, and its percentile reads the calm middle, not the stationary tail
   (`needs_more`). A level whose reading lies near its limit therefore runs on until its percentile rests on
   `level_requests` requests (`TAIL_REQUESTS` beyond the percentile), up to its window cap.
+- **A server that falls behind fails.** Above saturation a queue grows without bound, but from an empty server
+  it may take longer than a level's cap to push a loose percentile (batch-summarization's e2e p99 <= 300 s) over
+  its limit, so such a level would pass. Each open-loop level is also tested for overload
+  (`sizing.loadtest.overload`: its backlog's growth over the window against the arrival and completion counts'
+  noise); an overloaded level fails whatever its percentiles read, a level whose backlog test is unsure runs on,
+  and one overloaded beyond doubt stops early. The edge is then no higher than the rate the server answered at
+  while it fell behind (`_served_when_behind`), and the line through the levels' readings leaves such levels out.
 - **Bracket from the prediction, then bisect.** The first level is the predicted capacity. While levels pass, the
   rate grows by EXPAND; while they fail, it shrinks by the same factor; once one passes below one that fails, the
   bracket is bisected (geometric mean) until its ends are within 2 x `tolerance` of each other (the edge known to
@@ -42,6 +49,7 @@ from pydantic import Field
 from sizing.base.strict import Strict
 from sizing.loadtest.confidence import TargetCheck, level_verdict
 from sizing.loadtest.metrics import StepResult
+from sizing.loadtest.overload import Overload, certain
 
 #: Growth (and shrink) factor of the bracketing phase: an estimate 30% off is bracketed in one or two levels.
 EXPAND = 1.5
@@ -91,12 +99,19 @@ def near_limit(check: TargetCheck, share: float = NEAR_EDGE) -> bool:
     return check.ci_low <= check.limit * (1 + share) and check.ci_high >= check.limit * (1 - share)
 
 
-def needs_more(checks: Sequence[TargetCheck], min_requests: int | None) -> bool:
+def needs_more(
+    checks: Sequence[TargetCheck], min_requests: int | None, overload: Overload | None = None
+) -> bool:
     """Whether a level runs on: a target is unsure (its interval straddles its limit), or a target's reading lies
-    near its limit (`near_limit`) on fewer than `min_requests` requests. Near the edge the verdict and the reading
-    the search fits its edge to must be the queue's stationary ones, not those of one stretch of it: a few hundred
-    requests from an empty replica read a percentile there 5-8% low (TAIL_REQUESTS), which passes a rate the
-    steady state fails. A level whose every interval lies clear of the band decides on what it has."""
+    near its limit (`near_limit`) on fewer than `min_requests` requests, or the server's backlog grew without yet
+    proving it fell behind (`Overload.unsure`). Near the edge the verdict and the reading the search fits its edge
+    to must be the queue's stationary ones, not those of one stretch of it: a few hundred requests from an empty
+    replica read a percentile there 5-8% low (TAIL_REQUESTS), which passes a rate the steady state fails. A level
+    whose every interval lies clear of the band decides on what it has; an overloaded one fails on it."""
+    if certain(overload):
+        return False
+    if overload is not None and (overload.overloaded or overload.unsure):
+        return True
     if level_verdict(checks) == "unsure":
         return True
     if not min_requests:
@@ -145,9 +160,13 @@ def _fitted(history: Sequence[StepResult]) -> float | None:
     about linearly in the rate and crosses 1 at the edge. Unlike the verdicts, which each read one level's
     percentile against the limit, the line pools every level's reading: near a flat SLO (an e2e that the answer's
     length dominates, +19% from 7.5 to 12.3 req/s on a chat replica) a percentile's few percent of noise moves a
-    single verdict's edge by tens of percent of rate. None with fewer than two levels or a line that does not fall."""
+    single verdict's edge by tens of percent of rate. A level whose server fell behind (`StepResult.overload`) is
+    left out: its percentile reads a queue still growing, not a stationary one. None with fewer than two levels or a
+    line that does not fall."""
     pts: list[tuple[float, float, float]] = []
     for r in history:
+        if r.overload is not None and r.overload.overloaded:
+            continue
         scores = [c.value / c.limit for c in r.checks if c.value is not None and c.limit > 0]
         if not scores or r.requests <= 0 or not all(math.isfinite(x) and x > 0 for x in scores):
             continue
@@ -162,6 +181,20 @@ def _fitted(history: Sequence[StepResult]) -> float | None:
     if slope >= 0:
         return None
     return round(mx + (1.0 - my) / slope, 4)
+
+
+def _served_when_behind(history: Sequence[StepResult]) -> float | None:
+    """The rate at which the server answered while it fell behind its arrivals (`StepResult.overload`): the
+    completions of every overloaded level over their windows, pooled. A server behind its arrivals has a queue to
+    work on throughout, so it answers at its saturated throughput, and no rate above it can be served for long: the
+    edge lies at or below it, wherever the levels' verdicts put the bracket's middle (the backlog test sees an
+    overload of a few percent only on thousands of requests, so levels just above saturation pass, and the
+    bracket's middle lies above it). None when no level fell behind."""
+    behind = [r.overload for r in history if r.overload is not None and r.overload.overloaded]
+    seconds = sum(o.window_s for o in behind)
+    if not behind or seconds <= 0:
+        return None
+    return round(sum(o.completions for o in behind) / seconds, 4)
 
 
 class CapacitySearch:
@@ -257,6 +290,10 @@ class CapacitySearch:
             if fitted is not None and (low or 0.0) <= fitted <= (high or math.inf):
                 # inside what the confident verdicts allow, the line through every level's reading places the edge
                 capacity = fitted
+            served = _served_when_behind(history)
+            if served is not None and served < capacity:
+                # no higher than what the server answered while it fell behind: its saturated throughput
+                capacity = served
             note = f"the SLO edge lies between {lo:g} and {hi:g} req/s" + (
                 ""
                 if self.converged(lo, hi)
@@ -268,7 +305,8 @@ class CapacitySearch:
             levels=[
                 {"rate_rps": _rate(r), "target_rps": r.level, "meets_slo": r.meets_slo, "verdict": r.capacity_verdict,
                  "requests": r.requests, "unfinished": r.unfinished,
-                 "checks": [c.model_dump(mode="json") for c in r.checks]}
+                 "checks": [c.model_dump(mode="json") for c in r.checks],
+                 **({"overload": r.overload.model_dump(mode="json")} if r.overload is not None else {})}
                 for r in history
             ],
             note=note,

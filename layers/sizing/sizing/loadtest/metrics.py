@@ -14,6 +14,7 @@ from pydantic import Field
 
 from sizing.base.strict import Strict
 from sizing.loadtest.confidence import TargetCheck, Verdict, check_target, level_verdict
+from sizing.loadtest.overload import Overload, assess
 from sizing.loadtest.server import ServerWindow
 
 #: Requests sent closer together than this share of the level's median inter-token gap (one engine step) count as
@@ -133,6 +134,12 @@ class StepResult(Strict):
     )
     capacity_verdict: Verdict | None = Field(
         default=None, description="the level's confident verdict over every target (None: no targets)"
+    )
+    overload: Overload | None = Field(
+        default=None,
+        description="whether the server kept up with an open-loop level's arrivals (sizing.loadtest.overload): an"
+        " overloaded level fails its SLO whatever its percentiles read; None: not tested (a closed loop, or too"
+        " few arrivals)",
     )
     server: ServerWindow | None = Field(
         default=None,
@@ -289,14 +296,37 @@ def confident_checks(
     return out
 
 
+def backlog(
+    records: Iterable[RequestRecord],
+    inflight: Iterable[float],
+    window: tuple[float, float],
+    level_start: float,
+) -> Overload | None:
+    """The backlog test (`sizing.loadtest.overload.assess`) over `window` for the level begun at `level_start`:
+    its recorded requests (answered or failed) and those still in flight (`inflight`: when each was sent). The
+    waits it states are times to first token, or e2e where no request measured one (a non-streaming API)."""
+    recs = [r for r in records if r.start >= level_start]
+    running = [t for t in inflight if t >= level_start]
+    timed = any(r.ttft_s is not None for r in recs)
+    waits: list[float | None] = [r.ttft_s if timed else (r.e2e_s if r.error is None else None) for r in recs]
+    return assess(
+        [r.start for r in recs] + running, [r.end for r in recs] + [math.inf] * len(running), window,
+        waits + [None] * len(running), level_start,
+    )  # fmt: skip
+
+
 def with_checks(result: StepResult, checks: list[TargetCheck]) -> StepResult:
-    return result.model_copy(
-        update={"checks": checks, "capacity_verdict": level_verdict(checks) if checks else None}
-    )
+    """The level with its targets' checks and its confident verdict: theirs, or a failure when the server fell
+    behind its arrivals (`StepResult.overload`), which no percentile of a transient can outweigh."""
+    verdict: Verdict | None = level_verdict(checks) if checks else None
+    if verdict is not None and result.overload is not None and result.overload.overloaded:
+        verdict = "fail"
+    return result.model_copy(update={"checks": checks, "capacity_verdict": verdict})
 
 
 def check_slo(result: StepResult, targets: Sequence[tuple[str, str, float]]) -> StepResult:
-    """Mark whether every SLO percentile holds (and errors stay under MAX_ERROR_RATE)."""
+    """Mark whether every SLO percentile holds (and errors stay under MAX_ERROR_RATE, and the server kept up with
+    an open-loop level's arrivals: `StepResult.overload`)."""
     failures: list[str] = []
     still = f" ({result.unfinished} still running when the step ended)" if result.unfinished else ""
     if result.answered <= 0:
@@ -315,6 +345,8 @@ def check_slo(result: StepResult, targets: Sequence[tuple[str, str, float]]) -> 
             )
         elif v is not None and v > limit:
             failures.append(f"{metric}.{pct} {v:g} > {limit:g}")
+    if targets and result.overload is not None and result.overload.overloaded:
+        failures.append(result.overload.reason())
     return result.model_copy(update={"meets_slo": not failures, "slo_failures": failures})
 
 

@@ -19,7 +19,8 @@ from sizing.loadtest.capacity import near_limit, needs_more
 from sizing.loadtest.collector import COLLECTOR, configured
 from sizing.loadtest.confidence import level_verdict
 from sizing.loadtest.config import LoadTestConfig
-from sizing.loadtest.metrics import StepResult, check_slo, confident_checks, summarize, with_checks
+from sizing.loadtest.metrics import StepResult, backlog, check_slo, confident_checks, summarize, with_checks
+from sizing.loadtest.overload import LOOK_EVERY_S, Overload, certain
 from sizing.loadtest.plan import LevelPlan, plan_for, pointless_after
 from sizing.loadtest.server import TWIN_LAG_SHARE, UNEXPECTED_HIT_SHARE, MetricsSnapshot, scrape, window
 
@@ -70,6 +71,8 @@ class SweepShape(LoadTestShape):
         self._draining_since: float | None = None
         #: the current step's window: the config's, grown one window at a time while its verdict is unsure
         self.window_s = 0.0
+        #: when the current step last looked whether its server fell behind beyond doubt (`_stop_overloaded`)
+        self._looked_at = 0.0
 
     @property
     def cfg(self) -> LoadTestConfig:
@@ -90,6 +93,7 @@ class SweepShape(LoadTestShape):
         self.step_start = now
         self.window_s = self.cfg.duration_s
         self._last_progress = now
+        self._looked_at = now
         if self.level is None:
             return False
         if pointless_after(self.history, self.level):  # the sweep ends instead of spending its time
@@ -144,8 +148,9 @@ class SweepShape(LoadTestShape):
     def _grow_window(self, window_end: float) -> bool:
         """When the window's answers are in (its tail done; the load went on meanwhile): grow it by one window when
         an SLO target's verdict is still unsure, or (a capacity search) a target's reading lies near its limit on
-        fewer than the search's `level_requests` (`sizing.loadtest.capacity.needs_more`), and the window may grow
-        (`window_cap_s`). The requests sent since the window's end fall in the grown window. A request still running
+        fewer than the search's `level_requests`, or an open-loop level's backlog grew without proving beyond doubt
+        that its server fell behind (`sizing.loadtest.capacity.needs_more`, `sizing.loadtest.overload`), and the
+        window may grow (`window_cap_s`). The requests sent since the window's end fall in the grown window. A request still running
         at the tail's cap counts as it will: an e2e longer than any measured."""
         cfg = self.cfg
         targets = self._targets()
@@ -156,10 +161,13 @@ class SweepShape(LoadTestShape):
             COLLECTOR.records, (lo, window_end), targets, COLLECTOR.unfinished(lo, window_end)
         )
         search = cfg.capacity_search
-        if not needs_more(checks, search.level_requests if search is not None else None):
+        over = self._overload(window_end)
+        if not needs_more(checks, search.level_requests if search is not None else None, over):
             return False
         self.window_s += cfg.duration_s
-        if level_verdict(checks) == "unsure":
+        if over is not None and (over.overloaded or over.unsure):
+            why = f"the backlog grew by {over.backlog_end - over.backlog_start} ({over.z:.1f}x its noise)"
+        elif level_verdict(checks) == "unsure":
             why = "unsure (" + ", ".join(f"{c.target} {c.note or 'interval straddles ' + format(c.limit, 'g')}"
                                          for c in checks if c.verdict == "unsure") + ")"  # fmt: skip
         else:
@@ -174,7 +182,47 @@ class SweepShape(LoadTestShape):
         )
         return True
 
-    def _finish(self, end: float | None = None) -> None:
+    def _overload(self, end: float) -> Overload | None:
+        """The backlog test (`sizing.loadtest.overload`) of an open-loop step over its window up to `end` (None: a
+        closed loop, whose users wait for their answers and so cannot outrun the server, or too few arrivals). On a
+        master, `end` is held to the workers' last reports, past which their records are not here yet."""
+        if self.cfg.mode != "rate":
+            return None
+        reports = [made for made, _, _ in COLLECTOR.reported.values()]
+        if reports:
+            end = min(end, *reports)
+        inflight = COLLECTOR.inflight_starts() + [
+            t for _, _, starts in COLLECTOR.reported.values() for t in starts
+        ]
+        lo = self.step_start + self.cfg.warmup_s
+        return backlog(COLLECTOR.records, inflight, (lo, end), self.step_start)
+
+    def _stop_overloaded(self, now: float, window_end: float) -> bool:
+        """Whether an open-loop step ends now because its server fell behind: beyond doubt
+        (`sizing.loadtest.overload.certain`; looked at every LOOK_EVERY_S from the end of the step's first window
+        on), or at the end of a window that may not grow, by the test's bound (`Overload.overloaded`). The step then
+        ends at once, its window cut to now and no tail awaited (an overloaded level's tail runs to its cap: its
+        queue never empties), and fails: the rest would measure nothing its verdict needs, on a server (a GPU) that
+        is paid by the second."""
+        cfg = self.cfg
+        if cfg.mode != "rate" or not self._targets():
+            return False
+        if now < window_end:
+            if now < self.step_start + cfg.warmup_s + cfg.duration_s or now - self._looked_at < LOOK_EVERY_S:
+                return False
+        elif self._looked_at >= window_end:  # the window's end was looked at: its tail is awaited as usual
+            return False
+        self._looked_at = now
+        end = min(now, window_end)
+        over = self._overload(end)
+        last = self.window_s + cfg.duration_s > cfg.window_cap_s + 1e-9
+        if over is None or not (certain(over) or (now >= window_end and last and over.overloaded)):
+            return False
+        print(f"step {len(self.history)}: {over.reason()}: the level stops", file=sys.stderr, flush=True)
+        self._finish(end=end, stopped=now < window_end)
+        return True
+
+    def _finish(self, end: float | None = None, stopped: bool = False) -> None:
         assert self.level is not None
         lo = self.step_start + self.cfg.warmup_s
         hi = end if end is not None else lo + self.window_s
@@ -183,6 +231,11 @@ class SweepShape(LoadTestShape):
             COLLECTOR.records, step=len(self.history), target=self.cfg.target_of(self.level), window=(lo, hi),
             warmup_s=self.cfg.warmup_s, unfinished=unfinished,
         )  # fmt: skip
+        over = self._overload(hi)
+        if over is not None:
+            result = result.model_copy(
+                update={"overload": over.model_copy(update={"stopped_early": stopped})}
+            )
         targets = self._targets()
         if targets:
             result = check_slo(result, targets)
@@ -267,6 +320,12 @@ class SweepShape(LoadTestShape):
         ramp_s = self.cfg.warmup_s * RAMP_SHARE_OF_WARMUP
         return users, float(max(users / ramp_s, 1.0)) if ramp_s > 0 else float(users * FAST_SPAWN_PER_USER)
 
+    def _next_step(self, now: float) -> tuple[int, float] | None:
+        """After a step: drain what it left in flight, or begin the next (None: the sweep is over)."""
+        if self._start_draining(now) or self._begin(now):
+            return self._users()
+        return None
+
     def tick(self) -> tuple[int, float] | None:
         now = time.time()
         if not self._started:
@@ -293,16 +352,15 @@ class SweepShape(LoadTestShape):
             self.level = None
             return None
         window_end = self.step_start + cfg.warmup_s + self.window_s
+        if self._stop_overloaded(now, window_end):
+            return self._next_step(now)
         now = self._await_window(window_end, now)
         if now >= window_end and self._window_counted(window_end, now):
             # unsure: the level runs on, its window grown (the load never paused)
             if self._grow_window(window_end):
                 return self._users()
             self._finish()
-            if self._start_draining(now):
-                return self._users()
-            if not self._begin(now):
-                return None
+            return self._next_step(now)
         elif now - self._last_progress >= PROGRESS_EVERY_S:
             self._last_progress = now
             phase = "warm-up" if elapsed < cfg.warmup_s else "measuring" if now < window_end else "tail"

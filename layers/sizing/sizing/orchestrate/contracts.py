@@ -42,6 +42,7 @@ from sizing.loadtest.config import (
     SloTarget,
 )
 from sizing.loadtest.metrics import Distribution
+from sizing.loadtest.overload import Overload
 from sizing.orchestrate.settings import CAPACITY_MAX_LEVEL_S
 from sizing.results import Architecture
 from sizing.results.blocks import LoadTarget
@@ -254,6 +255,9 @@ class StepRecord(Lenient):
     phase: str | None = None
     #: a closed loop's lock-step groups (`StepResult.lockstep_group`): re-simulated with groups of that size
     lockstep_group: float | None = None
+    #: whether the server kept up with an open-loop level's arrivals (`sizing.loadtest.overload`; None: not tested,
+    #: or a record of an earlier release)
+    overload: Overload | None = None
 
     @field_validator("serving", mode="before")
     @classmethod

@@ -1,0 +1,171 @@
+"""Whether an open-loop level overloads its server: completions falling behind arrivals.
+
+Above its saturation rate a server's queue grows without bound, but from an empty server it grows at only
+(rate - saturation) requests a second: a level 20% above the batch-summarization example's saturation adds about
+0.1 request a second to a queue of tens, so its e2e p99 needs far longer than one capped level (15 minutes) to
+reach a 300 s limit, and the level *passes* its SLO while the server falls further behind with every minute. A
+real server run that way fails its users within the hour. This module recognises that from what the level
+measures, whatever the SLO says.
+
+**The test.** Over the level's window [t0, t1) let A be the requests that arrived and D the requests that ended
+(answered, or failed) -- every request of the level, those sent in its warm-up included. The requests in the
+system then grew by A - D over the window: `N(t1) - N(t0)`, where N(t) is what was sent before t and had not
+ended by it, read from each request's send and end times and from those still running. A server that keeps up
+holds N about steady (it wanders, and it fills from empty), so the growth's mean is about 0; a server that falls
+behind adds (rate - saturation) x window. Under a server that keeps up, the growth is at most as noisy as two
+independent Poisson counts of A and D: over a window short against the queue's relaxation it is the difference of
+the arrival count (Poisson) and the completion count (a superposition of many requests' ends: about Poisson),
+variance A + D; over a longer one the queue's pull back to its mean makes it less. So
+
+    z = (A - D) / sqrt(A + D)
+
+is a one-sided test of "the server keeps up": the level is *overloaded* when z >= OVERLOAD_Z at the end of its
+last window. Its false-alarm rate is measured, not assumed (docs/loadgen.md, "A server that falls behind"): on a
+synthetic FIFO server of 8 slots, 0 of 1,000 levels at 0.90, 0.95 and 0.98 of its saturation were flagged (3 at
+1.00); on a single-slot server with a service time of log-sigma 1, 0 of 400 at 0.90 and 0.95, 1 at 0.98; on the
+estimator's models of batch-summarization's three candidates, 0 of 40 levels at 0.90 and 0.95 of the estimate,
+and 5 of 40 on the candidate whose saturation lies 2-3% above it.
+
+**Its cost.** The test sees overload of a share e above saturation once e x n / (1 + e) clears OVERLOAD_Z x
+sqrt(2n) on n arrivals: 11% above saturation on the 800 requests of a p95's level, 5% on 4,000. A level whose z
+lies between RUN_ON_Z and OVERLOAD_Z, or above it before its last window, is unsure and runs on (its window grows,
+within its cap), as an unsure percentile does (`sizing.loadtest.capacity.needs_more`): a backlog of a queue that
+fills from empty, or wanders near saturation, then has the time to come back. So levels a few percent above
+saturation may pass; the search's answer is then held to the rate at which its overloaded levels' server answered
+(`sizing.loadtest.capacity`): a server behind its arrivals works at its saturated throughput.
+
+**Stopping early.** Once overload is certain the level stops: its verdict will fail whatever its percentiles
+read, and the rest of its window (and its tail, which an overloaded level always spends to the cap: its queue
+never empties) measures nothing the verdict needs. The load generator (`sizing.loadtest.sweep`) looks every
+LOOK_EVERY_S from the end of the level's first window on, and at each window's end before awaiting its tail, and
+stops at z >= STOP_Z: a bound of 4 standard errors, whose one-sided chance 3e-5 over the 90 looks of a 15-minute
+level (Bonferroni) keeps false stops under 0.3%. At the end of a level's last window an overloaded level
+(z >= OVERLOAD_Z) ends without awaiting its tail. The arrivals then pause until what the level left in flight has
+ended, as after every open-loop level.
+
+**What the user reads.** An overloaded level fails with "the server fell behind: D of A requests answered over the
+T s window (the backlog grew by G, z x the counts' noise), waits rising X s per minute" -- the waits' slope is the
+least-squares slope of the window's waits (time to first token; e2e where no token time was measured) against when
+each request was sent, a figure to read, not part of the test.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import Field
+
+from sizing.base.strict import Strict
+
+#: One-sided bound on z for an overloaded level: the normal's 97.5th percentile, so a server that keeps up is
+#: flagged at most 2.5% of the time under the null's variance bound (which over a window longer than the queue's
+#: relaxation overstates the noise: measured 0% at 0.95 of saturation, see the module docstring). At 2.326 (1%)
+#: the batch-summarization example's three searches read 1.24, 1.13 and 1.09 of the estimate before the
+#: throughput cap, at 1.96 1.20, 1.12 and 1.08, at 1.645 1.20, 1.12 and 1.05 with 7% of levels at 0.93 of
+#: saturation flagged: 1.96 keeps the issue's ~5% at rates a few percent below saturation.
+OVERLOAD_Z = 1.96
+#: Below OVERLOAD_Z, a z this high leaves the level unsure: its window grows (within its cap) so that the test can
+#: decide. One standard error: a server that keeps up reaches it on about one level in six, and then runs one more
+#: window, not to its cap, unless its backlog keeps growing.
+RUN_ON_Z = 1.0
+#: z at which a level stops before its window ends (see the module docstring: under 0.3% false stops).
+STOP_Z = 4.0
+#: Seconds between the load generator's looks for a certain overload inside a window (its progress lines' interval,
+#: `sizing.loadtest.sweep.PROGRESS_EVERY_S`): 90 looks in a 15-minute level.
+LOOK_EVERY_S = 10.0
+#: Fewest arrivals in a window before the test says anything: below, the counts are too few for the normal bound
+#: (a Poisson count of 30 is within 5% of its normal approximation's tail at 2 standard errors).
+MIN_ARRIVALS = 30
+#: Seconds per minute: the waits' slope is stated per minute of the window.
+S_PER_MIN = 60.0
+
+
+class Overload(Strict):
+    """Whether a level's server kept up with its arrivals (the backlog test of `sizing.loadtest.overload`)."""
+
+    overloaded: bool = Field(
+        description="the backlog grew beyond what the counts' noise allows (z >= OVERLOAD_Z, 1.96)"
+    )
+    z: float = Field(description="the backlog's growth over sqrt(arrivals + completions)")
+    arrivals: int = Field(ge=0, description="requests sent in the window")
+    completions: int = Field(ge=0, description="requests of the level that ended in the window (any sent)")
+    backlog_start: int = Field(ge=0, description="requests in the system at the window's start")
+    backlog_end: int = Field(ge=0, description="requests in the system at the window's end")
+    window_s: float = Field(description="the window the counts cover (seconds)")
+    wait_slope_s_per_min: float | None = Field(
+        default=None, description="how fast the window's waits rose: seconds per minute of the window"
+    )
+    stopped_early: bool = Field(
+        default=False, description="the level stopped before its window's end once overload was certain"
+    )
+
+    @property
+    def unsure(self) -> bool:
+        """Not overloaded yet, but the backlog grew enough that more of the level could decide it."""
+        return not self.overloaded and self.z >= RUN_ON_Z
+
+    def reason(self) -> str:
+        waits = (
+            ""
+            if self.wait_slope_s_per_min is None
+            else f", waits rising {self.wait_slope_s_per_min:.3g} s per minute"
+        )
+        return (
+            f"the server fell behind: {self.completions} of {self.arrivals} requests answered over the"
+            f" {self.window_s:.0f} s window (the backlog grew by {self.backlog_end - self.backlog_start},"
+            f" {self.z:.1f}x what the counts' noise allows){waits}"
+        )
+
+
+def assess(
+    starts: Sequence[float] | np.ndarray, ends: Sequence[float] | np.ndarray, window: tuple[float, float],
+    waits: Sequence[float | None] | np.ndarray | None = None, level_start: float = -math.inf,
+) -> Overload | None:  # fmt: skip
+    """The backlog test over `window` (t0, t1) for a level's requests: when each was sent (`starts`) and ended
+    (`ends`: math.inf for one still running), every request sent since `level_start`. `waits`, one per request
+    (None or NaN where unknown), give the waits' slope. None when the window holds fewer than MIN_ARRIVALS."""
+    t0, t1 = window
+    s = np.asarray(starts, dtype=float)
+    e = np.asarray(ends, dtype=float)
+    mine = s >= level_start
+    s, e = s[mine], e[mine]
+    arrived = int(np.count_nonzero((s >= t0) & (s < t1)))
+    if arrived < MIN_ARRIVALS or t1 <= t0:
+        return None
+    ended = int(np.count_nonzero((e >= t0) & (e < t1)))
+    before = int(np.count_nonzero((s < t0) & (e >= t0)))
+    after = int(np.count_nonzero((s < t1) & (e >= t1)))
+    z = (arrived - ended) / math.sqrt(arrived + ended)
+    slope = None
+    if waits is not None:
+        w = np.asarray([math.nan if x is None else x for x in waits], dtype=float)[mine]
+        pick = (s >= t0) & (s < t1) & np.isfinite(w)
+        if np.count_nonzero(pick) >= 2 and float(np.ptp(s[pick])) > 0:
+            slope = round(float(np.polyfit(s[pick], w[pick], 1)[0]) * S_PER_MIN, 3)
+    return Overload(
+        overloaded=z >= OVERLOAD_Z, z=round(z, 3), arrivals=arrived, completions=ended, backlog_start=before,
+        backlog_end=after, window_s=round(t1 - t0, 3), wait_slope_s_per_min=slope,
+    )  # fmt: skip
+
+
+def certain(o: Overload | None) -> bool:
+    """Overload beyond doubt (z >= STOP_Z): the level can stop before its window ends."""
+    return o is not None and o.z >= STOP_Z
+
+
+def stop_time(
+    starts: Sequence[float] | np.ndarray, ends: Sequence[float] | np.ndarray, window_start: float,
+    looks_from: float, until: float, every: float = LOOK_EVERY_S,
+    waits: Sequence[float | None] | np.ndarray | None = None,
+) -> tuple[float, Overload] | None:  # fmt: skip
+    """When a level whose requests were sent and ended as given (everything it will send, `ends` as they will be)
+    stops on a certain overload, looking as the load generator does: every `every` seconds from `looks_from` (its
+    first window's end) until `until` (its window's end); with the test's figures then. None: it runs on."""
+    for t in np.arange(looks_from, until, every):
+        look = assess(starts, ends, (window_start, float(t)), waits)
+        if certain(look):
+            assert look is not None
+            return float(t), look
+    return None
