@@ -14,6 +14,10 @@
 - `prefix`: 4 streams of 2,048/64 with 1,536 tokens of every prompt shared, and without: prefix caching;
 - `preempt`: the engine restarted with a KV cache of 48 blocks (6,144 tokens) and 16 streams of 512/256 (12,288
   tokens wanted): preemption when KV runs out;
+- `lockstep` (not in the default parts): closed loops of 4, 16 and 64 streams of 128/32 and 512/128, 30-s
+  windows: the lock-step groups a closed loop of fixed lengths falls into (`StepResult.lockstep_group`), and the
+  simulator's TTFT with its users at random phases and in groups of the size measured (docs/engine.md,
+  "Lock-step");
 - `sched` (not in the default parts): closed loops of 1-48 streams, long prompts and a Poisson level, served by the
   engine's asynchronous planner (vLLM's default) and then by its synchronous one (`--no-async-scheduling`): what
   planning each step a step ahead costs a new request's first token.
@@ -149,6 +153,15 @@ def part_low(s: Session) -> None:
         s.keep("low", "concurrency", 1, point, 12.0, 3.0)
 
 
+#: the `lockstep` part's closed loops: (streams, prompt/answer tokens), each a 30-s window after a 5-s warm-up
+LOCKSTEP_LEVELS = tuple((c, p) for p in ((128, 32), (512, 128)) for c in (4, 16, 64))
+
+
+def part_lockstep(s: Session) -> None:
+    for c, point in LOCKSTEP_LEVELS:
+        s.keep("lockstep", "concurrency", c, point, 30.0, 5.0)
+
+
 def part_queue(s: Session, sat: float) -> None:
     for f in QUEUE_FRACTIONS:
         rate = round(sat * f, 3)
@@ -230,7 +243,7 @@ def measure(args: argparse.Namespace) -> int:
         if "low" in parts:
             part_low(s)
         sat = args.sat_rps
-        if "sat" in parts or not sat:
+        if "sat" in parts or (not sat and parts & {"queue"}):
             sat = s.keep("sat", "concurrency", 48, (512, 128), 30.0, 10.0)["requests_per_s"]
         if "queue" in parts:
             part_queue(s, sat)
@@ -240,6 +253,8 @@ def measure(args: argparse.Namespace) -> int:
             part_mixed(s)
         if "prefix" in parts:
             part_prefix(s)
+        if "lockstep" in parts:
+            part_lockstep(s)
         engine("stop")
     if "sched" in parts:
         part_sched(s)
@@ -289,6 +304,59 @@ def lone_prefill_ms(row: Any, prof: Any, background: int, context: int = 600) ->
     return t * 1e3
 
 
+def lockstep_sim(row: Any, prof: Any, group: int) -> tuple[float, float]:
+    """(TTFT mean ms, TPOT mean ms) of the row's closed loop simulated with its users in lock-step groups of
+    `group` (1: at random phases), as the estimator re-simulates a measured level (`ClosedLoop.group`)."""
+    from sizing.perf.engines import build_scheduler
+    from sizing.perf.fit import (
+        MAX_REQUESTS,
+        MIN_REQUESTS_FIXED,
+        ROUNDS,
+        _dists,
+        profile_key,
+        reference_catalog,
+        row_config,
+    )
+    from sizing.perf.memory import memory_fit
+    from sizing.perf.simulator import ClosedLoop, simulate
+    from sizing.perf.step import StepModel
+
+    cat = reference_catalog()
+    cfg = row_config(row)
+    sm = StepModel(cfg, memory_fit(cfg, cat), prof, cat)
+    sm.schedule_as(build_scheduler(profile_key(row), row.max_model_len or 4096, row.engine_version))
+    c = max(1, round(row.load_value))
+    i_dist, o_dist = _dists(row)
+    res = simulate(
+        sm,
+        ClosedLoop(c, group=group),
+        i_dist,
+        o_dist,
+        n_requests=min(MAX_REQUESTS, max(MIN_REQUESTS_FIXED, ROUNDS * c)),
+    )
+    return res.ttft_ms.mean, res.tpot_ms.mean
+
+
+def print_lockstep(
+    lockstep: list[tuple[dict[str, Any], Any]], prof: Any, errs: dict[str, list[float]]
+) -> None:
+    """The `lockstep` levels: their users' groups, and TTFT/TPOT measured against the simulator's with the users at
+    random phases and in groups of the size measured (each TTFT's error kept in `errs`)."""
+    print("\nclosed loops of fixed lengths: the groups their users went out in (request-weighted), and TTFT/TPOT"
+          " measured against the simulator's with the users at random phases and in groups of that size")  # fmt: skip
+    for r, row in lockstep:
+        g = r.get("lockstep_group")
+        spread = lockstep_sim(row, prof, 1)
+        grouped = lockstep_sim(row, prof, max(1, round(g or 1)))
+        tt, tp = r["ttft_ms"].get("mean") or float("nan"), r["tpot_ms"].get("mean") or float("nan")
+        print(f"  {r['value']:>3g} streams {r['point'][0]}/{r['point'][1]}: groups {g or float('nan'):5.1f}  "
+              f"TTFT {tt:7.1f} | random phases {spread[0]:7.1f} | in groups {grouped[0]:7.1f}   "
+              f"TPOT {tp:6.2f} | {spread[1]:6.2f} | {grouped[1]:6.2f}  (load {r['load1']:.1f})")  # fmt: skip
+        for tag, sim in (("ttft, random phases", spread[0]), ("ttft, in groups", grouped[0])):
+            if tt == tt:
+                errs.setdefault(f"lockstep {tag}", []).append(sim / tt - 1)
+
+
 def compare(args: argparse.Namespace) -> int:
     from sizing.perf.fit import FAMILY_SIGMA, PRIOR, _profile, _theta, fit_group, simulate_row
 
@@ -309,8 +377,9 @@ def compare(args: argparse.Namespace) -> int:
           f"{'ITL p95':>8} {'req/s':>6} {'preempt':>7} {'hits':>5}")  # fmt: skip
     errs: dict[str, list[float]] = {}
     mixed = [(r, row) for r, row in rows if r["part"] == "mixed"]
+    lockstep = [(r, row) for r, row in rows if r["part"] == "lockstep"]
     for r, row in rows:
-        if (r["part"] == "low" and not args.all) or r["part"] == "mixed":
+        if (r["part"] == "low" and not args.all) or r["part"] in ("mixed", "lockstep"):
             continue
         res = simulate_row(row, prof, prefix_tokens=int(r.get("shared_prefix_tokens") or 0))
         util = r["value"] / sat if sat and r["mode"] == "rate" else None
@@ -357,6 +426,8 @@ def compare(args: argparse.Namespace) -> int:
             got = lone_prefill_ms(row, prof, int(r.get("background") or 0))
             print(f"  {r.get('background', 0):>2} streams decoding: measured {r['ttft_ms'].get('mean'):7.1f}"
                   f" (p90 {r['ttft_ms'].get('p90'):7.1f}), step model {got:7.1f}")  # fmt: skip
+    if lockstep:
+        print_lockstep(lockstep, prof, errs)
     print("\nsimulated / measured - 1, median (n):")
     for k, v in sorted(errs.items()):
         print(
