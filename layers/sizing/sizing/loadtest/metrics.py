@@ -25,10 +25,11 @@ LOCKSTEP_GAP_SHARE = 0.1
 #: Fewest answered requests a closed-loop level needs before its lock-step group is stated: fewer read groups
 #: out of a handful of starts.
 LOCKSTEP_MIN_REQUESTS = 20
-#: A closed-loop level whose requests went out in groups of this many or more (request-weighted mean) is
-#: flagged: users at random phases read about 1 + 2 x rate x gap (1.0-1.4 at this machine's rates), while the
-#: CPU engine's 64-stream levels read 12-13 and a 16-stream level 2.8 after a few cycles (docs/engine.md).
-LOCKSTEP_FLAG_GROUP = 3.0
+#: A closed-loop level whose requests went out in groups that round to 2 or more (request-weighted mean, beyond
+#: chance: users at random phases read about 1) is flagged and re-simulated in groups of that size. The CPU
+#: engine's 64-stream levels read 4-13, its 16-stream levels 2-5, its 4-stream levels 1-1.5 (docs/engine.md); a
+#: group of 2 already moved its TTFT by 70% there.
+LOCKSTEP_FLAG_GROUP = 1.5
 
 #: Percentiles every distribution reports (the SLO may name any of them).
 QUANTILES: tuple[tuple[str, float], ...] = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
@@ -238,15 +239,19 @@ def summarize(
 
 
 def lockstep_group(starts: Sequence[float], step_s: float | None) -> float | None:
-    """How many requests went out together, on average per request: the request-weighted mean size of the runs of
-    starts less than LOCKSTEP_GAP_SHARE of an engine step (`step_s`, the median inter-token gap) apart. None
+    """How many requests went out together, on average per request, beyond chance: the request-weighted mean size of
+    the runs of starts less than LOCKSTEP_GAP_SHARE of an engine step (`step_s`, the median inter-token gap) apart,
+    less the 2 x rate x gap that starts at random instants add (so users at random phases read about 1). None
     without a step or with fewer than LOCKSTEP_MIN_REQUESTS starts."""
     if step_s is None or not step_s > 0 or len(starts) < LOCKSTEP_MIN_REQUESTS:
         return None
     t = np.sort(np.asarray(starts, dtype=float))
-    ends = np.flatnonzero(np.diff(t) > LOCKSTEP_GAP_SHARE * step_s)
+    gap = LOCKSTEP_GAP_SHARE * step_s
+    ends = np.flatnonzero(np.diff(t) > gap)
     sizes = np.diff(np.concatenate(([0], ends + 1, [t.size])))
-    return round(float((sizes * sizes).sum() / sizes.sum()), 2)
+    span = float(t[-1] - t[0])
+    chance = 2 * (t.size - 1) / span * gap if span > 0 else 0.0
+    return round(max(1.0, float((sizes * sizes).sum() / sizes.sum()) - chance), 2)
 
 
 def lockstep_users(group: float | None) -> int:
