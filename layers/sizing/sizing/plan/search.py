@@ -72,6 +72,7 @@ def estimate(
     progress: Progress | None = None,
     tune: bool = True,
     slo_cost: bool = False,
+    certify: int = DEFAULT_CERTIFY,
 ) -> EstimateResult:
     """Estimate every candidate architecture for a workload, typed. `tune=False` keeps every option at its
     engine's defaults (the benchmark's baseline); `slo_cost=True` adds what each SLO target costs (`slo_costs`, one
@@ -83,7 +84,7 @@ def estimate(
         _bound_option(s, hw)
     s.options.sort(key=lambda o: o.lb_cost)
     # 2. simulate cheapest-bound first, down to the certified rows of the ranking
-    _simulate(s, max(top or 0, DEFAULT_CERTIFY), progress)
+    _simulate(s, max(top or 0, certify), progress)
     # 3. tune the replicas at the ranking's head, then give every architecture its tuning block
     if tune:
         tune_heads(s)
@@ -106,7 +107,7 @@ def estimate(
             spec,
             answer,
             lambda loose: estimate(
-                loose, 1, catalog=s.cat, headroom=headroom, seed=seed, tune=tune, slo_cost=False
+                loose, 1, catalog=s.cat, headroom=headroom, seed=seed, tune=tune, slo_cost=False, certify=1
             ),
         )
         binds = binding_sentence(s, answer, costs)
