@@ -178,7 +178,9 @@ def main() -> int:
                 ratios = [(c or 0.0) / est for c, _ in runs]
                 inside = sum(abs(r - 1) <= AGREEMENT for r in ratios) / len(ratios)
                 edge = levels.stationary_edge(est / 2, est * 2) if args.stationary else 0.0
-                stationary = f"; model's stationary edge {edge:.4g} req/s, {edge / est:.3f}" if args.stationary else ""
+                stationary = (
+                    f"; model's stationary edge {edge:.4g} req/s, {edge / est:.3f}" if args.stationary else ""
+                )
                 print(f"{example.name} #{rank} {arch.id}: estimate {est:.4g} req/s; window {cfg.duration_s:.0f} s,"
                       f" cap {levels.windows * cfg.duration_s:.0f} s; ratio median {statistics.median(ratios):.3f}"
                       f" [{min(ratios):.2f}-{max(ratios):.2f}], within +/-{AGREEMENT:.0%} in {inside:.0%} of seeds;"

@@ -17,19 +17,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sizing.perf.config import HardwareConfig
-from sizing.perf.simulator import ClosedLoop, OpenLoop, bounds, simulate
+from sizing.perf.simulator import OpenLoop, bounds, simulate
 from sizing.perf.step import Profile, StepModel
 from sizing.plan.capacity import (
     BISECTION_STEPS,
     EDGE_REQUESTS,
-    EDGE_RUNS,
-    EDGE_TOLERANCE,
     GUIDED_EXTRA_PROBES,
     PROBE_REQUESTS,
     REPORT_CHECK_STEPS,
     cache_info,
     clear_caches,
-    edge_crossing,
     edge_guess,
     find_edge,
     grid_rate,
@@ -37,6 +34,7 @@ from sizing.plan.capacity import (
     predict_at,
     violations,
 )
+from sizing.plan.edge import EDGE_RUNS, EDGE_TOLERANCE, edge_crossing
 from sizing.plan.memo import fingerprint
 from sizing.workload.derived import WorkloadModel, resolve
 from sizing.workload.parse import parse_spec
@@ -176,7 +174,9 @@ def _meets(step: StepModel, wm: WorkloadModel, rate: float, requests: int = PROB
         ("p5.48xlarge", {"ttft_ms": {"p95": 300}, "tpot_ms": {"p95": 15}}),
     ],
 )
-def test_with_the_simulator_the_capacity_is_where_its_edge_runs_cross_the_slo(instance: str, slo: dict[str, Any]):
+def test_with_the_simulator_the_capacity_is_where_its_edge_runs_cross_the_slo(
+    instance: str, slo: dict[str, Any]
+):
     # given a replica and a workload
     step = StepModel.for_config(
         HardwareConfig.create("meta-llama/Llama-3.1-8B-Instruct", instance, 1), PROFILE
