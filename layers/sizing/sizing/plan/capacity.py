@@ -73,7 +73,7 @@ PREDICTION_CACHE_SIZE = 128
 PROBE_CACHE_SIZE = 1024
 #: Probe-length simulations memoised per process, whatever the SLO that reads them: the estimate's reruns with one
 #: target relaxed (`sizing.plan.slo_cost`) probe the same replicas at the same grid rates and one user, which was a
-#: fifth to a quarter of an estimate's probes (rag's example: 124,000 of 440,000 simulated requests). An entry keeps
+#: quarter to a third of an estimate's probes (rag's example: 124,000 of 440,000 simulated requests). An entry keeps
 #: a run's percentiles, not its per-request arrays (~2 kB); an estimate makes ~250.
 RUN_CACHE_SIZE = 2048
 #: Floor and ceiling of an SLO score (achieved / limit) used to guess the edge: keeps 1/score finite when a
