@@ -59,7 +59,7 @@ GUIDED_EXTRA_PROBES = 3
 #: across eight seeds (the median of six pooled runs of 4 x 10,000 requests), seed 0's -5.3% to +5.5%; of one
 #: 8,000-request run 0.95-1.14, seed 0's -1.6% to +2.9%; 16,000 requests narrowed seed 0 to -2.2% to +0.3% at twice
 #: the cost (benchmarks/results/twin-capacity.md, "On the model, after the estimate reads its long-run edge"). An
-#: edge run costs four probes, and a search makes about two.
+#: edge run costs four probes, and a search makes about two and a half.
 EDGE_REQUESTS = 8000
 #: Capacity searches memoised per process. An entry is a few numbers; the catalog offers ~200 hardware options a
 #: workload, so this holds every search of several recent workloads.
