@@ -6,9 +6,12 @@ a check at one user first (an SLO that fails with no queueing fails at any load)
 between the last rate that meets the SLO and the first that misses it. Bisection finds that edge in
 BISECTION_STEPS probes whatever the workload; the search here guesses it from the latencies already simulated
 and confirms the guess, which usually takes two or three probes. Where meeting the SLO is monotone in the rate
-the two find the same edge (tests/unit/test_plan_capacity_search.py). The grid step above that edge is then
-bisected to EDGE_TOLERANCE (`refine`), so the capacity is the edge to a few percent, as a load test's capacity
-search finds it (`sizing.loadtest.capacity`), not to a step of the grid.
+the two find the same edge (tests/unit/test_plan_capacity_search.py). The edge is then read on longer runs
+(`edge_crossing`, EDGE_REQUESTS each): the capacity is the highest rate such a run meets the SLO at, found
+within EDGE_TOLERANCE under where their SLO score crosses its limit, so it is the model's long-run edge -- what a
+load test's capacity search reads on the candidate's twin (`sizing.loadtest.capacity`) -- and not the last pass
+of one short, noisy run. The reported prediction at an operating point is such a run too (`predict_at`): the
+figures shown at the capacity are the run that decided it.
 
 Searches and operating-point predictions are memoised per process (`sizing.plan.memo`): a warm container
 answering the same workload again does not simulate again, and one re-sizing it for another user count or region
@@ -26,6 +29,7 @@ from typing import Any
 
 from sizing.perf.calibration import conservative_ratio, error_rows
 from sizing.perf.simulator import ClosedLoop, OpenLoop, Replay, SimResult, forget_draws, simulate
+from sizing.plan.edge import EDGE_AIM, EDGE_RUNS, EDGE_TOLERANCE, edge_crossing, line_crossing
 from sizing.plan.memo import LRU, fingerprint
 from sizing.workload.derived import WorkloadModel
 from sizing.workload.spec import SLO
@@ -47,33 +51,40 @@ BISECTION_STEPS = 5
 #: Over 691 feasible searches of workloads derived from examples/ it took 3.6 simulations on average (bisection:
 #: 6), used the whole budget in 3, and found bisection's capacity in every one.
 GUIDED_EXTRA_PROBES = 3
-#: Relative width the edge between the grid's last pass and first failure is narrowed to (`refine`): the grid's
-#: step is 1/2^BISECTION_STEPS of the saturated rate, which is 3% of a capacity near saturation but 30% or more of
-#: one an e2e SLO holds far below it (the example chatbot's p5en.48xlarge TP4: 2.19 req/s on a grid of 1.1), where
-#: a capacity search of the load generator finds the edge to +/-5% (`sizing.loadtest.capacity`). Bisecting that
-#: step to 4% puts the estimate's edge within +/-2% of the simulation's, finer than the search's resolution.
-EDGE_TOLERANCE = 0.04
-#: Most probes the narrowing spends: a grid step of 100% of the rate below it (the grid's first point) takes five
-#: halvings to reach EDGE_TOLERANCE; a bound on the estimate's time, not a tuning.
-EDGE_PROBES = 5
+#: Requests of an edge run: the simulations that decide the capacity once the grid's probes have bracketed it
+#: (`edge_crossing`), and the reported prediction at an operating point (REPORT_REQUESTS), the first tenth left out
+#: of its percentiles as a probe's is. Where an SLO is flat in the rate (an e2e p95, which the answer's length
+#: dominates) a percentile's scatter becomes several times its share of rate: over the nine top-3 candidates of
+#: chatbot, code-assistant and rag, the edge of one 2,000-request run sat 0.90-1.15 of the model's long-run edge
+#: across eight seeds (the median of six pooled runs of 4 x 10,000 requests), seed 0's -5.3% to +5.5%; of one
+#: 8,000-request run 0.95-1.14, seed 0's -1.6% to +2.9%; 16,000 requests narrowed seed 0 to -2.2% to +0.3% at twice
+#: the cost (benchmarks/results/twin-capacity.md, "On the model, after the estimate reads its long-run edge"). An
+#: edge run costs four probes, and a search makes about two and a half.
+EDGE_REQUESTS = 8000
 #: Capacity searches memoised per process. An entry is a few numbers; the catalog offers ~200 hardware options a
 #: workload, so this holds every search of several recent workloads.
 CAPACITY_CACHE_SIZE = 1024
 #: Operating-point predictions memoised per process. An entry keeps the per-request arrays of REPORT_REQUESTS
-#: requests (~25 kB), so 256 entries stay under ~7 MB of a 1 GB Lambda; ~10 are made per workload.
-PREDICTION_CACHE_SIZE = 256
+#: requests (~175 kB), so 128 entries stay under ~22 MB of a 1 GB Lambda; ~30-60 are made per workload (its
+#: operating points and the capacity searches' edge runs), so this holds the last workload's or two.
+PREDICTION_CACHE_SIZE = 128
 #: Single probes memoised per process (the runtime-parameter search's, outside a capacity search): an entry is
 #: two numbers; a workload's tuning makes ~10.
 PROBE_CACHE_SIZE = 1024
+#: Probe-length simulations memoised per process, whatever the SLO that reads them: the estimate's reruns with one
+#: target relaxed (`sizing.plan.slo_cost`) probe the same replicas at the same grid rates and one user, which was a
+#: quarter to a third of an estimate's probes (rag's example: 124,000 of 440,000 simulated requests). An entry keeps
+#: a run's percentiles, not its per-request arrays (~2 kB); an estimate makes ~250.
+RUN_CACHE_SIZE = 2048
 #: Floor and ceiling of an SLO score (achieved / limit) used to guess the edge: keeps 1/score finite when a
 #: figure is zero (a one-token output has no TPOT) or a limit is tiny.
 SCORE_CLAMP = (1e-9, 1e9)
-#: Requests simulated for the reported prediction at an operating point (and the report's latency curves): as many
-#: as a probe's, so the figures reported at the capacity are the run the search judged there, and a curve crosses
-#: its SLO where the capacity says (a shorter run reads less of the queue near the edge: with 1,000 requests an
-#: 8B chat replica's TTFT curve crossed its 300 ms SLO 22% above the capacity 2,000-request probes found). p99
-#: rests on 18 requests.
-REPORT_REQUESTS = PROBE_REQUESTS
+#: Requests simulated for the reported prediction at an operating point (and the report's latency curves): an edge
+#: run's, so the figures reported at the capacity are the run the search decided it on, and a curve crosses its SLO
+#: where the capacity says (a shorter run reads less of the queue near the edge: with 1,000 requests an 8B chat
+#: replica's TTFT curve crossed its 300 ms SLO 22% above the capacity 2,000-request probes found). p99 rests on 72
+#: requests.
+REPORT_REQUESTS = EDGE_REQUESTS
 #: Percentile used when the simulator does not report the one an SLO names (p90 -> p95, the stricter one).
 FALLBACK_PERCENTILE = "p95"
 
@@ -203,6 +214,7 @@ class Capacity:
 _capacities: LRU[Capacity] = LRU(CAPACITY_CACHE_SIZE)
 _predictions: LRU[Any] = LRU(PREDICTION_CACHE_SIZE)
 _probes: LRU[tuple[bool, float]] = LRU(PROBE_CACHE_SIZE)
+_runs: LRU[SimResult] = LRU(RUN_CACHE_SIZE)
 
 
 def clear_caches() -> None:
@@ -211,11 +223,17 @@ def clear_caches() -> None:
     _capacities.clear()
     _predictions.clear()
     _probes.clear()
+    _runs.clear()
     forget_draws()
 
 
 def cache_info() -> dict[str, dict[str, int]]:
-    return {"capacity": _capacities.info(), "prediction": _predictions.info(), "probe": _probes.info()}
+    return {
+        "capacity": _capacities.info(),
+        "prediction": _predictions.info(),
+        "probe": _probes.info(),
+        "run": _runs.info(),
+    }
 
 
 def score(sim: Any, slo: SLO, scale: Margin | None = None) -> float:
@@ -228,14 +246,6 @@ def score(sim: Any, slo: SLO, scale: Margin | None = None) -> float:
     ]
     finite = [r for r in ratios if not math.isnan(r)]
     return min(max(max(finite, default=lo), lo), hi)
-
-
-def _crossing(a: tuple[float, float], b: tuple[float, float]) -> float | None:
-    """Where the line through (grid point, 1/score) pairs `a` and `b` reaches 1/score = 1, the SLO's edge."""
-    (xa, ya), (xb, yb) = a, b
-    if ya == yb:
-        return None
-    return xa + (ya - 1.0) / (ya - yb) * (xb - xa)
 
 
 def grid_rate(k: int, top: float, steps: int) -> float:
@@ -279,13 +289,13 @@ def find_edge(
             k = (lo + hi) // 2
         else:
             if fail is not None:
-                r = _crossing(passes[-1], fail)
+                r = line_crossing(passes[-1], fail)
             elif len(passes) >= 2:
-                r = _crossing(passes[-2], passes[-1])
+                r = line_crossing(passes[-2], passes[-1])
                 if r is None or r < lo:  # latency not rising with the rate: no edge in sight below the top
                     r = float(hi)
             else:
-                r = _crossing(passes[-1], (float(grid), 0.0))
+                r = line_crossing(passes[-1], (float(grid), 0.0))
             if r is None or not math.isfinite(r):
                 k = (lo + hi) // 2
             else:
@@ -328,8 +338,10 @@ def max_rate_under_slo(
         PROBE_REQUESTS,
         BISECTION_STEPS,
         GUIDED_EXTRA_PROBES,
+        EDGE_REQUESTS,
         EDGE_TOLERANCE,
-        EDGE_PROBES,
+        EDGE_AIM,
+        EDGE_RUNS,
         REPORT_REQUESTS,
     )
     known = _capacities.get(key)
@@ -361,12 +373,30 @@ def probe(step: Any, wm: WorkloadModel, saturated_rps: float, k: int, seed: int 
     )
     known = _probes.get(key)
     if known is None:
-        sim = _simulated(
-            step, wm, OpenLoop(grid_rate(k, max(saturated_rps, 1e-6), BISECTION_STEPS)), PROBE_REQUESTS, seed
-        )
+        sim = _probe_run(step, wm, OpenLoop(grid_rate(k, max(saturated_rps, 1e-6), BISECTION_STEPS)), seed)
         known = (not violations(sim, wm.slo, scale), 1.0 / score(sim, wm.slo, scale))
         _probes.put(key, known)
     return known
+
+
+def _probe_run(step: Any, wm: WorkloadModel, arrivals: OpenLoop | ClosedLoop, seed: int) -> SimResult:
+    """A probe's simulation (PROBE_REQUESTS requests under `arrivals`), memoised whatever SLO reads it; its
+    percentiles only (read-only)."""
+    key = (
+        fingerprint(step),
+        wm.input_tokens,
+        wm.output_tokens,
+        wm.shared_prefix_tokens,
+        wm.replay,
+        arrivals,
+        seed,
+        PROBE_REQUESTS,
+    )
+    sim = _runs.get(key)
+    if sim is None:
+        sim = dataclasses.replace(_simulated(step, wm, arrivals, PROBE_REQUESTS, seed), per_request={})
+        _runs.put(key, sim)
+    return sim
 
 
 def _simulated(step: Any, wm: WorkloadModel, arrivals: Any, n_requests: int, seed: int) -> Any:
@@ -404,25 +434,20 @@ def _search(
     grid = 2**BISECTION_STEPS
     top = max(saturated_rps, 1e-6)
     budget = BISECTION_STEPS + GUIDED_EXTRA_PROBES
-    e2e: dict[float, float] = {}
-
-    def at_rate(rate: float) -> bool:
-        sim = _simulated(step, wm, OpenLoop(rate), PROBE_REQUESTS, seed)
-        e2e[rate] = float(sim.e2e_s.mean)
-        return not violations(sim, slo, scale)
+    probed_y: dict[int, float] = {}
 
     def probed(k: int) -> tuple[bool, float]:
-        rate = grid_rate(k, top, BISECTION_STEPS)
-        sim = _simulated(step, wm, OpenLoop(rate), PROBE_REQUESTS, seed)
-        e2e[rate] = float(sim.e2e_s.mean)
-        return not violations(sim, slo, scale), 1.0 / score(sim, slo, scale)
+        sim = _probe_run(step, wm, OpenLoop(grid_rate(k, top, BISECTION_STEPS)), seed)
+        probed_y[k] = 1.0 / score(sim, slo, scale)
+        return not violations(sim, slo, scale), probed_y[k]
 
     if start is not None:
         # a grid point known to pass: no one-user check, the edge lies above it
+        probed_y[start[0]] = start[1]
         edge, probes = find_edge(probed, grid, start[1], budget, start=start[0])
-        rate, checked = _edge_rate(step, wm, edge, top, scale, seed, at_rate)
-        return Capacity(rate, True, "", probes + checked, e2e_mean_s=e2e.get(rate))
-    single = _simulated(step, wm, ClosedLoop(1), PROBE_REQUESTS, seed)
+        rate, runs = _edge_rate(step, wm, edge, top, scale, seed, probed_y)
+        return Capacity(rate, True, "", probes + runs, e2e_mean_s=_e2e_at(step, wm, rate, seed))
+    single = _probe_run(step, wm, ClosedLoop(1), seed)
     bad = violations(single, slo, scale)
     if bad:
         reasons = "; ".join(describe_violation(*v) for v in bad)
@@ -432,29 +457,40 @@ def _search(
             )
         closest = {f"{m}.{p}": v for m, p, v, _ in bad}
         return Capacity(0.0, False, f"{reasons} even at 1 user", 1, closest)
-    edge, probes = find_edge(probed, grid, 1.0 / score(single, slo, scale), budget)
-    lo, checked = _edge_rate(step, wm, edge, top, scale, seed, at_rate)
-    probes += checked
+    probed_y[0] = 1.0 / score(single, slo, scale)
+    edge, probes = find_edge(probed, grid, probed_y[0], budget)
+    lo, runs = _edge_rate(step, wm, edge, top, scale, seed, probed_y)
+    probes += runs
     if lo <= 0:
         # passes at one user, fails at every probed rate: capacity is below the first probe -- half one user's
         # worth, and never above the midpoint below that failed probe (bisection's next), so a stricter SLO
         # margin can never find more capacity than a looser one that passed the first probe
         lo = min(1.0 / max(single.e2e_s.mean, 1e-3) * 0.5, grid_rate(1, top, BISECTION_STEPS) / 2)
-    return Capacity(lo, True, "", 1 + probes, e2e_mean_s=e2e.get(lo))
+    return Capacity(lo, True, "", 1 + probes, e2e_mean_s=_e2e_at(step, wm, lo, seed))
 
 
-def refine(passes: Callable[[float], bool], lo: float, hi: float) -> tuple[float, int]:
-    """(the highest rate found to pass between `lo`, which passes, and `hi`, which fails, bisected until the two
-    are within EDGE_TOLERANCE of each other or EDGE_PROBES probes are spent; the probes made)."""
-    probes = 0
-    while hi > lo * (1 + EDGE_TOLERANCE) and probes < EDGE_PROBES:
-        mid = (lo + hi) / 2
-        probes += 1
-        if passes(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo, probes
+def _e2e_at(step: Any, wm: WorkloadModel, rate: float, seed: int) -> float | None:
+    """Mean e2e seconds of the edge run at the capacity (a memo hit: the search ran it), for Little's law."""
+    return float(predict_at(step, wm, rate, seed).e2e_s.mean) if rate > 0 else None
+
+
+def edge_guess(probed_y: dict[int, float], edge: int, top: float) -> tuple[float, float]:
+    """(where the grid's probes cross the SLO between grid point `edge`, which passed, and the next, which failed;
+    their 1 / score per unit of rate there): the line through the probes at the two points, or, where the next is
+    the saturated rate (never probed), through the two highest passes. `probed_y`: grid point -> 1 / score."""
+    lo = grid_rate(edge, top, BISECTION_STEPS)
+    hi = grid_rate(edge + 1, top, BISECTION_STEPS)
+    below = sorted(k for k in probed_y if k <= edge)
+    y_lo = probed_y[below[-1]]
+    if edge + 1 in probed_y:
+        slope = (probed_y[edge + 1] - y_lo) / (hi - lo)
+    elif len(below) >= 2:
+        k0 = below[-2]
+        slope = (y_lo - probed_y[k0]) / (lo - grid_rate(k0, top, BISECTION_STEPS))
+    else:
+        slope = -y_lo / (top - lo)
+    guess = lo + (y_lo - 1.0) / -slope if slope < 0 else (lo + hi) / 2
+    return min(max(guess, lo), hi), slope
 
 
 def _edge_rate(
@@ -464,34 +500,32 @@ def _edge_rate(
     top: float,
     scale: Margin,
     seed: int,
-    passes: Callable[[float], bool],
+    probed_y: dict[int, float],
 ) -> tuple[float, int]:
     """(the capacity from the grid's edge -- grid point `edge` passes, the next fails -- and the simulations it
-    took): the step between the two narrowed (`refine`), then lowered by
-    EDGE_TOLERANCE at a time (up to REPORT_CHECK_STEPS) until the prediction reported there meets the SLO too;
-    failing that, the grid point the report check settles on (`_reported_edge`). Grid point 0 (nothing probed
-    passed) is left to the caller."""
+    took): the edge read on edge runs (`edge_crossing`, each the reported prediction there, `predict_at`) from where
+    the grid's probes `probed_y` (grid point -> 1 / score) cross; where no edge run passes, the grid point the
+    report check settles on (`_reported_edge`). Grid point 0 (nothing probed passed) is left to the caller."""
     lo = grid_rate(edge, top, BISECTION_STEPS)
     if edge < 1:
         return lo, 0
-    rate, probes = refine(passes, lo, grid_rate(edge + 1, top, BISECTION_STEPS))
-    for _ in range(REPORT_CHECK_STEPS):
-        if rate <= lo:
-            break
-        probes += 1
-        if not violations(predict_at(step, wm, rate, seed), wm.slo, scale):
-            return rate, probes
-        rate /= 1 + EDGE_TOLERANCE
+    guess, slope = edge_guess(probed_y, edge, top)
+
+    def run(rate: float) -> tuple[bool, float]:
+        sim = predict_at(step, wm, rate, seed)
+        return not violations(sim, wm.slo, scale), 1.0 / score(sim, wm.slo, scale)
+
+    rate, runs = edge_crossing(run, guess, slope, top)
+    if rate is not None:
+        return rate, runs
     edge, checked = _reported_edge(step, wm, edge, top, scale, seed)
-    return grid_rate(edge, top, BISECTION_STEPS), probes + checked
+    return grid_rate(edge, top, BISECTION_STEPS), runs + checked
 
 
-#: Grid points the capacity may step down so that the prediction reported at it (REPORT_REQUESTS requests) meets
-#: the SLO too: when the probes and the report ran different numbers of requests, their percentiles near the edge
-#: differed by a few percent (chatbot's p5.48xlarge TP8: e2e p95 2.57 s reported at the edge 500-request probes
-#: found, against a 2.5 s limit). With both PROBE_REQUESTS long the report is the probe's run and the check
-#: passes at once; it stays for a margin or length that differs. Each step is 1/2^BISECTION_STEPS of the
-#: saturated rate; a bound, so a search never costs more than this many simulations more.
+#: Grid points the capacity may step down when no edge run passed within EDGE_RUNS (a long run failing well under
+#: where the short probes' edge is): the highest grid point at or under the edge whose edge run meets the SLO.
+#: Each step is 1/2^BISECTION_STEPS of the saturated rate; a bound, so a search never costs more than this many
+#: edge runs more.
 REPORT_CHECK_STEPS = 4
 
 
