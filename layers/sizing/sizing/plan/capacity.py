@@ -326,11 +326,7 @@ def max_rate_under_slo(
     looks for the edge above it only."""
     key = (
         start,
-        fingerprint(step),
-        wm.input_tokens,
-        wm.output_tokens,
-        wm.shared_prefix_tokens,
-        wm.replay,
+        *workload_key(step, wm),
         tuple(wm.slo.targets()),
         margin(step, wm.slo, 0.0).latency,
         float(saturated_rps),
@@ -352,17 +348,19 @@ def max_rate_under_slo(
     return dataclasses.replace(known, closest=dict(known.closest) if known.closest else None)
 
 
+def workload_key(step: Any, wm: WorkloadModel) -> tuple[Any, ...]:
+    """What every memoised simulation of the capacity search is keyed by first: the step model and the workload's
+    lengths, shared prefix and replayed trace."""
+    return (fingerprint(step), wm.input_tokens, wm.output_tokens, wm.shared_prefix_tokens, wm.replay)
+
+
 def probe(step: Any, wm: WorkloadModel, saturated_rps: float, k: int, seed: int = 0) -> tuple[bool, float]:
     """One probe of the capacity search: grid point `k` of the rates below `saturated_rps` meets every SLO target,
     and 1 / score there. Memoised as the searches are (the runtime-parameter search probes each variant once per
     workload: a repeated request probes nothing)."""
     scale = margin(step, wm.slo, 0.0)
     key = (
-        fingerprint(step),
-        wm.input_tokens,
-        wm.output_tokens,
-        wm.shared_prefix_tokens,
-        wm.replay,
+        *workload_key(step, wm),
         tuple(wm.slo.targets()),
         scale.latency,
         float(saturated_rps),
@@ -383,11 +381,7 @@ def _probe_run(step: Any, wm: WorkloadModel, arrivals: OpenLoop | ClosedLoop, se
     """A probe's simulation (PROBE_REQUESTS requests under `arrivals`), memoised whatever SLO reads it; its
     percentiles only (read-only)."""
     key = (
-        fingerprint(step),
-        wm.input_tokens,
-        wm.output_tokens,
-        wm.shared_prefix_tokens,
-        wm.replay,
+        *workload_key(step, wm),
         arrivals,
         seed,
         PROBE_REQUESTS,
@@ -547,11 +541,7 @@ def predict_at(step: Any, wm: WorkloadModel, rate_rps: float, seed: int = 0) -> 
     """The simulation reported for an operating point (REPORT_REQUESTS requests); memoised, so read-only. Without
     inter-token latency (NaN): the planner reports TTFT, TPOT and e2e."""
     key = (
-        fingerprint(step),
-        wm.input_tokens,
-        wm.output_tokens,
-        wm.shared_prefix_tokens,
-        wm.replay,
+        *workload_key(step, wm),
         float(rate_rps),
         seed,
         REPORT_REQUESTS,
