@@ -359,7 +359,7 @@ CSV_COLUMNS = (
     "step", "target", "duration_s", "requests", "errors", "unfinished", "requests_per_s", "output_tokens_per_s",
     "input_tokens", "output_tokens",
     *(f"{m}_{k}" for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_s") for k in ("mean", "p50", "p95", "p99")),
-    "meets_slo",
+    "meets_slo", "lockstep_group",
 )  # fmt: skip
 
 
@@ -379,5 +379,5 @@ def csv_row(r: StepResult) -> list[Any]:
     for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_s"):
         d = getattr(r, m)
         row += [d.mean, d.p50, d.p95, d.p99]
-    row.append(r.meets_slo)
+    row += [r.meets_slo, r.lockstep_group]
     return row
