@@ -77,7 +77,7 @@ def test_each_level_agrees_with_the_servers_own_metrics_over_the_same_window(
         assert sv.prefix_cache_hit_share is not None and sv.prefix_cache_hit_share < NO_PREFIX_HIT_SHARE, (
             label
         )
-        assert s.flags == []
+        assert not [f for f in s.flags if "prefix-cache" in f]
 
 
 def test_client_ttft_is_never_below_the_servers_for_any_request(engine_url, engine_facts):
@@ -137,7 +137,8 @@ def test_a_second_run_of_a_spec_gets_no_cache_hits_it_did_not_ask_for_and_a_repe
         runs.append(json.loads(capsys.readouterr().out))
     # THEN neither run's prompts were served from the other's cache
     for steps in runs:
-        assert steps[0]["server"]["prefix_cache_hit_share"] < NO_PREFIX_HIT_SHARE and steps[0]["flags"] == []
+        assert steps[0]["server"]["prefix_cache_hit_share"] < NO_PREFIX_HIT_SHARE
+        assert not [f for f in steps[0]["flags"] if "prefix-cache" in f]
     # AND a run that repeats an earlier run's seed (the same prompts) is flagged, its TTFT said to be flattered
     seed = json.loads((tmp_path / "run1" / "config.json").read_text())["seed"]
     assert main([*argv, "--seed", str(seed), "--out", str(tmp_path / "again")]) == 0
