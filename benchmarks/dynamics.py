@@ -304,9 +304,9 @@ def lone_prefill_ms(row: Any, prof: Any, background: int, context: int = 600) ->
     return t * 1e3
 
 
-def lockstep_sim(row: Any, prof: Any, group: int) -> tuple[float, float]:
-    """(TTFT mean ms, TPOT mean ms) of the row's closed loop simulated with its users in lock-step groups of
-    `group` (1: at random phases), as the estimator re-simulates a measured level (`ClosedLoop.group`)."""
+def lockstep_sim(row: Any, prof: Any, group: int) -> Any:
+    """The row's closed loop simulated as `sizing.perf.fit.simulate_row` does, with its users in lock-step groups
+    of `group` (1: at random phases), as the estimator re-simulates a measured level (`ClosedLoop.group`)."""
     from sizing.perf.engines import build_scheduler
     from sizing.perf.fit import (
         MAX_REQUESTS,
@@ -334,7 +334,7 @@ def lockstep_sim(row: Any, prof: Any, group: int) -> tuple[float, float]:
         o_dist,
         n_requests=min(MAX_REQUESTS, max(MIN_REQUESTS_FIXED, ROUNDS * c)),
     )
-    return res.ttft_ms.mean, res.tpot_ms.mean
+    return res
 
 
 def print_lockstep(
@@ -346,8 +346,9 @@ def print_lockstep(
           " measured against the simulator's with the users at random phases and in groups of that size")  # fmt: skip
     for r, row in lockstep:
         g = r.get("lockstep_group")
-        spread = lockstep_sim(row, prof, 1)
-        grouped = lockstep_sim(row, prof, max(1, round(g or 1)))
+        one, many = lockstep_sim(row, prof, 1), lockstep_sim(row, prof, max(1, round(g or 1)))
+        spread = (one.ttft_ms.mean, one.tpot_ms.mean)
+        grouped = (many.ttft_ms.mean, many.tpot_ms.mean)
         tt, tp = r["ttft_ms"].get("mean") or float("nan"), r["tpot_ms"].get("mean") or float("nan")
         print(f"  {r['value']:>3g} streams {r['point'][0]}/{r['point'][1]}: groups {g or float('nan'):5.1f}  "
               f"TTFT {tt:7.1f} | random phases {spread[0]:7.1f} | in groups {grouped[0]:7.1f}   "

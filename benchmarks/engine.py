@@ -302,8 +302,9 @@ def holdout(args: argparse.Namespace) -> int:
     inside: dict[str, list[bool]] = {}
     lines = []
     by_shape: dict[tuple[str, str], list[float]] = {}
+    groups = level_groups(Path(args.csv)) if args.groups else {}
     for r in test:
-        got = predict_row(r, prof)
+        got = grouped_prediction(r, prof, groups[r.row_id]) if r.row_id in groups else predict_row(r, prof)
         want = measured(r)
         busy = (_utilisation(r) or 0.0) >= BUSY
         for metric, value in want.items():
@@ -323,6 +324,9 @@ def holdout(args: argparse.Namespace) -> int:
             by_shape.setdefault((r.model.split("/")[-1], metric), []).append(p / value)
     if args.verbose:
         print("\n".join(lines))
+    if groups:
+        print(f"\n{len(groups)} closed-loop levels simulated in the lock-step groups they measured: " + ", ".join(
+            f"{k} {v}" for k, v in sorted(groups.items())))  # fmt: skip
     print(
         f"\nheld out: {len(test)} rows; the stated 80% interval is the product's for the family ({bands['tpot'].get('basis', '-')})"
     )
@@ -339,6 +343,37 @@ def holdout(args: argparse.Namespace) -> int:
     for (shape, metric), shares in sorted(by_shape.items()):
         print(f"  {shape:<12} {metric:<10} {statistics.median(shares):5.2f} ({len(shares)} levels)")
     return 0
+
+
+def level_groups(csv: Path) -> dict[str, int]:
+    """Row id -> users per lock-step group, for the closed-loop levels of the step records beside `csv` whose
+    groups round to 2 or more (`sizing.loadtest.metrics.lockstep_users`)."""
+    steps = csv.with_name(csv.stem + "-steps.jsonl")
+    out: dict[str, int] = {}
+    if not steps.exists():
+        return out
+    for line in steps.read_text().splitlines():
+        s = json.loads(line)
+        conc = (s.get("target") or {}).get("concurrency")
+        users = lockstep_users(s.get("lockstep_group"))
+        if conc and users > 1:
+            point = f"{s['point'][0]}x{s['point'][1]}"
+            for tag in ("", "-short"):
+                out[f"E-{s['shape']}-{point}-c{conc:g}{tag}"] = users
+    return out
+
+
+def grouped_prediction(row: Any, prof: Any, group: int) -> dict[str, float]:
+    """`sizing.perf.fit.predict_row`'s figures of a closed-loop row whose users went out in lock-step groups of
+    `group`: the loop simulated in those groups (`dynamics.lockstep_sim`)."""
+    from dynamics import lockstep_sim  # type: ignore[import-not-found]  # a sibling script, run from benchmarks/
+
+    from sizing.perf.fit import measured
+
+    res = lockstep_sim(row, prof, group)
+    got = {"ttft": res.ttft_ms.mean, "tpot": res.tpot_ms.mean, "e2e": res.e2e_s.mean,
+           "throughput": res.output_tokens_per_s if row.output_tokens_per_s else res.requests_per_s}  # fmt: skip
+    return {k: v for k, v in got.items() if k in measured(row)}
 
 
 #: The learning loop's workload: the engine's default model at a few requests a second, on this machine's hardware.
@@ -470,6 +505,12 @@ def main() -> int:
     h = sub.add_parser("holdout", help="fit on the short run, predict the rest")
     h.add_argument("--csv", default=str(CSV_PATH))
     h.add_argument("--verbose", action="store_true")
+    h.add_argument(
+        "--groups",
+        action="store_true",
+        help="simulate each closed-loop level whose users fell into lock-step in the groups it measured (from"
+        " the step records beside --csv)",
+    )
     h.add_argument("--train", choices=("short", "warm"), default="short",
                    help="fit on the short run as measured first after the engine started, or on the grid's warm"
                    " levels of the same shape, length and streams")  # fmt: skip
