@@ -80,6 +80,18 @@ LOOK_EVERY_S = 10.0
 MIN_ARRIVALS = 30
 #: Seconds per minute: the waits' slope is stated per minute of the window.
 S_PER_MIN = 60.0
+#: The e2e percentile a level's server is taken to fill in (`fill_time`): the growth is judged after it. The
+#: 50th left batch-summarization's third candidate's overloaded levels reading 0.93-0.96 of its saturated
+#: throughput; the 90th 0.97-0.99 (docs/loadgen.md, "A server that falls behind").
+FILL_QUANTILE = 0.9
+#: At most this share of the window is left out as the fill, so that a level whose e2e outgrows its window (an
+#: overload's waits keep growing) is still judged on the later half of it: the test then sees overload of a share e
+#: above saturation on half the arrivals, sqrt(2) x the full window's threshold.
+MAX_FILL_SHARE = 0.5
+#: Bins the judged span is cut into for the growth's variance read from the level (`growth_variance`): the batch
+#: means' variance has VAR_BINS - 1 degrees of freedom. Chosen on figures: on batch-summarization's third
+#: candidate 4 bins left 3 of 40 levels at 0.95 of saturation flagged, 8 and 16 bins 1, 12 bins 0.
+VAR_BINS = 12
 
 
 class Overload(Strict):
@@ -88,12 +100,19 @@ class Overload(Strict):
     overloaded: bool = Field(
         description="the backlog grew beyond what the counts' noise allows (z >= OVERLOAD_Z, 1.96)"
     )
-    z: float = Field(description="the backlog's growth over sqrt(arrivals + completions)")
-    arrivals: int = Field(ge=0, description="requests sent in the window")
-    completions: int = Field(ge=0, description="requests of the level that ended in the window (any sent)")
-    backlog_start: int = Field(ge=0, description="requests in the system at the window's start")
-    backlog_end: int = Field(ge=0, description="requests in the system at the window's end")
-    window_s: float = Field(description="the window the counts cover (seconds)")
+    z: float = Field(description="the backlog's growth over its noise (`noise`)")
+    arrivals: int = Field(ge=0, description="requests sent in the span judged (the window after its fill)")
+    completions: int = Field(ge=0, description="requests of the level that ended in the span judged (any sent)")
+    backlog_start: int = Field(ge=0, description="requests in the system at the span's start")
+    backlog_end: int = Field(ge=0, description="requests in the system at the span's (the window's) end")
+    window_s: float = Field(description="the span the counts cover: the window less its fill (seconds)")
+    fill_s: float = Field(
+        default=0.0, ge=0, description="seconds at the window's start left out as the server filling from empty"
+    )
+    noise: float | None = Field(
+        default=None, description="the growth's standard error the test used: the larger of sqrt(A + D) and the"
+        " span's own (batch means)"
+    )
     wait_slope_s_per_min: float | None = Field(
         default=None, description="how fast the window's waits rose: seconds per minute of the window"
     )
@@ -112,10 +131,15 @@ class Overload(Strict):
             if self.wait_slope_s_per_min is None
             else f", waits rising {self.wait_slope_s_per_min:.3g} s per minute"
         )
+        span = (
+            f"the {self.window_s:.0f} s window"
+            if self.fill_s <= 0
+            else f"the last {self.window_s:.0f} s of the window (the first {self.fill_s:.0f} s the server filled)"
+        )
         return (
-            f"the server fell behind: {self.completions} of {self.arrivals} requests answered over the"
-            f" {self.window_s:.0f} s window (the backlog grew by {self.backlog_end - self.backlog_start},"
-            f" {self.z:.1f}x what the counts' noise allows){waits}"
+            f"the server fell behind: {self.completions} of {self.arrivals} requests answered over {span}"
+            f" (the backlog grew by {self.backlog_end - self.backlog_start}, {self.z:.1f}x what its noise"
+            f" allows){waits}"
         )
 
 
@@ -131,23 +155,51 @@ def assess(
     e = np.asarray(ends, dtype=float)
     mine = s >= level_start
     s, e = s[mine], e[mine]
-    arrived = int(np.count_nonzero((s >= t0) & (s < t1)))
-    if arrived < MIN_ARRIVALS or t1 <= t0:
+    if t1 <= t0 or s.size == 0:
         return None
-    ended = int(np.count_nonzero((e >= t0) & (e < t1)))
-    before = int(np.count_nonzero((s < t0) & (e >= t0)))
+    began = float(s.min()) if math.isinf(level_start) else level_start
+    fill = fill_time(s, e, t1)
+    a0 = max(t0, min(began + fill, t0 + MAX_FILL_SHARE * (t1 - t0)))  # the judged span: [a0, t1)
+    arrived = int(np.count_nonzero((s >= a0) & (s < t1)))
+    if arrived < MIN_ARRIVALS:
+        return None
+    ended = int(np.count_nonzero((e >= a0) & (e < t1)))
+    before = int(np.count_nonzero((s < a0) & (e >= a0)))
     after = int(np.count_nonzero((s < t1) & (e >= t1)))
-    z = (arrived - ended) / math.sqrt(arrived + ended)
+    noise = math.sqrt(max(arrived + ended, growth_variance(s, e, (a0, t1))))
+    z = (arrived - ended) / noise
     slope = None
     if waits is not None:
         w = np.asarray([math.nan if x is None else x for x in waits], dtype=float)[mine]
-        pick = (s >= t0) & (s < t1) & np.isfinite(w)
+        pick = (s >= a0) & (s < t1) & np.isfinite(w)
         if np.count_nonzero(pick) >= 2 and float(np.ptp(s[pick])) > 0:
             slope = round(float(np.polyfit(s[pick], w[pick], 1)[0]) * S_PER_MIN, 3)
     return Overload(
         overloaded=z >= OVERLOAD_Z, z=round(z, 3), arrivals=arrived, completions=ended, backlog_start=before,
-        backlog_end=after, window_s=round(t1 - t0, 3), wait_slope_s_per_min=slope,
+        backlog_end=after, window_s=round(t1 - a0, 3), fill_s=round(a0 - t0, 3),
+        noise=round(noise, 3), wait_slope_s_per_min=slope,
     )  # fmt: skip
+
+
+def fill_time(starts: np.ndarray, ends: np.ndarray, until: float) -> float:
+    """Seconds a level's server takes to fill from empty: the FILL_QUANTILE of the e2e times of its requests that
+    ended before `until` (0 before any did). A request sent at u is in the system until u + its e2e, so from an
+    empty start the requests in the system number lambda x the integral from 0 to t of P(e2e > x) dx: by the e2e's
+    90th percentile all but its top decile's excess has built up."""
+    done = np.isfinite(ends) & (ends < until)
+    if not np.any(done):
+        return 0.0
+    return float(np.quantile(ends[done] - starts[done], FILL_QUANTILE))
+
+
+def growth_variance(starts: np.ndarray, ends: np.ndarray, span: tuple[float, float]) -> float:
+    """The growth's variance over `span` read from the span itself (batch means): the span cut in VAR_BINS equal
+    bins, the variance of the bins' growths (arrivals - completions) times VAR_BINS. It is what the counts' Poisson
+    bound misses where a server's completions clump (0 with fewer than two bins' worth)."""
+    lo, hi = span
+    edges = np.linspace(lo, hi, VAR_BINS + 1)
+    growth = np.histogram(starts, edges)[0] - np.histogram(ends[np.isfinite(ends)], edges)[0]
+    return VAR_BINS * float(np.var(growth, ddof=1))
 
 
 def certain(o: Overload | None) -> bool:
