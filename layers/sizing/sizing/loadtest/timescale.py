@@ -130,7 +130,10 @@ def in_model_time(r: StepResult, cfg: LoadTestConfig) -> StepResult:
             "overload": None
             if r.overload is None
             else r.overload.model_copy(
-                update={"window_s": round(r.overload.window_s * k, 3), "fill_s": round(r.overload.fill_s * k, 3)}
+                update={
+                    "window_s": round(r.overload.window_s * k, 3),
+                    "fill_s": round(r.overload.fill_s * k, 3),
+                }
             ),
         }
     )
