@@ -115,7 +115,8 @@ def test_a_stable_level_just_below_saturation_is_rarely_flagged():
         flagged[share] = sum(1 for r in levels if r.overload is not None and r.overload.overloaded) / len(
             levels
         )
-    # THEN at most ~5% of them fail as overloaded (measured: 1.5% at 0.95, 0% at 0.9 over these 200 seeds)
+    # THEN at most ~5% of them fail as overloaded (measured: 0% at 0.95 and at 0.9 over these 200 seeds; 1.5% at
+    # 0.95 before the test read its noise from the window too)
     assert flagged[0.95] <= 0.05, flagged
     assert flagged[0.9] <= 0.02, flagged
 
