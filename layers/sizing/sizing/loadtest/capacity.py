@@ -185,11 +185,12 @@ def _fitted(history: Sequence[StepResult]) -> float | None:
 
 def _served_when_behind(history: Sequence[StepResult]) -> float | None:
     """The rate at which the server answered while it fell behind its arrivals (`StepResult.overload`): the
-    completions of every overloaded level over their windows, pooled. A server behind its arrivals has a queue to
-    work on throughout, so it answers at its saturated throughput, and no rate above it can be served for long: the
-    edge lies at or below it, wherever the levels' verdicts put the bracket's middle (the backlog test sees an
-    overload of a few percent only on thousands of requests, so levels just above saturation pass, and the
-    bracket's middle lies above it). None when no level fell behind."""
+    completions of every overloaded level over the spans their test judged (each window after its server's fill
+    from empty, which answers below saturation: `sizing.loadtest.overload.fill_time`), pooled. A server behind its
+    arrivals has a queue to work on throughout, so it answers at its saturated throughput, and no rate above it can
+    be served for long: the edge lies at or below it, wherever the levels' verdicts put the bracket's middle (the
+    backlog test sees an overload of a few percent only on thousands of requests, so levels just above saturation
+    pass, and the bracket's middle lies above it). None when no level fell behind."""
     behind = [r.overload for r in history if r.overload is not None and r.overload.overloaded]
     seconds = sum(o.window_s for o in behind)
     if not behind or seconds <= 0:

@@ -126,10 +126,15 @@ def in_model_time(r: StepResult, cfg: LoadTestConfig) -> StepResult:
             "output_tokens_per_s": r.output_tokens_per_s / k,
             "checks": checks,
             "server": server,
-            # counts and the waits' slope (seconds of wait per second sent) read the same in either time
+            # counts, their noise and the waits' slope (seconds of wait per second sent) read the same in either time
             "overload": None
             if r.overload is None
-            else r.overload.model_copy(update={"window_s": round(r.overload.window_s * k, 3)}),
+            else r.overload.model_copy(
+                update={
+                    "window_s": round(r.overload.window_s * k, 3),
+                    "fill_s": round(r.overload.fill_s * k, 3),
+                }
+            ),
         }
     )
     if r.meets_slo is None:
