@@ -349,17 +349,20 @@ def level_groups(csv: Path) -> dict[str, int]:
     """Row id -> users per lock-step group, for the closed-loop levels of the step records beside `csv` whose
     groups round to 2 or more (`sizing.loadtest.metrics.lockstep_users`)."""
     steps = csv.with_name(csv.stem + "-steps.jsonl")
-    out: dict[str, int] = {}
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
     if not steps.exists():
-        return out
+        return {}
     for line in steps.read_text().splitlines():
         s = json.loads(line)
         conc = (s.get("target") or {}).get("concurrency")
-        users = lockstep_users(s.get("lockstep_group"))
-        if conc and users > 1:
-            point = f"{s['point'][0]}x{s['point'][1]}"
-            for tag in ("", "-short"):
-                out[f"E-{s['shape']}-{point}-c{conc:g}{tag}"] = users
+        if conc:
+            key = f"E-{s['shape']}-{s['point'][0]}x{s['point'][1]}-c{conc:g}"
+            first.setdefault(key, lockstep_users(s.get("lockstep_group")))
+            last[key] = lockstep_users(s.get("lockstep_group"))
+    # the short run is measured first, its length's grid levels later (`measure`)
+    out = {f"{k}-short": v for k, v in first.items() if v > 1}
+    out.update({k: v for k, v in last.items() if v > 1})
     return out
 
 
