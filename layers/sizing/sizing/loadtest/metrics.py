@@ -27,8 +27,8 @@ LOCKSTEP_GAP_SHARE = 0.1
 LOCKSTEP_MIN_REQUESTS = 20
 #: A closed-loop level whose requests went out in groups that round to 2 or more (request-weighted mean, beyond
 #: chance: users at random phases read about 1) is flagged and re-simulated in groups of that size. The CPU
-#: engine's 64-stream levels read 4-13, its 16-stream levels 2-5, its 4-stream levels 1-1.5 (docs/engine.md); a
-#: group of 2 already moved its TTFT by 70% there.
+#: engine's 64-stream levels read 3-13 (1 where answers of 15-50 s left a level two or three cycles), its 16-stream
+#: levels 2-6.5, its 4-stream levels 1-1.5 (docs/engine.md); a group of 2 already moved its TTFT by 70% there.
 LOCKSTEP_FLAG_GROUP = 1.5
 
 #: Percentiles every distribution reports (the SLO may name any of them).
