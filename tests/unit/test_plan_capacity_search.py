@@ -34,7 +34,7 @@ from sizing.plan.capacity import (
     predict_at,
     violations,
 )
-from sizing.plan.edge import EDGE_RUNS, EDGE_TOLERANCE, edge_crossing
+from sizing.plan.edge import EDGE_MAX_RUNS, EDGE_RUNS, EDGE_TOLERANCE, edge_crossing
 from sizing.plan.memo import fingerprint
 from sizing.workload.derived import WorkloadModel, resolve
 from sizing.workload.parse import parse_spec
@@ -304,6 +304,22 @@ def test_edge_runs_never_run_past_the_saturated_rate_and_stop_there_when_it_pass
     # then one run at the saturated rate settles the capacity there
     assert (rate, made) == (TOP, 1)
     assert max(seen) <= TOP
+
+
+def test_edge_runs_on_a_flat_curved_score_do_not_stop_far_under_the_edge():
+    # given a flat SLO score that bends (1 / score falls 8% a request per second near an edge at 0.81 req/s, faster
+    # further up), and probes that read it 3% optimistic: their guess, 1.11, fails by far more than they said
+    def run(rate: float) -> tuple[bool, float]:
+        y = 1.0 - 0.08 * (rate - 0.81) - 0.3 * max(0.0, rate - 0.81) ** 2
+        return y >= 1.0, y
+
+    # when the edge runs search from the probes' guess and slope
+    rate, made = edge_crossing(run, 1.11, -0.078, 6.7)
+    assert rate is not None
+    # then the capacity is a pass near the edge, not the pass the first jump landed on far below it (0.39 req/s,
+    # which the workload asked at a higher confidence once beat), in at most EDGE_MAX_RUNS runs
+    assert 0.81 / 1.05 <= rate <= 0.81
+    assert made <= EDGE_MAX_RUNS
 
 
 def test_edge_runs_that_never_pass_report_none():

@@ -29,7 +29,15 @@ from typing import Any
 
 from sizing.perf.calibration import conservative_ratio, error_rows
 from sizing.perf.simulator import ClosedLoop, OpenLoop, Replay, SimResult, forget_draws, simulate
-from sizing.plan.edge import EDGE_AIM, EDGE_RUNS, EDGE_TOLERANCE, edge_crossing, line_crossing
+from sizing.plan.edge import (
+    EDGE_AIM,
+    EDGE_BRACKET,
+    EDGE_MAX_RUNS,
+    EDGE_RUNS,
+    EDGE_TOLERANCE,
+    edge_crossing,
+    line_crossing,
+)
 from sizing.plan.memo import LRU, fingerprint
 from sizing.workload.derived import WorkloadModel
 from sizing.workload.spec import SLO
@@ -338,6 +346,8 @@ def max_rate_under_slo(
         EDGE_TOLERANCE,
         EDGE_AIM,
         EDGE_RUNS,
+        EDGE_MAX_RUNS,
+        EDGE_BRACKET,
         REPORT_REQUESTS,
     )
     known = _capacities.get(key)

@@ -27,6 +27,17 @@ EDGE_AIM = EDGE_TOLERANCE / 4
 #: estimate's time, not a tuning: over the four examples' 33 searches a fourth run would have been made in 4, and
 #: with three every search found a pass.
 EDGE_RUNS = 3
+#: Most edge runs a search spends while its highest pass lies more than EDGE_BRACKET under its lowest failure
+#: after EDGE_RUNS: the runs left it straddling a wide bracket, and its highest pass is no reading of the edge. On
+#: a flat SLO curve (1 / score moving 8% a request per second: an 8B model on g6e.12xlarge under a 400 ms TTFT
+#: p95) the first edge run, 3% slower than the shorter probes read, sent the second one from 1.11 to 0.39 req/s,
+#: the third failed at 0.85 by half a percent, and the capacity came out at 0.39 against an edge at 0.81 -- above
+#: the capacity of the same workload asked at a higher confidence. Two more runs close such a bracket; a bound on
+#: the estimate's time all the same.
+EDGE_MAX_RUNS = EDGE_RUNS + 2
+#: The bracket (highest pass to lowest failure) wide enough, after EDGE_RUNS, for the search to run on: a pass
+#: more than this under a failure may be far from the edge (twice EDGE_TOLERANCE plus an edge run's own scatter).
+EDGE_BRACKET = 0.08
 
 
 def line_crossing(a: tuple[float, float], b: tuple[float, float]) -> float | None:
@@ -52,11 +63,13 @@ def edge_crossing(
     failure; while the runs lie on one side, the two nearest it; with one run, the probes' slope through it --
     and the next run goes EDGE_AIM under it, so it passes close to it. The search stops at a pass within
     EDGE_TOLERANCE of a crossing that rests on two runs (or at a pass at `top`), or after EDGE_RUNS runs (the
-    highest pass)."""
+    highest pass; while that pass lies more than EDGE_BRACKET under the lowest failure, up to EDGE_MAX_RUNS)."""
     passes: list[tuple[float, float]] = []
     fails: list[tuple[float, float]] = []
     rate = min(guess, top)
-    for runs in range(1, EDGE_RUNS + 1):
+    for runs in range(1, EDGE_MAX_RUNS + 1):
+        if runs > EDGE_RUNS and not (passes and fails and fails[0][0] > passes[-1][0] * (1 + EDGE_BRACKET)):
+            return (passes[-1][0] if passes else None), runs - 1
         ok, y = run(rate)
         (passes if ok else fails).append((rate, y))
         passes.sort()
@@ -65,6 +78,14 @@ def edge_crossing(
         f = fails[0] if fails else None
         if p is not None and f is not None:
             cross = line_crossing(p, f)
+            if runs >= EDGE_RUNS and cross is not None:
+                # past the usual runs the bracket is wide and its line, through a pass far down a curved score,
+                # keeps landing on the failing side: read the crossing off the two runs nearest it instead
+                at = cross
+                near = sorted(sorted(passes + fails, key=lambda r: abs(r[0] - at))[:2])
+                local = line_crossing(near[0], near[1])
+                if local is not None and p[0] < local < f[0]:
+                    cross = local
         elif len(passes) >= 2:
             cross = line_crossing(passes[-2], passes[-1])
         elif len(fails) >= 2:
@@ -90,4 +111,4 @@ def edge_crossing(
         rate = cross / (1 + EDGE_AIM)
         if p is not None and rate <= p[0]:  # the crossing within a hair of the pass: close the bracket
             rate = math.sqrt(p[0] * cross)
-    return (passes[-1][0] if passes else None), EDGE_RUNS
+    return (passes[-1][0] if passes else None), EDGE_MAX_RUNS
