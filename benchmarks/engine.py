@@ -67,6 +67,12 @@ STREAMS = (1, 4, 16, 64)
 OPEN_FRACTIONS = (0.5, 0.8, 1.0)
 #: The short run the holdout fits on: one shape, one length, at most 4 streams (the issue's budget: 2 minutes).
 SHORT = ("tiny-llama", (512, 128), (1, 2, 4))
+#: The same budget spent on three lengths instead of one (`holdout --train lengths`: the grid's warm levels of the
+#: short run's shape): one stream of 128-token and of 2,048-token prompts, then 4 streams of 512. One length cannot
+#: tell a fixed per-request cost from prefill's per-token cost: fitted on the 512-token short run, the per-request
+#: overhead came out at 39 ms and 128-token first tokens read 49 ms against 25 measured. Two prompt lengths at one
+#: stream set the two apart (about 1.5 minutes of levels with 4 streams of 512 beside them).
+SHORT_LENGTHS = ("tiny-llama", (((128, 32), 1), ((2048, 256), 1), ((512, 128), 4)))
 #: A level's window and warm-up (s): long enough for a few answers of the longest length at 64 streams on one
 #: core, short enough that the grid takes ~25 minutes (`--quick` halves them).
 WINDOW_S, WARMUP_S = 12.0, 3.0
@@ -271,6 +277,10 @@ def training_rows(rows: list[Any], which: str) -> tuple[list[Any], list[Any]]:
     budget, measured after the engine had served a few minutes (the first requests after a start include compiling
     the shapes they bring: the short run's first TTFTs read ~130 ms where warm ones read ~50)."""
     short = [r for r in rows if r.row_id.endswith("-short")]
+    if which == "lengths":
+        shape, levels = SHORT_LENGTHS
+        ids = {f"E-{shape}-{p[0]}x{p[1]}-c{c}" for p, c in levels}
+        return short, [r for r in rows if r.row_id in ids]
     if which != "warm":
         return short, short
     shape, point, streams = SHORT
@@ -514,9 +524,10 @@ def main() -> int:
         help="simulate each closed-loop level whose users fell into lock-step in the groups it measured (from"
         " the step records beside --csv)",
     )
-    h.add_argument("--train", choices=("short", "warm"), default="short",
-                   help="fit on the short run as measured first after the engine started, or on the grid's warm"
-                   " levels of the same shape, length and streams")  # fmt: skip
+    h.add_argument("--train", choices=("short", "warm", "lengths"), default="short",
+                   help="fit on the short run as measured first after the engine started, on the grid's warm"
+                   " levels of the same shape, length and streams, or on three of its levels of that shape that"
+                   " set a request's fixed cost apart from prefill's (SHORT_LENGTHS)")  # fmt: skip
     lp = sub.add_parser(
         "learning", help="sizing run --endpoint on the engine, then error before/after its refit"
     )
