@@ -307,7 +307,7 @@ class SweepShape(LoadTestShape):
         (by then every request has ended, answered or timed out). Not the tail's cap: an overloaded level of
         minute-long answers leaves a backlog that takes longer than its window to clear (batch-summarization's
         twin: 228 of 427 requests still running when its first level stopped), and a level begun on it inherits
-        its queue -- the next two rates searched failed with 165 requests unfinished at 68% of saturation."""
+        its queue -- the next rate searched, 68% of saturation, failed with 165 requests unfinished."""
         since = self._draining_since
         assert since is not None
         if now - since >= self.cfg.request_timeout_s:
