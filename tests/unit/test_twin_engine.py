@@ -115,6 +115,25 @@ def test_a_full_kv_cache_preempts_the_newest_request_which_is_recomputed_and_sti
     assert usage == 0
 
 
+def test_a_long_prompt_waits_until_the_kv_cache_holds_all_of_it_not_just_its_first_chunk() -> None:
+    async def scenario() -> tuple[list, list]:
+        # given a 4,096-token KV cache, 256-token chunks, and one request holding 3,000 tokens of it
+        engine = Engine(StandInStepModel(max_num_batched_tokens=256, kv_capacity_tokens=4096))
+        engine.submit(2990, 500, lambda n, f: None)
+        for _ in range(12):  # its prompt, in chunks, and a few tokens
+            step = engine.schedule()
+            engine._finish_step(step[0], step[1], 0.0)
+        # when a 2,000-token prompt arrives: its first chunk fits, the whole prompt does not
+        engine.submit(2000, 10, lambda n, f: None)
+        nxt = engine.schedule()
+        return nxt[0], nxt[1]
+
+    prefills, decodes = asyncio.run(scenario())
+    # then it is not admitted (vLLM's full-input admission): admitted on its first chunk it would be prefilled
+    # until the cache filled, preempted, and recomputed from scratch, again and again
+    assert prefills == [] and len(decodes) == 1
+
+
 def test_a_request_larger_than_the_kv_cache_is_refused() -> None:
     async def scenario() -> None:
         engine = Engine(StandInStepModel(kv_capacity_tokens=1024))
