@@ -29,7 +29,15 @@ from typing import Any
 
 from sizing.perf.calibration import TTFT_REGIMES, conservative_ratio, error_rows, prefill_share, ttft_regime
 from sizing.perf.predict import roofline_prefill_ms
-from sizing.perf.simulator import ClosedLoop, OpenLoop, Replay, SimResult, cached_share, forget_draws, simulate
+from sizing.perf.simulator import (
+    ClosedLoop,
+    OpenLoop,
+    Replay,
+    SimResult,
+    cached_share,
+    forget_draws,
+    simulate,
+)
 from sizing.plan.edge import EDGE_AIM, EDGE_RUNS, EDGE_TOLERANCE, edge_crossing, line_crossing
 from sizing.plan.memo import LRU, fingerprint
 from sizing.workload.derived import WorkloadModel
@@ -141,7 +149,8 @@ def _error_basis(family: str, engine: str, moe: bool) -> str:
 def _ttft_ratios(family: str, engine: str, confidence: float, moe: bool) -> tuple[float | None, ...]:
     """`conservative_ratio` of TTFT per regime, in `TTFT_REGIMES`' order."""
     return tuple(
-        conservative_ratio(family, engine, "ttft", confidence, moe=moe, regime=name) for name, _least in TTFT_REGIMES
+        conservative_ratio(family, engine, "ttft", confidence, moe=moe, regime=name)
+        for name, _least in TTFT_REGIMES
     )
 
 
@@ -153,7 +162,9 @@ def _prefill_ms(step: Any, input_tokens: float, shared_prefix_tokens: int) -> fl
     return roofline_prefill_ms(step, prompt - cached_share(step, shared_prefix_tokens, prompt))
 
 
-def ttft_factor_at(limit_ms: float, prefill_ms: float, compute_eff: float, factors: Sequence[float]) -> tuple[float, str]:
+def ttft_factor_at(
+    limit_ms: float, prefill_ms: float, compute_eff: float, factors: Sequence[float]
+) -> tuple[float, str]:
     """The factor a TTFT checked against `limit_ms` is scaled by, and the regime it was read from: the regime of a
     TTFT at the limit (`prefill_share`; near the edge the check decides at, the TTFT is near its limit), whose
     factor (`factors`, in `TTFT_REGIMES`' order) scales it. A looser limit never leaves less room: past a regime's
