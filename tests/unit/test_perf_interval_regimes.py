@@ -89,6 +89,27 @@ def test_a_ttft_mostly_waiting_states_a_wider_interval_than_one_mostly_its_own_p
     assert _width(unloaded) < _width(stated_interval(100.0, "ttft", bands) or {})
 
 
+def test_a_waiting_ttft_is_never_stated_less_likely_to_run_slower_than_predicted_than_any_ttft() -> None:
+    # given held-out TTFTs whose prefill-bound rows were off by up to 2x either way and whose deeply queued rows were
+    # predicted within 10%
+    rows = [_row(i, 100.0, r) for i, r in enumerate(_spread(20, 0.5, 2.0))]
+    rows += [_row(200 + i, 2000.0, r) for i, r in enumerate(_spread(20, 0.9, 1.1))]
+    bands = interval_for("hopper", "vllm", _data(rows))
+    # when a deeply queued TTFT is stated
+    out = stated_interval(2000.0, "ttft", bands, prefill_share=0.02)
+    # then its fast end is its own rows' (no measurement came in much faster), but its slow end reaches as far as
+    # the band of every TTFT (fresh sources measured loaded TTFTs slower than predicted), and it says so
+    assert out is not None and out["regime"] == "wait-bound"
+    every = bands["ttft"]["ratio"]
+    assert out["ratio_p10_p90"][0] == round(every[0], 3)
+    assert out["ratio_p10_p90"][1] < 1.2 < every[1]
+    assert "slow end as far as every TTFT's" in out["basis"]
+    # and slo.confidence reads the same slow side
+    assert conservative_ratio(
+        "hopper", "vllm", "ttft", 0.9, _data(rows), regime="wait-bound"
+    ) == pytest.approx(every[0])
+
+
 def test_a_regime_with_too_few_rows_states_the_band_of_every_regime_and_says_why() -> None:
     # given held-out TTFTs with enough prefill-bound and mixed rows but too few that are mostly waiting
     few = MIN_REGIME_ROWS - 1
