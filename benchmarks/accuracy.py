@@ -18,7 +18,9 @@ Neuron SDK's tables) is the cross-validation meant to predict the error on fresh
 beside the leave-one-source-out and leave-one-study-out figures (MdAPE, share within 2x, share predicted faster).
 The stated intervals are built from it (`sizing.perf.calibration.INTERVAL_CV`); their coverage is checked with
 each row's band built without its own harness's rows (a harness the band never saw), and their width printed as
-the median high/low ratio.
+the median high/low ratio (target: 70-90% per metric, the median TTFT interval at most 3x wide). TTFT's is printed by
+regime (`sizing.perf.calibration.TTFT_REGIMES`: the share of the predicted TTFT that is the prompt's own prefill),
+as stated now, beside the one band of every regime stated before, and per regime with its rows.
 """
 
 from __future__ import annotations
