@@ -521,9 +521,9 @@ def stated_interval(
     value: Any, metric: str, bands: dict[str, Any], of: str = "mean", *, prefill_share: float | None = None
 ) -> dict[str, Any] | None:
     """The interval a measurement of `value` (a number, or a statistics dict read at `of`) is expected in: the
-    prediction divided by the band's ratios, widened to contain the prediction itself. A TTFT with its
-    `prefill_share` (`prefill_share`) takes its regime's band (`TTFT_REGIMES`), which says so; without one, or
-    without bands by regime, the band of every regime."""
+    prediction divided by the band's ratios, widened to contain the prediction itself. A TTFT given the share of it
+    that is the prompt's own prefill (the function `prefill_share`) takes its regime's band (`TTFT_REGIMES`), and
+    says which; without a share, or without bands by regime, the band of every regime."""
     regime = ttft_regime(prefill_share) if metric == "ttft" else None
     band = (bands.get(REGIME_BANDS) or {}).get(regime) if regime else None
     band = band or bands.get(metric)
