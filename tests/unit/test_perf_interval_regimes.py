@@ -23,7 +23,8 @@ from sizing.perf.calibration import (
 from sizing.perf.config import HardwareConfig
 from sizing.perf.predict import predict
 from sizing.perf.step import StepModel
-from sizing.plan.capacity import margin, ttft_factor_at
+from sizing.plan.capacity import margin
+from sizing.plan.regime import ttft_factor_at
 from sizing.workload.derived import resolve
 from sizing.workload.parse import parse_spec
 
@@ -254,3 +255,31 @@ def test_slo_confidence_scales_a_generous_ttft_limit_by_the_error_of_ttfts_mostl
     assert with_regime.factor("e2e_s") == pytest.approx(
         max(with_regime.factor("ttft_ms"), with_regime.factor("tpot_ms"))
     )
+
+
+def test_a_replica_of_a_catalog_other_than_the_shipped_one_reads_its_ttft_regime_from_that_catalog() -> None:
+    # given a catalog with a model the shipped one lacks (an 8B model under another name), and a replica of it
+    from sizing.catalog.models import Catalog
+
+    real = load_catalog()
+    own = Catalog(
+        list(real.accelerators.values()),
+        list(real.instances.values()),
+        [*real.models.values(), real.model("llama-3.1-8b").model_copy(update={"id": "team/chat-8b"})],
+        real.managed,
+    )
+    step = StepModel.for_config(
+        HardwareConfig(model_id="team/chat-8b", instance_type="g6e.xlarge", tensor_parallel=1), catalog=own
+    )
+    spec = {
+        "name": "chat-8b",
+        "model": "llama-3.1-8b",
+        "users": {"total": 4000, "peak_active_fraction": 0.1, "requests_per_active_hour": 30},
+        "tokens": {"input": {"mean": 1000, "p95": 2500}, "output": {"mean": 200, "p95": 500}},
+        "slo": {"ttft_ms": {"p95": 20000}, "tpot_ms": {"p95": 80}, "confidence": 0.8},
+    }
+    wm = resolve(parse_spec(spec))
+    # when its margin is taken with the workload
+    m = margin(step, wm.slo, 0.2, wm)
+    # then TTFT's factor is read by its regime, the roofline prefill read from the replica's own catalog
+    assert "from wait-bound TTFTs' error" in m.reasoning

@@ -167,8 +167,9 @@ def _figures(res: SimResult, saturated: bool, saturating: int) -> dict[str, Any]
 
 def roofline_prefill_ms(sm: StepModel, prefill_tokens: int, catalog: Catalog | None = None) -> float:
     """The plain roofline's time for one prompt's prefill in one step (datasheet peaks, no overheads): what the
-    held-out predictions store as their roofline TTFT (`sizing.perf.fit.roofline_row`)."""
-    roof = StepModel(sm.cfg, sm.fit, ROOFLINE, catalog)
+    held-out predictions store as their roofline TTFT (`sizing.perf.fit.roofline_row`). Read from `catalog`, else
+    the catalog `sm`'s configuration was looked up in."""
+    roof = StepModel(sm.cfg, sm.fit, ROOFLINE, catalog or sm.cfg.catalog_used())
     return roof.iteration_time(max(1, prefill_tokens), 0, 0) * 1e3
 
 

@@ -23,23 +23,22 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sizing.perf.calibration import TTFT_REGIMES, conservative_ratio, error_rows, prefill_share, ttft_regime
-from sizing.perf.predict import roofline_prefill_ms
+from sizing.perf.calibration import conservative_ratio, error_rows
 from sizing.perf.simulator import (
     ClosedLoop,
     OpenLoop,
     Replay,
     SimResult,
-    cached_share,
     forget_draws,
     simulate,
 )
 from sizing.plan.edge import EDGE_AIM, EDGE_RUNS, EDGE_TOLERANCE, edge_crossing, line_crossing
 from sizing.plan.memo import LRU, fingerprint
+from sizing.plan.regime import ttft_scale
 from sizing.workload.derived import WorkloadModel
 from sizing.workload.spec import SLO
 
@@ -145,56 +144,6 @@ def _error_basis(family: str, engine: str, moe: bool) -> str:
     return error_rows(family, engine, "tpot", moe=moe)
 
 
-@functools.cache
-def _ttft_ratios(family: str, engine: str, confidence: float, moe: bool) -> tuple[float | None, ...]:
-    """`conservative_ratio` of TTFT per regime, in `TTFT_REGIMES`' order."""
-    return tuple(
-        conservative_ratio(family, engine, "ttft", confidence, moe=moe, regime=name)
-        for name, _least in TTFT_REGIMES
-    )
-
-
-@functools.lru_cache(maxsize=PROBE_CACHE_SIZE)
-def _prefill_ms(step: Any, input_tokens: float, shared_prefix_tokens: int) -> float:
-    """The roofline prefill of a workload's mean prompt on `step` (of the tokens its shared prefix leaves to
-    prefill), as the TTFT regimes read it."""
-    prompt = max(1, round(input_tokens))
-    return roofline_prefill_ms(step, prompt - cached_share(step, shared_prefix_tokens, prompt))
-
-
-def ttft_factor_at(
-    limit_ms: float, prefill_ms: float, compute_eff: float, factors: Sequence[float]
-) -> tuple[float, str]:
-    """The factor a TTFT checked against `limit_ms` is scaled by, and the regime it was read from: the regime of a
-    TTFT at the limit (`prefill_share`; near the edge the check decides at, the TTFT is near its limit), whose
-    factor (`factors`, in `TTFT_REGIMES`' order) scales it. A looser limit never leaves less room: past a regime's
-    threshold, where the factor rises, it rises with the limit from the lighter regime's until it reaches its own,
-    so limit / factor never falls as the limit grows (a stricter SLO never needs fewer replicas)."""
-    regime = ttft_regime(prefill_share(limit_ms, prefill_ms, compute_eff)) or TTFT_REGIMES[-1][0]
-    room = 0.0  # the most room (limit / factor) a looser-than-threshold limit of a lighter regime had
-    for (name, least), factor in zip(TTFT_REGIMES, factors, strict=True):
-        if name == regime:
-            return (min(factor, limit_ms / room) if room else factor), name
-        # the limit where this regime ends: its least share of prefill
-        room = max(room, prefill_ms / (compute_eff * least) / factor) if least else room
-    return factors[-1], regime
-
-
-def _ttft_scale(step: Any, slo: SLO, wm: WorkloadModel | None, moe: bool) -> tuple[float, str] | None:
-    """TTFT's factor by the regime at the SLO's strictest TTFT limit for `wm`'s prompts on `step`
-    (`ttft_factor_at`), and that regime; None without a workload, a TTFT target or a band per regime."""
-    limits = [limit for metric, _pct, limit in slo.targets() if metric == "ttft_ms"]
-    if wm is None or slo.confidence is None or not limits:
-        return None
-    prof = step.profile
-    ratios = _ttft_ratios(prof.family, prof.engine, float(slo.confidence), moe)
-    if not all(ratios) or not prof.compute_eff:
-        return None
-    factors = [max(1.0, 1 / r) for r in ratios if r]
-    prefill = _prefill_ms(step, float(wm.input_tokens.mean), wm.shared_prefix_tokens)
-    return ttft_factor_at(min(limits), prefill, prof.compute_eff, factors)
-
-
 def margin(step: Any, slo: SLO, headroom: float, wm: WorkloadModel | None = None) -> Margin:
     """The allowance for estimator error on a replica of `step` (see `Margin`); with the workload `wm`, TTFT's is
     its regime's at the SLO's TTFT limit (`ttft_factor_at`), as the stated intervals read the error."""
@@ -208,7 +157,7 @@ def margin(step: Any, slo: SLO, headroom: float, wm: WorkloadModel | None = None
     if rows:
         whose += f" ({rows})"
     scale = {m: 1 / r for m, r in ratios.items() if m != "throughput" and r}
-    by_regime = _ttft_scale(step, slo, wm, moe)
+    by_regime = ttft_scale(step, slo, wm)
     if by_regime:
         scale["ttft"] = by_regime[0]
     latency = tuple(
