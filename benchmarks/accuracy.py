@@ -18,7 +18,9 @@ Neuron SDK's tables) is the cross-validation meant to predict the error on fresh
 beside the leave-one-source-out and leave-one-study-out figures (MdAPE, share within 2x, share predicted faster).
 The stated intervals are built from it (`sizing.perf.calibration.INTERVAL_CV`); their coverage is checked with
 each row's band built without its own harness's rows (a harness the band never saw), and their width printed as
-the median high/low ratio.
+the median high/low ratio (target: 70-90% per metric, the median TTFT interval at most 3x wide). TTFT's is printed by
+regime (`sizing.perf.calibration.TTFT_REGIMES`: the share of the predicted TTFT that is the prompt's own prefill),
+as stated now, beside the one band of every regime stated before, and per regime with its rows.
 """
 
 from __future__ import annotations
@@ -180,12 +182,58 @@ def _harness_by_row() -> dict[str, str]:
     return {r.row_id: harness_of(r) for r in rows}
 
 
-def harness_coverage(data: dict) -> None:
-    """The stated intervals on a harness they never saw: each row's band built from the intervals' cross-validation
-    without its own harness's rows. Coverage and median width (high/low) per metric, for the shipped grouping and
-    for per-family grouping."""
+def _held(
+    ratios: list, harness: dict[str, str], metric: str, kind: str, by_regime: bool, regime: str = ""
+) -> tuple[int, list[float]]:
+    """Rows of `metric` (of one `kind`, one TTFT `regime`) inside the band built without their own harness, and
+    each band's width (high/low); TTFT's band of its regime when `by_regime`, else of every regime."""
+    from sizing.perf import calibration as cal
+
+    hits, widths = 0, []
+    for fam, eng, m, ratio, rid, moe, reg in ratios:
+        if m != metric or (kind and cal.kind_of(fam) != kind) or (regime and reg != regime):
+            continue
+        others = [x for x in ratios if harness.get(x[4]) != harness.get(rid)]
+        band = cal.band_for(others, fam, eng, m, moe, reg if by_regime else None)
+        if not band:
+            continue
+        lo, hi = band["ratio"]
+        lo, hi = min(lo, 1.0), max(hi, 1.0)
+        hits += lo <= ratio <= hi
+        widths.append(hi / lo)
+    return hits, widths
+
+
+def _cell(hits: int, widths: list[float]) -> str:
     import statistics
 
+    return f"{hits / len(widths):.0%} of {len(widths)}, {statistics.median(widths):.1f}x wide"
+
+
+def _coverage_lines(ratios: list, harness: dict[str, str]) -> list[str]:
+    """One line per metric and kind: coverage and median width on an unseen harness; TTFT by regime (new) beside
+    the band of every regime (old)."""
+    from sizing.perf import calibration as cal
+
+    lines = []
+    for metric, kind in [(m, k) for m in cal.INTERVAL_METRICS for k in ("", "gpu", "neuron")]:
+        hits, widths = _held(ratios, harness, metric, kind, by_regime=True)
+        if not widths:
+            continue
+        where = f"{metric}{' on ' + kind if kind else ''}"
+        if metric == "ttft":
+            old = _cell(*_held(ratios, harness, metric, kind, by_regime=False))
+            lines.append(f"{where} {_cell(hits, widths)} by regime (every regime: {old})")
+        else:
+            lines.append(f"{where} {_cell(hits, widths)}")
+    return lines
+
+
+def harness_coverage(data: dict) -> None:
+    """The stated intervals on a harness they never saw: each row's band built from the intervals' cross-validation
+    without its own harness's rows. Coverage and median width (high/low) per metric and kind, for the shipped
+    grouping and for per-family grouping, TTFT with its band of every regime (old) and by its regime (new:
+    `sizing.perf.calibration.TTFT_REGIMES`), and per regime the rows and how each regime's bands held."""
     from sizing.perf import calibration as cal
 
     ratios = cal.cv_ratios(data)
@@ -196,33 +244,28 @@ def harness_coverage(data: dict) -> None:
     print()
     print(
         f"Stated 80% interval on an unseen harness (bands from `{key}`, each row's without its own harness;"
-        " target 80%, median width high/low):"
+        " target 70-90%, median width high/low):"
     )
     shipped = cal.FAMILY_INTERVALS
     for family_level in (shipped, not shipped):
         cal.FAMILY_INTERVALS = family_level
-        parts = []
-        for metric, kind in [(m, k) for m in cal.INTERVAL_METRICS for k in ("", "gpu", "neuron")]:
-            hits, widths = 0, []
-            for fam, eng, m, ratio, rid, moe in ratios:
-                if m != metric or (kind and cal.kind_of(fam) != kind):
-                    continue
-                others = [x for x in ratios if harness.get(x[4]) != harness.get(rid)]
-                band = cal.band_for(others, fam, eng, m, moe)
-                if not band:
-                    continue
-                lo, hi = band["ratio"]
-                lo, hi = min(lo, 1.0), max(hi, 1.0)
-                hits += lo <= ratio <= hi
-                widths.append(hi / lo)
-            if widths:
-                parts.append(
-                    f"{metric}{' on ' + kind if kind else ''} {hits / len(widths):.0%} of {len(widths)},"
-                    f" {statistics.median(widths):.1f}x wide"
-                )
         label = "per family where enough rows" if family_level else "per metric, kind and class"
-        print(f"  {label}{' (shipped)' if family_level == shipped else ''}: " + "; ".join(parts))
+        print(f"  {label}{' (shipped)' if family_level == shipped else ''}:")
+        for line in _coverage_lines(ratios, harness):
+            print(f"    {line}")
     cal.FAMILY_INTERVALS = shipped
+    print(
+        "  TTFT by regime (share of the predicted TTFT that is the prompt's own prefill; a regime's own band"
+        f" needs {cal.MIN_REGIME_ROWS} rows without the held-out harness, else every regime's):"
+    )
+    for kind in ("gpu", "neuron", "cpu"):
+        cells = []
+        for name, least in cal.TTFT_REGIMES:
+            hits, widths = _held(ratios, harness, "ttft", kind, by_regime=True, regime=name)
+            if widths:
+                cells.append(f"{name} (share >= {least:g}) {_cell(hits, widths)}")
+        if cells:
+            print(f"    {kind}: " + "; ".join(cells))
 
 
 def coverage(loso: dict) -> None:
@@ -240,9 +283,9 @@ def coverage(loso: dict) -> None:
     print("Stated 80% interval: share of held-out rows whose measurement it contains (target 75-85%):")
     # (metric, model class) -> [rows inside, rows]
     tally: dict[tuple[str, str], list[int]] = {}
-    for fam, eng, m, ratio, rid, moe in ratios:
+    for fam, eng, m, ratio, rid, moe, regime in ratios:
         others = [x for x in ratios if source.get(x[4]) != source.get(rid)]
-        band = band_for(others, fam, eng, m, moe)
+        band = band_for(others, fam, eng, m, moe, regime)
         if not band:
             continue
         lo, hi = band["ratio"]

@@ -107,7 +107,9 @@ def run(args: argparse.Namespace) -> int:
     for key, unit in (("ttft_ms", "ms"), ("tpot_ms", "ms"), ("e2e_s", "s")):
         s = out[key]
         band = bands.get(key)
-        within = f" (80% interval of the mean {band['low']}-{band['high']} {unit})" if band else ""
+        # a TTFT's interval is its regime's (docs/estimator.md, "TTFT by regime")
+        regime = f", {band['regime']} TTFT" if band and band.get("regime") else ""
+        within = f" (80% interval of the mean {band['low']}-{band['high']} {unit}{regime})" if band else ""
         print(
             f"  {key[:-3] if unit == 'ms' else 'e2e'}: mean {s['mean']} p50 {s['p50']} p95 {s['p95']} p99 {s['p99']}"
             f" {unit}{within}"

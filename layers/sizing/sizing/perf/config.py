@@ -170,6 +170,12 @@ class HardwareConfig:
         object.__setattr__(self, "_parts", (cat, parts))
         return parts
 
+    def catalog_used(self) -> Catalog | None:
+        """The catalog `parts` last looked this configuration up in (None before any, or after pickling): what a
+        model built for it elsewhere reads its parts from again."""
+        known = self.__dict__.get("_parts")
+        return None if known is None else known[0]
+
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without the memo of `parts` (it holds the whole catalog)."""
         return {k: v for k, v in self.__dict__.items() if k != "_parts"}

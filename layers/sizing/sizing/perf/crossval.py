@@ -190,7 +190,8 @@ def cv_table(
 
 
 def prediction_rows(preds: Sequence[Prediction]) -> list[dict[str, Any]]:
-    """Every cross-validated prediction, for inspection (which rows the model gets wrong, and by how much)."""
+    """Every cross-validated prediction, for inspection (which rows the model gets wrong, and by how much). A TTFT's
+    roofline also gives its regime to the stated intervals (`sizing.perf.calibration.prefill_share`)."""
     return [
         {
             "row_id": p.row_id,

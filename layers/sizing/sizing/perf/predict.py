@@ -11,7 +11,7 @@ from sizing.base.distributions import TokenDistribution
 from sizing.base.errors import InvalidInput, Problem
 from sizing.learn.matching import answer
 from sizing.learn.profiles import active
-from sizing.perf.calibration import interval_for, profile_for, stated_interval, summary
+from sizing.perf.calibration import interval_for, prefill_share, profile_for, stated_interval, summary
 from sizing.perf.config import HardwareConfig
 from sizing.perf.engines import engine_image
 from sizing.perf.memory import MemoryFit, kv_dtype_bytes, memory_fit
@@ -23,7 +23,7 @@ from sizing.perf.simulator import (
     saturating_concurrency,
     simulate,
 )
-from sizing.perf.step import StepModel
+from sizing.perf.step import ROOFLINE, StepModel
 
 if TYPE_CHECKING:
     from sizing.catalog import Catalog
@@ -165,15 +165,27 @@ def _figures(res: SimResult, saturated: bool, saturating: int) -> dict[str, Any]
     }
 
 
-def _calibration(out: dict[str, Any], sm: StepModel, engine: str) -> None:
-    """The profile's summary and factors, and each metric's interval from the cross-validated error."""
+def roofline_prefill_ms(sm: StepModel, prefill_tokens: int, catalog: Catalog | None = None) -> float:
+    """The plain roofline's time for one prompt's prefill in one step (datasheet peaks, no overheads): what the
+    held-out predictions store as their roofline TTFT (`sizing.perf.fit.roofline_row`). Read from `catalog`, else
+    the catalog `sm`'s configuration was looked up in."""
+    roof = StepModel(sm.cfg, sm.fit, ROOFLINE, catalog or sm.cfg.catalog_used())
+    return roof.iteration_time(max(1, prefill_tokens), 0, 0) * 1e3
+
+
+def _calibration(out: dict[str, Any], sm: StepModel, engine: str, prefill_ms: float | None = None) -> None:
+    """The profile's summary and factors, and each metric's interval from the cross-validated error; TTFT's by
+    the share of the predicted TTFT that is the prompt's own prefill (`prefill_ms` at the roofline:
+    `sizing.perf.calibration.prefill_share`)."""
     p = sm.profile
     out["calibration"] = {**summary(p), "factors": {k: round(v, 5) for k, v in p.params().items()}}
     bands = interval_for(p.family, engine, moe=sm.mixture_of_experts)
+    ttft = out.get("ttft_ms")
+    share = prefill_share(ttft.get("mean") if isinstance(ttft, dict) else None, prefill_ms, p.compute_eff)
     out["intervals"] = {
         "basis": bands.get("basis", ""),
         **{
-            key: stated_interval(out[key], metric, bands)
+            key: stated_interval(out[key], metric, bands, prefill_share=share)
             for key, metric in (
                 ("ttft_ms", "ttft"),
                 ("tpot_ms", "tpot"),
@@ -274,7 +286,8 @@ def predict(
             f"concurrency >= {sat_c} saturates the replica: throughput is the maximum, latency includes queueing"
         )
     out.update(_figures(res, saturated, sat_c))
-    _calibration(out, sm, cfg.engine)
+    prefilled = input_tokens - cached_share(sm, shared_prefix_tokens, input_tokens)
+    _calibration(out, sm, cfg.engine, roofline_prefill_ms(sm, prefilled, catalog))
     out["notes"] = notes
     if shared_prefix_tokens:
         out["shared_prefix_tokens"] = shared_prefix_tokens

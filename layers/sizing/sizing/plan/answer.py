@@ -176,7 +176,7 @@ def _architecture(s: SearchState, opt: Option, deployment: str) -> Architecture:
     assert opt.capacity is not None
     hw = opt.hw
     rep = opt.replica
-    allowance = margin(rep.step, wm.slo, headroom)
+    allowance = margin(rep.step, wm.slo, headroom, wm)
     usable = opt.capacity.rate_rps * allowance.usable
     pricing = pricing_of(cat, wm, hw, deployment)
     users = wm.spec.users.total if wm.spec.users else None

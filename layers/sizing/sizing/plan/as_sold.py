@@ -244,7 +244,7 @@ def _at_drain_rate(s: SearchState, opt: Option, a: Architecture, rate: float) ->
     if rep.capacity is None or rep.capacity.measured is not None or a.per_replica is None:
         return {}
     sim = opt.predict(s.wm, rate, s.seed)
-    allowance = margin(rep.step, s.wm.slo, s.headroom)
+    allowance = margin(rep.step, s.wm.slo, s.headroom, s.wm)
     load_pct = round(100 * (1 - rate / rep.capacity.rate_rps), 1)
     return {
         "predicted": Predicted.model_validate(predicted_figures(sim)),

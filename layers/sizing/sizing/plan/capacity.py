@@ -39,6 +39,7 @@ from sizing.plan.edge import (
     line_crossing,
 )
 from sizing.plan.memo import LRU, fingerprint
+from sizing.plan.regime import ttft_scale
 from sizing.workload.derived import WorkloadModel
 from sizing.workload.spec import SLO
 
@@ -144,8 +145,9 @@ def _error_basis(family: str, engine: str, moe: bool) -> str:
     return error_rows(family, engine, "tpot", moe=moe)
 
 
-def margin(step: Any, slo: SLO, headroom: float) -> Margin:
-    """The allowance for estimator error on a replica of `step` (see `Margin`)."""
+def margin(step: Any, slo: SLO, headroom: float, wm: WorkloadModel | None = None) -> Margin:
+    """The allowance for estimator error on a replica of `step` (see `Margin`); with the workload `wm`, TTFT's is
+    its regime's at the SLO's TTFT limit (`ttft_factor_at`), as the stated intervals read the error."""
     if slo.confidence is None:
         return Margin(usable=1 - headroom, reasoning=f"fixed {headroom:.0%} load headroom")
     prof = step.profile
@@ -156,6 +158,9 @@ def margin(step: Any, slo: SLO, headroom: float) -> Margin:
     if rows:
         whose += f" ({rows})"
     scale = {m: 1 / r for m, r in ratios.items() if m != "throughput" and r}
+    by_regime = ttft_scale(step, slo, wm)
+    if by_regime:
+        scale["ttft"] = by_regime[0]
     latency = tuple(
         (metric, round(max([1.0, *(scale.get(m, 1.0) for m in of)]), 4))
         for metric, of in MARGIN_METRICS.items()
@@ -165,6 +170,8 @@ def margin(step: Any, slo: SLO, headroom: float) -> Margin:
     pct = f"{100 * slo.confidence:g}"
     names = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "e2e"}
     factors = ", ".join(f"{names[m]} x{f:.2f}" for m, f in latency)
+    if by_regime:
+        factors += f"; TTFT's from {by_regime[1]} TTFTs' error, the regime of a TTFT at its limit"
     return Margin(
         latency=latency,
         usable=usable,
@@ -336,7 +343,7 @@ def max_rate_under_slo(
         start,
         *workload_key(step, wm),
         tuple(wm.slo.targets()),
-        margin(step, wm.slo, 0.0).latency,
+        margin(step, wm.slo, 0.0, wm).latency,
         float(saturated_rps),
         seed,
         PROBE_REQUESTS,
@@ -368,7 +375,7 @@ def probe(step: Any, wm: WorkloadModel, saturated_rps: float, k: int, seed: int 
     """One probe of the capacity search: grid point `k` of the rates below `saturated_rps` meets every SLO target,
     and 1 / score there. Memoised as the searches are (the runtime-parameter search probes each variant once per
     workload: a repeated request probes nothing)."""
-    scale = margin(step, wm.slo, 0.0)
+    scale = margin(step, wm.slo, 0.0, wm)
     key = (
         *workload_key(step, wm),
         tuple(wm.slo.targets()),
@@ -434,7 +441,7 @@ def _search(
     step: Any, wm: WorkloadModel, saturated_rps: float, seed: int, start: tuple[int, float] | None = None
 ) -> Capacity:
     slo = wm.slo
-    scale = margin(step, slo, 0.0)
+    scale = margin(step, slo, 0.0, wm)
     grid = 2**BISECTION_STEPS
     top = max(saturated_rps, 1e-6)
     budget = BISECTION_STEPS + GUIDED_EXTRA_PROBES
