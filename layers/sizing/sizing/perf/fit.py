@@ -3,13 +3,11 @@ error honestly with leave-one-source-out cross-validation.
 
 Procedure (reproducible, no randomness beyond fixed simulation seeds):
 1. Every row is simulated with its own deployment, request shape and load.
-2. Per accelerator family, fit seven factors (compute efficiency, bandwidth efficiency, per-step, per-sequence and
-   per-request overhead, the efficiency of mixture-of-experts models relative to dense ones -- held at its
-   prior where no MoE row speaks to it -- and the linear phase's slowdown at the roofline's ridge) on all its rows,
-   pooled over engines, in two stages: alone on a weak literature prior (`PRIOR`), then with the other families of
-   its kind (GPU or Neuron) as the prior (`kind_prior`, widths from their spread: `kind_sigma`). The ridge slowdown
-   is one value per kind (`RIDGE_BY_KIND`): the row-weighted mean of the kind's first-stage fits, held in the
-   second stage and for every engine. Then per
+2. Per accelerator family, fit six factors (compute efficiency, bandwidth efficiency, per-step, per-sequence and
+   per-request overhead, and the efficiency of mixture-of-experts models relative to dense ones -- held at its
+   prior where no MoE row speaks to it) on all its rows, pooled over engines, in two stages: alone on a weak
+   literature prior (`PRIOR`), then with the other families of its kind (GPU or Neuron) as the prior
+   (`kind_prior`, widths from their spread: `kind_sigma`). Then per
    (family, engine) -- or per engine build measured apart from the deployed one (`ENGINE_BUILDS`) -- fit the
    same factors with the family fit as a stronger prior (partial pooling: an engine with few rows stays near its
    family, a family with few rows near its kind). Loss: soft-L1 on log(predicted/measured) per metric, weighted
@@ -60,11 +58,6 @@ PRIOR = {
     "seq_overhead_s": 0.0002,
     # no MoE penalty a priori: an MoE model runs at its active/touched parameters' roofline like a dense one
     "moe_eff": 1.0,
-    # a GEMM whose math and weight reads take equal time runs a fifth slower than the roofline's max of the two
-    # (assumed, between the roofline's perfect overlap and the ECM model's none: Hager et al., "Exploring
-    # performance and power properties of modern multicore chips via simple machine models", 2016); the rows move
-    # it ~4.5x either way (`FAMILY_SIGMA`)
-    "ridge_slowdown": 0.2,
 }
 
 
@@ -72,12 +65,11 @@ PRIOR = {
 #: move efficiencies ~2x and overheads ~4x from the prior; an engine stays nearer its family (~1.4x / ~2x).
 #: (Tighter engine efficiencies with wider engine overheads cross-validated worse: TTFT 45-59% vs 38%.)
 #: The MoE efficiency may move ~2x from 1 in a family and ~1.4x for an engine; rows of dense models leave it at its
-#: prior. The ridge slowdown may move ~4.5x in a family's first stage; it is held per kind after that
-#: (`RIDGE_BY_KIND`), so its engine width applies only where it is fitted per family.
-FAMILY_SIGMA = (0.7, 0.5, 1.5, 1.5, 1.5, 0.7, 1.5)
+#: prior.
+FAMILY_SIGMA = (0.7, 0.5, 1.5, 1.5, 1.5, 0.7)
 
 
-ENGINE_SIGMA = (0.35, 0.3, 0.8, 0.8, 0.8, 0.35, 0.35)
+ENGINE_SIGMA = (0.35, 0.3, 0.8, 0.8, 0.8, 0.35)
 
 
 #: Parameter bounds. No efficiency exceeds the datasheet: compute and bandwidth at most 1 of the chip's peak, and
@@ -85,9 +77,8 @@ ENGINE_SIGMA = (0.35, 0.3, 0.8, 0.8, 0.8, 0.35, 0.35)
 #: is compensating for a mechanism the model lacks: the 1.2 bounds of earlier profiles let Hopper read weights at
 #: 1.04 of its 3.35 TB/s and MoE experts at 1.28 x that (an uncounted input embedding table, decode batches padded
 #: to the compiled batch on Neuron: `step.unread_embedding_params`, `steptime.decode_batch_buckets`). Overheads
-#: between 0.05 ms and 100 ms per step. The ridge slowdown between 0.002 (p ~ 350: the roofline's hard max for any
-#: step not within a few percent of the ridge) and 1 (p = 1: compute plus memory, no overlap at all).
-BOUNDS = ((0.02, 1.0), (0.05, 1.0), (5e-5, 0.1), (1e-4, 0.5), (1e-6, 0.005), (0.05, 1.0), (0.002, 1.0))
+#: between 0.05 ms and 100 ms per step.
+BOUNDS = ((0.02, 1.0), (0.05, 1.0), (5e-5, 0.1), (1e-4, 0.5), (1e-6, 0.005), (0.05, 1.0))
 
 
 #: Soft-L1 scale on log errors: errors beyond ~25% count linearly, so one odd row cannot drag a fit.
@@ -99,9 +90,8 @@ METRIC_WEIGHT = {"ttft": 1.0, "tpot": 1.0, "throughput": 1.0, "e2e": 0.5}
 
 
 #: Nelder-Mead evaluations per fit: family fits start from the prior (5 parameters converged to ~1% in ~110
-#: evaluations; 6 with the MoE efficiency take ~20 more, 7 with the ridge slowdown ~20 more again); engine fits
-#: start at their family's optimum and need fewer.
-MAX_EVALS = 150
+#: evaluations; 6 with the MoE efficiency take ~20 more); engine fits start at their family's optimum and need fewer.
+MAX_EVALS = 130
 
 
 ENGINE_EVALS = 80
@@ -315,8 +305,8 @@ def _soft_l1(r: float) -> float:
 
 
 def _profile(theta: Sequence[float], family: str, engine: str, basis: str) -> Profile:
-    c, b, o, r, q, m, k = (min(max(math.exp(t), lo), hi) for t, (lo, hi) in zip(theta, BOUNDS, strict=True))
-    return Profile(c, b, o, q, family, engine, basis, request_overhead_s=r, moe_eff=m, ridge_slowdown=k)
+    c, b, o, r, q, m = (min(max(math.exp(t), lo), hi) for t, (lo, hi) in zip(theta, BOUNDS, strict=True))
+    return Profile(c, b, o, q, family, engine, basis, request_overhead_s=r, moe_eff=m)
 
 
 def _theta(p: dict[str, float]) -> list[float]:
@@ -327,7 +317,6 @@ def _theta(p: dict[str, float]) -> list[float]:
         math.log(p["request_overhead_s"]),
         math.log(p["seq_overhead_s"]),
         math.log(p.get("moe_eff", 1.0)),
-        math.log(p.get("ridge_slowdown", PRIOR["ridge_slowdown"])),
     ]
 
 
@@ -351,18 +340,6 @@ def row_loss(row: CalRow, profile: Profile) -> float:
 MOE = 5
 
 
-#: Index of the ridge slowdown in a parameter vector (see `_theta`).
-RIDGE = 6
-
-
-#: The ridge slowdown is one value per kind of accelerator (GPU, Neuron, CPU), not per family: how well a GEMM
-#: overlaps its weight reads with its math is a property of the kind's kernels (CUDA GEMMs with asynchronous copies,
-#: the Neuron compiler's schedules, oneDNN on the CPU) more than of one chip, and a family's rows near the ridge are
-#: few. The kind's value is the row-weighted mean (log space) of its families' first-stage fits
-#: (`kind_ridge`); the second stage and the engines hold it.
-RIDGE_BY_KIND = True
-
-
 def is_moe(row: CalRow) -> bool:
     return reference_catalog().models[row.model].moe is not None
 
@@ -375,11 +352,9 @@ def fit_group(
     engine: str,
     max_evals: int = MAX_EVALS,
     start: list[float] | None = None,
-    hold: Sequence[int] = (),
 ) -> list[float]:
     """The parameters minimising the rows' loss plus the prior penalty. Without a mixture-of-experts row the MoE
-    efficiency is not identified: it stays at its prior instead of drifting on a flat direction. The parameters
-    at the indices `hold` stay at their prior too (a value shared by a kind: `RIDGE_BY_KIND`)."""
+    efficiency is not identified: it stays at its prior instead of drifting on a flat direction."""
 
     def objective(theta: list[float]) -> float:
         prof = _profile(theta, family, engine, "fit")
@@ -388,17 +363,11 @@ def fit_group(
 
     x0 = list(start if start is not None else prior)
     step = 0.3 if max_evals >= MAX_EVALS else 0.15
-    held = set(hold) | (set() if any(is_moe(r) for r in rows) else {MOE})
-    free = [i for i in range(len(prior)) if i not in held]
-
-    def full(t: Sequence[float]) -> list[float]:
-        theta = list(prior)
-        for i, v in zip(free, t, strict=True):
-            theta[i] = v
-        return theta
-
-    best = nelder_mead(lambda t: objective(full(t)), [x0[i] for i in free], step=step, max_evals=max_evals)
-    return full(best)
+    if any(is_moe(r) for r in rows):
+        return nelder_mead(objective, x0, step=step, max_evals=max_evals)
+    fixed = prior[MOE]
+    dense = nelder_mead(lambda t: objective([*t, fixed]), x0[:MOE], step=step, max_evals=max_evals)
+    return [*dense, fixed]
 
 
 @dataclass
@@ -413,7 +382,7 @@ ALONE = "(alone)"
 
 #: Floor of the stage-2 prior widths (log space) when the other families agree closely: efficiencies may still
 #: move ~20% and overheads ~1.6x on a family's own rows (measured chips do differ by that much).
-KIND_SIGMA_FLOOR = (0.2, 0.2, 0.5, 0.5, 0.5, 0.35, 0.35)
+KIND_SIGMA_FLOOR = (0.2, 0.2, 0.5, 0.5, 0.5, 0.35)
 
 
 #: Families needed to estimate the spread between families; with fewer, the literature widths apply.
@@ -442,18 +411,6 @@ def kind_sigma(family: str, profiles: dict[str, dict[str, Any]]) -> tuple[float,
         min(max(statistics.pstdev(t[i] for t in thetas), floor), wide)
         for i, (floor, wide) in enumerate(zip(KIND_SIGMA_FLOOR, FAMILY_SIGMA, strict=True))
     )
-
-
-def kind_ridge(family: str, profiles: dict[str, dict[str, Any]]) -> float:
-    """The ridge slowdown (log) of `family`'s kind: the row-weighted mean of the first-stage fits of every family of
-    the kind, its own included (`RIDGE_BY_KIND`)."""
-    kin = [
-        (_theta(v), v["rows"])
-        for k, v in profiles.items()
-        if k.endswith("/" + ALONE) and kind_of(k.split("/")[0]) == kind_of(family)
-    ]
-    total = sum(n for _, n in kin)
-    return sum(t[RIDGE] * n for t, n in kin) / total if total else _theta(PRIOR)[RIDGE]
 
 
 def kind_prior(family: str, profiles: dict[str, dict[str, Any]]) -> list[float]:
@@ -497,12 +454,7 @@ def fit_profiles(
     for fam in sorted(alone):
         frows = by_family[fam]
         prior = kind_prior(fam, out)
-        start = list(alone[fam])
-        hold: tuple[int, ...] = ()
-        if RIDGE_BY_KIND:
-            prior[RIDGE] = start[RIDGE] = kind_ridge(fam, out)
-            hold = (RIDGE,)
-        ftheta = fit_group(frows, prior, kind_sigma(fam, out), fam, "*", ENGINE_EVALS, start=start, hold=hold)
+        ftheta = fit_group(frows, prior, kind_sigma(fam, out), fam, "*", ENGINE_EVALS, start=alone[fam])
         out[f"{fam}/*"] = _entry(
             ftheta, len(frows), f"family pooled over engines, prior = other {kind_of(fam)} families"
         )
@@ -516,7 +468,7 @@ def fit_profiles(
                     "basis": f"{fam} x {eng} (the family's only engine)",
                 }
                 continue
-            etheta = fit_group(erows, ftheta, ENGINE_SIGMA, fam, eng, ENGINE_EVALS, hold=hold)
+            etheta = fit_group(erows, ftheta, ENGINE_SIGMA, fam, eng, ENGINE_EVALS)
             out[f"{fam}/{eng}"] = _entry(etheta, len(erows), f"{fam} x {eng}, prior = {fam} pooled")
     _current_generation(out)
     return out
@@ -585,7 +537,6 @@ def _entry(theta: Sequence[float], n: int, basis: str) -> dict[str, Any]:
         "seq_overhead_s": round(p.seq_overhead_s, 7),
         "request_overhead_s": round(p.request_overhead_s, 6),
         "moe_eff": round(p.moe_eff, 4),
-        "ridge_slowdown": round(p.ridge_slowdown, 4),
         "rows": n,
         "basis": basis,
     }

@@ -32,8 +32,9 @@ class Profile:
     #: how much slower than its roofline the linear layers' phase runs where its compute and weight-streaming times
     #: are equal (the ridge): 0 is the roofline's hard max(compute, memory), a GEMM overlapping its weight reads with
     #: its math perfectly; 1 is their sum, no overlap at all. Between, the phase takes (c^p + m^p)^(1/p) with
-    #: 2^(1/p) = 1 + ridge_slowdown (`ridge_exponent`, `sizing.perf.steptime.ridge`): fitted per kind of
-    #: accelerator (`sizing.perf.fit.RIDGE`)
+    #: 2^(1/p) = 1 + ridge_slowdown (`ridge_exponent`, `sizing.perf.steptime.ridge`). Not fitted: the measured rows
+    #: do not identify it (`benchmarks/ridge.py`; docs/estimator.md, "The linear phase near the ridge"), so the
+    #: shipped profiles state none (0); a calibration entry that states one is used
     ridge_slowdown: float = 0.0
 
     @property

@@ -78,9 +78,10 @@ class StepTime:
     does not hide the other's memory traffic: a fused max(compute, memory) over the whole step hid a mixed step's
     decode KV reads under its prefill matmuls (docs/engine.md, "Dynamics"). Within the linear phase a GEMM overlaps
     its weight reads with its math imperfectly: `ridge` composes the two with the profile's exponent `ridge_p`
-    (`Profile.ridge_slowdown`), which slows the steps whose compute and weight-streaming times are comparable (decode
-    batches of a few hundred tokens on a GPU, mixed chunked-prefill steps) and leaves the clearly bound ones as the
-    roofline has them.
+    (`Profile.ridge_slowdown`; 0, the roofline's max, in the shipped profiles), which slows the steps whose compute
+    and weight-streaming times are comparable (decode batches of a few hundred tokens on a GPU, mixed chunked-prefill
+    steps) and leaves the clearly bound ones as the roofline has them. Attention keeps the hard max: its phase sits
+    far from its own ridge (docs/estimator.md, "The linear phase near the ridge").
     A MoE batch touches the routed experts only (`moe`, `route_miss`); a Neuron engine pads prompts to its
     compiled buckets, runs decode at the smallest compiled batch bucket that holds the running sequences
     (`decode_batch_buckets`) and reads its compiled context (`prefill_buckets`, `static_decode_batch`,
