@@ -43,7 +43,8 @@ def ridge(compute: float, memory: float, p: float) -> float:
     if p <= 0.0 or hi <= 0.0:
         return hi
     lo = memory if compute > memory else compute
-    return hi * (1.0 + (lo / hi) ** p) ** (1.0 / p)
+    scale: float = (1.0 + (lo / hi) ** p) ** (1.0 / p)  # a positive base: a real power (typeshed says Any)
+    return hi * scale
 
 
 def decode_batch_buckets(max_num_seqs: int) -> tuple[int, ...]:
