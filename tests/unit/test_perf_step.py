@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sizing.perf.config import HardwareConfig
 from sizing.perf.step import Profile, StepModel
+from sizing.perf.steptime import ridge
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
 PROFILE = Profile(0.5, 0.6, 0.003)
@@ -128,3 +130,65 @@ def test_a_mixed_step_pays_its_decode_kv_reads_on_top_of_its_prefill_matmuls(
     # reading the KV cache at the deployment's bandwidth
     matmuls = max(step.c_tok * (prefill + seqs), step.weights_time(prefill + seqs))
     assert mixed >= matmuls + step.kv_tok * (context + 2 * prefill) - 1e-12
+
+
+# --- the linear phase near the roofline's ridge -------------------------------------------------------------------
+@settings(max_examples=200, deadline=None)
+@given(
+    compute=st.floats(0.0, 1.0),
+    memory=st.floats(0.0, 1.0),
+    slowdown=st.one_of(st.just(0.0), st.floats(0.002, 1.0)),
+)
+def test_the_linear_phase_is_never_faster_than_the_roofline_nor_slower_than_no_overlap(
+    compute: float, memory: float, slowdown: float
+):
+    # given a phase's compute and memory seconds and a ridge slowdown anywhere in its fitted range
+    p = replace(PROFILE, ridge_slowdown=slowdown).ridge_exponent
+    # when they are composed
+    t = ridge(compute, memory, p)
+    # then the phase takes at least the roofline's max (perfect overlap) and at most their sum (none)
+    assert max(compute, memory) * (1 - 1e-12) <= t <= (compute + memory) * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("slowdown", [0.05, 0.25, 1.0])
+def test_the_ridge_slowdown_is_what_a_step_pays_where_compute_and_weights_take_equal_time(slowdown: float):
+    # given a phase whose compute and weight reads take equal time
+    p = replace(PROFILE, ridge_slowdown=slowdown).ridge_exponent
+    # then it runs `ridge_slowdown` slower than the roofline's max of the two
+    assert ridge(0.01, 0.01, p) == pytest.approx(0.01 * (1 + slowdown))
+
+
+def test_a_decode_step_near_the_ridge_slows_and_one_far_from_it_does_not():
+    # given Llama-3.1-8B on one H100 with the roofline's hard max and with a ridge slowdown of 25%
+    hard, soft = _model(), _model(profile=replace(PROFILE, ridge_slowdown=0.25))
+    step = hard.timing()
+    ridge_batch = round(
+        step.weights_time(1) / step.c_tok
+    )  # the decode batch whose matmuls take their weights' time
+    # when each times a lone decoding sequence (weight-bound) and a batch at the ridge
+    lone = soft.iteration_time(0, 1, 1000) / hard.iteration_time(0, 1, 1000)
+    at_ridge = soft.timing().iteration_time(0, ridge_batch, 0) - step.iteration_time(0, ridge_batch, 0)
+    # then the lone sequence costs the same (its compute is a few hundredths of its weight reads) ...
+    assert lone == pytest.approx(1.0, abs=1e-6)
+    # ... and the batch at the ridge pays a quarter of its linear phase more
+    assert at_ridge == pytest.approx(0.25 * step.weights_time(ridge_batch), rel=0.02)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    seqs=st.integers(1, 512),
+    context_per_seq=st.integers(0, 8_192),
+    slowdown=st.one_of(st.just(0.0), st.floats(0.002, 1.0)),
+    model=st.sampled_from([LLAMA_8B, "mistralai/Mixtral-8x7B-Instruct-v0.1"]),
+)
+def test_the_decode_lines_the_simulator_sums_agree_with_the_step_time(
+    seqs: int, context_per_seq: int, slowdown: float, model: str
+):
+    # given a deployment (dense or MoE) with any ridge slowdown, and a pure-decode step of `seqs` sequences
+    step = _model(model=model, tp=2, profile=replace(PROFILE, ridge_slowdown=slowdown)).timing()
+    context = float(seqs * context_per_seq)
+    # when the step is timed directly and by the lines the simulator sums runs of decode steps with
+    c0, c1, m0, m1, o = step.decode_lines(seqs)
+    by_lines = max(c0 + c1 * context, m0 + m1 * context) + o
+    # then both say the same
+    assert by_lines == pytest.approx(step.iteration_time(0, seqs, context), rel=1e-9)

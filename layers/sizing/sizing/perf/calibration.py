@@ -119,6 +119,7 @@ def _profile(
         seq_overhead_s=entry.get("seq_overhead_s", 0.0),
         request_overhead_s=entry.get("request_overhead_s", 0.0),
         moe_eff=entry.get("moe_eff", 1.0),
+        ridge_slowdown=entry.get("ridge_slowdown", 0.0),
         family=family,
         engine=engine,
         basis=basis,

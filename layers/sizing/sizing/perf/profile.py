@@ -3,6 +3,7 @@ per (accelerator family, engine) by `sizing.perf.fit` and looked up by `sizing.p
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,6 +29,20 @@ class Profile:
     #: expert GEMMs on few tokens each, padding); multiplies both efficiencies for MoE models only. Neuron stacks
     #: of 2025 run MoE models ~2x slower than their dense-equivalent (M060 vs M066 on trn2)
     moe_eff: float = 1.0
+    #: how much slower than its roofline the linear layers' phase runs where its compute and weight-streaming times
+    #: are equal (the ridge): 0 is the roofline's hard max(compute, memory), a GEMM overlapping its weight reads with
+    #: its math perfectly; 1 is their sum, no overlap at all. Between, the phase takes (c^p + m^p)^(1/p) with
+    #: 2^(1/p) = 1 + ridge_slowdown (`ridge_exponent`, `sizing.perf.steptime.ridge`). Not fitted: the measured rows
+    #: do not identify it (`benchmarks/ridge.py`; docs/estimator.md, "The linear phase near the ridge"), so the
+    #: shipped profiles state none (0); a calibration entry that states one is used
+    ridge_slowdown: float = 0.0
+
+    @property
+    def ridge_exponent(self) -> float:
+        """The exponent p of the linear phase's composition of compute and memory (0 for the hard max)."""
+        if self.ridge_slowdown <= 0.0:
+            return 0.0
+        return math.log(2.0) / math.log1p(min(self.ridge_slowdown, 1.0))
 
     def params(self) -> dict[str, float]:
         return {
@@ -37,6 +52,7 @@ class Profile:
             "seq_overhead_s": self.seq_overhead_s,
             "request_overhead_s": self.request_overhead_s,
             "moe_eff": self.moe_eff,
+            "ridge_slowdown": self.ridge_slowdown,
         }
 
     def stretched(self, prefill: float, decode: float) -> Profile:

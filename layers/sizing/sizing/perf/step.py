@@ -4,8 +4,11 @@ One step runs `prefill_tokens` of prefill chunks plus `decode_seqs` decoding seq
 `context_tokens`. Per device:
   compute = (2 x active params x tokens + attention FLOPs) / TP / (peak FLOP/s x compute efficiency)
   memory  = (weights touched / TP + KV bytes read and written / TP) / (bandwidth x bandwidth efficiency)
-  step    = max(compute, memory) of the linear layers + max(compute, memory) of attention (two phases, one after
-            the other) + TP all-reduces over the interconnect + per-step and per-sequence overhead.
+  step    = ridge(compute, memory) of the linear layers + max(compute, memory) of attention (two phases, one after
+            the other) + TP all-reduces over the interconnect + per-step and per-sequence overhead,
+where ridge(c, m) = (c^p + m^p)^(1/p) is the roofline's max softened where the two are comparable: a GEMM near
+the ridge does not overlap its weight reads with its math perfectly (`Profile.ridge_slowdown`,
+`steptime.ridge`).
 MoE: FLOPs use active parameters, bytes the experts a batch touches. Efficiencies and overheads come from a
 calibration `Profile` per (accelerator family, engine); no efficiency exceeds the datasheet (`fit.BOUNDS`): a MoE
 model's own efficiency (`Profile.moe_eff`, at most 1) slows its expert GEMMs and expert reads only, never its dense
@@ -253,6 +256,7 @@ class StepModel:
             self.static_decode_batch,
             self.max_num_seqs,
             self.prefill_buckets,
+            self.profile.ridge_exponent,
         )
 
     def timing(self) -> StepTime:

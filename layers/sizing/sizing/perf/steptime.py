@@ -28,7 +28,23 @@ StepTimeTerms = tuple[
     bool,
     int,
     tuple[int, ...],
+    float,
 ]
+
+
+def ridge(compute: float, memory: float, p: float) -> float:
+    """The time of a phase whose compute and memory traffic take `compute` and `memory` seconds each at their
+    roofs, overlapped as far as exponent `p` says: (compute^p + memory^p)^(1/p). p -> infinity is the roofline's
+    hard max (perfect overlap; `p` <= 0 stands for it), p = 1 their sum (no overlap, the ECM model's non-overlapping
+    limit). Never below the larger of the two, never above their sum; furthest above the max where the two are
+    equal (the ridge: 2^(1/p) times either), and 1-homogeneous (scaling both scales the time), so a phase linear in
+    the context stays linear."""
+    hi = compute if compute > memory else memory
+    if p <= 0.0 or hi <= 0.0:
+        return hi
+    lo = memory if compute > memory else compute
+    scale: float = (1.0 + (lo / hi) ** p) ** (1.0 / p)  # a positive base: a real power (typeshed says Any)
+    return hi * scale
 
 
 def decode_batch_buckets(max_num_seqs: int) -> tuple[int, ...]:
@@ -55,13 +71,18 @@ def padded_to_bucket(tokens: int, buckets: tuple[int, ...]) -> int:
 
 class StepTime:
     """Seconds per engine step from a step model's coefficients (see `sizing.perf.step` for what each is):
-      linear    = max(c_tok x tokens, weights touched)
+      linear    = ridge(c_tok x tokens, weights touched, ridge_p)
       attention = max(c_pair x (attention pairs + context read), kv_tok x (context read + prefill tokens written
                   twice))
       step      = linear + attention + ar_fixed + ar_tok x tokens + o_step + o_seq x sequences.
     The two phases run one after the other (the matmul kernels, then the attention kernels), so one's compute
     does not hide the other's memory traffic: a fused max(compute, memory) over the whole step hid a mixed step's
-    decode KV reads under its prefill matmuls (docs/engine.md, "Dynamics").
+    decode KV reads under its prefill matmuls (docs/engine.md, "Dynamics"). Within the linear phase a GEMM overlaps
+    its weight reads with its math imperfectly: `ridge` composes the two with the profile's exponent `ridge_p`
+    (`Profile.ridge_slowdown`; 0, the roofline's max, in the shipped profiles), which slows the steps whose compute
+    and weight-streaming times are comparable (decode batches of a few hundred tokens on a GPU, mixed chunked-prefill
+    steps) and leaves the clearly bound ones as the roofline has them. Attention keeps the hard max: its phase sits
+    far from its own ridge (docs/estimator.md, "The linear phase near the ridge").
     A MoE batch touches the routed experts only (`moe`, `route_miss`); a Neuron engine pads prompts to its
     compiled buckets, runs decode at the smallest compiled batch bucket that holds the running sequences
     (`decode_batch_buckets`) and reads its compiled context (`prefill_buckets`, `static_decode_batch`,
@@ -79,6 +100,7 @@ class StepTime:
         "o_seq",
         "o_step",
         "prefill_buckets",
+        "ridge_p",
         "route_miss",
         "static_ctx",
         "static_decode_batch",
@@ -103,6 +125,7 @@ class StepTime:
         static_decode_batch: bool,
         max_num_seqs: int,
         prefill_buckets: tuple[int, ...],
+        ridge_p: float = 0.0,
     ):
         self.c_tok = c_tok
         self.c_pair = c_pair
@@ -119,6 +142,8 @@ class StepTime:
         self.static_decode_batch = static_decode_batch
         self.max_num_seqs = max_num_seqs
         self.prefill_buckets = prefill_buckets
+        #: the linear phase's overlap exponent (`ridge`; 0: the roofline's hard max)
+        self.ridge_p = ridge_p
         self.decode_buckets: tuple[int, ...] = (
             decode_batch_buckets(max_num_seqs) if static_decode_batch else ()
         )
@@ -159,13 +184,13 @@ class StepTime:
         # a Neuron decode step reads the compiled context of every row, whatever the sequences hold
         context = float(decode_seqs * self.static_ctx) if self.static_ctx else context_tokens
         # two phases one after the other, each bound by its own roofline: the linear layers (matmuls over the
-        # step's tokens, streaming the weights) and attention (query x key pairs, reading the KV cache)
-        linear_c = self.c_tok * tokens
-        linear_m = self.weights_time(tokens)
+        # step's tokens, streaming the weights; their overlap imperfect near the ridge) and attention (query x key
+        # pairs, reading the KV cache)
+        linear = ridge(self.c_tok * tokens, self.weights_time(tokens), self.ridge_p)
         attention_c = self.c_pair * (pairs + context)
         attention_m = self.kv_tok * (context + 2 * prefill_tokens)
         return (
-            (linear_c if linear_c > linear_m else linear_m)
+            linear
             + (attention_c if attention_c > attention_m else attention_m)
             + self.ar_fixed
             + self.ar_tok * tokens
@@ -181,9 +206,8 @@ class StepTime:
         seqs = decode_seqs
         if self.static_decode_batch and decode_seqs:
             decode_seqs = padded_to_bucket(decode_seqs, self.decode_buckets)
-        c0 = self.c_tok * decode_seqs
-        m0 = self.weights_time(decode_seqs)
-        linear = c0 if c0 > m0 else m0  # the linear layers' phase: the larger of its compute and its weights
+        # the linear layers' phase: its compute and its weights, composed as `iteration_time` composes them
+        linear = ridge(self.c_tok * decode_seqs, self.weights_time(decode_seqs), self.ridge_p)
         o = self.ar_fixed + self.ar_tok * decode_seqs + self.o_step + self.o_seq * seqs
         # attention's phase grows with the context: its compute or its KV reads, whichever is larger per token
         per_ctx = self.c_pair if self.c_pair > self.kv_tok else self.kv_tok
