@@ -183,6 +183,18 @@ def _fitted(history: Sequence[StepResult]) -> float | None:
     return round(mx + (1.0 - my) / slope, 4)
 
 
+#: Standard errors below the rate a server answered at while it fell behind that a capacity held to it states as its
+#: interval's low end (two-sided 95%, as the levels' own intervals).
+SERVED_Z = 1.96
+
+
+def _served_noise(history: Sequence[StepResult]) -> float:
+    """The standard error of `_served_when_behind`: its completions as a Poisson count over the spans judged."""
+    behind = [r.overload for r in history if r.overload is not None and r.overload.overloaded]
+    seconds = sum(o.window_s for o in behind)
+    return math.sqrt(sum(o.completions for o in behind)) / seconds if seconds > 0 else 0.0
+
+
 def _served_when_behind(history: Sequence[StepResult]) -> float | None:
     """The rate at which the server answered while it fell behind its arrivals (`StepResult.overload`): the
     completions of every overloaded level over the spans their test judged (each window after its server's fill
@@ -295,11 +307,21 @@ class CapacitySearch:
             if served is not None and served < capacity:
                 # no higher than what the server answered while it fell behind: its saturated throughput
                 capacity = served
+                if low is not None and low > capacity:
+                    # a level that passed above that rate passed before its queue could show (an overload of a
+                    # few percent shows only on thousands of requests): the interval's low end comes down to the
+                    # served rate less its counting noise, so the answer lies inside its own interval (a twin of
+                    # batch-summarization read 0.663 req/s [0.764 - 0.816])
+                    low = round(max(capacity - SERVED_Z * _served_noise(history), 0.0), 4)
+                if high is not None and high < capacity:
+                    high = capacity
             note = f"the SLO edge lies between {lo:g} and {hi:g} req/s" + (
                 ""
                 if self.converged(lo, hi)
                 else f" (not narrowed to +/-{self.tolerance:.0%}: level budget spent)"
             )
+            if served is not None and capacity == served:
+                note += f"; held to {served:g} req/s, what the server answered while it fell behind"
         return CapacityEstimate(
             capacity_rps=capacity, low_rps=low, high_rps=high, converged=self.converged(lo, hi),
             tolerance=self.tolerance,
