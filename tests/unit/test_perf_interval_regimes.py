@@ -226,16 +226,19 @@ def test_sizing_predict_states_the_ttft_regime_and_a_queued_ttft_is_not_prefill_
     assert {"of", "low", "high", "ratio_p10_p90", "rows", "basis"} <= alone.keys()
 
 
+#: An 8B chat workload whose TTFT limit (20 s) only a deep queue reaches, sized at the 80th percentile of the error.
+GENEROUS_TTFT: dict[str, Any] = {
+    "name": "chat-8b",
+    "model": "llama-3.1-8b",
+    "users": {"total": 4000, "peak_active_fraction": 0.1, "requests_per_active_hour": 30},
+    "tokens": {"input": {"mean": 1000, "p95": 2500}, "output": {"mean": 200, "p95": 500}},
+    "slo": {"ttft_ms": {"p95": 20000}, "tpot_ms": {"p95": 80}, "confidence": 0.8},
+}
+
+
 def test_slo_confidence_scales_a_generous_ttft_limit_by_the_error_of_ttfts_mostly_waiting() -> None:
     # given an 8B chat replica on one L40S and a TTFT limit of 20 s, which only a deep queue reaches
-    spec = {
-        "name": "chat-8b",
-        "model": "llama-3.1-8b",
-        "users": {"total": 4000, "peak_active_fraction": 0.1, "requests_per_active_hour": 30},
-        "tokens": {"input": {"mean": 1000, "p95": 2500}, "output": {"mean": 200, "p95": 500}},
-        "slo": {"ttft_ms": {"p95": 20000}, "tpot_ms": {"p95": 80}, "confidence": 0.8},
-    }
-    wm = resolve(parse_spec(spec))
+    wm = resolve(parse_spec(GENEROUS_TTFT))
     cat = load_catalog()
     step = StepModel.for_config(
         HardwareConfig(model_id="llama-3.1-8b", instance_type="g6e.xlarge", tensor_parallel=1), catalog=cat
@@ -271,14 +274,7 @@ def test_a_replica_of_a_catalog_other_than_the_shipped_one_reads_its_ttft_regime
     step = StepModel.for_config(
         HardwareConfig(model_id="team/chat-8b", instance_type="g6e.xlarge", tensor_parallel=1), catalog=own
     )
-    spec = {
-        "name": "chat-8b",
-        "model": "llama-3.1-8b",
-        "users": {"total": 4000, "peak_active_fraction": 0.1, "requests_per_active_hour": 30},
-        "tokens": {"input": {"mean": 1000, "p95": 2500}, "output": {"mean": 200, "p95": 500}},
-        "slo": {"ttft_ms": {"p95": 20000}, "tpot_ms": {"p95": 80}, "confidence": 0.8},
-    }
-    wm = resolve(parse_spec(spec))
+    wm = resolve(parse_spec(GENEROUS_TTFT))
     # when its margin is taken with the workload
     m = margin(step, wm.slo, 0.2, wm)
     # then TTFT's factor is read by its regime, the roofline prefill read from the replica's own catalog
