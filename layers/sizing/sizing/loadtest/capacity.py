@@ -188,11 +188,16 @@ def _fitted(history: Sequence[StepResult]) -> float | None:
 SERVED_Z = 1.96
 
 
+def _behind(history: Sequence[StepResult]) -> tuple[int, float]:
+    """(completions, seconds) over the spans the backlog test judged in every overloaded level."""
+    behind = [r.overload for r in history if r.overload is not None and r.overload.overloaded]
+    return sum(o.completions for o in behind), sum(o.window_s for o in behind)
+
+
 def _served_noise(history: Sequence[StepResult]) -> float:
     """The standard error of `_served_when_behind`: its completions as a Poisson count over the spans judged."""
-    behind = [r.overload for r in history if r.overload is not None and r.overload.overloaded]
-    seconds = sum(o.window_s for o in behind)
-    return math.sqrt(sum(o.completions for o in behind)) / seconds if seconds > 0 else 0.0
+    completions, seconds = _behind(history)
+    return math.sqrt(completions) / seconds if seconds > 0 else 0.0
 
 
 def _served_when_behind(history: Sequence[StepResult]) -> float | None:
@@ -203,11 +208,8 @@ def _served_when_behind(history: Sequence[StepResult]) -> float | None:
     be served for long: the edge lies at or below it, wherever the levels' verdicts put the bracket's middle (the
     backlog test sees an overload of a few percent only on thousands of requests, so levels just above saturation
     pass, and the bracket's middle lies above it). None when no level fell behind."""
-    behind = [r.overload for r in history if r.overload is not None and r.overload.overloaded]
-    seconds = sum(o.window_s for o in behind)
-    if not behind or seconds <= 0:
-        return None
-    return round(sum(o.completions for o in behind) / seconds, 4)
+    completions, seconds = _behind(history)
+    return round(completions / seconds, 4) if seconds > 0 else None
 
 
 class CapacitySearch:

@@ -448,8 +448,8 @@ def _all_started(arrival: np.ndarray, load: ClosedLoop | OpenLoop | Replay) -> f
     `concurrency`-th arrival (the first arrival for any other load)."""
     if not isinstance(load, ClosedLoop) or not load.steady:
         return float(arrival.min())
-    k = min(int(load.concurrency), arrival.size)
-    return float(np.partition(arrival, k - 1)[k - 1]) if k >= 1 else float(arrival.min())
+    k = max(1, min(int(load.concurrency), arrival.size))
+    return float(np.partition(arrival, k - 1)[k - 1])
 
 
 def _summarise(
@@ -495,11 +495,10 @@ def _summarise(
         span = float(finish[measured].max() - t0)
         rps = (n - skip) / span if span > 0 else math.inf
         tps = float(out[measured].sum()) / span if span > 0 else math.inf
-    elif rounds_ok and t1 - max(t0, _all_started(arrival, load)) > 0:
+    elif rounds_ok and t1 - (t0 := max(t0, _all_started(arrival, load))) > 0:
         # a steady loop's window opens once every user has sent its first request: users ramped in over one
         # request duration complete nothing until the first of them is answered, and a window opened inside the
         # ramp read such a loop's throughput 15-20% low (four rounds of requests, the ramp in the window)
-        t0 = max(t0, _all_started(arrival, load))
         inside = (finish >= t0) & (finish <= t1)
         span = t1 - t0
         rps = float(inside.sum()) / span

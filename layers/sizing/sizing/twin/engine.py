@@ -228,8 +228,12 @@ class Engine:
     def _blocks_for(self, tokens: int) -> int:
         return math.ceil(tokens / self.block_size)
 
+    def _need(self, seq: Sequence, tokens: int) -> int:
+        """Blocks the sequence needs beyond those it holds to hold `tokens` of KV."""
+        return self._blocks_for(tokens) - seq.blocks - len(seq.shared)
+
     def _grow(self, seq: Sequence, tokens: int) -> bool:
-        need = self._blocks_for(tokens) - seq.blocks - len(seq.shared)
+        need = self._need(seq, tokens)
         if need <= 0:
             return True
         if self.used_blocks + need > self.total_blocks:
@@ -241,8 +245,7 @@ class Engine:
 
     def _fits(self, seq: Sequence, tokens: int) -> bool:
         """Whether the free blocks hold `tokens` of the sequence's KV beyond the blocks it already holds."""
-        need = self._blocks_for(tokens) - seq.blocks - len(seq.shared)
-        return self.used_blocks + need <= self.total_blocks
+        return self.used_blocks + self._need(seq, tokens) <= self.total_blocks
 
     def _free(self, seq: Sequence) -> None:
         self.used_blocks -= seq.blocks
