@@ -77,6 +77,25 @@ def test_a_window_counts_the_engines_steps_and_the_time_from_scheduling_to_the_f
     assert w.prefill_ms == pytest.approx(120.0)
 
 
+def test_a_window_states_the_api_servers_cpu_per_second_and_per_request():
+    # GIVEN two scrapes 10 s apart of a server whose API process spent 3.0 more CPU seconds while it finished 200
+    # more requests (prometheus_client's process collector, which vLLM's /metrics carries)
+    def text(cpu: float, n: int) -> str:
+        return (
+            "# TYPE process_cpu_seconds_total counter\n"
+            f"process_cpu_seconds_total {cpu}\n"
+            "# TYPE vllm:e2e_request_latency_seconds histogram\n"
+            f'vllm:e2e_request_latency_seconds_count{{engine="0",model_name="m"}} {n}\n'
+            f'vllm:e2e_request_latency_seconds_sum{{engine="0",model_name="m"}} {n * 0.5}\n'
+        )
+
+    # WHEN the window is read
+    w = window(parse_metrics(text(12.0, 100), at=0.0), parse_metrics(text(15.0, 300), at=10.0))
+    # THEN it states the share of a core the API process took and its CPU time per request
+    assert w.frontend_cpu_share == pytest.approx(0.3)
+    assert w.frontend_cpu_ms_per_request == pytest.approx(15.0)
+
+
 def test_a_server_that_restarted_between_scrapes_gives_no_figure_rather_than_a_negative_one():
     before = parse_metrics(_text(5.0, 100, 9000, 5000, 100), at=0.0)
     after = parse_metrics(_text(0.1, 2, 50, 10, 0), at=5.0)

@@ -50,6 +50,9 @@ HISTOGRAM_MEANS: tuple[tuple[str, str, float], ...] = (
 )
 #: vLLM's histogram of tokens per engine step: its count is the steps the engine ran, its sum their tokens.
 STEP_TOKENS = "vllm:iteration_tokens_total"
+#: CPU seconds of the process that serves /metrics: vLLM's API server, whose engine core and model run in other
+#: processes [prometheus_client's process collector, which vLLM's /metrics includes].
+FRONTEND_CPU = "process_cpu_seconds_total"
 #: Counters read per window (summed over their label sets).
 COUNTERS = (
     "vllm:generation_tokens_total",
@@ -57,6 +60,9 @@ COUNTERS = (
     "vllm:prefix_cache_queries_total",
     "vllm:prefix_cache_hits_total",
     "vllm:num_preemptions_total",
+    # the process that answers /metrics (vLLM's API server: HTTP, tokenisation, detokenisation, streaming), in
+    # CPU seconds [prometheus_client's process collector]
+    FRONTEND_CPU,
     # a twin's: seconds its steps ended after their modelled time (a busy machine starves it)
     "twin:step_lag_seconds_total",
 )
@@ -100,6 +106,14 @@ class ServerWindow(Strict):
         default=None,
         description="from a request's scheduling to its first token, mean (vLLM's prefill time: its own prompt "
         "steps, and the step already planned when the engine plans a step ahead)",
+    )
+    frontend_cpu_share: float | None = Field(
+        default=None,
+        description="CPU seconds the server's API process spent per second of the window (HTTP, tokenisation, "
+        "streaming); on a CPU server whose API process shares the model's cores, time the model did not get",
+    )
+    frontend_cpu_ms_per_request: float | None = Field(
+        default=None, description="the API process's CPU time over the window per request the server finished"
     )
     steps: int | None = Field(default=None, description="engine steps in the window")
     tokens_per_step: float | None = Field(
@@ -198,6 +212,11 @@ def window(before: MetricsSnapshot, after: MetricsSnapshot) -> ServerWindow:
     if steps is not None and steps > 0 and step_tokens is not None and step_tokens >= 0:
         out["steps"] = round(steps)
         out["tokens_per_step"] = round(step_tokens / steps, 2)
+    cpu = _delta(before, after, FRONTEND_CPU)
+    if cpu is not None and cpu >= 0:
+        out["frontend_cpu_share"] = round(cpu / seconds, 4)
+        if out.get("requests"):
+            out["frontend_cpu_ms_per_request"] = round(cpu / out["requests"] * MS_PER_S, 3)
     if out["generation_tokens"] is not None:
         out["output_tokens_per_s"] = round(out["generation_tokens"] / seconds, 2)
     q, h = out["prefix_cache_queries"], out["prefix_cache_hits"]
