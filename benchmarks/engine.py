@@ -4,6 +4,7 @@
     taskset -c 1 .venv/bin/python benchmarks/engine.py measure [--shapes ...] [--quick] [--csv FILE]
     # vLLM's own CPU layout (the model alone on core 0): SIZING_ENGINE_FRONTEND_CORE=1 before `measure`
     .venv/bin/python benchmarks/engine.py holdout [--csv benchmarks/results/engine-grid.csv]
+    taskset -c 1 .venv/bin/python benchmarks/engine.py frontend   # the API server's CPU a request and a token
 
 `measure` serves each model shape in turn on the local vLLM CPU engine (engine/engine.sh: core 0) and measures a
 grid with the product's own load generator (run this client on another core): for each (prompt, answer) length,
@@ -17,6 +18,10 @@ streams, under 2 minutes) is measured first.
 every other row, and prints per metric the median absolute percentage error, the share predicted faster than
 measured and the coverage of the product's stated 80% interval for the family, with TTFT above 50% utilisation
 apart (Poisson levels at >= 0.5 of the saturated rate). No timed assertion: figures to read.
+
+`frontend` reads the API server's own CPU time (its `process_cpu_seconds_total`) per request at one stream and
+answers of 1, 32 and 128 tokens, and its share of a core under Poisson arrivals: where it shares the model's core,
+the time the model does not get (`sizing.perf.engines`, the CPU engine's frontend costs).
 """
 
 from __future__ import annotations
@@ -507,6 +512,48 @@ def learning(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The API server's CPU per request, read at one stream of 128-token prompts with answers of these lengths (a line
+#: through them sets the per-request part apart from the per-token part), then under Poisson arrivals at these rates
+#: of 128/32 (its share of a core while the engine is busy).
+FRONTEND_OUTPUTS = (1, 32, 128)
+FRONTEND_RATES = (8.0, 16.0)
+FRONTEND_WINDOW_S = 15.0
+
+
+def frontend(args: argparse.Namespace) -> int:
+    """What the server's API process (HTTP, tokenisation, detokenisation, streaming) costs in CPU: per request and
+    per output token, from its own `process_cpu_seconds_total` over each level's window. Where it shares the
+    model's core (the engine tier's layout, a one-core slice) that time is the model's."""
+    raise_priority()
+    facts = probe(args.endpoint)
+    model = facts.served_models[0]
+    points: list[tuple[float, float]] = []
+    print(f"vLLM {facts.version} at {args.endpoint}, {cpu_model()}, load average {os.getloadavg()[0]:.1f}")
+    for out in FRONTEND_OUTPUTS:
+        sweep(args.endpoint, model, (128, out), "concurrency", [1], 4.0, warmup=1.0)  # compile the lengths
+        (s,) = sweep(args.endpoint, model, (128, out), "concurrency", [1], FRONTEND_WINDOW_S)
+        server = s.get("server") or {}
+        cpu = server.get("frontend_cpu_ms_per_request")
+        print(f"  1 stream, 128/{out}: {server.get('requests')} requests, API server CPU {cpu} ms a request,"
+              f" {server.get('frontend_cpu_share')} of a core")  # fmt: skip
+        if cpu is not None:
+            points.append((float(out), float(cpu)))
+    if len(points) >= 2:
+        n = len(points)
+        mx = sum(x for x, _ in points) / n
+        my = sum(y for _, y in points) / n
+        b = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+        print(
+            f"  per request {my - b * mx:.2f} ms, per output token {b * 1000:.1f} us (least squares, {n} levels)"
+        )
+    for rate in FRONTEND_RATES:
+        (s,) = sweep(args.endpoint, model, (128, 32), "rate", [rate], FRONTEND_WINDOW_S)
+        server = s.get("server") or {}
+        print(f"  Poisson {rate:g} req/s, 128/32: API server CPU {server.get('frontend_cpu_ms_per_request')} ms a"
+              f" request, {server.get('frontend_cpu_share')} of a core; TPOT {s['tpot_ms'].get('mean')} ms")  # fmt: skip
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -533,8 +580,12 @@ def main() -> int:
     )
     lp.add_argument("--endpoint", default=f"http://127.0.0.1:{os.environ.get('SIZING_ENGINE_PORT', '8765')}")
     lp.add_argument("--csv", default=str(CSV_PATH))
+    fp = sub.add_parser("frontend", help="the API server's CPU per request and per output token")
+    fp.add_argument("--endpoint", default=f"http://127.0.0.1:{os.environ.get('SIZING_ENGINE_PORT', '8765')}")
     args = ap.parse_args()
-    return {"measure": measure, "holdout": holdout, "learning": learning}[args.cmd](args)
+    return {"measure": measure, "holdout": holdout, "learning": learning, "frontend": frontend}[args.cmd](
+        args
+    )
 
 
 if __name__ == "__main__":

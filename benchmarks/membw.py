@@ -1,6 +1,6 @@
 """What one core of this machine reads from memory: the ceiling a CPU slice's decode can reach while the socket's
-other cores leave the memory controllers alone (the catalog states a slice's share of the socket, the floor when they
-do not: layers/sizing/sizing/catalog/data/cpus.yaml).
+other cores leave the memory controllers alone, which the catalog states per physical core (`core_memory_bw_gbs` in
+layers/sizing/sizing/catalog/data/cpus.yaml; a slice's vCPU share of the socket is the floor when they do not).
 
     taskset -c 0 .venv/bin/python benchmarks/membw.py [--gib 2] [--repeats 5]
 

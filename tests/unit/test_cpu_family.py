@@ -20,20 +20,25 @@ from sizing.workload.parse import parse_spec
 LLAMA_1B = "meta-llama/Llama-3.2-1B"
 
 
-def test_a_c7i_large_is_one_sapphire_rapids_core_with_its_share_of_the_socket():
+def test_a_c7i_large_is_one_sapphire_rapids_core_reading_what_one_core_can():
     # given the catalog
     cat = load_catalog()
-    # when the 2-vCPU and the 96-vCPU (one socket) sizes are read
-    small, socket = cat.instance("c7i.large"), cat.instance("c7i.24xlarge")
-    acc_small, acc_socket = cat.accelerator_of(small), cat.accelerator_of(socket)
-    # then 2 vCPUs are one physical core: 1,024 BF16 FLOP/cycle x 3.2 GHz = 3.28 TFLOPS, and 2/96 of the socket's
-    # 8 x DDR5-4800 (307.2 GB/s); the whole socket has 48 cores and all of it
+    # when the 2-vCPU, the 48-vCPU and the 96-vCPU (one socket) sizes are read
+    small, half, socket = (cat.instance(f"c7i.{s}") for s in ("large", "12xlarge", "24xlarge"))
+    acc_small, acc_half, acc_socket = (cat.accelerator_of(i) for i in (small, half, socket))
+    # then 2 vCPUs are one physical core: 1,024 BF16 FLOP/cycle x 3.2 GHz = 3.28 TFLOPS, and the memory bandwidth
+    # one core reads (17 GB/s measured on this processor), well above its 2/96 share of the socket's 8 x DDR5-4800
+    # (6.4 GB/s); 24 cores read at most the socket's 307.2 GB/s, and the whole socket has 48 cores and all of it
     assert (small.vcpu, small.memory_gib) == (2, 4)
     assert acc_small.kind == "cpu" and acc_small.vendor == "intel"
     assert acc_small.bf16_tflops == pytest.approx(1024 * 3.2e9 / 1e12, rel=1e-3)
-    assert acc_small.memory_bw_gbs == pytest.approx(307.2 * 2 / 96)
+    assert acc_small.memory_bw_gbs == pytest.approx(17.0)
+    assert acc_half.memory_bw_gbs == pytest.approx(307.2)
     assert acc_socket.bf16_tflops == pytest.approx(48 * 1024 * 3.2e9 / 1e12, rel=1e-3)
     assert acc_socket.memory_bw_gbs == pytest.approx(307.2)
+    # and only the one-core slice serves its requests on the core that computes the model
+    assert acc_small.frontend_shares_cores and not acc_half.frontend_shares_cores
+    assert not cat.accelerator_of(cat.instance("c7i.xlarge")).frontend_shares_cores
     # and the node keeps 1 GiB for itself
     assert acc_small.device_memory_bytes == 3 * 2**30
 
@@ -127,16 +132,17 @@ def _small_model_spec(families: list[str]) -> dict:
 def test_a_small_model_at_low_traffic_is_sized_on_a_cpu_instance_at_its_list_price():
     # given a 1B model at 0.1 requests/s, allowed only on c7i
     result = estimate(parse_spec(_small_model_spec(["c7i"]))).document()
-    # then the best answer is a c7i instance running vLLM's CPU image, and its compute cost is
-    # replicas x instances x the hourly list price x hours in a month
+    # then the best answer is a c7i instance running vLLM's CPU image, and its compute cost is the node-hours of an
+    # average day (weekends hold the minimum) x the hourly list price x days in a month
     best = result["architectures"][0]
     assert best["instance_type"].startswith("c7i.")
     assert best["serving"]["image"] == VLLM_CPU_IMAGE
     hourly = load_catalog().instance(best["instance_type"]).price("us-east-1").usd_per_hour
     breakdown = best["cost"]["breakdown"]
     assert breakdown["instance_usd_per_hour"] == pytest.approx(hourly)
+    assert best["instances"]["min"] * 24 <= breakdown["node_hours_per_day"] <= best["instances"]["peak"] * 24
     assert breakdown["compute_usd_per_month"] == pytest.approx(
-        best["instances"]["mean"] * hourly * HOURS_PER_MONTH, rel=0.01
+        breakdown["node_hours_per_day"] * hourly * HOURS_PER_MONTH / 24, rel=0.01
     )
 
 

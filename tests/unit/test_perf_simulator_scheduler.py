@@ -86,6 +86,34 @@ def test_an_open_loop_queues_each_request_once_the_api_server_passed_it_on():
     assert not arrivals.pending() and arrivals.next_seen == float("inf")
 
 
+def test_an_api_server_on_the_models_core_takes_its_time_from_the_engine_only_while_the_engine_runs():
+    # given an API server that spends 5 ms of the model's core on each request, and an engine busy since 1.0 s
+    waiting = Waiting()
+    arrivals = OpenArrivals([0.995, 1.0, 1.5], 0.005, waiting, cpu=0.005)
+    arrivals.busy_since = 1.0
+    # when the engine queues the requests it has seen by 2 s
+    arrivals.due(2.0)
+    # then the one handled before the engine started costs it nothing, the one that arrived 1 ms before the engine
+    # was busy costs what fell inside the busy spell (4 ms), and the one handled while it ran all 5 ms
+    assert waiting.as_list() == [0, 1, 2]
+    assert arrivals.debt == pytest.approx(0.0 + 0.005 + 0.005)
+
+
+def test_a_request_handled_while_the_engine_runs_delays_the_engines_next_step_by_its_cpu_time():
+    # given a one-sequence replica, two one-token requests 10 ms apart, an API server that takes 5 ms of each,
+    # run once with that time on the model's core and once on a core of its own
+    def first_tokens(cpu: float) -> list[float]:
+        sched = Scheduler(_step_model(max_num_seqs=1), [100, 100], [1, 1], [], 0)
+        sched.run(OpenArrivals([0.0, 0.01], 0.005, sched.waiting, cpu=cpu), 2)
+        return sched.first
+
+    shared, own = first_tokens(0.005), first_tokens(0.0)
+    # then the first request, handled while the engine idled, is served as before; the second, handled while the
+    # engine prefilled the first, delayed the engine by its 5 ms
+    assert shared[0] == own[0]
+    assert shared[1] == pytest.approx(own[1] + 0.005)
+
+
 def test_a_closed_loop_user_sends_the_next_request_after_thinking():
     # given 2 users spread over 1 s, 4 requests, think time 0.25 s
     waiting = Waiting()

@@ -27,6 +27,7 @@ class StandInStepModel:
     per_prefill_token_s: float = 0.00001
     per_decode_seq_s: float = 0.0001
     prefix_caching: bool = False
+    frontend_request_cpu_s: float = 0.0
 
     def iteration_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
         return self.base_s + prefill_tokens * self.per_prefill_token_s + decode_seqs * self.per_decode_seq_s
@@ -79,6 +80,27 @@ def test_a_single_request_is_served_at_the_step_model_pace() -> None:
     assert log[0][1] - t0 == pytest.approx(sm.iteration_time(200, 0, 0), abs=0.010)
     # and on the engine's clock every later token takes exactly one decode step
     assert seq.finished_at - seq.first_token_at == pytest.approx(4 * sm.iteration_time(0, 1, 0), abs=1e-9)
+
+
+def test_an_api_server_on_the_models_core_slows_the_request_running_while_it_handles_another() -> None:
+    def first_request_e2e(cpu_s: float) -> float:
+        async def scenario() -> float:
+            # given an engine whose API server spends `cpu_s` of the model's core on each request, one request
+            # running and a second one arriving while it runs
+            engine = Engine(StandInStepModel(frontend_request_cpu_s=cpu_s))
+            engine.start()
+            a = engine.submit(200, 5, lambda n, f: None)
+            b = engine.submit(20, 1, lambda n, f: None)
+            await asyncio.gather(a.done, b.done)  # type: ignore[arg-type]
+            await engine.stop()
+            assert a.finished_at is not None
+            return a.finished_at - a.arrival
+
+        return asyncio.run(scenario())
+
+    # when the first request is served with the API server on the model's core, and on a core of its own
+    # then it ends the second request's 50 ms of CPU later (on the engine's clock; a busy machine's 10 ms aside)
+    assert first_request_e2e(0.05) - first_request_e2e(0.0) == pytest.approx(0.05, abs=0.01)
 
 
 def test_no_more_than_max_num_seqs_run_at_once_and_all_requests_finish() -> None:

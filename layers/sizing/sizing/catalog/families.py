@@ -11,8 +11,10 @@ GB_PER_GIB = 2**30 / 1e9
 
 def expand_cpu_families(cpus: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The accelerators and instance types of `data/cpus.yaml`: one of each per (family, size). A CPU instance is
-    one device: its memory less the node's reserve, its vCPUs' share of the socket's memory bandwidth, and the
-    matrix peak (AMX) of its physical cores (vCPUs / threads per core)."""
+    one device: its memory less the node's reserve, the memory bandwidth its physical cores (vCPUs / threads per
+    core) can draw (each core's, at most the socket's), and the matrix peak (AMX) of those cores. A slice of one
+    physical core serves its requests on the core that computes the model (`frontend_shares_cores`): vLLM keeps a
+    CPU for its API server and engine core, which on such a slice is the other thread of the same core."""
     accelerators: list[dict[str, Any]] = []
     instances: list[dict[str, Any]] = []
     as_of = cpus.get("as_of")
@@ -40,7 +42,7 @@ def expand_cpu_families(cpus: dict[str, Any]) -> tuple[list[dict[str, Any]], lis
                     "memory_gb": round(memory_gib * GB_PER_GIB, 3),
                     "usable_memory_mib": int((memory_gib - reserved) * 1024),
                     "memory_bw_gbs": round(
-                        float(proc["socket_memory_bw_gbs"]) * vcpu / int(proc["socket_vcpus"]), 3
+                        min(float(proc["socket_memory_bw_gbs"]), cores * float(proc["core_memory_bw_gbs"])), 3
                     ),
                     "bf16_tflops": round(float(proc["amx_bf16_flops_per_cycle"]) * peak, 3),
                     "int8_tops": round(float(proc["amx_int8_ops_per_cycle"]) * peak, 3),
@@ -52,7 +54,8 @@ def expand_cpu_families(cpus: dict[str, Any]) -> tuple[list[dict[str, Any]], lis
                     },
                     "source": proc["source"],
                     "as_of": as_of,
-                    "confidence": "medium (datasheet peaks; bandwidth is the vCPU share of the socket)",
+                    "confidence": "medium (datasheet peaks; bandwidth is what the slice's cores read, measured)",
+                    "frontend_shares_cores": cores <= 1,
                     "notes": proc.get("notes"),
                 }
             )

@@ -103,6 +103,10 @@ class Accelerator(Sourced):
     #: tensor-parallel degrees (NxD Inference `tp_degree`) the Neuron SDK compiles on this chip; None: any degree
     #: that divides the heads (GPU engines)
     tp_degrees: list[int] | None = None
+    #: the server's request handling (API server: HTTP, tokenisation; engine core: scheduling) runs on the cores
+    #: that compute the model: a CPU instance of one physical core (`catalog.families`); a GPU or Neuron server's
+    #: host CPUs are its own
+    frontend_shares_cores: bool = False
 
     @property
     def device_memory_bytes(self) -> float:

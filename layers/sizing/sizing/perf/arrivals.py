@@ -1,7 +1,13 @@
 """When the simulated engine sees each request: Poisson arrivals (an open loop), or users that each send their next
 request when the previous one ends (a closed loop, in waves or not). The engine sees a request the API server's
 share of it (`delay`: tokenise, schedule) after it arrives; both sources put it in the scheduler's waiting queue
-then, and record its arrival time in `arrival`."""
+then, and record its arrival time in `arrival`.
+
+Where that share is work on the cores that compute the model (`cpu`: a CPU server of one physical core, whose API
+server and model share it), the engine loses it: a request handled while the engine runs takes the part of its
+`cpu` seconds that fell inside the engine's busy spell from the engine's steps (`debt`, which the scheduler adds to
+its clock when it queues the request). A request handled while the engine idles costs the engine nothing: its
+`delay` is already in its first token."""
 
 from __future__ import annotations
 
@@ -59,11 +65,14 @@ class Waiting:
 class OpenArrivals:
     """Requests at fixed times `arrival` (ascending), whatever the replica does."""
 
-    __slots__ = ("arrival", "n", "next_idx", "next_seen", "seen", "waiting")
+    __slots__ = ("arrival", "busy_since", "cpu", "debt", "n", "next_idx", "next_seen", "seen", "waiting")
 
-    def __init__(self, arrival: list[float], delay: float, waiting: Waiting):
+    def __init__(self, arrival: list[float], delay: float, waiting: Waiting, cpu: float = 0.0):
         self.arrival = arrival
         self.waiting = waiting
+        self.cpu = cpu
+        self.busy_since = INF  # when the engine's current busy spell began (inf: idle)
+        self.debt = 0.0  # seconds the requests queued so far took from the engine's steps
         self.n = len(arrival)
         # when the engine sees each request, and inf after the last
         self.seen = [a + delay for a in arrival]
@@ -75,8 +84,11 @@ class OpenArrivals:
         """Queue every request the engine has seen by `t`; returns when it sees the next one (`next_seen`)."""
         seen = self.seen
         i = self.next_idx
+        cpu, since = self.cpu, self.busy_since
         while seen[i] <= t and i < self.n:
             self.waiting.push(i)
+            if cpu > 0.0 and seen[i] > since:
+                self.debt += min(cpu, seen[i] - since)
             i += 1
         self.next_idx = i
         self.next_seen = nxt = seen[i]
@@ -99,6 +111,9 @@ class ClosedArrivals:
 
     __slots__ = (
         "arrival",
+        "busy_since",
+        "cpu",
+        "debt",
         "delay",
         "future",
         "k0",
@@ -120,9 +135,13 @@ class ClosedArrivals:
         think: list[float],
         wave_gap: float | None,
         group: int = 1,
+        cpu: float = 0.0,
     ):
         self.arrival = arrival
         self.delay = delay
+        self.cpu = cpu
+        self.busy_since = INF
+        self.debt = 0.0
         self.waiting = waiting
         self.think = think
         self.k0 = k0
@@ -142,8 +161,12 @@ class ClosedArrivals:
     def due(self, t: float) -> float:
         """Queue every request the engine has seen by `t`; returns when it sees the next one (`next_seen`)."""
         future = self.future
+        cpu, since = self.cpu, self.busy_since
         while future and future[0][0] <= t:
-            self.waiting.push(heappop(future)[1])
+            seen, i = heappop(future)
+            self.waiting.push(i)
+            if cpu > 0.0 and seen > since:
+                self.debt += min(cpu, seen - since)
         self.next_seen = nxt = future[0][0] if future else INF
         return nxt
 

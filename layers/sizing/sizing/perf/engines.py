@@ -128,6 +128,15 @@ NEURON_MEMORY_FRACTION = 0.95  # assumed: the Neuron runtime allocates KV static
 #: prefill and prefix caching are on, as on GPUs.
 VLLM_CPU_BATCH = (2048, 128)  # (max_num_batched_tokens, max_num_seqs)
 VLLM_CPU_BLOCK_SIZE = 128
+#: What vLLM's API server (HTTP, tokenisation, detokenisation, streaming: one Python process) spends in CPU time per
+#: request and per output token, measured from its own `process_cpu_seconds_total` on the local engine (vLLM 0.32.0,
+#: tiny-llama, 128-token prompts; one stream of 1, 32 and 128-token answers and Poisson arrivals at 8 and 16 req/s;
+#: `benchmarks/engine.py frontend`, 2026-12-06): its share of a core fits 0.062 + 2.8 ms x requests/s + 0.068 ms x
+#: tokens/s within 0.7 points (the 0.062 is its idle loop, with the model's core in every measurement the fit
+#: already reads). Closed loops of 16-64 streams spent less a request and a token (the server batches its outputs):
+#: these are its costs at the rates where they matter, when requests arrive on their own.
+VLLM_CPU_FRONTEND_REQUEST_S = 0.0028
+VLLM_CPU_FRONTEND_TOKEN_S = 0.000068
 #: What the engine process holds beside weights and KV on CPU: the Python interpreter, torch and its compiled
 #: kernels, the API server -- assumed 1.5 GB (the local engine's resident memory less its model, docs/engine.md).
 CPU_RUNTIME_OVERHEAD_GB = 1.5
@@ -176,6 +185,11 @@ class EngineDefaults:
     #: last prefill (`max_waiting_tokens`); 0 admits at once
     prefill_defer_ratio: float = 0.0
     prefill_defer_steps: int = 0
+    #: CPU seconds the server's API process spends on a request (HTTP, tokenisation, the request's setup) and on
+    #: each output token (detokenisation, streaming): the model's time where the two share its cores (a CPU
+    #: instance of one physical core, `Accelerator.frontend_shares_cores`); 0 where unmeasured
+    frontend_request_cpu_s: float = 0.0
+    frontend_token_cpu_s: float = 0.0
 
 
 @functools.lru_cache(maxsize=1024)
@@ -200,7 +214,10 @@ def engine_defaults(
             True,
             "incremental",
             CPU_RUNTIME_OVERHEAD_GB,
-            "vllm 0.32.0 (CPU) arg_utils.py get_batch_defaults; cpu_worker.py; platforms/cpu.py",
+            "vllm 0.32.0 (CPU) arg_utils.py get_batch_defaults; cpu_worker.py; platforms/cpu.py; API server CPU"
+            " measured (benchmarks/engine.py frontend)",
+            frontend_request_cpu_s=VLLM_CPU_FRONTEND_REQUEST_S,
+            frontend_token_cpu_s=VLLM_CPU_FRONTEND_TOKEN_S,
         )
     if engine == "vllm":
         large = gib >= VLLM_LARGE_GPU_GIB and "a100" not in accelerator_name.lower()

@@ -209,13 +209,19 @@ class Scheduler:
         plan the step as the engine plans it (make room for its decode tokens by preempting, then prefill the
         chunks of the prompts being prefilled and admit what fits, else decode up to the next event) and run
         it; in a `closed` loop, each completion lets its user send the next request. Stops when nothing is left
-        to run (idle until the next arrival, or done). Returns (the time, the requests completed)."""
+        to run (idle until the next arrival, or done). Requests handled on the engine's own cores while it runs
+        delay its next step by their share (`arrivals.debt`). Returns (the time, the requests completed)."""
         completed = 0
         next_seen = arrivals.next_seen
         room = False  # the KV cache holds the next decode step: no preemption to check for
+        arrivals.busy_since = t
         while True:
             if next_seen <= t:
                 next_seen = arrivals.due(t)
+                if arrivals.debt > 0.0:
+                    # the requests handled on the engine's cores while it ran took their time from its steps
+                    t += arrivals.debt
+                    arrivals.debt = 0.0
             D = self.D
             if (
                 D > 1

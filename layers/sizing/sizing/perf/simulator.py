@@ -412,14 +412,17 @@ def _arrivals(
     n = len(sched.prompt)
     #: the API server's share of each request (tokenise, schedule, stream): the engine sees it this much later
     delay = sm.request_overhead_s
+    #: the API server's CPU time a request where it runs on the model's own cores (a CPU server of one physical
+    #: core): taken from the steps running while it is handled
+    cpu = float(getattr(sm, "frontend_request_cpu_s", 0.0))
     if isinstance(load, Replay):
         arrival_a = load.trace.arrivals(n, load.rate_rps)
-        return arrival_a, KERNEL.open_arrivals(arrival_a.tolist(), delay, sched.waiting)
+        return arrival_a, KERNEL.open_arrivals(arrival_a.tolist(), delay, sched.waiting, cpu)
     if isinstance(load, OpenLoop):
         if load.rate_rps <= 0:
             raise ValueError("rate_rps must be positive")
         arrival_a = np.cumsum(poisson_gaps(exponential, load.rate_rps))
-        return arrival_a, KERNEL.open_arrivals(arrival_a.tolist(), delay, sched.waiting)
+        return arrival_a, KERNEL.open_arrivals(arrival_a.tolist(), delay, sched.waiting, cpu)
     if load.concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     think = (load.think_time_s * exponential if load.think_time_s > 0 else np.zeros(n)).tolist()
@@ -439,7 +442,7 @@ def _arrivals(
         )
     group = max(1, min(int(load.group), k0))
     return None, KERNEL.closed_arrivals(
-        [0.0] * n, delay, sched.waiting, k0, ramp, think, load.wave_gap_s, group
+        [0.0] * n, delay, sched.waiting, k0, ramp, think, load.wave_gap_s, group, cpu
     )
 
 

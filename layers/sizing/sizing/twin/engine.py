@@ -1,16 +1,17 @@
 """The twin's inference engine: continuous batching in real time, timed by a step model.
 
 The scheduler follows vLLM V1's policy (docs/serving-facts.md s1). A request reaches the scheduler
-`request_overhead_s` after it arrives (the API server's share, when the step model has one). Every running
-sequence that is decoding gets one token per step first; what is left of the token budget
-(`max_num_batched_tokens`) goes to prefills, oversized prompts in chunks. A waiting request is admitted only while
-fewer than `max_num_seqs` run and the KV cache's free blocks hold its whole prompt (vLLM's full-input admission),
-and in no step that preempted. When a decoding sequence needs a block and none is free, the most recently admitted
-sequence is preempted by recompute: its blocks are freed, it waits at the head of the queue and is prefilled again
-(prompt plus what it had generated). Engines the step model describes
-otherwise are followed too: no chunked prefill, prefill-only steps, or KV reserved for the whole answer at
-admission (TensorRT-LLM). Each step lasts `iteration_time(...)` seconds of wall-clock time; its tokens are handed
-to the sequences' sinks when the step ends.
+`request_overhead_s` after it arrives (the API server's share, when the step model has one; where the API server
+runs on the model's own cores, a request it handles while the engine runs lengthens the next step by its CPU time,
+`frontend_request_cpu_s`). Every running sequence that is decoding gets one token per step first; what is left of
+the token budget (`max_num_batched_tokens`) goes to prefills, oversized prompts in chunks. A waiting request is
+admitted only while fewer than `max_num_seqs` run and the KV cache's free blocks hold its whole prompt (vLLM's
+full-input admission), and in no step that preempted. When a decoding sequence needs a block and none is free, the
+most recently admitted sequence is preempted by recompute: its blocks are freed, it waits at the head of the queue
+and is prefilled again (prompt plus what it had generated). Engines the step model describes otherwise are followed
+too: no chunked prefill, prefill-only steps, or KV reserved for the whole answer at admission (TensorRT-LLM). Each
+step lasts `iteration_time(...)` seconds of wall-clock time; its tokens are handed to the sequences' sinks when the
+step ends.
 
 With prefix caching (the step model's `prefix_caching`, the serving configuration's `enable_prefix_caching`) the
 engine caches KV blocks by content, as vLLM's automatic prefix caching does
@@ -151,6 +152,12 @@ class Engine:
         self.request_overhead_s = (
             float(getattr(step_model, "request_overhead_s", 0.0) or 0.0) / self.time_scale
         )
+        #: where that share is work on the model's own cores (a CPU server of one physical core), a request
+        #: handled while the engine runs takes it from the engine's next step (as `sizing.perf.arrivals` does)
+        self.frontend_request_cpu_s = (
+            float(getattr(step_model, "frontend_request_cpu_s", 0.0) or 0.0) / self.time_scale
+        )
+        self._debt = 0.0
         try:
             n_params = len(inspect.signature(step_model.iteration_time).parameters)
         except (TypeError, ValueError):
@@ -191,6 +198,8 @@ class Engine:
         if self.prefix_caching:
             seq.hashes = tuple(block_hashes)
         seq.done = self._loop.create_future()
+        if self.frontend_request_cpu_s > 0 and (self.running or self.waiting):
+            self._debt += self.frontend_request_cpu_s
         if self.request_overhead_s > 0:
             self._loop.call_later(self.request_overhead_s, self._enqueue, seq)
         else:
@@ -462,7 +471,8 @@ class Engine:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            dt = self.step_time(prefills, decodes, context) / self.time_scale
+            dt = self.step_time(prefills, decodes, context) / self.time_scale + self._debt
+            self._debt = 0.0
             # a busy engine runs step after step: keep the model's pace even when a sleep overshoots (timer
             # granularity is about 1 ms), but do not replay more than MAX_CATCH_UP_S of lag after a stall
             deadline = max(deadline, loop.time() - MAX_CATCH_UP_S) + dt
