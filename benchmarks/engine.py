@@ -54,6 +54,7 @@ os.environ.setdefault("SIZING_CATALOG_DIR", str(MODELS / "catalog"))
 from sizing.loadtest import run_sweep  # noqa: E402
 from sizing.loadtest.metrics import lockstep_users  # noqa: E402
 from sizing.loadtest.server import probe  # noqa: E402
+from sizing.perf.calibration import REFERENCE_PROFILE_ENV  # noqa: E402
 
 #: This machine as the catalog names it: a 2-vCPU Sapphire Rapids slice (docs/engine.md, "Which instance this is").
 ACCELERATOR = "xeon-spr-c7i.large"
@@ -440,6 +441,32 @@ def repeatability(args: argparse.Namespace) -> None:
         print(f"  {c:g} streams: " + ", ".join(f"{k} {v:+.0%}" for k, v in diffs.items()))
 
 
+def unseen_model_profile(path: Path, model: str) -> Path:
+    """The shipped profile with its CPU family refitted on the load-test rows of every model but `model`: what the
+    product would have shipped had that model never been measured on this engine (the learning loop's case: a
+    team's own model on hardware the reference profile knows from others). Written to `path`."""
+    from sizing.perf.calibration import PROFILE_PATH
+    from sizing.perf.calrows import LOADTEST_ROWS_NAME, read_rows
+    from sizing.perf.fit import FAMILY_SIGMA, PRIOR, _entry, _theta, fit_group
+
+    data = json.loads(PROFILE_PATH.read_text())
+    rows = [r for r in read_rows(PROFILE_PATH.with_name(LOADTEST_ROWS_NAME)) if r.model != model]
+    theta = fit_group(rows, _theta(PRIOR), FAMILY_SIGMA, "xeon-spr", "vllm")
+    for key, entry in data["profiles"].items():
+        if key.startswith("xeon-spr/"):
+            fitted = _entry(
+                theta, len(rows), f"xeon-spr x vllm without {model} (benchmarks/engine.py learning)"
+            )
+            entry.update({k: v for k, v in fitted.items() if k not in ("rows", "basis")})
+            entry["basis"], entry["rows"] = fitted["basis"], fitted["rows"]
+    data["version"] = f"{data.get('version', 'none')}-without-{model.rsplit('/', 1)[-1]}"
+    path.write_text(json.dumps(data))
+    print(f"reference profile without {model}: {len(rows)} rows; " + ", ".join(
+        f"{k} {data['profiles']['xeon-spr/vllm'][k]}" for k in ("compute_eff", "bandwidth_eff", "step_overhead_s",
+                                                                  "seq_overhead_s", "request_overhead_s")))  # fmt: skip
+    return path
+
+
 def learning(args: argparse.Namespace) -> int:
     """`sizing run --endpoint --hardware c7i.large` on the engine with a profile folder, then the grid's rows of the
     same model the run did not measure, predicted before (the shipped profile) and after (its adopted
@@ -455,6 +482,10 @@ def learning(args: argparse.Namespace) -> int:
     spec = work / "spec.yaml"
     spec.write_text(yaml.safe_dump(LEARNING_SPEC))
     env = {**os.environ, "SIZING_CALIBRATION_DIR": str(work / "profiles")}
+    reference = None
+    if args.unseen_model:
+        reference = unseen_model_profile(work / "reference.json", str(LEARNING_SPEC["model"]))
+        env[REFERENCE_PROFILE_ENV] = str(reference)
     engine("stop")
     engine("start", "tiny-llama")
     repeatability(args)
@@ -488,7 +519,8 @@ def learning(args: argparse.Namespace) -> int:
     hit = lookup(adopted.get("corrections") or {}, "xeon-spr", "vllm", "sizing-engine/tiny-llama")
     correction = hit[1] if hit else None
     print(f"adopted: {adopted.get('version', 'none')}; correction {correction}")
-    base = profile_for(ACCELERATOR, "vllm", load_profiles())  # explicit data: no team correction
+    # explicit data: no team correction
+    base = profile_for(ACCELERATOR, "vllm", load_profiles(str(reference)) if reference else load_profiles())
     rows = [
         r
         for r in read_rows(Path(args.csv))
@@ -580,6 +612,12 @@ def main() -> int:
     )
     lp.add_argument("--endpoint", default=f"http://127.0.0.1:{os.environ.get('SIZING_ENGINE_PORT', '8765')}")
     lp.add_argument("--csv", default=str(CSV_PATH))
+    lp.add_argument(
+        "--unseen-model",
+        action="store_true",
+        help="start from a reference profile whose CPU family never saw the run's model (refitted without its"
+        " load-test rows), as a team's own model would be",
+    )
     fp = sub.add_parser("frontend", help="the API server's CPU per request and per output token")
     fp.add_argument("--endpoint", default=f"http://127.0.0.1:{os.environ.get('SIZING_ENGINE_PORT', '8765')}")
     args = ap.parse_args()

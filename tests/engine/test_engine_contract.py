@@ -122,6 +122,10 @@ def test_a_measured_level_records_what_the_server_runs(engine_url, engine_facts,
     # AND the level's server window says how much of the prompt came from the prefix cache
     step = summary["steps"][0]
     assert step["server"]["prefix_cache_queries"] > 0 and step["server"]["prefix_cache_hit_share"] is not None
+    # AND how much CPU its API process took over the window: some of a core, a few ms a request (the engine tier's
+    # API server shares the model's core, so this is time the model did not get)
+    assert 0 < step["server"]["frontend_cpu_share"] < 1
+    assert 0 < step["server"]["frontend_cpu_ms_per_request"] < 1000
 
 
 def test_a_second_run_of_a_spec_gets_no_cache_hits_it_did_not_ask_for_and_a_repeated_seed_is_flagged(

@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from sizing.perf.profile import Profile
 
-PROFILE_PATH = Path(__file__).parent / "data" / "calibration.json"
+#: The reference profile every estimate starts from: the shipped one, or the file `SIZING_REFERENCE_PROFILE` names
+#: (the same form: what the product would say under another calibration, as `benchmarks/engine.py learning
+#: --unseen-model` asks of a profile that never saw the model it measures)
+REFERENCE_PROFILE_ENV = "SIZING_REFERENCE_PROFILE"
+PROFILE_PATH = Path(
+    os.environ.get(REFERENCE_PROFILE_ENV) or Path(__file__).parent / "data" / "calibration.json"
+)
 #: Origin of measured rows that came from a local twin: the twin serves at the pace the estimator predicts, so its
 #: rows would calibrate the model against itself; calibration refuses them.
 TWIN_ORIGIN = "twin"
