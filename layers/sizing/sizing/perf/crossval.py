@@ -70,10 +70,13 @@ def harness_of(row: CalRow) -> str:
     """How a row was measured, as one cross-validation group: its client harness where that decides the shape of
     the load (`CLIENT_HARNESSES`); else the engine vendor's own tables (TensorRT-LLM's published performance
     tables, the Neuron SDK's transformers-neuronx tables); else the engine generation that served it (vLLM V0 or
-    V1, TGI 2, vLLM/TGI on Neuron, SGLang, TensorRT-LLM in community harnesses); this product's own load tests are
-    one group."""
+    V1, TGI 2, vLLM/TGI on Neuron, SGLang, TensorRT-LLM in community harnesses). This product's own load tests are
+    one harness, and a group per model: the next rows they bring are another model measured by the same load
+    generator (a team's own, or the next shape of the engine grid), so a fold holds out one model's levels. Held
+    out whole, they left the CPU family (its only rows) on the literature prior, and its intervals stated the
+    prior's error (TTFT bands 15-640x wide) rather than the next model's."""
     if row.origin not in ("", "reference"):
-        return f"{row.origin} rows"
+        return f"{row.origin} rows, {row.model}"
     if row.start in CLIENT_HARNESSES:
         return CLIENT_HARNESSES[row.start]
     if row.study == "NVIDIA/TensorRT-LLM":
