@@ -325,9 +325,13 @@ def decide(
     if before is None or after is None:
         reasons.append("no measured level to cross-validate on")
     else:
-        verb = "improves" if team_ok else "does not improve"
-        by = "" if team_ok or after >= before else f" by less than {MIN_TEAM_IMPROVEMENT * 100:.0f} point"
-        reasons.append(f"team's cross-validated error {verb}{by}: {before:.1%} -> {after:.1%}")
+        if team_ok:
+            verb = "improves"
+        elif after < before:
+            verb = f"does not improve enough (by less than the {MIN_TEAM_IMPROVEMENT * 100:.0f} point a correction needs)"
+        else:
+            verb = "does not improve"
+        reasons.append(f"team's cross-validated error {verb}: {before:.1%} -> {after:.1%}")
     ref_ok = True
     for m in METRICS:
         b = (ref_before.get(m) or {}).get("mdape")
