@@ -19,9 +19,9 @@ every other row, and prints per metric the median absolute percentage error, the
 measured and the coverage of the product's stated 80% interval for the family, with TTFT above 50% utilisation
 apart (Poisson levels at >= 0.5 of the saturated rate). No timed assertion: figures to read.
 
-`frontend` reads the API server's own CPU time (its `process_cpu_seconds_total`) per request at one stream and
-answers of 1, 32 and 128 tokens, and its share of a core under Poisson arrivals: where it shares the model's core,
-the time the model does not get (`sizing.perf.engines`, the CPU engine's frontend costs).
+`frontend` reads the API server's own CPU time (its `process_cpu_seconds_total`) at one stream and answers of 1,
+32 and 128 tokens and under Poisson arrivals, and fits its share of a core as an idle share plus a cost per request
+and per output token: where it shares the model's core, the time the model does not get (`sizing.perf.engines`).
 """
 
 from __future__ import annotations
@@ -544,45 +544,47 @@ def learning(args: argparse.Namespace) -> int:
     return 0
 
 
-#: The API server's CPU per request, read at one stream of 128-token prompts with answers of these lengths (a line
-#: through them sets the per-request part apart from the per-token part), then under Poisson arrivals at these rates
-#: of 128/32 (its share of a core while the engine is busy).
+#: The API server's CPU, read at one stream of 128-token prompts with answers of these lengths, then under Poisson
+#: arrivals at these rates of 128/32: request and token rates far enough apart to set the per-request cost, the
+#: per-token cost and the idle share apart.
 FRONTEND_OUTPUTS = (1, 32, 128)
 FRONTEND_RATES = (8.0, 16.0)
 FRONTEND_WINDOW_S = 15.0
 
 
 def frontend(args: argparse.Namespace) -> int:
-    """What the server's API process (HTTP, tokenisation, detokenisation, streaming) costs in CPU: per request and
-    per output token, from its own `process_cpu_seconds_total` over each level's window. Where it shares the
-    model's core (the engine tier's layout, a one-core slice) that time is the model's."""
+    """What the server's API process (HTTP, tokenisation, detokenisation, streaming) costs in CPU: its share of a
+    core over each level's window (its own `process_cpu_seconds_total`) fitted by least squares as an idle share
+    plus a cost per request and per output token, over one stream of answers of `FRONTEND_OUTPUTS` tokens and
+    Poisson arrivals at `FRONTEND_RATES`. Where it shares the model's core (the engine tier's layout, a one-core
+    slice) that time is the model's (`sizing.perf.engines.VLLM_CPU_FRONTEND_REQUEST_S`, `_TOKEN_S`)."""
+    import numpy as np
+
     raise_priority()
     facts = probe(args.endpoint)
     model = facts.served_models[0]
-    points: list[tuple[float, float]] = []
     print(f"vLLM {facts.version} at {args.endpoint}, {cpu_model()}, load average {os.getloadavg()[0]:.1f}")
-    for out in FRONTEND_OUTPUTS:
-        sweep(args.endpoint, model, (128, out), "concurrency", [1], 4.0, warmup=1.0)  # compile the lengths
-        (s,) = sweep(args.endpoint, model, (128, out), "concurrency", [1], FRONTEND_WINDOW_S)
-        server = s.get("server") or {}
-        cpu = server.get("frontend_cpu_ms_per_request")
-        print(f"  1 stream, 128/{out}: {server.get('requests')} requests, API server CPU {cpu} ms a request,"
-              f" {server.get('frontend_cpu_share')} of a core")  # fmt: skip
-        if cpu is not None:
-            points.append((float(out), float(cpu)))
-    if len(points) >= 2:
-        n = len(points)
-        mx = sum(x for x, _ in points) / n
-        my = sum(y for _, y in points) / n
-        b = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
-        print(
-            f"  per request {my - b * mx:.2f} ms, per output token {b * 1000:.1f} us (least squares, {n} levels)"
-        )
-    for rate in FRONTEND_RATES:
-        (s,) = sweep(args.endpoint, model, (128, 32), "rate", [rate], FRONTEND_WINDOW_S)
-        server = s.get("server") or {}
-        print(f"  Poisson {rate:g} req/s, 128/32: API server CPU {server.get('frontend_cpu_ms_per_request')} ms a"
-              f" request, {server.get('frontend_cpu_share')} of a core; TPOT {s['tpot_ms'].get('mean')} ms")  # fmt: skip
+    levels = [((128, out), "concurrency", 1.0) for out in FRONTEND_OUTPUTS]
+    levels += [((128, 32), "rate", rate) for rate in FRONTEND_RATES]
+    samples: list[tuple[float, float, float]] = []  # (requests/s, output tokens/s, share of a core)
+    for point, mode, level in levels:
+        sweep(args.endpoint, model, point, mode, [level], 4.0, warmup=1.0)  # compile the lengths first
+        (s,) = sweep(args.endpoint, model, point, mode, [level], FRONTEND_WINDOW_S)
+        sv = s.get("server") or {}
+        share, seconds = sv.get("frontend_cpu_share"), sv.get("seconds")
+        print(f"  {mode} {level:g}, 128/{point[1]}: {sv.get('requests')} requests, API server"
+              f" {sv.get('frontend_cpu_ms_per_request')} ms a request, {share} of a core")  # fmt: skip
+        if share is not None and seconds and sv.get("requests") and sv.get("generation_tokens") is not None:
+            samples.append((sv["requests"] / seconds, sv["generation_tokens"] / seconds, share))
+    if len(samples) < 3:
+        print("  too few levels with the server's CPU figures to fit")
+        return 1
+    a = np.array([[1.0, r, t] for r, t, _ in samples])
+    y = np.array([x for _, _, x in samples])
+    (idle, per_request, per_token), *_ = np.linalg.lstsq(a, y, rcond=None)
+    worst = float(np.max(np.abs(a @ np.array([idle, per_request, per_token]) - y)))
+    print(f"  share of a core = {idle:.3f} + {per_request * 1e3:.2f} ms x requests/s + {per_token * 1e3:.3f} ms x"
+          f" tokens/s (least squares over {len(samples)} levels, within {worst * 100:.1f} points)")  # fmt: skip
     return 0
 
 

@@ -22,6 +22,12 @@ heappush: Final = heapq.heappush
 heappop: Final = heapq.heappop
 
 
+def engine_share(cpu: float, seen: float, busy_since: float) -> float:
+    """What of a request's `cpu` seconds on the model's cores fell inside the engine's busy spell (begun at
+    `busy_since`), the engine seeing the request at `seen`: the time it took from the engine's steps."""
+    return min(cpu, seen - busy_since) if cpu > 0.0 and seen > busy_since else 0.0
+
+
 class Waiting:
     """The engine's waiting queue: request ids, first come first served; a preempted request goes back to its
     front. A list read from `head` (taking the first moves `head`; emptied, it starts over), so the compiled loop
@@ -84,11 +90,9 @@ class OpenArrivals:
         """Queue every request the engine has seen by `t`; returns when it sees the next one (`next_seen`)."""
         seen = self.seen
         i = self.next_idx
-        cpu, since = self.cpu, self.busy_since
         while seen[i] <= t and i < self.n:
             self.waiting.push(i)
-            if cpu > 0.0 and seen[i] > since:
-                self.debt += min(cpu, seen[i] - since)
+            self.debt += engine_share(self.cpu, seen[i], self.busy_since)
             i += 1
         self.next_idx = i
         self.next_seen = nxt = seen[i]
@@ -161,12 +165,10 @@ class ClosedArrivals:
     def due(self, t: float) -> float:
         """Queue every request the engine has seen by `t`; returns when it sees the next one (`next_seen`)."""
         future = self.future
-        cpu, since = self.cpu, self.busy_since
         while future and future[0][0] <= t:
             seen, i = heappop(future)
             self.waiting.push(i)
-            if cpu > 0.0 and seen > since:
-                self.debt += min(cpu, seen - since)
+            self.debt += engine_share(self.cpu, seen, self.busy_since)
         self.next_seen = nxt = future[0][0] if future else INF
         return nxt
 

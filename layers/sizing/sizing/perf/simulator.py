@@ -414,7 +414,7 @@ def _arrivals(
     delay = sm.request_overhead_s
     #: the API server's CPU time a request where it runs on the model's own cores (a CPU server of one physical
     #: core): taken from the steps running while it is handled
-    cpu = float(getattr(sm, "frontend_request_cpu_s", 0.0))
+    cpu = sm.frontend_request_cpu_s
     if isinstance(load, Replay):
         arrival_a = load.trace.arrivals(n, load.rate_rps)
         return arrival_a, KERNEL.open_arrivals(arrival_a.tolist(), delay, sched.waiting, cpu)

@@ -96,7 +96,6 @@ class StepModel:
         #: it is handled (`perf.arrivals`), and per output token (detokenisation, streaming), in every step
         shared = acc.frontend_shares_cores
         self.frontend_request_cpu_s: float = d.frontend_request_cpu_s if shared else 0.0
-        self._frontend_token_s = d.frontend_token_cpu_s if shared else 0.0
         self.tp = tp
         #: the model is a mixture of experts: its error, and so its stated interval, is its class's (dense or MoE)
         self.mixture_of_experts: bool = spec.moe is not None
@@ -113,7 +112,7 @@ class StepModel:
         self._set_allreduce(spec, acc, tp)
         self._set_neuron_shapes(cfg, d)
         self._o_step = profile.step_overhead_s * step_overhead_layers(spec, acc)
-        self._o_seq = profile.seq_overhead_s + self._frontend_token_s
+        self._o_seq = profile.seq_overhead_s + (d.frontend_token_cpu_s if shared else 0.0)
         self.kv_write_tok = self._kv_tok
 
     def _set_scheduler(
