@@ -231,6 +231,13 @@ def grid_point(args: argparse.Namespace, shape: str, point: tuple[int, int], mod
 WARMUP_WINDOW_S = 6.0
 
 
+def warm(endpoint: str, model: str, shape: str) -> None:
+    """The first requests after a start compile the shapes they bring (~130 ms TTFT where a warm engine answers in
+    ~50): every length of the shape is served a few times first, and nothing of it is recorded."""
+    for point in POINTS[shape]:
+        sweep(endpoint, model, point, "concurrency", [2], WARMUP_WINDOW_S, warmup=2.0)
+
+
 def raise_priority() -> None:
     """Best effort: this client's session at the highest CFS priority, autogroup nice -20, as engine/engine.sh puts
     the engine's, so that on a shared box neighbours' work does not take the client's core (needs root; a no-op
@@ -255,10 +262,7 @@ def measure(args: argparse.Namespace) -> int:
         facts = probe(args.endpoint)
         model = facts.served_models[0]
         print(f"{shape}: vLLM {facts.version}, KV {facts.kv_cache_tokens} tokens, {cpu_model()}", flush=True)
-        # the first requests after a start compile the shapes they bring (~130 ms TTFT where a warm engine answers
-        # in ~50): every length of the shape is served a few times first, and nothing of it is recorded
-        for point in POINTS[shape]:
-            sweep(args.endpoint, model, point, "concurrency", [2], WARMUP_WINDOW_S, warmup=2.0)
+        warm(args.endpoint, model, shape)
         if shape == SHORT[0]:
             t0 = time.monotonic()
             steps = sweep(args.endpoint, model, SHORT[1], "concurrency", list(SHORT[2]), window)
@@ -422,6 +426,7 @@ def repeatability(args: argparse.Namespace) -> None:
     if not first:
         return
     facts = probe(args.endpoint)
+    warm(args.endpoint, facts.served_models[0], SHORT[0])  # as the grid was before its short run
     steps = sweep(args.endpoint, facts.served_models[0], SHORT[1], "concurrency", list(SHORT[2]), WINDOW_S)
     print(
         f"repeatability (the short run again; tolerance {REPEAT_TOLERANCE:.0%}, TTFT {2 * REPEAT_TOLERANCE:.0%}):"

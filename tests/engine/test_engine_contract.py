@@ -10,10 +10,10 @@ Tolerances, from runs on this 2-core box (engine on core 0, client on core 1; do
 - TPOT and e2e: per request the same span on both clocks less the front end's share, so their means agree
   within TPOT_SHARE and E2E_SHARE (the two windows hold different requests: the client counts those sent in the
   window, the server those that finished between its scrapes).
-- Throughput: the client counts the answers of requests sent in the window, the server the tokens generated in
-  it. In a closed loop of equal requests the streams move in waves, so a window of a few answers' length holds
-  one answer more or fewer per stream than the mean: within THROUGHPUT_SHARE plus one answer per stream over the
-  window (at 8 streams of 64 tokens in 8 s, 64 tok/s on ~375).
+- Throughput: both count the tokens delivered in the window (the client by each chunk's arrival, the server by
+  its generation counter between two scrapes a few ms off the client's window): within THROUGHPUT_SHARE. (Counting
+  the answers of requests sent in the window read a closed loop's waves instead, one answer more or fewer per
+  stream: 0.83-1.20 of the server's count over the 59 levels of benchmarks/results/engine-grid.csv before.)
 """
 
 from __future__ import annotations
@@ -69,10 +69,7 @@ def test_each_level_agrees_with_the_servers_own_metrics_over_the_same_window(
         assert s.ttft_ms.mean <= sv.ttft_ms * (1 + TTFT_OVER_SHARE) + TTFT_OVER_MS, label
         assert s.tpot_ms.mean == pytest.approx(sv.tpot_ms, rel=TPOT_SHARE), label
         assert s.e2e_s.mean == pytest.approx(sv.e2e_s, rel=E2E_SHARE), label
-        one_answer_per_stream = s.target["concurrency"] * OUTPUT_TOKENS / s.duration_s
-        assert s.output_tokens_per_s == pytest.approx(
-            sv.output_tokens_per_s, rel=THROUGHPUT_SHARE, abs=one_answer_per_stream
-        ), label
+        assert s.output_tokens_per_s == pytest.approx(sv.output_tokens_per_s, rel=THROUGHPUT_SHARE), label
         # AND the prompts, fresh and sharing no prefix, were computed, not served from the cache
         assert sv.prefix_cache_hit_share is not None and sv.prefix_cache_hit_share < NO_PREFIX_HIT_SHARE, (
             label

@@ -20,11 +20,30 @@ def test_only_requests_sent_inside_the_window_count_so_warm_up_is_excluded() -> 
     records = [_ok(T0 + 1, 9.0), _ok(T0 + 6, 0.1), _ok(T0 + 7, 0.2), _ok(T0 + 40, 9.0)]
     # when the step with a 5 s warm-up and a 10 s window is summarized
     r = summarize(records, step=0, target={"concurrency": 4}, window=(T0 + 5, T0 + 15), warmup_s=5)
-    # then only the two inside count
+    # then only the two inside count for latency and requests
     assert r.requests == 2
     assert r.ttft_ms.max == pytest.approx(200)
     assert r.requests_per_s == pytest.approx(0.2)
-    assert r.output_tokens_per_s == pytest.approx(2.2)
+    # and throughput counts the tokens delivered in the window: the warm-up request's answer arrived at 9-9.9 s
+    assert r.output_tokens_per_s == pytest.approx(3.3)
+
+
+@pytest.mark.parametrize("phase", [0.0, 0.3, 0.65, 1.0])
+def test_throughput_does_not_depend_on_where_the_window_cuts_a_loops_answers(phase: float) -> None:
+    # given one stream of 128-token answers, each 1.3 s (50 ms to the first token, then a token every ~9.8 ms), the
+    # next sent as the last ends, starting `phase` s before a 12 s window: 9.2 answers fit in it
+    ttft, n = 0.05, 128
+    itl = (1.3 - ttft) / (n - 1)
+    start, records = T0 - phase, []
+    while start < T0 + 14:
+        records.append(RequestRecord(start=start, end=start + 1.3, ttft_s=ttft, itl_s=[itl] * (n - 1),
+                                     input_tokens=512, output_tokens=n))  # fmt: skip
+        start += 1.3
+    # when the step is summarized
+    r = summarize(records, step=0, target={"concurrency": 1}, window=(T0, T0 + 12), warmup_s=3)
+    # then it reads the stream's rate (98.5 tokens/s) within 1.5%, however the window cuts the answers (counting
+    # whole answers by when they were sent reads 9 or 10 of them: 96 or 107 tokens/s)
+    assert r.output_tokens_per_s == pytest.approx(n / 1.3, rel=0.015)
 
 
 def test_percentiles_are_exact_over_every_sample() -> None:
