@@ -14,9 +14,27 @@ from sizing.base.errors import InvalidInput, Problem
 from sizing.base.tokens import CHAT_HEADER_TOKENS, CHAT_OVERHEAD_ONE_MESSAGE, count_tokens, synth_text
 
 #: Tokens of the unique marker that starts every synthesized prompt after the workload's shared prefix ("r" + 7
-#: digits = 8 characters = 2 tokens by the twin's tokenizer), so a server's prefix cache reuses what the workload
-#: says every prompt shares (`tokens.shared_prefix`) and nothing more.
+#: base-36 characters = 8 characters = 2 tokens by the twin's tokenizer), so a server's prefix cache reuses what
+#: the workload says every prompt shares (`tokens.shared_prefix`) and nothing more.
 MARKER_TOKENS = 2
+#: Markers a prompt source can draw: 36^7 (7.8e10). Each source starts at a random one and counts up, so two users
+#: send the same marker only where their runs of markers overlap: at 10,000 users of 1,000 requests each, about 1
+#: chance in 1,500 (the decimal markers of 10^6 starts overlapped somewhere in most grids: a level of the engine
+#: grid got 17% of its prompt tokens from the prefix cache).
+MARKER_SPACE = 36**7
+_BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def marker(n: int) -> str:
+    """The 8-character marker of a prompt source's `n`-th request ("r" and 7 base-36 digits)."""
+    n %= MARKER_SPACE
+    digits = []
+    for _ in range(7):
+        n, d = divmod(n, 36)
+        digits.append(_BASE36[d])
+    return "r" + "".join(reversed(digits))
+
+
 #: Where in VOCABULARY the shared prefix's text starts: one text for every user, process and run.
 SHARED_PREFIX_OFFSET = 0
 
@@ -49,7 +67,7 @@ class PromptSource:
         self.output_dist = output_dist
         self.chat = chat
         self.dataset = dataset
-        self._n = int(self.rng.integers(0, 10**6))
+        self._n = int(self.rng.integers(0, MARKER_SPACE))
         #: lengths drawn a stratified block at a time (`TokenDistribution.sample`): every STRATUM requests hold the
         #: distributions' quantiles, as the estimate's simulated requests do
         self._outputs: list[int] = []
@@ -75,7 +93,7 @@ class PromptSource:
             self._inputs = self.input_dist.sample(self.rng, STRATUM, stratified=True).tolist()[::-1]
         n_in = int(self._inputs.pop())
         body = max(0, n_in - overhead - self.prefix_tokens - MARKER_TOKENS)
-        text = self.prefix_text + f"r{self._n % 10**7:07d} " + synth_text(body, offset=self._n)
+        text = self.prefix_text + marker(self._n) + " " + synth_text(body, offset=self._n)
         return PromptItem(text, self.prefix_tokens + MARKER_TOKENS + body + overhead, max(1, out))
 
 
@@ -92,7 +110,7 @@ class ReplayPrompts:
         self.inp, self.out, self.hit, self.keys = input_tokens, output_tokens, hit_tokens, prefix_keys
         self.chat = chat
         self.run_seed = run_seed
-        self._n = int(np.random.default_rng(seed).integers(0, 10**6))
+        self._n = int(np.random.default_rng(seed).integers(0, MARKER_SPACE))
         self.key_tokens: dict[int, int] = {}
         for key, hit in zip(prefix_keys, hit_tokens, strict=True):
             if key and hit > self.key_tokens.get(key, 0):
@@ -112,7 +130,7 @@ class ReplayPrompts:
         shared = min(max(0, self.key_tokens.get(key, 0) - header), room) if key else 0
         body = room - shared
         prefix = synth_text(shared, offset=self._key_offset(key)) + " " if shared else ""
-        text = prefix + f"r{self._n % 10**7:07d} " + synth_text(body, offset=self._n)
+        text = prefix + marker(self._n) + " " + synth_text(body, offset=self._n)
         return PromptItem(text, shared + MARKER_TOKENS + body + overhead, max(1, self.out[i]))
 
 
