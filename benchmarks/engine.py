@@ -5,6 +5,7 @@
     # vLLM's own CPU layout (the model alone on core 0): SIZING_ENGINE_FRONTEND_CORE=1 before `measure`
     .venv/bin/python benchmarks/engine.py holdout [--csv benchmarks/results/engine-grid.csv]
     taskset -c 1 .venv/bin/python benchmarks/engine.py frontend   # the API server's CPU a request and a token
+    taskset -c 1 .venv/bin/python benchmarks/engine.py repeat     # the short run in rounds minutes apart
 
 `measure` serves each model shape in turn on the local vLLM CPU engine (engine/engine.sh: core 0) and measures a
 grid with the product's own load generator (run this client on another core): for each (prompt, answer) length,
@@ -22,6 +23,9 @@ apart (Poisson levels at >= 0.5 of the saturated rate). No timed assertion: figu
 `frontend` reads the API server's own CPU time (its `process_cpu_seconds_total`) at one stream and answers of 1,
 32 and 128 tokens and under Poisson arrivals, and fits its share of a core as an idle share plus a cost per request
 and per output token: where it shares the model's core, the time the model does not get (`sizing.perf.engines`).
+
+`repeat` starts the engine, warms it as `measure` does, and measures the short run's levels in rounds a minute or
+more apart: each round's means with their intervals, and the spread across rounds against `REPEAT_TOLERANCE`.
 """
 
 from __future__ import annotations
@@ -155,12 +159,16 @@ def sweep(
     levels: list[float],
     window: float,
     warmup: float = WARMUP_S,
+    requests: list[dict[str, Any]] | None = None,
 ) -> list[Any]:
+    """The steps of a sweep as dicts; with `requests`, every measured request's record is appended to it too."""
     with tempfile.TemporaryDirectory() as tmp:
         steps = run_sweep(
             endpoint, model, levels, out_dir=tmp, mode=mode, input_tokens=point[0], output_tokens=point[1],
-            duration_s=window, warmup_s=warmup, quiet=True,
+            duration_s=window, warmup_s=warmup, quiet=True, save_requests=requests is not None,
         )  # fmt: skip
+        if requests is not None and (log := Path(tmp) / "requests.jsonl").exists():
+            requests.extend(json.loads(line) for line in log.read_text().splitlines() if line)
     return [s.model_dump(mode="json") for s in steps]
 
 
@@ -446,6 +454,79 @@ def repeatability(args: argparse.Namespace) -> None:
         print(f"  {c:g} streams: " + ", ".join(f"{k} {v:+.0%}" for k, v in diffs.items()))
 
 
+#: `repeat`: rounds of the short run on one engine and the pause between them (s), so that the last round is measured
+#: minutes after the first (each round is three 15 s levels).
+REPEAT_ROUNDS, REPEAT_PAUSE_S = 3, 60.0
+#: The confidence of a round's interval of a mean (normal approximation over its requests; a closed loop's requests
+#: are not independent, so it is a lower bound of the uncertainty).
+Z95 = 1.96
+
+
+def _mean_ci(values: list[float]) -> tuple[float, float]:
+    """A mean and its 95% half-width (0 for a single value)."""
+    m = statistics.fmean(values)
+    return m, (Z95 * statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else 0.0)
+
+
+def repeat(args: argparse.Namespace) -> int:
+    """The short run's levels measured in rounds minutes apart on one engine, started and warmed as the grid's
+    is: per level, each round's TTFT and TPOT means with their 95% intervals from the round's requests and its
+    throughput, then the spread across rounds (largest over smallest, less 1) against the stated tolerance. A spread
+    well beyond the rounds' own intervals is the box or the engine moving, not sampling."""
+    raise_priority()
+    shape, point, streams = args.shape, tuple(int(x) for x in args.point.split("/")), SHORT[2]
+    engine("stop")
+    engine("start", shape)
+    rounds: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
+    try:
+        facts = probe(args.endpoint)
+        model = facts.served_models[0]
+        print(f"{shape} {point[0]}/{point[1]}: vLLM {facts.version}, {cpu_model()}{LAYOUT_NOTE},"
+              f" load average {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+        warm(args.endpoint, model, shape)
+        for i in range(args.rounds):
+            if i:
+                time.sleep(args.pause)
+            reqs: list[dict[str, Any]] = []
+            t = time.strftime("%H:%M:%S")
+            rounds.append((sweep(args.endpoint, model, point, "concurrency", list(streams), WINDOW_S, requests=reqs),
+                           reqs))  # fmt: skip
+            print(f"  round {i + 1} at {t}, load average {os.getloadavg()[0]:.1f}", flush=True)
+    finally:
+        engine("stop")
+    limits = {"ttft": 2 * REPEAT_TOLERANCE, "tpot": REPEAT_TOLERANCE, "tok/s": REPEAT_TOLERANCE}
+    print(f"\nrepeatability: {args.rounds} rounds {args.pause:g} s apart (tolerance: TPOT and throughput"
+          f" {REPEAT_TOLERANCE:.0%}, TTFT {2 * REPEAT_TOLERANCE:.0%}); mean +- 95% interval (requests)")  # fmt: skip
+    worst = 0
+    for k, c in enumerate(streams):
+        cells: dict[str, list[str]] = {m: [] for m in limits}
+        values: dict[str, list[float]] = {m: [] for m in limits}
+        for steps, reqs in rounds:
+            step = steps[k]
+            mine = [r for r in reqs if r["step"] == step["step"] and r.get("error") is None]
+            ttft = [r["ttft_s"] * 1e3 for r in mine if r.get("ttft_s") is not None]
+            tpot = [
+                (r["end"] - r["start"] - r["ttft_s"]) * 1e3 / (r["output_tokens"] - 1)
+                for r in mine
+                if r.get("ttft_s") is not None and (r.get("output_tokens") or 0) > 1
+            ]
+            for name, vals in (("ttft", ttft), ("tpot", tpot)):
+                if vals:
+                    m, h = _mean_ci(vals)
+                    values[name].append(m)
+                    cells[name].append(f"{m:6.1f} +-{h:4.1f} ({len(vals)})")
+            values["tok/s"].append(step["output_tokens_per_s"])
+            cells["tok/s"].append(f"{step['output_tokens_per_s']:6.1f}")
+        for name, limit in limits.items():
+            vals = values[name]
+            spread = max(vals) / min(vals) - 1 if vals and min(vals) > 0 else float("nan")
+            ok = spread <= limit
+            worst += not ok
+            print(f"  {c:g} streams  {name:6s} " + "   ".join(cells[name])
+                  + f"   spread {spread:.0%} {'within' if ok else 'over'} {limit:.0%}")  # fmt: skip
+    return 0 if worst == 0 else 1
+
+
 def unseen_model_profile(path: Path, model: str) -> Path:
     """The shipped profile with its CPU family refitted on the load-test rows of every model but `model`: what the
     product would have shipped had that model never been measured on this engine (the learning loop's case: a
@@ -627,10 +708,23 @@ def main() -> int:
     )
     fp = sub.add_parser("frontend", help="the API server's CPU per request and per output token")
     fp.add_argument("--endpoint", default=f"http://127.0.0.1:{os.environ.get('SIZING_ENGINE_PORT', '8765')}")
-    args = ap.parse_args()
-    return {"measure": measure, "holdout": holdout, "learning": learning, "frontend": frontend}[args.cmd](
-        args
+    rp = sub.add_parser(
+        "repeat", help="the short run's levels measured in rounds minutes apart on one engine"
     )
+    rp.add_argument("--endpoint", default=f"http://127.0.0.1:{os.environ.get('SIZING_ENGINE_PORT', '8765')}")
+    rp.add_argument("--rounds", type=int, default=REPEAT_ROUNDS)
+    rp.add_argument("--pause", type=float, default=REPEAT_PAUSE_S, help="seconds between rounds")
+    rp.add_argument("--shape", default=SHORT[0], choices=SHAPES, help="the model shape served")
+    rp.add_argument("--point", default=f"{SHORT[1][0]}/{SHORT[1][1]}", help="prompt/answer tokens")
+    args = ap.parse_args()
+    commands = {
+        "measure": measure,
+        "holdout": holdout,
+        "learning": learning,
+        "frontend": frontend,
+        "repeat": repeat,
+    }
+    return commands[args.cmd](args)
 
 
 if __name__ == "__main__":
