@@ -474,7 +474,8 @@ def repeat(args: argparse.Namespace) -> int:
     throughput, then the spread across rounds (largest over smallest, less 1) against the stated tolerance. A spread
     well beyond the rounds' own intervals is the box or the engine moving, not sampling."""
     raise_priority()
-    shape, point, streams = args.shape, tuple(int(x) for x in args.point.split("/")), SHORT[2]
+    prompt, answer = (int(x) for x in args.point.split("/"))
+    shape, point, streams = args.shape, (prompt, answer), SHORT[2]
     engine("stop")
     engine("start", shape)
     rounds: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
