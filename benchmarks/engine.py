@@ -83,6 +83,10 @@ SHORT = ("tiny-llama", (512, 128), (1, 2, 4))
 #: overhead came out at 39 ms and 128-token first tokens read 49 ms against 25 measured. Two prompt lengths at one
 #: stream set the two apart (about 1.5 minutes of levels with 4 streams of 512 beside them).
 SHORT_LENGTHS = ("tiny-llama", (((128, 32), 1), ((2048, 256), 1), ((512, 128), 4)))
+#: The lengths run's design on the model whose weights this box reads from memory, not from its shared cache
+#: (`holdout --train small`; docs/engine.md, "Repeatability": its levels repeat within 2-3%, tiny-llama's within
+#: 17-21%): one stream of 128/32 and of 512/64, 4 streams of 128/32 (about 1.5 minutes of levels).
+SHORT_SMALL = ("small-llama", (((128, 32), 1), ((512, 64), 1), ((128, 32), 4)))
 #: A level's window and warm-up (s): long enough for a few answers of the longest length at 64 streams on one
 #: core, short enough that the grid takes ~25 minutes (`--quick` halves them).
 WINDOW_S, WARMUP_S = 12.0, 3.0
@@ -295,8 +299,8 @@ def training_rows(rows: list[Any], which: str) -> tuple[list[Any], list[Any]]:
     budget, measured after the engine had served a few minutes (the first requests after a start include compiling
     the shapes they bring: the short run's first TTFTs read ~130 ms where warm ones read ~50)."""
     short = [r for r in rows if r.row_id.endswith("-short")]
-    if which == "lengths":
-        shape, levels = SHORT_LENGTHS
+    if which in ("lengths", "small"):
+        shape, levels = SHORT_LENGTHS if which == "lengths" else SHORT_SMALL
         ids = {f"E-{shape}-{p[0]}x{p[1]}-c{c}" for p, c in levels}
         return short, [r for r in rows if r.row_id in ids]
     if which != "warm":
@@ -692,7 +696,7 @@ def main() -> int:
         help="simulate each closed-loop level whose users fell into lock-step in the groups it measured (from"
         " the step records beside --csv)",
     )
-    h.add_argument("--train", choices=("short", "warm", "lengths"), default="short",
+    h.add_argument("--train", choices=("short", "warm", "lengths", "small"), default="short",
                    help="fit on the short run as measured first after the engine started, on the grid's warm"
                    " levels of the same shape, length and streams, or on three of its levels of that shape that"
                    " set a request's fixed cost apart from prefill's (SHORT_LENGTHS)")  # fmt: skip
