@@ -13,7 +13,7 @@ Tolerances, from runs on this 2-core box (engine on core 0, client on core 1; do
 - Throughput: both count the tokens delivered in the window (the client by each chunk's arrival, the server by
   its generation counter between two scrapes a few ms off the client's window): within THROUGHPUT_SHARE. (Counting
   the answers of requests sent in the window read a closed loop's waves instead, one answer more or fewer per
-  stream: 0.83-1.20 of the server's count over the 59 levels of benchmarks/results/engine-grid.csv before.)
+  stream: 0.83-1.20 of the server's count over the 59 levels of benchmarks/results/engine-grid-2026-12-06-answer-count.csv.)
 """
 
 from __future__ import annotations
