@@ -421,6 +421,18 @@ LEARNING_SPEC = {
     "constraints": {"region": "us-east-1", "deployments": ["eks"], "capacity": ["on-demand"],
                     "quantizations": ["bf16"], "engines": ["vllm"], "min_replicas": 1},
 }  # fmt: skip
+#: `learning --shape`: the spec per model. small-llama serves about six 128/32 requests a second at most here (its
+#: 64-stream loop), so its run asks for 128/32 at 2 a second; it reads its weights from memory and repeats within
+#: 2-3% ("Repeatability"), where tiny-llama's cache-resident weights move by a fifth from minute to minute.
+LEARNING_SPECS: dict[str, dict[str, Any]] = {
+    "tiny-llama": LEARNING_SPEC,
+    "small-llama": {
+        **LEARNING_SPEC,
+        "name": "engine-learning-small",
+        "model": "sizing-engine/small-llama",
+        "tokens": {"input": {"mean": 128, "p95": 170}, "output": {"mean": 32, "p95": 45}},
+    },
+}
 
 
 #: Repeatability tolerance: a level measured again minutes later on this shared box (client and engine pinned to
@@ -438,7 +450,6 @@ def repeatability(args: argparse.Namespace) -> None:
     if not first:
         return
     facts = probe(args.endpoint)
-    warm(args.endpoint, facts.served_models[0], SHORT[0])  # as the grid was before its short run
     steps = sweep(args.endpoint, facts.served_models[0], SHORT[1], "concurrency", list(SHORT[2]), WINDOW_S)
     print(
         f"repeatability (the short run again; tolerance {REPEAT_TOLERANCE:.0%}, TTFT {2 * REPEAT_TOLERANCE:.0%}):"
@@ -558,28 +569,56 @@ def unseen_model_profile(path: Path, model: str) -> Path:
     return path
 
 
+def score_unmeasured(csv: Path, shape: str, model: str, base: Any, correction: Any) -> None:
+    """The grid's levels of `model`, predicted by `base` before and after the run's `correction` (MdAPE)."""
+    from sizing.learn.correction import corrected
+    from sizing.perf.calrows import read_rows
+    from sizing.perf.fit import measured, predict_row
+
+    rows = [r for r in read_rows(csv) if r.model == model and not r.row_id.endswith("-short")]
+    before: dict[str, list[float]] = {}
+    after: dict[str, list[float]] = {}
+    for r in rows:
+        got = predict_row(r, base)
+        for metric, value in measured(r).items():
+            if metric not in ("ttft", "tpot", "throughput") or metric not in got:
+                continue
+            before.setdefault(metric, []).append(abs(got[metric] - value) / value)
+            after.setdefault(metric, []).append(
+                abs(corrected(metric, got[metric], correction) - value) / value
+            )
+    print(f"\nerror at the {len(rows)} grid levels of {shape} the run did not measure (MdAPE):")
+    print(f"{'metric':<11} {'before':>8} {'after':>8}")
+    for m in before:
+        print(f"{m:<11} {100 * statistics.median(before[m]):7.1f}% {100 * statistics.median(after[m]):7.1f}%")
+
+
 def learning(args: argparse.Namespace) -> int:
     """`sizing run --endpoint --hardware c7i.large` on the engine with a profile folder, then the grid's rows of the
     same model the run did not measure, predicted before (the shipped profile) and after (its adopted
     correction)."""
     import yaml
 
-    from sizing.learn.correction import corrected, lookup
+    from sizing.learn.correction import lookup
     from sizing.perf.calibration import load_profiles, profile_for
-    from sizing.perf.calrows import read_rows
-    from sizing.perf.fit import measured, predict_row
 
     work = Path(tempfile.mkdtemp(prefix="engine-learning-"))
     spec = work / "spec.yaml"
-    spec.write_text(yaml.safe_dump(LEARNING_SPEC))
+    learning_spec = LEARNING_SPECS[args.shape]
+    model = str(learning_spec["model"])
+    spec.write_text(yaml.safe_dump(learning_spec))
     env = {**os.environ, "SIZING_CALIBRATION_DIR": str(work / "profiles")}
     reference = None
     if args.unseen_model:
-        reference = unseen_model_profile(work / "reference.json", str(LEARNING_SPEC["model"]))
+        reference = unseen_model_profile(work / "reference.json", model)
         env[REFERENCE_PROFILE_ENV] = str(reference)
     engine("stop")
-    engine("start", "tiny-llama")
-    repeatability(args)
+    engine("start", args.shape)
+    warm(
+        args.endpoint, probe(args.endpoint).served_models[0], args.shape
+    )  # as the grid was before its levels
+    if args.shape == SHORT[0]:
+        repeatability(args)
     t0 = time.monotonic()
     run = subprocess.run(
         [sys.executable, "-m", "sizing.cli", "run", str(spec), "--endpoint", args.endpoint, "--hardware",
@@ -607,31 +646,12 @@ def learning(args: argparse.Namespace) -> int:
     from sizing.learn.profiles import active
 
     adopted = active() or {}
-    hit = lookup(adopted.get("corrections") or {}, "xeon-spr", "vllm", "sizing-engine/tiny-llama")
+    hit = lookup(adopted.get("corrections") or {}, "xeon-spr", "vllm", model)
     correction = hit[1] if hit else None
     print(f"adopted: {adopted.get('version', 'none')}; correction {correction}")
     # explicit data: no team correction
     base = profile_for(ACCELERATOR, "vllm", load_profiles(str(reference)) if reference else load_profiles())
-    rows = [
-        r
-        for r in read_rows(Path(args.csv))
-        if r.model == "sizing-engine/tiny-llama" and not r.row_id.endswith("-short")
-    ]
-    before: dict[str, list[float]] = {}
-    after: dict[str, list[float]] = {}
-    for r in rows:
-        got = predict_row(r, base)
-        for metric, value in measured(r).items():
-            if metric not in ("ttft", "tpot", "throughput") or metric not in got:
-                continue
-            before.setdefault(metric, []).append(abs(got[metric] - value) / value)
-            after.setdefault(metric, []).append(
-                abs(corrected(metric, got[metric], correction) - value) / value
-            )
-    print(f"\nerror at the {len(rows)} grid levels of tiny-llama the run did not measure (MdAPE):")
-    print(f"{'metric':<11} {'before':>8} {'after':>8}")
-    for m in before:
-        print(f"{m:<11} {100 * statistics.median(before[m]):7.1f}% {100 * statistics.median(after[m]):7.1f}%")
+    score_unmeasured(Path(args.csv), args.shape, model, base, correction)
     return 0
 
 
@@ -711,6 +731,7 @@ def main() -> int:
         help="start from a reference profile whose CPU family never saw the run's model (refitted without its"
         " load-test rows), as a team's own model would be",
     )
+    lp.add_argument("--shape", choices=tuple(LEARNING_SPECS), default="tiny-llama", help="the model served")
     fp = sub.add_parser("frontend", help="the API server's CPU per request and per output token")
     fp.add_argument("--endpoint", default=f"http://127.0.0.1:{os.environ.get('SIZING_ENGINE_PORT', '8765')}")
     rp = sub.add_parser(
