@@ -5,7 +5,19 @@ from __future__ import annotations
 
 import math
 
-from sizing.learn.correction import PRIOR_LEVELS, TeamRow, corrected, fit, lookup, screen, team_cv
+from sizing.learn.correction import (
+    PRIOR_LEVELS,
+    ReferenceRow,
+    TeamRow,
+    adoptable,
+    corrected,
+    fit,
+    lookup,
+    reference_error,
+    screen,
+    team_cv,
+    team_error,
+)
 
 
 def _row(i: int, k: float, model: str = "m", run: str = "r1") -> TeamRow:
@@ -69,3 +81,27 @@ def test_levels_far_outside_what_a_calibration_corrects_are_refused_saying_why()
     assert len(refused) == 2 and "l3" in refused[0] and "run r2" in refused[0]
     assert "ttft 10.7x slower" in refused[0] and "beyond the 4x a calibration corrects" in refused[0]
     assert fit(kept)["l40s/vllm/m"] == fit(rows[:3])["l40s/vllm/m"]
+
+
+def test_a_models_own_correction_is_adopted_when_only_the_pooled_one_hurts_the_reference_rows():
+    # given three levels of model m measured 1.5x slower than the reference profile predicts, and reference rows of
+    # another model on the same hardware that the profile already predicts right
+    team = [_row(i, 1.5) for i in range(3)]
+    ref = [ReferenceRow(f"x{i}", "l40s", "vllm", "other", metric, 100.0, 100.0)
+           for i in range(20) for metric in ("ttft", "tpot", "throughput")]  # fmt: skip
+    candidate = fit(team)
+    before, after = team_error(team, {}), team_cv(team)
+    ref_before = reference_error(ref, None)
+
+    # when the refit decides what to adopt
+    kept, adopt, reasons, ref_after = adoptable(candidate, before, after, ref, ref_before)
+
+    # then it adopts m's own correction (the team's error falls) and leaves out the pooled one, which would have
+    # slowed the other model's right predictions, saying so
+    assert adopt
+    assert set(kept) == {"l40s/vllm/m"}
+    assert lookup(kept, "l40s", "vllm", "other") is None
+    assert ref_after["changed_predictions"] == 0
+    assert any("pooled correction" in r and "worsens" in r for r in reasons)
+    # and with the pooled one the whole candidate would have been refused
+    assert reference_error(ref, candidate)["changed_predictions"] == 60

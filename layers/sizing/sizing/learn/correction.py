@@ -350,3 +350,28 @@ def decide(
             f" ({ref_after.get('changed_predictions', 0)} predictions changed)"
         )
     return team_ok and ref_ok, reasons
+
+
+def adoptable(
+    candidate: dict[str, dict[str, Any]],
+    team_before: dict[str, Any],
+    team_after: dict[str, Any],
+    ref_rows: Sequence[ReferenceRow],
+    ref_before: dict[str, Any],
+) -> tuple[dict[str, dict[str, Any]], bool, list[str], dict[str, Any]]:
+    """What of `candidate` may be adopted: all of it when `decide` says so; else, where the pooled correction (what
+    other models on the hardware would get) is what worsens the reference rows, the models' own corrections without
+    it -- the team's error is the same either way, since each measured model looks its own correction up first.
+    Returns (the corrections, adopt, the reasons in words, the reference error with them applied)."""
+    ref_after = reference_error(ref_rows, candidate)
+    adopt, reasons = decide(team_before, team_after, ref_before, ref_after)
+    own = {k: v for k, v in candidate.items() if not k.endswith(f"/{POOLED}")}
+    if adopt or not own or len(own) == len(candidate):
+        return candidate, adopt, reasons, ref_after
+    own_after = reference_error(ref_rows, own)
+    own_adopt, own_reasons = decide(team_before, team_after, ref_before, own_after)
+    if not own_adopt:
+        return candidate, adopt, reasons, ref_after
+    worse = [r for r in reasons if r.startswith("reference rows'")]
+    return own, True, [*own_reasons, "the pooled correction for other models on this hardware left out: with it, "
+                       + "; ".join(worse)], own_after  # fmt: skip

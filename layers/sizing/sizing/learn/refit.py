@@ -88,8 +88,9 @@ def prepare(levels: list[Any], store: ProfileStore, trigger: str = "") -> Prepar
     team_before = correction.team_error(rows, current_corr)
     team_after = correction.team_cv(rows)
     ref_before = correction.reference_error(ref_rows, None)
-    ref_after = correction.reference_error(ref_rows, candidate)
-    adopt, reasons = correction.decide(team_before, team_after, ref_before, ref_after)
+    candidate, adopt, reasons, ref_after = correction.adoptable(
+        candidate, team_before, team_after, ref_rows, ref_before
+    )
     reasons = [*reasons, *refused]
     table = matching.table(levels)
     changed = _changes(current_corr, candidate)
