@@ -237,11 +237,11 @@ def test_a_level_after_an_overloaded_one_starts_on_an_empty_server(tmp_path: Pat
     first, second = steps
     assert first.unfinished > 5
     # then it waited for the backlog to clear (about 5 s, longer than the tail's cap) instead of queueing behind it:
-    # its first tokens come after a prefill and a step or two, not seconds, and its answers (0.3 s each, a third of
-    # the tail's cap, so twice as slow on a busy box still ends in time) are all measured; behind a backlog of 5 s
-    # none would be
+    # its first tokens wait at most for its own arrivals (a Poisson burst on two slots: up to ~0.5 s, more on a busy
+    # box), not for the backlog (behind it, 4 s or more), and its answers (0.3 s each, a third of the tail's cap, so
+    # twice as slow on a busy box still ends in time) are all measured; behind a backlog of 5 s none would be
     assert second.answered >= 1 and second.unfinished == 0
-    assert second.ttft_ms.p95 is not None and second.ttft_ms.p95 < 500
+    assert second.ttft_ms.p95 is not None and second.ttft_ms.p95 < 2000
 
 
 def test_an_endpoint_that_dies_mid_level_fails_the_level_with_its_error_count(tmp_path: Path) -> None:
