@@ -56,7 +56,7 @@ MODELS = ROOT / ".engine" / "models"
 os.environ.setdefault("SIZING_CATALOG_DIR", str(MODELS / "catalog"))
 
 from sizing.loadtest import run_sweep  # noqa: E402
-from sizing.loadtest.metrics import lockstep_users  # noqa: E402
+from sizing.loadtest.metrics import RequestRecord, lockstep_users  # noqa: E402
 from sizing.loadtest.server import probe  # noqa: E402
 from sizing.perf.calibration import REFERENCE_PROFILE_ENV  # noqa: E402
 
@@ -519,13 +519,13 @@ def repeat(args: argparse.Namespace) -> int:
         values: dict[str, list[float]] = {m: [] for m in limits}
         for steps, reqs in rounds:
             step = steps[k]
-            mine = [r for r in reqs if r["step"] == step["step"] and r.get("error") is None]
-            ttft = [r["ttft_s"] * 1e3 for r in mine if r.get("ttft_s") is not None]
-            tpot = [
-                (r["end"] - r["start"] - r["ttft_s"]) * 1e3 / (r["output_tokens"] - 1)
-                for r in mine
-                if r.get("ttft_s") is not None and (r.get("output_tokens") or 0) > 1
+            mine = [
+                RequestRecord(**{k: v for k, v in r.items() if k != "step"})
+                for r in reqs
+                if r["step"] == step["step"] and r.get("error") is None
             ]
+            ttft = [r.ttft_s * 1e3 for r in mine if r.ttft_s is not None]
+            tpot = [s * 1e3 for r in mine if (s := r.tpot_s) is not None]
             for name, vals in (("ttft", ttft), ("tpot", tpot)):
                 if vals:
                     m, h = _mean_ci(vals)

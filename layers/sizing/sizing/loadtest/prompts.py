@@ -22,17 +22,11 @@ MARKER_TOKENS = 2
 #: chance in 1,500 (the decimal markers of 10^6 starts overlapped somewhere in most grids: a level of the engine
 #: grid got 17% of its prompt tokens from the prefix cache).
 MARKER_SPACE = 36**7
-_BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 def marker(n: int) -> str:
     """The 8-character marker of a prompt source's `n`-th request ("r" and 7 base-36 digits)."""
-    n %= MARKER_SPACE
-    digits = []
-    for _ in range(7):
-        n, d = divmod(n, 36)
-        digits.append(_BASE36[d])
-    return "r" + "".join(reversed(digits))
+    return "r" + np.base_repr(n % MARKER_SPACE, 36).lower().rjust(7, "0")
 
 
 #: Where in VOCABULARY the shared prefix's text starts: one text for every user, process and run.
