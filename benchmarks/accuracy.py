@@ -266,6 +266,13 @@ def harness_coverage(data: dict) -> None:
                 cells.append(f"{name} (share >= {least:g}) {_cell(hits, widths)}")
         if cells:
             print(f"    {kind}: " + "; ".join(cells))
+    cpu = {harness.get(rid) for fam, _e, _m, _r, rid, _x, _g in ratios if cal.kind_of(fam) == "cpu"}
+    if cpu:
+        print(
+            f"  CPU rows come from {len(cpu)} harness (the product's own load generator): without it no CPU rows are"
+            " left to build a band from, and accelerators' rows do not stand in (`calibration._pool`), so they are"
+            " not counted above; `benchmarks/engine.py holdout` checks the CPU intervals by model and by run"
+        )
 
 
 def coverage(loso: dict) -> None:

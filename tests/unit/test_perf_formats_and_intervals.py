@@ -237,7 +237,24 @@ def test_a_class_with_few_held_out_rows_falls_back_to_every_row_of_the_metric_wi
     band = interval_for("hopper", "vllm", data, moe=True)["ttft"]
     # then it rests on every held-out TTFT row, widened, as a family without rows of its own would
     assert band["rows"] == 28
-    assert band["basis"].startswith("all families, widened")
+    assert band["basis"].startswith("all accelerator families, widened")
+
+
+def test_a_gpu_moe_models_fallback_interval_leaves_out_the_cpu_rows_of_our_own_engine():
+    # given GPU dense TTFTs within 20%, three GPU MoE rows, and CPU rows (our own harness on tiny models) off by
+    # 4x either way
+    dense = [("hopper", "vllm", "ttft", 0.8 + 0.4 * i / 24, False) for i in range(25)]
+    moe = [("hopper", "vllm", "ttft", r, True) for r in (0.9, 1.0, 1.1)]
+    cpu = [("xeon-spr", "vllm", "ttft", 0.25 if i % 2 else 4.0, False) for i in range(40)]
+    data = _cv_data(dense + moe + cpu)
+    # when a GPU MoE model's interval and a CPU model's are stated
+    gpu_band = interval_for("hopper", "vllm", data, moe=True)["ttft"]
+    cpu_band = interval_for("xeon-spr", "vllm", data, moe=True)["ttft"]
+    # then the GPU one rests on the 28 accelerator rows only, and is not stretched to the CPU rows' 16x spread;
+    # the CPU MoE model's rests on the CPU rows
+    assert gpu_band["rows"] == 28
+    assert gpu_band["ratio"][1] / gpu_band["ratio"][0] < 2.0
+    assert cpu_band["rows"] == 40 and "CPU" in cpu_band["basis"]
 
 
 def test_sizing_predict_states_a_neuron_moe_models_interval_from_moe_rows(capsys: pytest.CaptureFixture[str]):

@@ -448,8 +448,12 @@ def _pool(
             f" ({family} has {len(fam)} held-out {cls} rows)"
         )
         return kin, FALLBACK_ERROR_WIDENING, why
-    fleet = [(r, g) for _f, _e, m, r, _id, _x, g in ratios if m == metric]
-    why = f"all families, widened x{FALLBACK_ERROR_WIDENING} ({family} has {len(fam)} held-out {cls} rows)"
+    # a CPU's rows (our own harness on tiny models) say nothing of an accelerator's error, nor an accelerator's of a
+    # CPU's: the last resort pools the families on the same side of that line
+    cpu = kind == "cpu"
+    fleet = [(r, g) for f, _e, m, r, _id, _x, g in ratios if m == metric and (kind_of(f) == "cpu") == cpu]
+    side = "CPU" if cpu else "accelerator"
+    why = f"all {side} families, widened x{FALLBACK_ERROR_WIDENING} ({family} has {len(fam)} held-out {cls} rows)"
     return fleet, FALLBACK_ERROR_WIDENING, why
 
 
