@@ -119,21 +119,12 @@ def needs_more(
     return any(near_limit(c) and c.samples < min_requests for c in checks)
 
 
-def _rate(r: StepResult) -> float:
-    """The arrival rate a level really ran at: the requests sent in its window over the window. Poisson arrivals
-    over a window of tens of seconds land 10-30% off their target (a 6 req/s level sent 6.8 req/s in one search
-    and 4.9 in the next), so a verdict belongs to the rate achieved, not the one asked for."""
-    if r.requests > 0 and r.duration_s > 0:
-        return round(r.requests / r.duration_s, 4)
-    return r.level
-
-
 def _crossing(history: Sequence[StepResult]) -> float | None:
     """Where the levels' pass share falls through one half, read from a monotone (non-increasing in rate) fit of
     their pass/fail verdicts (pool-adjacent-violators): with verdicts that go pass, fail, pass, fail near the edge
     -- noise, when every level there is unsure -- a pass above a fail is pooled with it instead of setting the edge
     on its own. With monotone verdicts this is the bracket's geometric middle."""
-    pts = sorted((_rate(r), 1.0 if r.meets_slo else 0.0) for r in history if r.meets_slo is not None)
+    pts = sorted((r.sent_rps, 1.0 if r.meets_slo else 0.0) for r in history if r.meets_slo is not None)
     blocks: list[list[float]] = []  # [passes, levels, lowest rate, highest rate]
     for rate, y in pts:
         blocks.append([y, 1.0, rate, rate])
@@ -170,7 +161,7 @@ def _fitted(history: Sequence[StepResult]) -> float | None:
         scores = [c.value / c.limit for c in r.checks if c.value is not None and c.limit > 0]
         if not scores or r.requests <= 0 or not all(math.isfinite(x) and x > 0 for x in scores):
             continue
-        pts.append((_rate(r), 1.0 / max(scores), float(r.requests)))
+        pts.append((r.sent_rps, 1.0 / max(scores), float(r.requests)))
     if len({x for x, _, _ in pts}) < 2:
         return None
     total = sum(w for _, _, w in pts)
@@ -231,8 +222,8 @@ class CapacitySearch:
         return r.meets_slo
 
     def bracket(self, history: Sequence[StepResult]) -> tuple[float | None, float | None]:
-        passing = [_rate(r) for r in history if r.meets_slo]
-        failing = [_rate(r) for r in history if r.meets_slo is False]
+        passing = [r.sent_rps for r in history if r.meets_slo]
+        failing = [r.sent_rps for r in history if r.meets_slo is False]
         hi = min(failing) if failing else None
         below = [x for x in passing if hi is None or x < hi]
         return (max(below) if below else None), hi
@@ -271,12 +262,12 @@ class CapacitySearch:
         ends passed or failed on their point estimates only), so the stated interval is closed: BOUND_STEP below
         the bracket for a confident pass, above it for a confident fail. None when both sides are bounded."""
         assert lo is not None and hi is not None
-        rates = [_rate(r) for r in history]
-        if not any(r.capacity_verdict == "pass" and _rate(r) <= lo for r in history):
+        rates = [r.sent_rps for r in history]
+        if not any(r.capacity_verdict == "pass" and r.sent_rps <= lo for r in history):
             below = round(lo / BOUND_STEP, 4)
             if not any(x < lo for x in rates):
                 return below
-        if not any(r.capacity_verdict == "fail" and _rate(r) >= hi for r in history):
+        if not any(r.capacity_verdict == "fail" and r.sent_rps >= hi for r in history):
             above = round(hi * BOUND_STEP, 4)
             if not any(x > hi for x in rates) and (self.max_rate is None or above <= self.max_rate):
                 return above
@@ -288,9 +279,9 @@ class CapacitySearch:
     def estimate(self, history: Sequence[StepResult]) -> CapacityEstimate:
         lo, hi = self.bracket(history)
         confident_pass = [
-            _rate(r) for r in history if r.capacity_verdict == "pass" and (hi is None or _rate(r) < hi)
+            r.sent_rps for r in history if r.capacity_verdict == "pass" and (hi is None or r.sent_rps < hi)
         ]
-        confident_fail = [_rate(r) for r in history if r.capacity_verdict == "fail"]
+        confident_fail = [r.sent_rps for r in history if r.capacity_verdict == "fail"]
         low = max(confident_pass) if confident_pass else None
         high = min(confident_fail) if confident_fail else None
         if lo is None:
@@ -328,7 +319,7 @@ class CapacitySearch:
             capacity_rps=capacity, low_rps=low, high_rps=high, converged=self.converged(lo, hi),
             tolerance=self.tolerance,
             levels=[
-                {"rate_rps": _rate(r), "target_rps": r.level, "meets_slo": r.meets_slo, "verdict": r.capacity_verdict,
+                {"rate_rps": r.sent_rps, "target_rps": r.level, "meets_slo": r.meets_slo, "verdict": r.capacity_verdict,
                  "requests": r.requests, "unfinished": r.unfinished,
                  "checks": [c.model_dump(mode="json") for c in r.checks],
                  **({"overload": r.overload.model_dump(mode="json")} if r.overload is not None else {})}
