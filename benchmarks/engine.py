@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import platform
@@ -43,6 +44,8 @@ import time
 from datetime import date
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -56,8 +59,9 @@ MODELS = ROOT / ".engine" / "models"
 os.environ.setdefault("SIZING_CATALOG_DIR", str(MODELS / "catalog"))
 
 from sizing.loadtest import run_sweep  # noqa: E402
-from sizing.loadtest.metrics import RequestRecord, lockstep_users  # noqa: E402
+from sizing.loadtest.metrics import RequestRecord, StepResult, lockstep_users  # noqa: E402
 from sizing.loadtest.server import probe  # noqa: E402
+from sizing.loadtest.steps import EngineStep, rebuild  # noqa: E402
 from sizing.perf.calibration import REFERENCE_PROFILE_ENV  # noqa: E402
 
 #: This machine as the catalog names it: a 2-vCPU Sapphire Rapids slice (docs/engine.md, "Which instance this is").
@@ -140,7 +144,9 @@ def row_of(shape: str, point: tuple[int, int], step: dict[str, Any], facts: Any,
         "input_tokens": step.get("input_tokens") or point[0],
         "output_tokens": step.get("output_tokens") or point[1],
         "load": "concurrency" if closed else "rate",
-        "load_value": level,
+        # a Poisson level's row states the rate its window really got (the row id keeps the one asked for): 0.84-1.20
+        # of the target on the grids, and near saturation the latencies answer to the rate got
+        "load_value": level if closed else StepResult.model_validate(step).sent_rps,
         "start": "together" if lockstep_users(step.get("lockstep_group")) > 1 else "spread",
         "max_num_seqs": facts.max_num_seqs or 128,
         "max_model_len": facts.max_model_len,
@@ -312,20 +318,33 @@ def training_rows(rows: list[Any], which: str) -> tuple[list[Any], list[Any]]:
     return short, warm
 
 
-def holdout(args: argparse.Namespace) -> int:
-    from sizing.perf.calibration import band_for, cv_ratios, load_profiles
-    from sizing.perf.calrows import read_rows
-    from sizing.perf.fit import FAMILY_SIGMA, PRIOR, _profile, _theta, fit_group, measured, predict_row
+def trained_profile(args: argparse.Namespace, rows: list[Any]) -> tuple[Any, list[Any]] | None:
+    """The profile `holdout` fits (`--train`) and the rows it predicts; None when the CSV lacks its rows."""
+    from sizing.perf.fit import FAMILY_SIGMA, PRIOR, _profile, _theta, fit_group
 
-    rows = read_rows(Path(args.csv))
+    if args.train == "steps":
+        prof, ids = step_trained(args)
+        return prof, [r for r in rows if not r.row_id.endswith("-short") and r.row_id not in ids]
     short, train = training_rows(rows, args.train)
     test = [r for r in rows if r not in train and r not in short]
     if not train or not test:
         print(f"holdout: {args.csv} has {len(train)} short-run rows and {len(test)} others; measure first")
-        return 2
+        return None
     theta = fit_group(train, _theta(PRIOR), FAMILY_SIGMA, "xeon-spr", "vllm")
-    prof = _profile(theta, "xeon-spr", "vllm", "fit on the short run")
     print(f"fitted on {len(train)} short-run rows ({', '.join(r.row_id for r in train)}):")
+    return _profile(theta, "xeon-spr", "vllm", "fit on the short run"), test
+
+
+def holdout(args: argparse.Namespace) -> int:
+    from sizing.perf.calibration import band_for, cv_ratios, load_profiles
+    from sizing.perf.calrows import read_rows
+    from sizing.perf.fit import measured, predict_row
+
+    rows = read_rows(Path(args.csv))
+    trained = trained_profile(args, rows)
+    if trained is None:
+        return 2
+    prof, test = trained
     print("  " + ", ".join(f"{k} {v:.4g}" for k, v in prof.params().items()))
     ratios = cv_ratios(load_profiles())
     bands = {m: band_for(ratios, "xeon-spr", "vllm", m) for m in ("ttft", "tpot", "throughput")}
@@ -371,10 +390,38 @@ def holdout(args: argparse.Namespace) -> int:
         print(
             f"{k:<11} {n:>4} {100 * statistics.median(errs[k]):6.1f}% {100 * sum(faster[k]) / n:6.0f}% {cover}"
         )
-    print("\nmedian predicted/measured per shape:")
+    print("\nmedian predicted/measured per shape, and the median error:")
     for (shape, metric), shares in sorted(by_shape.items()):
-        print(f"  {shape:<12} {metric:<10} {statistics.median(shares):5.2f} ({len(shares)} levels)")
+        mdape = 100 * statistics.median(abs(x - 1) for x in shares)
+        print(f"  {shape:<12} {metric:<10} {statistics.median(shares):5.2f}  {mdape:5.1f}% ({len(shares)} levels)")
     return 0
+
+
+def step_trained(args: argparse.Namespace) -> tuple[Any, set[str]]:
+    """(`holdout --train steps`) The CPU profile fitted on the engine's own steps at the short run's budget: the
+    closed-loop levels of at most `SHORT`'s streams in the step records (`--records`, one shape), their steps
+    rebuilt from the client's records, the four step factors fitted from the literature prior
+    (`sizing.perf.stepfit`), the per-request cost from first tokens at an idle engine; and the row ids of the grid's
+    own levels of the same shape, length and streams, which the holdout leaves out."""
+    from sizing.perf.fit import PRIOR, _profile, _theta
+    from sizing.perf.stepfit import fit_steps, request_overhead
+
+    path = Path(args.records or records_path("small-llama"))
+    levels = [json.loads(line) for line in path.read_text().splitlines() if line]
+    short = [lv for lv in levels if lv["target"].get("concurrency", float("inf")) <= max(SHORT[2])]
+    shape = short[0]["shape"]
+    prior = _profile(_theta(PRIOR), "xeon-spr", "vllm", "fit on the short run's steps")
+    steps = [s for lv in short for s in rebuild([_record(r) for r in lv["records"]])]
+    fit = fit_steps(steps, lambda p: _step_model(shape, p), prior)
+    one = [_record(r) for lv in short if lv["target"]["concurrency"] == 1 for r in lv["records"]]
+    overhead = request_overhead(one, _step_model(shape, fit.profile))
+    prof = dataclasses.replace(fit.profile, request_overhead_s=overhead or fit.profile.request_overhead_s)
+    window = sum(lv["duration_s"] for lv in short)
+    print(f"fitted on the steps of {len(short)} {shape} levels at <= {max(SHORT[2])} streams ({path.name},"
+          f" {window:.0f} s of windows): {fit.steps} steps timed, modelled within {100 * fit.mdape_before:.1f}% ->"
+          f" {100 * fit.mdape_after:.1f}% (median), the request's own cost from {len(one)} one-stream first tokens")  # fmt: skip
+    ids = {f"E-{shape}-{lv['point'][0]}x{lv['point'][1]}-c{lv['target']['concurrency']:g}" for lv in short}
+    return prof, ids
 
 
 def level_groups(csv: Path) -> dict[str, int]:
@@ -699,6 +746,157 @@ def frontend(args: argparse.Namespace) -> int:
     return 0
 
 
+#: `steps`: per shape, the levels measured: (prompt, answer), closed ("concurrency") or Poisson ("rate"), the levels, the
+#: window (s). Light and heavy loads of both lengths, so that decode-only steps of 1-40 sequences and steps with 1-4
+#: prompts are all seen; the Poisson rates are about half and 0.8 of what the grid's 64-stream loop sustained.
+STEP_PLANS: dict[str, list[tuple[tuple[int, int], str, list[float], float]]] = {
+    "small-llama": [
+        ((128, 32), "concurrency", [1, 4, 16], 20.0),
+        ((128, 32), "rate", [2.993, 4.789], 40.0),
+        ((512, 64), "concurrency", [4], 30.0),
+        ((512, 64), "rate", [0.698, 1.117], 60.0),
+    ],
+    "tiny-llama": [
+        ((512, 128), "concurrency", [1, 4, 16], 15.0),
+        ((512, 128), "rate", [3.173, 5.077], 30.0),
+        ((128, 32), "concurrency", [16], 15.0),
+        ((128, 32), "rate", [16.0, 25.6], 30.0),
+    ],
+}
+#: Running sequences per decode-only bucket.
+DECODE_BUCKETS = ((1, 2), (2, 4), (4, 8), (8, 16), (16, 32), (32, 64), (64, 129))
+#: Running sequences per bucket of steps that also prefill.
+MIXED_BUCKETS = ((0, 4), (4, 16), (16, 129))
+
+
+def records_path(shape: str) -> Path:
+    return RESULTS / f"engine-steps-{shape}.jsonl"
+
+
+def steps_measure(args: argparse.Namespace) -> int:
+    raise_priority()
+    shape = args.shape
+    out = Path(args.records or records_path(shape))
+    engine("stop")
+    engine("start", shape)
+    try:
+        facts = probe(args.endpoint)
+        model = facts.served_models[0]
+        warm(args.endpoint, model, shape)
+        with out.open("w") as fh:
+            for point, mode, levels, window in STEP_PLANS[shape]:
+                reqs: list[dict[str, Any]] = []
+                steps = sweep(args.endpoint, model, point, mode, levels, window, requests=reqs)
+                for s in steps:
+                    level = {"shape": shape, "point": list(point), "vllm": facts.version, **s}
+                    mine = [r for r in reqs if r["step"] == s["step"]]
+                    fh.write(json.dumps({**level, "records": mine}) + "\n")
+                    print(f"  {point[0]}/{point[1]} {s['target']}: {len(mine)} requests", flush=True)
+    finally:
+        engine("stop")
+    print(f"records: {out}")
+    return 0
+
+
+def _record(r: dict[str, Any]) -> RequestRecord:
+    return RequestRecord(**{k: v for k, v in r.items() if k in RequestRecord.__dataclass_fields__})
+
+
+def _step_model(shape: str, profile: Any) -> Any:
+    """The estimator's step model of the grid's deployment of `shape` (its first row in the grid CSV)."""
+    from sizing.perf.calrows import read_rows
+    from sizing.perf.fit import reference_catalog, row_config
+    from sizing.perf.memory import memory_fit
+    from sizing.perf.step import StepModel
+
+    row = next(r for r in read_rows(CSV_PATH) if r.model == f"sizing-engine/{shape}")
+    cat = reference_catalog()
+    cfg = row_config(row)
+    return StepModel(cfg, memory_fit(cfg, cat), profile, cat)
+
+
+def _terms(steps: list[EngineStep]) -> np.ndarray:
+    """Each step's terms: 1, running sequences, prefill tokens, prefill attention pairs (each prompt from an empty
+    context), context tokens decoded."""
+    pairs = [s.prefills * (s.prefill_tokens / s.prefills) ** 2 / 2 if s.prefills else 0.0 for s in steps]
+    return np.array(
+        [
+            [1.0, s.decode_seqs, s.prefill_tokens, p, s.context_tokens]
+            for s, p in zip(steps, pairs, strict=True)
+        ],
+        dtype=float,
+    )
+
+
+def _split(x: np.ndarray, y: np.ndarray) -> str:
+    """Least squares of step times (ms) on the steps' terms, in relative error (each step weighs alike)."""
+    w = 1.0 / y
+    coef, *_ = np.linalg.lstsq(x * w[:, None], y * w, rcond=None)
+    return (
+        f"{coef[0]:.1f} ms a step, {coef[1]:.2f} ms a running sequence, {coef[2]:.3f} ms a prefill token,"
+        f" {coef[3] * 1e3:.2f} us a prefill attention pair, {coef[4] * 1e3:.2f} us a context token"
+    )
+
+
+def steps_compare(args: argparse.Namespace) -> int:
+    from sizing.perf.calibration import load_profiles, profile_for
+    from sizing.perf.stepfit import modelled_s
+
+    path = Path(args.records or records_path(args.shape))
+    levels = [json.loads(line) for line in path.read_text().splitlines() if line]
+    shape = levels[0]["shape"]
+    prof = profile_for("xeon-spr", "vllm")
+    sm = _step_model(shape, prof)
+    timed: list[tuple[EngineStep, int]] = []
+    total = 0
+    for lv in levels:
+        steps = rebuild([_record(r) for r in lv["records"]])
+        total += len(steps)
+        timed += [(s, lv["point"][0]) for s in steps if s.duration_s is not None]
+    meas = np.array([s.duration_s for s, _p in timed]) * 1e3
+    model = np.array([modelled_s(sm, s) for s, _p in timed]) * 1e3
+    version = load_profiles().get("version")
+    print(f"{shape}: {len(timed):,} steps timed of {total:,} rebuilt over {len(levels)} levels ({path.name});"
+          f" modelled with profile {version} xeon-spr/vllm")  # fmt: skip
+    print(f"  {'step':<40} {'steps':>6} {'measured ms (p10-p90)':>26} {'modelled ms':>12} {'ratio':>6}")
+
+    def line(label: str, mask: np.ndarray) -> None:
+        if mask.sum() < args.min_steps:
+            return
+        m, p = meas[mask], model[mask]
+        cell = f"{np.median(m):7.1f} ({np.percentile(m, 10):6.1f}-{np.percentile(m, 90):6.1f})"
+        print(f"  {label:<40} {int(mask.sum()):>6} {cell:>26} {np.median(p):12.1f} {np.median(p / m):6.2f}")
+
+    prompts = np.array([p for _s, p in timed])
+    dec = np.array([s.decode_seqs for s, _p in timed])
+    pre = np.array([s.prefills for s, _p in timed])
+    for plen in sorted(set(prompts.tolist())):
+        for lo, hi in DECODE_BUCKETS:
+            line(
+                f"{plen}-token prompts: decode only, {lo}-{hi - 1} seqs",
+                (prompts == plen) & (pre == 0) & (dec >= lo) & (dec < hi),
+            )
+        for n in (1, 2, 3):
+            for lo, hi in MIXED_BUCKETS:
+                many = pre >= n if n == 3 else pre == n
+                line(f"{plen}-token prompts: {n}{'+' if n == 3 else ''} prefills, {lo}-{hi - 1} seqs",
+                     (prompts == plen) & many & (dec >= lo) & (dec < hi))  # fmt: skip
+    ratio = model / meas
+    print(f"  all steps: modelled/measured median {np.median(ratio):.2f} (10th-90th percentile"
+          f" {np.percentile(ratio, 10):.2f}-{np.percentile(ratio, 90):.2f}), MdAPE"
+          f" {100 * np.median(np.abs(ratio - 1)):.1f}%")  # fmt: skip
+    x = _terms([s for s, _p in timed])
+    print(f"  measured, least squares: {_split(x, meas)}")
+    print(f"  modelled, least squares: {_split(x, model)}")
+    return 0
+
+
+def steps(args: argparse.Namespace) -> int:
+    if args.measure:
+        steps_measure(args)
+    return steps_compare(args)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -716,10 +914,14 @@ def main() -> int:
         help="simulate each closed-loop level whose users fell into lock-step in the groups it measured (from"
         " the step records beside --csv)",
     )
-    h.add_argument("--train", choices=("short", "warm", "lengths", "small"), default="short",
+    h.add_argument(
+        "--records", help="`--train steps`: the step records (default: engine-steps-small-llama.jsonl)"
+    )
+    h.add_argument("--train", choices=("short", "warm", "lengths", "small", "steps"), default="short",
                    help="fit on the short run as measured first after the engine started, on the grid's warm"
                    " levels of the same shape, length and streams, or on three of its levels of that shape that"
-                   " set a request's fixed cost apart from prefill's (SHORT_LENGTHS)")  # fmt: skip
+                   " set a request's fixed cost apart from prefill's (SHORT_LENGTHS), or on the engine's own steps"
+                   " at <= 4 streams rebuilt from --records (sizing.perf.stepfit)")  # fmt: skip
     lp = sub.add_parser(
         "learning", help="sizing run --endpoint on the engine, then error before/after its refit"
     )
@@ -742,6 +944,16 @@ def main() -> int:
     rp.add_argument("--pause", type=float, default=REPEAT_PAUSE_S, help="seconds between rounds")
     rp.add_argument("--shape", default=SHORT[0], choices=SHAPES, help="the model shape served")
     rp.add_argument("--point", default=f"{SHORT[1][0]}/{SHORT[1][1]}", help="prompt/answer tokens")
+    sp = sub.add_parser(
+        "steps", help="the model's step time against the engine's steps, as the client saw them"
+    )
+    sp.add_argument("--shape", default="small-llama", choices=tuple(STEP_PLANS))
+    sp.add_argument(
+        "--records", help="the records file (default: benchmarks/results/engine-steps-SHAPE.jsonl)"
+    )
+    sp.add_argument("--measure", action="store_true", help="measure the shape's levels first (~6 minutes)")
+    sp.add_argument("--endpoint", default=f"http://127.0.0.1:{os.environ.get('SIZING_ENGINE_PORT', '8765')}")
+    sp.add_argument("--min-steps", type=int, default=5, help="fewest steps a kind needs to get a line")
     args = ap.parse_args()
     commands = {
         "measure": measure,
@@ -749,6 +961,7 @@ def main() -> int:
         "learning": learning,
         "frontend": frontend,
         "repeat": repeat,
+        "steps": steps,
     }
     return commands[args.cmd](args)
 

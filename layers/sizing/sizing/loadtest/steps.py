@@ -1,0 +1,112 @@
+"""Engine steps rebuilt from what the client saw.
+
+A continuous-batching engine (vLLM's scheduler among them) runs in steps: each step gives every running sequence
+one token and may prefill new prompts, and the tokens of one step leave the server together. On loopback they reach
+the client within a few milliseconds of each other, while steps last from about 7 ms (the engine tier's tiny models)
+to seconds. Grouping every streamed chunk of a level's requests by arrival time therefore gives the engine's steps
+back, without access to the server: how many sequences each step decoded, whose prompts it finished prefilling (a
+request's first token), the context its decodes read, and how long it took -- the time since the previous step's
+tokens, where the engine had work waiting then; a step after an idle engine has no duration.
+
+That is the data a step-time model is checked and fitted against, step by step rather than through the averages of
+whole levels (`benchmarks/engine.py steps`). Its limits: a prompt longer than the engine's token budget is prefilled
+over several steps and shows only in the last; a chunk that carries several tokens (a client slower than the
+engine) counts as one.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .metrics import RequestRecord
+
+#: Chunks closer than this share of the level's median inter-token gap belong to one step: the spread of one step's
+#: chunks on loopback is 0.2-1.3 ms at the median and under 8 ms at the 99th percentile (the engine tier's
+#: small-llama, 1-30 sequences), its steps 55 ms or more; tiny models' steps are 7-20 ms with a spread under 1 ms.
+STEP_GAP_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class EngineStep:
+    """One engine step as the client saw it."""
+
+    end: float  # epoch seconds when its first chunk reached the client
+    duration_s: (
+        float | None
+    )  # since the previous step's tokens; None where the engine may have idled before it
+    decode_seqs: int  # sequences that got a later token
+    prefills: int  # requests that got their first token: prompts whose prefill ended in this step
+    prefill_tokens: int  # those prompts' tokens
+    context_tokens: int  # the decoding sequences' context: prompt and tokens so far
+    spread_s: float  # from its first chunk to its last
+
+
+def _chunk_times(r: RequestRecord) -> np.ndarray:
+    assert r.ttft_s is not None
+    first = r.start + r.ttft_s
+    return first + np.concatenate(([0.0], np.cumsum(r.itl_s)))
+
+
+def rebuild(records: Sequence[RequestRecord], gap_s: float | None = None) -> list[EngineStep]:
+    """The engine steps of one level's successful requests (`records`), in order. Chunks within `gap_s` of the
+    previous one (default: `STEP_GAP_SHARE` of the median inter-token gap) are one step, unless a request already
+    has a chunk in it."""
+    ok = [r for r in records if r.error is None and r.ttft_s is not None]
+    if not ok:
+        return []
+    times = [_chunk_times(r) for r in ok]
+    t = np.concatenate(times)
+    req = np.concatenate([np.full(len(ts), i) for i, ts in enumerate(times)])
+    k = np.concatenate([np.arange(len(ts)) for ts in times])
+    order = np.argsort(t, kind="stable")
+    t, req, k = t[order], req[order], k[order]
+    if gap_s is None:
+        gaps = [g for r in ok for g in r.itl_s]
+        gap_s = STEP_GAP_SHARE * float(np.median(gaps)) if gaps else float("inf")
+    bounds = [0]
+    seen: set[int] = {int(req[0])}
+    for j in range(1, len(t)):
+        if t[j] - t[j - 1] > gap_s or int(req[j]) in seen:
+            bounds.append(j)
+            seen = set()
+        seen.add(int(req[j]))
+    bounds.append(len(t))
+    prompt = np.array([r.input_tokens or 0 for r in ok])
+    last = np.array([len(ts) - 1 for ts in times])
+    starts = np.sort([r.start for r in ok])
+    firsts = np.sort([ts[0] for ts in times])
+    steps: list[EngineStep] = []
+    prev_end: float | None = None
+    running = 0
+    for a, b in itertools.pairwise(bounds):
+        rr, kk = req[a:b], k[a:b]
+        dec = kk > 0
+        end = float(t[a])
+        busy = False
+        if prev_end is not None:
+            # work was waiting when the previous step ended: sequences it left running, or prompts sent a step's gap
+            # before it ended (sent later, the engine may have idled until they came) and not yet answered
+            sent = np.searchsorted(starts, prev_end - gap_s, side="right")
+            answered = np.searchsorted(firsts, prev_end, side="right")
+            busy = running > 0 or bool(sent > answered)
+        steps.append(
+            EngineStep(
+                end=end,
+                duration_s=end - prev_end if busy and prev_end is not None else None,
+                decode_seqs=int(dec.sum()),
+                prefills=int((~dec).sum()),
+                prefill_tokens=int(prompt[rr[~dec]].sum()),
+                context_tokens=int(prompt[rr[dec]].sum() + kk[dec].sum()),
+                spread_s=float(t[b - 1] - t[a]),
+            )
+        )
+        running = int((kk < last[rr]).sum())
+        prev_end = end
+    return steps
+
+
+__all__ = ["STEP_GAP_SHARE", "EngineStep", "rebuild"]

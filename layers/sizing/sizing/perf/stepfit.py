@@ -1,0 +1,128 @@
+"""The step time's factors fitted to an engine's own steps, as a client saw them.
+
+A level's averages mix every kind of step: a one-stream level is mostly decode steps of one sequence, a Poisson
+level at 0.8 of saturation steps of 20-40 sequences with a prompt in one of three. Fitted on averages, the per-step
+and per-sequence costs trade against each other and against the efficiencies: the CPU family's level fit put 16 ms
+on every step and 0.31 ms on each running sequence, where small-llama's own steps cost 0.8 ms and 0.98 ms, so it
+was 7-14% slow for one to seven sequences and 11-20% fast for 32 or more, and the error grew with the load.
+
+`sizing.loadtest.steps.rebuild` gives the engine's steps back from a load test's request records. This fits the
+profile's four step factors (`STEP_FACTORS`) -- compute and bandwidth efficiency, the cost of a step and of each running sequence in
+it -- to those steps, one at a time, through the same `StepModel.iteration_time` the simulator runs. Efficiencies
+stay at or below 1 of the datasheet figures. The per-request cost (arrival to scheduler, first chunk out) is not in
+any step: it is read from the first tokens of requests that arrived at an idle engine (`request_overhead`).
+
+Fitted on small-llama's steps at one and four streams (three levels, 70 s of load), the profile predicted the
+engine grid's 14 small-llama levels -- 1 to 64 streams, Poisson up to saturation, measured on other days -- within
+3.5-4.3% (median) on TPOT and 4.5-4.8% on throughput (docs/engine.md, "Steps the client saw").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..loadtest.metrics import RequestRecord
+from ..loadtest.steps import EngineStep
+from .optimizer import nelder_mead
+from .profile import Profile
+from .step import StepModel
+
+#: The profile's factors a step's time identifies (`Profile`): the rest are per request or per model class.
+STEP_FACTORS = ("compute_eff", "bandwidth_eff", "step_overhead_s", "seq_overhead_s")
+#: Scale of the fit's robust loss, log(1 + (log(modelled/measured) / scale)^2): a step off by a few percent weighs
+#: as in least squares, one off by 2x barely more than one off by 30%. A rebuilt step can be wrong -- a prompt
+#: longer than the token budget prefilled over two steps shows in the second only; a step after a stall of the
+#: client reads its gap -- and such steps read 3-8x their neighbours (small-llama: 1-2% of them).
+LOSS_SCALE = 0.1
+#: Nelder-Mead evaluations: four factors in log space settle within 150-250 (a few seconds over 3,000 steps).
+FIT_EVALS = 400
+#: Fewest timed steps a fit needs: the four factors from fewer would rest on a handful of each kind of step.
+MIN_STEPS = 50
+
+
+@dataclass(frozen=True)
+class StepFit:
+    """A profile fitted to an engine's steps and how well the steps say it holds."""
+
+    profile: Profile
+    steps: int  # timed steps fitted
+    mdape_before: float  # median |modelled/measured - 1| with the starting profile
+    mdape_after: float
+    median_ratio: float  # modelled/measured after the fit
+
+
+def modelled_s(sm: StepModel, s: EngineStep) -> float:
+    """The step model's time for the step `s` rebuilt: its prefills each a prompt from an empty context."""
+    if s.prefills:
+        pairs = s.prefills * (s.prefill_tokens / s.prefills) ** 2 / 2
+        return sm.iteration_time(s.prefill_tokens, s.decode_seqs, s.context_tokens, pairs, s.prefills)
+    return sm.iteration_time(0, s.decode_seqs, s.context_tokens)
+
+
+def _ratios(model: Callable[[Profile], StepModel], prof: Profile, steps: Sequence[EngineStep]) -> np.ndarray:
+    sm = model(prof)
+    got = np.array([modelled_s(sm, s) for s in steps])
+    want = np.array([s.duration_s for s in steps], dtype=float)
+    return np.asarray(got / want)
+
+
+def fit_steps(steps: Sequence[EngineStep], model: Callable[[Profile], StepModel], start: Profile) -> StepFit:
+    """`start` with its `STEP_FACTORS` fitted to the timed `steps` (`model` builds the deployment's step model for a
+    profile). Raises ValueError with fewer than `MIN_STEPS` timed steps."""
+    timed = [s for s in steps if s.duration_s is not None and s.duration_s > 0]
+    if len(timed) < MIN_STEPS:
+        raise ValueError(f"{len(timed)} timed steps; a step fit needs {MIN_STEPS} or more")
+    x0 = [math.log(getattr(start, n)) for n in STEP_FACTORS]
+
+    def profile(x: Sequence[float]) -> Profile:
+        compute, bandwidth, step, seq = (math.exp(v) for v in x)
+        return replace(
+            start,
+            compute_eff=min(compute, 1.0),
+            bandwidth_eff=min(bandwidth, 1.0),
+            step_overhead_s=step,
+            seq_overhead_s=seq,
+        )
+
+    def loss(x: list[float]) -> float:
+        r = _ratios(model, profile(x), timed)
+        return float(np.mean(np.log1p((np.log(r) / LOSS_SCALE) ** 2)))
+
+    best = profile(nelder_mead(loss, x0, step=0.3, max_evals=FIT_EVALS))
+    before, after = _ratios(model, start, timed), _ratios(model, best, timed)
+    return StepFit(
+        profile=best,
+        steps=len(timed),
+        mdape_before=float(np.median(np.abs(before - 1))),
+        mdape_after=float(np.median(np.abs(after - 1))),
+        median_ratio=float(np.median(after)),
+    )
+
+
+def request_overhead(records: Sequence[RequestRecord], sm: StepModel) -> float | None:
+    """The per-request cost the first tokens say: over requests sent while no other was in flight (the engine idle,
+    so the first token is the request's own cost and its prompt's step alone), the median of TTFT less the step
+    model's time for that prompt's step. None when no request arrived at an idle engine."""
+    ok = [r for r in records if r.error is None and r.ttft_s is not None]
+    alone = []
+    for r in ok:
+        busy = any(o is not r and o.start < r.start < o.end for o in ok)
+        if not busy and r.ttft_s is not None:
+            alone.append(r.ttft_s - sm.iteration_time(r.input_tokens or 0, 0, 0.0))
+    return max(float(np.median(alone)), 0.0) if alone else None
+
+
+__all__ = [
+    "FIT_EVALS",
+    "LOSS_SCALE",
+    "MIN_STEPS",
+    "STEP_FACTORS",
+    "StepFit",
+    "fit_steps",
+    "modelled_s",
+    "request_overhead",
+]
