@@ -6,6 +6,8 @@
     .venv/bin/python benchmarks/engine.py holdout [--csv benchmarks/results/engine-grid.csv]
     taskset -c 1 .venv/bin/python benchmarks/engine.py frontend   # the API server's CPU a request and a token
     taskset -c 1 .venv/bin/python benchmarks/engine.py repeat     # the short run in rounds minutes apart
+    setsid taskset -c 1 .venv/bin/python benchmarks/engine.py steps --measure [--shape tiny-llama]  # ~6 minutes
+    .venv/bin/python benchmarks/engine.py holdout --train steps [--records FILE]
 
 `measure` serves each model shape in turn on the local vLLM CPU engine (engine/engine.sh: core 0) and measures a
 grid with the product's own load generator (run this client on another core): for each (prompt, answer) length,
@@ -26,6 +28,14 @@ and per output token: where it shares the model's core, the time the model does 
 
 `repeat` starts the engine, warms it as `measure` does, and measures the short run's levels in rounds a minute or
 more apart: each round's means with their intervals, and the spread across rounds against `REPEAT_TOLERANCE`.
+
+`steps --measure` serves one shape, warms it, and measures closed loops and Poisson levels of two prompt lengths
+keeping every request's record (`engine-steps-SHAPE.jsonl`); `steps` rebuilds each level's engine steps from those
+records (`sizing.loadtest.steps`) and sets the estimator's step time beside each: by kind of step, the measured
+median and its 10th-90th percentiles against the modelled median; over all steps the median ratio and error, and a
+least-squares split of both into a step's own cost, a running sequence's, a prefill token's, a prefill attention
+pair's and a context token's. `holdout --train steps` fits the profile on the steps of the records' levels of at
+most 4 streams (`sizing.perf.stepfit`) instead of on level averages.
 """
 
 from __future__ import annotations
@@ -393,7 +403,9 @@ def holdout(args: argparse.Namespace) -> int:
     print("\nmedian predicted/measured per shape, and the median error:")
     for (shape, metric), shares in sorted(by_shape.items()):
         mdape = 100 * statistics.median(abs(x - 1) for x in shares)
-        print(f"  {shape:<12} {metric:<10} {statistics.median(shares):5.2f}  {mdape:5.1f}% ({len(shares)} levels)")
+        print(
+            f"  {shape:<12} {metric:<10} {statistics.median(shares):5.2f}  {mdape:5.1f}% ({len(shares)} levels)"
+        )
     return 0
 
 
@@ -852,7 +864,7 @@ def steps_compare(args: argparse.Namespace) -> int:
     for lv in levels:
         steps = rebuild([_record(r) for r in lv["records"]])
         total += len(steps)
-        timed += [(s, lv["point"][0]) for s in steps if s.duration_s is not None]
+        timed += [(s, lv["point"][0]) for s in steps if s.duration_s]
     meas = np.array([s.duration_s for s, _p in timed]) * 1e3
     model = np.array([modelled_s(sm, s) for s, _p in timed]) * 1e3
     version = load_profiles().get("version")

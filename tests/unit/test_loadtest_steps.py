@@ -110,3 +110,19 @@ def test_failed_requests_are_left_out():
     steps = rebuild(records)
     # THEN the steps are the good request's alone
     assert len(steps) == 5 and all(s.decode_seqs + s.prefills == 1 for s in steps)
+
+
+def test_steps_the_client_read_in_one_burst_are_left_untimed():
+    # GIVEN two streams on an engine of 10 ms steps whose client fell behind once: the 6th and 7th steps' chunks
+    # reached it together, 0.1 ms apart
+    records, _truth = _engine([(0.0, 1, 12), (0.0, 1, 12)], jitter_s=0.0)
+    for r in records:
+        r.itl_s = [0.010] * len(r.itl_s)
+        r.itl_s[5], r.itl_s[6] = 0.0199, 0.0001
+    # WHEN the steps are rebuilt
+    steps = rebuild(records)
+    # THEN all 12 steps are found, no step reads a duration near 0 or 20 ms, and the others read their 10 ms
+    assert len(steps) == 12
+    timed = [s.duration_s for s in steps if s.duration_s is not None]
+    assert all(d == pytest.approx(0.010, abs=1e-6) for d in timed)
+    assert len(timed) == 8

@@ -6,7 +6,9 @@ the client within a few milliseconds of each other, while steps last from about 
 to seconds. Grouping every streamed chunk of a level's requests by arrival time therefore gives the engine's steps
 back, without access to the server: how many sequences each step decoded, whose prompts it finished prefilling (a
 request's first token), the context its decodes read, and how long it took -- the time since the previous step's
-tokens, where the engine had work waiting then; a step after an idle engine has no duration.
+tokens, where the engine had work waiting then. A step after an idle engine has no duration, nor has a step the
+client read late: when a request's next chunk comes in one burst with its last (the client fell behind a fast
+engine), that step, the one before and the one after are left untimed.
 
 That is the data a step-time model is checked and fitted against, step by step rather than through the averages of
 whole levels (`benchmarks/engine.py steps`). Its limits: a prompt longer than the engine's token budget is prefilled
@@ -68,13 +70,22 @@ def rebuild(records: Sequence[RequestRecord], gap_s: float | None = None) -> lis
         gaps = [g for r in ok for g in r.itl_s]
         gap_s = STEP_GAP_SHARE * float(np.median(gaps)) if gaps else float("inf")
     bounds = [0]
+    # steps that began inside a burst of chunks: a request's next chunk came with its last one, so the client read
+    # two steps' tokens at once (it fell behind) and neither step's end is when the engine ended it
+    bunched: set[int] = set()
     seen: set[int] = {int(req[0])}
     for j in range(1, len(t)):
-        if t[j] - t[j - 1] > gap_s or int(req[j]) in seen:
+        close = t[j] - t[j - 1] <= gap_s
+        if not close or int(req[j]) in seen:
+            if close:
+                bunched.add(len(bounds))
             bounds.append(j)
             seen = set()
         seen.add(int(req[j]))
     bounds.append(len(t))
+    # a bunched step's duration, its predecessor's (cut short) and its successor's (from a late end) are not the
+    # engine's
+    untimed = {i + d for i in bunched for d in (-1, 0, 1)}
     prompt = np.array([r.input_tokens or 0 for r in ok])
     last = np.array([len(ts) - 1 for ts in times])
     starts = np.sort([r.start for r in ok])
@@ -82,7 +93,7 @@ def rebuild(records: Sequence[RequestRecord], gap_s: float | None = None) -> lis
     steps: list[EngineStep] = []
     prev_end: float | None = None
     running = 0
-    for a, b in itertools.pairwise(bounds):
+    for i, (a, b) in enumerate(itertools.pairwise(bounds)):
         rr, kk = req[a:b], k[a:b]
         dec = kk > 0
         end = float(t[a])
@@ -92,7 +103,7 @@ def rebuild(records: Sequence[RequestRecord], gap_s: float | None = None) -> lis
             # before it ended (sent later, the engine may have idled until they came) and not yet answered
             sent = np.searchsorted(starts, prev_end - gap_s, side="right")
             answered = np.searchsorted(firsts, prev_end, side="right")
-            busy = running > 0 or bool(sent > answered)
+            busy = (running > 0 or bool(sent > answered)) and i not in untimed
         steps.append(
             EngineStep(
                 end=end,

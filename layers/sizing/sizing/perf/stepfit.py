@@ -7,14 +7,15 @@ on every step and 0.31 ms on each running sequence, where small-llama's own step
 was 7-14% slow for one to seven sequences and 11-20% fast for 32 or more, and the error grew with the load.
 
 `sizing.loadtest.steps.rebuild` gives the engine's steps back from a load test's request records. This fits the
-profile's four step factors (`STEP_FACTORS`) -- compute and bandwidth efficiency, the cost of a step and of each running sequence in
-it -- to those steps, one at a time, through the same `StepModel.iteration_time` the simulator runs. Efficiencies
-stay at or below 1 of the datasheet figures. The per-request cost (arrival to scheduler, first chunk out) is not in
-any step: it is read from the first tokens of requests that arrived at an idle engine (`request_overhead`).
+profile's step factors (`STEP_FACTORS`: compute efficiency, the cost of a step and of each running sequence in it)
+to those steps, one at a time, through the same `StepModel.iteration_time` the simulator runs. Efficiencies stay at
+or below 1 of the datasheet figures. The per-request cost (arrival to scheduler, first chunk out) is in no step: it
+is read from the first tokens of requests that arrived at an idle engine (`request_overhead`).
 
-Fitted on small-llama's steps at one and four streams (three levels, 70 s of load), the profile predicted the
-engine grid's 14 small-llama levels -- 1 to 64 streams, Poisson up to saturation, measured on other days -- within
-3.5-4.3% (median) on TPOT and 4.5-4.8% on throughput (docs/engine.md, "Steps the client saw").
+Fitted on tiny-llama's steps at one and four streams (two levels, 30 s of load), the profile predicted the engine
+grids' other levels of all three model shapes at TTFT 19.7-20.8%, TPOT 15.4-17.7%, throughput 10.1-10.7% (median
+error), TTFT above half load 21%, where level fits of the same budget read 21-38%, 12-20%, 4-14% and 22-39%
+(docs/engine.md, "Steps the client saw").
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -31,8 +33,15 @@ from .optimizer import nelder_mead
 from .profile import Profile
 from .step import StepModel
 
-#: The profile's factors a step's time identifies (`Profile`): the rest are per request or per model class.
-STEP_FACTORS = ("compute_eff", "bandwidth_eff", "step_overhead_s", "seq_overhead_s")
+#: The profile's factors one model's steps identify (`Profile`). Its bandwidth efficiency is not among them: a step
+#: reads the model's weights once, whatever it runs, so their read time and the fixed cost of a step are one constant
+#: to a single model's steps (two runs of small-llama's fitted bandwidth 0.61 with 0.1 ms a step, and 1.0, the
+#: datasheet's, with 32 ms a step, and predicted each other's steps within 3.6-4.9%). Across models of different
+#: sizes the two part, and the level fit over the grid's three models sets it; the KV reads it also prices are a few
+#: per cent of a step here. The rest of the profile is per request or per model class.
+STEP_FACTORS = ("compute_eff", "step_overhead_s", "seq_overhead_s")
+#: Fractions of the datasheet's figures: a fit may not go beyond them.
+EFFICIENCIES = ("compute_eff", "bandwidth_eff")
 #: Scale of the fit's robust loss, log(1 + (log(modelled/measured) / scale)^2): a step off by a few percent weighs
 #: as in least squares, one off by 2x barely more than one off by 30%. A rebuilt step can be wrong -- a prompt
 #: longer than the token budget prefilled over two steps shows in the second only; a step after a stall of the
@@ -70,23 +79,25 @@ def _ratios(model: Callable[[Profile], StepModel], prof: Profile, steps: Sequenc
     return np.asarray(got / want)
 
 
-def fit_steps(steps: Sequence[EngineStep], model: Callable[[Profile], StepModel], start: Profile) -> StepFit:
-    """`start` with its `STEP_FACTORS` fitted to the timed `steps` (`model` builds the deployment's step model for a
+def fit_steps(
+    steps: Sequence[EngineStep],
+    model: Callable[[Profile], StepModel],
+    start: Profile,
+    factors: Sequence[str] = STEP_FACTORS,
+) -> StepFit:
+    """`start` with its `factors` fitted to the timed `steps` (`model` builds the deployment's step model for a
     profile). Raises ValueError with fewer than `MIN_STEPS` timed steps."""
     timed = [s for s in steps if s.duration_s is not None and s.duration_s > 0]
     if len(timed) < MIN_STEPS:
         raise ValueError(f"{len(timed)} timed steps; a step fit needs {MIN_STEPS} or more")
-    x0 = [math.log(getattr(start, n)) for n in STEP_FACTORS]
+    x0 = [math.log(getattr(start, n)) for n in factors]
 
     def profile(x: Sequence[float]) -> Profile:
-        compute, bandwidth, step, seq = (math.exp(v) for v in x)
-        return replace(
-            start,
-            compute_eff=min(compute, 1.0),
-            bandwidth_eff=min(bandwidth, 1.0),
-            step_overhead_s=step,
-            seq_overhead_s=seq,
-        )
+        vals: dict[str, Any] = {n: math.exp(v) for n, v in zip(factors, x, strict=True)}
+        for n in EFFICIENCIES:
+            if n in vals:
+                vals[n] = min(vals[n], 1.0)
+        return replace(start, **vals)
 
     def loss(x: list[float]) -> float:
         r = _ratios(model, profile(x), timed)
