@@ -1,6 +1,6 @@
 """The load generator against the real engine: what it measures agrees with what vLLM's own metrics saw over the
-same window, a measured level records what the server runs, and a second run of a spec gets no prefix-cache hits
-it did not ask for.
+same window, the engine steps rebuilt from the client's records are the engine's, a measured level records what the
+server runs, and a second run of a spec gets no prefix-cache hits it did not ask for.
 
 Tolerances, from runs on this 2-core box (engine on core 0, client on core 1; docs/engine.md has the figures):
 - TTFT: the client's clock starts before HTTP parsing, tokenization and the chat template, vLLM's after them, so
@@ -27,7 +27,9 @@ import pytest
 from sizing.cli import main
 from sizing.loadtest import run_sweep
 from sizing.loadtest.http import Connection
+from sizing.loadtest.metrics import RequestRecord
 from sizing.loadtest.server import scrape, window
+from sizing.loadtest.steps import rebuild
 from sizing.loadtest.streams import measure_openai
 
 TTFT_SLACK_MS = 2.0
@@ -103,6 +105,31 @@ def test_client_ttft_is_never_below_the_servers_for_any_request(engine_url, engi
     # THEN the client's TTFT, which starts before HTTP and tokenization, is at least the server's, every time
     below = [(c, s) for c, s in pairs if c < s]
     assert not below, f"client TTFT below the server's: {below}"
+
+
+#: Steps rebuilt from the client's records against the engine's own step count over the same span: the span's ends
+#: can cut a step either way, and a step that served only requests sent after the window (unrecorded) is invisible.
+STEPS_SHARE = 0.05
+
+
+def test_the_steps_rebuilt_from_the_clients_records_are_the_engines_steps(engine_url, engine_facts, tmp_path):
+    # GIVEN a closed loop of 3 streams, every request of its window recorded, from the window's start (no warm-up)
+    model = engine_facts.served_models[0]
+    steps = run_sweep(
+        engine_url, model, [3], out_dir=tmp_path, input_tokens=256, output_tokens=OUTPUT_TOKENS, duration_s=8.0,
+        warmup_s=0.0, quiet=True, save_requests=True, seed=int(time.time()),
+    )  # fmt: skip
+    sv = steps[0].server
+    assert sv is not None and sv.steps, "the server's step counter is missing"
+    lines = (tmp_path / "requests.jsonl").read_text().splitlines()
+    records = [RequestRecord(**{k: v for k, v in json.loads(x).items() if k != "step"}) for x in lines]
+    # WHEN its engine steps are rebuilt from those records alone
+    rebuilt = rebuild(records)
+    # THEN there are as many as the engine counted over the window, each with at most the 3 running sequences, and
+    # most of them timed
+    assert len(rebuilt) == pytest.approx(sv.steps, rel=STEPS_SHARE), (len(rebuilt), sv.steps)
+    assert max(s.decode_seqs + s.prefills for s in rebuilt) <= 3
+    assert sum(s.duration_s is not None for s in rebuilt) >= 0.8 * len(rebuilt)
 
 
 def test_a_measured_level_records_what_the_server_runs(engine_url, engine_facts, tmp_path):
