@@ -12,7 +12,7 @@ from sizing.loadtest.steps import EngineStep
 from sizing.perf.config import HardwareConfig
 from sizing.perf.profile import Profile
 from sizing.perf.step import StepModel
-from sizing.perf.stepfit import STEP_FACTORS, fit_steps, modelled_s, request_overhead
+from sizing.perf.stepfit import fit_steps, modelled_s, request_overhead
 
 CFG = HardwareConfig.create("meta-llama/Llama-3.2-1B", "c7i.large", 1)
 #: what the engine really does
@@ -50,16 +50,15 @@ def test_the_fit_finds_the_costs_a_level_fit_traded_against_each_other():
     steps = _steps()
     # WHEN the step factors are fitted to them
     fit = fit_steps(steps, _model, START)
-    # THEN the per-sequence cost and the compute efficiency are the engine's, and the steps are modelled within the
-    # noise, where the start was off by far more
+    # THEN the steps are modelled within their noise, where the start was off by far more, with the engine's
+    # efficiencies and its cost of a running sequence (a few per cent of a 1B model's 250 ms step: within a third)
     p = fit.profile
-    assert p.seq_overhead_s == pytest.approx(TRUTH.seq_overhead_s, rel=0.2)
-    assert p.compute_eff == pytest.approx(TRUTH.compute_eff, rel=0.1)
     assert fit.mdape_after < 0.03 < fit.mdape_before
     assert fit.median_ratio == pytest.approx(1.0, abs=0.02)
-    # and what one model's steps do not identify is left as it was: the bandwidth (its weights' read time is one
-    # constant a step with the step's own cost) and the per-request cost
-    assert p.bandwidth_eff == START.bandwidth_eff
+    assert p.compute_eff == pytest.approx(TRUTH.compute_eff, rel=0.1)
+    assert p.bandwidth_eff == pytest.approx(TRUTH.bandwidth_eff, rel=0.1)
+    assert p.seq_overhead_s == pytest.approx(TRUTH.seq_overhead_s, rel=0.35)
+    # and the per-request cost, in no step, is left as it was
     assert p.request_overhead_s == START.request_overhead_s
 
 
@@ -88,8 +87,8 @@ def test_fitted_on_light_load_the_steps_of_heavy_load_come_out_right():
 def test_no_efficiency_beyond_the_datasheet_however_fast_the_steps():
     # GIVEN steps four times as fast as the engine's, faster than the datasheet allows their prefills and weights
     fast = [dataclasses.replace(s, duration_s=s.duration_s / 4) for s in _steps()]
-    # WHEN fitted, the bandwidth too
-    p = fit_steps(fast, _model, START, (*STEP_FACTORS, "bandwidth_eff")).profile
+    # WHEN fitted
+    p = fit_steps(fast, _model, START).profile
     # THEN the efficiencies stop at 1 of the datasheet figures
     assert p.bandwidth_eff <= 1.0 and p.compute_eff <= 1.0
 
@@ -116,3 +115,17 @@ def test_the_request_cost_is_read_from_first_tokens_at_an_idle_engine():
     got = request_overhead(recs, sm)
     # THEN it is the idle arrivals' 15 ms; the two that waited are not counted
     assert got == pytest.approx(0.015, abs=1e-6)
+
+
+def test_a_start_whose_weights_alone_read_slower_than_the_engines_steps_still_fits():
+    # GIVEN a start whose bandwidth makes the weights' read alone take longer than the engine's lightest steps (a
+    # reference fitted without the model), and steps of at most 6 running sequences
+    slow = dataclasses.replace(START, bandwidth_eff=0.35)
+    light = [s for s in _steps(800) if s.decode_seqs <= 6]
+    # WHEN fitted
+    fit = fit_steps(light, _model, slow)
+    # THEN the bandwidth moves to where the steps put it and the steps are modelled within their noise, rather than
+    # every other cost driven to nothing
+    assert fit.profile.bandwidth_eff == pytest.approx(TRUTH.bandwidth_eff, rel=0.15)
+    assert fit.mdape_after < 0.03
+    assert fit.profile.seq_overhead_s > 1e-4

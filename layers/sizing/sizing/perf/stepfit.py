@@ -2,20 +2,21 @@
 
 A level's averages mix every kind of step: a one-stream level is mostly decode steps of one sequence, a Poisson
 level at 0.8 of saturation steps of 20-40 sequences with a prompt in one of three. Fitted on averages, the per-step
-and per-sequence costs trade against each other and against the efficiencies: the CPU family's level fit put 16 ms
-on every step and 0.31 ms on each running sequence, where small-llama's own steps cost 0.8 ms and 0.98 ms, so it
-was 7-14% slow for one to seven sequences and 11-20% fast for 32 or more, and the error grew with the load.
+and per-sequence costs trade against each other and against the efficiencies: against small-llama's own steps the
+CPU family's level-fitted profile is 13-17% slow for one to seven running sequences and 11-13% fast for 32 or more
+(the engine spends 1.07 ms a step on each sequence, the profile 0.39), and the error grows with the load.
 
 `sizing.loadtest.steps.rebuild` gives the engine's steps back from a load test's request records. This fits the
-profile's step factors (`STEP_FACTORS`: compute efficiency, the cost of a step and of each running sequence in it)
-to those steps, one at a time, through the same `StepModel.iteration_time` the simulator runs. Efficiencies stay at
-or below 1 of the datasheet figures. The per-request cost (arrival to scheduler, first chunk out) is in no step: it
+profile's step factors (`STEP_FACTORS`: compute and bandwidth efficiency, the cost of a step and of each running
+sequence in it) to those steps, one at a time, through the same `StepModel.iteration_time` the simulator runs.
+Efficiencies stay at or below 1 of the datasheet figures. The per-request cost (arrival to scheduler, first chunk out) is in no step: it
 is read from the first tokens of requests that arrived at an idle engine (`request_overhead`).
 
 Fitted on tiny-llama's steps at one and four streams (two levels, 30 s of load), the profile predicted the engine
-grids' other levels of all three model shapes at TTFT 19.7-20.8%, TPOT 15.4-17.7%, throughput 10.1-10.7% (median
-error), TTFT above half load 21%, where level fits of the same budget read 21-38%, 12-20%, 4-14% and 22-39%
-(docs/engine.md, "Steps the client saw").
+grids' other levels of all three model shapes about as well as the best level fit of the same budget, and more
+evenly (TTFT 22%, TPOT 16-17%, throughput 9-12% median error); from a start that is off (a reference fitted without
+the model), small-llama's short steps moved its throughput error from 12.7% to 4.5-6.4%, where one uniform stretch
+fitted to the same levels' averages read 21% (docs/engine.md, "Steps the client saw").
 """
 
 from __future__ import annotations
@@ -33,13 +34,16 @@ from .optimizer import nelder_mead
 from .profile import Profile
 from .step import StepModel
 
-#: The profile's factors one model's steps identify (`Profile`). Its bandwidth efficiency is not among them: a step
-#: reads the model's weights once, whatever it runs, so their read time and the fixed cost of a step are one constant
-#: to a single model's steps (two runs of small-llama's fitted bandwidth 0.61 with 0.1 ms a step, and 1.0, the
-#: datasheet's, with 32 ms a step, and predicted each other's steps within 3.6-4.9%). Across models of different
-#: sizes the two part, and the level fit over the grid's three models sets it; the KV reads it also prices are a few
-#: per cent of a step here. The rest of the profile is per request or per model class.
-STEP_FACTORS = ("compute_eff", "step_overhead_s", "seq_overhead_s")
+#: The profile's factors fitted to an engine's steps (`Profile`); the rest are per request or per model class.
+STEP_FACTORS = ("compute_eff", "bandwidth_eff", "step_overhead_s", "seq_overhead_s")
+#: Weight of the pull towards the starting profile, per squared log of each factor's move: to one model's steps its
+#: weights' read time and a step's own cost are one constant (both paid once a step), so the steps fix their sum and
+#: not how it splits. Two runs of small-llama, fitted without a pull, split it as bandwidth 0.61 with 0.1 ms a step
+#: and as 1.0 (the cap) with 32 ms, and predicted each other's steps within 3.6-4.9%; held at a start's bandwidth
+#: instead, a start whose weights alone read slower than the engine's whole step (0.53, fitted without the model)
+#: left the fit nothing to move but the other costs, to zero. The pull settles the split nearest the start and costs
+#: a factor moved 2x 0.005, against a loss of 0.2-1 over the steps (`LOSS_SCALE`).
+PRIOR_WEIGHT = 0.01
 #: Fractions of the datasheet's figures: a fit may not go beyond them.
 EFFICIENCIES = ("compute_eff", "bandwidth_eff")
 #: Scale of the fit's robust loss, log(1 + (log(modelled/measured) / scale)^2): a step off by a few percent weighs
@@ -101,7 +105,8 @@ def fit_steps(
 
     def loss(x: list[float]) -> float:
         r = _ratios(model, profile(x), timed)
-        return float(np.mean(np.log1p((np.log(r) / LOSS_SCALE) ** 2)))
+        pull = PRIOR_WEIGHT * sum((a - b) ** 2 for a, b in zip(x, x0, strict=True))
+        return float(np.mean(np.log1p((np.log(r) / LOSS_SCALE) ** 2))) + pull
 
     best = profile(nelder_mead(loss, x0, step=0.3, max_evals=FIT_EVALS))
     before, after = _ratios(model, start, timed), _ratios(model, best, timed)
