@@ -63,6 +63,7 @@ def _with(spec: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, 
         ("users and rate", _with(EXAMPLE, ("rate",), {"peak_rps": 5})),
         ("neither users nor rate", _without(EXAMPLE, "users")),
         ("no tokens and no preset", _without(EXAMPLE, "tokens")),
+        ("a prompt length without an answer's, no trace or preset", _without(EXAMPLE, "tokens", "output")),
         ("an slo without any objective", _with(EXAMPLE, ("slo",), {"ttft_ms": None})),
         ("an objective without any percentile", _with(EXAMPLE, ("slo", "e2e_s"), {})),
         ("a token length of no shape", _with(EXAMPLE, ("tokens", "input"), {"p95": 3500})),
@@ -113,6 +114,10 @@ def test_a_trace_on_s3_stands_in_for_users_rate_and_tokens() -> None:
         ("hourly weights with zeros", _with(EXAMPLE, ("traffic", "profile"), [0] * 23 + [1])),
         ("a number DynamoDB just stores", _with(EXAMPLE, ("users", "peak_active_fraction"), 1e-130)),
         ("users who send (almost) nothing", _with(EXAMPLE, ("users",), {"total": 1, "peak_active_fraction": 1e-9})),
+        ("a trace, and a prompt length alone", {"model": "llama-3.1-8b", "trace": {"path": "s3://b/logs/"},
+                                                 "slo": {"e2e_s": {"p95": 9}}, "tokens": {"input": {"fixed": 1}}}),
+        ("a preset, and a prompt length alone", {"model": "llama-3.1-8b", "preset": "chat", "users": {"total": 100},
+                                                  "tokens": {"input": {"fixed": 300}}}),
     ],
 )  # fmt: skip
 def test_a_spec_the_document_allows_is_one_the_api_accepts(case: str, spec: dict[str, Any]) -> None:

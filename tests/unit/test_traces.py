@@ -316,6 +316,24 @@ def test_a_spec_rate_time_scales_the_trace(tmp_path: Path):
     assert d["trace"]["time_scale"] == pytest.approx(30 / d["trace"]["busiest_hour_rps"], rel=1e-3)
 
 
+def test_lengths_given_beside_a_trace_are_replaced_by_its_own_and_the_notes_say_so(tmp_path: Path):
+    # given a spec with a trace and a prompt length of its own
+    path = write(tmp_path, "mooncake", n=500, rate=3.0)
+    spec = parse_spec(
+        {
+            "model": MODEL,
+            "trace": {"path": str(path)},
+            "tokens": {"input": {"fixed": 1}},
+            "slo": {"e2e_s": {"p95": 9}},
+        }
+    )
+    # when the workload model is built
+    wm = resolve(spec)
+    # then the trace's lengths are used, not the one given, and a note says it was replaced
+    assert wm.input_tokens.kind == "empirical" and wm.input_tokens.mean > 1
+    assert any("a trace is given: its lengths replace tokens.input/output" in n for n in wm.notes)
+
+
 def test_a_spec_without_trace_still_needs_tokens():
     # given a spec with a rate but neither tokens nor a trace
     # when it is parsed, then tokens is the field at fault

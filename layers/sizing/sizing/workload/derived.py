@@ -206,6 +206,8 @@ def build_model(spec: WorkloadSpec, model_id: str | None = None) -> WorkloadMode
         prefix = (
             spec.tokens.shared_prefix if spec.tokens.shared_prefix is not None else recorded.shared_prefix
         )
+        if spec.tokens.input or spec.tokens.output:
+            notes.append("a trace is given: its lengths replace tokens.input/output")
     elif spec.tokens.samples_file:
         ins, outs = read_token_samples(spec.tokens.samples_file)
         i_dist, o_dist = TokenDistribution.empirical(ins), TokenDistribution.empirical(outs)

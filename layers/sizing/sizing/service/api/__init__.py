@@ -156,7 +156,8 @@ def _cross_field_rules(
 ) -> None:
     """What the validators check across fields, said in the document, so that every spec it allows is one the
     API accepts: either `users` or `rate` (not both, not neither); `tokens` and `slo` unless a `preset` fills
-    them; at least one SLO and one percentile in each; tokens.input and tokens.output; `model` one the catalog
+    them; at least one SLO and one percentile in each; tokens.input and tokens.output unless a trace or a preset gives
+    them; `model` one the catalog
     knows; a token length given as fixed, mean with p95, or lognormal mean with sigma; a watch's `model_pattern`
     is org/name with wildcards in the name, its budget storable."""
     props = spec["properties"]
@@ -187,7 +188,17 @@ def _cross_field_rules(
                 **_non_null(tokens["properties"][name]),
                 "description": tokens["properties"][name].get("description", ""),
             }
-    tokens["required"] = ["input", "output"]
+    # both lengths, unless a trace gives them or a preset fills them (the spec's own rule, `WorkloadSpec`): a trace
+    # with tokens.input alone is a spec the API accepts, so the document must allow it too
+    spec.setdefault("allOf", []).append(
+        {
+            "anyOf": [
+                _given(props, "trace"),
+                _given(props, "preset"),
+                {"properties": {"tokens": {"required": ["input", "output"]}}},
+            ]
+        }
+    )
     shape = components.get(f"{SPEC_SCHEMA_PREFIX}TokenSpec", {})
     if shape.get("properties"):
         # one form at a time, the others' fields absent or null: "give either fixed, or mean with p95, or dist:
