@@ -775,10 +775,6 @@ STEP_PLANS: dict[str, list[tuple[tuple[int, int], str, list[float], float]]] = {
         ((128, 32), "rate", [16.0, 25.6], 30.0),
     ],
 }
-#: Running sequences per decode-only bucket.
-DECODE_BUCKETS = ((1, 2), (2, 4), (4, 8), (8, 16), (16, 32), (32, 64), (64, 129))
-#: Running sequences per bucket of steps that also prefill.
-MIXED_BUCKETS = ((0, 4), (4, 16), (16, 129))
 
 
 def records_path(shape: str) -> Path:
@@ -852,52 +848,33 @@ def _split(x: np.ndarray, y: np.ndarray) -> str:
 
 def steps_compare(args: argparse.Namespace) -> int:
     from sizing.perf.calibration import load_profiles, profile_for
-    from sizing.perf.stepfit import modelled_s
+    from sizing.perf.stepfit import by_kind, modelled_s
 
     path = Path(args.records or records_path(args.shape))
     levels = [json.loads(line) for line in path.read_text().splitlines() if line]
     shape = levels[0]["shape"]
-    prof = profile_for("xeon-spr", "vllm")
-    sm = _step_model(shape, prof)
-    timed: list[tuple[EngineStep, int]] = []
-    total = 0
+    sm = _step_model(shape, profile_for("xeon-spr", "vllm"))
+    by_prompt: dict[int, list[EngineStep]] = {}
     for lv in levels:
-        steps = rebuild([_record(r) for r in lv["records"]])
-        total += len(steps)
-        timed += [(s, lv["point"][0]) for s in steps if s.duration_s]
-    meas = np.array([s.duration_s for s, _p in timed]) * 1e3
-    model = np.array([modelled_s(sm, s) for s, _p in timed]) * 1e3
-    version = load_profiles().get("version")
-    print(f"{shape}: {len(timed):,} steps timed of {total:,} rebuilt over {len(levels)} levels ({path.name});"
-          f" modelled with profile {version} xeon-spr/vllm")  # fmt: skip
+        by_prompt.setdefault(lv["point"][0], []).extend(rebuild([_record(r) for r in lv["records"]]))
+    every = [s for group in by_prompt.values() for s in group]
+    timed = [s for s in every if s.duration_s]
+    print(f"{shape}: {len(timed):,} steps timed of {len(every):,} rebuilt over {len(levels)} levels ({path.name});"
+          f" modelled with profile {load_profiles().get('version')} xeon-spr/vllm")  # fmt: skip
     print(f"  {'step':<40} {'steps':>6} {'measured ms (p10-p90)':>26} {'modelled ms':>12} {'ratio':>6}")
-
-    def line(label: str, mask: np.ndarray) -> None:
-        if mask.sum() < args.min_steps:
-            return
-        m, p = meas[mask], model[mask]
-        cell = f"{np.median(m):7.1f} ({np.percentile(m, 10):6.1f}-{np.percentile(m, 90):6.1f})"
-        print(f"  {label:<40} {int(mask.sum()):>6} {cell:>26} {np.median(p):12.1f} {np.median(p / m):6.2f}")
-
-    prompts = np.array([p for _s, p in timed])
-    dec = np.array([s.decode_seqs for s, _p in timed])
-    pre = np.array([s.prefills for s, _p in timed])
-    for plen in sorted(set(prompts.tolist())):
-        for lo, hi in DECODE_BUCKETS:
-            line(
-                f"{plen}-token prompts: decode only, {lo}-{hi - 1} seqs",
-                (prompts == plen) & (pre == 0) & (dec >= lo) & (dec < hi),
-            )
-        for n in (1, 2, 3):
-            for lo, hi in MIXED_BUCKETS:
-                many = pre >= n if n == 3 else pre == n
-                line(f"{plen}-token prompts: {n}{'+' if n == 3 else ''} prefills, {lo}-{hi - 1} seqs",
-                     (prompts == plen) & many & (dec >= lo) & (dec < hi))  # fmt: skip
-    ratio = model / meas
-    print(f"  all steps: modelled/measured median {np.median(ratio):.2f} (10th-90th percentile"
-          f" {np.percentile(ratio, 10):.2f}-{np.percentile(ratio, 90):.2f}), MdAPE"
-          f" {100 * np.median(np.abs(ratio - 1)):.1f}%")  # fmt: skip
-    x = _terms([s for s, _p in timed])
+    for plen, group in sorted(by_prompt.items()):
+        for k in by_kind(group, sm, args.min_steps)["kinds"]:
+            m = k["measured_ms"]
+            cell = f"{m['p50']:7.1f} ({m['p10']:6.1f}-{m['p90']:6.1f})"
+            label = f"{plen}-token prompts: {k['kind']}"
+            print(f"  {label:<40} {k['steps']:>6} {cell:>26} {k['modelled_ms']:12.1f} {k['ratio']:6.2f}")
+    whole = by_kind(every, sm, args.min_steps)
+    lo, hi = whole["ratio_p10_p90"]
+    print(f"  all steps: modelled/measured median {whole['median_ratio']:.2f} (10th-90th percentile {lo:.2f}-{hi:.2f}),"
+          f" MdAPE {100 * whole['mdape']:.1f}%")  # fmt: skip
+    meas = np.array([s.duration_s for s in timed], dtype=float) * 1e3
+    model = np.array([modelled_s(sm, s) for s in timed]) * 1e3
+    x = _terms(timed)
     print(f"  measured, least squares: {_split(x, meas)}")
     print(f"  modelled, least squares: {_split(x, model)}")
     return 0

@@ -3,55 +3,12 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
 
 import pytest
+from support.engine_steps import engine_run
 
 from sizing.loadtest.metrics import RequestRecord
 from sizing.loadtest.steps import rebuild
-
-
-@dataclass
-class _Req:
-    start: float
-    prompt: int
-    answer: int
-    chunks: list[float] = field(default_factory=list)
-
-
-def _engine(arrivals: list[tuple[float, int, int]], jitter_s: float = 0.0005, seed: int = 1):
-    """A continuous-batching engine's run: each step admits every waiting prompt and decodes every running
-    sequence, and takes 20 ms + 1 ms a running sequence + 0.2 ms a prompt token; its tokens reach the client within
-    `jitter_s`. Returns the client's records and the steps as run: (end, decode seqs, prompt tokens, duration or
-    None after an idle engine)."""
-    rng = random.Random(seed)
-    reqs = [_Req(t, p, a) for t, p, a in arrivals]
-    now, steps, idle = 0.0, [], True
-    while any(len(r.chunks) < r.answer for r in reqs):
-        waiting = [r for r in reqs if r.start <= now and not r.chunks]
-        running = [r for r in reqs if r.chunks and len(r.chunks) < r.answer]
-        if not waiting and not running:
-            now = min(r.start for r in reqs if not r.chunks)
-            idle = True
-            continue
-        began = now
-        now += 0.020 + 0.001 * len(running) + 0.0002 * sum(r.prompt for r in waiting)
-        for r in waiting + running:
-            r.chunks.append(now + rng.uniform(0, jitter_s))
-        steps.append((now, len(running), sum(r.prompt for r in waiting), None if idle else now - began))
-        idle = False
-    records = [
-        RequestRecord(
-            start=r.start,
-            end=r.chunks[-1],
-            ttft_s=r.chunks[0] - r.start,
-            itl_s=[b - a for a, b in zip(r.chunks, r.chunks[1:], strict=False)],
-            input_tokens=r.prompt,
-            output_tokens=r.answer,
-        )
-        for r in reqs
-    ]
-    return records, steps
 
 
 def test_the_steps_of_a_poisson_level_come_back_from_the_chunks_the_client_saw():
@@ -61,7 +18,7 @@ def test_the_steps_of_a_poisson_level_come_back_from_the_chunks_the_client_saw()
     for i in range(60):
         t += rng.expovariate(8.0)
         arrivals.append((t, 100 if i % 2 else 400, rng.randint(5, 30)))
-    records, truth = _engine(arrivals)
+    records, truth = engine_run(arrivals)
     # WHEN the steps are rebuilt from the client's records alone
     steps = rebuild(records)
     # THEN every step is found, with the sequences it decoded, the prompts it prefilled, and its duration where the
@@ -80,7 +37,7 @@ def test_the_steps_of_a_poisson_level_come_back_from_the_chunks_the_client_saw()
 
 def test_a_step_that_follows_an_idle_engine_gets_no_duration():
     # GIVEN one request at a time, each sent a second after the last finished (an idle engine between them)
-    records, truth = _engine([(i * 2.0, 200, 10) for i in range(3)])
+    records, truth = engine_run([(i * 2.0, 200, 10) for i in range(3)])
     # WHEN the steps are rebuilt
     steps = rebuild(records)
     # THEN each request's first step has no duration (the engine waited for it), its decode steps have theirs
@@ -92,7 +49,7 @@ def test_a_step_that_follows_an_idle_engine_gets_no_duration():
 
 def test_two_tokens_of_one_request_never_share_a_step_however_close():
     # GIVEN steps of 2 ms (chunks 0.5 ms apart at most) and a gap threshold far wider than a step
-    records, _truth = _engine([(0.0, 1, 40), (0.0, 1, 40)], jitter_s=0.0)
+    records, _truth = engine_run([(0.0, 1, 40), (0.0, 1, 40)], jitter_s=0.0)
     for r in records:
         r.itl_s = [0.002] * len(r.itl_s)
     # WHEN rebuilt with a 10 ms gap
@@ -104,7 +61,7 @@ def test_two_tokens_of_one_request_never_share_a_step_however_close():
 
 def test_failed_requests_are_left_out():
     # GIVEN a level with a failed request beside a good one
-    records, _truth = _engine([(0.0, 100, 5)])
+    records, _truth = engine_run([(0.0, 100, 5)])
     records.append(RequestRecord(start=0.0, end=0.1, error="http_5xx"))
     # WHEN rebuilt
     steps = rebuild(records)
@@ -115,7 +72,7 @@ def test_failed_requests_are_left_out():
 def test_steps_the_client_read_in_one_burst_are_left_untimed():
     # GIVEN two streams on an engine of 10 ms steps whose client fell behind once: the 6th and 7th steps' chunks
     # reached it together, 0.1 ms apart
-    records, _truth = _engine([(0.0, 1, 12), (0.0, 1, 12)], jitter_s=0.0)
+    records, _truth = engine_run([(0.0, 1, 12), (0.0, 1, 12)], jitter_s=0.0)
     for r in records:
         r.itl_s = [0.010] * len(r.itl_s)
         r.itl_s[5], r.itl_s[6] = 0.0199, 0.0001

@@ -33,6 +33,7 @@ COMMAND_MODULES: dict[str, str] = {
     "loadtest": "sizing.commands.loadtest",
     "manifests": "sizing.commands.manifests",
     "run": "sizing.commands.run",
+    "steps": "sizing.commands.steps",
 }
 
 EXIT_BAD_INPUT = 2

@@ -132,12 +132,83 @@ def request_overhead(records: Sequence[RequestRecord], sm: StepModel) -> float |
     return max(float(np.median(alone)), 0.0) if alone else None
 
 
+#: Running sequences per bucket of decode-only steps, and of steps that also finish prompts.
+DECODE_BUCKETS = ((1, 2), (2, 4), (4, 8), (8, 16), (16, 32), (32, 64), (64, 1 << 20))
+MIXED_BUCKETS = ((0, 4), (4, 16), (16, 1 << 20))
+
+
+def _bucket_name(lo: int, hi: int) -> str:
+    if hi >= 1 << 20:
+        return f"{lo}+ seqs"
+    return "1 seq" if (lo, hi) == (1, 2) else (f"{lo} seqs" if hi == lo + 1 else f"{lo}-{hi - 1} seqs")
+
+
+def by_kind(steps: Sequence[EngineStep], sm: StepModel, min_steps: int = 5) -> dict[str, Any]:
+    """The timed `steps` against the step model `sm`, by kind of step: decode only, by running sequences; finishing
+    one, two, or three or more prompts, by running sequences. Per kind (`min_steps` or more): the steps, the
+    measured 10th/50th/90th percentile ms, the mean prompt, the modelled median ms and the median modelled/measured;
+    over all timed steps the median ratio, its 10th-90th percentiles and the median error."""
+    timed = [s for s in steps if s.duration_s]
+    if not timed:
+        return {"timed": 0, "rebuilt": len(steps), "kinds": []}
+    meas = np.array([s.duration_s for s in timed], dtype=float) * 1e3
+    model = np.array([modelled_s(sm, s) for s in timed]) * 1e3
+    dec = np.array([s.decode_seqs for s in timed])
+    pre = np.array([s.prefills for s in timed])
+    toks = np.array([s.prefill_tokens for s in timed], dtype=float)
+    kinds: list[tuple[str, np.ndarray]] = [
+        (f"decode only, {_bucket_name(lo, hi)}", (pre == 0) & (dec >= lo) & (dec < hi))
+        for lo, hi in DECODE_BUCKETS
+    ]
+    for n in (1, 2, 3):
+        many = pre >= n if n == 3 else pre == n
+        label = f"{n}{'+' if n == 3 else ''} prompt{'s' if n > 1 else ''}"
+        kinds += [
+            (f"{label}, {_bucket_name(lo, hi)}", many & (dec >= lo) & (dec < hi)) for lo, hi in MIXED_BUCKETS
+        ]
+    rows = []
+    for name, mask in kinds:
+        if int(mask.sum()) < min_steps:
+            continue
+        m, p = meas[mask], model[mask]
+        prompt = float((toks[mask] / np.maximum(pre[mask], 1)).mean()) if pre[mask].any() else 0.0
+        rows.append(
+            {
+                "kind": name,
+                "steps": int(mask.sum()),
+                "measured_ms": {
+                    q: round(float(np.percentile(m, v)), 2)
+                    for q, v in (("p10", 10), ("p50", 50), ("p90", 90))
+                },
+                "prompt_tokens": round(prompt, 1),
+                "modelled_ms": round(float(np.median(p)), 2),
+                "ratio": round(float(np.median(p / m)), 3),
+            }
+        )
+    ratio = model / meas
+    return {
+        "timed": len(timed),
+        "rebuilt": len(steps),
+        "kinds": rows,
+        "median_ratio": round(float(np.median(ratio)), 3),
+        "ratio_p10_p90": [
+            round(float(np.percentile(ratio, 10)), 3),
+            round(float(np.percentile(ratio, 90)), 3),
+        ],
+        "mdape": round(float(np.median(np.abs(ratio - 1))), 4),
+    }
+
+
 __all__ = [
+    "DECODE_BUCKETS",
     "FIT_EVALS",
     "LOSS_SCALE",
     "MIN_STEPS",
+    "MIXED_BUCKETS",
+    "PRIOR_WEIGHT",
     "STEP_FACTORS",
     "StepFit",
+    "by_kind",
     "fit_steps",
     "modelled_s",
     "request_overhead",
