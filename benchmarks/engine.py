@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import platform
@@ -423,9 +424,11 @@ def step_trained(args: argparse.Namespace) -> tuple[Any, set[str]]:
     short = [lv for lv in levels if lv["target"].get("concurrency", float("inf")) <= max(SHORT[2])]
     shape = short[0]["shape"]
     prior = _profile(_theta(PRIOR), "xeon-spr", "vllm", "fit on the short run's steps")
-    steps = [s for lv in short for s in rebuild([_record(r) for r in lv["records"]])]
+    steps = [s for lv in short for s in rebuild([RequestRecord.from_row(r) for r in lv["records"]])]
     fit = fit_steps(steps, lambda p: _step_model(shape, p), prior)
-    one = [_record(r) for lv in short if lv["target"]["concurrency"] == 1 for r in lv["records"]]
+    one = [
+        RequestRecord.from_row(r) for lv in short if lv["target"]["concurrency"] == 1 for r in lv["records"]
+    ]
     overhead = request_overhead(one, _step_model(shape, fit.profile))
     prof = dataclasses.replace(fit.profile, request_overhead_s=overhead or fit.profile.request_overhead_s)
     window = sum(lv["duration_s"] for lv in short)
@@ -579,7 +582,7 @@ def repeat(args: argparse.Namespace) -> int:
         for steps, reqs in rounds:
             step = steps[k]
             mine = [
-                RequestRecord(**{k: v for k, v in r.items() if k != "step"})
+                RequestRecord.from_row(r)
                 for r in reqs
                 if r["step"] == step["step"] and r.get("error") is None
             ]
@@ -806,32 +809,33 @@ def steps_measure(args: argparse.Namespace) -> int:
     return 0
 
 
-def _record(r: dict[str, Any]) -> RequestRecord:
-    return RequestRecord(**{k: v for k, v in r.items() if k in RequestRecord.__dataclass_fields__})
-
-
-def _step_model(shape: str, profile: Any) -> Any:
-    """The estimator's step model of the grid's deployment of `shape` (its first row in the grid CSV)."""
+@functools.cache
+def _deployment(shape: str) -> tuple[Any, Any, Any]:
+    """(config, memory fit, catalog) of the grid's deployment of `shape` (its first row in the grid CSV), read once:
+    a step fit builds a step model per profile it tries."""
     from sizing.perf.calrows import read_rows
     from sizing.perf.fit import reference_catalog, row_config
     from sizing.perf.memory import memory_fit
-    from sizing.perf.step import StepModel
 
     row = next(r for r in read_rows(CSV_PATH) if r.model == f"sizing-engine/{shape}")
     cat = reference_catalog()
     cfg = row_config(row)
-    return StepModel(cfg, memory_fit(cfg, cat), profile, cat)
+    return cfg, memory_fit(cfg, cat), cat
+
+
+def _step_model(shape: str, profile: Any) -> Any:
+    """The estimator's step model of the grid's deployment of `shape` under `profile`."""
+    from sizing.perf.step import StepModel
+
+    cfg, fit, cat = _deployment(shape)
+    return StepModel(cfg, fit, profile, cat)
 
 
 def _terms(steps: list[EngineStep]) -> np.ndarray:
     """Each step's terms: 1, running sequences, prefill tokens, prefill attention pairs (each prompt from an empty
     context), context tokens decoded."""
-    pairs = [s.prefills * (s.prefill_tokens / s.prefills) ** 2 / 2 if s.prefills else 0.0 for s in steps]
     return np.array(
-        [
-            [1.0, s.decode_seqs, s.prefill_tokens, p, s.context_tokens]
-            for s, p in zip(steps, pairs, strict=True)
-        ],
+        [[1.0, s.decode_seqs, s.prefill_tokens, s.prefill_pairs, s.context_tokens] for s in steps],
         dtype=float,
     )
 
@@ -856,7 +860,9 @@ def steps_compare(args: argparse.Namespace) -> int:
     sm = _step_model(shape, profile_for("xeon-spr", "vllm"))
     by_prompt: dict[int, list[EngineStep]] = {}
     for lv in levels:
-        by_prompt.setdefault(lv["point"][0], []).extend(rebuild([_record(r) for r in lv["records"]]))
+        by_prompt.setdefault(lv["point"][0], []).extend(
+            rebuild([RequestRecord.from_row(r) for r in lv["records"]])
+        )
     every = [s for group in by_prompt.values() for s in group]
     timed = [s for s in every if s.duration_s]
     print(f"{shape}: {len(timed):,} steps timed of {len(every):,} rebuilt over {len(levels)} levels ({path.name});"

@@ -122,7 +122,7 @@ def test_the_steps_rebuilt_from_the_clients_records_are_the_engines_steps(engine
     sv = steps[0].server
     assert sv is not None and sv.steps, "the server's step counter is missing"
     lines = (tmp_path / "requests.jsonl").read_text().splitlines()
-    records = [RequestRecord(**{k: v for k, v in json.loads(x).items() if k != "step"}) for x in lines]
+    records = [RequestRecord.from_row(json.loads(x)) for x in lines]
     # WHEN its engine steps are rebuilt from those records alone
     rebuilt = rebuild(records)
     # THEN there are as many as the engine counted over the window, each with at most the 3 running sequences, and

@@ -48,14 +48,13 @@ def read_records(folder: Path) -> list[tuple[Any, Any]]:
     if not path.is_file():
         why = f"no {REQUESTS} in {folder}: measure with `sizing loadtest ... --save-requests --out {folder}`"
         raise InvalidInput(why, [Problem("results", why)])
-    fields = set(RequestRecord.__dataclass_fields__)
     out = []
     for n, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-            out.append((row.get("step"), RequestRecord(**{k: v for k, v in row.items() if k in fields})))
+            out.append((row.get("step"), RequestRecord.from_row(row)))
         except (ValueError, TypeError, AttributeError) as exc:
             why = f"{path.name} line {n} is not a request record ({type(exc).__name__})"
             raise InvalidInput(why, [Problem("results", why)]) from None

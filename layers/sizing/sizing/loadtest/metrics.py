@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,11 @@ class RequestRecord:
             self.error,
             self.response_id,
         ]
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> RequestRecord:
+        """A record from a saved line of `requests.jsonl` (its fields beside the level's `step`, which it drops)."""
+        return cls(**{k: v for k, v in row.items() if k in cls.__dataclass_fields__})
 
     @classmethod
     def from_wire(cls, w: Sequence[Any]) -> RequestRecord:

@@ -37,14 +37,18 @@ class EngineStep:
     """One engine step as the client saw it."""
 
     end: float  # epoch seconds when its first chunk reached the client
-    duration_s: (
-        float | None
-    )  # since the previous step's tokens; None where the engine may have idled before it
+    #: since the previous step's tokens; None where the engine may have idled before it, or the client read it late
+    duration_s: float | None
     decode_seqs: int  # sequences that got a later token
     prefills: int  # requests that got their first token: prompts whose prefill ended in this step
     prefill_tokens: int  # those prompts' tokens
     context_tokens: int  # the decoding sequences' context: prompt and tokens so far
     spread_s: float  # from its first chunk to its last
+
+    @property
+    def prefill_pairs(self) -> float:
+        """Query x key pairs of its prefills' attention, each prompt from an empty context (the mean prompt's)."""
+        return self.prefills * (self.prefill_tokens / self.prefills) ** 2 / 2 if self.prefills else 0.0
 
 
 def _chunk_times(r: RequestRecord) -> np.ndarray:
@@ -97,17 +101,18 @@ def rebuild(records: Sequence[RequestRecord], gap_s: float | None = None) -> lis
         rr, kk = req[a:b], k[a:b]
         dec = kk > 0
         end = float(t[a])
-        busy = False
-        if prev_end is not None:
+        duration = None
+        if prev_end is not None and i not in untimed:
             # work was waiting when the previous step ended: sequences it left running, or prompts sent a step's gap
             # before it ended (sent later, the engine may have idled until they came) and not yet answered
             sent = np.searchsorted(starts, prev_end - gap_s, side="right")
             answered = np.searchsorted(firsts, prev_end, side="right")
-            busy = (running > 0 or bool(sent > answered)) and i not in untimed
+            if running > 0 or sent > answered:
+                duration = end - prev_end
         steps.append(
             EngineStep(
                 end=end,
-                duration_s=end - prev_end if busy and prev_end is not None else None,
+                duration_s=duration,
                 decode_seqs=int(dec.sum()),
                 prefills=int((~dec).sum()),
                 prefill_tokens=int(prompt[rr[~dec]].sum()),

@@ -71,8 +71,9 @@ class StepFit:
 def modelled_s(sm: StepModel, s: EngineStep) -> float:
     """The step model's time for the step `s` rebuilt: its prefills each a prompt from an empty context."""
     if s.prefills:
-        pairs = s.prefills * (s.prefill_tokens / s.prefills) ** 2 / 2
-        return sm.iteration_time(s.prefill_tokens, s.decode_seqs, s.context_tokens, pairs, s.prefills)
+        return sm.iteration_time(
+            s.prefill_tokens, s.decode_seqs, s.context_tokens, s.prefill_pairs, s.prefills
+        )
     return sm.iteration_time(0, s.decode_seqs, s.context_tokens)
 
 
@@ -83,21 +84,16 @@ def _ratios(model: Callable[[Profile], StepModel], prof: Profile, steps: Sequenc
     return np.asarray(got / want)
 
 
-def fit_steps(
-    steps: Sequence[EngineStep],
-    model: Callable[[Profile], StepModel],
-    start: Profile,
-    factors: Sequence[str] = STEP_FACTORS,
-) -> StepFit:
-    """`start` with its `factors` fitted to the timed `steps` (`model` builds the deployment's step model for a
+def fit_steps(steps: Sequence[EngineStep], model: Callable[[Profile], StepModel], start: Profile) -> StepFit:
+    """`start` with its `STEP_FACTORS` fitted to the timed `steps` (`model` builds the deployment's step model for a
     profile). Raises ValueError with fewer than `MIN_STEPS` timed steps."""
     timed = [s for s in steps if s.duration_s is not None and s.duration_s > 0]
     if len(timed) < MIN_STEPS:
         raise ValueError(f"{len(timed)} timed steps; a step fit needs {MIN_STEPS} or more")
-    x0 = [math.log(getattr(start, n)) for n in factors]
+    x0 = [math.log(getattr(start, n)) for n in STEP_FACTORS]
 
     def profile(x: Sequence[float]) -> Profile:
-        vals: dict[str, Any] = {n: math.exp(v) for n, v in zip(factors, x, strict=True)}
+        vals: dict[str, Any] = {n: math.exp(v) for n, v in zip(STEP_FACTORS, x, strict=True)}
         for n in EFFICIENCIES:
             if n in vals:
                 vals[n] = min(vals[n], 1.0)
@@ -124,11 +120,11 @@ def request_overhead(records: Sequence[RequestRecord], sm: StepModel) -> float |
     so the first token is the request's own cost and its prompt's step alone), the median of TTFT less the step
     model's time for that prompt's step. None when no request arrived at an idle engine."""
     ok = [r for r in records if r.error is None and r.ttft_s is not None]
-    alone = []
-    for r in ok:
-        busy = any(o is not r and o.start < r.start < o.end for o in ok)
-        if not busy and r.ttft_s is not None:
-            alone.append(r.ttft_s - sm.iteration_time(r.input_tokens or 0, 0, 0.0))
+    alone = [
+        r.ttft_s - sm.iteration_time(r.input_tokens or 0, 0, 0.0)
+        for r in ok
+        if r.ttft_s is not None and not any(o is not r and o.start < r.start < o.end for o in ok)
+    ]
     return max(float(np.median(alone)), 0.0) if alone else None
 
 
