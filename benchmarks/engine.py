@@ -634,21 +634,24 @@ def unseen_model_profile(path: Path, model: str) -> Path:
 def score_unmeasured(csv: Path, shape: str, model: str, base: Any, correction: Any) -> None:
     """The grid's levels of `model`, predicted by `base` before and after the run's `correction` (MdAPE)."""
     from sizing.learn.correction import corrected
+    from sizing.learn.stepcorrection import applied
     from sizing.perf.calrows import read_rows
     from sizing.perf.fit import measured, predict_row
 
     rows = [r for r in read_rows(csv) if r.model == model and not r.row_id.endswith("-short")]
     before: dict[str, list[float]] = {}
     after: dict[str, list[float]] = {}
+    # a step correction replaces the profile's factors: its figures are simulated; a stretch's are its closed form
+    stepped = applied(base, correction["steps"]) if correction and correction.get("steps") else None
     for r in rows:
         got = predict_row(r, base)
+        new = predict_row(r, stepped) if stepped is not None else {}
         for metric, value in measured(r).items():
             if metric not in ("ttft", "tpot", "throughput") or metric not in got:
                 continue
             before.setdefault(metric, []).append(abs(got[metric] - value) / value)
-            after.setdefault(metric, []).append(
-                abs(corrected(metric, got[metric], correction) - value) / value
-            )
+            p = new[metric] if metric in new else corrected(metric, got[metric], correction)
+            after.setdefault(metric, []).append(abs(p - value) / value)
     print(f"\nerror at the {len(rows)} grid levels of {shape} the run did not measure (MdAPE):")
     print(f"{'metric':<11} {'before':>8} {'after':>8}")
     for m in before:

@@ -8,6 +8,7 @@ once.
     measurement               RUN#{run_id}           MEAS#{candidate}#{seq}
     ranking                   RUN#{run_id}           RANKING
     measured level            RUN#{run_id}           LEVEL#{candidate}#{level:06d}     MEASURED[#twin] {family}#{model}#...
+    a level's engine steps    RUN#{run_id}           STEPS#{candidate}#{n:03d}         MEASURED#steps  {family}#{model}#...
     watch                     WATCH#{id}             WATCH                             WATCHES         {created_at}#{id}
     watch's release options   WATCH#{id}             RELEASE
     watch's release result    WATCH#{id}             RESULT#{at}#{model}
@@ -36,6 +37,7 @@ WATCHES = "WATCHES"
 MODELS = "MODELS"
 MEASURED = "MEASURED"
 MEASURED_TWIN = "MEASURED#twin"
+MEASURED_STEPS = "MEASURED#steps"
 
 #: Partition-key prefixes and the sort-key prefixes queried by `begins_with`.
 RUN_PREFIX = "RUN#"
@@ -43,6 +45,7 @@ WATCH_PREFIX = "WATCH#"
 ARCH_PREFIX = "ARCH#"
 MEAS_PREFIX = "MEAS#"
 LEVEL_PREFIX = "LEVEL#"
+STEPS_PREFIX = "STEPS#"
 RESULT_PREFIX = "RESULT#"
 
 #: Sort keys of the one-per-partition items.
@@ -78,6 +81,10 @@ def ranking_key(run_id: str) -> dict[str, str]:
 
 def level_key(run_id: str, candidate_id: str, level: int) -> dict[str, str]:
     return {PK: run_pk(run_id), SK: f"{LEVEL_PREFIX}{candidate_id}#{level:06d}"}
+
+
+def steps_key(run_id: str, candidate_id: str, n: int) -> dict[str, str]:
+    return {PK: run_pk(run_id), SK: f"{STEPS_PREFIX}{candidate_id}#{n:03d}"}
 
 
 def watch_key(watch_id: str) -> dict[str, str]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -205,7 +205,7 @@ def corrected(metric: str, predicted: float, correction: dict[str, Any] | None) 
     return predicted
 
 
-def _summary(apes: dict[str, list[float]]) -> dict[str, Any]:
+def summary(apes: dict[str, list[float]]) -> dict[str, Any]:
     out: dict[str, Any] = {
         m: {"n": len(v), "mdape": round(statistics.median(v), 4)} for m, v in apes.items() if v
     }
@@ -214,16 +214,24 @@ def _summary(apes: dict[str, list[float]]) -> dict[str, Any]:
     return out
 
 
-def team_error(rows: Sequence[TeamRow], corrections: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
-    """MdAPE per metric of the team's rows predicted with `corrections` (None: the reference profile alone)."""
+def team_error(
+    rows: Sequence[TeamRow],
+    corrections: dict[str, dict[str, Any]] | None,
+    simulated: dict[tuple[str, str], float] | None = None,
+) -> dict[str, Any]:
+    """MdAPE per metric of the team's rows predicted with `corrections` (None: the reference profile alone);
+    `simulated`: (level id, metric) -> the prediction of a level under a step correction, which has no closed
+    form (`sizing.learn.stepcorrection.simulated`)."""
     apes: dict[str, list[float]] = {m: [] for m in METRICS}
     for row in rows:
         hit = lookup(corrections or {}, row.family, row.engine, row.model)
         for m in METRICS:
             pair = row.figures.get(m)
             if pair and pair[0] > 0 and pair[1] > 0:
-                apes[m].append(abs(corrected(m, pair[0], hit[1] if hit else None) / pair[1] - 1))
-    return _summary(apes)
+                sim = (simulated or {}).get((row.level_id, m))
+                p = sim if sim is not None else corrected(m, pair[0], hit[1] if hit else None)
+                apes[m].append(abs(p / pair[1] - 1))
+    return summary(apes)
 
 
 def team_cv(rows: Sequence[TeamRow]) -> dict[str, Any]:
@@ -247,7 +255,7 @@ def team_cv(rows: Sequence[TeamRow]) -> dict[str, Any]:
             p = corrected(m, pair[0], hit)
             apes[m].append(abs(p / pair[1] - 1))
             preds.append({"level": row.level_id, "metric": m, "predicted": round(p, 4), "measured": pair[1]})
-    return {**_summary(apes), "grouping": "level", "rows": preds}
+    return {**summary(apes), "grouping": "level", "rows": preds}
 
 
 @dataclass(frozen=True)
@@ -293,19 +301,29 @@ def reference_rows(data: dict[str, Any], normalised: Iterable[dict[str, str]]) -
     return out
 
 
+#: How a reference row is predicted under a step correction (`sizing.learn.stepcorrection.reference_prediction`):
+#: its factors replace the profile's, so no closed form gives the row's new figure; None keeps the row's own.
+Repredict = Callable[[ReferenceRow, dict[str, Any]], float | None]
+
+
 def reference_error(
-    rows: Sequence[ReferenceRow], corrections: dict[str, dict[str, Any]] | None
+    rows: Sequence[ReferenceRow],
+    corrections: dict[str, dict[str, Any]] | None,
+    repredict: Repredict | None = None,
 ) -> dict[str, Any]:
-    """The reference rows' cross-validated MdAPE per metric with `corrections` applied where they speak, and
-    how many row predictions they changed."""
+    """The reference rows' cross-validated MdAPE per metric with `corrections` applied where they speak (a step
+    correction's rows re-predicted by `repredict`), and how many row predictions they changed."""
     apes: dict[str, list[float]] = {m: [] for m in METRICS}
     changed = 0
     for r in rows:
         hit = lookup(corrections or {}, r.family, r.engine, r.model) if r.product_build else None
-        p = corrected(r.metric, r.predicted, hit[1] if hit else None)
+        if hit is not None and hit[1].get("steps") and repredict is not None:
+            p = repredict(r, hit[1]) or r.predicted
+        else:
+            p = corrected(r.metric, r.predicted, hit[1] if hit else None)
         changed += p != r.predicted
         apes[r.metric].append(abs(p / r.measured - 1))
-    return {**_summary(apes), "changed_predictions": changed}
+    return {**summary(apes), "changed_predictions": changed}
 
 
 def decide(
@@ -358,17 +376,18 @@ def adoptable(
     team_after: dict[str, Any],
     ref_rows: Sequence[ReferenceRow],
     ref_before: dict[str, Any],
+    repredict: Repredict | None = None,
 ) -> tuple[dict[str, dict[str, Any]], bool, list[str], dict[str, Any]]:
     """What of `candidate` may be adopted: all of it when `decide` says so; else, where the pooled correction (what
     other models on the hardware would get) is what worsens the reference rows, the models' own corrections without
     it -- the team's error is the same either way, since each measured model looks its own correction up first.
     Returns (the corrections, adopt, the reasons in words, the reference error with them applied)."""
-    ref_after = reference_error(ref_rows, candidate)
+    ref_after = reference_error(ref_rows, candidate, repredict)
     adopt, reasons = decide(team_before, team_after, ref_before, ref_after)
     own = {k: v for k, v in candidate.items() if not k.endswith(f"/{POOLED}")}
     if adopt or not own or len(own) == len(candidate):
         return candidate, adopt, reasons, ref_after
-    own_after = reference_error(ref_rows, own)
+    own_after = reference_error(ref_rows, own, repredict)
     own_adopt, own_reasons = decide(team_before, team_after, ref_before, own_after)
     if not own_adopt:
         return candidate, adopt, reasons, ref_after

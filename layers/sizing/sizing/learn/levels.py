@@ -27,8 +27,10 @@ from sizing.base.vocabulary import CAPACITY_PHASE
 from sizing.catalog import load_catalog
 from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS
 from sizing.loadtest.metrics import Distribution, lockstep_users
+from sizing.loadtest.stepsample import StepsSample
 from sizing.orchestrate.contracts import CandidateOutcome, StepRecord
 from sizing.perf.calibration import PROFILE_PATH, family_of, load_profiles, profile_for
+from sizing.perf.config import HardwareConfig
 from sizing.perf.replica import replica_of
 from sizing.perf.simulator import ClosedLoop, simulate
 from sizing.perf.step import StepModel
@@ -309,16 +311,7 @@ def predict_level(
     (`ServerFacts`): its own KV capacity, context and batch limit replace the assumed ones. `group`: the users'
     lock-step groups the level measured (`sizing.loadtest.metrics.lockstep_users`)."""
     try:
-        cfg = replica_of(arch, cat)
-        facts = server_facts or ServerFacts(endpoint="")
-        reported = {
-            "kv_cache_tokens": facts.kv_cache_tokens,
-            "max_model_len": facts.max_model_len,
-            "max_num_seqs": facts.max_num_seqs,
-        }
-        served: dict[str, Any] = {key: v for key, v in reported.items() if v is not None and v > 0}
-        if served:
-            cfg = replace(cfg, **served)
+        cfg = as_served(replica_of(arch, cat), server_facts)
         acc = cfg.parts(cat).accelerator.id
         profile = profile_for(acc, cfg.engine, load_profiles(str(PROFILE_PATH)))
         step = StepModel.for_config(cfg, profile=profile, catalog=cat)
@@ -350,6 +343,141 @@ def predict_level(
         "output_tokens_per_s": round(sim.output_tokens_per_s, 3),
         "requests_per_s": round(sim.requests_per_s, 5),
     }
+
+
+def as_served(cfg: HardwareConfig, server_facts: ServerFacts | None) -> HardwareConfig:
+    """`cfg` with what the measured server reported it runs (`ServerFacts`): its own KV capacity, context and batch
+    limit replace the assumed ones."""
+    facts = server_facts or ServerFacts(endpoint="")
+    reported = {
+        "kv_cache_tokens": facts.kv_cache_tokens,
+        "max_model_len": facts.max_model_len,
+        "max_num_seqs": facts.max_num_seqs,
+    }
+    served: dict[str, Any] = {key: v for key, v in reported.items() if v is not None and v > 0}
+    return replace(cfg, **served) if served else cfg
+
+
+class LevelSteps(Strict):
+    """One measured load level's engine steps (`StepsSample`), with the deployment they ran on: what the refit
+    fits the step time's factors to (`sizing.learn.stepcorrection`). Every level of a real endpoint's run keeps
+    one, the capacity search's open-loop levels too: a step is a step whatever sent its requests, and those levels
+    run the engine fuller than the closed loops do."""
+
+    run_id: str
+    candidate_id: str
+    n: int = Field(ge=0, description="the level's place among the candidate's measured levels")
+    phase: str = Field(description="`levels` (the closed-loop sweep) or the capacity search's phase")
+    concurrency: int | None = Field(default=None, description="a closed-loop level's concurrency")
+    rate_rps: float | None = Field(default=None, description="an open-loop level's arrival rate")
+    recorded_at: str = Field(default_factory=now_iso)
+    model: str = Field(description="the catalog model the estimate used")
+    family: str
+    accelerator: str
+    instance_type: str
+    tensor_parallel: int
+    quantization: str
+    engine: str
+    serving: dict[str, Any] | None = None
+    server_facts: ServerFacts | None = None
+    sample: StepsSample
+
+    def keys(self) -> dict[str, str]:
+        return {
+            **table.steps_key(self.run_id, self.candidate_id, self.n),
+            table.GSI1PK: table.MEASURED_STEPS,
+            table.GSI1SK: f"{self.family}#{self.model}#{self.recorded_at}#{self.run_id}#{self.candidate_id}"
+            f"#{self.n:03d}",
+        }
+
+    def measures(self, level: MeasuredLevel) -> bool:
+        """Whether these are the steps of the closed-loop `level`."""
+        return (
+            self.run_id == level.run_id
+            and self.candidate_id == level.candidate_id
+            and self.phase != CAPACITY_PHASE
+            and self.concurrency == level.level
+        )
+
+    def config(self, cat: Any) -> HardwareConfig:
+        """The deployment the steps ran on, as the server reported it."""
+        return as_served(
+            deployment_of(
+                self.model, self.instance_type, self.tensor_parallel, self.quantization, self.engine,
+                self.serving, cat,
+            ),
+            self.server_facts,
+        )  # fmt: skip
+
+
+def deployment_of(
+    model: str,
+    instance_type: str,
+    tp: int,
+    quantization: str,
+    engine: str,
+    serving: dict[str, Any] | None,
+    cat: Any,
+) -> HardwareConfig:
+    """A stored level's deployment: its serving configuration where it was recorded, else the hardware with the
+    engine's defaults (`replica_of`'s reading of an architecture, from the stored fields)."""
+    return replica_of(
+        {
+            "model": model,
+            "instance_type": instance_type,
+            "tensor_parallel": tp,
+            "quantization": quantization,
+            "engine": engine,
+            "serving": serving,
+        },
+        cat,
+    )
+
+
+def steps_from_run(
+    architectures: Sequence[Architecture | dict[str, Any]],
+    levels: Sequence[MeasuredLevel],
+    steps: Sequence[dict[str, Any]],
+) -> list[LevelSteps]:
+    """The engine steps of every level (closed loops and the capacity search) of the candidates whose closed-loop
+    `levels` were stored: the measured server's steps, with its deployment."""
+    arch_of = {a.id: a for a in _answers(architectures)}
+    first = {lv.candidate_id: lv for lv in levels}
+    out: list[LevelSteps] = []
+    counts: dict[str, int] = {}
+    for s in steps:
+        cid = s["candidate_id"]
+        lv = first.get(cid)
+        rec = StepRecord.model_validate(s["record"])
+        if lv is None or rec.engine_steps is None or not rec.engine_steps.steps:
+            continue
+        arch = arch_of.get(lv.architecture_id)
+        target = rec.target
+        n = counts.get(cid, 0)
+        counts[cid] = n + 1
+        out.append(
+            LevelSteps(
+                run_id=lv.run_id,
+                candidate_id=cid,
+                n=n,
+                phase=rec.phase or "levels",
+                concurrency=int(target.concurrency) if target is not None and target.concurrency else None,
+                rate_rps=float(target.rate_rps) if target is not None and target.rate_rps else None,
+                recorded_at=lv.recorded_at,
+                model=lv.model,
+                family=lv.family,
+                accelerator=lv.accelerator,
+                instance_type=lv.instance_type,
+                tensor_parallel=lv.tensor_parallel,
+                quantization=lv.quantization,
+                engine=lv.engine,
+                serving=(rec.serving.model_dump(mode="json") if rec.serving else None)
+                or (arch.serving.model_dump(mode="json") if arch is not None and arch.serving else None),
+                server_facts=rec.server_facts,
+                sample=rec.engine_steps,
+            )
+        )
+    return out
 
 
 class LevelStore:
@@ -393,6 +521,39 @@ class LevelStore:
                 data = from_item(item)
                 out.append(
                     MeasuredLevel.model_validate(
+                        {k: v for k, v in data.items() if k not in (*table.KEY_ATTRS, "type")}
+                    )
+                )
+            if "LastEvaluatedKey" not in page:
+                return out
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def put_steps(self, items: list[LevelSteps]) -> int:
+        requests = [
+            {"PutRequest": {"Item": to_item({**it.model_dump(mode="json"), **it.keys(), "type": "steps"})}}
+            for it in items
+        ]
+        self.store._batch_write(requests)
+        return len(requests)
+
+    def steps(self, family: str | None = None, model: str | None = None) -> list[LevelSteps]:
+        """Every real level's engine steps, optionally of one hardware family and one catalog model."""
+        prefix = "" if family is None else f"{family}#" + ("" if model is None else f"{model}#")
+        kwargs: dict[str, Any] = {
+            "TableName": self.store.table_name,
+            "IndexName": INDEX,
+            "KeyConditionExpression": "GSI1PK = :pk" + (" AND begins_with(GSI1SK, :sk)" if prefix else ""),
+            "ExpressionAttributeValues": {":pk": {"S": table.MEASURED_STEPS}},
+        }
+        if prefix:
+            kwargs["ExpressionAttributeValues"][":sk"] = {"S": prefix}
+        out: list[LevelSteps] = []
+        while True:
+            page = self.store.client.query(**kwargs)
+            for item in page.get("Items", []):
+                data = from_item(item)
+                out.append(
+                    LevelSteps.model_validate(
                         {k: v for k, v in data.items() if k not in (*table.KEY_ATTRS, "type")}
                     )
                 )

@@ -49,6 +49,8 @@ class RunLearning(Lenient):
     twin), levels refused, drift flags and their sentences, the refit's outcome, or why nothing was learned."""
 
     measured_levels: int = 0
+    #: levels whose engine steps were kept for the refit's step fit (closed loops and the capacity search's)
+    step_levels: int = 0
     twin_levels: int = 0
     refused: list[RefusedLevel] = Field(default_factory=list)
     #: the drift flags (`sizing.learn.drift.flags`), each stated in `drift_lines`
@@ -72,14 +74,18 @@ def after_collect(
 ) -> dict[str, Any]:
     """The run's `learning` block (it rides in the ranking and the completion event): levels stored (real and
     twin), levels refused and why, drift flags and their sentences, and the refit's outcome (or "queued")."""
-    from sizing.learn.levels import LevelStore, levels_from_run
+    from sizing.learn.levels import LevelStore, levels_from_run, steps_from_run
 
     kind: Literal["endpoint", "twin"] = "twin" if origin == "twin" else "endpoint"
     levels, refused = levels_from_run(architectures, measured, steps, run_id, kind, wm, catalog)
     LevelStore(store).put(levels)
     real = [lv for lv in levels if lv.origin == "endpoint"]
+    # a real server's engine steps, for the refit's step fit (a twin's are its own model's: never learnt from)
+    engine_steps = steps_from_run(architectures, real, steps) if real else []
+    LevelStore(store).put_steps(engine_steps)
     out: dict[str, Any] = {
         "measured_levels": len(real),
+        "step_levels": len(engine_steps),
         "twin_levels": len(levels) - len(real),
         "refused": [r.model_dump() for r in refused],
         "drift": [],

@@ -43,6 +43,15 @@ CHECK_INTERVAL_S = 5.0
 #: Bucket of the embedded default (created on its moto S3 on first use) when CALIBRATION_BUCKET is not set.
 LOCAL_BUCKET = "llm-sizing-calibration-local"
 FORMAT = 1
+#: What a step correction states (`sizing.learn.stepcorrection.FACTORS`: the step time's factors and the per-request
+#: cost), named here too so that reading a version does not import the fit.
+STEP_CORRECTION_FACTORS = (
+    "compute_eff",
+    "bandwidth_eff",
+    "step_overhead_s",
+    "seq_overhead_s",
+    "request_overhead_s",
+)
 
 
 class CorruptProfile(Exception):
@@ -133,6 +142,14 @@ class ProfileStore:
                 for s in ("prefill_scale", "decode_scale"):
                     if not isinstance(c.get(s), int | float) or not c[s] > 0:
                         raise ValueError(f"{k}: {s} is not a positive number")
+                steps = c.get("steps")
+                if steps is not None:
+                    for s in STEP_CORRECTION_FACTORS:
+                        if not isinstance(steps.get(s), int | float) or not steps[s] >= 0:
+                            raise ValueError(f"{k}: steps.{s} is not a number at or above 0")
+                    for s in ("compute_eff", "bandwidth_eff"):
+                        if not 0 < steps[s] <= 1:
+                            raise ValueError(f"{k}: steps.{s} is not a share of the datasheet figure (0-1]")
             if not isinstance(data.get("measured", []), list):
                 raise ValueError("measured is not a list")
         except (ValueError, AttributeError, TypeError) as exc:

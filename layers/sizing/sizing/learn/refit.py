@@ -50,6 +50,16 @@ class Prepared:
     etag: str | None
 
 
+def _steps_words(c: dict[str, Any]) -> str:
+    st = c["steps"]
+    return (
+        f"step factors fitted to {st['timed_steps']} engine steps of {st['step_levels']} levels (compute"
+        f" {st['compute_eff']:.3f}, bandwidth {st['bandwidth_eff']:.3f}, {st['step_overhead_s'] * 1e3:.2f} ms a step,"
+        f" {st['seq_overhead_s'] * 1e3:.3f} ms a sequence, {st['request_overhead_s'] * 1e3:.1f} ms a request; step"
+        f" error {st['step_error_before']:.1%} -> {st['step_error_after']:.1%})"
+    )
+
+
 def _changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     out = []
     for key in sorted(set(old) | set(new)):
@@ -58,7 +68,9 @@ def _changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             continue
         if n is None:
             out.append(f"{key}: correction removed")
-        elif o is None:
+        elif n.get("steps"):
+            out.append(f"{key}: {_steps_words(n)} ({n['levels']} levels, {n['runs']} runs)")
+        elif o is None or o.get("steps"):
             out.append(
                 f"{key}: new correction prefill x{n['prefill_scale']:.3f}, decode x{n['decode_scale']:.3f}"
                 f" ({n['levels']} levels, {n['runs']} runs)"
@@ -71,8 +83,76 @@ def _changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return out
 
 
-def prepare(levels: list[Any], store: ProfileStore, trigger: str = "") -> Prepared:
-    """Compute a refit on `levels` (real measured levels) against what `store` has adopted."""
+def with_steps(
+    rows: list[correction.TeamRow],
+    candidate: dict[str, Any],
+    team_after: dict[str, Any],
+    levels: list[Any],
+    steps: list[Any],
+) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """Per model whose levels kept engine steps: the step correction (`sizing.learn.stepcorrection`) in place of
+    the stretch where its leave-one-level-out error on the model's levels is lower. Returns the corrections, the
+    team's cross-validation with the chosen predictions, and a line per model saying which was kept and why."""
+    from sizing.catalog import load_catalog
+    from sizing.learn import stepcorrection
+
+    if not steps:
+        return candidate, team_after, []
+    learnt = stepcorrection.learn([lv for lv in levels if lv.level_id in {r.level_id for r in rows}], steps,
+                                  load_catalog())  # fmt: skip
+    key_of = {r.level_id: correction.model_key(r.family, r.engine, r.model) for r in rows}
+    preds: list[dict[str, Any]] = list(team_after.get("rows") or [])
+    words: list[str] = []
+    out = dict(candidate)
+    for key, sc in learnt.items():
+        stretch = [p for p in preds if key_of.get(p["level"]) == key]
+        held = {r["level"] for r in sc.cv_rows}
+        a = stepcorrection.key_error([p for p in stretch if p["level"] in held])
+        b = stepcorrection.key_error(sc.cv_rows)
+        if a is None or b is None:
+            continue
+        if b < a:
+            runs = (candidate.get(key) or {}).get("runs", 0)
+            out[key] = sc.entry(runs)
+            preds = [
+                p for p in preds if not (key_of.get(p["level"]) == key and p["level"] in held)
+            ] + sc.cv_rows
+            words.append(
+                f"{key}: the step fit kept, its leave-one-level-out error {b:.1%} against the stretch's {a:.1%}"
+            )
+        else:
+            words.append(
+                f"{key}: the stretch kept, its leave-one-level-out error {a:.1%} against the step fit's {b:.1%}"
+            )
+    apes: dict[str, list[float]] = {m: [] for m in correction.METRICS}
+    for p in preds:
+        apes[p["metric"]].append(abs(p["predicted"] / p["measured"] - 1))
+    return out, {**correction.summary(apes), "grouping": "level", "rows": preds}, words
+
+
+def _simulated(
+    levels: list[Any], steps: list[Any] | None, corrections: dict[str, Any]
+) -> dict[tuple[str, str], float]:
+    """The team's levels predicted under the adopted step corrections (none adopted: nothing to simulate)."""
+    if not any(c.get("steps") for c in corrections.values()):
+        return {}
+    from sizing.catalog import load_catalog
+    from sizing.learn import stepcorrection
+
+    return stepcorrection.simulated(levels, steps or [], corrections, load_catalog())
+
+
+def _repredict(row: correction.ReferenceRow, c: dict[str, Any]) -> float | None:
+    from sizing.learn.stepcorrection import reference_prediction
+
+    return reference_prediction(row, c)
+
+
+def prepare(
+    levels: list[Any], store: ProfileStore, trigger: str = "", steps: list[Any] | None = None
+) -> Prepared:
+    """Compute a refit on `levels` (real measured levels) and the engine `steps` they kept against what `store`
+    has adopted."""
     started = time.perf_counter()
     try:
         pointer, etag = store.read_pointer()
@@ -85,13 +165,14 @@ def prepare(levels: list[Any], store: ProfileStore, trigger: str = "") -> Prepar
     reference_version, ref_rows = shipped_reference()
     rows, refused = correction.screen(team_rows(levels))
     candidate = correction.fit(rows)
-    team_before = correction.team_error(rows, current_corr)
+    team_before = correction.team_error(rows, current_corr, _simulated(levels, steps, current_corr))
     team_after = correction.team_cv(rows)
+    candidate, team_after, chosen = with_steps(rows, candidate, team_after, levels, steps or [])
     ref_before = correction.reference_error(ref_rows, None)
     candidate, adopt, reasons, ref_after = correction.adoptable(
-        candidate, team_before, team_after, ref_rows, ref_before
+        candidate, team_before, team_after, ref_rows, ref_before, _repredict
     )
-    reasons = [*reasons, *refused]
+    reasons = [*reasons, *chosen, *refused]
     table = matching.table(levels)
     changed = _changes(current_corr, candidate)
     old_confs = {(c["run_id"], c["candidate_id"]) for c in (current or {}).get("measured") or []}
@@ -153,7 +234,7 @@ def commit(prepared: Prepared, store: ProfileStore) -> dict[str, Any]:
 def run_refit(level_store: Any, store: ProfileStore, trigger: str = "") -> dict[str, Any]:
     """Read every real measured level, refit, store and (maybe) adopt. Returns the version object."""
     levels = level_store.query()
-    return commit(prepare(levels, store, trigger), store)
+    return commit(prepare(levels, store, trigger, level_store.steps()), store)
 
 
 def outcome_line(data: dict[str, Any]) -> str:

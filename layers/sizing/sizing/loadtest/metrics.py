@@ -16,6 +16,7 @@ from sizing.base.strict import Strict
 from sizing.loadtest.confidence import TargetCheck, Verdict, check_target, level_verdict
 from sizing.loadtest.overload import Overload, assess
 from sizing.loadtest.server import ServerWindow
+from sizing.loadtest.stepsample import StepsSample
 
 #: Requests sent closer together than this share of the level's median inter-token gap (one engine step) count as
 #: sent together. The users of a lock-step group send their next requests as their answers end, within the
@@ -171,6 +172,13 @@ class StepResult(Strict):
         " within a tenth of an engine step of each other): about 1 for users at random phases; more where the"
         ' users fell into lock-step groups that the engine prefills together (docs/engine.md, "Lock-step").'
         " None: an open loop, or too few requests",
+    )
+
+    engine_steps: StepsSample | None = Field(
+        default=None,
+        description="the engine's steps rebuilt from the level's streamed chunks (a sample of the timed ones) and"
+        " its first tokens at an idle engine: what the learning loop fits the step time to"
+        " (sizing.loadtest.stepsample); None: not rebuilt",
     )
 
     @property

@@ -19,12 +19,14 @@ engine) counts as one.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from .metrics import RequestRecord
+from .stepsample import IDLE_KEPT, STEPS_KEPT, StepsSample
 
 #: Chunks closer than this share of the level's median inter-token gap belong to one step: the spread of one step's
 #: chunks on loopback is 0.2-1.3 ms at the median and under 8 ms at the 99th percentile (the engine tier's
@@ -125,4 +127,46 @@ def rebuild(records: Sequence[RequestRecord], gap_s: float | None = None) -> lis
     return steps
 
 
-__all__ = ["STEP_GAP_SHARE", "EngineStep", "rebuild"]
+def idle_first_tokens_of(records: Sequence[RequestRecord]) -> list[tuple[RequestRecord, tuple[float, int]]]:
+    """Each successful request sent while no other request was in flight, with its (first token s, prompt tokens):
+    at an idle engine, the first token is the request's own cost and its prompt's step alone."""
+    ok = sorted((r for r in records if r.error is None and r.ttft_s is not None), key=lambda r: r.start)
+    out: list[tuple[RequestRecord, tuple[float, int]]] = []
+    busy_until = -math.inf  # the latest end of the requests sent before this one
+    for r in ok:
+        if busy_until <= r.start and r.ttft_s is not None:
+            out.append((r, (r.ttft_s, int(r.input_tokens or 0))))
+        busy_until = max(busy_until, r.end)
+    return out
+
+
+def sample(
+    records: Sequence[RequestRecord],
+    window: tuple[float, float] | None = None,
+    keep: int = STEPS_KEPT,
+    idle_keep: int = IDLE_KEPT,
+) -> StepsSample:
+    """A level's steps rebuilt from its `records` (every request that ran during it: its warm-up's too, or the
+    window's first steps would miss sequences already running), those that ended inside `window` (after it, the
+    requests the next level sent run in them unseen), `keep` of the timed ones picked evenly through it; and up to
+    `idle_keep` first tokens of the window's requests at an idle engine (`StepsSample`)."""
+    lo, hi = window if window is not None else (-math.inf, math.inf)
+    steps = [s for s in rebuild(records) if lo <= s.end <= hi]
+    timed = [s for s in steps if s.duration_s is not None and s.duration_s > 0]
+    picks = timed if len(timed) <= keep else [timed[int(i)] for i in np.linspace(0, len(timed) - 1, keep)]
+    idle = [(t, n) for r, (t, n) in idle_first_tokens_of(records) if lo <= r.start < hi]
+    if len(idle) > idle_keep:
+        idle = [idle[int(i)] for i in np.linspace(0, len(idle) - 1, idle_keep)]
+    return StepsSample(
+        rebuilt=len(steps),
+        timed=len(timed),
+        steps=[
+            (round(s.duration_s * 1e3, 3), s.decode_seqs, s.prefills, s.prefill_tokens, s.context_tokens)
+            for s in picks
+            if s.duration_s is not None
+        ],
+        idle_first_tokens=[(round(t * 1e3, 3), n) for t, n in idle],
+    )
+
+
+__all__ = ["STEP_GAP_SHARE", "EngineStep", "StepsSample", "idle_first_tokens_of", "rebuild", "sample"]

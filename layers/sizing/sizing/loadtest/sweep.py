@@ -19,9 +19,18 @@ from sizing.loadtest.capacity import near_limit, needs_more
 from sizing.loadtest.collector import COLLECTOR, configured
 from sizing.loadtest.confidence import level_verdict
 from sizing.loadtest.config import LoadTestConfig
-from sizing.loadtest.metrics import StepResult, backlog, check_slo, confident_checks, summarize, with_checks
+from sizing.loadtest.metrics import (
+    RequestRecord,
+    StepResult,
+    backlog,
+    check_slo,
+    confident_checks,
+    summarize,
+    with_checks,
+)
 from sizing.loadtest.overload import LOOK_EVERY_S, Overload, certain
 from sizing.loadtest.plan import LevelPlan, plan_for, pointless_after
+from sizing.loadtest.steps import StepsSample, sample
 from sizing.loadtest.server import TWIN_LAG_SHARE, UNEXPECTED_HIT_SHARE, MetricsSnapshot, scrape, window
 
 assert locust  # imported for its side effect
@@ -42,6 +51,16 @@ FAST_SPAWN_PER_USER = 10
 SHAPE_TICK_S = 1.0
 #: Seconds between checks, inside a tick, for the window's last answers (the step's tail).
 TAIL_POLL_S = 0.05
+
+
+def _steps_of(records: list[RequestRecord], window: tuple[float, float]) -> StepsSample | None:
+    """The level's engine steps (`sizing.loadtest.steps.sample`); None, with a line on stderr, where its records
+    cannot be read as steps: the level's figures stand without them."""
+    try:
+        return sample(records, window)
+    except (ValueError, TypeError, ArithmeticError) as exc:
+        print(f"engine steps not rebuilt: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return None
 
 
 class SweepShape(LoadTestShape):
@@ -244,6 +263,7 @@ class SweepShape(LoadTestShape):
             self._scrape_at.kill(block=False)  # a step cut short before its window: no start scrape
             self._scrape_at = None
         result = self._server_figures(result)
+        result = result.model_copy(update={"engine_steps": _steps_of(COLLECTOR.records, (lo, hi))})
         self.history.append(result)
         if self.cfg.save_requests:
             with open(f"{self.cfg.out_dir}/requests.jsonl", "a") as f:

@@ -43,6 +43,7 @@ from sizing.loadtest.config import (
 )
 from sizing.loadtest.metrics import Distribution
 from sizing.loadtest.overload import Overload
+from sizing.loadtest.stepsample import StepsSample
 from sizing.orchestrate.settings import CAPACITY_MAX_LEVEL_S
 from sizing.results import Architecture
 from sizing.results.blocks import LoadTarget
@@ -258,6 +259,9 @@ class StepRecord(Lenient):
     #: whether the server kept up with an open-loop level's arrivals (`sizing.loadtest.overload`; None: not tested,
     #: or a record of an earlier release)
     overload: Overload | None = None
+    #: the level's engine steps rebuilt from its streamed chunks (`StepResult.engine_steps`; None: a record of an
+    #: earlier release, or chunks that could not be read as steps)
+    engine_steps: StepsSample | None = None
 
     @field_validator("serving", mode="before")
     @classmethod
@@ -266,6 +270,17 @@ class StepRecord(Lenient):
         if isinstance(value, dict):
             try:
                 ServingConfig.model_validate(value)
+            except ValidationError:
+                return None
+        return value
+
+    @field_validator("engine_steps", mode="before")
+    @classmethod
+    def _readable_steps(cls, value: Any) -> Any:
+        """Steps stored in a shape this release does not read: the level stands without them."""
+        if isinstance(value, dict):
+            try:
+                StepsSample.model_validate(value)
             except ValidationError:
                 return None
         return value

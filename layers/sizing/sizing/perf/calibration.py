@@ -177,6 +177,16 @@ def with_team_correction(prof: Profile, model: str | None) -> Profile:
     if hit is None:
         return prof
     key, c = hit
+    if c.get("steps"):
+        from sizing.learn.stepcorrection import applied
+
+        st = c["steps"]
+        return replace(
+            applied(prof, st),
+            basis=f"{prof.basis}; team step correction {key} (step factors fitted to {st.get('timed_steps', 0)}"
+            f" engine steps of {st.get('step_levels', 0)} measured levels)",
+            version=f"{prof.version}+team.{adopted['version']}",
+        )
     sp, sd = float(c["prefill_scale"]), float(c["decode_scale"])
     return replace(
         prof.stretched(sp, sd),

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..loadtest.metrics import RequestRecord
-from ..loadtest.steps import EngineStep
+from ..loadtest.steps import EngineStep, idle_first_tokens_of
 from .optimizer import nelder_mead
 from .profile import Profile
 from .step import StepModel
@@ -87,28 +87,45 @@ def _ratios(model: Callable[[Profile], StepModel], prof: Profile, steps: Sequenc
 def fit_steps(steps: Sequence[EngineStep], model: Callable[[Profile], StepModel], start: Profile) -> StepFit:
     """`start` with its `STEP_FACTORS` fitted to the timed `steps` (`model` builds the deployment's step model for a
     profile). Raises ValueError with fewer than `MIN_STEPS` timed steps."""
-    timed = [s for s in steps if s.duration_s is not None and s.duration_s > 0]
-    if len(timed) < MIN_STEPS:
-        raise ValueError(f"{len(timed)} timed steps; a step fit needs {MIN_STEPS} or more")
-    x0 = [math.log(getattr(start, n)) for n in STEP_FACTORS]
+    return fit_step_groups([(model, steps)], start)
+
+
+def fit_step_groups(
+    groups: Sequence[tuple[Callable[[Profile], StepModel], Sequence[EngineStep]]], start: Profile
+) -> StepFit:
+    """`fit_steps` over the steps of several deployments of one hardware family (each group: its step model's
+    builder and its steps): one set of factors for all of them. Raises ValueError with fewer than `MIN_STEPS` timed
+    steps in all."""
+    timed = [
+        (model, [s for s in steps if s.duration_s is not None and s.duration_s > 0])
+        for model, steps in groups
+    ]
+    timed = [(m, ts) for m, ts in timed if ts]
+    n = sum(len(ts) for _, ts in timed)
+    if n < MIN_STEPS:
+        raise ValueError(f"{n} timed steps; a step fit needs {MIN_STEPS} or more")
+    x0 = [math.log(getattr(start, f)) for f in STEP_FACTORS]
 
     def profile(x: Sequence[float]) -> Profile:
-        vals: dict[str, Any] = {n: math.exp(v) for n, v in zip(STEP_FACTORS, x, strict=True)}
-        for n in EFFICIENCIES:
-            if n in vals:
-                vals[n] = min(vals[n], 1.0)
+        vals: dict[str, Any] = {f: math.exp(v) for f, v in zip(STEP_FACTORS, x, strict=True)}
+        for f in EFFICIENCIES:
+            if f in vals:
+                vals[f] = min(vals[f], 1.0)
         return replace(start, **vals)
 
+    def ratios(prof: Profile) -> np.ndarray:
+        return np.concatenate([_ratios(m, prof, ts) for m, ts in timed])
+
     def loss(x: list[float]) -> float:
-        r = _ratios(model, profile(x), timed)
+        r = ratios(profile(x))
         pull = PRIOR_WEIGHT * sum((a - b) ** 2 for a, b in zip(x, x0, strict=True))
         return float(np.mean(np.log1p((np.log(r) / LOSS_SCALE) ** 2))) + pull
 
     best = profile(nelder_mead(loss, x0, step=0.3, max_evals=FIT_EVALS))
-    before, after = _ratios(model, start, timed), _ratios(model, best, timed)
+    before, after = ratios(start), ratios(best)
     return StepFit(
         profile=best,
-        steps=len(timed),
+        steps=n,
         mdape_before=float(np.median(np.abs(before - 1))),
         mdape_after=float(np.median(np.abs(after - 1))),
         median_ratio=float(np.median(after)),
@@ -116,15 +133,16 @@ def fit_steps(steps: Sequence[EngineStep], model: Callable[[Profile], StepModel]
 
 
 def request_overhead(records: Sequence[RequestRecord], sm: StepModel) -> float | None:
-    """The per-request cost the first tokens say: over requests sent while no other was in flight (the engine idle,
-    so the first token is the request's own cost and its prompt's step alone), the median of TTFT less the step
-    model's time for that prompt's step. None when no request arrived at an idle engine."""
-    ok = [r for r in records if r.error is None and r.ttft_s is not None]
-    alone = [
-        r.ttft_s - sm.iteration_time(r.input_tokens or 0, 0, 0.0)
-        for r in ok
-        if r.ttft_s is not None and not any(o is not r and o.start < r.start < o.end for o in ok)
-    ]
+    """The per-request cost the first tokens say (`idle_overhead`) over requests sent while no other was in flight
+    (`sizing.loadtest.steps.idle_first_tokens_of`). None when no request arrived at an idle engine."""
+    return idle_overhead([pair for _, pair in idle_first_tokens_of(records)], sm)
+
+
+def idle_overhead(first_tokens: Sequence[tuple[float, int]], sm: StepModel) -> float | None:
+    """The per-request cost: over (first token s, prompt tokens) of requests that reached an idle engine (so the
+    first token is the request's own cost and its prompt's step alone), the median of the first token less the step
+    model's time for that prompt's step. None when there are none."""
+    alone = [ttft - sm.iteration_time(tokens, 0, 0.0) for ttft, tokens in first_tokens]
     return max(float(np.median(alone)), 0.0) if alone else None
 
 
@@ -205,7 +223,9 @@ __all__ = [
     "STEP_FACTORS",
     "StepFit",
     "by_kind",
+    "fit_step_groups",
     "fit_steps",
+    "idle_overhead",
     "modelled_s",
     "request_overhead",
 ]

@@ -1,0 +1,57 @@
+"""A level's engine steps, kept small enough to store beside its figures.
+
+`sizing.loadtest.steps.rebuild` gives a level's engine steps back from its request records; a level of a few
+minutes has thousands of them, and the records behind them are not kept. What the learning loop needs of them --
+how long steps of each make-up took, and what a request costs before its first step -- fits in a sample: up to
+`STEPS_KEPT` timed steps picked evenly through the level, and the first tokens of requests that reached an idle
+engine. The sample travels with the level's record (`StepResult.engine_steps`) and with its stored measurement, and
+`sizing.learn.stepcorrection` fits the step time's factors to it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import Field
+
+from sizing.base.strict import Strict
+
+if TYPE_CHECKING:
+    from sizing.loadtest.steps import EngineStep
+
+#: Timed steps a level keeps: the fit of four factors settles within 2% of its value on all of a level's steps from
+#: 300-400 of them (small-llama's 3,155 steps, subsampled), and 400 rows of five numbers are ~12 KB of a stored record.
+STEPS_KEPT = 400
+#: First tokens at an idle engine a level keeps (their median is the per-request cost; 50 set it within a few ms).
+IDLE_KEPT = 50
+
+
+class StepsSample(Strict):
+    """A level's timed engine steps (a sample of them) and its first tokens at an idle engine."""
+
+    rebuilt: int = Field(ge=0, description="steps rebuilt from the level's requests")
+    timed: int = Field(ge=0, description="of them timed: work was waiting when the step before ended")
+    #: [duration ms, sequences decoded, prompts finished, their tokens, the decoding sequences' context tokens]
+    steps: list[tuple[float, int, int, int, int]] = Field(default_factory=list)
+    #: [first token ms, prompt tokens] of requests sent while no other was in flight
+    idle_first_tokens: list[tuple[float, int]] = Field(default_factory=list)
+
+    def engine_steps(self) -> list[EngineStep]:
+        """The kept steps as `EngineStep`s (their end times are not kept: 0)."""
+        from sizing.loadtest.steps import EngineStep
+
+        return [
+            EngineStep(
+                end=0.0,
+                duration_s=ms / 1e3,
+                decode_seqs=dec,
+                prefills=pre,
+                prefill_tokens=tok,
+                context_tokens=ctx,
+                spread_s=0.0,
+            )
+            for ms, dec, pre, tok, ctx in self.steps
+        ]
+
+
+__all__ = ["IDLE_KEPT", "STEPS_KEPT", "StepsSample"]
