@@ -952,6 +952,13 @@ def main() -> int:
     sp.add_argument("--measure", action="store_true", help="measure the shape's levels first (~6 minutes)")
     sp.add_argument("--endpoint", default=f"http://127.0.0.1:{os.environ.get('SIZING_ENGINE_PORT', '8765')}")
     sp.add_argument("--min-steps", type=int, default=5, help="fewest steps a kind needs to get a line")
+    for p in (m, lp, fp, rp, sp):
+        p.add_argument(
+            "--any-cpu",
+            action="store_true",
+            help="measure on a CPU without AMX too: not a c7i.large, so its rows (their source names the CPU) are"
+            " this machine's, never the reference's",
+        )
     args = ap.parse_args()
     commands = {
         "measure": measure,
@@ -961,6 +968,16 @@ def main() -> int:
         "repeat": repeat,
         "steps": steps,
     }
+    measures = args.cmd in ("measure", "learning", "frontend", "repeat") or (
+        args.cmd == "steps" and args.measure
+    )
+    if measures and "no AMX" in cpu_model() and not args.any_cpu:
+        # the rows are written, and the grid compared with, as xeon-spr / c7i.large: another CPU's figures would be
+        # filed under that hardware
+        print(f"this machine's CPU is {cpu_model()}: not the Sapphire Rapids Xeon of a c7i.large, whose rows these"
+              " are (docs/engine.md, 'Which instance this is'); nothing measured (--any-cpu measures it anyway: keep its rows out of the reference)",
+              file=sys.stderr)  # fmt: skip
+        return 2
     return commands[args.cmd](args)
 
 

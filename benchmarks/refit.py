@@ -11,6 +11,7 @@ cross-validate on the team's levels and the reference rows, write the version, a
 nothing.
 
     .venv/bin/python benchmarks/refit.py [--levels 1000] [--repeat 3]
+    .venv/bin/python benchmarks/refit.py --step-models 3   # the step fits of three models' runs, timed
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from moto import mock_aws
 
 from sizing.base.serving_config import serving_key
 from sizing.learn import correction
-from sizing.learn.levels import LevelStore, MeasuredLevel
+from sizing.learn.levels import LevelSteps, LevelStore, MeasuredLevel
 from sizing.learn.profiles import ProfileStore
 from sizing.learn.refit import prepare, run_refit, shipped_reference, team_rows
 from sizing.store import SizingStore, create_table
@@ -143,5 +144,77 @@ def main() -> None:
         print(f"version object: {len(str(prepared.version)) / 1024:.0f} KiB")
 
 
+def step_levels(levels: list[MeasuredLevel], seed: int = 1) -> list[LevelSteps]:
+    """Each synthetic level's engine steps, as a real endpoint's run keeps them (`STEPS_KEPT` timed steps of 1-40
+    running sequences, one in four finishing a prompt), timed by the reference profile 30% slower with 3% noise,
+    and two capacity-search levels' of its candidate."""
+    from dataclasses import replace
+
+    from sizing.catalog import load_catalog
+    from sizing.learn.stepcorrection import reference_profile
+    from sizing.loadtest.steps import EngineStep
+    from sizing.loadtest.stepsample import STEPS_KEPT, StepsSample
+    from sizing.perf.config import HardwareConfig
+    from sizing.perf.step import StepModel
+    from sizing.perf.stepfit import modelled_s
+
+    rnd = random.Random(seed)
+    cat = load_catalog()
+    out: list[LevelSteps] = []
+    for i, lv in enumerate(levels):
+        ref = reference_profile(lv.accelerator, lv.engine)
+        slow = replace(ref, bandwidth_eff=ref.bandwidth_eff / 1.3, compute_eff=ref.compute_eff / 1.3)
+        sm = StepModel.for_config(HardwareConfig.create(lv.model, lv.instance_type, 1, catalog=cat), slow)
+        for n, phase in ((i * 3, "levels"), (i * 3 + 1, "capacity"), (i * 3 + 2, "capacity")):
+            rows = []
+            for _ in range(STEPS_KEPT):
+                b, k = rnd.randint(1, 40), rnd.choice((0, 0, 0, 1))
+                s = EngineStep(0.0, 1.0, b, k, k * 512, b * rnd.randint(300, 1200), 0.0)
+                rows.append((modelled_s(sm, s) * rnd.gauss(1, 0.03) * 1e3, b, k, k * 512, s.context_tokens))
+            out.append(
+                LevelSteps(
+                    run_id=lv.run_id, candidate_id=lv.candidate_id, n=n, phase=phase,
+                    concurrency=lv.level if phase == "levels" else None, model=lv.model, family=lv.family,
+                    accelerator=lv.accelerator, instance_type=lv.instance_type, tensor_parallel=1,
+                    quantization="bf16", engine=lv.engine,
+                    sample=StepsSample(rebuilt=len(rows), timed=len(rows), steps=rows),
+                )
+            )  # fmt: skip
+    return out
+
+
+def step_fits(models: int) -> None:
+    """The refit's step fits (`sizing.learn.stepcorrection.learn`) for `models` models of three measured levels each
+    (one run's closed loops at 4, 16 and 64 streams, each with its capacity search's levels): how long they take."""
+    from sizing.catalog import load_catalog
+    from sizing.learn.stepcorrection import learn
+
+    keys = [(fam, inst, model) for fam, inst in FAMILIES[:3] for model in MODELS][:models]
+    levels = [
+        lv.model_copy(update={"family": fam, "accelerator": fam, "instance_type": inst, "model": model,
+                              "engine": "vllm", "level": c, "run_id": f"{j:016x}"})
+        for j, (fam, inst, model) in enumerate(keys)
+        for lv, c in zip(synthetic(3, seed=j), (4, 16, 64), strict=True)
+    ]  # fmt: skip
+    steps = step_levels(levels)
+    t = time.perf_counter()
+    learnt, left = learn(levels, steps, load_catalog())
+    took = time.perf_counter() - t
+    print(
+        f"step fits: {len(keys)} models, {len(steps)} levels' steps ({sum(len(s.sample.steps) for s in steps)} steps):"
+        f" {took:.1f} s ({took / max(len(keys), 1):.1f} s a model: one fit on all its steps, one per level held out);"
+        f" {len(learnt)} fitted, {len(left)} past the budget"
+    )
+    for key, sc in learnt.items():
+        print(
+            f"  {key}: step error {sc.fitted.mdape_before:.1%} -> {sc.fitted.mdape_after:.1%}, {sc.fitted.steps} steps"
+        )
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if "--step-models" in sys.argv:
+        step_fits(int(sys.argv[sys.argv.index("--step-models") + 1]))
+    else:
+        main()

@@ -90,6 +90,12 @@ start() {
   iomp="$(find "$VENV/lib" -maxdepth 1 -name 'libiomp5.so' | head -n1)"
   [[ -n "$iomp" ]] && preload="${preload:+$preload:}$iomp"
   echo "engine: starting vLLM (CPU) for $MODEL on $(url), core $CORE" >&2
+  # the CPU family's figures are a Sapphire Rapids Xeon's (AMX); elsewhere the engine still serves, at its own pace
+  if ! grep -qw amx_bf16 /proc/cpuinfo 2> /dev/null; then
+    cpu="$(grep -m1 '^model name' /proc/cpuinfo 2> /dev/null | cut -d: -f2 | sed 's/^ *//')"
+    echo "engine: this CPU (${cpu:-unknown}) has no AMX: not the Sapphire Rapids of a c7i.large; its bf16 runs" \
+      "several times slower, and its figures are this machine's, not that instance's (docs/engine.md)" >&2
+  fi
   LD_PRELOAD="$preload" VLLM_CPU_KVCACHE_SPACE="$KV_GIB" VLLM_CPU_OMP_THREADS_BIND="$CORE" \
     setsid taskset -c "$CORE,$FRONTEND_CORE" "$PY" engine/launch.py serve "$HOME_DIR/models/$MODEL" \
     --served-model-name "$MODEL" --host 127.0.0.1 --port "$PORT" --dtype bfloat16 \

@@ -8,7 +8,7 @@ import pytest
 from support.engine_steps import engine_run
 
 from sizing.loadtest.metrics import RequestRecord
-from sizing.loadtest.steps import rebuild
+from sizing.loadtest.steps import StepsSample, rebuild, sample
 
 
 def test_the_steps_of_a_poisson_level_come_back_from_the_chunks_the_client_saw():
@@ -83,3 +83,41 @@ def test_steps_the_client_read_in_one_burst_are_left_untimed():
     timed = [s.duration_s for s in steps if s.duration_s is not None]
     assert all(d == pytest.approx(0.010, abs=1e-6) for d in timed)
     assert len(timed) == 8
+
+
+def test_a_level_keeps_a_sample_of_its_timed_steps_inside_its_window_and_its_first_tokens_at_an_idle_engine():
+    # GIVEN a level of 120 Poisson arrivals (thousands of steps), and a window that leaves its first second out
+    rng = random.Random(11)
+    t, arrivals = 0.0, []
+    for i in range(120):
+        t += rng.expovariate(6.0)
+        arrivals.append((t, 100 if i % 2 else 300, rng.randint(10, 40)))
+    records, _truth = engine_run(arrivals)
+    window = (1.0, max(r.end for r in records))
+    # WHEN it is sampled to at most 50 steps
+    kept = sample(records, window, keep=50)
+    # THEN 50 timed steps are kept, spread through the level, each with its make-up; none ended before the window
+    every = [s for s in rebuild(records) if s.duration_s is not None and window[0] <= s.end]
+    assert kept.timed == len(every) > 50 and len(kept.steps) == 50
+    assert {ms for ms, *_ in kept.steps} <= {round(s.duration_s * 1e3, 3) for s in every if s.duration_s}
+    steps = kept.engine_steps()
+    assert all(s.duration_s and s.duration_s > 0 for s in steps)
+    assert sum(s.prefills for s in steps) > 0 and max(s.decode_seqs for s in steps) > 1
+    # and the first tokens kept are exactly those of requests sent with nothing in flight, inside the window
+    alone = [
+        r
+        for r in records
+        if r.start >= window[0] and not any(o is not r and o.start <= r.start < o.end for o in records)
+    ]
+    assert len(kept.idle_first_tokens) == len(alone) > 0
+    assert sorted(n for _, n in kept.idle_first_tokens) == sorted(r.input_tokens for r in alone)
+
+
+def test_a_sample_survives_the_record_it_travels_in():
+    # GIVEN a level's sample written into its record's JSON, as the load test stores it
+    records, _truth = engine_run([(0.0, 200, 20), (0.05, 100, 20)])
+    kept = sample(records)
+    # WHEN read back
+    back = StepsSample.model_validate_json(kept.model_dump_json())
+    # THEN it is the same sample, step for step
+    assert back == kept and back.engine_steps() == kept.engine_steps()

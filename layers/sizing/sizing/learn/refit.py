@@ -98,8 +98,11 @@ def with_steps(
 
     if not steps:
         return candidate, team_after, []
-    learnt = stepcorrection.learn([lv for lv in levels if lv.level_id in {r.level_id for r in rows}], steps,
-                                  load_catalog())  # fmt: skip
+    kept = {r.level_id for r in rows}
+    # a run the screen refused a level of measured another configuration or machine: none of its steps are learnt
+    refused = {(lv.run_id, lv.candidate_id) for lv in levels if lv.level_id not in kept}
+    steps = [it for it in steps if (it.run_id, it.candidate_id) not in refused]
+    learnt, left = stepcorrection.learn([lv for lv in levels if lv.level_id in kept], steps, load_catalog())
     key_of = {r.level_id: correction.model_key(r.family, r.engine, r.model) for r in rows}
     preds: list[dict[str, Any]] = list(team_after.get("rows") or [])
     words: list[str] = []
@@ -124,6 +127,11 @@ def with_steps(
             words.append(
                 f"{key}: the stretch kept, its leave-one-level-out error {a:.1%} against the step fit's {b:.1%}"
             )
+    if left:
+        words.append(
+            f"step fits not tried for {', '.join(left)}: past the refit's {stepcorrection.STEP_FIT_BUDGET_S:.0f} s"
+            " for them (a later refit reaches them); the stretch kept"
+        )
     apes: dict[str, list[float]] = {m: [] for m in correction.METRICS}
     for p in preds:
         apes[p["metric"]].append(abs(p["predicted"] / p["measured"] - 1))

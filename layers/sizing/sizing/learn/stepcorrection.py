@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import math
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -41,6 +42,10 @@ from sizing.perf.stepfit import MIN_STEPS, STEP_FACTORS, fit_step_groups, idle_o
 #: product's 2-core build box, `benchmarks/refit.py`); 1,200 settle the four factors within a few percent of a fit
 #: on all of small-llama's 3,155 steps.
 FIT_STEPS = 1200
+#: Seconds of step fits a refit starts models within: the calibration function has 120 s (template.yaml), a model's
+#: fits take a few seconds each (one on all its steps, one per closed-loop level held out), and the models a run just
+#: measured come first; those past it keep the stretch until a later refit reaches them.
+STEP_FIT_BUDGET_S = 60.0
 #: The factors a step correction states: the step factors and the per-request cost (a version's reader checks them
 #: under the same names, `sizing.learn.profiles.STEP_CORRECTION_FACTORS`).
 FACTORS = (*STEP_FACTORS, "request_overhead_s")
@@ -176,16 +181,27 @@ class StepCorrection:
 
 
 def learn(
-    levels: Sequence[MeasuredLevel], items: Sequence[LevelSteps], cat: Any
-) -> dict[str, StepCorrection]:
+    levels: Sequence[MeasuredLevel],
+    items: Sequence[LevelSteps],
+    cat: Any,
+    budget_s: float = STEP_FIT_BUDGET_S,
+) -> tuple[dict[str, StepCorrection], list[str]]:
     """Per (family, engine, model) with enough steps: the step correction fitted to all its steps, and each of its
     closed-loop levels predicted by a fit without that level's steps (leave one level out, as the stretch's
-    cross-validation). A key whose fit fails or cannot simulate a level is left to the stretch."""
+    cross-validation). A key whose fit fails or cannot simulate a level is left to the stretch. Models are taken
+    newest measurement first; none is started once `budget_s` has passed, and those left are named (the second
+    element) and keep the stretch."""
     out: dict[str, StepCorrection] = {}
     by_key: dict[str, list[LevelSteps]] = {}
     for it in items:
         by_key.setdefault(model_key(it.family, it.engine, it.model), []).append(it)
-    for key, its in sorted(by_key.items()):
+    started = time.monotonic()
+    left: list[str] = []
+    for key in sorted(by_key, key=lambda k: max(it.recorded_at for it in by_key[k]), reverse=True):
+        its = by_key[key]
+        if time.monotonic() - started > budget_s:
+            left.append(key)
+            continue
         mine = [lv for lv in levels if model_key(lv.family, lv.engine, lv.model) == key]
         try:
             whole = fit(its, cat)
@@ -213,7 +229,7 @@ def learn(
             continue
         if rows:
             out[key] = StepCorrection(key, whole, rows)
-    return out
+    return out, left
 
 
 def simulated(
@@ -268,6 +284,7 @@ def key_error(rows: Sequence[dict[str, Any]]) -> float | None:
 __all__ = [
     "FACTORS",
     "FIT_STEPS",
+    "STEP_FIT_BUDGET_S",
     "FittedSteps",
     "StepCorrection",
     "applied",
