@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -52,27 +54,44 @@ NO_PREFIX_HIT_SHARE = 0.05
 OUTPUT_TOKENS = 64
 
 
-#: A level's window: at least 8 s, and long enough for this many answers at one stream on this machine's engine
-#: (a Sapphire Rapids core answers a 256/64 request in ~0.7 s; an AVX2-only core without AMX in ~3 s, its bf16
-#: matrix products falling back to plain kernels).
+#: A level's window: at least 8 s, and long enough for this many answers per stream-round at its concurrency on
+#: this machine's engine. A round is timed first: the level's streams each send one request at once (nothing
+#: recorded). In a closed loop the streams' prompts arrive apart and each one's prefill stalls the others' decodes,
+#: so an answer takes longer than in the round (`ROUND_TO_LOOP`): a Sapphire Rapids core answers a 256/64 request in
+#: ~0.7 s alone; a core without AMX, whose bf16 matrix products fall back to plain kernels, prefills its 256 tokens in
+#: ~1.5 s, and 4 streams' answers took ~14 s in a loop against ~8 s in a round.
 ANSWERS_PER_WINDOW = 6
+ROUND_TO_LOOP = 2.0
 MIN_WINDOW_S = 8.0
 
 
 @pytest.fixture(scope="module")
-def window_s(engine_url, engine_facts) -> float:
-    """The tier's level window for this engine: one request of the tier's length timed first (nothing recorded)."""
-    conn = Connection(engine_url, 120.0)
-    try:
-        payload = {
-            "model": engine_facts.served_models[0], "max_tokens": OUTPUT_TOKENS, "stream": True, "ignore_eos": True,
-            "messages": [{"role": "user", "content": f"w{time.time_ns() % 10**7:07d} " + "the of and " * 80}],
-        }  # fmt: skip
-        rec = measure_openai(conn, "/v1/chat/completions", payload)
-    finally:
-        conn.close()
-    assert rec.error is None, rec.error
-    return max(MIN_WINDOW_S, ANSWERS_PER_WINDOW * rec.e2e_s)
+def window_s(engine_url, engine_facts) -> Callable[[int], float]:
+    """The level window for `c` streams on this engine: a round of `c` requests at once timed first."""
+    cache: dict[int, float] = {}
+
+    def one(i: int) -> RequestRecord:
+        conn = Connection(engine_url, 300.0)
+        try:
+            payload = {
+                "model": engine_facts.served_models[0], "max_tokens": OUTPUT_TOKENS, "stream": True,
+                "ignore_eos": True,
+                "messages": [{"role": "user", "content": f"w{i}{time.time_ns() % 10**7:07d} " + "the of and " * 80}],
+            }  # fmt: skip
+            return measure_openai(conn, "/v1/chat/completions", payload)
+        finally:
+            conn.close()
+
+    def window(c: int) -> float:
+        if c not in cache:
+            with ThreadPoolExecutor(c) as pool:
+                recs = list(pool.map(one, range(c)))
+            assert all(r.error is None for r in recs), [r.error for r in recs]
+            loop_s = ROUND_TO_LOOP * max(r.e2e_s for r in recs) if c > 1 else recs[0].e2e_s
+            cache[c] = max(MIN_WINDOW_S, ANSWERS_PER_WINDOW * loop_s / c)
+        return cache[c]
+
+    return window
 
 
 def _sweep(
@@ -90,7 +109,10 @@ def test_each_level_agrees_with_the_servers_own_metrics_over_the_same_window(
     # GIVEN the real engine and a closed-loop sweep of 1, 4 and 8 streams of 256-token prompts, 64-token answers
     model = engine_facts.served_models[0]
     # WHEN the load generator measures each level
-    steps = _sweep(engine_url, model, tmp_path, [1, 4, 8], window_s, seed=int(time.time()))
+    seed = int(time.time())
+    steps = [
+        _sweep(engine_url, model, tmp_path / str(c), [c], window_s(c), seed=seed + c)[0] for c in (1, 4, 8)
+    ]
     # THEN every level carries the server's figures over its window, and they agree with the client's
     assert len(steps) == 3
     for s in steps:
@@ -150,7 +172,7 @@ def test_the_steps_rebuilt_from_the_clients_records_are_the_engines_steps(
     model = engine_facts.served_models[0]
     steps = run_sweep(
         engine_url, model, [3], out_dir=tmp_path, input_tokens=256, output_tokens=OUTPUT_TOKENS,
-        duration_s=window_s, warmup_s=0.0, quiet=True, save_requests=True, seed=int(time.time()),
+        duration_s=window_s(3), warmup_s=0.0, quiet=True, save_requests=True, seed=int(time.time()),
     )  # fmt: skip
     sv = steps[0].server
     assert sv is not None and sv.steps, "the server's step counter is missing"
@@ -175,7 +197,7 @@ def test_the_steps_rebuilt_from_the_clients_records_are_the_engines_steps(
 def test_a_measured_level_records_what_the_server_runs(engine_url, engine_facts, tmp_path, window_s):
     # GIVEN the real engine
     # WHEN a load test measures one level
-    _sweep(engine_url, engine_facts.served_models[0], tmp_path, [2], window_s)
+    _sweep(engine_url, engine_facts.served_models[0], tmp_path, [2], window_s(2))
     summary = json.loads((tmp_path / "summary.json").read_text())
     # THEN the summary records the server's own facts: version, model, context, KV capacity, block, prefix caching
     server = summary["server"]
@@ -209,19 +231,12 @@ def test_a_second_run_of_a_spec_gets_no_cache_hits_it_did_not_ask_for_and_a_repe
         assert not [f for f in steps[0]["flags"] if "prefix-cache" in f]
     # AND a run that repeats an earlier run's seed (the same prompts) is flagged, its TTFT said to be flattered
     seed = json.loads((tmp_path / "run1" / "config.json").read_text())["seed"]
-    # (for a shorter time than the first: it sends the first run's prompts again and none beyond them, however much
-    # faster the cache makes its answers)
-    shorter = [
-        *argv[: argv.index("--duration")],
-        "--duration",
-        "2",
-        "--warmup",
-        "1",
-        *argv[argv.index("--input-tokens") :],
-    ]
-    assert main([*shorter, "--seed", str(seed), "--out", str(tmp_path / "again")]) == 0
+    assert main([*argv, "--seed", str(seed), "--out", str(tmp_path / "again")]) == 0
     again = json.loads(capsys.readouterr().out)
-    assert again[0]["server"]["prefix_cache_hit_share"] > 0.5
+    # (the first run's prompts that the server prefilled are hits: on a fast engine most of the window's, 0.5 and
+    # more; on a slow one fewer -- a CPU without AMX read 0.12 -- as the first run's last prompts were still queued
+    # when it ended and the cached ones speed the second past them; either way above what a fresh run reads)
+    assert again[0]["server"]["prefix_cache_hit_share"] > NO_PREFIX_HIT_SHARE
     assert any("unexpected prefix-cache hits" in f for f in again[0]["flags"])
     assert model in engine_facts.served_models
 

@@ -7,6 +7,7 @@ import random
 import pytest
 from support.engine_steps import engine_run
 
+from sizing.loadtest import steps as steps_module
 from sizing.loadtest.metrics import RequestRecord
 from sizing.loadtest.steps import StepsSample, rebuild, sample
 
@@ -121,3 +122,22 @@ def test_a_sample_survives_the_record_it_travels_in():
     back = StepsSample.model_validate_json(kept.model_dump_json())
     # THEN it is the same sample, step for step
     assert back == kept and back.engine_steps() == kept.engine_steps()
+
+
+def test_a_level_with_more_chunks_than_the_bound_is_rebuilt_over_the_middle_of_its_window(monkeypatch):
+    # GIVEN a level of 60 Poisson arrivals, and a bound of a quarter of its chunks
+    rng = random.Random(5)
+    t, arrivals = 0.0, []
+    for _ in range(60):
+        t += rng.expovariate(4.0)
+        arrivals.append((t, 200, rng.randint(10, 40)))
+    records, _truth = engine_run(arrivals)
+    chunks = sum(len(r.itl_s) + 1 for r in records)
+    monkeypatch.setattr(steps_module, "MAX_CHUNKS", chunks // 4)
+    window = (0.0, max(r.end for r in records))
+    # WHEN it is sampled
+    kept = sample(records, window, keep=10_000)
+    # THEN its steps come from a middle slice of about a quarter of the window, each as the full rebuild has it
+    every = {round(s.duration_s * 1e3, 3) for s in rebuild(records) if s.duration_s}
+    assert 0 < kept.rebuilt < len(rebuild(records)) / 2
+    assert {ms for ms, *_ in kept.steps} <= every

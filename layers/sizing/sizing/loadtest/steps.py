@@ -59,10 +59,13 @@ def _chunk_times(r: RequestRecord) -> np.ndarray:
     return first + np.concatenate(([0.0], np.cumsum(r.itl_s)))
 
 
-def rebuild(records: Sequence[RequestRecord], gap_s: float | None = None) -> list[EngineStep]:
+def rebuild(
+    records: Sequence[RequestRecord], gap_s: float | None = None, span: tuple[float, float] | None = None
+) -> list[EngineStep]:
     """The engine steps of one level's successful requests (`records`), in order. Chunks within `gap_s` of the
     previous one (default: `STEP_GAP_SHARE` of the median inter-token gap) are one step, unless a request already
-    has a chunk in it."""
+    has a chunk in it. `span`: only the steps whose chunks arrived within it (every record still counts for the
+    sequences running in them)."""
     ok = [r for r in records if r.error is None and r.ttft_s is not None]
     if not ok:
         return []
@@ -70,6 +73,11 @@ def rebuild(records: Sequence[RequestRecord], gap_s: float | None = None) -> lis
     t = np.concatenate(times)
     req = np.concatenate([np.full(len(ts), i) for i, ts in enumerate(times)])
     k = np.concatenate([np.arange(len(ts)) for ts in times])
+    if span is not None:
+        inside = (t >= span[0]) & (t <= span[1])
+        t, req, k = t[inside], req[inside], k[inside]
+        if not t.size:
+            return []
     order = np.argsort(t, kind="stable")
     t, req, k = t[order], req[order], k[order]
     if gap_s is None:
@@ -140,6 +148,24 @@ def idle_first_tokens_of(records: Sequence[RequestRecord]) -> list[tuple[Request
     return out
 
 
+#: Most streamed chunks a level's steps are rebuilt from: the rebuild walks them one by one (~1 us each), between two
+#: levels of a running load test; a level with more (a fast server's minutes of load) is rebuilt over a slice of its
+#: window's middle that holds about this many, which still gives thousands of steps.
+MAX_CHUNKS = 200_000
+
+
+def _span(records: Sequence[RequestRecord], lo: float, hi: float) -> tuple[float, float] | None:
+    """The part of the window [lo, hi] whose steps are rebuilt where the level streamed more than `MAX_CHUNKS`
+    chunks: a middle slice of about that many (its first step untimed: the one before it is not rebuilt). None:
+    every chunk."""
+    chunks = sum(len(r.itl_s) + 1 for r in records if r.error is None and r.ttft_s is not None)
+    if chunks <= MAX_CHUNKS or not math.isfinite(lo) or not math.isfinite(hi):
+        return None
+    half = (hi - lo) * MAX_CHUNKS / chunks / 2
+    mid = (lo + hi) / 2
+    return mid - half, mid + half
+
+
 def sample(
     records: Sequence[RequestRecord],
     window: tuple[float, float] | None = None,
@@ -151,7 +177,7 @@ def sample(
     requests the next level sent run in them unseen), `keep` of the timed ones picked evenly through it; and up to
     `idle_keep` first tokens of the window's requests at an idle engine (`StepsSample`)."""
     lo, hi = window if window is not None else (-math.inf, math.inf)
-    steps = [s for s in rebuild(records) if lo <= s.end <= hi]
+    steps = [s for s in rebuild(records, span=_span(records, lo, hi)) if lo <= s.end <= hi]
     timed = [s for s in steps if s.duration_s is not None and s.duration_s > 0]
     picks = timed if len(timed) <= keep else [timed[int(i)] for i in np.linspace(0, len(timed) - 1, keep)]
     idle = [(t, n) for r, (t, n) in idle_first_tokens_of(records) if lo <= r.start < hi]
