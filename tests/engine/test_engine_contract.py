@@ -38,9 +38,9 @@ from sizing.loadtest.streams import measure_openai
 TTFT_SLACK_MS = 2.0
 #: ... and by this share of the server's mean: the two windows hold different requests (the client's those sent in
 #: it, the server's those that finished between its scrapes), and where prefill is long their first tokens differ
-#: by more than the clocks do (a CPU without AMX prefills 256 tokens in ~1.5 s: one stream's client mean read 1.2%
-#: under the server's over 5 and 6 requests).
-TTFT_SLACK_SHARE = 0.03
+#: by more than the clocks do (a CPU without AMX prefills 256 tokens in ~1.5 s alone and ~6 s behind other prompts:
+#: one stream's client mean read 1.2% under the server's over 5 and 6 requests, four streams' 3.5% over 12 and 16).
+TTFT_SLACK_SHARE = 0.05
 TTFT_OVER_MS = 25.0
 TTFT_OVER_SHARE = 0.10
 TPOT_SHARE = 0.10
@@ -61,13 +61,18 @@ OUTPUT_TOKENS = 64
 #: ~0.7 s alone; a core without AMX, whose bf16 matrix products fall back to plain kernels, prefills its 256 tokens in
 #: ~1.5 s, and 4 streams' answers took ~14 s in a loop against ~8 s in a round.
 ANSWERS_PER_WINDOW = 6
+#: ... and where the level's means are compared with the server's: the two windows hold different requests, and on
+#: an engine whose first tokens vary by seconds (a prefill-bound CPU without AMX: 1.5 s alone, 6 s behind three
+#: other prompts) a dozen requests' means move by several per cent with which ones they are.
+ANSWERS_TO_COMPARE = 12
 ROUND_TO_LOOP = 2.0
 MIN_WINDOW_S = 8.0
 
 
 @pytest.fixture(scope="module")
-def window_s(engine_url, engine_facts) -> Callable[[int], float]:
-    """The level window for `c` streams on this engine: a round of `c` requests at once timed first."""
+def window_s(engine_url, engine_facts) -> Callable[..., float]:
+    """The level window for `c` streams on this engine (`answers` answers a stream-round): a round of `c` requests
+    at once timed first."""
     cache: dict[int, float] = {}
 
     def one(i: int) -> RequestRecord:
@@ -82,14 +87,13 @@ def window_s(engine_url, engine_facts) -> Callable[[int], float]:
         finally:
             conn.close()
 
-    def window(c: int) -> float:
+    def window(c: int, answers: int = ANSWERS_PER_WINDOW) -> float:
         if c not in cache:
             with ThreadPoolExecutor(c) as pool:
                 recs = list(pool.map(one, range(c)))
             assert all(r.error is None for r in recs), [r.error for r in recs]
-            loop_s = ROUND_TO_LOOP * max(r.e2e_s for r in recs) if c > 1 else recs[0].e2e_s
-            cache[c] = max(MIN_WINDOW_S, ANSWERS_PER_WINDOW * loop_s / c)
-        return cache[c]
+            cache[c] = ROUND_TO_LOOP * max(r.e2e_s for r in recs) if c > 1 else recs[0].e2e_s
+        return max(MIN_WINDOW_S, answers * cache[c] / c)
 
     return window
 
@@ -111,7 +115,8 @@ def test_each_level_agrees_with_the_servers_own_metrics_over_the_same_window(
     # WHEN the load generator measures each level
     seed = int(time.time())
     steps = [
-        _sweep(engine_url, model, tmp_path / str(c), [c], window_s(c), seed=seed + c)[0] for c in (1, 4, 8)
+        _sweep(engine_url, model, tmp_path / str(c), [c], window_s(c, ANSWERS_TO_COMPARE), seed=seed + c)[0]
+        for c in (1, 4, 8)
     ]
     # THEN every level carries the server's figures over its window, and they agree with the client's
     assert len(steps) == 3
@@ -215,11 +220,14 @@ def test_a_measured_level_records_what_the_server_runs(engine_url, engine_facts,
 
 
 def test_a_second_run_of_a_spec_gets_no_cache_hits_it_did_not_ask_for_and_a_repeated_seed_is_flagged(
-    engine_url, engine_facts, tmp_path, capsys
+    engine_url, engine_facts, tmp_path, capsys, window_s
 ):
     model = engine_facts.served_models[0]
-    argv = ["loadtest", "--endpoint", engine_url, "--concurrency", "4", "--duration", "5", "--warmup", "2",
-            "--input-tokens", "256", "--output-tokens", "16", "--json"]  # fmt: skip
+    # (a window of 5 s, longer where 4 streams answer slowly: the first run must send its window's prompts before
+    # the second asks for them again)
+    duration = max(5.0, window_s(4) / 2)
+    argv = ["loadtest", "--endpoint", engine_url, "--concurrency", "4", "--duration", f"{duration:.1f}", "--warmup",
+            "2", "--input-tokens", "256", "--output-tokens", "16", "--json"]  # fmt: skip
     # GIVEN the same spec run twice with no seed given
     runs = []
     for i in range(2):
@@ -233,10 +241,7 @@ def test_a_second_run_of_a_spec_gets_no_cache_hits_it_did_not_ask_for_and_a_repe
     seed = json.loads((tmp_path / "run1" / "config.json").read_text())["seed"]
     assert main([*argv, "--seed", str(seed), "--out", str(tmp_path / "again")]) == 0
     again = json.loads(capsys.readouterr().out)
-    # (the first run's prompts that the server prefilled are hits: on a fast engine most of the window's, 0.5 and
-    # more; on a slow one fewer -- a CPU without AMX read 0.12 -- as the first run's last prompts were still queued
-    # when it ended and the cached ones speed the second past them; either way above what a fresh run reads)
-    assert again[0]["server"]["prefix_cache_hit_share"] > NO_PREFIX_HIT_SHARE
+    assert again[0]["server"]["prefix_cache_hit_share"] > 0.5
     assert any("unexpected prefix-cache hits" in f for f in again[0]["flags"])
     assert model in engine_facts.served_models
 
