@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.cpu import box_cpu
+from support.cpu import skip_without_amx
 
 from sizing.learn.correction import MIN_TEAM_IMPROVEMENT
 from sizing.perf.calrows import CalRow
@@ -41,14 +41,12 @@ def test_a_run_on_the_engine_is_learned_from_and_the_next_estimate_for_its_hardw
     served = engine_facts.served_models[0]
     if not (OVERLAY / "models.yaml").is_file():
         pytest.skip("the engine's catalog overlay is missing: run `make engine`")
-    name, amx = box_cpu()
-    if not amx:
-        # measured as c7i.large, another CPU's figures would be filed under that hardware (what the refit's screen
-        # exists to refuse): the loop is tested where the engine runs on the hardware the run names
-        pytest.skip(
-            f"this machine's CPU ({name}) has no AMX: it is not the Sapphire Rapids Xeon of a {HARDWARE}, and a run"
-            f" naming that hardware would measure another machine (docs/engine.md, 'Which instance this is')"
-        )
+    # measured as c7i.large, another CPU's figures would be filed under that hardware (what the refit's screen
+    # exists to refuse): the loop is tested where the engine runs on the hardware the run names
+    skip_without_amx(
+        f"it is not the Sapphire Rapids Xeon of a {HARDWARE}, and a run naming that hardware would measure another"
+        " machine"
+    )
     model = f"sizing-engine/{served}"
     spec = tmp_path / "spec.yaml"
     spec.write_text(

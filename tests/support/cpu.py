@@ -15,3 +15,14 @@ def box_cpu() -> tuple[str, bool]:
     name = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "?")
     flags = next((ln for ln in info.splitlines() if ln.startswith("flags")), "")
     return name, "amx_bf16" in flags.split()
+
+
+def skip_without_amx(why: str) -> None:
+    """Skip the calling test on a CPU without AMX, saying which CPU and `why` the test needs one."""
+    import pytest
+
+    name, amx = box_cpu()
+    if not amx:
+        pytest.skip(
+            f"this machine's CPU ({name}) has no AMX: {why} (docs/engine.md, 'Which instance this is')"
+        )
