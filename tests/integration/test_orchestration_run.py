@@ -198,7 +198,10 @@ def test_a_run_of_a_traced_workload_replays_the_trace_in_every_load_test_and_rec
     assert all(r["trace_digest"] == digest for r in records)
     assert len({r["target"]["rate_rps"] for r in levels}) == len(levels) > 1
     # and the prompts had the trace's lengths (a 700-token mean), not the load test's default 512
-    sent = sum(r["input_tokens"] * r["requests"] for r in levels) / sum(r["requests"] for r in levels)
+    # (over the levels that answered: on a busy box a twin's fastest level can end with none answered)
+    answered = [r for r in levels if r["input_tokens"]]
+    assert answered
+    sent = sum(r["input_tokens"] * r["requests"] for r in answered) / sum(r["requests"] for r in answered)
     assert 450 < sent < 1000
     # and the measured block says what was sent
     measured = next(a["measured"] for a in result.architectures if a.get("measured"))

@@ -23,16 +23,19 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from sizing.base.distributions import TokenDistribution
 from sizing.learn.correction import METRICS, ReferenceRow, model_key
 from sizing.learn.levels import LevelSteps, MeasuredLevel, as_served, deployment_of
 from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS
 from sizing.perf.calibration import PROFILE_PATH, load_profiles, profile_for
-from sizing.perf.profile import Profile
+from sizing.perf.calrows import NORMALISED, read_rows
+from sizing.perf.fit import predict_row
+from sizing.perf.profile import STEP_CORRECTION_FACTORS, Profile
 from sizing.perf.simulator import ClosedLoop, simulate
 from sizing.perf.step import StepModel
 from sizing.perf.stepfit import MIN_STEPS, STEP_FACTORS, fit_step_groups, idle_overhead
@@ -46,9 +49,8 @@ FIT_STEPS = 1200
 #: fits take a few seconds each (one on all its steps, one per closed-loop level held out), and the models a run just
 #: measured come first; those past it keep the stretch until a later refit reaches them.
 STEP_FIT_BUDGET_S = 60.0
-#: The factors a step correction states: the step factors and the per-request cost (a version's reader checks them
-#: under the same names, `sizing.learn.profiles.STEP_CORRECTION_FACTORS`).
-FACTORS = (*STEP_FACTORS, "request_overhead_s")
+#: The factors a step correction states: the step factors and the per-request cost.
+FACTORS = STEP_CORRECTION_FACTORS
 
 
 @dataclass(frozen=True)
@@ -120,8 +122,13 @@ def fit(items: Sequence[LevelSteps], cat: Any) -> FittedSteps | None:
 
 def applied(prof: Profile, factors: dict[str, Any]) -> Profile:
     """`prof` with a step correction's factors in place of its own."""
-    vals: dict[str, Any] = {f: float(factors[f]) for f in FACTORS if f in factors}
-    return replace(prof, **vals)
+    return prof.with_step_factors(factors)
+
+
+def _drawn(mean: float, sigma: float | None) -> TokenDistribution:
+    """The lengths a level's client drew around `mean`: lognormal with the workload's `sigma`, else fixed (as the
+    reference rows' are read, `sizing.perf.fit`)."""
+    return TokenDistribution.lognormal(mean, sigma) if sigma else TokenDistribution.fixed(round(mean))
 
 
 def simulate_level(
@@ -129,8 +136,6 @@ def simulate_level(
 ) -> dict[str, float]:
     """A closed-loop level re-simulated with `profile` on its deployment as the server reported it (the facts its
     steps item kept), its own drawn lengths: metric -> predicted (TTFT and TPOT means in ms, output tokens/s)."""
-    from sizing.perf.fit import _drawn
-
     facts = next((it.server_facts for it in items if it.measures(level)), None)
     cfg = as_served(
         deployment_of(
@@ -254,16 +259,12 @@ def simulated(
 
 @functools.cache
 def _reference_rows() -> dict[str, Any]:
-    from sizing.perf.calrows import NORMALISED, read_rows
-
     return {r.row_id: r for r in read_rows(NORMALISED)}
 
 
 def reference_prediction(row: ReferenceRow, correction: dict[str, Any]) -> float | None:
     """A reference row of a model the team's step correction covers, predicted with the correction's factors in
     place of the reference profile's (None: the row cannot be re-simulated; it keeps its own prediction)."""
-    from sizing.perf.fit import predict_row
-
     cal = _reference_rows().get(row.row_id)
     if cal is None:
         return None

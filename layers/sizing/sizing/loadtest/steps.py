@@ -21,36 +21,16 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from .metrics import RequestRecord
-from .stepsample import IDLE_KEPT, STEPS_KEPT, StepsSample
+from .stepsample import IDLE_KEPT, STEPS_KEPT, EngineStep, StepsSample
 
 #: Chunks closer than this share of the level's median inter-token gap belong to one step: the spread of one step's
 #: chunks on loopback is 0.2-1.3 ms at the median and under 8 ms at the 99th percentile (the engine tier's
 #: small-llama, 1-30 sequences), its steps 55 ms or more; tiny models' steps are 7-20 ms with a spread under 1 ms.
 STEP_GAP_SHARE = 0.25
-
-
-@dataclass(frozen=True)
-class EngineStep:
-    """One engine step as the client saw it."""
-
-    end: float  # epoch seconds when its first chunk reached the client
-    #: since the previous step's tokens; None where the engine may have idled before it, or the client read it late
-    duration_s: float | None
-    decode_seqs: int  # sequences that got a later token
-    prefills: int  # requests that got their first token: prompts whose prefill ended in this step
-    prefill_tokens: int  # those prompts' tokens
-    context_tokens: int  # the decoding sequences' context: prompt and tokens so far
-    spread_s: float  # from its first chunk to its last
-
-    @property
-    def prefill_pairs(self) -> float:
-        """Query x key pairs of its prefills' attention, each prompt from an empty context (the mean prompt's)."""
-        return self.prefills * (self.prefill_tokens / self.prefills) ** 2 / 2 if self.prefills else 0.0
 
 
 def _chunk_times(r: RequestRecord) -> np.ndarray:

@@ -10,20 +10,36 @@ engine. The sample travels with the level's record (`StepResult.engine_steps`) a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from pydantic import Field
 
 from sizing.base.strict import Strict
-
-if TYPE_CHECKING:
-    from sizing.loadtest.steps import EngineStep
 
 #: Timed steps a level keeps: the fit of four factors settles within 2% of its value on all of a level's steps from
 #: 300-400 of them (small-llama's 3,155 steps, subsampled), and 400 rows of five numbers are ~12 KB of a stored record.
 STEPS_KEPT = 400
 #: First tokens at an idle engine a level keeps (their median is the per-request cost; 50 set it within a few ms).
 IDLE_KEPT = 50
+
+
+@dataclass(frozen=True)
+class EngineStep:
+    """One engine step as the client saw it."""
+
+    end: float  # epoch seconds when its first chunk reached the client
+    #: since the previous step's tokens; None where the engine may have idled before it, or the client read it late
+    duration_s: float | None
+    decode_seqs: int  # sequences that got a later token
+    prefills: int  # requests that got their first token: prompts whose prefill ended in this step
+    prefill_tokens: int  # those prompts' tokens
+    context_tokens: int  # the decoding sequences' context: prompt and tokens so far
+    spread_s: float  # from its first chunk to its last
+
+    @property
+    def prefill_pairs(self) -> float:
+        """Query x key pairs of its prefills' attention, each prompt from an empty context (the mean prompt's)."""
+        return self.prefills * (self.prefill_tokens / self.prefills) ** 2 / 2 if self.prefills else 0.0
 
 
 class StepsSample(Strict):
@@ -38,8 +54,6 @@ class StepsSample(Strict):
 
     def engine_steps(self) -> list[EngineStep]:
         """The kept steps as `EngineStep`s (their end times are not kept: 0)."""
-        from sizing.loadtest.steps import EngineStep
-
         return [
             EngineStep(
                 end=0.0,
@@ -54,4 +68,4 @@ class StepsSample(Strict):
         ]
 
 
-__all__ = ["IDLE_KEPT", "STEPS_KEPT", "StepsSample"]
+__all__ = ["IDLE_KEPT", "STEPS_KEPT", "EngineStep", "StepsSample"]

@@ -178,11 +178,9 @@ def with_team_correction(prof: Profile, model: str | None) -> Profile:
         return prof
     key, c = hit
     if c.get("steps"):
-        from sizing.learn.stepcorrection import applied
-
         st = c["steps"]
         return replace(
-            applied(prof, st),
+            prof.with_step_factors(st),
             basis=f"{prof.basis}; team step correction {key} (step factors fitted to {st.get('timed_steps', 0)}"
             f" engine steps of {st.get('step_levels', 0)} measured levels)",
             version=f"{prof.version}+team.{adopted['version']}",

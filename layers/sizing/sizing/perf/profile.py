@@ -4,6 +4,7 @@ per (accelerator family, engine) by `sizing.perf.fit` and looked up by `sizing.p
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -68,6 +69,24 @@ class Profile:
             seq_overhead_s=self.seq_overhead_s * decode,
         )
 
+    def with_step_factors(self, factors: Mapping[str, Any]) -> Profile:
+        """This profile with a step correction's factors (`STEP_CORRECTION_FACTORS` that `factors` names) in place
+        of its own."""
+        vals: dict[str, Any] = {f: float(factors[f]) for f in STEP_CORRECTION_FACTORS if f in factors}
+        return replace(self, **vals)
+
+
+#: The factors a team's step correction replaces (`Profile.with_step_factors`, `sizing.learn.stepcorrection`): the
+#: step time's (compute and bandwidth efficiency, the cost of a step and of a running sequence) and the per-request
+#: cost.
+STEP_CORRECTION_FACTORS = (
+    "compute_eff",
+    "bandwidth_eff",
+    "step_overhead_s",
+    "seq_overhead_s",
+    "request_overhead_s",
+)
+
 
 #: A plain roofline: peak FLOP/s and bandwidth, no overheads (the baseline the calibration is compared with).
 ROOFLINE = Profile(
@@ -83,4 +102,4 @@ ROOFLINE = Profile(
 )
 
 
-__all__ = ["ROOFLINE", "Profile"]
+__all__ = ["ROOFLINE", "STEP_CORRECTION_FACTORS", "Profile"]
