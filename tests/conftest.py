@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,18 @@ def load_event_fixture() -> Callable[[str], dict[str, Any]]:
 @pytest.fixture
 def event() -> Callable[[str], dict[str, Any]]:
     return load_event
+
+
+@pytest.fixture
+def profile_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A laptop's profile store on a folder of its own (SIZING_CALIBRATION_DIR), no other store in use, and the
+    adopted profile's cache cleared after the test."""
+    from sizing.learn import profiles
+
+    monkeypatch.setenv(profiles.DIR_ENV, str(tmp_path))
+    profiles.use_store(None)
+    yield tmp_path
+    profiles.invalidate()
 
 
 @pytest.fixture

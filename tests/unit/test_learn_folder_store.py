@@ -20,11 +20,8 @@ def _version(name: str, scale: float) -> dict:
 
 
 @pytest.fixture
-def folder(tmp_path, monkeypatch):
-    monkeypatch.setenv(DIR_ENV, str(tmp_path))
-    profiles.use_store(None)
-    yield tmp_path
-    profiles.invalidate()
+def folder(profile_folder):
+    return profile_folder
 
 
 def test_an_adopted_version_written_by_one_command_is_what_the_next_reads(folder):

@@ -11,7 +11,7 @@ import pytest
 from sizing.catalog import load_catalog
 from sizing.learn import profiles
 from sizing.learn.levels import LevelSteps
-from sizing.learn.profiles import DIR_ENV, CorruptProfile, configured_store
+from sizing.learn.profiles import CorruptProfile, configured_store
 from sizing.learn.stepcorrection import FACTORS, applied, fit, reference_profile
 from sizing.loadtest.steps import EngineStep
 from sizing.loadtest.stepsample import StepsSample
@@ -96,11 +96,8 @@ def test_a_correction_states_every_factor_the_step_fit_fits_and_the_request_cost
 
 
 @pytest.fixture
-def folder(tmp_path, monkeypatch):
-    monkeypatch.setenv(DIR_ENV, str(tmp_path))
-    profiles.use_store(None)
-    yield tmp_path
-    profiles.invalidate()
+def folder(profile_folder):
+    return profile_folder
 
 
 def _adopt(store, name: str, steps: dict) -> None:

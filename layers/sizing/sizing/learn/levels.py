@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -480,6 +480,10 @@ def steps_from_run(
     return out
 
 
+#: A stored item kind a GSI1 listing reads (`LevelStore._listed`).
+Item = TypeVar("Item", bound=BaseModel)
+
+
 class LevelStore:
     """Measured levels in the sizing table (`SizingStore`'s table and client)."""
 
@@ -505,28 +509,7 @@ class LevelStore:
             with contextlib.suppress(Exception):  # not a catalog model: stored as named
                 model = load_catalog().model(model).id
 
-        prefix = "" if family is None else f"{family}#" + ("" if model is None else f"{model}#")
-        kwargs: dict[str, Any] = {
-            "TableName": self.store.table_name,
-            "IndexName": INDEX,
-            "KeyConditionExpression": "GSI1PK = :pk" + (" AND begins_with(GSI1SK, :sk)" if prefix else ""),
-            "ExpressionAttributeValues": {":pk": {"S": TWIN_INDEX_PK if twin else REAL_INDEX_PK}},
-        }
-        if prefix:
-            kwargs["ExpressionAttributeValues"][":sk"] = {"S": prefix}
-        out: list[MeasuredLevel] = []
-        while True:
-            page = self.store.client.query(**kwargs)
-            for item in page.get("Items", []):
-                data = from_item(item)
-                out.append(
-                    MeasuredLevel.model_validate(
-                        {k: v for k, v in data.items() if k not in (*table.KEY_ATTRS, "type")}
-                    )
-                )
-            if "LastEvaluatedKey" not in page:
-                return out
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return self._listed(TWIN_INDEX_PK if twin else REAL_INDEX_PK, family, model, MeasuredLevel)
 
     def put_steps(self, items: list[LevelSteps]) -> int:
         requests = [
@@ -538,22 +521,26 @@ class LevelStore:
 
     def steps(self, family: str | None = None, model: str | None = None) -> list[LevelSteps]:
         """Every real level's engine steps, optionally of one hardware family and one catalog model."""
+        return self._listed(table.MEASURED_STEPS, family, model, LevelSteps)
+
+    def _listed(self, partition: str, family: str | None, model: str | None, kind: type[Item]) -> list[Item]:
+        """The items of a GSI1 partition (`kind`), optionally of one hardware family and one catalog model."""
         prefix = "" if family is None else f"{family}#" + ("" if model is None else f"{model}#")
         kwargs: dict[str, Any] = {
             "TableName": self.store.table_name,
             "IndexName": INDEX,
             "KeyConditionExpression": "GSI1PK = :pk" + (" AND begins_with(GSI1SK, :sk)" if prefix else ""),
-            "ExpressionAttributeValues": {":pk": {"S": table.MEASURED_STEPS}},
+            "ExpressionAttributeValues": {":pk": {"S": partition}},
         }
         if prefix:
             kwargs["ExpressionAttributeValues"][":sk"] = {"S": prefix}
-        out: list[LevelSteps] = []
+        out: list[Item] = []
         while True:
             page = self.store.client.query(**kwargs)
             for item in page.get("Items", []):
                 data = from_item(item)
                 out.append(
-                    LevelSteps.model_validate(
+                    kind.model_validate(
                         {k: v for k, v in data.items() if k not in (*table.KEY_ATTRS, "type")}
                     )
                 )

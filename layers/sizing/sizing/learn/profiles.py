@@ -30,6 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sizing.perf.profile import STEP_CORRECTION_FACTORS
+
 log = logging.getLogger("sizing.learn")
 
 DEFAULT_PREFIX = "calibration/"
@@ -43,15 +45,6 @@ CHECK_INTERVAL_S = 5.0
 #: Bucket of the embedded default (created on its moto S3 on first use) when CALIBRATION_BUCKET is not set.
 LOCAL_BUCKET = "llm-sizing-calibration-local"
 FORMAT = 1
-#: What a step correction states (`sizing.learn.stepcorrection.FACTORS`: the step time's factors and the per-request
-#: cost), named here too so that reading a version does not import the fit.
-STEP_CORRECTION_FACTORS = (
-    "compute_eff",
-    "bandwidth_eff",
-    "step_overhead_s",
-    "seq_overhead_s",
-    "request_overhead_s",
-)
 
 
 class CorruptProfile(Exception):
