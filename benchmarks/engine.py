@@ -720,6 +720,96 @@ def learning(args: argparse.Namespace) -> int:
     return 0
 
 
+#: `replay`'s training sets from the saved step records (`steps --measure`): what a learning run of 128/32 measures
+#: (its closed loops at 1 and 4 streams, and the capacity search's Poisson levels), those closed loops alone, or
+#: every saved level.
+REPLAY_TRAINING = {
+    "run": lambda point, target: (
+        point == (128, 32) and (target.get("concurrency") in (1.0, 4.0) or "rate_rps" in target)
+    ),
+    "light": lambda point, target: point == (128, 32) and target.get("concurrency") in (1.0, 4.0),
+    "all": lambda _point, _target: True,
+}
+
+
+def replay(args: argparse.Namespace) -> int:
+    """The learning loop's step correction replayed on saved step records, nothing measured: from the reference
+    refitted without the records' model (`unseen_model_profile`), fit the model's step factors to the training
+    levels' steps as the refit does (`sizing.learn.stepcorrection.fit`, each level's steps sampled as a run keeps
+    them), then score the grid's levels of that model before and after (MdAPE). The fit reads the reference from
+    `SIZING_REFERENCE_PROFILE`, so it runs in a process of its own."""
+    records = Path(args.records or records_path(args.shape))
+    model = f"sizing-engine/{args.shape}"
+    work = Path(tempfile.mkdtemp(prefix="engine-replay-"))
+    reference = unseen_model_profile(work / "reference.json", model)
+    env = {**os.environ, REFERENCE_PROFILE_ENV: str(reference)}
+    cmd = [sys.executable, __file__, "replay-fit", "--records", str(records), "--shape", args.shape, "--train",
+           args.train, "--csv", args.csv] + (["--unseen-settings"] if args.unseen_settings else [])  # fmt: skip
+    return subprocess.run(cmd, env=env, cwd=ROOT).returncode
+
+
+def replay_fit(args: argparse.Namespace) -> int:
+    from sizing.base.serving_config import ServerFacts
+    from sizing.catalog import load_catalog
+    from sizing.learn.levels import LevelSteps
+    from sizing.learn.stepcorrection import fit
+    from sizing.loadtest.steps import sample
+    from sizing.perf.calibration import load_profiles, profile_for
+    from sizing.perf.calrows import read_rows
+    from sizing.perf.fit import measured, predict_row
+
+    model = f"sizing-engine/{args.shape}"
+    picked = REPLAY_TRAINING[args.train]
+    items = []
+    for n, line in enumerate(Path(args.records).read_text().splitlines()):
+        lv = json.loads(line)
+        point, target = tuple(lv["point"]), lv["target"]
+        if not picked(point, target):
+            continue
+        lo = lv["started_at"] + lv["warmup_s"]
+        kept = sample([RequestRecord.from_row(r) for r in lv["records"]], (lo, lo + lv["duration_s"]))
+        conc = target.get("concurrency")
+        facts = lv.get("server_facts") or {}
+        items.append(LevelSteps(
+            run_id="replay", candidate_id="c1", n=n, phase="levels" if conc else "capacity",
+            concurrency=int(conc) if conc else None, model=model, family="xeon-spr", accelerator=ACCELERATOR,
+            instance_type="c7i.large", tensor_parallel=1, quantization="bf16", engine="vllm",
+            server_facts=ServerFacts.model_validate({"endpoint": "", **facts}) if facts else None, sample=kept,
+        ))  # fmt: skip
+        print(f"  {point[0]}/{point[1]} {target}: {kept.timed} timed steps, {len(kept.steps)} kept")
+    fitted = fit(items, load_catalog())
+    if fitted is None:
+        print("too few steps to fit")
+        return 1
+    base = profile_for(ACCELERATOR, "vllm", load_profiles())
+    after = base.with_step_factors(fitted.factors)
+    print(f"step error {fitted.mdape_before:.1%} -> {fitted.mdape_after:.1%} over {fitted.steps} steps; factors: "
+          + ", ".join(f"{k} {getattr(base, k):.4g} -> {v:.4g}" for k, v in fitted.factors.items()))  # fmt: skip
+    rows = [r for r in read_rows(Path(args.csv)) if r.model == model and not r.row_id.endswith("-short")]
+    if (
+        args.unseen_settings
+    ):  # leave out the settings the training levels had (their point's closed 1/4, Poisson)
+        rows = [
+            r for r in rows if not (r.input_tokens < 200 and (r.load != "closed" or r.load_value in (1, 4)))
+        ]
+    before: dict[str, list[float]] = {}
+    after_e: dict[str, list[float]] = {}
+    for r in rows:
+        got, new = predict_row(r, base), predict_row(r, after)
+        for metric, value in measured(r).items():
+            if metric in ("ttft", "tpot", "throughput") and metric in got:
+                before.setdefault(metric, []).append(abs(got[metric] / value - 1))
+                after_e.setdefault(metric, []).append(abs(new[metric] / value - 1))
+    print(
+        f"\nerror at {len(rows)} grid levels of {args.shape} (MdAPE), the reference without it -> its step correction:"
+    )
+    for m in before:
+        print(
+            f"  {m:<11} {100 * statistics.median(before[m]):5.1f}% -> {100 * statistics.median(after_e[m]):5.1f}%"
+        )
+    return 0
+
+
 #: The API server's CPU, read at one stream of 128-token prompts with answers of these lengths, then under Poisson
 #: arrivals at these rates of 128/32: request and token rates far enough apart to set the per-request cost, the
 #: per-token cost and the idle share apart.
@@ -959,6 +1049,17 @@ def main() -> int:
             help="measure on a CPU without AMX too: not a c7i.large, so its rows (their source names the CPU) are"
             " this machine's, never the reference's",
         )
+    rl = sub.add_parser("replay", help="the learning loop's step correction on saved step records, scored")
+    for p in (rl, sub.add_parser("replay-fit", help=argparse.SUPPRESS)):
+        p.add_argument("--shape", default="small-llama", choices=tuple(STEP_PLANS))
+        p.add_argument(
+            "--records", help="the records file (default: benchmarks/results/engine-steps-SHAPE.jsonl)"
+        )
+        p.add_argument("--train", choices=tuple(REPLAY_TRAINING), default="run")
+        p.add_argument("--csv", default=str(CSV_PATH))
+        p.add_argument(
+            "--unseen-settings", action="store_true", help="score only grid levels of other settings"
+        )
     args = ap.parse_args()
     commands = {
         "measure": measure,
@@ -967,6 +1068,8 @@ def main() -> int:
         "frontend": frontend,
         "repeat": repeat,
         "steps": steps,
+        "replay": replay,
+        "replay-fit": replay_fit,
     }
     measures = args.cmd in ("measure", "learning", "frontend", "repeat") or (
         args.cmd == "steps" and args.measure
