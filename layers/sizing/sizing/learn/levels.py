@@ -52,15 +52,10 @@ RESIDUALS = (
 )
 
 
-class MeasuredLevel(Strict):
-    """One measured load level of one run's candidate."""
+class Deployment(Strict):
+    """What a stored measurement ran on: the catalog model (an alias names the same weights), the hardware, the
+    engine and, where recorded, the serving configuration."""
 
-    run_id: str
-    candidate_id: str
-    level: int = Field(ge=1, description="closed-loop concurrency")
-    recorded_at: str = Field(default_factory=now_iso)
-    origin: Literal["endpoint", "twin"]
-    architecture_id: str
     model: str = Field(description="the catalog model the estimate used")
     family: str
     accelerator: str
@@ -69,6 +64,34 @@ class MeasuredLevel(Strict):
     quantization: str
     engine: str
     serving: dict[str, Any] | None = None
+
+    def config(self, cat: Any, server_facts: ServerFacts | None = None) -> HardwareConfig:
+        """The deployment as the estimator models it: its serving configuration where it was recorded, else the
+        hardware with the engine's defaults (`replica_of`'s reading of an architecture), with what the server
+        reported it runs (`as_served`)."""
+        cfg = replica_of(
+            {
+                "model": self.model,
+                "instance_type": self.instance_type,
+                "tensor_parallel": self.tensor_parallel,
+                "quantization": self.quantization,
+                "engine": self.engine,
+                "serving": self.serving,
+            },
+            cat,
+        )
+        return as_served(cfg, server_facts)
+
+
+class MeasuredLevel(Deployment):
+    """One measured load level of one run's candidate."""
+
+    run_id: str
+    candidate_id: str
+    level: int = Field(ge=1, description="closed-loop concurrency")
+    recorded_at: str = Field(default_factory=now_iso)
+    origin: Literal["endpoint", "twin"]
+    architecture_id: str
     serving_key: str
     engine_version: str | None = None
     served_model: str | None = None
@@ -358,7 +381,7 @@ def as_served(cfg: HardwareConfig, server_facts: ServerFacts | None) -> Hardware
     return replace(cfg, **served) if served else cfg
 
 
-class LevelSteps(Strict):
+class LevelSteps(Deployment):
     """One measured load level's engine steps (`StepsSample`), with the deployment they ran on: what the refit
     fits the step time's factors to (`sizing.learn.stepcorrection`). Every level of a real endpoint's run keeps
     one, the capacity search's open-loop levels too: a step is a step whatever sent its requests, and those levels
@@ -371,14 +394,6 @@ class LevelSteps(Strict):
     concurrency: int | None = Field(default=None, description="a closed-loop level's concurrency")
     rate_rps: float | None = Field(default=None, description="an open-loop level's arrival rate")
     recorded_at: str = Field(default_factory=now_iso)
-    model: str = Field(description="the catalog model the estimate used")
-    family: str
-    accelerator: str
-    instance_type: str
-    tensor_parallel: int
-    quantization: str
-    engine: str
-    serving: dict[str, Any] | None = None
     server_facts: ServerFacts | None = None
     sample: StepsSample
 
@@ -399,39 +414,9 @@ class LevelSteps(Strict):
             and self.concurrency == level.level
         )
 
-    def config(self, cat: Any) -> HardwareConfig:
+    def steps_config(self, cat: Any) -> HardwareConfig:
         """The deployment the steps ran on, as the server reported it."""
-        return as_served(
-            deployment_of(
-                self.model, self.instance_type, self.tensor_parallel, self.quantization, self.engine,
-                self.serving, cat,
-            ),
-            self.server_facts,
-        )  # fmt: skip
-
-
-def deployment_of(
-    model: str,
-    instance_type: str,
-    tp: int,
-    quantization: str,
-    engine: str,
-    serving: dict[str, Any] | None,
-    cat: Any,
-) -> HardwareConfig:
-    """A stored level's deployment: its serving configuration where it was recorded, else the hardware with the
-    engine's defaults (`replica_of`'s reading of an architecture, from the stored fields)."""
-    return replica_of(
-        {
-            "model": model,
-            "instance_type": instance_type,
-            "tensor_parallel": tp,
-            "quantization": quantization,
-            "engine": engine,
-            "serving": serving,
-        },
-        cat,
-    )
+        return self.config(cat, self.server_facts)
 
 
 def steps_from_run(

@@ -30,7 +30,7 @@ import numpy as np
 
 from sizing.base.distributions import TokenDistribution
 from sizing.learn.correction import METRICS, ReferenceRow, model_key
-from sizing.learn.levels import LevelSteps, MeasuredLevel, as_served, deployment_of
+from sizing.learn.levels import LevelSteps, MeasuredLevel
 from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS
 from sizing.perf.calibration import PROFILE_PATH, load_profiles, profile_for
 from sizing.perf.calrows import NORMALISED, read_rows
@@ -89,7 +89,7 @@ def fit(items: Sequence[LevelSteps], cat: Any) -> FittedSteps | None:
     by_deployment: dict[str, tuple[Callable[[Profile], StepModel], list[Any], list[tuple[float, int]]]] = {}
     total = sum(len(it.sample.steps) for it in usable)
     for it in usable:
-        cfg = it.config(cat)
+        cfg = it.steps_config(cat)
         key = repr(cfg)
         if key not in by_deployment:
             by_deployment[key] = (_builder(cfg, cat), [], [])
@@ -137,13 +137,7 @@ def simulate_level(
     """A closed-loop level re-simulated with `profile` on its deployment as the server reported it (the facts its
     steps item kept), its own drawn lengths: metric -> predicted (TTFT and TPOT means in ms, output tokens/s)."""
     facts = next((it.server_facts for it in items if it.measures(level)), None)
-    cfg = as_served(
-        deployment_of(
-            level.model, level.instance_type, level.tensor_parallel, level.quantization, level.engine,
-            level.serving, cat,
-        ),
-        facts,
-    )  # fmt: skip
+    cfg = level.config(cat, facts)
     step = StepModel.for_config(cfg, profile=profile, catalog=cat)
     c = max(1, int(level.level))
     sim = simulate(
