@@ -37,7 +37,9 @@ class CalibrationVersion(Open):
     decision: dict[str, Any] | None = None
     what_changed: list[str] = Field(default_factory=list)
     corrections: dict[str, Any] = Field(
-        default_factory=dict, description="per family/engine/model (and family/engine/*), the two time scales"
+        default_factory=dict,
+        description="per family/engine/model (and family/engine/*), the two time scales; a model's step correction"
+        " also states `steps`, the step time's factors fitted to its server's own steps (docs/learning.md)",
     )
     refit_seconds: float | None = None
 
