@@ -52,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -631,18 +632,21 @@ def unseen_model_profile(path: Path, model: str) -> Path:
     return path
 
 
-def score_unmeasured(csv: Path, shape: str, model: str, base: Any, correction: Any) -> None:
-    """The grid's levels of `model`, predicted by `base` before and after the run's `correction` (MdAPE)."""
+def score_unmeasured(
+    csv: Path, shape: str, model: str, base: Any, correction: Any, keep: Callable[[Any], bool] | None = None
+) -> None:
+    """The grid's levels of `model` (those `keep` says), predicted by `base` before and after a `correction` (a
+    stretch, or a step correction's factors) (MdAPE)."""
     from sizing.learn.correction import corrected
-    from sizing.learn.stepcorrection import applied
     from sizing.perf.calrows import read_rows
     from sizing.perf.fit import measured, predict_row
 
     rows = [r for r in read_rows(csv) if r.model == model and not r.row_id.endswith("-short")]
+    rows = [r for r in rows if keep is None or keep(r)]
     before: dict[str, list[float]] = {}
     after: dict[str, list[float]] = {}
     # a step correction replaces the profile's factors: its figures are simulated; a stretch's are its closed form
-    stepped = applied(base, correction["steps"]) if correction and correction.get("steps") else None
+    stepped = base.with_step_factors(correction["steps"]) if correction and correction.get("steps") else None
     for r in rows:
         got = predict_row(r, base)
         new = predict_row(r, stepped) if stepped is not None else {}
@@ -652,7 +656,7 @@ def score_unmeasured(csv: Path, shape: str, model: str, base: Any, correction: A
             before.setdefault(metric, []).append(abs(got[metric] - value) / value)
             p = new[metric] if metric in new else corrected(metric, got[metric], correction)
             after.setdefault(metric, []).append(abs(p - value) / value)
-    print(f"\nerror at the {len(rows)} grid levels of {shape} the run did not measure (MdAPE):")
+    print(f"\nerror at the {len(rows)} grid levels of {shape} not measured for the correction (MdAPE):")
     print(f"{'metric':<11} {'before':>8} {'after':>8}")
     for m in before:
         print(f"{m:<11} {100 * statistics.median(before[m]):7.1f}% {100 * statistics.median(after[m]):7.1f}%")
@@ -748,6 +752,11 @@ def replay(args: argparse.Namespace) -> int:
     return subprocess.run(cmd, env=env, cwd=ROOT).returncode
 
 
+def _other_settings(row: Any) -> bool:
+    """A grid level of settings no `replay` training level had: not 128/32 at 1 or 4 streams or Poisson."""
+    return not (row.input_tokens < 200 and (row.load != "closed" or row.load_value in (1, 4)))
+
+
 def replay_fit(args: argparse.Namespace) -> int:
     from sizing.base.serving_config import ServerFacts
     from sizing.catalog import load_catalog
@@ -755,8 +764,6 @@ def replay_fit(args: argparse.Namespace) -> int:
     from sizing.learn.stepcorrection import fit
     from sizing.loadtest.steps import sample
     from sizing.perf.calibration import load_profiles, profile_for
-    from sizing.perf.calrows import read_rows
-    from sizing.perf.fit import measured, predict_row
 
     model = f"sizing-engine/{args.shape}"
     picked = REPLAY_TRAINING[args.train]
@@ -782,31 +789,10 @@ def replay_fit(args: argparse.Namespace) -> int:
         print("too few steps to fit")
         return 1
     base = profile_for(ACCELERATOR, "vllm", load_profiles())
-    after = base.with_step_factors(fitted.factors)
     print(f"step error {fitted.mdape_before:.1%} -> {fitted.mdape_after:.1%} over {fitted.steps} steps; factors: "
           + ", ".join(f"{k} {getattr(base, k):.4g} -> {v:.4g}" for k, v in fitted.factors.items()))  # fmt: skip
-    rows = [r for r in read_rows(Path(args.csv)) if r.model == model and not r.row_id.endswith("-short")]
-    if (
-        args.unseen_settings
-    ):  # leave out the settings the training levels had (their point's closed 1/4, Poisson)
-        rows = [
-            r for r in rows if not (r.input_tokens < 200 and (r.load != "closed" or r.load_value in (1, 4)))
-        ]
-    before: dict[str, list[float]] = {}
-    after_e: dict[str, list[float]] = {}
-    for r in rows:
-        got, new = predict_row(r, base), predict_row(r, after)
-        for metric, value in measured(r).items():
-            if metric in ("ttft", "tpot", "throughput") and metric in got:
-                before.setdefault(metric, []).append(abs(got[metric] / value - 1))
-                after_e.setdefault(metric, []).append(abs(new[metric] / value - 1))
-    print(
-        f"\nerror at {len(rows)} grid levels of {args.shape} (MdAPE), the reference without it -> its step correction:"
-    )
-    for m in before:
-        print(
-            f"  {m:<11} {100 * statistics.median(before[m]):5.1f}% -> {100 * statistics.median(after_e[m]):5.1f}%"
-        )
+    score_unmeasured(Path(args.csv), args.shape, model, base, {"steps": fitted.factors},
+                     _other_settings if args.unseen_settings else None)  # fmt: skip
     return 0
 
 

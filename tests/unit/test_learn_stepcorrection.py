@@ -12,13 +12,14 @@ from sizing.catalog import load_catalog
 from sizing.learn import profiles
 from sizing.learn.levels import LevelSteps
 from sizing.learn.profiles import CorruptProfile, configured_store
-from sizing.learn.stepcorrection import FACTORS, applied, fit, reference_profile
+from sizing.learn.stepcorrection import fit, reference_profile
 from sizing.loadtest.steps import EngineStep
 from sizing.loadtest.stepsample import StepsSample
 from sizing.perf.calibration import profile_for
 from sizing.perf.config import HardwareConfig
+from sizing.perf.profile import STEP_CORRECTION_FACTORS
 from sizing.perf.step import StepModel
-from sizing.perf.stepfit import MIN_STEPS, STEP_FACTORS, modelled_s
+from sizing.perf.stepfit import MIN_STEPS, modelled_s
 
 MODEL = "meta-llama/Llama-3.2-1B"
 KEY = f"xeon-spr/vllm/{MODEL}"
@@ -75,7 +76,7 @@ def test_the_step_factors_and_the_request_cost_come_back_from_two_instance_sizes
     heavy = EngineStep(end=0.0, duration_s=None, decode_seqs=32, prefills=0, prefill_tokens=0,
                        context_tokens=32 * 400, spread_s=0.0)  # fmt: skip
     cfg = HardwareConfig.create(MODEL, "c7i.large", 1)
-    fitted = applied(reference_profile("xeon-spr", "vllm"), got.factors)
+    fitted = reference_profile("xeon-spr", "vllm").with_step_factors(got.factors)
     want = modelled_s(StepModel.for_config(cfg, truth), heavy)
     assert modelled_s(StepModel.for_config(cfg, fitted), heavy) == pytest.approx(want, rel=0.05)
     assert all(fitted.__getattribute__(f) <= 1 for f in ("compute_eff", "bandwidth_eff"))
@@ -87,12 +88,6 @@ def test_too_few_steps_are_no_step_correction():
     # WHEN the refit tries to fit
     # THEN there is no step correction (the stretch stays the model's correction)
     assert fit(items, load_catalog()) is None
-
-
-def test_a_correction_states_every_factor_the_step_fit_fits_and_the_request_cost():
-    # GIVEN the factors a step correction states
-    # THEN they are the step time's factors the fit moves, and the per-request cost it reads from first tokens
-    assert set(FACTORS) == {*STEP_FACTORS, "request_overhead_s"}
 
 
 @pytest.fixture
@@ -128,7 +123,7 @@ def test_the_next_estimate_of_that_model_runs_on_the_adopted_step_factors(folder
     mine = profile_for("xeon-spr", "vllm", model=MODEL)
     other = profile_for("xeon-spr", "vllm", model="meta-llama/Llama-3.1-8B")
     # THEN the model's profile has the fitted factors and says so; another model keeps the reference's
-    for f in FACTORS:
+    for f in STEP_CORRECTION_FACTORS:
         assert getattr(mine, f) == pytest.approx(factors[f])
     assert "team step correction" in mine.basis and "900 engine steps of 5" in mine.basis
     assert "+team.v1" in mine.version
@@ -139,7 +134,7 @@ def test_a_stored_step_correction_beyond_the_datasheet_is_refused_naming_it(fold
     # GIVEN a version whose step correction reads the memory at 1.2 of its datasheet bandwidth
     store = configured_store()
     assert store is not None
-    bad = {f: 0.01 for f in FACTORS} | {"compute_eff": 0.3, "bandwidth_eff": 1.2}
+    bad = {f: 0.01 for f in STEP_CORRECTION_FACTORS} | {"compute_eff": 0.3, "bandwidth_eff": 1.2}
     store.ensure_bucket()
     store.write_version(
         {"version": "v9", "corrections": {KEY: {"prefill_scale": 1.0, "decode_scale": 1.0, "steps": bad}}}

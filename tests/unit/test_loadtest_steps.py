@@ -12,14 +12,22 @@ from sizing.loadtest.metrics import RequestRecord
 from sizing.loadtest.steps import StepsSample, rebuild, sample
 
 
+def _poisson(
+    n: int, rate: float, prompts: tuple[int, int], answers: tuple[int, int], seed: int
+) -> list[tuple[float, int, int]]:
+    """`n` Poisson arrivals at `rate` a second: (time, prompt tokens alternating between `prompts`, answer tokens
+    drawn within `answers`)."""
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    for i in range(n):
+        t += rng.expovariate(rate)
+        out.append((t, prompts[i % 2], rng.randint(*answers)))
+    return out
+
+
 def test_the_steps_of_a_poisson_level_come_back_from_the_chunks_the_client_saw():
     # GIVEN 60 Poisson arrivals of 100- and 400-token prompts on an engine whose every step is known
-    rng = random.Random(7)
-    t, arrivals = 0.0, []
-    for i in range(60):
-        t += rng.expovariate(8.0)
-        arrivals.append((t, 100 if i % 2 else 400, rng.randint(5, 30)))
-    records, truth = engine_run(arrivals)
+    records, truth = engine_run(_poisson(60, 8.0, (400, 100), (5, 30), seed=7))
     # WHEN the steps are rebuilt from the client's records alone
     steps = rebuild(records)
     # THEN every step is found, with the sequences it decoded, the prompts it prefilled, and its duration where the
@@ -88,12 +96,7 @@ def test_steps_the_client_read_in_one_burst_are_left_untimed():
 
 def test_a_level_keeps_a_sample_of_its_timed_steps_inside_its_window_and_its_first_tokens_at_an_idle_engine():
     # GIVEN a level of 120 Poisson arrivals (thousands of steps), and a window that leaves its first second out
-    rng = random.Random(11)
-    t, arrivals = 0.0, []
-    for i in range(120):
-        t += rng.expovariate(6.0)
-        arrivals.append((t, 100 if i % 2 else 300, rng.randint(10, 40)))
-    records, _truth = engine_run(arrivals)
+    records, _truth = engine_run(_poisson(120, 6.0, (300, 100), (10, 40), seed=11))
     window = (1.0, max(r.end for r in records))
     # WHEN it is sampled to at most 50 steps
     kept = sample(records, window, keep=50)
@@ -126,12 +129,7 @@ def test_a_sample_survives_the_record_it_travels_in():
 
 def test_a_level_with_more_chunks_than_the_bound_is_rebuilt_over_the_middle_of_its_window(monkeypatch):
     # GIVEN a level of 60 Poisson arrivals, and a bound of a quarter of its chunks
-    rng = random.Random(5)
-    t, arrivals = 0.0, []
-    for _ in range(60):
-        t += rng.expovariate(4.0)
-        arrivals.append((t, 200, rng.randint(10, 40)))
-    records, _truth = engine_run(arrivals)
+    records, _truth = engine_run(_poisson(60, 4.0, (200, 200), (10, 40), seed=5))
     chunks = sum(len(r.itl_s) + 1 for r in records)
     monkeypatch.setattr(steps_module, "MAX_CHUNKS", chunks // 4)
     window = (0.0, max(r.end for r in records))

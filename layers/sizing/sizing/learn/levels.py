@@ -338,17 +338,7 @@ def predict_level(
         acc = cfg.parts(cat).accelerator.id
         profile = profile_for(acc, cfg.engine, load_profiles(str(PROFILE_PATH)))
         step = StepModel.for_config(cfg, profile=profile, catalog=cat)
-        c = max(1, int(concurrency))
-        sim = simulate(
-            step,
-            ClosedLoop(c, group=group),
-            wm.input_tokens,
-            wm.output_tokens,
-            n_requests=max(LEVEL_REQUESTS, LEVEL_ROUNDS * c),
-            seed=0,
-            itl=False,
-            prefix_tokens=prefix_tokens,
-        )
+        sim = simulate_closed(step, concurrency, group, wm.input_tokens, wm.output_tokens, prefix_tokens)
     except (ValueError, KeyError, ArithmeticError):
         return None
     except Exception as exc:  # a SizingError (does not fit, unknown instance): nothing to compare with
@@ -366,6 +356,24 @@ def predict_level(
         "output_tokens_per_s": round(sim.output_tokens_per_s, 3),
         "requests_per_s": round(sim.requests_per_s, 5),
     }
+
+
+def simulate_closed(
+    step: StepModel, concurrency: int, group: int, input_dist: Any, output_dist: Any, prefix_tokens: int = 0
+) -> Any:
+    """A measured closed-loop level simulated as the refit compares it: enough requests for the level's rounds
+    (`LEVEL_REQUESTS`, `LEVEL_ROUNDS`), one seed, no inter-token bookkeeping."""
+    c = max(1, int(concurrency))
+    return simulate(
+        step,
+        ClosedLoop(c, group=group),
+        input_dist,
+        output_dist,
+        n_requests=max(LEVEL_REQUESTS, LEVEL_ROUNDS * c),
+        seed=0,
+        itl=False,
+        prefix_tokens=prefix_tokens,
+    )
 
 
 def as_served(cfg: HardwareConfig, server_facts: ServerFacts | None) -> HardwareConfig:
@@ -476,12 +484,7 @@ class LevelStore:
         self.store = store
 
     def put(self, levels: list[MeasuredLevel]) -> int:
-        requests = [
-            {"PutRequest": {"Item": to_item({**lv.model_dump(mode="json"), **lv.keys(), "type": "level"})}}
-            for lv in levels
-        ]
-        self.store._batch_write(requests)
-        return len(requests)
+        return self._put(levels, "level")
 
     def query(
         self, family: str | None = None, model: str | None = None, *, twin: bool = False
@@ -497,8 +500,11 @@ class LevelStore:
         return self._listed(TWIN_INDEX_PK if twin else REAL_INDEX_PK, family, model, MeasuredLevel)
 
     def put_steps(self, items: list[LevelSteps]) -> int:
+        return self._put(items, "steps")
+
+    def _put(self, items: Sequence[MeasuredLevel | LevelSteps], kind: str) -> int:
         requests = [
-            {"PutRequest": {"Item": to_item({**it.model_dump(mode="json"), **it.keys(), "type": "steps"})}}
+            {"PutRequest": {"Item": to_item({**it.model_dump(mode="json"), **it.keys(), "type": kind})}}
             for it in items
         ]
         self.store._batch_write(requests)

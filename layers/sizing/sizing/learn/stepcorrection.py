@@ -13,7 +13,7 @@ Every level a run measures keeps a sample of the engine's steps, rebuilt from it
 sequence) are fitted to those steps from the reference profile, and the per-request cost to the first tokens at an
 idle engine. The result is cross-validated exactly as the stretch is -- each measured closed-loop level predicted by
 a fit without its own steps, by simulation -- and the refit keeps, per model, whichever of the two predicts the
-team's held-out levels better (`choose`).
+team's held-out levels better (`sizing.learn.refit.with_steps`).
 """
 
 from __future__ import annotations
@@ -30,13 +30,11 @@ import numpy as np
 
 from sizing.base.distributions import TokenDistribution
 from sizing.learn.correction import METRICS, ReferenceRow, model_key
-from sizing.learn.levels import LevelSteps, MeasuredLevel
-from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS
+from sizing.learn.levels import LevelSteps, MeasuredLevel, simulate_closed
 from sizing.perf.calibration import PROFILE_PATH, load_profiles, profile_for
 from sizing.perf.calrows import NORMALISED, read_rows
 from sizing.perf.fit import predict_row
 from sizing.perf.profile import STEP_CORRECTION_FACTORS, Profile
-from sizing.perf.simulator import ClosedLoop, simulate
 from sizing.perf.step import StepModel
 from sizing.perf.stepfit import MIN_STEPS, STEP_FACTORS, fit_step_groups, idle_overhead
 
@@ -49,8 +47,6 @@ FIT_STEPS = 1200
 #: fits take a few seconds each (one on all its steps, one per closed-loop level held out), and the models a run just
 #: measured come first; those past it keep the stretch until a later refit reaches them.
 STEP_FIT_BUDGET_S = 60.0
-#: The factors a step correction states: the step factors and the per-request cost.
-FACTORS = STEP_CORRECTION_FACTORS
 
 
 @dataclass(frozen=True)
@@ -120,11 +116,6 @@ def fit(items: Sequence[LevelSteps], cat: Any) -> FittedSteps | None:
     )
 
 
-def applied(prof: Profile, factors: dict[str, Any]) -> Profile:
-    """`prof` with a step correction's factors in place of its own."""
-    return prof.with_step_factors(factors)
-
-
 def _drawn(mean: float, sigma: float | None) -> TokenDistribution:
     """The lengths a level's client drew around `mean`: lognormal with the workload's `sigma`, else fixed (as the
     reference rows' are read, `sizing.perf.fit`)."""
@@ -138,17 +129,13 @@ def simulate_level(
     steps item kept), its own drawn lengths: metric -> predicted (TTFT and TPOT means in ms, output tokens/s)."""
     facts = next((it.server_facts for it in items if it.measures(level)), None)
     cfg = level.config(cat, facts)
-    step = StepModel.for_config(cfg, profile=profile, catalog=cat)
-    c = max(1, int(level.level))
-    sim = simulate(
-        step,
-        ClosedLoop(c, group=level.lockstep_group),
+    sim = simulate_closed(
+        StepModel.for_config(cfg, profile=profile, catalog=cat),
+        level.level,
+        level.lockstep_group,
         _drawn(level.input_tokens, level.input_sigma),
         _drawn(level.output_tokens, level.output_sigma),
-        n_requests=max(LEVEL_REQUESTS, LEVEL_ROUNDS * c),
-        seed=0,
-        itl=False,
-        prefix_tokens=level.shared_prefix_tokens,
+        level.shared_prefix_tokens,
     )
     return {"ttft": sim.ttft_ms.mean, "tpot": sim.tpot_ms.mean, "throughput": sim.output_tokens_per_s}
 
@@ -211,7 +198,7 @@ def learn(
                 rest = fit([it for it in its if not it.measures(lv)], cat)
                 if rest is None:
                     continue
-                prof = applied(reference_profile(lv.accelerator, lv.engine), rest.factors)
+                prof = reference_profile(lv.accelerator, lv.engine).with_step_factors(rest.factors)
                 got = simulate_level(lv, prof, its, cat)
                 for metric, (_, measured) in lv.figures().items():
                     p = got.get(metric)
@@ -243,7 +230,7 @@ def simulated(
             continue
         try:
             got = simulate_level(
-                lv, applied(reference_profile(lv.accelerator, lv.engine), c["steps"]), items, cat
+                lv, reference_profile(lv.accelerator, lv.engine).with_step_factors(c["steps"]), items, cat
             )
         except (ValueError, KeyError, ArithmeticError):
             continue
@@ -259,15 +246,24 @@ def _reference_rows() -> dict[str, Any]:
 def reference_prediction(row: ReferenceRow, correction: dict[str, Any]) -> float | None:
     """A reference row of a model the team's step correction covers, predicted with the correction's factors in
     place of the reference profile's (None: the row cannot be re-simulated; it keeps its own prediction)."""
-    cal = _reference_rows().get(row.row_id)
-    if cal is None:
-        return None
-    try:
-        got = predict_row(cal, applied(reference_profile(cal.accelerator, cal.engine), correction["steps"]))
-    except (ValueError, KeyError, ArithmeticError):
-        return None
-    v = got.get(row.metric)
+    factors = tuple(sorted((f, float(correction["steps"][f])) for f in STEP_CORRECTION_FACTORS))
+    v = _repredicted(row.row_id, factors).get(row.metric)
     return float(v) if v is not None and math.isfinite(v) and v > 0 else None
+
+
+@functools.lru_cache(maxsize=256)
+def _repredicted(row_id: str, factors: tuple[tuple[str, float], ...]) -> dict[str, float]:
+    """Every metric of a reference row under a step correction's `factors`: simulated once, whichever of the row's
+    metrics (and however many times the adoption rule) asks."""
+    cal = _reference_rows().get(row_id)
+    if cal is None:
+        return {}
+    try:
+        return predict_row(
+            cal, reference_profile(cal.accelerator, cal.engine).with_step_factors(dict(factors))
+        )
+    except (ValueError, KeyError, ArithmeticError):
+        return {}
 
 
 def key_error(rows: Sequence[dict[str, Any]]) -> float | None:
@@ -277,12 +273,10 @@ def key_error(rows: Sequence[dict[str, Any]]) -> float | None:
 
 
 __all__ = [
-    "FACTORS",
     "FIT_STEPS",
     "STEP_FIT_BUDGET_S",
     "FittedSteps",
     "StepCorrection",
-    "applied",
     "fit",
     "key_error",
     "learn",

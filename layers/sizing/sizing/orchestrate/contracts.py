@@ -20,6 +20,7 @@ from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
     ValidationError,
+    ValidationInfo,
     field_serializer,
     field_validator,
     model_serializer,
@@ -226,6 +227,10 @@ class Teardown(Produced):
     remaining: list[str] = Field(default_factory=list)
 
 
+#: The parts of a stored level read whole or not at all (`StepRecord._readable`).
+_WHOLE: dict[str, type[BaseModel]] = {"serving": ServingConfig, "engine_steps": StepsSample}
+
+
 class StepRecord(Lenient):
     """One stored load level as the run's merge, the report and the learning loop read it: the load generator's
     `StepResult` JSON with what the load task recorded beside it (`sizing.orchestrate.loadtask`: the serving
@@ -263,24 +268,14 @@ class StepRecord(Lenient):
     #: earlier release, or chunks that could not be read as steps)
     engine_steps: StepsSample | None = None
 
-    @field_validator("serving", mode="before")
+    @field_validator("serving", "engine_steps", mode="before")
     @classmethod
-    def _whole_serving(cls, value: Any) -> Any:
-        """A level recorded before the whole serving configuration was: which configuration is unknown."""
+    def _readable(cls, value: Any, info: ValidationInfo) -> Any:
+        """A part recorded in a shape this release does not read is unknown, and the level stands without it: a
+        serving configuration recorded before the whole of it was, engine steps stored in another shape."""
         if isinstance(value, dict):
             try:
-                ServingConfig.model_validate(value)
-            except ValidationError:
-                return None
-        return value
-
-    @field_validator("engine_steps", mode="before")
-    @classmethod
-    def _readable_steps(cls, value: Any) -> Any:
-        """Steps stored in a shape this release does not read: the level stands without them."""
-        if isinstance(value, dict):
-            try:
-                StepsSample.model_validate(value)
+                _WHOLE[info.field_name or ""].model_validate(value)
             except ValidationError:
                 return None
         return value

@@ -76,16 +76,12 @@ class Profile:
         return replace(self, **vals)
 
 
+#: The step time's factors an engine's own steps are fitted for (`sizing.perf.stepfit`): compute and bandwidth
+#: efficiency, the cost of a step and of each running sequence in it.
+STEP_FACTORS = ("compute_eff", "bandwidth_eff", "step_overhead_s", "seq_overhead_s")
 #: The factors a team's step correction replaces (`Profile.with_step_factors`, `sizing.learn.stepcorrection`): the
-#: step time's (compute and bandwidth efficiency, the cost of a step and of a running sequence) and the per-request
-#: cost.
-STEP_CORRECTION_FACTORS = (
-    "compute_eff",
-    "bandwidth_eff",
-    "step_overhead_s",
-    "seq_overhead_s",
-    "request_overhead_s",
-)
+#: step time's and the per-request cost, read from first tokens at an idle engine.
+STEP_CORRECTION_FACTORS = (*STEP_FACTORS, "request_overhead_s")
 
 
 #: A plain roofline: peak FLOP/s and bandwidth, no overheads (the baseline the calibration is compared with).
@@ -102,4 +98,4 @@ ROOFLINE = Profile(
 )
 
 
-__all__ = ["ROOFLINE", "STEP_CORRECTION_FACTORS", "Profile"]
+__all__ = ["ROOFLINE", "STEP_CORRECTION_FACTORS", "STEP_FACTORS", "Profile"]

@@ -31,11 +31,9 @@ import numpy as np
 from ..loadtest.metrics import RequestRecord
 from ..loadtest.steps import EngineStep, idle_first_tokens_of
 from .optimizer import nelder_mead
-from .profile import Profile
+from .profile import STEP_FACTORS, Profile
 from .step import StepModel
 
-#: The profile's factors fitted to an engine's steps (`Profile`); the rest are per request or per model class.
-STEP_FACTORS = ("compute_eff", "bandwidth_eff", "step_overhead_s", "seq_overhead_s")
 #: Weight of the pull towards the starting profile, per squared log of each factor's move: to one model's steps its
 #: weights' read time and a step's own cost are one constant (both paid once a step), so the steps fix their sum and
 #: not how it splits. Two runs of small-llama, fitted without a pull, split it as bandwidth 0.61 with 0.1 ms a step
@@ -109,8 +107,7 @@ def fit_step_groups(
     def profile(x: Sequence[float]) -> Profile:
         vals: dict[str, Any] = {f: math.exp(v) for f, v in zip(STEP_FACTORS, x, strict=True)}
         for f in EFFICIENCIES:
-            if f in vals:
-                vals[f] = min(vals[f], 1.0)
+            vals[f] = min(vals[f], 1.0)
         return replace(start, **vals)
 
     def ratios(prof: Profile) -> np.ndarray:
