@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from sizing.base.errors import SizingError
 from sizing.cli import EXIT_BAD_INPUT, main
-from sizing.outcome import EXIT_NO_ARCHITECTURE
+from sizing.commands.output import EXIT_NO_ARCHITECTURE
 from sizing.slack.bot import SlackBot
 from sizing.slack.client import Message
 from sizing.slack.grammar import parse_command

@@ -17,8 +17,6 @@ from sizing.base.errors import InvalidInput, Problem
 from sizing.results import EstimateResult
 from sizing.upgrade import upgrade_result
 
-#: `sizing estimate`'s exit code when no architecture meets the SLOs (0: ranked; 2: bad input).
-EXIT_NO_ARCHITECTURE = 3
 #: The constraint fields that narrow the candidates, in the order a person would relax them.
 NARROWING = (
     "instance_types",

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 class Strict(BaseModel):
     """A model that refuses unknown keys (`extra="forbid"`)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class StrictFrozen(Strict):
@@ -29,10 +29,10 @@ class StrictFrozen(Strict):
 class Lenient(BaseModel):
     """A model that ignores unknown keys (`extra="ignore"`, pydantic's default, stated)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 class Open(BaseModel):
     """A model that keeps unknown keys (`extra="allow"`), passing them on as they came."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)

@@ -9,8 +9,8 @@ from typing import Any
 
 from sizing.answer import AnswerRow, answer_rows, region_text, with_rows
 from sizing.base.text import table
-from sizing.commands.output import print_json
-from sizing.outcome import EXIT_NO_ARCHITECTURE, impossible_constraints
+from sizing.commands.output import EXIT_NO_ARCHITECTURE, print_json
+from sizing.outcome import impossible_constraints
 from sizing.plan.traceeffect import with_effect
 from sizing.results import Architecture, EstimateResult
 from sizing.results.blocks import SearchStats

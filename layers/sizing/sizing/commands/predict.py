@@ -6,8 +6,7 @@ import argparse
 from typing import Any
 
 from sizing.base.vocabulary import ENGINES, QUANTIZATIONS
-from sizing.commands.output import print_json
-from sizing.outcome import EXIT_NO_ARCHITECTURE
+from sizing.commands.output import EXIT_NO_ARCHITECTURE, print_json
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
