@@ -275,6 +275,30 @@ def deploy_local(session: Any, endpoint: str, template_path: Path | None = None)
 SHUTDOWN_POLL_S = 0.05
 
 
+def keep_task_failure_causes() -> None:
+    """Make the embedded Step Functions keep the cause a task sends with `SendTaskFailure` (idempotent).
+
+    moto's SendTaskFailure handler passes the error on and drops the cause (moto 5.2's
+    `StepFunctionResponse.send_task_failure` reads only `taskToken` and `error`), where AWS hands both to the
+    state's Catch: a local run whose load test failed said `LoadTestFailed` and not why ("no request to ...
+    succeeded during the sweep", the load generator's log tail). Its execution engine takes the cause; only the
+    request handler's reading of it is replaced."""
+    from moto.core.responses import EmptyResult
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    if getattr(StepFunctionResponse.send_task_failure, "keeps_cause", False):
+        return
+
+    def send_task_failure(self: Any) -> Any:
+        self.stepfunction_backend.send_task_failure(
+            self._get_param("taskToken"), error=self._get_param("error"), cause=self._get_param("cause")
+        )
+        return EmptyResult()
+
+    send_task_failure.keeps_cause = True  # type: ignore[attr-defined]
+    StepFunctionResponse.send_task_failure = send_task_failure  # type: ignore[method-assign]
+
+
 def moto_server(ip_address: str = "127.0.0.1", port: int = 0) -> Any:
     """moto's threaded server, with DynamoDB's writes atomic as the real service's are.
 
@@ -309,6 +333,7 @@ def moto_server(ip_address: str = "127.0.0.1", port: int = 0) -> Any:
             self._server_ready_event.set()
             self._server.serve_forever(poll_interval=SHUTDOWN_POLL_S)
 
+    keep_task_failure_causes()
     return _AtomicTables(ip_address=ip_address, port=port, verbose=False)
 
 

@@ -135,7 +135,9 @@ def test_a_failed_load_test_still_tears_down_and_fails_with_its_cause(tmp_path, 
     result = run_local(SPEC, top_k=1, out_dir=tmp_path, endpoint_url=broken_endpoint, **FAST)
     assert result.execution["status"] == "FAILED"
     assert result.run["status"] == "FAILED"
+    # the run says why, as the load task sent it ("no request ... succeeded"), not only that it failed
     assert "LoadTestFailed" in result.run["error"]
+    assert f"no request to {broken_endpoint} succeeded during the sweep" in result.run["error"]
     assert not LocalLauncher._children
     # and the sweep stopped at its first level, where not one request was answered, instead of loading on
     (summary,) = [json.loads(p.read_text()) for p in Path(tmp_path).rglob("summary.json")]

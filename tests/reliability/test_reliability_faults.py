@@ -277,9 +277,9 @@ def test_a_load_generator_killed_mid_sweep_fails_the_run_and_leaves_nothing(
     # then
     assert killed, "the load generator was never seen running"
     assert_failed_visibly(result, seen)
-    # the launcher saw its child die without completing the task token and failed it at once (the cause, "killed
-    # by SIGKILL" and the log tail, is dropped by moto's SendTaskFailure; AWS keeps it)
+    # the launcher saw its child die without completing the task token and failed it at once, saying how
     assert "LoadGeneratorCrashed" in seen.api_answer["error"]
+    assert "the load generator killed by SIGKILL" in seen.api_answer["error"]
     assert_nothing_left(seen)
     record_fault(record_figures, "load generator SIGKILLed mid-sweep", result, seen)
 
