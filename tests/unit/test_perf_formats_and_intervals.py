@@ -228,16 +228,31 @@ def test_a_mixture_of_experts_model_states_the_error_of_its_own_class_not_the_de
     assert "MoE" in moe_band["basis"] and "widened" in moe_band["basis"]
 
 
-def test_a_class_with_few_held_out_rows_falls_back_to_every_row_of_the_metric_widened():
+def test_a_class_with_few_held_out_rows_falls_back_to_both_classes_of_its_kind_widened():
     # given a GPU family with dense rows only and 3 MoE rows in all
     dense = [("hopper", "vllm", "ttft", 0.8 + 0.4 * i / 24, False) for i in range(25)]
     moe = [("hopper", "vllm", "ttft", r, True) for r in (0.5, 1.0, 2.0)]
     data = _cv_data(dense + moe)
     # when a MoE model's interval is stated
     band = interval_for("hopper", "vllm", data, moe=True)["ttft"]
-    # then it rests on every held-out TTFT row, widened, as a family without rows of its own would
+    dense_band = interval_for("hopper", "vllm", data)["ttft"]
+    # then it rests on every held-out GPU TTFT row of both classes, widened beyond the dense models' band
     assert band["rows"] == 28
-    assert band["basis"].startswith("all accelerator families, widened")
+    assert band["basis"].startswith("every gpu family's models of both classes, widened")
+    assert band["ratio"][0] < dense_band["ratio"][0] and band["ratio"][1] > dense_band["ratio"][1]
+
+
+def test_a_gpu_moe_models_fallback_interval_is_not_stretched_by_neuron_rows():
+    # given GPU TPOTs of both classes within 20% (two MoE rows), and Neuron rows whose harnesses disagree 4x
+    dense = [("hopper", "vllm", "tpot", 0.8 + 0.4 * i / 24, False) for i in range(25)]
+    moe = [("hopper", "vllm", "tpot", r, True) for r in (0.9, 1.1)]
+    neuron = [("neuron-v2", "neuron", "tpot", 0.25 if i % 2 else 4.0, i % 3 == 0) for i in range(60)]
+    data = _cv_data(dense + moe + neuron)
+    # when a GPU MoE model's TPOT interval is stated
+    band = interval_for("hopper", "vllm", data, moe=True)["tpot"]
+    # then it rests on the 27 GPU rows, widened, not on the Neuron rows' 16x spread
+    assert band["rows"] == 27
+    assert band["ratio"][1] / band["ratio"][0] < 2.0
 
 
 def test_a_gpu_moe_models_fallback_interval_leaves_out_the_cpu_rows_of_our_own_engine():
@@ -250,11 +265,11 @@ def test_a_gpu_moe_models_fallback_interval_leaves_out_the_cpu_rows_of_our_own_e
     # when a GPU MoE model's interval and a CPU model's are stated
     gpu_band = interval_for("hopper", "vllm", data, moe=True)["ttft"]
     cpu_band = interval_for("xeon-spr", "vllm", data, moe=True)["ttft"]
-    # then the GPU one rests on the 28 accelerator rows only, and is not stretched to the CPU rows' 16x spread;
+    # then the GPU one rests on the 28 GPU rows only, and is not stretched to the CPU rows' 16x spread;
     # the CPU MoE model's rests on the CPU rows
     assert gpu_band["rows"] == 28
     assert gpu_band["ratio"][1] / gpu_band["ratio"][0] < 2.0
-    assert cpu_band["rows"] == 40 and "CPU" in cpu_band["basis"]
+    assert cpu_band["rows"] == 40 and "cpu" in cpu_band["basis"].lower()
 
 
 def test_sizing_predict_states_a_neuron_moe_models_interval_from_moe_rows(capsys: pytest.CaptureFixture[str]):

@@ -422,7 +422,8 @@ def _group(
     """The ratios that speak for one (family, engine, metric) and architecture class (dense or mixture of
     experts), the widening they get and why: the class's own rows on the family and engine when there are enough,
     else on the family over engines, else over every family of the family's kind (GPU or Neuron), widened; else
-    every prediction of the metric, widened (`FALLBACK_ERROR_WIDENING`). With a `regime` (a TTFT's,
+    both classes' rows on that kind, widened; else every prediction of the metric on the same side of the CPU line,
+    widened (`FALLBACK_ERROR_WIDENING`). With a `regime` (a TTFT's,
     `ttft_regime`), only those rows' of that regime when they are `MIN_REGIME_ROWS` or more."""
     rows, widen, basis = _pool(ratios, family, engine, metric, moe)
     if regime is None:
@@ -456,6 +457,16 @@ def _pool(
             f" ({family} has {len(fam)} held-out {cls} rows)"
         )
         return kin, FALLBACK_ERROR_WIDENING, why
+    # then both classes on the same kind: a GPU MoE model's error is closer to a GPU dense model's than to a Neuron
+    # model's, whose harnesses disagree 4x (pooled over every accelerator, a Mixtral on an H100 had a TPOT interval
+    # 26x wide, mostly Neuron's scatter, where the GPU rows of both classes span 1.8x widened)
+    either = [(r, g) for f, _e, m, r, _id, _x, g in ratios if m == metric and kind_of(f) == kind]
+    if len(either) >= MIN_INTERVAL_ROWS:
+        why = (
+            f"every {kind} family's models of both classes, widened x{FALLBACK_ERROR_WIDENING}"
+            f" ({family} has {len(fam)} held-out {cls} rows, every {kind} family {len(kin)})"
+        )
+        return either, FALLBACK_ERROR_WIDENING, why
     # a CPU's rows (our own harness on tiny models) say nothing of an accelerator's error, nor an accelerator's of a
     # CPU's: the last resort pools the families on the same side of that line
     cpu = kind == "cpu"
