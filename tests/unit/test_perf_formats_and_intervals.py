@@ -286,3 +286,17 @@ def test_sizing_predict_states_a_neuron_moe_models_interval_from_moe_rows(capsys
     assert "MoE" not in dense["tpot_ms"]["basis"]
     width = lambda b: b["ratio_p10_p90"][1] / b["ratio_p10_p90"][0]  # noqa: E731
     assert width(moe["tpot_ms"]) > width(dense["tpot_ms"])
+
+
+def test_a_family_no_held_out_row_measured_states_its_kinds_band_widened_as_its_profile_is():
+    # given GPU TPOTs held out on Hopper only
+    data = _cv_data([("hopper", "vllm", "tpot", 0.8 + 0.4 * i / 29, False) for i in range(30)])
+    # when a Hopper model's interval and a B200's (no row of its own: Hopper's profile carried over) are stated
+    hopper = interval_for("hopper", "vllm", data)["tpot"]
+    blackwell = interval_for("blackwell", "vllm", data)["tpot"]
+    # then the B200's rests on the same rows, widened, and says why
+    assert blackwell["rows"] == hopper["rows"] == 30
+    assert blackwell["ratio"][0] < hopper["ratio"][0] and blackwell["ratio"][1] > hopper["ratio"][1]
+    assert (
+        "blackwell has no held-out rows" in blackwell["basis"] and "no held-out rows" not in hopper["basis"]
+    )

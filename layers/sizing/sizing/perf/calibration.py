@@ -57,6 +57,9 @@ RELATIVE: dict[str, str] = {
     "blackwell": "hopper",
     "neuron-v3": "neuron-v2",
     "neuron-v2": "neuron-v3",
+    # the other CPU vLLM's CPU backend serves here: no reference rows of its own yet, so the Xeon's efficiencies on
+    # its own (AVX2) peaks, error widened; a team's runs on it correct them (docs/engine.md, "An EPYC Milan box")
+    "epyc-milan": "xeon-spr",
 }
 #: An engine with no rows on a family borrows the family's pooled profile; its stated error widens by this
 #: factor (assumed: engines on one chip differ by up to ~1.5x in published comparisons).
@@ -66,7 +69,7 @@ FALLBACK_ERROR_WIDENING = 1.5
 #: CPU processors (data/cpus.yaml): a CPU instance's accelerator is `<processor>-<instance type>`, and every size of
 #: every family on one processor shares its efficiencies (the sizes differ in cores and bandwidth share, which the
 #: step model reads from the catalog).
-CPU_PROCESSORS = ("xeon-spr",)
+CPU_PROCESSORS = ("xeon-spr", "epyc-milan")
 
 
 def family_of(accelerator_id: str) -> str:
@@ -437,7 +440,26 @@ def _group(
 def _pool(
     ratios: list[Ratio], family: str, engine: str, metric: str, moe: bool
 ) -> tuple[list[tuple[float, str | None]], float, str]:
-    """`_group`'s rows, each with its regime, before any regime is chosen."""
+    """`_group`'s rows, each with its regime, before any regime is chosen. A family no held-out row measured (its
+    profile a relative's, `RELATIVE`: an EPYC Milan on the Xeon's efficiencies, a B200 on Hopper's) gets its kind's
+    band widened once more by `FALLBACK_ERROR_WIDENING`, as its profile's stated error is: the kind's rows hold the
+    error of families that were measured, not that of carrying one family's fit to another chip."""
+    rows, widen, basis = _kind_pool(ratios, family, engine, metric, moe)
+    if rows and not any(f == family for f, *_rest in ratios):
+        return (
+            rows,
+            widen * FALLBACK_ERROR_WIDENING,
+            (
+                f"{basis}, widened x{FALLBACK_ERROR_WIDENING} ({family} has no held-out rows: its profile is a relative's)"
+            ),
+        )
+    return rows, widen, basis
+
+
+def _kind_pool(
+    ratios: list[Ratio], family: str, engine: str, metric: str, moe: bool
+) -> tuple[list[tuple[float, str | None]], float, str]:
+    """`_pool`'s rows before a family without rows of its own is widened."""
     cls = "MoE" if moe else "dense"
     same = [(f, e, (r, g)) for f, e, m, r, _id, x, g in ratios if m == metric and x == moe]
     fam = [r for f, _e, r in same if f == family]
