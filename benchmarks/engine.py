@@ -46,7 +46,6 @@ import dataclasses
 import functools
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -70,14 +69,25 @@ MODELS = ROOT / ".engine" / "models"
 # the engine tier's models are catalog models through the overlay build_models.py writes
 os.environ.setdefault("SIZING_CATALOG_DIR", str(MODELS / "catalog"))
 
+from sizing.catalog.hostcpu import host_cpu, this_machine  # noqa: E402
 from sizing.loadtest import run_sweep  # noqa: E402
 from sizing.loadtest.metrics import RequestRecord, StepResult, lockstep_users  # noqa: E402
 from sizing.loadtest.server import probe  # noqa: E402
 from sizing.loadtest.steps import EngineStep, rebuild  # noqa: E402
 from sizing.perf.calibration import REFERENCE_PROFILE_ENV  # noqa: E402
 
-#: This machine as the catalog names it: a 2-vCPU Sapphire Rapids slice (docs/engine.md, "Which instance this is").
-ACCELERATOR = "xeon-spr-c7i.large"
+#: This machine as the catalog names it (docs/engine.md, "Which instance this is"): a 2-vCPU Sapphire Rapids slice is
+#: a c7i.large, a 2-vCPU EPYC Milan one a c6a.large (`sizing.catalog.hostcpu`); None on a CPU the catalog does not
+#: know, where nothing is measured unless told `--any-cpu`.
+BOX = this_machine()
+#: The reference grid's machine (engine-grid.csv and the step records beside it were measured there).
+REFERENCE_PROCESSOR, REFERENCE_INSTANCE = "xeon-spr", "c7i.large"
+REFERENCE = f"{REFERENCE_PROCESSOR}-{REFERENCE_INSTANCE}"
+PROCESSOR, INSTANCE = (BOX.processor, BOX.instance_type) if BOX else (REFERENCE_PROCESSOR, REFERENCE_INSTANCE)
+ACCELERATOR = f"{PROCESSOR}-{INSTANCE}"
+#: Where `measure` writes and `learning` scores by default: the reference grid on its own machine, a grid of this
+#: machine's own beside it on another (its rows are that instance's, never the reference's)
+BOX_CSV = CSV_PATH if PROCESSOR == REFERENCE_PROCESSOR else RESULTS / f"engine-grid-{INSTANCE}.csv"
 #: The grid: about 20 M to 300 M parameters, Qwen- and Llama-like proportions (engine/build_models.py SHAPES).
 SHAPES = ("tiny-qwen", "tiny-llama", "small-llama")
 #: (prompt, answer) tokens per shape: prompts 128-2,048, answers 32-256. The 296 M model's long prompts and answers
@@ -111,18 +121,7 @@ BUSY = 0.5
 
 
 def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                flags = next(
-                    x for x in Path("/proc/cpuinfo").read_text().splitlines() if x.startswith("flags")
-                )
-                amx = "AMX" if "amx_bf16" in flags else "no AMX"
-                return f"{name} ({os.cpu_count()} vCPUs, {amx})"
-    except (OSError, StopIteration):
-        pass
-    return platform.processor() or "unknown CPU"
+    return host_cpu().describe()
 
 
 #: where the server's API process and engine core ran, when not on the model's core (`--frontend-core`), as the rows'
@@ -261,10 +260,13 @@ def grid_point(args: argparse.Namespace, shape: str, point: tuple[int, int], mod
 WARMUP_WINDOW_S = 6.0
 
 
-def warm(endpoint: str, model: str, shape: str) -> None:
+def warm(endpoint: str, model: str, shape: str, only: str = "") -> None:
     """The first requests after a start compile the shapes they bring (~130 ms TTFT where a warm engine answers in
-    ~50): every length of the shape is served a few times first, and nothing of it is recorded."""
+    ~50): every length of the shape (`only` those named, e.g. "128x32,512x128") is served a few times first, and
+    nothing of it is recorded."""
     for point in POINTS[shape]:
+        if only and f"{point[0]}x{point[1]}" not in only.split(","):
+            continue
         sweep(endpoint, model, point, "concurrency", [2], WARMUP_WINDOW_S, warmup=2.0)
 
 
@@ -292,7 +294,7 @@ def measure(args: argparse.Namespace) -> int:
         facts = probe(args.endpoint)
         model = facts.served_models[0]
         print(f"{shape}: vLLM {facts.version}, KV {facts.kv_cache_tokens} tokens, {cpu_model()}", flush=True)
-        warm(args.endpoint, model, shape)
+        warm(args.endpoint, model, shape, args.points)
         if shape == SHORT[0]:
             t0 = time.monotonic()
             steps = sweep(args.endpoint, model, SHORT[1], "concurrency", list(SHORT[2]), window)
@@ -300,6 +302,8 @@ def measure(args: argparse.Namespace) -> int:
             record(rows, steps, shape, SHORT[1])
             print(f"  short run: {time.monotonic() - t0:.0f} s", flush=True)
         for point in POINTS[shape]:
+            if args.points and f"{point[0]}x{point[1]}" not in args.points.split(","):
+                continue
             grid_point(args, shape, point, model, facts, window)
     engine("stop")
     print(f"grid measured in {(time.monotonic() - started) / 60:.1f} min -> {OUT['csv']}")
@@ -663,7 +667,7 @@ def score_unmeasured(
 
 
 def learning(args: argparse.Namespace) -> int:
-    """`sizing run --endpoint --hardware c7i.large` on the engine with a profile folder, then the grid's rows of the
+    """`sizing run --endpoint --hardware INSTANCE` (this machine's) on the engine with a profile folder, then the grid's rows of the
     same model the run did not measure, predicted before (the shipped profile) and after (its adopted
     correction)."""
     import yaml
@@ -674,6 +678,13 @@ def learning(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="engine-learning-"))
     spec = work / "spec.yaml"
     learning_spec = LEARNING_SPECS[args.shape]
+    # the next estimate is read on this machine's family: its instance may be far from the cheapest answer (an EPYC
+    # Milan core without a matrix unit is)
+    family = INSTANCE.split(".", 1)[0]
+    learning_spec = {
+        **learning_spec,
+        "constraints": {**learning_spec["constraints"], "instance_families": [family]},
+    }
     model = str(learning_spec["model"])
     spec.write_text(yaml.safe_dump(learning_spec))
     env = {**os.environ, "SIZING_CALIBRATION_DIR": str(work / "profiles")}
@@ -683,15 +694,17 @@ def learning(args: argparse.Namespace) -> int:
         env[REFERENCE_PROFILE_ENV] = str(reference)
     engine("stop")
     engine("start", args.shape)
-    warm(
-        args.endpoint, probe(args.endpoint).served_models[0], args.shape
-    )  # as the grid was before its levels
+    # as the grid was before its levels; on a machine the grid was not measured on, the run's own length alone (a
+    # CPU without a matrix unit prefills the 2,048-token prompts in ~12 s each)
+    tokens = learning_spec["tokens"]
+    only = "" if PROCESSOR == REFERENCE_PROCESSOR else f"{tokens['input']['mean']}x{tokens['output']['mean']}"
+    warm(args.endpoint, probe(args.endpoint).served_models[0], args.shape, only)
     if args.shape == SHORT[0]:
         repeatability(args)
     t0 = time.monotonic()
     run = subprocess.run(
         [sys.executable, "-m", "sizing.cli", "run", str(spec), "--endpoint", args.endpoint, "--hardware",
-         "c7i.large", "--out", str(work / "run"), "--json"],
+         INSTANCE, "--out", str(work / "run"), "--json"],
         env=env, capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     engine("stop")
@@ -707,15 +720,25 @@ def learning(args: argparse.Namespace) -> int:
         [sys.executable, "-m", "sizing.cli", "estimate", str(spec), "--json"], env=env, capture_output=True,
         text=True, cwd=ROOT,
     )  # fmt: skip
-    after_est = json.loads(est.stdout)["architectures"]
-    cpu = [a for a in after_est if a.get("instance_type") == "c7i.large"] or after_est
-    print(f"next estimate on {cpu[0]['instance_type']}: basis {cpu[0].get('basis')}")
+    after_est = json.loads(est.stdout).get("architectures") or []
+    cpu = [a for a in after_est if a.get("instance_type") == INSTANCE] or after_est
+    if cpu:
+        print(f"next estimate on {cpu[0]['instance_type']}: basis {cpu[0].get('basis')}")
+    else:
+        print(f"next estimate: no architecture on {family} meets the spec's SLOs (exit {est.returncode})")
+    pred = subprocess.run(
+        [sys.executable, "-m", "sizing.cli", "predict", "--model", model, "--instance", INSTANCE, "--input-tokens",
+         str(tokens["input"]["mean"]), "--output-tokens", str(tokens["output"]["mean"]), "--concurrency", "1",
+         "--json"], env=env, capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    if pred.returncode == 0:
+        print(f"next prediction on {INSTANCE}: {json.loads(pred.stdout)['calibration']['basis']}")
     # the adopted correction, read as the next estimate reads it
     os.environ["SIZING_CALIBRATION_DIR"] = env["SIZING_CALIBRATION_DIR"]
     from sizing.learn.profiles import active
 
     adopted = active() or {}
-    hit = lookup(adopted.get("corrections") or {}, "xeon-spr", "vllm", model)
+    hit = lookup(adopted.get("corrections") or {}, PROCESSOR, "vllm", model)
     correction = hit[1] if hit else None
     print(f"adopted: {adopted.get('version', 'none')}; correction {correction}")
     # explicit data: no team correction
@@ -779,8 +802,8 @@ def replay_fit(args: argparse.Namespace) -> int:
         facts = lv.get("server_facts") or {}
         items.append(LevelSteps(
             run_id="replay", candidate_id="c1", n=n, phase="levels" if conc else "capacity",
-            concurrency=int(conc) if conc else None, model=model, family="xeon-spr", accelerator=ACCELERATOR,
-            instance_type="c7i.large", tensor_parallel=1, quantization="bf16", engine="vllm",
+            concurrency=int(conc) if conc else None, model=model, family=REFERENCE_PROCESSOR, accelerator=REFERENCE,
+            instance_type=REFERENCE_INSTANCE, tensor_parallel=1, quantization="bf16", engine="vllm",
             server_facts=ServerFacts.model_validate({"endpoint": "", **facts}) if facts else None, sample=kept,
         ))  # fmt: skip
         print(f"  {point[0]}/{point[1]} {target}: {kept.timed} timed steps, {len(kept.steps)} kept")
@@ -788,7 +811,7 @@ def replay_fit(args: argparse.Namespace) -> int:
     if fitted is None:
         print("too few steps to fit")
         return 1
-    base = profile_for(ACCELERATOR, "vllm", load_profiles())
+    base = profile_for(REFERENCE, "vllm", load_profiles())
     print(f"step error {fitted.mdape_before:.1%} -> {fitted.mdape_after:.1%} over {fitted.steps} steps; factors: "
           + ", ".join(f"{k} {getattr(base, k):.4g} -> {v:.4g}" for k, v in fitted.factors.items()))  # fmt: skip
     score_unmeasured(Path(args.csv), args.shape, model, base, {"steps": fitted.factors},
@@ -978,7 +1001,13 @@ def main() -> int:
     m.add_argument("--endpoint", default=f"http://127.0.0.1:{os.environ.get('SIZING_ENGINE_PORT', '8765')}")
     m.add_argument("--shapes", default=",".join(SHAPES))
     m.add_argument("--quick", action="store_true", help="half-length windows")
-    m.add_argument("--csv", default=str(CSV_PATH), help="the rows' file (its step records go beside it)")
+    m.add_argument(
+        "--points",
+        default="",
+        help="only these prompt x answer lengths, e.g. 128x32,512x128 (default: every length of each shape; a"
+        " CPU without a matrix unit serves the 2,048-token prompts in ~12 s each)",
+    )
+    m.add_argument("--csv", default=str(BOX_CSV), help="the rows' file (its step records go beside it)")
     h = sub.add_parser("holdout", help="fit on the short run, predict the rest")
     h.add_argument("--csv", default=str(CSV_PATH))
     h.add_argument("--verbose", action="store_true")
@@ -1000,7 +1029,7 @@ def main() -> int:
         "learning", help="sizing run --endpoint on the engine, then error before/after its refit"
     )
     lp.add_argument("--endpoint", default=f"http://127.0.0.1:{os.environ.get('SIZING_ENGINE_PORT', '8765')}")
-    lp.add_argument("--csv", default=str(CSV_PATH))
+    lp.add_argument("--csv", default=str(BOX_CSV), help="the grid scored (default: this machine's)")
     lp.add_argument(
         "--unseen-model",
         action="store_true",
@@ -1032,8 +1061,8 @@ def main() -> int:
         p.add_argument(
             "--any-cpu",
             action="store_true",
-            help="measure on a CPU without AMX too: not a c7i.large, so its rows (their source names the CPU) are"
-            " this machine's, never the reference's",
+            help="measure on a CPU the catalog does not know too: its rows (their source names the CPU) are this"
+            " machine's, never the reference's",
         )
     rl = sub.add_parser("replay", help="the learning loop's step correction on saved step records, scored")
     for p in (rl, sub.add_parser("replay-fit", help=argparse.SUPPRESS)):
@@ -1060,12 +1089,12 @@ def main() -> int:
     measures = args.cmd in ("measure", "learning", "frontend", "repeat") or (
         args.cmd == "steps" and args.measure
     )
-    if measures and "no AMX" in cpu_model() and not args.any_cpu:
-        # the rows are written, and the grid compared with, as xeon-spr / c7i.large: another CPU's figures would be
-        # filed under that hardware
-        print(f"this machine's CPU is {cpu_model()}: not the Sapphire Rapids Xeon of a c7i.large, whose rows these"
-              " are (docs/engine.md, 'Which instance this is'); nothing measured (--any-cpu measures it anyway: keep its rows out of the reference)",
-              file=sys.stderr)  # fmt: skip
+    if measures and BOX is None and not args.any_cpu:
+        # the rows are written as the catalog instance this machine is: a CPU the catalog does not know would have
+        # its figures filed under another's hardware
+        print(f"this machine's CPU is {cpu_model()}: no catalog CPU instance is this processor (docs/engine.md, 'Which"
+              f" instance this is'); nothing measured (--any-cpu measures it anyway, as {ACCELERATOR}: keep its rows"
+              " out of the reference)", file=sys.stderr)  # fmt: skip
         return 2
     return commands[args.cmd](args)
 

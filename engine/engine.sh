@@ -90,11 +90,16 @@ start() {
   iomp="$(find "$VENV/lib" -maxdepth 1 -name 'libiomp5.so' | head -n1)"
   [[ -n "$iomp" ]] && preload="${preload:+$preload:}$iomp"
   echo "engine: starting vLLM (CPU) for $MODEL on $(url), core $CORE" >&2
-  # the CPU family's figures are a Sapphire Rapids Xeon's (AMX); elsewhere the engine still serves, at its own pace
-  if ! grep -qw amx_bf16 /proc/cpuinfo 2> /dev/null; then
-    cpu="$(grep -m1 '^model name' /proc/cpuinfo 2> /dev/null | cut -d: -f2 | sed 's/^ *//')"
-    echo "engine: this CPU (${cpu:-unknown}) has no AMX: not the Sapphire Rapids of a c7i.large; its bf16 runs" \
-      "several times slower, and its figures are this machine's, not that instance's (docs/engine.md)" >&2
+  # which catalog instance the engine's figures are (sizing.catalog.hostcpu), where the product's venv is here to say
+  cpu="$(grep -m1 '^model name' /proc/cpuinfo 2> /dev/null | cut -d: -f2 | sed 's/^ *//')"
+  if [[ -x .venv/bin/python ]]; then
+    here="$(.venv/bin/python -c 'from sizing.catalog.hostcpu import this_machine as m; h = m(); print(h.instance_type if h else "")' 2> /dev/null || true)"
+    if [[ -n "$here" ]]; then
+      echo "engine: this machine (${cpu:-unknown CPU}) counts as a $here (docs/engine.md, 'Which instance this is')" >&2
+    else
+      echo "engine: this CPU (${cpu:-unknown}) is no catalog CPU instance: the engine serves, and its figures are" \
+        "this machine's alone (docs/engine.md, 'Which instance this is')" >&2
+    fi
   fi
   LD_PRELOAD="$preload" VLLM_CPU_KVCACHE_SPACE="$KV_GIB" VLLM_CPU_OMP_THREADS_BIND="$CORE" \
     setsid taskset -c "$CORE,$FRONTEND_CORE" "$PY" engine/launch.py serve "$HOME_DIR/models/$MODEL" \

@@ -1,20 +1,16 @@
-"""This machine's CPU, as the engine tier reads it."""
+"""This machine's CPU, as the engine tier reads it: which catalog instance it counts as
+(`sizing.catalog.hostcpu`), and whether it has AMX."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from sizing.catalog.hostcpu import LocalInstance, host_cpu, this_machine
 
 
 def box_cpu() -> tuple[str, bool]:
     """This machine's CPU model name, and whether it has AMX (`amx_bf16`): the mark of the Sapphire Rapids Xeon a
     c7i.large is (docs/engine.md, "Which instance this is"). The engine runs here, so its CPU is this one."""
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "unknown CPU", False
-    name = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "?")
-    flags = next((ln for ln in info.splitlines() if ln.startswith("flags")), "")
-    return name, "amx_bf16" in flags.split()
+    cpu = host_cpu()
+    return cpu.name, "amx_bf16" in cpu.flags
 
 
 def skip_without_amx(why: str) -> None:
@@ -26,3 +22,16 @@ def skip_without_amx(why: str) -> None:
         pytest.skip(
             f"this machine's CPU ({name}) has no AMX: {why} (docs/engine.md, 'Which instance this is')"
         )
+
+
+def box_instance() -> LocalInstance:
+    """The catalog instance this machine counts as; skips the calling test on a CPU the catalog does not know,
+    whose figures would be filed under another machine's hardware."""
+    import pytest
+
+    here = this_machine()
+    if here is None:
+        pytest.skip(
+            f"this machine's CPU ({host_cpu().describe()}) is no catalog CPU instance (docs/engine.md)"
+        )
+    return here

@@ -12,9 +12,10 @@ GB_PER_GIB = 2**30 / 1e9
 def expand_cpu_families(cpus: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The accelerators and instance types of `data/cpus.yaml`: one of each per (family, size). A CPU instance is
     one device: its memory less the node's reserve, the memory bandwidth its physical cores (vCPUs / threads per
-    core) can draw (each core's, at most the socket's), and the matrix peak (AMX) of those cores. A slice of one
-    physical core serves its requests on the core that computes the model (`frontend_shares_cores`): vLLM keeps a
-    CPU for its API server and engine core, which on such a slice is the other thread of the same core."""
+    core) can draw (each core's, at most the socket's), and the matrix peak of those cores (`matrix_unit`: AMX on a
+    Xeon, the AVX2 FMA pipes on an EPYC Milan). A slice of one physical core serves its requests on the core that
+    computes the model (`frontend_shares_cores`): vLLM keeps a CPU for its API server and engine core, which on such
+    a slice is the other thread of the same core."""
     accelerators: list[dict[str, Any]] = []
     instances: list[dict[str, Any]] = []
     as_of = cpus.get("as_of")
@@ -44,8 +45,13 @@ def expand_cpu_families(cpus: dict[str, Any]) -> tuple[list[dict[str, Any]], lis
                     "memory_bw_gbs": round(
                         min(float(proc["socket_memory_bw_gbs"]), cores * float(proc["core_memory_bw_gbs"])), 3
                     ),
-                    "bf16_tflops": round(float(proc["amx_bf16_flops_per_cycle"]) * peak, 3),
-                    "int8_tops": round(float(proc["amx_int8_ops_per_cycle"]) * peak, 3),
+                    "bf16_tflops": round(float(proc["bf16_flops_per_cycle"]) * peak, 3),
+                    # a processor without an int8 path faster than its bf16 one states none: int8 runs at bf16's rate
+                    "int8_tops": (
+                        round(float(proc["int8_ops_per_cycle"]) * peak, 3)
+                        if proc.get("int8_ops_per_cycle")
+                        else None
+                    ),
                     "interconnect": {
                         "kind": "none",
                         "bw_gbs_per_direction": 1.0,
@@ -71,12 +77,14 @@ def expand_cpu_families(cpus: dict[str, Any]) -> tuple[list[dict[str, Any]], lis
                     "prices": {
                         "us-east-1": {
                             "usd_per_hour": float(price),
-                            "source": f"{cpus['price_source']} (us-east-1 row)",
-                            "as_of": cpus["price_as_of"],
+                            # a family read from another snapshot of the price list says which
+                            "source": f"{fam.get('price_source', cpus['price_source'])} (us-east-1 row)",
+                            "as_of": fam.get("price_as_of", cpus["price_as_of"]),
                         }
                     },
                     "spot_discount": fam["spot_discount"],
-                    "source": f"{cpus['network_source']}; memory: {fam['memory_gib_per_vcpu']} GiB per vCPU",
+                    "source": f"{fam.get('network_source', cpus['network_source'])}; memory:"
+                    f" {fam['memory_gib_per_vcpu']} GiB per vCPU",
                     "as_of": as_of,
                 }
             )

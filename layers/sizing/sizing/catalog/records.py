@@ -78,7 +78,7 @@ class Accelerator(Sourced):
 
     id: str
     name: str
-    vendor: Literal["nvidia", "aws", "intel"]
+    vendor: Literal["nvidia", "aws", "intel", "amd"]
     kind: Literal["gpu", "neuron", "cpu"]
     cores_per_chip: int = Field(ge=1)
     memory_gb: float = Field(gt=0)
