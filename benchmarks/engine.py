@@ -1089,6 +1089,13 @@ def main() -> int:
     measures = args.cmd in ("measure", "learning", "frontend", "repeat") or (
         args.cmd == "steps" and args.measure
     )
+    reference_only = args.cmd == "frontend" or (args.cmd == "steps" and args.measure)
+    if reference_only and PROCESSOR != REFERENCE_PROCESSOR and not args.any_cpu:
+        # these compare with, and add to, the reference machine's own records (the step records beside its grid)
+        print(f"this machine is a {INSTANCE} ({cpu_model()}): `{args.cmd}` measures against the {REFERENCE_INSTANCE}'s"
+              " records (docs/engine.md, 'Which instance this is'); nothing measured (--any-cpu measures it anyway)",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if measures and BOX is None and not args.any_cpu:
         # the rows are written as the catalog instance this machine is: a CPU the catalog does not know would have
         # its figures filed under another's hardware
