@@ -69,7 +69,7 @@ MODELS = ROOT / ".engine" / "models"
 # the engine tier's models are catalog models through the overlay build_models.py writes
 os.environ.setdefault("SIZING_CATALOG_DIR", str(MODELS / "catalog"))
 
-from sizing.catalog.hostcpu import host_cpu, this_machine  # noqa: E402
+from sizing.catalog.hostcpu import ENGINE_VCPUS, host_cpu, this_machine  # noqa: E402
 from sizing.loadtest import run_sweep  # noqa: E402
 from sizing.loadtest.metrics import RequestRecord, StepResult, lockstep_users  # noqa: E402
 from sizing.loadtest.server import probe  # noqa: E402
@@ -79,7 +79,7 @@ from sizing.perf.calibration import REFERENCE_PROFILE_ENV  # noqa: E402
 #: This machine as the catalog names it (docs/engine.md, "Which instance this is"): a 2-vCPU Sapphire Rapids slice is
 #: a c7i.large, a 2-vCPU EPYC Milan one a c6a.large (`sizing.catalog.hostcpu`); None on a CPU the catalog does not
 #: know, where nothing is measured unless told `--any-cpu`.
-BOX = this_machine()
+BOX = this_machine(ENGINE_VCPUS)
 #: The reference grid's machine (engine-grid.csv and the step records beside it were measured there).
 REFERENCE_PROCESSOR, REFERENCE_INSTANCE = "xeon-spr", "c7i.large"
 REFERENCE = f"{REFERENCE_PROCESSOR}-{REFERENCE_INSTANCE}"

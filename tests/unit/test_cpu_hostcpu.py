@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 
 from sizing.catalog import load_catalog
-from sizing.catalog.hostcpu import local_instance, parse_cpuinfo, shipped_cpus
+from sizing.catalog.hostcpu import (
+    CPUINFO,
+    ENGINE_VCPUS,
+    local_instance,
+    parse_cpuinfo,
+    shipped_cpus,
+    this_machine,
+)
 from sizing.perf.calibration import family_of, kind_of, profile_for
 
 SAPPHIRE_RAPIDS = """processor\t: 0
@@ -89,3 +96,11 @@ def test_a_milan_instance_is_estimated_with_the_xeons_efficiencies_and_says_its_
     assert milan.compute_eff == xeon.compute_eff and milan.bandwidth_eff == xeon.bandwidth_eff
     assert "nearest relative xeon-spr" in milan.basis and "widened" in milan.basis
     assert all(milan.expected_error[m] > xeon.expected_error[m] for m in ("ttft", "tpot"))
+
+
+def test_the_local_engine_counts_as_the_two_vcpu_slice_whatever_the_machine_has():
+    # given this machine, whatever its vCPUs (the engine runs pinned to one core)
+    here = this_machine(ENGINE_VCPUS)
+    # then it is no instance (a CPU the catalog does not know) or the 2-vCPU size of its processor's first family
+    assert here is None or here.instance_type.endswith(".large")
+    assert here is None or local_instance(shipped_cpus(), parse_cpuinfo(CPUINFO.read_text(), 2)) == here

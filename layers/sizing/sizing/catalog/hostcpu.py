@@ -110,6 +110,16 @@ def shipped_cpus() -> dict[str, Any]:
     return data
 
 
-def this_machine() -> LocalInstance | None:
-    """The catalog instance this machine counts as (`local_instance` over the shipped `data/cpus.yaml`)."""
-    return local_instance(shipped_cpus())
+#: vCPUs of the slice the local engine is: engine/engine.sh pins it to one core (its client on another), as a
+#: 2-vCPU instance computes on one physical core, whatever else the machine has (docs/engine.md, "Which instance
+#: this is").
+ENGINE_VCPUS = 2
+
+
+def this_machine(vcpus: int | None = None) -> LocalInstance | None:
+    """The catalog instance this machine counts as (`local_instance` over the shipped `data/cpus.yaml`), or with
+    `vcpus`, the slice of that many vCPUs of its processor (`ENGINE_VCPUS`: the one the local engine is)."""
+    cpu = host_cpu()
+    if vcpus is not None:
+        cpu = HostCpu(cpu.name, cpu.vendor, cpu.family, cpu.model, cpu.flags, vcpus)
+    return local_instance(shipped_cpus(), cpu)
