@@ -51,7 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -121,6 +121,7 @@ BUSY = 0.5
 
 
 def cpu_model() -> str:
+    """This machine's CPU as every row's source names it."""
     return host_cpu().describe()
 
 
@@ -260,13 +261,23 @@ def grid_point(args: argparse.Namespace, shape: str, point: tuple[int, int], mod
 WARMUP_WINDOW_S = 6.0
 
 
-def warm(endpoint: str, model: str, shape: str, only: str = "") -> None:
+def warm(endpoint: str, model: str, shape: str, points: Sequence[tuple[int, int]] | None = None) -> None:
     """The first requests after a start compile the shapes they bring (~130 ms TTFT where a warm engine answers in
-    ~50): every length of the shape (`only` the lengths named, e.g. "128x32,512x128") is served a few times first,
-    and nothing of it is recorded."""
-    points = [tuple(int(x) for x in p.split("x")) for p in only.split(",")] if only else POINTS[shape]
-    for point in points:
-        sweep(endpoint, model, (point[0], point[1]), "concurrency", [2], WARMUP_WINDOW_S, warmup=2.0)
+    ~50): every length of the shape (or `points`) is served a few times first, and nothing of it is recorded."""
+    for point in points or POINTS[shape]:
+        sweep(endpoint, model, point, "concurrency", [2], WARMUP_WINDOW_S, warmup=2.0)
+
+
+def own_lengths(point: tuple[int, int]) -> list[tuple[int, int]] | None:
+    """What `warm` serves before a command that measures `point` alone: on the machine the grid was measured on,
+    every length (None), as the grid was; elsewhere `point` only (a CPU without a matrix unit was still prefilling
+    the warm-up's 2,048-token prompts, ~12 s each, when the first level began)."""
+    return None if PROCESSOR == REFERENCE_PROCESSOR else [point]
+
+
+def parsed_points(text: str) -> list[tuple[int, int]]:
+    """`--points`: "128x32,512x128" -> [(128, 32), (512, 128)]."""
+    return [(int(a), int(b)) for a, b in (p.split("x") for p in text.split(",") if p)]
 
 
 def raise_priority() -> None:
@@ -293,16 +304,17 @@ def measure(args: argparse.Namespace) -> int:
         facts = probe(args.endpoint)
         model = facts.served_models[0]
         print(f"{shape}: vLLM {facts.version}, KV {facts.kv_cache_tokens} tokens, {cpu_model()}", flush=True)
-        warm(args.endpoint, model, shape, args.points)
+        points = (
+            [p for p in POINTS[shape] if p in parsed_points(args.points)] if args.points else POINTS[shape]
+        )
+        warm(args.endpoint, model, shape, points)
         if shape == SHORT[0]:
             t0 = time.monotonic()
             steps = sweep(args.endpoint, model, SHORT[1], "concurrency", list(SHORT[2]), window)
             rows = [row_of(shape, SHORT[1], s, facts, "-short") for s in steps]
             record(rows, steps, shape, SHORT[1])
             print(f"  short run: {time.monotonic() - t0:.0f} s", flush=True)
-        for point in POINTS[shape]:
-            if args.points and f"{point[0]}x{point[1]}" not in args.points.split(","):
-                continue
+        for point in points:
             grid_point(args, shape, point, model, facts, window)
     engine("stop")
     print(f"grid measured in {(time.monotonic() - started) / 60:.1f} min -> {OUT['csv']}")
@@ -565,9 +577,7 @@ def repeat(args: argparse.Namespace) -> int:
         model = facts.served_models[0]
         print(f"{shape} {point[0]}/{point[1]}: vLLM {facts.version}, {cpu_model()}{LAYOUT_NOTE},"
               f" load average {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
-        # the measured length alone where the grid was not measured: a CPU without a matrix unit was still
-        # prefilling the warm-up's 2,048-token prompts (~12 s each) when the first round began
-        warm(args.endpoint, model, shape, "" if PROCESSOR == REFERENCE_PROCESSOR else f"{prompt}x{answer}")
+        warm(args.endpoint, model, shape, own_lengths(point))
         for i in range(args.rounds):
             if i:
                 time.sleep(args.pause)
@@ -668,9 +678,9 @@ def score_unmeasured(
 
 
 def learning(args: argparse.Namespace) -> int:
-    """`sizing run --endpoint --hardware INSTANCE` (this machine's) on the engine with a profile folder, then the grid's rows of the
-    same model the run did not measure, predicted before (the shipped profile) and after (its adopted
-    correction)."""
+    """`sizing run --endpoint --hardware INSTANCE` (this machine's) on the engine with a profile folder, then the
+    grid's rows of the same model the run did not measure, predicted before (the shipped profile) and after (its
+    adopted correction)."""
     import yaml
 
     from sizing.learn.correction import lookup
@@ -695,11 +705,11 @@ def learning(args: argparse.Namespace) -> int:
         env[REFERENCE_PROFILE_ENV] = str(reference)
     engine("stop")
     engine("start", args.shape)
-    # as the grid was before its levels; on a machine the grid was not measured on, the run's own length alone (a
-    # CPU without a matrix unit prefills the 2,048-token prompts in ~12 s each)
     tokens = learning_spec["tokens"]
-    only = "" if PROCESSOR == REFERENCE_PROCESSOR else f"{tokens['input']['mean']}x{tokens['output']['mean']}"
-    warm(args.endpoint, probe(args.endpoint).served_models[0], args.shape, only)
+    own = own_lengths((tokens["input"]["mean"], tokens["output"]["mean"]))
+    warm(
+        args.endpoint, probe(args.endpoint).served_models[0], args.shape, own
+    )  # as the grid was before its levels
     if args.shape == SHORT[0]:
         repeatability(args)
     t0 = time.monotonic()

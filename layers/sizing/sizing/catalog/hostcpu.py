@@ -7,7 +7,8 @@ state its CPU over HTTP, so a run against it names its hardware (`sizing run --h
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +69,10 @@ def parse_cpuinfo(text: str, vcpus: int | None = None) -> HostCpu:
     )
 
 
+@cache
 def host_cpu() -> HostCpu:
-    """This machine's processor (an unreadable `/proc/cpuinfo`: an unknown CPU, which matches no processor)."""
+    """This machine's processor (an unreadable `/proc/cpuinfo`: an unknown CPU, which matches no processor), read
+    once: every row a benchmark writes names it."""
     try:
         text = CPUINFO.read_text()
     except OSError:
@@ -120,6 +123,4 @@ def this_machine(vcpus: int | None = None) -> LocalInstance | None:
     """The catalog instance this machine counts as (`local_instance` over the shipped `data/cpus.yaml`), or with
     `vcpus`, the slice of that many vCPUs of its processor (`ENGINE_VCPUS`: the one the local engine is)."""
     cpu = host_cpu()
-    if vcpus is not None:
-        cpu = HostCpu(cpu.name, cpu.vendor, cpu.family, cpu.model, cpu.flags, vcpus)
-    return local_instance(shipped_cpus(), cpu)
+    return local_instance(shipped_cpus(), cpu if vcpus is None else replace(cpu, vcpus=vcpus))

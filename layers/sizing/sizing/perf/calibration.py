@@ -445,15 +445,10 @@ def _pool(
     band widened once more by `FALLBACK_ERROR_WIDENING`, as its profile's stated error is: the kind's rows hold the
     error of families that were measured, not that of carrying one family's fit to another chip."""
     rows, widen, basis = _kind_pool(ratios, family, engine, metric, moe)
-    if rows and not any(f == family for f, *_rest in ratios):
-        return (
-            rows,
-            widen * FALLBACK_ERROR_WIDENING,
-            (
-                f"{basis}, widened x{FALLBACK_ERROR_WIDENING} ({family} has no held-out rows: its profile is a relative's)"
-            ),
-        )
-    return rows, widen, basis
+    if not rows or any(f == family for f, *_rest in ratios):
+        return rows, widen, basis
+    why = f"{family} has no held-out rows: its profile is a relative's"
+    return rows, widen * FALLBACK_ERROR_WIDENING, f"{basis}, widened x{FALLBACK_ERROR_WIDENING} ({why})"
 
 
 def _kind_pool(
