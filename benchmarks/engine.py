@@ -116,6 +116,8 @@ SHORT_SMALL = ("small-llama", (((128, 32), 1), ((512, 64), 1), ((128, 32), 4)))
 #: A level's window and warm-up (s): long enough for a few answers of the longest length at 64 streams on one
 #: core, short enough that the grid takes ~25 minutes (`--quick` halves them).
 WINDOW_S, WARMUP_S = 12.0, 3.0
+#: A metric's figure in `sizing.perf.simulator.Windows.means`.
+WINDOW_FIGURE = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_s", "throughput": "output_tokens_per_s"}
 #: Utilisation above which step simulators are known to under-predict queueing (issue: TTFT at > 50%).
 BUSY = 0.5
 
@@ -168,6 +170,9 @@ def row_of(shape: str, point: tuple[int, int], step: dict[str, Any], facts: Any,
         "e2e_s": (step.get("e2e_s") or {}).get("mean"),
         "output_tokens_per_s": step.get("output_tokens_per_s") or None,
         "requests_per_s": step.get("requests_per_s") or None,
+        # a Poisson level is predicted as its window read it (`CalRow.window_s`)
+        "warmup_s": None if closed else step["warmup_s"],
+        "window_s": None if closed else step["duration_s"],
         "origin": "loadtest",
         "engine_version": facts.version or "",
     }
@@ -381,9 +386,12 @@ def holdout(args: argparse.Namespace) -> int:
     lines = []
     by_shape: dict[tuple[str, str], list[float]] = {}
     groups = level_groups(Path(args.csv)) if args.groups else {}
+    in_band: dict[str, list[bool]] = {}
+    scatter: dict[str, list[float]] = {}
     for r in test:
         got = grouped_prediction(r, prof, groups[r.row_id]) if r.row_id in groups else predict_row(r, prof)
         want = measured(r)
+        windows = window_draws(r, prof, want, in_band, scatter)
         busy = (_utilisation(r) or 0.0) >= BUSY
         for metric, value in want.items():
             p = got.get(metric)
@@ -398,7 +406,9 @@ def holdout(args: argparse.Namespace) -> int:
                 if band:
                     lo, hi = band["ratio"]
                     inside.setdefault(k, []).append(min(p / hi, p) <= value <= max(p / lo, p))
-            lines.append(f"  {r.row_id:<34} {metric:<10} measured {value:9.2f}  predicted {p:9.2f}")
+            band = windows.band(WINDOW_FIGURE[metric]) if windows is not None else None
+            drawn = f"  one window {band[0]:9.2f}-{band[1]:9.2f}" if band else ""
+            lines.append(f"  {r.row_id:<34} {metric:<10} measured {value:9.2f}  predicted {p:9.2f}{drawn}")
             by_shape.setdefault((r.model.split("/")[-1], metric), []).append(p / value)
     if args.verbose:
         print("\n".join(lines))
@@ -408,6 +418,22 @@ def holdout(args: argparse.Namespace) -> int:
     print(
         f"\nheld out: {len(test)} rows; the stated 80% interval is the product's for the family ({bands['tpot'].get('basis', '-')})"
     )
+    print_scores(errs, faster, inside)
+    if in_band:
+        print_window_draws(in_band, scatter)
+    print("\nmedian predicted/measured per shape, and the median error:")
+    for (shape, metric), shares in sorted(by_shape.items()):
+        mdape = 100 * statistics.median(abs(x - 1) for x in shares)
+        print(
+            f"  {shape:<12} {metric:<10} {statistics.median(shares):5.2f}  {mdape:5.1f}% ({len(shares)} levels)"
+        )
+    return 0
+
+
+def print_scores(
+    errs: dict[str, list[float]], faster: dict[str, list[bool]], inside: dict[str, list[bool]]
+) -> None:
+    """The holdout's table: per metric, levels, MdAPE, the share predicted faster and the stated interval's cover."""
     print(f"{'metric':<11} {'n':>4} {'MdAPE':>7} {'faster':>7} {'in 80%':>7}")
     for k in ("ttft", "tpot", "throughput", "e2e", "ttft>50%"):
         if k not in errs:
@@ -417,13 +443,41 @@ def holdout(args: argparse.Namespace) -> int:
         print(
             f"{k:<11} {n:>4} {100 * statistics.median(errs[k]):6.1f}% {100 * sum(faster[k]) / n:6.0f}% {cover}"
         )
-    print("\nmedian predicted/measured per shape, and the median error:")
-    for (shape, metric), shares in sorted(by_shape.items()):
-        mdape = 100 * statistics.median(abs(x - 1) for x in shares)
-        print(
-            f"  {shape:<12} {metric:<10} {statistics.median(shares):5.2f}  {mdape:5.1f}% ({len(shares)} levels)"
-        )
-    return 0
+
+
+def window_draws(
+    row: Any,
+    prof: Any,
+    want: dict[str, float],
+    in_band: dict[str, list[bool]],
+    scatter: dict[str, list[float]],
+) -> Any:
+    """A Poisson level read in a window (`sizing.perf.fit.row_windows`; None for any other row): whether each
+    measured figure is one the windows' draws give (their 10th-90th percentile), into `in_band`, and how far one
+    window lies from the level's own figure, into `scatter`."""
+    from sizing.perf.fit import row_windows
+
+    windows = row_windows(row, prof)
+    if windows is None:
+        return None
+    for metric, value in want.items():
+        lo, hi = windows.band(WINDOW_FIGURE[metric])
+        in_band.setdefault(metric, []).append(lo <= value <= hi)
+        scatter.setdefault(metric, []).append(windows.scatter(WINDOW_FIGURE[metric]))
+    return windows
+
+
+def print_window_draws(in_band: dict[str, list[bool]], scatter: dict[str, list[float]]) -> None:
+    print(
+        f"\n{len(in_band.get('ttft', []))} Poisson levels, each simulated as its window read it: the windows' own"
+        " 10th-90th percentile (one draw of arrivals to the next) holds the measured figure for "
+        + ", ".join(f"{k} {sum(v)} of {len(v)}" for k, v in in_band.items())
+    )
+    print(
+        "  one window's median distance from its level's own figure (what an exact prediction errs by against"
+        " one window; the median over those levels): "
+        + ", ".join(f"{k} {100 * statistics.median(v):.1f}%" for k, v in scatter.items())
+    )
 
 
 def step_trained(args: argparse.Namespace) -> tuple[Any, set[str]]:
@@ -675,6 +729,15 @@ def score_unmeasured(
     print(f"{'metric':<11} {'before':>8} {'after':>8}")
     for m in before:
         print(f"{m:<11} {100 * statistics.median(before[m]):7.1f}% {100 * statistics.median(after[m]):7.1f}%")
+    # a Poisson level is one window's draw: how far one window lies from its level, and whether the corrected
+    # prediction's windows hold the measured figure (a stretch is not simulated: the base profile's windows then)
+    in_band: dict[str, list[bool]] = {}
+    scatter: dict[str, list[float]] = {}
+    for r in rows:
+        want = {k: v for k, v in measured(r).items() if k in ("ttft", "tpot", "throughput")}
+        window_draws(r, stepped if stepped is not None else base, want, in_band, scatter)
+    if in_band:
+        print_window_draws(in_band, scatter)
 
 
 def learning(args: argparse.Namespace) -> int:

@@ -126,3 +126,19 @@ def test_requests_that_queue_together_tell_less_than_independent_ones():
     # THEN the bursty order counts for fewer samples: a larger design effect and an interval at least as wide
     assert together.design_effect > 2 * apart.design_effect
     assert (together.ci_high or math.inf) - (together.ci_low or 0) >= apart.ci_high - apart.ci_low
+
+
+def test_a_slow_servers_short_window_of_one_burst_does_not_prove_a_verdict():
+    # GIVEN a slow server's window of 40 answers (too few for batches of requests): 14 that queued behind one burst
+    # of arrivals, then 26 that did not, in the order they were sent; and the same answers in a random order
+    rng = np.random.default_rng(7)
+    burst = list(np.concatenate([np.full(14, 3.0), np.full(26, 1.0)]) + rng.normal(0, 0.05, 40))
+    shuffled = list(rng.permutation(burst))
+    # WHEN each is checked against a p90 target of 2 s
+    together = check_target(burst, "e2e_s", "p90", 2.0)
+    apart = check_target(shuffled, "e2e_s", "p90", 2.0)
+    # THEN answers in random order fail it, while one burst is one draw of the arrivals: the window counts for a
+    # few requests, and its verdict waits for more
+    assert apart.verdict == "fail" and apart.design_effect < 2
+    assert together.design_effect > 5
+    assert together.verdict == "unsure"

@@ -76,6 +76,12 @@ def quantile_ci(
 #: Contiguous batches (in send order) the design effect is estimated from, and the fewest requests a batch needs.
 BATCHES = 10
 MIN_PER_BATCH = 10
+#: Fewest requests whose neighbours' correlation says anything (below five batches of `MIN_PER_BATCH`, the design
+#: effect is read from it: `lag_design_effect`); fewer tell nothing and count as independent.
+MIN_LAG_SAMPLES = 12
+#: Largest lag-1 correlation read: at 0.9 a level counts for a nineteenth of its requests; beyond it a few dozen
+#: requests cannot tell 0.9 from 0.99, and no cap would leave a level of near-identical neighbours worth one request.
+MAX_LAG_CORRELATION = 0.9
 
 
 def design_effect(exceeds: Sequence[bool]) -> float:
@@ -83,11 +89,13 @@ def design_effect(exceeds: Sequence[bool]) -> float:
     variance of that share across contiguous batches of requests (in the order they were sent) over its binomial
     variance (batch means). Requests of one level are not independent -- a burst of Poisson arrivals queues many
     of them together -- and treating them as independent made two runs' 95% intervals of one server's capacity
-    exclude each other's point (5.42-5.70 and 6.00-6.31 req/s). 1 when too few requests to tell."""
+    exclude each other's point (5.42-5.70 and 6.00-6.31 req/s). A level of fewer than five batches (a slow server's
+    window of 14-54 answers) reads it from neighbours' correlation instead (`lag_design_effect`); 1 when too few
+    requests to tell."""
     n = len(exceeds)
     batches = min(BATCHES, n // MIN_PER_BATCH)
     if batches < 5:
-        return 1.0
+        return lag_design_effect(exceeds)
     size = n // batches
     shares = [sum(exceeds[i * size : (i + 1) * size]) / size for i in range(batches)]
     p = sum(exceeds[: batches * size]) / (batches * size)
@@ -97,6 +105,27 @@ def design_effect(exceeds: Sequence[bool]) -> float:
     mean = sum(shares) / batches
     between = sum((x - mean) ** 2 for x in shares) / (batches - 1)
     return max(1.0, between / binomial)
+
+
+def lag_design_effect(exceeds: Sequence[bool]) -> float:
+    """The design effect of a few dozen requests, from the correlation of each with the next one sent (lag 1):
+    (1 + r) / (1 - r), the variance of a mean of an autocorrelated (first-order) series over that of independent
+    samples, r read at 0 to `MAX_LAG_CORRELATION`. Measured on one slow server (tiny-llama on one EPYC core, 50-s
+    Poisson windows of 14-54 answers), the next request's TPOT correlated with the last's at 0.84-0.96 near
+    capacity, and the same level's mean TPOT moved 4x between windows a minute apart, where the answers'
+    independent 95% interval was +-4-48% of it (docs/engine.md, "A Poisson window is one draw"). 1 with fewer than
+    `MIN_LAG_SAMPLES` requests or every one on one side of the limit."""
+    n = len(exceeds)
+    if n < MIN_LAG_SAMPLES:
+        return 1.0
+    p = sum(exceeds) / n
+    var = p * (1 - p)
+    if var <= 0:
+        return 1.0
+    xs = [float(x) - p for x in exceeds]
+    r = sum(a * b for a, b in zip(xs, xs[1:], strict=False)) / (n * var)
+    r = min(max(r, 0.0), MAX_LAG_CORRELATION)
+    return (1 + r) / (1 - r)
 
 
 class TargetCheck(Strict):

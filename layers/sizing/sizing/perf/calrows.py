@@ -86,6 +86,11 @@ class CalRow(Strict):
         description="engine build calibrated apart from the engine's product profile (see ENGINE_BUILDS); "
         "empty for the build the product deploys",
     )
+    #: this product's own load test of a Poisson level: the warm-up before its window and the window (s) it read the
+    #: requests sent in; the row is predicted as those windows read (`simulator.simulate_windows`), not as a steady
+    #: state. None: a published row, a closed loop, or a level recorded before rows kept their window
+    warmup_s: float | None = Field(default=None, ge=0)
+    window_s: float | None = Field(default=None, gt=0)
     #: the engine version as the source states it (release, image tag or date), for settings that changed
     #: within a build (`engines.build_scheduler`)
     engine_version: str = ""

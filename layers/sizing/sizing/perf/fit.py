@@ -43,7 +43,15 @@ from sizing.perf.engines import build_scheduler
 from sizing.perf.memory import memory_fit
 from sizing.perf.optimizer import nelder_mead
 from sizing.perf.reference import LLMPERF_LAUNCH_GAP_S, REFERENCE_MODELS, SHAREGPT_SIGMA
-from sizing.perf.simulator import ClosedLoop, OpenLoop, SimResult, saturating_concurrency, simulate
+from sizing.perf.simulator import (
+    ClosedLoop,
+    OpenLoop,
+    SimResult,
+    Windows,
+    saturating_concurrency,
+    simulate,
+    simulate_windows,
+)
 from sizing.perf.step import ROOFLINE, Profile, StepModel
 
 #: Literature prior: prefill MFU ~50% and decode MBU 55-60% at batch 1 (Databricks, docs/serving-facts.md s2);
@@ -226,9 +234,8 @@ def predict_row(row: CalRow, profile: Profile) -> dict[str, float]:
     return _in_client_units(row, out, res.e2e_s.mean)
 
 
-def simulate_row(row: CalRow, profile: Profile, prefix_tokens: int = 0) -> SimResult:
-    """The simulated run of the row's deployment and load (`prefix_tokens`: prompt tokens every request shares,
-    served from the engine's prefix cache)."""
+def _row_model(row: CalRow, profile: Profile, prefix_tokens: int = 0) -> StepModel:
+    """The step model of the row's deployment under `profile`, scheduling as the row's engine build did."""
     cat = reference_catalog()
     cfg = row_config(row)
     if prefix_tokens:
@@ -237,6 +244,30 @@ def simulate_row(row: CalRow, profile: Profile, prefix_tokens: int = 0) -> SimRe
     # an older engine build schedules as it did: the server ran with the model's own context unless the row says
     served_len = row.max_model_len or cfg.parts(cat).model.max_position_embeddings
     sm.schedule_as(build_scheduler(profile_key(row), served_len, row.engine_version))
+    return sm
+
+
+def row_windows(row: CalRow, profile: Profile, prefix_tokens: int = 0) -> Windows | None:
+    """A Poisson level of this product's load test simulated as its window reads (`CalRow.window_s`): the mean
+    over windows enough to settle it and the spread one window is drawn from. None for any other row."""
+    if row.load != "open" or row.window_s is None or row.warmup_s is None:
+        return None
+    i_dist, o_dist = _dists(row)
+    return simulate_windows(
+        _row_model(row, profile, prefix_tokens), row.load_value, row.warmup_s, row.window_s, i_dist, o_dist,
+        prefix_tokens=prefix_tokens,
+    )  # fmt: skip
+
+
+def simulate_row(row: CalRow, profile: Profile, prefix_tokens: int = 0) -> SimResult:
+    """The simulated run of the row's deployment and load (`prefix_tokens`: prompt tokens every request shares,
+    served from the engine's prefix cache). A Poisson level of this product's load test is read as its window
+    read it (`row_windows`), where one steady run of OPEN_LOOP_REQUESTS read a level near saturation as if its
+    queue had grown for minutes (docs/engine.md, "A Poisson window is one draw")."""
+    windows = row_windows(row, profile, prefix_tokens)
+    if windows is not None:
+        return windows.pooled
+    sm = _row_model(row, profile, prefix_tokens)
     i_dist, o_dist = _dists(row)
     floor = MIN_REQUESTS_SHAREGPT if row.token_dist == "sharegpt" else MIN_REQUESTS_FIXED
     warmup = 0.1

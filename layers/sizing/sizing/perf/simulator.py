@@ -71,9 +71,15 @@ class ClosedLoop:
 
 @dataclass(frozen=True)
 class OpenLoop:
-    """Poisson arrivals at `rate_rps` requests per second, whatever the replica's state."""
+    """Poisson arrivals at `rate_rps` requests per second, whatever the replica's state.
+
+    `window=(warm-up s, window s)`: the run is read as the load generator reads one level
+    (`sizing.loadtest.metrics.summarize`): the requests sent in the window, which opens the warm-up after the first
+    arrival, however long they take, and the throughput as the tokens delivered inside it. Without one, the run's
+    steady state: the requests after its `warmup` share, their output over their span."""
 
     rate_rps: float
+    window: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -287,6 +293,108 @@ def simulate(
     return res
 
 
+#: A level read in windows is predicted over this many simulated requests in its windows at least (as many windows
+#: as that takes, `MIN_WINDOWS` to `MAX_WINDOWS`), each window from an idle engine on a seed of its own: near
+#: saturation one Poisson window of a few dozen answers reads its mean TPOT 2-5x apart from one draw of arrivals to
+#: the next (docs/engine.md, "A Poisson window is one draw"), so one simulated window is a draw too, not the level.
+WINDOW_REQUESTS = 1200
+MIN_WINDOWS = 4
+MAX_WINDOWS = 32
+#: Windows of arrivals simulated after a window: the load generator holds the level's load until every request sent
+#: in the window has been answered, for at most one more window (`sizing.loadtest.locustfile.SweepShape`), so the
+#: window's last requests share the engine with arrivals to the end.
+TAIL_WINDOWS = 1.0
+
+
+@dataclass(frozen=True)
+class Windows:
+    """A load-test level predicted as its windows read: `pooled`, the requests of every window together (rates:
+    the windows' mean; inter-token latencies not kept); `means`, each window's own figure (`ttft_ms`, `tpot_ms`,
+    `e2e_s`: its requests' mean; `output_tokens_per_s`): the spread one measured window is drawn from."""
+
+    pooled: SimResult
+    means: dict[str, np.ndarray]
+
+    def band(self, metric: str, lo: float = 10.0, hi: float = 90.0) -> tuple[float, float]:
+        """The `lo`-th and `hi`-th percentiles of the windows' figure for `metric` (NaN: no window measured it)."""
+        v = self.means[metric]
+        v = v[~np.isnan(v)]
+        if not v.size:
+            return math.nan, math.nan
+        return float(np.percentile(v, lo)), float(np.percentile(v, hi))
+
+    def scatter(self, metric: str) -> float:
+        """The median distance of one window's figure for `metric` from the level's (pooled), relative: what a
+        prediction of the level's figure that is exactly right errs by against one measured window."""
+        v = self.means[metric]
+        v = v[~np.isnan(v)]
+        pooled = self.pooled
+        level = (
+            pooled.output_tokens_per_s if metric == "output_tokens_per_s" else getattr(pooled, metric).mean
+        )
+        return float(np.median(np.abs(v / level - 1.0))) if v.size and level else math.nan
+
+
+def simulate_windows(
+    step_model: StepModel,
+    rate_rps: float,
+    warmup_s: float,
+    window_s: float,
+    input_dist: TokenDistribution,
+    output_dist: TokenDistribution,
+    seed: int = 0,
+    prefix_tokens: int = 0,
+) -> Windows:
+    """Poisson arrivals at `rate_rps` read as a load generator reads one level (`OpenLoop.window`), over windows
+    enough for `WINDOW_REQUESTS` requests (seeds `seed`, `seed + 1`, ...): its figures, and their spread from one
+    window to the next. Deterministic for a seed."""
+    if rate_rps <= 0 or window_s <= 0 or warmup_s < 0:
+        raise ValueError("a window needs a positive rate and length and a warm-up of 0 or more")
+    arrivals = rate_rps * (warmup_s + (1.0 + TAIL_WINDOWS) * window_s)
+    # a Poisson count: three standard deviations over its mean leave the tail's arrivals short once in ~700 runs
+    n = math.ceil(arrivals + 3.0 * math.sqrt(arrivals)) + 1
+    k = min(MAX_WINDOWS, max(MIN_WINDOWS, math.ceil(WINDOW_REQUESTS / max(rate_rps * window_s, 1.0))))
+    load = OpenLoop(rate_rps, (warmup_s, window_s))
+    runs = [
+        simulate(
+            step_model,
+            load,
+            input_dist,
+            output_dist,
+            n_requests=n,
+            seed=seed + i,
+            warmup=0.0,
+            itl=False,
+            prefix_tokens=prefix_tokens,
+        )
+        for i in range(k)
+    ]
+    per = {m: np.concatenate([r.per_request[m] for r in runs]) for m in ("ttft_ms", "tpot_ms", "e2e_s")}
+    tpot = per["tpot_ms"]
+    pooled = SimResult(
+        ttft_ms=Stats.of(per["ttft_ms"]),
+        tpot_ms=Stats.of(tpot[~np.isnan(tpot)]),
+        itl_ms=Stats.of(np.asarray([])),
+        e2e_s=Stats.of(per["e2e_s"]),
+        requests_per_s=float(np.mean([r.requests_per_s for r in runs])),
+        output_tokens_per_s=float(np.mean([r.output_tokens_per_s for r in runs])),
+        completed=sum(r.completed for r in runs),
+        preemptions=sum(r.preemptions for r in runs),
+        duration_s=sum(r.duration_s for r in runs),
+        truncated=sum(r.truncated for r in runs),
+        output_tokens_generated=sum(r.output_tokens_generated for r in runs),
+        output_tokens_drawn=sum(r.output_tokens_drawn for r in runs),
+        per_request=per,
+    )
+    means = {
+        "ttft_ms": np.array([r.ttft_ms.mean for r in runs]),
+        "tpot_ms": np.array([r.tpot_ms.mean for r in runs]),
+        "e2e_s": np.array([r.e2e_s.mean for r in runs]),
+        "output_tokens_per_s": np.array([r.output_tokens_per_s for r in runs]),
+    }
+    return Windows(pooled, means)
+
+
 class _Draws:
     """The random numbers one run of `n` requests draws for a seed, in the order `simulate` always drew them from
     `np.random.default_rng(seed)`: each request's prompt tokens, its output tokens (both stratified by blocks of
@@ -486,7 +594,16 @@ def _summarise(
     if n - skip < 1:
         skip = 0
     measured: slice | np.ndarray
-    if n < 2 or bool((arrival[1:] >= arrival[:-1]).all()):
+    window = load.window if isinstance(load, OpenLoop) else None
+    if window is not None:
+        # a load generator's level: the requests sent in its window (arrivals are in order: a slice)
+        lo = float(arrival[0]) + window[0]
+        first_in, end = np.searchsorted(arrival, [lo, lo + window[1]])
+        measured = slice(int(first_in), int(end))
+        sent = int(end) - int(first_in)
+        t0 = lo
+        t1 = lo + window[1]
+    elif n < 2 or bool((arrival[1:] >= arrival[:-1]).all()):
         # arrivals already in order (an open loop's always are): the stable sort is the identity, so the
         # measured requests are a slice, read without copying, and the window's ends are its first and last
         measured = slice(skip, None)
@@ -504,7 +621,10 @@ def _summarise(
     tpot_valid = tpot[~np.isnan(tpot)]
     # throughput: completions inside the steady-state window [first measured arrival, last arrival]
     rounds_ok = closed and n >= MIN_ROUNDS_FOR_WINDOW * getattr(load, "concurrency", 1)
-    if not closed:
+    if window is not None:
+        rps = sent / window[1]
+        tps = delivered_tokens(first, finish, out, t0, t1) / window[1]
+    elif not closed:
         # open loop: output of the measured requests over the time from their first arrival to their last
         # completion (equals the offered rate when it is served, the capacity when it is not)
         span = float(finish[measured].max() - t0)
