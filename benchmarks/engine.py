@@ -675,6 +675,68 @@ def repeat(args: argparse.Namespace) -> int:
     return 0 if worst == 0 else 1
 
 
+#: `windows`: where a Poisson level measured in consecutive windows is kept (steps and request records, a line per
+#: call), and the grid's own window and warm-up for a 128/32 Poisson level on a slow core.
+WINDOWS_PATH = RESULTS / f"engine-poisson-windows-{INSTANCE}.jsonl"
+POISSON_WINDOW_S, POISSON_WARMUP_S = 50.0, 17.0
+
+
+def lag1(values: Sequence[float]) -> float:
+    """The correlation of each value with the next (in the order sent); NaN with fewer than three."""
+    if len(values) < 3:
+        return float("nan")
+    return float(np.corrcoef(values[:-1], values[1:])[0, 1])
+
+
+def windows(args: argparse.Namespace) -> int:
+    """One Poisson level measured in consecutive windows on one engine, started and warmed as the grid's is: each
+    window's requests, TTFT, TPOT (mean +- the 95% interval its requests give as if independent), the correlation of
+    each request's TPOT with the next one's, and throughput; then the spread across windows. Kept in WINDOWS_PATH
+    (docs/engine.md, "A Poisson window is one draw")."""
+    raise_priority()
+    prompt, answer = (int(x) for x in args.point.split("/"))
+    shape, point = args.shape, (prompt, answer)
+    engine("stop")
+    engine("start", shape)
+    reqs: list[dict[str, Any]] = []
+    try:
+        facts = probe(args.endpoint)
+        model = facts.served_models[0]
+        print(f"{shape} {prompt}/{answer} at {args.rate:g}/s: vLLM {facts.version}, {cpu_model()}{LAYOUT_NOTE},"
+              f" load average {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+        warm(args.endpoint, model, shape, own_lengths(point))
+        steps = sweep(args.endpoint, model, point, "rate", [args.rate] * args.windows, args.window,
+                      warmup=args.warmup, requests=reqs)  # fmt: skip
+    finally:
+        engine("stop")
+    with WINDOWS_PATH.open("a") as fh:
+        fh.write(json.dumps({"shape": shape, "point": list(point), "rate": args.rate, "cpu": cpu_model(),
+                             "date": str(date.today()), "steps": steps, "records": reqs}) + "\n")  # fmt: skip
+    print_windows(steps, reqs)
+    return 0
+
+
+def print_windows(steps: list[dict[str, Any]], reqs: list[dict[str, Any]]) -> None:
+    figures: dict[str, list[float]] = {"ttft": [], "tpot": [], "tok/s": []}
+    for step in steps:
+        mine = [
+            RequestRecord.from_row(r) for r in reqs if r["step"] == step["step"] and r.get("error") is None
+        ]
+        mine.sort(key=lambda r: r.start)
+        tpot = [t * 1e3 for r in mine if (t := r.tpot_s) is not None]
+        m, h = _mean_ci(tpot) if len(tpot) > 1 else (float("nan"), float("nan"))
+        figures["ttft"].append(step["ttft_ms"]["mean"])
+        figures["tpot"].append(m)
+        figures["tok/s"].append(step["output_tokens_per_s"])
+        print(f"  window {step['step'] + 1}: {step['requests']:3d} requests, TTFT {step['ttft_ms']['mean']:8.1f} ms,"
+              f" TPOT {m:7.1f} +-{h:6.1f} ms (as if independent; next request's TPOT correlates {lag1(tpot):.2f}),"
+              f" {step['output_tokens_per_s']:6.1f} tokens/s")  # fmt: skip
+    for name, vals in figures.items():
+        print(
+            f"  {name:6s} across windows: {min(vals):.1f}-{max(vals):.1f} (largest over smallest {max(vals) / min(vals):.1f}x)"
+        )
+
+
 def unseen_model_profile(path: Path, model: str) -> Path:
     """The shipped profile with its CPU family refitted on the load-test rows of every model but `model`: what the
     product would have shipped had that model never been measured on this engine (the learning loop's case: a
@@ -1068,6 +1130,23 @@ def steps(args: argparse.Namespace) -> int:
     return steps_compare(args)
 
 
+def windows_parser(sub: Any) -> argparse.ArgumentParser:
+    """`windows`' arguments."""
+    wp: argparse.ArgumentParser = sub.add_parser(
+        "windows", help="one Poisson level measured in consecutive windows on one engine"
+    )
+    wp.add_argument("--endpoint", default=f"http://127.0.0.1:{os.environ.get('SIZING_ENGINE_PORT', '8765')}")
+    wp.add_argument("--shape", default=SHORT[0], choices=SHAPES, help="the model shape served")
+    wp.add_argument("--point", default="128/32", help="prompt/answer tokens")
+    wp.add_argument("--rate", type=float, default=0.5, help="arrivals a second")
+    wp.add_argument("--windows", type=int, default=6)
+    wp.add_argument("--window", type=float, default=POISSON_WINDOW_S, help="seconds a window")
+    wp.add_argument(
+        "--warmup", type=float, default=POISSON_WARMUP_S, help="seconds of warm-up before each window"
+    )
+    return wp
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -1121,6 +1200,7 @@ def main() -> int:
     rp.add_argument("--pause", type=float, default=REPEAT_PAUSE_S, help="seconds between rounds")
     rp.add_argument("--shape", default=SHORT[0], choices=SHAPES, help="the model shape served")
     rp.add_argument("--point", default=f"{SHORT[1][0]}/{SHORT[1][1]}", help="prompt/answer tokens")
+    wp = windows_parser(sub)
     sp = sub.add_parser(
         "steps", help="the model's step time against the engine's steps, as the client saw them"
     )
@@ -1131,7 +1211,7 @@ def main() -> int:
     sp.add_argument("--measure", action="store_true", help="measure the shape's levels first (~6 minutes)")
     sp.add_argument("--endpoint", default=f"http://127.0.0.1:{os.environ.get('SIZING_ENGINE_PORT', '8765')}")
     sp.add_argument("--min-steps", type=int, default=5, help="fewest steps a kind needs to get a line")
-    for p in (m, lp, fp, rp, sp):
+    for p in (m, lp, fp, rp, wp, sp):
         p.add_argument(
             "--any-cpu",
             action="store_true",
@@ -1156,11 +1236,12 @@ def main() -> int:
         "learning": learning,
         "frontend": frontend,
         "repeat": repeat,
+        "windows": windows,
         "steps": steps,
         "replay": replay,
         "replay-fit": replay_fit,
     }
-    measures = args.cmd in ("measure", "learning", "frontend", "repeat") or (
+    measures = args.cmd in ("measure", "learning", "frontend", "repeat", "windows") or (
         args.cmd == "steps" and args.measure
     )
     reference_only = args.cmd == "frontend" or (args.cmd == "steps" and args.measure)
