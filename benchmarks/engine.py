@@ -615,6 +615,19 @@ def _mean_ci(values: list[float]) -> tuple[float, float]:
     return m, (Z95 * statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else 0.0)
 
 
+def started(endpoint: str, shape: str, point: tuple[int, int], level: str) -> str:
+    """The engine (re)started serving `shape` and warmed for `point` as the grid's is; says what it serves (and the
+    `level` about to be measured). Returns the served model's name; the caller stops the engine."""
+    engine("stop")
+    engine("start", shape)
+    facts = probe(endpoint)
+    model = str(facts.served_models[0])
+    print(f"{shape} {point[0]}/{point[1]}{level}: vLLM {facts.version}, {cpu_model()}{LAYOUT_NOTE},"
+          f" load average {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+    warm(endpoint, model, shape, own_lengths(point))
+    return model
+
+
 def repeat(args: argparse.Namespace) -> int:
     """The short run's levels measured in rounds minutes apart on one engine, started and warmed as the grid's
     is: per level, each round's TTFT and TPOT means with their 95% intervals from the round's requests and its
@@ -623,15 +636,9 @@ def repeat(args: argparse.Namespace) -> int:
     raise_priority()
     prompt, answer = (int(x) for x in args.point.split("/"))
     shape, point, streams = args.shape, (prompt, answer), SHORT[2]
-    engine("stop")
-    engine("start", shape)
     rounds: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
     try:
-        facts = probe(args.endpoint)
-        model = facts.served_models[0]
-        print(f"{shape} {point[0]}/{point[1]}: vLLM {facts.version}, {cpu_model()}{LAYOUT_NOTE},"
-              f" load average {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
-        warm(args.endpoint, model, shape, own_lengths(point))
+        model = started(args.endpoint, shape, point, "")
         for i in range(args.rounds):
             if i:
                 time.sleep(args.pause)
@@ -696,15 +703,9 @@ def windows(args: argparse.Namespace) -> int:
     raise_priority()
     prompt, answer = (int(x) for x in args.point.split("/"))
     shape, point = args.shape, (prompt, answer)
-    engine("stop")
-    engine("start", shape)
     reqs: list[dict[str, Any]] = []
     try:
-        facts = probe(args.endpoint)
-        model = facts.served_models[0]
-        print(f"{shape} {prompt}/{answer} at {args.rate:g}/s: vLLM {facts.version}, {cpu_model()}{LAYOUT_NOTE},"
-              f" load average {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
-        warm(args.endpoint, model, shape, own_lengths(point))
+        model = started(args.endpoint, shape, point, f" at {args.rate:g}/s")
         steps = sweep(args.endpoint, model, point, "rate", [args.rate] * args.windows, args.window,
                       warmup=args.warmup, requests=reqs)  # fmt: skip
     finally:
