@@ -3,6 +3,7 @@ a verdict per SLO target -- pass when the interval lies below the limit, fail wh
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Literal
@@ -123,7 +124,7 @@ def lag_design_effect(exceeds: Sequence[bool]) -> float:
     if var <= 0:
         return 1.0
     xs = [float(x) - p for x in exceeds]
-    r = sum(a * b for a, b in zip(xs, xs[1:], strict=False)) / (n * var)
+    r = sum(a * b for a, b in itertools.pairwise(xs)) / (n * var)
     r = min(max(r, 0.0), MAX_LAG_CORRELATION)
     return (1 + r) / (1 - r)
 
