@@ -144,6 +144,7 @@ def engine(cmd: str, shape: str | None = None) -> None:
 def row_of(shape: str, point: tuple[int, int], step: dict[str, Any], facts: Any, tag: str) -> dict[str, Any]:
     target = step["target"]
     closed = "concurrency" in target
+    group = lockstep_users(step.get("lockstep_group"))
     level = target.get("concurrency") or target.get("rate_rps")
     return {
         "row_id": f"E-{shape}-{point[0]}x{point[1]}-{'c' if closed else 'r'}{level:g}{tag}",
@@ -161,7 +162,9 @@ def row_of(shape: str, point: tuple[int, int], step: dict[str, Any], facts: Any,
         # a Poisson level's row states the rate its window really got (the row id keeps the one asked for): 0.84-1.20
         # of the target on the grids, and near saturation the latencies answer to the rate got
         "load_value": level if closed else StepResult.model_validate(step).sent_rps,
-        "start": "together" if lockstep_users(step.get("lockstep_group")) > 1 else "spread",
+        "start": "together" if group > 1 else "spread",
+        # the users of a lock-step group, which the loop is simulated in (`CalRow.lockstep_group`)
+        "lockstep_group": group if closed and group > 1 else None,
         "max_num_seqs": facts.max_num_seqs or 128,
         "max_model_len": facts.max_model_len,
         "kv_cache_tokens": facts.kv_cache_tokens,
@@ -385,11 +388,10 @@ def holdout(args: argparse.Namespace) -> int:
     inside: dict[str, list[bool]] = {}
     lines = []
     by_shape: dict[tuple[str, str], list[float]] = {}
-    groups = level_groups(Path(args.csv)) if args.groups else {}
     in_band: dict[str, list[bool]] = {}
     scatter: dict[str, list[float]] = {}
     for r in test:
-        got = grouped_prediction(r, prof, groups[r.row_id]) if r.row_id in groups else predict_row(r, prof)
+        got = predict_row(r, prof, in_groups=args.groups)
         want = measured(r)
         windows = window_draws(r, prof, want, in_band, scatter)
         busy = (_utilisation(r) or 0.0) >= BUSY
@@ -412,9 +414,6 @@ def holdout(args: argparse.Namespace) -> int:
             by_shape.setdefault((r.model.split("/")[-1], metric), []).append(p / value)
     if args.verbose:
         print("\n".join(lines))
-    if groups:
-        print(f"\n{len(groups)} closed-loop levels simulated in the lock-step groups they measured: " + ", ".join(
-            f"{k} {v}" for k, v in sorted(groups.items())))  # fmt: skip
     print(
         f"\nheld out: {len(test)} rows; the stated 80% interval is the product's for the family ({bands['tpot'].get('basis', '-')})"
     )
@@ -507,40 +506,6 @@ def step_trained(args: argparse.Namespace) -> tuple[Any, set[str]]:
           f" {100 * fit.mdape_after:.1f}% (median), the request's own cost from {len(one)} one-stream first tokens")  # fmt: skip
     ids = {f"E-{shape}-{lv['point'][0]}x{lv['point'][1]}-c{lv['target']['concurrency']:g}" for lv in short}
     return prof, ids
-
-
-def level_groups(csv: Path) -> dict[str, int]:
-    """Row id -> users per lock-step group, for the closed-loop levels of the step records beside `csv` whose
-    groups round to 2 or more (`sizing.loadtest.metrics.lockstep_users`)."""
-    steps = csv.with_name(csv.stem + "-steps.jsonl")
-    first: dict[str, int] = {}
-    last: dict[str, int] = {}
-    if not steps.exists():
-        return {}
-    for line in steps.read_text().splitlines():
-        s = json.loads(line)
-        conc = (s.get("target") or {}).get("concurrency")
-        if conc:
-            key = f"E-{s['shape']}-{s['point'][0]}x{s['point'][1]}-c{conc:g}"
-            first.setdefault(key, lockstep_users(s.get("lockstep_group")))
-            last[key] = lockstep_users(s.get("lockstep_group"))
-    # the short run is measured first, its length's grid levels later (`measure`)
-    out = {f"{k}-short": v for k, v in first.items() if v > 1}
-    out.update({k: v for k, v in last.items() if v > 1})
-    return out
-
-
-def grouped_prediction(row: Any, prof: Any, group: int) -> dict[str, float]:
-    """`sizing.perf.fit.predict_row`'s figures of a closed-loop row whose users went out in lock-step groups of
-    `group`: the loop simulated in those groups (`dynamics.lockstep_sim`)."""
-    from dynamics import lockstep_sim  # type: ignore[import-not-found]  # a sibling script, run from benchmarks/
-
-    from sizing.perf.fit import measured
-
-    res = lockstep_sim(row, prof, group)
-    got = {"ttft": res.ttft_ms.mean, "tpot": res.tpot_ms.mean, "e2e": res.e2e_s.mean,
-           "throughput": res.output_tokens_per_s if row.output_tokens_per_s else res.requests_per_s}  # fmt: skip
-    return {k: v for k, v in got.items() if k in measured(row)}
 
 
 #: The learning loop's workload: the engine's default model at a few requests a second, on this machine's hardware.
@@ -1168,8 +1133,8 @@ def main() -> int:
     h.add_argument(
         "--groups",
         action="store_true",
-        help="simulate each closed-loop level whose users fell into lock-step in the groups it measured (from"
-        " the step records beside --csv)",
+        help="simulate each closed loop whose users fell into lock-step in the groups its row states (the"
+        " calibration sends them all at once)",
     )
     h.add_argument(
         "--records", help="`--train steps`: the step records (default: engine-steps-small-llama.jsonl)"

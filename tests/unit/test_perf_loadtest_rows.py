@@ -14,8 +14,9 @@ from test_perf_reference import BASE as REFERENCE_ROW
 from sizing.catalog import load_catalog
 from sizing.cli import main
 from sizing.orchestrate.merge import calibration_rows
+from sizing.perf.calibration import profile_for
 from sizing.perf.calrows import LOADTEST_ROWS_NAME, CalRow, read_rows
-from sizing.perf.fit import row_config
+from sizing.perf.fit import predict_row, row_config
 from sizing.perf.memory import memory_fit
 from sizing.workload.derived import build_model
 from sizing.workload.parse import parse_spec
@@ -86,6 +87,23 @@ def test_a_measured_level_becomes_a_row_of_the_deployment_as_served_and_the_leng
     # AND the lengths keep the spread the client drew (the workload's lognormal: mean 800, p95 2400)
     assert rows[0].input_sigma == pytest.approx(0.93, abs=0.01)
     assert rows[0].output_sigma is not None and rows[0].output_sigma > 0
+
+
+def test_a_level_in_lock_step_states_the_groups_it_measured():
+    # GIVEN a 16-user level whose users went out in groups of 4.3 (request-weighted), and one at random phases
+    wm = build_model(parse_spec(SPEC), "meta-llama/Llama-3.1-8B")
+    levels = [{**_record(16, 300.0), "lockstep_group": g} for g in (4.3, None)]
+    raw = calibration_rows(ARCH, levels, "c1", "0123456789abcdef", "loadtest", wm, load_catalog())
+    grouped, spread = (CalRow.model_validate(r) for r in raw)
+    # THEN the first row starts its users together, in groups of 4; the second spreads them
+    assert (grouped.start, grouped.lockstep_group) == ("together", 4)
+    assert (spread.start, spread.lockstep_group) == ("spread", None)
+    # AND simulated in its groups of 4 (the calibration sends all 16 at once), its first tokens wait less
+    prof = profile_for("l40s", "vllm")
+    in_groups = predict_row(grouped, prof, in_groups=True)
+    at_once = predict_row(grouped, prof)
+    assert in_groups["ttft"] < at_once["ttft"]
+    assert predict_row(spread, prof, in_groups=True) == predict_row(spread, prof)
 
 
 def test_a_row_records_what_the_server_reported_not_what_the_estimate_assumed():

@@ -421,6 +421,7 @@ def calibration_rows(
             continue
         # what the server reported it runs wins over what the estimate assumed: a figure belongs to what was measured
         facts = r.server_facts
+        group = lockstep_users(r.lockstep_group)
         rows.append(
             {
                 "row_id": f"LT-{run}{candidate_id}-{int(conc)}",
@@ -436,10 +437,10 @@ def calibration_rows(
                 **sigmas,
                 "load": "concurrency",
                 "load_value": conc,
-                # users the level found in lock-step: the fit starts them together, and the step's token budget
-                # splits them into groups (the CPU engine's 64-stream levels formed groups of 11-13 where its budget
-                # admits 15)
-                "start": "together" if lockstep_users(r.lockstep_group) > 1 else "spread",
+                # users the level found in lock-step: the fit simulates them in groups of the size measured (the
+                # CPU engine's 64-stream levels formed groups of 11-13 where its budget admits 15)
+                "start": "together" if group > 1 else "spread",
+                "lockstep_group": group if group > 1 else None,
                 "max_model_len": (facts.max_model_len if facts else None) or max_model_len,
                 "max_num_seqs": (facts.max_num_seqs if facts else None)
                 or (serving.max_num_seqs if serving else None),

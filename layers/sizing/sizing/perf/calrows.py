@@ -69,6 +69,10 @@ class CalRow(Strict):
     #: prompts with fixed output lengths then keep the users in lock-step waves, each wave's prompts prefilled
     #: together); or in waves that each wait for their last request (`WAVE_CLIENT`: llmperf)
     start: Literal["spread", "together", "waves"] = "spread"
+    #: this product's load test of a closed loop whose users fell into lock-step: the users a group held
+    #: (`sizing.loadtest.metrics.lockstep_users` of the level's `lockstep_group`), simulated so (`ClosedLoop.group`,
+    #: the groups spread over the ramp) rather than every user at once (`start: together` without it)
+    lockstep_group: int | None = Field(default=None, ge=2)
     e2e_s: float | None = None
     output_tokens_per_s: float | None = Field(default=None, description="per replica")
     requests_per_s: float | None = Field(default=None, description="per replica")
