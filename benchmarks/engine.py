@@ -774,9 +774,6 @@ def learning(args: argparse.Namespace) -> int:
     adopted correction)."""
     import yaml
 
-    from sizing.learn.correction import lookup
-    from sizing.perf.calibration import load_profiles, profile_for
-
     work = Path(tempfile.mkdtemp(prefix="engine-learning-"))
     spec = work / "spec.yaml"
     learning_spec = LEARNING_SPECS[args.shape]
@@ -809,6 +806,11 @@ def learning(args: argparse.Namespace) -> int:
          INSTANCE, "--out", str(work / "run"), "--json"],
         env=env, capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
+    fresh = (
+        fresh_levels(args.endpoint, args.shape, work / "fresh.csv")
+        if args.fresh and run.returncode == 0
+        else None
+    )
     engine("stop")
     if run.returncode != 0:
         print(f"sizing run failed ({run.returncode}): {run.stderr.strip()[-800:]}")
@@ -835,8 +837,19 @@ def learning(args: argparse.Namespace) -> int:
     )  # fmt: skip
     if pred.returncode == 0:
         print(f"next prediction on {INSTANCE}: {json.loads(pred.stdout)['calibration']['basis']}")
+    score_learning(args, env["SIZING_CALIBRATION_DIR"], model, reference, fresh)
+    return 0
+
+
+def score_learning(args: argparse.Namespace, profiles: str, model: str, reference: Path | None,
+                   fresh: Path | None) -> None:  # fmt: skip
+    """The adopted correction (from the profile folder `profiles`) scored at the grid's levels the run did not
+    measure, and at the fresh levels where they were measured."""
+    from sizing.learn.correction import lookup
+    from sizing.perf.calibration import load_profiles, profile_for
+
     # the adopted correction, read as the next estimate reads it
-    os.environ["SIZING_CALIBRATION_DIR"] = env["SIZING_CALIBRATION_DIR"]
+    os.environ["SIZING_CALIBRATION_DIR"] = profiles
     from sizing.learn.profiles import active
 
     adopted = active() or {}
@@ -846,7 +859,36 @@ def learning(args: argparse.Namespace) -> int:
     # explicit data: no team correction
     base = profile_for(ACCELERATOR, "vllm", load_profiles(str(reference)) if reference else load_profiles())
     score_unmeasured(Path(args.csv), args.shape, model, base, correction)
-    return 0
+    if fresh is not None:
+        print(f"\nthe same, at {len(FRESH_LEVELS)} levels measured on the same engine right after the run"
+              " (the grid was measured earlier, and this box's speed moves from hour to hour):")  # fmt: skip
+        score_unmeasured(fresh, args.shape, model, base, correction)
+
+
+#: `learning --fresh`: levels of the learning model that its run does not measure (it measures 512/128 at one and
+#: two streams here), measured on the same engine right after it, each (prompt, answer, streams, window s): a
+#: learning run scored against a grid measured hours before scores the box's drift as well (the EPYC box's one
+#: stream read TPOT 12.3 ms in the grid and 16.0 in a run four hours later).
+FRESH_LEVELS = ((128, 32, 1, 15.0), (128, 32, 4, 25.0), (128, 32, 16, 50.0), (512, 128, 4, 55.0))
+
+
+def fresh_levels(endpoint: str, shape: str, path: Path) -> Path:
+    """`FRESH_LEVELS` measured on the engine serving `shape`, written as grid rows to `path` (a new file)."""
+    facts = probe(endpoint)
+    model = facts.served_models[0]
+    rows = []
+    for prompt, answer, streams, window in FRESH_LEVELS:
+        point = (prompt, answer)
+        warm(endpoint, model, shape, [point])
+        for step in sweep(
+            endpoint, model, point, "concurrency", [streams], window, warmup=min(20.0, window / 3)
+        ):
+            rows.append(row_of(shape, point, step, facts, "-fresh"))
+    from sizing.perf.calrows import add_rows
+
+    path.unlink(missing_ok=True)
+    add_rows([r for r in rows if r["ttft_ms"] and r["tpot_ms"]], path)
+    return path
 
 
 #: `replay`'s training sets from the saved step records (`steps --measure`): what a learning run of 128/32 measures
@@ -1156,6 +1198,11 @@ def main() -> int:
         " load-test rows), as a team's own model would be",
     )
     lp.add_argument("--shape", choices=tuple(LEARNING_SPECS), default="tiny-llama", help="the model served")
+    lp.add_argument(
+        "--fresh",
+        action="store_true",
+        help="measure FRESH_LEVELS on the same engine right after the run, and score the correction on them too",
+    )
     fp = sub.add_parser("frontend", help="the API server's CPU per request and per output token")
     fp.add_argument("--endpoint", default=f"http://127.0.0.1:{os.environ.get('SIZING_ENGINE_PORT', '8765')}")
     rp = sub.add_parser(
