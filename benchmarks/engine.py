@@ -6,6 +6,8 @@
     .venv/bin/python benchmarks/engine.py holdout [--csv benchmarks/results/engine-grid.csv]
     taskset -c 1 .venv/bin/python benchmarks/engine.py frontend   # the API server's CPU a request and a token
     taskset -c 1 .venv/bin/python benchmarks/engine.py repeat     # the short run in rounds minutes apart
+    setsid taskset -c 1 .venv/bin/python benchmarks/engine.py windows [--rate 0.5 --windows 6]  # one Poisson level
+    setsid taskset -c 1 .venv/bin/python benchmarks/engine.py learning [--fresh]  # sizing run --endpoint, scored
     setsid taskset -c 1 .venv/bin/python benchmarks/engine.py steps --measure [--shape tiny-llama]  # ~6 minutes
     .venv/bin/python benchmarks/engine.py holdout --train steps [--records FILE]
 
@@ -20,7 +22,13 @@ streams, under 2 minutes) is measured first.
 `holdout` fits the CPU profile (sizing.perf.fit.fit_group, the literature prior) on the short run only, predicts
 every other row, and prints per metric the median absolute percentage error, the share predicted faster than
 measured and the coverage of the product's stated 80% interval for the family, with TTFT above 50% utilisation
-apart (Poisson levels at >= 0.5 of the saturated rate). No timed assertion: figures to read.
+apart (Poisson levels at >= 0.5 of the saturated rate). A Poisson row is predicted as its window read it
+(`sizing.perf.fit.row_windows`), and the holdout says whether each measured figure lies in its windows' 10th-90th
+percentile and how far one window lies from its level; `--groups` simulates a closed loop in the lock-step groups its
+row states. No timed assertion: figures to read.
+
+`windows` measures one Poisson level in consecutive windows on one engine (`engine-poisson-windows-INSTANCE.jsonl`):
+each window's TTFT, TPOT, the next request's TPOT correlation and throughput, and the spread across windows.
 
 `frontend` reads the API server's own CPU time (its `process_cpu_seconds_total`) at one stream and answers of 1,
 32 and 128 tokens and under Poisson arrivals, and fits its share of a core as an idle share plus a cost per request
