@@ -884,6 +884,8 @@ def fresh_levels(endpoint: str, shape: str, path: Path) -> Path:
     """`FRESH_LEVELS` measured on the engine serving `shape`, written as grid rows to `path` (a new file)."""
     facts = probe(endpoint)
     model = facts.served_models[0]
+    from sizing.perf.calrows import add_rows
+
     rows = []
     for prompt, answer, streams, window in FRESH_LEVELS:
         point = (prompt, answer)
@@ -892,8 +894,6 @@ def fresh_levels(endpoint: str, shape: str, path: Path) -> Path:
             endpoint, model, point, "concurrency", [streams], window, warmup=min(20.0, window / 3)
         ):
             rows.append(row_of(shape, point, step, facts, "-fresh"))
-    from sizing.perf.calrows import add_rows
-
     path.unlink(missing_ok=True)
     add_rows([r for r in rows if r["ttft_ms"] and r["tpot_ms"]], path)
     return path

@@ -315,10 +315,14 @@ class Windows:
     pooled: SimResult
     means: dict[str, np.ndarray]
 
+    def _measured(self, metric: str) -> np.ndarray:
+        """The windows' figures for `metric`, those of windows that measured it."""
+        v = self.means[metric]
+        return v[~np.isnan(v)]
+
     def band(self, metric: str, lo: float = 10.0, hi: float = 90.0) -> tuple[float, float]:
         """The `lo`-th and `hi`-th percentiles of the windows' figure for `metric` (NaN: no window measured it)."""
-        v = self.means[metric]
-        v = v[~np.isnan(v)]
+        v = self._measured(metric)
         if not v.size:
             return math.nan, math.nan
         return float(np.percentile(v, lo)), float(np.percentile(v, hi))
@@ -326,8 +330,7 @@ class Windows:
     def scatter(self, metric: str) -> float:
         """The median distance of one window's figure for `metric` from the level's (pooled), relative: what a
         prediction of the level's figure that is exactly right errs by against one measured window."""
-        v = self.means[metric]
-        v = v[~np.isnan(v)]
+        v = self._measured(metric)
         pooled = self.pooled
         level = (
             pooled.output_tokens_per_s if metric == "output_tokens_per_s" else getattr(pooled, metric).mean
