@@ -318,7 +318,8 @@ class Windows:
     def _measured(self, metric: str) -> np.ndarray:
         """The windows' figures for `metric`, those of windows that measured it."""
         v = self.means[metric]
-        return v[~np.isnan(v)]
+        measured: np.ndarray = v[~np.isnan(v)]
+        return measured
 
     def band(self, metric: str, lo: float = 10.0, hi: float = 90.0) -> tuple[float, float]:
         """The `lo`-th and `hi`-th percentiles of the windows' figure for `metric` (NaN: no window measured it)."""
