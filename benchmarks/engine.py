@@ -93,9 +93,20 @@ REFERENCE_PROCESSOR, REFERENCE_INSTANCE = "xeon-spr", "c7i.large"
 REFERENCE = f"{REFERENCE_PROCESSOR}-{REFERENCE_INSTANCE}"
 PROCESSOR, INSTANCE = (BOX.processor, BOX.instance_type) if BOX else (REFERENCE_PROCESSOR, REFERENCE_INSTANCE)
 ACCELERATOR = f"{PROCESSOR}-{INSTANCE}"
+#: The type engine/engine.sh serves in here unless told (SIZING_ENGINE_DTYPE): bf16 where the CPU has bf16
+#: arithmetic, fp32 where it has not (docs/engine.md, "fp32 where the CPU has no bf16")
+SERVED = {"bfloat16": "bf16", "float32": "fp32"}.get(
+    os.environ.get("SIZING_ENGINE_DTYPE", ""),
+    "bf16" if host_cpu().flags & {"amx_bf16", "avx512_bf16"} else "fp32",
+)
 #: Where `measure` writes and `learning` scores by default: the reference grid on its own machine, a grid of this
-#: machine's own beside it on another (its rows are that instance's, never the reference's)
-BOX_CSV = CSV_PATH if PROCESSOR == REFERENCE_PROCESSOR else RESULTS / f"engine-grid-{INSTANCE}.csv"
+#: machine's own beside it on another (its rows are that instance's, never the reference's), and of its type where
+#: the engine serves fp32 (the bf16 grid of such a machine stays as measured)
+BOX_CSV = (
+    CSV_PATH
+    if PROCESSOR == REFERENCE_PROCESSOR
+    else RESULTS / f"engine-grid-{INSTANCE}{'' if SERVED == 'bf16' else '-' + SERVED}.csv"
+)
 #: The grid: about 20 M to 300 M parameters, Qwen- and Llama-like proportions (engine/build_models.py SHAPES).
 SHAPES = ("tiny-qwen", "tiny-llama", "small-llama")
 #: (prompt, answer) tokens per shape: prompts 128-2,048, answers 32-256. The 296 M model's long prompts and answers
@@ -149,6 +160,17 @@ def engine(cmd: str, shape: str | None = None) -> None:
     subprocess.run([str(ENGINE), cmd], check=True, env=env, cwd=ROOT)
 
 
+def served_format(shape: str, facts: Any) -> str:
+    """The type the engine serves `shape` in, as its KV cache says (`sizing.loadtest.server.kv_format`; the tier keeps
+    `kv_cache_dtype=auto`): bf16, or fp32 on a CPU without bf16 arithmetic (engine/engine.sh). bf16 where the
+    server does not say (a record from before the server's cache bytes were read)."""
+    from sizing.catalog import load_catalog
+    from sizing.loadtest.server import kv_format
+
+    fmt = kv_format(facts, load_catalog().model(f"sizing-engine/{shape}").kv_bytes_per_token(1.0))
+    return fmt if fmt in ("bf16", "fp32") else "bf16"
+
+
 def row_of(shape: str, point: tuple[int, int], step: dict[str, Any], facts: Any, tag: str) -> dict[str, Any]:
     target = step["target"]
     closed = "concurrency" in target
@@ -163,7 +185,7 @@ def row_of(shape: str, point: tuple[int, int], step: dict[str, Any], facts: Any,
         "accelerator": ACCELERATOR,
         "tp": 1,
         "model": f"sizing-engine/{shape}",
-        "quantization": "bf16",
+        "quantization": served_format(shape, facts),
         "input_tokens": step.get("input_tokens") or point[0],
         "output_tokens": step.get("output_tokens") or point[1],
         "load": "concurrency" if closed else "rate",

@@ -12,7 +12,8 @@
 # SIZING_ENGINE_FRONTEND_CORE (unset: the engine's core; N: the API server and the engine core's scheduler on core N,
 # the model's threads alone on SIZING_ENGINE_CORE, as vLLM lays out a CPU server by itself),
 # SIZING_ENGINE_ASYNC_SCHEDULING (unset: vLLM's default, on; 0: --no-async-scheduling, the engine plans each step
-# when the last one ends: benchmarks/dynamics.py's sync part).
+# when the last one ends: benchmarks/dynamics.py's sync part), SIZING_ENGINE_DTYPE (unset: bfloat16 where the CPU
+# has bf16 arithmetic, float32 where it has not; or either, for vLLM's --dtype).
 # Each failure is one line on stderr and exit 1; nothing here touches the product's venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +30,14 @@ FRONTEND_CORE="${SIZING_ENGINE_FRONTEND_CORE:-$CORE}"
 KV_GIB="${SIZING_ENGINE_KV_GIB:-4}"
 MAX_MODEL_LEN="${SIZING_ENGINE_MAX_MODEL_LEN:-4096}"
 KV_BLOCKS="${SIZING_ENGINE_KV_BLOCKS:-}"
+# The weights' and KV cache's type: bf16 where the CPU has bf16 arithmetic (AVX512_BF16 or AMX), fp32 where it has
+# not. On an AVX2 core (EPYC Milan) vLLM 0.32.0's bf16 matrix products fall back to plain kernels: tiny-llama
+# prefilled 162-2,679-token prompts at 6.0-6.7 ms a token in bf16 and 1.0-1.7 ms in fp32, decoding at the same
+# 12-19 ms a token (docs/engine.md, "fp32 where the CPU has no bf16").
+default_dtype() {
+  if grep -q -m1 -E '(^| )(avx512_bf16|amx_bf16)( |$)' /proc/cpuinfo 2> /dev/null; then echo bfloat16; else echo float32; fi
+}
+DTYPE="${SIZING_ENGINE_DTYPE:-$(default_dtype)}"
 SYNC=""
 [[ "${SIZING_ENGINE_ASYNC_SCHEDULING:-}" == "0" ]] && SYNC=1
 # The CPU API server's scheduler defaults, stated on the command line so the server runs what the product
@@ -89,7 +98,7 @@ start() {
   [[ -f "$TCMALLOC" ]] && preload="$TCMALLOC"
   iomp="$(find "$VENV/lib" -maxdepth 1 -name 'libiomp5.so' | head -n1)"
   [[ -n "$iomp" ]] && preload="${preload:+$preload:}$iomp"
-  echo "engine: starting vLLM (CPU) for $MODEL on $(url), core $CORE" >&2
+  echo "engine: starting vLLM (CPU) for $MODEL on $(url), core $CORE, $DTYPE" >&2
   # which catalog instance the engine's figures are (sizing.catalog.hostcpu), where the product's venv is here to say
   cpu="$(grep -m1 '^model name' /proc/cpuinfo 2> /dev/null | cut -d: -f2 | sed 's/^ *//')"
   if [[ -x .venv/bin/python ]]; then
@@ -103,7 +112,7 @@ start() {
   fi
   LD_PRELOAD="$preload" VLLM_CPU_KVCACHE_SPACE="$KV_GIB" VLLM_CPU_OMP_THREADS_BIND="$CORE" \
     setsid taskset -c "$CORE,$FRONTEND_CORE" "$PY" engine/launch.py serve "$HOME_DIR/models/$MODEL" \
-    --served-model-name "$MODEL" --host 127.0.0.1 --port "$PORT" --dtype bfloat16 \
+    --served-model-name "$MODEL" --host 127.0.0.1 --port "$PORT" --dtype "$DTYPE" \
     --max-model-len "$MAX_MODEL_LEN" --max-num-seqs "$MAX_NUM_SEQS" \
     --max-num-batched-tokens "$MAX_NUM_BATCHED_TOKENS" ${KV_BLOCKS:+--num-gpu-blocks-override "$KV_BLOCKS"} \
     ${SYNC:+--no-async-scheduling} \

@@ -175,3 +175,48 @@ def test_a_cpu_architecture_renders_nodes_without_accelerators_that_only_its_pod
     assert taint["key"].endswith("/cpu-inference")
     assert [t["key"] for t in pod["tolerations"]] == [taint["key"]]
     validate(list(objs.values()))  # raises on a schema or cross-object problem
+
+
+def test_an_epyc_milan_slice_has_no_bf16_arithmetic_and_states_its_fp32_peak():
+    # given the catalog's 2-vCPU AMD and Intel slices
+    cat = load_catalog()
+    amd, intel = (cat.accelerator_of(cat.instance(t)) for t in ("c6a.large", "c7i.large"))
+    # then the Zen 3 core's two 256-bit FMA pipes give 32 fp32 FLOP a cycle at 3.6 GHz, and it has no bf16
+    # arithmetic; the Sapphire Rapids core has AMX for bf16 and two AVX-512 FMA units (64) for fp32
+    assert amd.fp32_tflops == pytest.approx(32 * 3.6e9 / 1e12, abs=1e-3)
+    assert not amd.bf16_arithmetic and intel.bf16_arithmetic
+    assert intel.fp32_tflops == pytest.approx(64 * 3.2e9 / 1e12, abs=1e-3)
+    # and a bf16 checkpoint is served in fp32 on the AMD slice only
+    assert (amd.served_format("bf16"), intel.served_format("bf16")) == ("fp32", "bf16")
+    assert amd.served_format("int8") == "int8"
+
+
+def test_a_model_served_in_fp32_holds_four_bytes_a_weight_and_a_kv_element():
+    # given Llama-3.2-1B on c6a.2xlarge (16 GiB) in bf16 and in fp32
+    bf16, fp32 = (
+        memory_fit(HardwareConfig.create(LLAMA_1B, "c6a.2xlarge", tp=1, quant=q)) for q in ("bf16", "fp32")
+    )
+    # then fp32 doubles the weights and the KV bytes a token, and leaves fewer tokens of KV cache
+    assert fp32.weights_gb_per_device == pytest.approx(2 * bf16.weights_gb_per_device)
+    assert fp32.kv_bytes_per_token == 2 * bf16.kv_bytes_per_token == 2 * 16 * 8 * 64 * 4
+    assert 0 < fp32.kv_cache_tokens < bf16.kv_cache_tokens
+
+
+def test_fp32_is_refused_on_a_gpu_by_name():
+    # when fp32 is asked for on an L40S
+    with pytest.raises(InvalidInput) as err:
+        HardwareConfig.create(LLAMA_1B, "g6e.xlarge", tp=1, quant="fp32")
+    # then the error names the format and the accelerator
+    assert "fp32" in err.value.message and "L40S" in err.value.message
+
+
+def test_a_bf16_workload_on_epyc_is_sized_and_deployed_in_fp32():
+    # given the small model in bf16, allowed only on c6a
+    result = estimate(parse_spec(_small_model_spec(["c6a"]))).document()
+    archs = result["architectures"]
+    # then every c6a answer serves it in fp32 (the processor has no bf16 arithmetic), none in bf16
+    assert archs and {a["quantization"] for a in archs} == {"fp32"}
+    # and its manifest tells vLLM so
+    objs = {o["kind"]: o for o in render(archs[0], "0123456789abcdef")}
+    args = objs["Deployment"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--dtype=float32" in args and "--dtype=bfloat16" not in args

@@ -8,6 +8,7 @@ from sizing.loadtest.server import (
     EndpointUnreachable,
     ServerFacts,
     describe_server,
+    kv_format,
     parse_metrics,
     resolve_served_model,
     serving_differences,
@@ -141,3 +142,32 @@ def test_what_the_server_runs_is_compared_with_what_the_estimate_assumed():
         "engine version: the server runs 0.32.0, the estimate assumed 0.11.0",
     ]
     assert serving_differences(serving, None) == []
+
+
+#: tiny-llama's K and V a token at one byte an element: 2 x 8 layers x 4 KV heads x 64
+TINY_KV_AT_ONE_BYTE = 2 * 8 * 4 * 64
+
+
+@pytest.mark.parametrize(("tokens", "served"), [(262_144, "fp32"), (524_288, "bf16"), (1_048_576, "fp8")])
+def test_the_kv_caches_bytes_over_its_tokens_say_the_type_the_server_keeps_it_in(tokens: int, served: str):
+    # GIVEN a server whose 4 GiB KV cache holds `tokens` of tiny-llama
+    facts = ServerFacts(endpoint="http://127.0.0.1:8765", kv_cache_tokens=tokens, kv_cache_bytes=4 * 2**30)
+    # THEN the width of an element says the type
+    assert kv_format(facts, TINY_KV_AT_ONE_BYTE) == served
+
+
+def test_a_server_that_does_not_state_its_cache_bytes_or_an_odd_width_says_no_type():
+    assert kv_format(ServerFacts(endpoint="x", kv_cache_tokens=524_288), TINY_KV_AT_ONE_BYTE) is None
+    odd = ServerFacts(endpoint="x", kv_cache_tokens=400_000, kv_cache_bytes=4 * 2**30)
+    assert kv_format(odd, TINY_KV_AT_ONE_BYTE) is None
+
+
+def test_a_server_running_the_model_in_fp32_differs_from_a_bf16_estimate_by_name():
+    # GIVEN a bf16 estimate and a server that keeps its KV cache in fp32 (a CPU without bf16 arithmetic)
+    serving = {"model": "m", "quantization": "bf16", "kv_cache_dtype": "auto"}
+    facts = ServerFacts(endpoint="x", engine="vllm", kv_cache_tokens=262_144, kv_cache_bytes=4 * 2**30)
+    # WHEN compared with the model's KV bytes a token
+    said = serving_differences(serving, facts, TINY_KV_AT_ONE_BYTE)
+    # THEN the type is named; an fp32 estimate of the same server agrees
+    assert said == ["KV cache type: the server runs fp32, the estimate assumed bf16"]
+    assert serving_differences({**serving, "quantization": "fp32"}, facts, TINY_KV_AT_ONE_BYTE) == []

@@ -243,6 +243,11 @@ class ServerFacts(Strict):
         default=None,
         description="the KV cache's capacity in tokens (vllm:cache_config_info kv_cache_size_tokens)",
     )
+    kv_cache_bytes: int | None = Field(
+        default=None,
+        description="the KV cache's size in bytes (vllm:cache_config_info kv_cache_memory_bytes): over its tokens, the"
+        " bytes a token's K and V take, which says the type the server keeps them in",
+    )
     block_size: int | None = Field(default=None, description="KV block size in tokens")
     prefix_caching: bool | None = None
     kv_cache_dtype: str | None = None

@@ -27,8 +27,9 @@ from typing import Literal, get_args
 Engine = Literal["vllm", "trtllm", "sglang", "tgi", "neuron"]
 ENGINES: tuple[Engine, ...] = get_args(Engine)
 
-#: Weight formats a model may be served in (bytes per weight: `sizing.catalog.records.BYTES_PER_PARAM`).
-Quantization = Literal["bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4"]
+#: Weight formats a model may be served in (bytes per weight: `sizing.catalog.records.BYTES_PER_PARAM`). fp32 is a
+#: CPU's: a bf16 checkpoint cast up at load, where the processor has no bf16 arithmetic (`Accelerator.bf16_arithmetic`).
+Quantization = Literal["bf16", "fp8", "int8", "int4", "mxfp4", "nvfp4", "fp32"]
 QUANTIZATIONS: tuple[Quantization, ...] = get_args(Quantization)
 
 #: Where an architecture runs: EKS (Karpenter GPU or Neuron nodes), SageMaker real-time endpoints, Bedrock.

@@ -46,6 +46,8 @@ def expand_cpu_families(cpus: dict[str, Any]) -> tuple[list[dict[str, Any]], lis
                         min(float(proc["socket_memory_bw_gbs"]), cores * float(proc["core_memory_bw_gbs"])), 3
                     ),
                     "bf16_tflops": round(float(proc["bf16_flops_per_cycle"]) * peak, 3),
+                    "fp32_tflops": round(float(proc["fp32_flops_per_cycle"]) * peak, 3),
+                    "bf16_arithmetic": bool(proc.get("bf16_arithmetic", True)),
                     # a processor without an int8 path faster than its bf16 one states none: int8 runs at bf16's rate
                     "int8_tops": (
                         round(float(proc["int8_ops_per_cycle"]) * peak, 3)

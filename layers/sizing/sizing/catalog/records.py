@@ -30,6 +30,7 @@ BYTES_PER_PARAM: dict[str, float] = {
     "int4": 0.53,
     "mxfp4": 4.25 / 8,
     "nvfp4": 4.5 / 8,
+    "fp32": 4.0,
 }
 #: Which weights a format quantizes. mxfp4 is gpt-oss's native checkpoint: MoE experts in MXFP4, attention, router
 #: and embeddings in bf16 [huggingface.co/openai/gpt-oss-120b config.json `quantization_config`:
@@ -86,6 +87,11 @@ class Accelerator(Sourced):
     bf16_tflops: float = Field(gt=0)
     fp8_tflops: float | None = None
     int8_tops: float | None = None
+    #: dense fp32 peak: a CPU's vector FMA units (GPU and Neuron servers are not offered fp32: None)
+    fp32_tflops: float | None = None
+    #: whether the chip does bf16 arithmetic (a matrix unit or AVX512_BF16); a CPU without it widens bf16 to fp32 in
+    #: fallback kernels, and serves a bf16 checkpoint in fp32 instead (`served_format`)
+    bf16_arithmetic: bool = True
     interconnect: Interconnect
     usable_memory_mib: int | None = None
     confidence: str = ""
@@ -127,6 +133,8 @@ class Accelerator(Sourced):
             tflops = self.int8_tops
         elif quantization in ("mxfp4", "nvfp4") and self.fp4_tflops:
             tflops = self.fp4_tflops
+        elif quantization == "fp32" and self.fp32_tflops:
+            tflops = self.fp32_tflops
         else:
             tflops = self.bf16_tflops
         return tflops * 1e12 / self.cores_per_chip
@@ -136,7 +144,17 @@ class Accelerator(Sourced):
             return self.fp8_tflops is not None
         if quantization in ("mxfp4", "nvfp4"):
             return quantization in self.weight_formats
+        if quantization == "fp32":
+            return self.fp32_tflops is not None
         return True
+
+    def served_format(self, quantization: str) -> str:
+        """The format a checkpoint of `quantization` is served in here: bf16 in fp32 on a CPU without bf16
+        arithmetic (its bf16 kernels widen every product in plain code: 4-6x slower prefill measured, the same
+        decode), else as it is."""
+        if quantization == "bf16" and self.kind == "cpu" and not self.bf16_arithmetic and self.fp32_tflops:
+            return "fp32"
+        return quantization
 
     def at_lnc(self, lnc: int | None) -> Accelerator:
         """The chip as the Neuron runtime exposes it at logical-core configuration `lnc`: `cores_per_chip` logical

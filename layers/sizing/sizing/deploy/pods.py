@@ -52,6 +52,9 @@ GPU_QUANT_ARGS: dict[str, list[str]] = {
     # the server refuses a checkpoint in another format instead of serving it differently than estimated
     "mxfp4": ["--quantization=mxfp4"],
     "nvfp4": ["--quantization=modelopt_fp4"],
+    # a CPU without bf16 arithmetic: the bf16 checkpoint cast up at load (docs/engine.md, "fp32 where the CPU has no
+    # bf16")
+    "fp32": ["--dtype=float32"],
 }
 #: On Neuron, vLLM quantizes weights at load time with `neuron_quant` and NEURON_QUANT_DTYPE.
 NEURON_QUANT_DTYPE = {"fp8": "f8e4m3fn", "int8": "s8"}

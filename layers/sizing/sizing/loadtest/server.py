@@ -232,6 +232,22 @@ def _int(labels: dict[str, str], key: str) -> int | None:
         return None
 
 
+#: A KV element's width in bytes -> the type a server keeps K and V in (`kv_format`). With vLLM's
+#: `kv_cache_dtype=auto` that is the type the model is served in.
+KV_FORMATS = {4: "fp32", 2: "bf16", 1: "fp8"}
+
+
+def kv_format(facts: ServerFacts, kv_bytes_per_token_at_one_byte: float) -> str | None:
+    """The type the server keeps K and V in, from its cache's bytes over its tokens and the model's KV bytes a
+    token at one byte an element (`ModelSpec.kv_bytes_per_token(1.0)`); None where the server does not say or the
+    width is none of `KV_FORMATS`."""
+    if not facts.kv_cache_bytes or not facts.kv_cache_tokens or kv_bytes_per_token_at_one_byte <= 0:
+        return None
+    width = facts.kv_cache_bytes / facts.kv_cache_tokens / kv_bytes_per_token_at_one_byte
+    near = round(width)
+    return KV_FORMATS.get(near) if abs(width - near) < 0.05 * near else None
+
+
 def probe(endpoint: str, timeout_s: float = PROBE_TIMEOUT_S) -> ServerFacts:
     """What the server at `endpoint` runs. Raises EndpointUnreachable when it answers neither /v1/models nor
     /health (down, or not an OpenAI-compatible server)."""
@@ -257,6 +273,7 @@ def probe(endpoint: str, timeout_s: float = PROBE_TIMEOUT_S) -> ServerFacts:
         if cache:
             facts["engine"] = "vllm"
             facts["kv_cache_tokens"] = _int(cache, "kv_cache_size_tokens")
+            facts["kv_cache_bytes"] = _int(cache, "kv_cache_memory_bytes")
             facts["block_size"] = _int(cache, "block_size")
             if cache.get("enable_prefix_caching") in ("True", "False"):
                 facts["prefix_caching"] = cache["enable_prefix_caching"] == "True"
@@ -311,11 +328,14 @@ def describe_server(facts: ServerFacts) -> str:
 
 
 def serving_differences(
-    serving: dict[str, Any] | None, facts: ServerFacts | dict[str, Any] | None
+    serving: dict[str, Any] | None,
+    facts: ServerFacts | dict[str, Any] | None,
+    kv_bytes_per_token_at_one_byte: float | None = None,
 ) -> list[str]:
     """Where what the server reports differs from the serving configuration the estimate assumed (a
     `sizing.base.serving_config.ServingConfig` as a dict), in words: `max_model_len: the server runs 4096, the estimate
-    assumed 512`. Empty when they agree or either side does not say."""
+    assumed 512`. With the model's KV bytes a token at one byte an element, the type the server keeps K and V in
+    too (`kv_format`: a bf16 model served in fp32 keeps fp32). Empty when they agree or either side does not say."""
     if not serving or not facts:
         return []
     f = facts if isinstance(facts, ServerFacts) else ServerFacts.model_validate(facts)
@@ -330,6 +350,10 @@ def serving_differences(
     tag = image.rsplit(":", 1)[-1].lstrip("v") if ":" in image else None
     if f.engine == "vllm" and f.version and tag and tag[:1].isdigit():
         pairs.append(("engine version", f.version, tag))
+    if kv_bytes_per_token_at_one_byte and serving.get("quantization"):
+        fp32 = serving["quantization"] == "fp32"
+        assumed_kv = "fp32" if fp32 else "fp8" if serving.get("kv_cache_dtype") == "fp8" else "bf16"
+        pairs.append(("KV cache type", kv_format(f, kv_bytes_per_token_at_one_byte), assumed_kv))
     for name, real, assumed in pairs:
         if real is not None and assumed is not None and real != assumed:
             out.append(f"{name}: the server runs {real}, the estimate assumed {assumed}")

@@ -23,7 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sizing.base.errors import InvalidInput, Problem, SizingError
+from sizing.base.errors import InvalidInput, NotFound, Problem, SizingError
+from sizing.base.serving_config import ServingConfig
 from sizing.base.vocabulary import CAPACITY_PHASE, ENDPOINT, TWIN, Origin
 from sizing.catalog import Catalog
 from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS
@@ -120,7 +121,7 @@ def _measured_block(
             "closed-loop concurrency levels", "the recorded trace replayed at each rate"
         )
     block["differs"] = serving_differences(
-        None if serving is None else serving.model_dump(mode="json"), server
+        None if serving is None else serving.model_dump(mode="json"), server, _kv_at_one_byte(serving, cat)
     )
     if arch is not None and wm is not None and cat is not None:
         block["predicted_at_level"] = predicted_at_level(
@@ -132,6 +133,17 @@ def _measured_block(
             group=lockstep_users(shown.lockstep_group),
         )
     return block
+
+
+def _kv_at_one_byte(serving: ServingConfig | None, cat: Catalog | None) -> float | None:
+    """The served model's KV bytes a token at one byte an element (None where the catalog does not know it): what
+    the server's cache bytes over its tokens are read against (`sizing.loadtest.server.kv_format`)."""
+    if serving is None or cat is None:
+        return None
+    try:
+        return cat.model(serving.model).kv_bytes_per_token(1.0)
+    except NotFound:
+        return None
 
 
 def _architecture(arch: Architecture | dict[str, Any]) -> Architecture:

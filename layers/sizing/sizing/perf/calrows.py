@@ -25,7 +25,7 @@ LOADTEST_ROWS_NAME = "measurements-loadtest.csv"
 
 
 #: Weight formats a reference row may state: a subset of `sizing.base.vocabulary.Quantization`.
-MeasuredQuantization = Literal["bf16", "fp8", "int8", "int4"]
+MeasuredQuantization = Literal["bf16", "fp8", "int8", "int4", "fp32"]
 #: closed: N users; open: Poisson rate; batch: one static batch; offline: N requests at once; saturate: as many
 #: users as the server's batch limit
 LoadKind = Literal["closed", "open", "batch", "offline", "saturate"]

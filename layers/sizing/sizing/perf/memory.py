@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 GB = 1e9
 #: KV cache element size: engines keep K/V in the activation dtype (bf16) unless told otherwise.
 KV_DTYPE_BYTES = 2.0
+#: A model served in fp32 keeps its KV cache in fp32 too (vLLM's `kv_cache_dtype=auto`: the model's dtype).
+FP32_KV_BYTES = 4.0
 #: TensorRT-LLM serves FP8 (ModelOpt) checkpoints with an FP8 KV cache in NVIDIA's published benchmarks
 #: (assumed for every trtllm + fp8 deployment; vLLM/SGLang keep `kv_cache_dtype=auto`, i.e. bf16).
 FP8_KV_BYTES = 1.0
@@ -31,8 +33,12 @@ FP8_KV_BYTES = 1.0
 
 def kv_dtype_bytes(engine: str, quantization: str, kv_cache_dtype: str | None = None) -> float:
     """Bytes per K/V element: as configured (`fp8` or `auto`), else the engine's choice for the quantization."""
+    if kv_cache_dtype == "fp8":
+        return FP8_KV_BYTES
+    if quantization == "fp32":
+        return FP32_KV_BYTES
     if kv_cache_dtype is not None:
-        return FP8_KV_BYTES if kv_cache_dtype == "fp8" else KV_DTYPE_BYTES
+        return KV_DTYPE_BYTES
     return FP8_KV_BYTES if engine == "trtllm" and quantization == "fp8" else KV_DTYPE_BYTES
 
 

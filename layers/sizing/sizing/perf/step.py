@@ -100,8 +100,11 @@ class StepModel:
         #: the model is a mixture of experts: its error, and so its stated interval, is its class's (dense or MoE)
         self.mixture_of_experts: bool = spec.moe is not None
         # int8/int4 are weight-only here (W8A16/W4A16: AWQ, GPTQ, Neuron int8 storage): the math runs in 16 bit;
-        # FP4 formats run FP4 math where the chip has FP4 tensor cores (B200), else weight-only 16-bit math
-        math_dtype = cfg.quantization if cfg.quantization in ("bf16", "fp8", "mxfp4", "nvfp4") else "bf16"
+        # FP4 formats run FP4 math where the chip has FP4 tensor cores (B200), else weight-only 16-bit math; fp32 (a
+        # CPU's) runs on the vector FMA units
+        math_dtype = (
+            cfg.quantization if cfg.quantization in ("bf16", "fp8", "mxfp4", "nvfp4", "fp32") else "bf16"
+        )
         #: a MoE model's expert work runs at `moe_eff` of its dense layers' efficiency (at most 1: routing, expert
         #: GEMMs on few tokens each, padding); its dense layers and KV reads run as a dense model's
         moe = min(profile.moe_eff, 1.0) if spec.moe is not None else 1.0

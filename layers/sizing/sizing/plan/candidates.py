@@ -164,7 +164,8 @@ def _hardware(out: Enumeration, wm: WorkloadModel, cat: Catalog, model: ModelSpe
         acc = cat.accelerator_of(inst)
         devices = cat.devices(inst)
         engines = _engines_on(acc, c.engines)
-        for quant in quants:
+        # a CPU without bf16 arithmetic serves the bf16 checkpoint in fp32 (`Accelerator.served_format`)
+        for quant in dict.fromkeys(acc.served_format(q) for q in quants):
             why = _unsupported_quantization(acc, quant)
             if why is not None:
                 out.rejected.append(

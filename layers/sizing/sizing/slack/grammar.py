@@ -57,7 +57,7 @@ DEPLOYMENTS: dict[str, Deployment] = {
 }
 CAPACITY: dict[str, CapacityType] = {"spot": "spot", "on-demand": "on-demand", "ondemand": "on-demand"}
 #: fp16 is served as bf16 (the catalog's 16-bit format)
-QUANTS: dict[str, Quantization] = {**{q: q for q in QUANTIZATIONS}, "fp16": "bf16"}
+QUANTS: dict[str, Quantization] = {**{q: q for q in QUANTIZATIONS}, "fp16": "bf16", "float32": "fp32"}
 FILLER = {
     "for",
     "with",
