@@ -733,29 +733,33 @@ def print_windows(steps: list[dict[str, Any]], reqs: list[dict[str, Any]]) -> No
         )
 
 
-def unseen_model_profile(path: Path, model: str) -> Path:
-    """The shipped profile with its CPU family refitted on the load-test rows of every model but `model`: what the
-    product would have shipped had that model never been measured on this engine (the learning loop's case: a
-    team's own model on hardware the reference profile knows from others). Written to `path`."""
-    from sizing.perf.calibration import PROFILE_PATH
+def unseen_model_profile(path: Path, model: str, family: str) -> Path:
+    """The shipped profile with the CPU `family` refitted on its load-test rows of every model but `model`:
+    what the product would have shipped had that model never been measured on this engine (the learning loop's
+    case: a team's own model on hardware the reference profile knows from others). Written to `path`."""
+    from sizing.perf.calibration import PROFILE_PATH, family_of
     from sizing.perf.calrows import LOADTEST_ROWS_NAME, read_rows
     from sizing.perf.fit import FAMILY_SIGMA, PRIOR, _entry, _theta, fit_group
 
     data = json.loads(PROFILE_PATH.read_text())
-    rows = [r for r in read_rows(PROFILE_PATH.with_name(LOADTEST_ROWS_NAME)) if r.model != model]
-    theta = fit_group(rows, _theta(PRIOR), FAMILY_SIGMA, "xeon-spr", "vllm")
+    rows = [
+        r
+        for r in read_rows(PROFILE_PATH.with_name(LOADTEST_ROWS_NAME))
+        if r.model != model and family_of(r.accelerator) == family
+    ]
+    theta = fit_group(rows, _theta(PRIOR), FAMILY_SIGMA, family, "vllm")
     for key, entry in data["profiles"].items():
-        if key.startswith("xeon-spr/"):
+        if key.startswith(f"{family}/"):
             fitted = _entry(
-                theta, len(rows), f"xeon-spr x vllm without {model} (benchmarks/engine.py learning)"
+                theta, len(rows), f"{family} x vllm without {model} (benchmarks/engine.py learning)"
             )
             entry.update({k: v for k, v in fitted.items() if k not in ("rows", "basis")})
             entry["basis"], entry["rows"] = fitted["basis"], fitted["rows"]
     data["version"] = f"{data.get('version', 'none')}-without-{model.rsplit('/', 1)[-1]}"
     path.write_text(json.dumps(data))
     print(f"reference profile without {model}: {len(rows)} rows; " + ", ".join(
-        f"{k} {data['profiles']['xeon-spr/vllm'][k]}" for k in ("compute_eff", "bandwidth_eff", "step_overhead_s",
-                                                                  "seq_overhead_s", "request_overhead_s")))  # fmt: skip
+        f"{k} {data['profiles'][f'{family}/vllm'][k]}" for k in ("compute_eff", "bandwidth_eff", "step_overhead_s",
+                                                                    "seq_overhead_s", "request_overhead_s")))  # fmt: skip
     return path
 
 
@@ -819,7 +823,7 @@ def learning(args: argparse.Namespace) -> int:
     env = {**os.environ, "SIZING_CALIBRATION_DIR": str(work / "profiles")}
     reference = None
     if args.unseen_model:
-        reference = unseen_model_profile(work / "reference.json", model)
+        reference = unseen_model_profile(work / "reference.json", model, PROCESSOR)
         env[REFERENCE_PROFILE_ENV] = str(reference)
     engine("stop")
     engine("start", args.shape)
@@ -942,7 +946,7 @@ def replay(args: argparse.Namespace) -> int:
     records = Path(args.records or records_path(args.shape))
     model = f"sizing-engine/{args.shape}"
     work = Path(tempfile.mkdtemp(prefix="engine-replay-"))
-    reference = unseen_model_profile(work / "reference.json", model)
+    reference = unseen_model_profile(work / "reference.json", model, REFERENCE_PROCESSOR)
     env = {**os.environ, REFERENCE_PROFILE_ENV: str(reference)}
     cmd = [sys.executable, __file__, "replay-fit", "--records", str(records), "--shape", args.shape, "--train",
            args.train, "--csv", args.csv] + (["--unseen-settings"] if args.unseen_settings else [])  # fmt: skip
