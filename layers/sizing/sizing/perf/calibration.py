@@ -57,8 +57,8 @@ RELATIVE: dict[str, str] = {
     "blackwell": "hopper",
     "neuron-v3": "neuron-v2",
     "neuron-v2": "neuron-v3",
-    # the other CPU vLLM's CPU backend serves here: no reference rows of its own yet, so the Xeon's efficiencies on
-    # its own (AVX2) peaks, error widened; a team's runs on it correct them (docs/engine.md, "An EPYC Milan box")
+    # the other CPU vLLM's CPU backend serves here: fitted on its own fp32 rows; the Xeon's efficiencies on its own
+    # (AVX2) peaks, error widened, only for an engine without them (docs/engine.md, "An EPYC Milan box")
     "epyc-milan": "xeon-spr",
 }
 #: An engine with no rows on a family borrows the family's pooled profile; its stated error widens by this
