@@ -220,3 +220,14 @@ def test_a_bf16_workload_on_epyc_is_sized_and_deployed_in_fp32():
     objs = {o["kind"]: o for o in render(archs[0], "0123456789abcdef")}
     args = objs["Deployment"]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--dtype=float32" in args and "--dtype=bfloat16" not in args
+
+
+def test_a_bf16_prediction_on_epyc_is_made_as_served_in_fp32_and_says_so():
+    from sizing.perf.predict import predict
+
+    # when a bf16 prediction is asked of a c6a and of a c7i
+    amd = predict(LLAMA_1B, "c6a.2xlarge", 1, "bf16", "vllm", 300, 40, concurrency=1)
+    intel = predict(LLAMA_1B, "c7i.2xlarge", 1, "bf16", "vllm", 300, 40, concurrency=1)
+    # then the c6a is predicted as it would serve (fp32, as the planner sizes it) and a note says why; the c7i in bf16
+    assert amd["quantization"] == "fp32" and any("served in fp32" in n for n in amd["notes"])
+    assert intel["quantization"] == "bf16" and not any("served in" in n for n in intel["notes"])

@@ -251,6 +251,11 @@ def predict(
     )
     if shared_prefix_tokens:
         cfg = dataclasses.replace(cfg, enable_prefix_caching=True)
+    # a CPU without bf16 arithmetic serves a bf16 checkpoint in fp32, as the planner sizes it
+    # (`Accelerator.served_format`): predicted as served, and said so
+    asked, served = cfg.quantization, cfg.parts(catalog).accelerator.served_format(cfg.quantization)
+    if served != asked:
+        cfg = dataclasses.replace(cfg, quantization=served)
     fit = memory_fit(cfg, catalog)
     out = _deployment(cfg, fit, input_tokens, output_tokens, concurrency, rate)
     acc_id = cfg.parts(catalog).accelerator.id
@@ -268,6 +273,11 @@ def predict(
             " shape)"
         ]
     )
+    if served != asked:
+        notes.append(
+            f"served in {served}: {cfg.parts(catalog).accelerator.name} has no {asked} arithmetic, and its {asked}"
+            f" kernels prefill several times slower (docs/engine.md, 'fp32 where the CPU has no bf16')"
+        )
     load, n = _load(concurrency, rate, notes)
     fixed = TokenDistribution.fixed
     res: SimResult = simulate(
