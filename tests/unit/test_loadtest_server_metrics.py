@@ -167,7 +167,7 @@ def test_a_server_running_the_model_in_fp32_differs_from_a_bf16_estimate_by_name
     serving = {"model": "m", "quantization": "bf16", "kv_cache_dtype": "auto"}
     facts = ServerFacts(endpoint="x", engine="vllm", kv_cache_tokens=262_144, kv_cache_bytes=4 * 2**30)
     # WHEN compared with the model's KV bytes a token
-    said = serving_differences(serving, facts, TINY_KV_AT_ONE_BYTE)
+    said = serving_differences(serving, facts, (TINY_KV_AT_ONE_BYTE, 2.0))
     # THEN the type is named; an fp32 estimate of the same server agrees
     assert said == ["KV cache type: the server runs fp32, the estimate assumed bf16"]
-    assert serving_differences({**serving, "quantization": "fp32"}, facts, TINY_KV_AT_ONE_BYTE) == []
+    assert serving_differences({**serving, "quantization": "fp32"}, facts, (TINY_KV_AT_ONE_BYTE, 4.0)) == []

@@ -330,12 +330,13 @@ def describe_server(facts: ServerFacts) -> str:
 def serving_differences(
     serving: dict[str, Any] | None,
     facts: ServerFacts | dict[str, Any] | None,
-    kv_bytes_per_token_at_one_byte: float | None = None,
+    kv_shape: tuple[float, float] | None = None,
 ) -> list[str]:
     """Where what the server reports differs from the serving configuration the estimate assumed (a
     `sizing.base.serving_config.ServingConfig` as a dict), in words: `max_model_len: the server runs 4096, the estimate
-    assumed 512`. With the model's KV bytes a token at one byte an element, the type the server keeps K and V in
-    too (`kv_format`: a bf16 model served in fp32 keeps fp32). Empty when they agree or either side does not say."""
+    assumed 512`. With `kv_shape` (the model's KV bytes a token at one byte an element, and the element's bytes the
+    estimate assumed: `sizing.perf.memory.kv_dtype_bytes`), the type the server keeps K and V in too (`kv_format`: a
+    bf16 model served in fp32 keeps fp32). Empty when they agree or either side does not say."""
     if not serving or not facts:
         return []
     f = facts if isinstance(facts, ServerFacts) else ServerFacts.model_validate(facts)
@@ -350,10 +351,9 @@ def serving_differences(
     tag = image.rsplit(":", 1)[-1].lstrip("v") if ":" in image else None
     if f.engine == "vllm" and f.version and tag and tag[:1].isdigit():
         pairs.append(("engine version", f.version, tag))
-    if kv_bytes_per_token_at_one_byte and serving.get("quantization"):
-        fp32 = serving["quantization"] == "fp32"
-        assumed_kv = "fp32" if fp32 else "fp8" if serving.get("kv_cache_dtype") == "fp8" else "bf16"
-        pairs.append(("KV cache type", kv_format(f, kv_bytes_per_token_at_one_byte), assumed_kv))
+    if kv_shape is not None:
+        at_one_byte, assumed_bytes = kv_shape
+        pairs.append(("KV cache type", kv_format(f, at_one_byte), KV_FORMATS.get(round(assumed_bytes))))
     for name, real, assumed in pairs:
         if real is not None and assumed is not None and real != assumed:
             out.append(f"{name}: the server runs {real}, the estimate assumed {assumed}")

@@ -32,6 +32,7 @@ from sizing.loadtest.capacity import from_records
 from sizing.loadtest.metrics import lockstep_users
 from sizing.loadtest.server import serving_differences
 from sizing.orchestrate.contracts import CandidateOutcome, StepRecord
+from sizing.perf.memory import kv_dtype_bytes
 from sizing.perf.replica import replica_of
 from sizing.perf.simulator import ClosedLoop, OpenLoop, Replay, simulate
 from sizing.perf.step import StepModel
@@ -121,7 +122,7 @@ def _measured_block(
             "closed-loop concurrency levels", "the recorded trace replayed at each rate"
         )
     block["differs"] = serving_differences(
-        None if serving is None else serving.model_dump(mode="json"), server, _kv_at_one_byte(serving, cat)
+        None if serving is None else serving.model_dump(mode="json"), server, _kv_shape(serving, cat)
     )
     if arch is not None and wm is not None and cat is not None:
         block["predicted_at_level"] = predicted_at_level(
@@ -135,15 +136,17 @@ def _measured_block(
     return block
 
 
-def _kv_at_one_byte(serving: ServingConfig | None, cat: Catalog | None) -> float | None:
-    """The served model's KV bytes a token at one byte an element (None where the catalog does not know it): what
-    the server's cache bytes over its tokens are read against (`sizing.loadtest.server.kv_format`)."""
+def _kv_shape(serving: ServingConfig | None, cat: Catalog | None) -> tuple[float, float] | None:
+    """The served model's KV bytes a token at one byte an element, and the element's bytes the estimate assumed (None
+    where the catalog does not know the model): what the server's cache bytes over its tokens are read against
+    (`sizing.loadtest.server.serving_differences`)."""
     if serving is None or cat is None:
         return None
     try:
-        return cat.model(serving.model).kv_bytes_per_token(1.0)
+        at_one_byte = cat.model(serving.model).kv_bytes_per_token(1.0)
     except NotFound:
         return None
+    return at_one_byte, kv_dtype_bytes(serving.engine, serving.quantization, serving.kv_cache_dtype)
 
 
 def _architecture(arch: Architecture | dict[str, Any]) -> Architecture:

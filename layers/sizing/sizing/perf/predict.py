@@ -253,12 +253,13 @@ def predict(
         cfg = dataclasses.replace(cfg, enable_prefix_caching=True)
     # a CPU without bf16 arithmetic serves a bf16 checkpoint in fp32, as the planner sizes it
     # (`Accelerator.served_format`): predicted as served, and said so
-    asked, served = cfg.quantization, cfg.parts(catalog).accelerator.served_format(cfg.quantization)
+    acc = cfg.parts(catalog).accelerator
+    asked, served = cfg.quantization, acc.served_format(cfg.quantization)
     if served != asked:
         cfg = dataclasses.replace(cfg, quantization=served)
     fit = memory_fit(cfg, catalog)
     out = _deployment(cfg, fit, input_tokens, output_tokens, concurrency, rate)
-    acc_id = cfg.parts(catalog).accelerator.id
+    acc_id = acc.id
     # the shipped profile with the team's adopted correction for this model, when one is adopted
     sm = StepModel.for_config(cfg, profile_for(acc_id, cfg.engine, model=cfg.model_id), catalog=catalog)
     out["serving"] = simulated_serving(cfg, sm, catalog)
@@ -275,7 +276,7 @@ def predict(
     )
     if served != asked:
         notes.append(
-            f"served in {served}: {cfg.parts(catalog).accelerator.name} has no {asked} arithmetic, and its {asked}"
+            f"served in {served}: {acc.name} has no {asked} arithmetic, and its {asked}"
             f" kernels prefill several times slower (docs/engine.md, 'fp32 where the CPU has no bf16')"
         )
     load, n = _load(concurrency, rate, notes)
