@@ -385,6 +385,7 @@ def training_rows(rows: list[Any], which: str) -> tuple[list[Any], list[Any]]:
 
 def trained_profile(args: argparse.Namespace, rows: list[Any]) -> tuple[Any, list[Any]] | None:
     """The profile `holdout` fits (`--train`) and the rows it predicts; None when the CSV lacks its rows."""
+    from sizing.perf.calibration import family_of
     from sizing.perf.fit import FAMILY_SIGMA, PRIOR, _profile, _theta, fit_group
 
     if args.train == "steps":
@@ -395,9 +396,12 @@ def trained_profile(args: argparse.Namespace, rows: list[Any]) -> tuple[Any, lis
     if not train or not test:
         print(f"holdout: {args.csv} has {len(train)} short-run rows and {len(test)} others; measure first")
         return None
-    theta = fit_group(train, _theta(PRIOR), FAMILY_SIGMA, "xeon-spr", "vllm")
+    family = family_of(
+        train[0].accelerator
+    )  # the grid's processor: its chip's own figures (its ridge slowdown)
+    theta = fit_group(train, _theta(PRIOR), FAMILY_SIGMA, family, "vllm")
     print(f"fitted on {len(train)} short-run rows ({', '.join(r.row_id for r in train)}):")
-    return _profile(theta, "xeon-spr", "vllm", "fit on the short run"), test
+    return _profile(theta, family, "vllm", "fit on the short run"), test
 
 
 def holdout(args: argparse.Namespace) -> int:
@@ -412,7 +416,7 @@ def holdout(args: argparse.Namespace) -> int:
     prof, test = trained
     print("  " + ", ".join(f"{k} {v:.4g}" for k, v in prof.params().items()))
     ratios = cv_ratios(load_profiles())
-    bands = {m: band_for(ratios, "xeon-spr", "vllm", m) for m in ("ttft", "tpot", "throughput")}
+    bands = {m: band_for(ratios, prof.family, "vllm", m) for m in ("ttft", "tpot", "throughput")}
     errs: dict[str, list[float]] = {}
     faster: dict[str, list[bool]] = {}
     inside: dict[str, list[bool]] = {}
