@@ -10,8 +10,7 @@ the calibration's own soft-L1 on log errors) under the shipped profile with the 
 a grid, the other factors as fitted, and how many of its closed-loop rows decode at a batch whose matmuls take
 between half and twice their weights' time (the rows the term speaks to). A loss that barely moves over the grid
 means the rows cannot tell the value: a fit would return its prior (docs/estimator.md, "The linear phase near the
-ridge"). About two seconds. A CPU whose catalog entry states its own slowdown (`Accelerator.ridge_slowdown`) reads
-that one where the grid says 0 (a profile's 0 states none).
+ridge"). About two seconds.
 
 `--steps GRID`: the engine's own steps identify it where level averages do not. For the kept steps of a first-party
 grid (`GRID-steps.jsonl`, written by `benchmarks/engine.py measure`, with the grid's `GRID.csv` for its deployments),
@@ -85,13 +84,7 @@ def steps_scan(grid: Path) -> int:
 
     def builder(model: str, slowdown: float) -> Callable[[Any], Any]:
         cfg, fit, _ = deployments[model]
-
-        def build(prof: Any) -> Any:
-            sm = StepModel(cfg, fit, prof, cat)
-            sm.ridge_slowdown = slowdown  # this value, whatever the chip states
-            return sm
-
-        return build
+        return lambda prof: StepModel(cfg, fit, replace(prof, ridge_slowdown=slowdown), cat)
 
     def errors(prof: Any, model: str, slowdown: float) -> str:
         sm = builder(model, slowdown)(prof)

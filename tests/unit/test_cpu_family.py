@@ -231,29 +231,3 @@ def test_a_bf16_prediction_on_epyc_is_made_as_served_in_fp32_and_says_so():
     # then the c6a is predicted as it would serve (fp32, as the planner sizes it) and a note says why; the c7i in bf16
     assert amd["quantization"] == "fp32" and any("served in fp32" in n for n in amd["notes"])
     assert intel["quantization"] == "bf16" and not any("served in" in n for n in intel["notes"])
-
-
-def test_a_decode_batch_on_an_epyc_core_pays_its_math_plus_its_weight_reads():
-    from dataclasses import replace
-
-    from sizing.perf.profile import ROOFLINE
-    from sizing.perf.step import StepModel
-
-    # given Llama-3.2-1B on a c6a and a c7i, timed on the plain roofline (no overheads) and with no context
-    def linear(
-        instance: str, quant: str, batch: int, profile: object = ROOFLINE
-    ) -> tuple[float, float, float]:
-        cfg = HardwareConfig.create(LLAMA_1B, instance, tp=1, quant=quant)
-        step = StepModel(cfg, memory_fit(cfg), profile).timing()  # type: ignore[arg-type]
-        return step.iteration_time(0, batch, 0.0), step.c_tok * batch, step.weights_time(batch)
-
-    # when each decodes a batch of 16
-    amd, amd_math, amd_weights = linear("c6a.2xlarge", "fp32", 16)
-    intel, intel_math, intel_weights = linear("c7i.2xlarge", "bf16", 16)
-    # then the Zen 3 core's linear layers take their math plus their weights' read (its own steps measured no
-    # overlap: data/cpus.yaml), the Sapphire Rapids core's the larger of the two (the roofline)
-    assert amd == pytest.approx(amd_math + amd_weights, rel=1e-9)
-    assert intel == pytest.approx(max(intel_math, intel_weights), rel=1e-9)
-    # and a profile that states its own slowdown is taken instead of the chip's
-    stated, math, weights = linear("c6a.2xlarge", "fp32", 16, replace(ROOFLINE, ridge_slowdown=0.25))
-    assert max(math, weights) < stated < math + weights

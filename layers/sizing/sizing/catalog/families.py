@@ -48,7 +48,6 @@ def expand_cpu_families(cpus: dict[str, Any]) -> tuple[list[dict[str, Any]], lis
                     "bf16_tflops": round(float(proc["bf16_flops_per_cycle"]) * peak, 3),
                     "fp32_tflops": round(float(proc["fp32_flops_per_cycle"]) * peak, 3),
                     "bf16_arithmetic": bool(proc.get("bf16_arithmetic", True)),
-                    "ridge_slowdown": float(proc.get("ridge_slowdown", 0.0)),
                     # a processor without an int8 path faster than its bf16 one states none: int8 runs at bf16's rate
                     "int8_tops": (
                         round(float(proc["int8_ops_per_cycle"]) * peak, 3)

@@ -92,11 +92,6 @@ class Accelerator(Sourced):
     #: whether the chip does bf16 arithmetic (a matrix unit or AVX512_BF16); a CPU without it widens bf16 to fp32 in
     #: fallback kernels, and serves a bf16 checkpoint in fp32 instead (`served_format`)
     bf16_arithmetic: bool = True
-    #: how much slower than its roofline the chip's linear layers run where their math and weight reads take equal
-    #: time (`Profile.ridge_slowdown`: 0 the roofline's max, 1 their sum): a CPU whose vector units load the weights
-    #: and multiply them from one instruction stream states what its engine's own steps measured (data/cpus.yaml);
-    #: a profile that states one overrides it (`sizing.perf.step`)
-    ridge_slowdown: float = Field(default=0.0, ge=0.0, le=1.0)
     interconnect: Interconnect
     usable_memory_mib: int | None = None
     confidence: str = ""

@@ -35,15 +35,15 @@ class Profile:
     #: its math perfectly; 1 is their sum, no overlap at all. Between, the phase takes (c^p + m^p)^(1/p) with
     #: 2^(1/p) = 1 + ridge_slowdown (`ridge_exponent`, `sizing.perf.steptime.ridge`). Not fitted: the measured rows
     #: do not identify it (`benchmarks/ridge.py`; docs/estimator.md, "The linear phase near the ridge"), so the
-    #: shipped profiles state none (0) and the step model takes the chip's own where the catalog states one
-    #: (`Accelerator.ridge_slowdown`: a CPU's, measured on its engine's steps); a calibration entry that states one
-    #: is used instead
+    #: shipped profiles state none (0); a calibration entry that states one is used
     ridge_slowdown: float = 0.0
 
     @property
     def ridge_exponent(self) -> float:
         """The exponent p of the linear phase's composition of compute and memory (0 for the hard max)."""
-        return ridge_exponent(self.ridge_slowdown)
+        if self.ridge_slowdown <= 0.0:
+            return 0.0
+        return math.log(2.0) / math.log1p(min(self.ridge_slowdown, 1.0))
 
     def params(self) -> dict[str, float]:
         return {
@@ -84,14 +84,6 @@ STEP_FACTORS = ("compute_eff", "bandwidth_eff", "step_overhead_s", "seq_overhead
 STEP_CORRECTION_FACTORS = (*STEP_FACTORS, "request_overhead_s")
 
 
-def ridge_exponent(slowdown: float) -> float:
-    """The exponent p of the linear phase's composition (c^p + m^p)^(1/p) for a ridge slowdown: 2^(1/p) = 1 +
-    slowdown, 0 (the hard max) for none, 1 (the sum) for a slowdown of 1 or more."""
-    if slowdown <= 0.0:
-        return 0.0
-    return math.log(2.0) / math.log1p(min(slowdown, 1.0))
-
-
 #: A plain roofline: peak FLOP/s and bandwidth, no overheads (the baseline the calibration is compared with).
 ROOFLINE = Profile(
     1.0,
@@ -106,4 +98,4 @@ ROOFLINE = Profile(
 )
 
 
-__all__ = ["ROOFLINE", "STEP_CORRECTION_FACTORS", "STEP_FACTORS", "Profile", "ridge_exponent"]
+__all__ = ["ROOFLINE", "STEP_CORRECTION_FACTORS", "STEP_FACTORS", "Profile"]

@@ -7,8 +7,8 @@ One step runs `prefill_tokens` of prefill chunks plus `decode_seqs` decoding seq
   step    = ridge(compute, memory) of the linear layers + max(compute, memory) of attention (two phases, one after
             the other) + TP all-reduces over the interconnect + per-step and per-sequence overhead,
 where ridge(c, m) = (c^p + m^p)^(1/p) is the roofline's max softened where the two are comparable: a GEMM near
-the ridge does not overlap its weight reads with its math perfectly (`Profile.ridge_slowdown`, else the chip's
-own, `Accelerator.ridge_slowdown`; `steptime.ridge`).
+the ridge does not overlap its weight reads with its math perfectly (`Profile.ridge_slowdown`,
+`steptime.ridge`).
 MoE: FLOPs use active parameters, bytes the experts a batch touches. Efficiencies and overheads come from a
 calibration `Profile` per (accelerator family, engine); no efficiency exceeds the datasheet (`fit.BOUNDS`): a MoE
 model's own efficiency (`Profile.moe_eff`, at most 1) slows its expert GEMMs and expert reads only, never its dense
@@ -31,7 +31,7 @@ from sizing.perf.memory import (
     weight_bytes_per_device,
 )
 from sizing.perf.native import KERNEL
-from sizing.perf.profile import ROOFLINE, Profile, ridge_exponent
+from sizing.perf.profile import ROOFLINE, Profile
 from sizing.perf.steptime import StepTime, StepTimeTerms
 
 if TYPE_CHECKING:
@@ -114,9 +114,6 @@ class StepModel:
         self._set_memory(cfg, fit, spec, acc, d, tp, bw, moe)
         self._set_allreduce(spec, acc, tp)
         self._set_neuron_shapes(cfg, d)
-        #: the linear phase's ridge slowdown: the profile's where it states one, else the chip's own (a CPU's,
-        #: measured on its engine's steps: `Accelerator.ridge_slowdown`)
-        self.ridge_slowdown: float = profile.ridge_slowdown or acc.ridge_slowdown
         self._o_step = profile.step_overhead_s * step_overhead_layers(spec, acc)
         self._o_seq = profile.seq_overhead_s + (d.frontend_token_cpu_s if shared else 0.0)
         self.kv_write_tok = self._kv_tok
@@ -267,7 +264,7 @@ class StepModel:
             self.static_decode_batch,
             self.max_num_seqs,
             self.prefill_buckets,
-            ridge_exponent(self.ridge_slowdown),
+            self.profile.ridge_exponent,
         )
 
     def timing(self) -> StepTime:
