@@ -388,6 +388,17 @@ def trained_profile(args: argparse.Namespace, rows: list[Any]) -> tuple[Any, lis
     from sizing.perf.calibration import family_of
     from sizing.perf.fit import FAMILY_SIGMA, PRIOR, _profile, _theta, fit_group
 
+    if args.train == "none":
+        from sizing.perf.calibration import load_profiles, profile_for
+
+        data = load_profiles(args.profile) if args.profile else load_profiles()
+        measured_rows = [r for r in rows if not r.row_id.endswith("-short")]
+        if not measured_rows:
+            print(f"holdout: {args.csv} has no levels to predict")
+            return None
+        prof = profile_for(measured_rows[0].accelerator, "vllm", data)
+        print(f"predicted by profile {data.get('version')} ({prof.basis}):")
+        return prof, measured_rows
     if args.train == "steps":
         prof, ids = step_trained(args)
         return prof, [r for r in rows if not r.row_id.endswith("-short") and r.row_id not in ids]
@@ -1176,6 +1187,31 @@ def steps(args: argparse.Namespace) -> int:
     return steps_compare(args)
 
 
+def holdout_parser(sub: Any) -> argparse.ArgumentParser:
+    """`holdout`'s arguments."""
+    h = sub.add_parser("holdout", help="fit on the short run, predict the rest")
+    h.add_argument("--csv", default=str(CSV_PATH))
+    h.add_argument("--verbose", action="store_true")
+    h.add_argument(
+        "--groups",
+        action="store_true",
+        help="simulate each closed loop whose users fell into lock-step in the groups its row states (the"
+        " calibration sends them all at once)",
+    )
+    h.add_argument(
+        "--records", help="`--train steps`: the step records (default: engine-steps-small-llama.jsonl)"
+    )
+    h.add_argument("--train", choices=("short", "warm", "lengths", "small", "steps", "none"), default="short",
+                   help="fit on the short run as measured first after the engine started, on the grid's warm"
+                   " levels of the same shape, length and streams, or on three of its levels of that shape that"
+                   " set a request's fixed cost apart from prefill's (SHORT_LENGTHS), or on the engine's own steps"
+                   " at <= 4 streams rebuilt from --records (sizing.perf.stepfit); or fit nothing (none): every"
+                   " level predicted by a calibration's profile of the grid's processor (--profile), as levels"
+                   " measured after that calibration are a fresh check of it")  # fmt: skip
+    h.add_argument("--profile", help="`--train none`: the calibration file (default: the shipped profile)")
+    return h
+
+
 def windows_parser(sub: Any) -> argparse.ArgumentParser:
     """`windows`' arguments."""
     wp: argparse.ArgumentParser = sub.add_parser(
@@ -1207,23 +1243,7 @@ def main() -> int:
         " CPU without a matrix unit serves the 2,048-token prompts in ~12 s each)",
     )
     m.add_argument("--csv", default=str(BOX_CSV), help="the rows' file (its step records go beside it)")
-    h = sub.add_parser("holdout", help="fit on the short run, predict the rest")
-    h.add_argument("--csv", default=str(CSV_PATH))
-    h.add_argument("--verbose", action="store_true")
-    h.add_argument(
-        "--groups",
-        action="store_true",
-        help="simulate each closed loop whose users fell into lock-step in the groups its row states (the"
-        " calibration sends them all at once)",
-    )
-    h.add_argument(
-        "--records", help="`--train steps`: the step records (default: engine-steps-small-llama.jsonl)"
-    )
-    h.add_argument("--train", choices=("short", "warm", "lengths", "small", "steps"), default="short",
-                   help="fit on the short run as measured first after the engine started, on the grid's warm"
-                   " levels of the same shape, length and streams, or on three of its levels of that shape that"
-                   " set a request's fixed cost apart from prefill's (SHORT_LENGTHS), or on the engine's own steps"
-                   " at <= 4 streams rebuilt from --records (sizing.perf.stepfit)")  # fmt: skip
+    holdout_parser(sub)
     lp = sub.add_parser(
         "learning", help="sizing run --endpoint on the engine, then error before/after its refit"
     )
