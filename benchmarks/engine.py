@@ -203,8 +203,9 @@ def row_of(shape: str, point: tuple[int, int], step: dict[str, Any], facts: Any,
         "e2e_s": (step.get("e2e_s") or {}).get("mean"),
         "output_tokens_per_s": step.get("output_tokens_per_s") or None,
         "requests_per_s": step.get("requests_per_s") or None,
-        # a Poisson level is predicted as its window read it (`CalRow.window_s`)
-        "warmup_s": None if closed else step["warmup_s"],
+        # a Poisson level is predicted as its window read it (`CalRow.window_s`), a closed loop with its users
+        # started over its warm-up as the load test started them (`sizing.base.spawn`)
+        "warmup_s": step["warmup_s"],
         "window_s": None if closed else step["duration_s"],
         "origin": "loadtest",
         "engine_version": facts.version or "",

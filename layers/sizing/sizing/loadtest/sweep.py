@@ -30,6 +30,7 @@ from sizing.loadtest.metrics import (
 )
 from sizing.loadtest.overload import LOOK_EVERY_S, Overload, certain
 from sizing.loadtest.plan import LevelPlan, plan_for, pointless_after
+from sizing.base.spawn import FAST_SPAWN_PER_USER, spawn_rate
 from sizing.loadtest.steps import StepsSample, sample
 from sizing.loadtest.server import TWIN_LAG_SHARE, UNEXPECTED_HIT_SHARE, MetricsSnapshot, scrape, window
 
@@ -37,14 +38,8 @@ assert locust  # imported for its side effect
 
 #: Seconds the master waits after a step before summarizing it, so every worker's last report has arrived.
 DRAIN_S = WORKER_REPORT_INTERVAL + 1.0
-#: Users start spread over this share of the warm-up. Users that all start at once and ask for the same lengths
-#: stay in lock-step (waves of simultaneous arrivals no real population makes, and the estimator does not
-#: assume); the rest of the warm-up lets the spread population reach steady state.
-RAMP_SHARE_OF_WARMUP = 0.5
 #: Seconds between progress lines within a step.
 PROGRESS_EVERY_S = 10.0
-#: Spawn rate per user when there is no warm-up to spread over (everyone within ~0.1 s).
-FAST_SPAWN_PER_USER = 10
 #: Seconds between two calls of a shape's `tick()`: Locust's shape worker sleeps one second less the tick's own
 #: time (locust/runners.py, `Runner.shape_worker`). A window that ends between two ticks is waited for inside the
 #: tick, so a step lasts what its plan says instead of being rounded up to the next whole second.
@@ -341,8 +336,7 @@ class SweepShape(LoadTestShape):
         if self.cfg.mode == "rate":  # the dispatchers, at once: the arrivals are what the rate shapes
             return self.dispatchers, float(self.dispatchers * FAST_SPAWN_PER_USER)
         users = int(self.level)
-        ramp_s = self.cfg.warmup_s * RAMP_SHARE_OF_WARMUP
-        return users, float(max(users / ramp_s, 1.0)) if ramp_s > 0 else float(users * FAST_SPAWN_PER_USER)
+        return users, spawn_rate(users, self.cfg.warmup_s)
 
     def _next_step(self, now: float) -> tuple[int, float] | None:
         """After a step: drain what it left in flight, or begin the next (None: the sweep is over)."""

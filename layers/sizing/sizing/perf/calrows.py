@@ -92,7 +92,8 @@ class CalRow(Strict):
     )
     #: this product's own load test of a Poisson level: the warm-up before its window and the window (s) it read the
     #: requests sent in; the row is predicted as those windows read (`simulator.simulate_windows`), not as a steady
-    #: state. None: a published row, a closed loop, or a level recorded before rows kept their window
+    #: state. Of one of its closed loops: the warm-up its users started in (`sizing.base.spawn.ramp_s`), and the
+    #: row is simulated with its users started so. None: a published row, or a level recorded before rows kept them
     warmup_s: float | None = Field(default=None, ge=0)
     window_s: float | None = Field(default=None, gt=0)
     #: the engine version as the source states it (release, image tag or date), for settings that changed
