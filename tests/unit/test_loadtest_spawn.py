@@ -43,3 +43,32 @@ def test_a_closed_loop_of_the_load_test_is_simulated_with_its_users_started_as_t
     # longer the closer they started (evenly spread users never overlap their prefills)
     assert quick > 1.3 * spread
     assert spread < slow < quick
+
+
+def test_a_level_in_lock_step_or_without_its_warm_up_keeps_the_simulators_own_start():
+    from sizing.base.spawn import simulated_ramp_s
+
+    # GIVEN four users after a 20-s warm-up, the same in lock-step groups of three, and a level that states none
+    # THEN only the first is started over the load test's ramp; groups are simulated as groups, and a level
+    # stored before levels kept their warm-up is simulated as it was
+    assert simulated_ramp_s(4, 20.0) == 4.0
+    assert simulated_ramp_s(4, 20.0, lockstep_group=3) is None
+    assert simulated_ramp_s(4, None) is None
+
+
+def test_the_learning_loop_re_simulates_a_stored_level_with_its_users_started_as_the_load_test_did():
+    from sizing.base.distributions import TokenDistribution
+    from sizing.learn.levels import simulate_closed
+    from sizing.perf.config import HardwareConfig
+    from sizing.perf.step import StepModel
+
+    # GIVEN the long-prompt level on one L4, stored with a 1-s warm-up and as a level of an earlier release
+    step = StepModel.for_config(
+        HardwareConfig.create("meta-llama/Llama-3.1-8B-Instruct", "g6.xlarge", tp=1), PROFILE
+    )
+    prompt, answer = TokenDistribution.fixed(4000), TokenDistribution.fixed(100)
+    # WHEN the refit re-simulates each
+    quick = simulate_closed(step, 4, 1, prompt, answer, warmup_s=1.0).ttft_ms.mean
+    spread = simulate_closed(step, 4, 1, prompt, answer).ttft_ms.mean
+    # THEN the users started together wait for each other's prompts, as the engine's did
+    assert quick > 1.2 * spread

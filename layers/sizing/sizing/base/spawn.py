@@ -29,3 +29,13 @@ def spawn_rate(users: int, warmup_s: float) -> float:
 def ramp_s(users: int, warmup_s: float) -> float:
     """Seconds over which that level's users start: `users` at `spawn_rate`."""
     return users / spawn_rate(users, warmup_s)
+
+
+def simulated_ramp_s(users: int, warmup_s: float | None, lockstep_group: int = 1) -> float | None:
+    """The ramp a simulator starts a measured closed-loop level's users over (`ClosedLoop.ramp_s`): the load test's
+    own (`ramp_s`) where the level states its warm-up; None (the simulator's default) where it does not, or where
+    its users fell into lock-step groups, which are simulated as groups (started over the ramp, simulated users
+    spread out where the engine's stay grouped: docs/engine.md, "How the load test starts its users")."""
+    if warmup_s is None or lockstep_group > 1:
+        return None
+    return ramp_s(users, warmup_s)

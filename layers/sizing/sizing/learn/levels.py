@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field, field_validator
 from sizing.base import table
 from sizing.base.errors import SizingError
 from sizing.base.serving_config import ServerFacts, serving_key
+from sizing.base.spawn import simulated_ramp_s
 from sizing.base.strict import Lenient, Strict
 from sizing.base.vocabulary import CAPACITY_PHASE
 from sizing.catalog import load_catalog
@@ -106,6 +107,12 @@ class MeasuredLevel(Deployment):
         default=1,
         ge=1,
         description="users per lock-step group the level was re-simulated with (1: users at random phases)",
+    )
+    warmup_s: float | None = Field(
+        default=None,
+        ge=0,
+        description="the warm-up its users started in, re-simulated so (sizing.base.spawn); None: stored before"
+        " levels kept it",
     )
     requests: int = 0
     errors: int = 0
@@ -259,7 +266,7 @@ def levels_from_run(
                 continue
             prefix = rec.shared_prefix_tokens
             group = lockstep_users(rec.lockstep_group)
-            predicted = predict_level(arch, level, wm, cat, prefix, rec.server_facts, group)
+            predicted = predict_level(arch, level, wm, cat, prefix, rec.server_facts, group, rec.warmup_s)
             if predicted is None:
                 refused.append(
                     Refused(candidate_id=cid, level=level, reason="the estimator cannot simulate it")
@@ -297,6 +304,7 @@ def levels_from_run(
                     shared_prefix_tokens=prefix,
                     **sigmas,
                     lockstep_group=group,
+                    warmup_s=rec.warmup_s,
                     requests=rec.requests,
                     errors=errors,
                     measured={
@@ -326,19 +334,23 @@ def predict_level(
     prefix_tokens: int = 0,
     server_facts: ServerFacts | None = None,
     group: int = 1,
+    warmup_s: float | None = None,
 ) -> dict[str, Any] | None:
     """The reference profile's prediction (no team correction) of a closed-loop level with the workload's token
     distributions on the architecture's serving config: the refit's baseline. `prefix_tokens`: the prefix every
     prompt of the level shared (the step record's `shared_prefix_tokens`), read from the prefix cache where the
     configuration caches prefixes. `server_facts`: what the measured server reported it runs
     (`ServerFacts`): its own KV capacity, context and batch limit replace the assumed ones. `group`: the users'
-    lock-step groups the level measured (`sizing.loadtest.metrics.lockstep_users`)."""
+    lock-step groups the level measured (`sizing.loadtest.metrics.lockstep_users`); `warmup_s`: the warm-up its
+    users started in (`sizing.base.spawn`)."""
     try:
         cfg = as_served(replica_of(arch, cat), server_facts)
         acc = cfg.parts(cat).accelerator.id
         profile = profile_for(acc, cfg.engine, load_profiles(str(PROFILE_PATH)))
         step = StepModel.for_config(cfg, profile=profile, catalog=cat)
-        sim = simulate_closed(step, concurrency, group, wm.input_tokens, wm.output_tokens, prefix_tokens)
+        sim = simulate_closed(
+            step, concurrency, group, wm.input_tokens, wm.output_tokens, prefix_tokens, warmup_s
+        )
     except (ValueError, KeyError, ArithmeticError):
         return None
     except Exception as exc:  # a SizingError (does not fit, unknown instance): nothing to compare with
@@ -359,14 +371,21 @@ def predict_level(
 
 
 def simulate_closed(
-    step: StepModel, concurrency: int, group: int, input_dist: Any, output_dist: Any, prefix_tokens: int = 0
+    step: StepModel,
+    concurrency: int,
+    group: int,
+    input_dist: Any,
+    output_dist: Any,
+    prefix_tokens: int = 0,
+    warmup_s: float | None = None,
 ) -> Any:
     """A measured closed-loop level simulated as the refit compares it: enough requests for the level's rounds
-    (`LEVEL_REQUESTS`, `LEVEL_ROUNDS`), one seed, no inter-token bookkeeping."""
+    (`LEVEL_REQUESTS`, `LEVEL_ROUNDS`), one seed, no inter-token bookkeeping; its users started as the load test
+    started them where the level states its warm-up (`sizing.base.spawn.simulated_ramp_s`)."""
     c = max(1, int(concurrency))
     return simulate(
         step,
-        ClosedLoop(c, group=group),
+        ClosedLoop(c, ramp_s=simulated_ramp_s(c, warmup_s, group), group=group),
         input_dist,
         output_dist,
         n_requests=max(LEVEL_REQUESTS, LEVEL_ROUNDS * c),

@@ -136,6 +136,7 @@ def simulate_level(
         _drawn(level.input_tokens, level.input_sigma),
         _drawn(level.output_tokens, level.output_sigma),
         level.shared_prefix_tokens,
+        level.warmup_s,
     )
     return {"ttft": sim.ttft_ms.mean, "tpot": sim.tpot_ms.mean, "throughput": sim.output_tokens_per_s}
 

@@ -261,6 +261,9 @@ class StepRecord(Lenient):
     phase: str | None = None
     #: a closed loop's lock-step groups (`StepResult.lockstep_group`): re-simulated with groups of that size
     lockstep_group: float | None = None
+    #: the warm-up before its window, which its users started in (`StepResult.warmup_s`): a closed loop is
+    #: re-simulated with its users started so (`sizing.base.spawn`; None: a record that does not state it)
+    warmup_s: float | None = Field(default=None, ge=0)
     #: whether the server kept up with an open-loop level's arrivals (`sizing.loadtest.overload`; None: not tested,
     #: or a record of an earlier release)
     overload: Overload | None = None

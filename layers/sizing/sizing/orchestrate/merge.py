@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from sizing.base.errors import InvalidInput, NotFound, Problem, SizingError
 from sizing.base.serving_config import ServingConfig
+from sizing.base.spawn import simulated_ramp_s
 from sizing.base.vocabulary import CAPACITY_PHASE, ENDPOINT, TWIN, Origin
 from sizing.catalog import Catalog
 from sizing.learn.matching import LEVEL_REQUESTS, LEVEL_ROUNDS
@@ -132,6 +133,7 @@ def _measured_block(
             cat,
             prefix_tokens=shown.shared_prefix_tokens,
             group=lockstep_users(shown.lockstep_group),
+            warmup_s=shown.warmup_s,
         )
     return block
 
@@ -164,12 +166,14 @@ def predicted_at_level(
     seed: int = 0,
     prefix_tokens: int = 0,
     group: int = 1,
+    warmup_s: float | None = None,
 ) -> PredictedAtLevel | None:
     """The estimator's TTFT/TPOT/e2e percentiles re-simulated at a measured load level (`target`: closed-loop
     `concurrency`, `users` with `think_time_s`, or an open-loop `rate_rps`) with the workload's token
     distributions on the architecture's serving config, every prompt starting with the `prefix_tokens` the level
     sent (its record's `shared_prefix_tokens`), a closed loop's users in the lock-step groups of `group` the level
-    measured (`lockstep_users`). None when there is no replica to simulate (Bedrock) or no level."""
+    measured (`lockstep_users`), started as the load test started them after its `warmup_s`
+    (`sizing.base.spawn`). None when there is no replica to simulate (Bedrock) or no level."""
     arch = _architecture(arch)
     level = LoadTarget.model_validate(target) if isinstance(target, dict) else target
     if level is None or not level.model_fields_set or arch.deployment == "bedrock" or not arch.instance_type:
@@ -186,7 +190,12 @@ def predicted_at_level(
         if not users:
             return None
         c = min(max(1, int(users)), MAX_LEVEL_CONCURRENCY)
-        load = ClosedLoop(c, think_time_s=float(level.think_time_s or 0.0), group=group)
+        load = ClosedLoop(
+            c,
+            think_time_s=float(level.think_time_s or 0.0),
+            ramp_s=simulated_ramp_s(c, warmup_s, group),
+            group=group,
+        )
         n = max(LEVEL_REQUESTS, LEVEL_ROUNDS * c)
     try:
         step = StepModel.for_config(replica_of(arch, cat), catalog=cat)
@@ -465,6 +474,8 @@ def calibration_rows(
                 "e2e_s": r.e2e_s.mean,
                 "output_tokens_per_s": r.output_tokens_per_s,
                 "requests_per_s": r.requests_per_s,
+                # the warm-up its users started in: the fit starts the simulated users so (`sizing.base.spawn`)
+                "warmup_s": r.warmup_s,
                 "origin": origin,
             }
         )
