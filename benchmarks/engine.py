@@ -386,13 +386,11 @@ def training_rows(rows: list[Any], which: str) -> tuple[list[Any], list[Any]]:
 
 def trained_profile(args: argparse.Namespace, rows: list[Any]) -> tuple[Any, list[Any]] | None:
     """The profile `holdout` fits (`--train`) and the rows it predicts; None when the CSV lacks its rows."""
-    from sizing.perf.calibration import family_of
+    from sizing.perf.calibration import family_of, profile_for
     from sizing.perf.fit import FAMILY_SIGMA, PRIOR, _profile, _theta, fit_group
 
     if args.train == "none":
-        from sizing.perf.calibration import load_profiles, profile_for
-
-        data = load_profiles(args.profile) if args.profile else load_profiles()
+        data = holdout_profiles(args)
         measured_rows = [r for r in rows if not r.row_id.endswith("-short")]
         if not measured_rows:
             print(f"holdout: {args.csv} has no levels to predict")
@@ -408,16 +406,22 @@ def trained_profile(args: argparse.Namespace, rows: list[Any]) -> tuple[Any, lis
     if not train or not test:
         print(f"holdout: {args.csv} has {len(train)} short-run rows and {len(test)} others; measure first")
         return None
-    family = family_of(
-        train[0].accelerator
-    )  # the grid's processor: its chip's own figures (its ridge slowdown)
+    family = family_of(train[0].accelerator)  # the grid's processor, whose bands the holdout states
     theta = fit_group(train, _theta(PRIOR), FAMILY_SIGMA, family, "vllm")
     print(f"fitted on {len(train)} short-run rows ({', '.join(r.row_id for r in train)}):")
     return _profile(theta, family, "vllm", "fit on the short run"), test
 
 
+def holdout_profiles(args: argparse.Namespace) -> dict[str, Any]:
+    """The calibration `holdout` states its intervals from, and `--train none` predicts with: `--profile`'s, else
+    the shipped one (read once: `load_profiles` caches it)."""
+    from sizing.perf.calibration import load_profiles
+
+    return load_profiles(args.profile) if getattr(args, "profile", None) else load_profiles()
+
+
 def holdout(args: argparse.Namespace) -> int:
-    from sizing.perf.calibration import band_for, cv_ratios, load_profiles
+    from sizing.perf.calibration import band_for, cv_ratios
     from sizing.perf.calrows import read_rows
     from sizing.perf.fit import measured, predict_row
 
@@ -427,7 +431,7 @@ def holdout(args: argparse.Namespace) -> int:
         return 2
     prof, test = trained
     print("  " + ", ".join(f"{k} {v:.4g}" for k, v in prof.params().items()))
-    ratios = cv_ratios(load_profiles())
+    ratios = cv_ratios(holdout_profiles(args))
     bands = {m: band_for(ratios, prof.family, "vllm", m) for m in ("ttft", "tpot", "throughput")}
     errs: dict[str, list[float]] = {}
     faster: dict[str, list[bool]] = {}

@@ -15,6 +15,7 @@ import gevent
 from locust import LoadTestShape
 from locust.runners import MasterRunner, WORKER_REPORT_INTERVAL
 
+from sizing.base.spawn import FAST_SPAWN_PER_USER, spawn_rate
 from sizing.loadtest.capacity import near_limit, needs_more
 from sizing.loadtest.collector import COLLECTOR, configured
 from sizing.loadtest.confidence import level_verdict
@@ -30,7 +31,6 @@ from sizing.loadtest.metrics import (
 )
 from sizing.loadtest.overload import LOOK_EVERY_S, Overload, certain
 from sizing.loadtest.plan import LevelPlan, plan_for, pointless_after
-from sizing.base.spawn import FAST_SPAWN_PER_USER, spawn_rate
 from sizing.loadtest.steps import StepsSample, sample
 from sizing.loadtest.server import TWIN_LAG_SHARE, UNEXPECTED_HIT_SHARE, MetricsSnapshot, scrape, window
 

@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from sizing.base.distributions import TokenDistribution
-from sizing.base.spawn import ramp_s as spawn_ramp_s
+from sizing.base.spawn import simulated_ramp_s
 from sizing.catalog import load_catalog
 from sizing.catalog.models import Catalog
 from sizing.catalog.records import ModelSpec
@@ -287,13 +287,13 @@ def simulate_row(row: CalRow, profile: Profile, prefix_tokens: int = 0, in_group
             # TTFT 11.4 s and TPOT 178 ms with the engine's own step times, in its groups of 5 7.4 s and 302 ms,
             # against 6.9 s and 312 measured (docs/engine.md, "Lock-step")
             load = ClosedLoop(c, group=min(c, row.lockstep_group), steady=row.origin == "loadtest")
-        elif row.origin == "loadtest" and row.warmup_s is not None and row.start != "together":
+        elif row.origin == "loadtest" and (
+            ramp := simulated_ramp_s(c, row.warmup_s, row.lockstep_group or 1)
+        ):
             # users started as the load test started them: over part of the level's warm-up, at least one a
-            # second (`sizing.base.spawn`); the estimator's default spreads them over a whole request, where
-            # they never overlap. A loop whose users fell into lock-step groups is sent all at once, as before:
-            # started over the ramp, the simulated users spread out where the engine's stay grouped (docs/engine.md,
-            # "How the load test starts its users")
-            load = ClosedLoop(c, ramp_s=spawn_ramp_s(c, row.warmup_s), steady=True)
+            # second; the estimator's default spreads them over a whole request, where they never overlap. A loop
+            # whose users fell into lock-step groups (`start: together`) is sent all at once below, as before
+            load = ClosedLoop(c, ramp_s=ramp, steady=True)
         else:
             # this product's own load tests read throughput in a window after their warm-up, when every user
             # is in (`ClosedLoop.steady`); published benchmarks over their whole runs
