@@ -182,22 +182,49 @@ def _harness_by_row() -> dict[str, str]:
     return {r.row_id: harness_of(r) for r in rows}
 
 
-def _held(
-    ratios: list, harness: dict[str, str], metric: str, kind: str, by_regime: bool, regime: str = ""
-) -> tuple[int, list[float]]:
-    """Rows of `metric` (of one `kind`, one TTFT `regime`) inside the band built without their own harness, and
-    each band's width (high/low); TTFT's band of its regime when `by_regime`, else of every regime."""
+#: `_held`'s reading of the latencies' amplification (`sizing.perf.amplification`): each held-out row's ratio per unit
+#: of it, as the calibration's cross-validation stored it, and the amplification itself, by (row id, metric).
+Amplified = tuple[list, dict[tuple[str, str], float]]
+
+
+def _amplified(data: dict) -> Amplified:
     from sizing.perf import calibration as cal
 
+    rows = cal.interval_cv(data)[1].get("rows", [])
+    amps = {(r["row_id"], r["metric"]): float(r.get("amplification") or 1.0) for r in rows}
+    return cal.cv_ratios(data, per_unit=True), amps
+
+
+def _held(
+    ratios: list,
+    harness: dict[str, str],
+    metric: str,
+    kind: str,
+    by_regime: bool,
+    regime: str = "",
+    amplified: Amplified | None = None,
+) -> tuple[int, list[float]]:
+    """Rows of `metric` (of one `kind`, one TTFT `regime`) inside the band built without their own harness, and
+    each band's width (high/low); TTFT's band of its regime when `by_regime`, else of every regime. `amplified`:
+    a latency's band as `stated_interval` states it given its amplification -- the band of the other harnesses'
+    rows per unit of theirs, raised to the row's own."""
+    from sizing.perf import calibration as cal
+    from sizing.perf.amplification import AMPLIFIED_METRICS
+
+    unit, amps = amplified if amplified and metric in AMPLIFIED_METRICS else (None, {})
     hits, widths = 0, []
     for fam, eng, m, ratio, rid, moe, reg in ratios:
         if m != metric or (kind and cal.kind_of(fam) != kind) or (regime and reg != regime):
             continue
-        others = [x for x in ratios if harness.get(x[4]) != harness.get(rid)]
+        pool = unit if unit is not None else ratios
+        others = [x for j, x in enumerate(pool) if harness.get(ratios[j][4]) != harness.get(rid)]
         band = cal.band_for(others, fam, eng, m, moe, reg if by_regime else None)
         if not band:
             continue
         lo, hi = band["ratio"]
+        if unit is not None:
+            a = amps.get((rid, m), 1.0)
+            lo, hi = lo**a, hi**a
         lo, hi = min(lo, 1.0), max(hi, 1.0)
         hits += lo <= ratio <= hi
         widths.append(hi / lo)
@@ -210,22 +237,27 @@ def _cell(hits: int, widths: list[float]) -> str:
     return f"{hits / len(widths):.0%} of {len(widths)}, {statistics.median(widths):.1f}x wide"
 
 
-def _coverage_lines(ratios: list, harness: dict[str, str]) -> list[str]:
+def _coverage_lines(ratios: list, harness: dict[str, str], amplified: Amplified | None = None) -> list[str]:
     """One line per metric and kind: coverage and median width on an unseen harness; TTFT by regime (new) beside
-    the band of every regime (old)."""
+    the band of every regime (old); a latency's as stated with its amplification beside it unamplified."""
     from sizing.perf import calibration as cal
+    from sizing.perf.amplification import AMPLIFIED_METRICS
 
     lines = []
     for metric, kind in [(m, k) for m in cal.INTERVAL_METRICS for k in ("", "gpu", "neuron")]:
-        hits, widths = _held(ratios, harness, metric, kind, by_regime=True)
+        hits, widths = _held(ratios, harness, metric, kind, by_regime=True, amplified=amplified)
         if not widths:
             continue
         where = f"{metric}{' on ' + kind if kind else ''}"
+        notes = []
+        if amplified and metric in AMPLIFIED_METRICS:
+            flat = _cell(*_held(ratios, harness, metric, kind, by_regime=True))
+            notes.append(f"amplified; unamplified {flat}")
         if metric == "ttft":
-            old = _cell(*_held(ratios, harness, metric, kind, by_regime=False))
-            lines.append(f"{where} {_cell(hits, widths)} by regime (every regime: {old})")
-        else:
-            lines.append(f"{where} {_cell(hits, widths)}")
+            notes.append(
+                f"by regime (every regime, unamplified: {_cell(*_held(ratios, harness, metric, kind, False))})"
+            )
+        lines.append(f"{where} {_cell(hits, widths)}" + (f" {'; '.join(notes)}" if notes else ""))
     return lines
 
 
@@ -240,6 +272,7 @@ def harness_coverage(data: dict) -> None:
     if not ratios:
         return
     harness = _harness_by_row()
+    amplified = _amplified(data)
     key, _table = cal.interval_cv(data)
     print()
     print(
@@ -251,7 +284,7 @@ def harness_coverage(data: dict) -> None:
         cal.FAMILY_INTERVALS = family_level
         label = "per family where enough rows" if family_level else "per metric, kind and class"
         print(f"  {label}{' (shipped)' if family_level == shipped else ''}:")
-        for line in _coverage_lines(ratios, harness):
+        for line in _coverage_lines(ratios, harness, amplified):
             print(f"    {line}")
     cal.FAMILY_INTERVALS = shipped
     print(
@@ -261,7 +294,9 @@ def harness_coverage(data: dict) -> None:
     for kind in ("gpu", "neuron", "cpu"):
         cells = []
         for name, least in cal.TTFT_REGIMES:
-            hits, widths = _held(ratios, harness, "ttft", kind, by_regime=True, regime=name)
+            hits, widths = _held(
+                ratios, harness, "ttft", kind, by_regime=True, regime=name, amplified=amplified
+            )
             if widths:
                 cells.append(f"{name} (share >= {least:g}) {_cell(hits, widths)}")
         if cells:

@@ -7,6 +7,7 @@
     taskset -c 1 .venv/bin/python benchmarks/engine.py frontend   # the API server's CPU a request and a token
     taskset -c 1 .venv/bin/python benchmarks/engine.py repeat     # the short run in rounds minutes apart
     setsid taskset -c 1 .venv/bin/python benchmarks/engine.py windows [--rate 0.5 --windows 6]  # one Poisson level
+    .venv/bin/python benchmarks/engine.py arrivals [--line N]  # a windows level on its own arrivals, three profiles
     setsid taskset -c 1 .venv/bin/python benchmarks/engine.py learning [--fresh]  # sizing run --endpoint, scored
     setsid taskset -c 1 .venv/bin/python benchmarks/engine.py steps --measure [--shape tiny-llama]  # ~6 minutes
     .venv/bin/python benchmarks/engine.py holdout --train steps [--records FILE]
@@ -29,6 +30,10 @@ row states. No timed assertion: figures to read.
 
 `windows` measures one Poisson level in consecutive windows on one engine (`engine-poisson-windows-INSTANCE.jsonl`):
 each window's TTFT, TPOT, the next request's TPOT correlation and throughput, and the spread across windows.
+
+`arrivals` simulates a level `windows` measured with the arrival times and lengths its requests were sent with,
+under the short run's profile, the shipped one and one fitted to the level's own steps: the draw taken out, what the
+step time and the scheduler's dynamics each leave (docs/engine.md, "Queueing on the engine's own arrivals").
 
 `frontend` reads the API server's own CPU time (its `process_cpu_seconds_total`) at one stream and answers of 1,
 32 and 128 tokens and under Poisson arrivals, and fits its share of a core as an idle share plus a cost per request
@@ -421,7 +426,8 @@ def holdout_profiles(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def holdout(args: argparse.Namespace) -> int:
-    from sizing.perf.calibration import band_for, cv_ratios
+    from sizing.perf.amplification import amplifications, slower_steps
+    from sizing.perf.calibration import interval_for, stated_interval
     from sizing.perf.calrows import read_rows
     from sizing.perf.fit import measured, predict_row
 
@@ -431,17 +437,19 @@ def holdout(args: argparse.Namespace) -> int:
         return 2
     prof, test = trained
     print("  " + ", ".join(f"{k} {v:.4g}" for k, v in prof.params().items()))
-    ratios = cv_ratios(holdout_profiles(args))
-    bands = {m: band_for(ratios, prof.family, "vllm", m) for m in ("ttft", "tpot", "throughput")}
+    bands = interval_for(prof.family, "vllm", holdout_profiles(args))
     errs: dict[str, list[float]] = {}
     faster: dict[str, list[bool]] = {}
     inside: dict[str, list[bool]] = {}
+    # the same intervals without the latencies' amplification (`sizing.perf.amplification`): as stated before it
+    flat: dict[str, list[bool]] = {}
     lines = []
     by_shape: dict[tuple[str, str], list[float]] = {}
     in_band: dict[str, list[bool]] = {}
     scatter: dict[str, list[float]] = {}
     for r in test:
         got = predict_row(r, prof, in_groups=args.groups)
+        amp = amplifications(got, predict_row(r, slower_steps(prof), in_groups=args.groups))
         want = measured(r)
         windows = window_draws(r, prof, want, in_band, scatter)
         busy = (_utilisation(r) or 0.0) >= BUSY
@@ -454,20 +462,24 @@ def holdout(args: argparse.Namespace) -> int:
                 errs.setdefault(k, []).append(abs(p - value) / value)
                 # faster: a latency predicted lower, a throughput predicted higher, than measured
                 faster.setdefault(k, []).append(p < value if metric != "throughput" else p > value)
-                band = bands.get(metric)
-                if band:
-                    lo, hi = band["ratio"]
-                    inside.setdefault(k, []).append(min(p / hi, p) <= value <= max(p / lo, p))
+                stated = stated_interval(p, metric, bands, amplification=amp.get(metric))
+                if stated:
+                    inside.setdefault(k, []).append(stated["low"] <= value <= stated["high"])
+                if (unamplified := stated_interval(p, metric, bands)) and metric in amp:
+                    flat.setdefault(k, []).append(unamplified["low"] <= value <= unamplified["high"])
             band = windows.band(WINDOW_FIGURE[metric]) if windows is not None else None
             drawn = f"  one window {band[0]:9.2f}-{band[1]:9.2f}" if band else ""
-            lines.append(f"  {r.row_id:<34} {metric:<10} measured {value:9.2f}  predicted {p:9.2f}{drawn}")
+            amplified = f"  amplified x{amp[metric]:.2f}" if amp.get(metric, 1.0) > 1.0 else ""
+            lines.append(
+                f"  {r.row_id:<34} {metric:<10} measured {value:9.2f}  predicted {p:9.2f}{drawn}{amplified}"
+            )
             by_shape.setdefault((r.model.split("/")[-1], metric), []).append(p / value)
     if args.verbose:
         print("\n".join(lines))
     print(
         f"\nheld out: {len(test)} rows; the stated 80% interval is the product's for the family ({bands['tpot'].get('basis', '-')})"
     )
-    print_scores(errs, faster, inside)
+    print_scores(errs, faster, inside, flat)
     if in_band:
         print_window_draws(in_band, scatter)
     print("\nmedian predicted/measured per shape, and the median error:")
@@ -480,17 +492,24 @@ def holdout(args: argparse.Namespace) -> int:
 
 
 def print_scores(
-    errs: dict[str, list[float]], faster: dict[str, list[bool]], inside: dict[str, list[bool]]
+    errs: dict[str, list[float]],
+    faster: dict[str, list[bool]],
+    inside: dict[str, list[bool]],
+    flat: dict[str, list[bool]] | None = None,
 ) -> None:
-    """The holdout's table: per metric, levels, MdAPE, the share predicted faster and the stated interval's cover."""
-    print(f"{'metric':<11} {'n':>4} {'MdAPE':>7} {'faster':>7} {'in 80%':>7}")
+    """The holdout's table: per metric, levels, MdAPE, the share predicted faster and the stated interval's cover
+    (and, `flat`, the cover of the latencies' intervals without their amplification)."""
+    print(f"{'metric':<11} {'n':>4} {'MdAPE':>7} {'faster':>7} {'in 80%':>7} {'unamplified':>12}")
     for k in ("ttft", "tpot", "throughput", "e2e", "ttft>50%"):
         if k not in errs:
             continue
         n = len(errs[k])
         cover = f"{100 * sum(inside[k]) / len(inside[k]):6.0f}%" if inside.get(k) else "      -"
+        was = (flat or {}).get(k)
+        before = f"{100 * sum(was) / len(was):11.0f}%" if was else "           -"
         print(
             f"{k:<11} {n:>4} {100 * statistics.median(errs[k]):6.1f}% {100 * sum(faster[k]) / n:6.0f}% {cover}"
+            f" {before}"
         )
 
 
@@ -751,6 +770,98 @@ def print_windows(steps: list[dict[str, Any]], reqs: list[dict[str, Any]]) -> No
         print(
             f"  {name:6s} across windows: {min(vals):.1f}-{max(vals):.1f} (largest over smallest {max(vals) / min(vals):.1f}x)"
         )
+
+
+#: `arrivals`: the profiles a measured level's own arrivals are replayed under, in the order printed.
+ARRIVAL_PROFILES = ("short run", "shipped", "its own steps")
+
+
+def arrival_profiles(lv: dict[str, Any], csv: Path) -> dict[str, Any]:
+    """The profiles `arrivals` simulates a level under: fitted on the grid's warm short run (the holdout's
+    `--train warm`), the shipped calibration's for the grid's processor, and the shipped one with its step factors
+    fitted to the level's own engine steps (`sizing.perf.stepfit.fit_steps`): the step time as this run measured
+    it, so that only the scheduler's dynamics are left to differ."""
+    from sizing.perf.calibration import profile_for
+    from sizing.perf.calrows import read_rows
+    from sizing.perf.fit import _row_model
+    from sizing.perf.stepfit import fit_steps
+
+    rows = read_rows(csv)
+    model = f"sizing-engine/{lv['shape']}"
+    row = next(r for r in rows if r.model == model)
+    short = trained_profile(argparse.Namespace(train="warm", csv=str(csv), profile=None), rows)
+    shipped = profile_for(row.accelerator, "vllm")
+    timed = [s for s in rebuild([RequestRecord.from_row(r) for r in lv["records"] if r.get("error") is None])
+             if s.duration_s]  # fmt: skip
+    own = fit_steps(timed, lambda p: _row_model(row, p, 0), shipped)
+    print(f"  its own {own.steps:,} timed steps: modelled/measured MdAPE {own.mdape_before:.1%} with the shipped"
+          f" profile, {own.mdape_after:.1%} fitted to them")  # fmt: skip
+    profiles = {"short run": short[0] if short else None, "shipped": shipped, "its own steps": own.profile}
+    return {"row": row, **{k: v for k, v in profiles.items() if v is not None}}
+
+
+def replayed_level(records: list[RequestRecord], sm: Any) -> dict[str, np.ndarray]:
+    """Each request's TTFT (ms), TPOT (ms) and e2e (s), simulated with the arrival times and lengths it was sent
+    with (`sizing.perf.simulator.Replay` at the records' own rate), in the order sent."""
+    from sizing.base.distributions import TokenDistribution
+    from sizing.perf.simulator import Replay, simulate
+    from sizing.traces.replay import TraceReplay
+
+    t = np.array([r.start for r in records])
+    t -= t[0]
+    n = len(records)
+    trace = TraceReplay(
+        key=f"measured-{n}-{t[-1]:.3f}",
+        t=t,
+        inp=np.array([r.input_tokens or 1 for r in records]),
+        out=np.array([r.output_tokens or 1 for r in records]),
+        hit=np.zeros(n, dtype=np.int64),
+        reuse_distance=np.zeros(n),
+    )
+    fixed = TokenDistribution.fixed(1)  # not read: a replay's lengths are the trace's
+    res = simulate(sm, Replay(trace.mean_rate, trace), fixed, fixed, n_requests=n, warmup=0.0)
+    return res.per_request
+
+
+def arrivals(args: argparse.Namespace) -> int:
+    """A Poisson level measured by `windows` (its line in WINDOWS_PATH), simulated with the arrival times and
+    lengths its requests were really sent with, under each of ARRIVAL_PROFILES: what the simulator's dynamics miss
+    once the draw of arrivals is no longer in question, and what its step time does (docs/engine.md, "Queueing on
+    the engine's own arrivals"). Each window's mean against the simulated mean of the same requests."""
+    from sizing.perf.fit import _row_model
+
+    lines = [ln for ln in Path(args.file).read_text().splitlines() if ln]
+    lv = json.loads(lines[args.line])
+    print(f"{lv['shape']} {lv['point'][0]}/{lv['point'][1]} at {lv['rate']:g}/s, {lv.get('date', '')}"
+          f" ({len(lv['records'])} requests in {len(lv['steps'])} windows), grid {Path(args.csv).name}")  # fmt: skip
+    got = arrival_profiles(lv, Path(args.csv))
+    row = got.pop("row")
+    kept = sorted((r for r in lv["records"] if r.get("error") is None), key=lambda r: r["start"])
+    records = [RequestRecord.from_row(r) for r in kept]
+    window = np.array([r["step"] for r in kept])
+    measured = {
+        "ttft": np.array([r.ttft_s or 0.0 for r in records]) * 1e3,
+        "tpot": np.array([r.tpot_s or np.nan for r in records]) * 1e3,
+        "e2e": np.array([r.e2e_s for r in records]),
+    }
+    simulated = {}
+    for name, prof in got.items():
+        per = replayed_level(records, _row_model(row, prof, 0))
+        simulated[name] = {"ttft": per["ttft_ms"], "tpot": per["tpot_ms"], "e2e": per["e2e_s"]}
+        print(f"  {name}: " + ", ".join(f"{k} {v:.4g}" for k, v in prof.params().items() if k in
+              ("compute_eff", "bandwidth_eff", "step_overhead_s", "seq_overhead_s", "request_overhead_s")))  # fmt: skip
+    print(f"  {'window':<8} {'metric':<6} {'measured':>9} " + " ".join(f"{n:>14}" for n in got))
+    for w in [*sorted(set(window.tolist())), None]:
+        mask = window == w if w is not None else np.ones(window.size, dtype=bool)
+        label = f"{w + 1} ({mask.sum()})" if w is not None else f"all ({mask.sum()})"
+        for metric in ("ttft", "tpot", "e2e"):
+            m = float(np.nanmean(measured[metric][mask]))
+            cells = []
+            for name in got:
+                s = float(np.nanmean(simulated[name][metric][mask]))
+                cells.append(f"{s:8.4g} {100 * (s / m - 1):+4.0f}%")
+            print(f"  {label:<8} {metric:<6} {m:9.4g} " + " ".join(f"{c:>14}" for c in cells))
+    return 0
 
 
 def unseen_model_profile(path: Path, model: str, family: str) -> Path:
@@ -1294,6 +1405,12 @@ def main() -> int:
             help="measure on a CPU the catalog does not know too: its rows (their source names the CPU) are this"
             " machine's, never the reference's",
         )
+    ar = sub.add_parser(
+        "arrivals", help="a `windows` level simulated with its own arrivals, under three profiles"
+    )
+    ar.add_argument("--file", default=str(WINDOWS_PATH), help="the windows file (default: this machine's)")
+    ar.add_argument("--line", type=int, default=-1, help="which of its levels (default: the last measured)")
+    ar.add_argument("--csv", default=str(BOX_CSV), help="the grid whose deployment and short run it reads")
     rl = sub.add_parser("replay", help="the learning loop's step correction on saved step records, scored")
     for p in (rl, sub.add_parser("replay-fit", help=argparse.SUPPRESS)):
         p.add_argument("--shape", default="small-llama", choices=tuple(STEP_PLANS))
@@ -1313,6 +1430,7 @@ def main() -> int:
         "frontend": frontend,
         "repeat": repeat,
         "windows": windows,
+        "arrivals": arrivals,
         "steps": steps,
         "replay": replay,
         "replay-fit": replay_fit,

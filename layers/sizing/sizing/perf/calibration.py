@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from sizing.perf.amplification import AMPLIFIED_METRICS
 from sizing.perf.profile import Profile
 
 #: The reference profile every estimate starts from: the shipped one, or the file `SIZING_REFERENCE_PROFILE` names
@@ -390,10 +391,18 @@ def interval_cv(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return INTERVAL_CV[-1], {}
 
 
-def cv_ratios(data: dict[str, Any]) -> list[Ratio]:
+def cv_ratios(data: dict[str, Any], per_unit: bool = False) -> list[Ratio]:
     """Every held-out prediction of the interval metrics (`Ratio`) of the intervals' cross-validation
-    (`INTERVAL_CV`)."""
+    (`INTERVAL_CV`). `per_unit`: a latency's predicted/measured ratio per unit of the amplification its prediction
+    had (the ratio to the power 1 / amplification, `sizing.perf.amplification`): its error as the step's, with the
+    queue's multiplication taken out. A row stored without one reads 1."""
     rows = interval_cv(data)[1].get("rows", [])
+
+    def ratio(r: dict[str, Any]) -> float:
+        value = float(r["predicted"]) / float(r["measured"])
+        amp = float(r.get("amplification") or 1.0) if per_unit else 1.0
+        return value ** (1.0 / amp) if amp > 1.0 else value
+
     eff: dict[tuple[str, str], float | None] = {}
 
     def regime(r: dict[str, Any]) -> str | None:
@@ -409,7 +418,7 @@ def cv_ratios(data: dict[str, Any]) -> list[Ratio]:
             r["family"],
             r["engine"],
             r["metric"],
-            r["predicted"] / r["measured"],
+            ratio(r),
             r["row_id"],
             bool(r.get("moe")),
             regime(r),
@@ -546,15 +555,23 @@ def interval_for(
     key = (family, engine, moe)
     if key in cache:
         return cache[key]
-    ratios = cv_ratios(data if data is not None else load_profiles())
+    src = data if data is not None else load_profiles()
+    ratios = cv_ratios(src)
+    unit = cv_ratios(src, per_unit=True)
     bands: dict[str, Any] = {m: band_for(ratios, family, engine, m, moe) for m in INTERVAL_METRICS}
     bands = {m: b for m, b in bands.items() if b}
+    for m in AMPLIFIED_METRICS:
+        if m in bands:
+            bands[m]["per_unit"] = band_for(unit, family, engine, m, moe)["ratio"]
     if "ttft" in bands:
         # a TTFT's band by its regime (`TTFT_REGIMES`); `stated_interval` picks one by the prediction's prefill share
         bands[REGIME_BANDS] = {
-            name: band_for(ratios, family, engine, "ttft", moe, name) for name, _least in TTFT_REGIMES
+            name: {
+                **band_for(ratios, family, engine, "ttft", moe, name),
+                "per_unit": band_for(unit, family, engine, "ttft", moe, name)["ratio"],
+            }
+            for name, _least in TTFT_REGIMES
         }
-    src = data if data is not None else load_profiles()
     how = "leave-one-harness-out" if interval_cv(src)[0] == INTERVAL_CV[0] else "leave-one-source-out"
     bands["basis"] = (
         f"80% interval: the 10th-90th percentile of the {how} predicted/measured ratio"
@@ -566,12 +583,21 @@ def interval_for(
 
 
 def stated_interval(
-    value: Any, metric: str, bands: dict[str, Any], of: str = "mean", *, prefill_share: float | None = None
+    value: Any,
+    metric: str,
+    bands: dict[str, Any],
+    of: str = "mean",
+    *,
+    prefill_share: float | None = None,
+    amplification: float | None = None,
 ) -> dict[str, Any] | None:
     """The interval a measurement of `value` (a number, or a statistics dict read at `of`) is expected in: the
     prediction divided by the band's ratios, widened to contain the prediction itself. A TTFT given the share of it
     that is the prompt's own prefill (the function `prefill_share`) takes its regime's band (`TTFT_REGIMES`), and
-    says which; without a share, or without bands by regime, the band of every regime."""
+    says which; without a share, or without bands by regime, the band of every regime. A latency given its
+    `amplification` (`sizing.perf.amplification`) takes the band per unit of amplification raised to its own: the
+    held-out error as the step's, multiplied as this prediction's queue multiplies it; without one, the band of
+    every held-out prediction as it was."""
     regime = ttft_regime(prefill_share) if metric == "ttft" else None
     band = (bands.get(REGIME_BANDS) or {}).get(regime) if regime else None
     band = band or bands.get(metric)
@@ -579,6 +605,10 @@ def stated_interval(
         return None
     pred = float(value[of] if isinstance(value, dict) else value)
     lo_r, hi_r = band["ratio"]
+    amplified = amplification is not None and "per_unit" in band
+    if amplified:
+        assert amplification is not None
+        lo_r, hi_r = (x**amplification for x in band["per_unit"])
     low, high = min(pred / hi_r, pred), max(pred / lo_r, pred)
     digits = 4 if pred < 10 else 1
     return {
@@ -589,6 +619,7 @@ def stated_interval(
         "rows": band["rows"],
         "basis": band["basis"],
         **({"regime": regime, "prefill_share": round(prefill_share, 3)} if regime and prefill_share else {}),
+        **({"amplification": round(float(amplification or 1.0), 2)} if amplified else {}),
     }
 
 

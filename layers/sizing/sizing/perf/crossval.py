@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
+from sizing.perf.amplification import AMPLIFIED_METRICS, amplifications, slower_steps
 from sizing.perf.calibration import family_of, profile_for
 from sizing.perf.calrows import CalRow
 from sizing.perf.fit import (
@@ -40,6 +41,9 @@ class Prediction:
     saturated: bool
     #: the row's model is a mixture of experts (the stated intervals are grouped by this too)
     moe: bool = False
+    #: how much the prediction amplifies an error in its step time (`sizing.perf.amplification`; latencies only,
+    #: 1 for the rest): the stated intervals read each held-out error per unit of it
+    amplification: float = 1.0
 
     @property
     def ape(self) -> float:
@@ -131,6 +135,8 @@ def predictions(
         try:
             got = predict_row(r, prof)
             roof = roofline_row(r) if roofline else {}
+            # the intervals' cross-validation (the one that states the roofline) reads each latency's amplification
+            amp = amplifications(got, predict_row(r, slower_steps(prof))) if roofline else {}
         except ValueError:
             continue
         for k, v in measured(r).items():
@@ -146,6 +152,7 @@ def predictions(
                         roof.get(k),
                         r.saturated,
                         is_moe(r),
+                        amp.get(k, 1.0),
                     )
                 )
     return preds
@@ -194,7 +201,8 @@ def cv_table(
 
 def prediction_rows(preds: Sequence[Prediction]) -> list[dict[str, Any]]:
     """Every cross-validated prediction, for inspection (which rows the model gets wrong, and by how much). A TTFT's
-    roofline also gives its regime to the stated intervals (`sizing.perf.calibration.prefill_share`)."""
+    roofline also gives its regime to the stated intervals (`sizing.perf.calibration.prefill_share`), and a
+    latency's amplification puts its error on the intervals' per-unit scale (`sizing.perf.amplification`)."""
     return [
         {
             "row_id": p.row_id,
@@ -205,6 +213,7 @@ def prediction_rows(preds: Sequence[Prediction]) -> list[dict[str, Any]]:
             "predicted": round(p.predicted, 4),
             "roofline": None if p.roofline is None else round(p.roofline, 4),
             "moe": p.moe,
+            **({"amplification": round(p.amplification, 3)} if p.metric in AMPLIFIED_METRICS else {}),
         }
         for p in preds
     ]

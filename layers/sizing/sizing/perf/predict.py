@@ -11,6 +11,7 @@ from sizing.base.distributions import TokenDistribution
 from sizing.base.errors import InvalidInput, Problem
 from sizing.learn.matching import answer
 from sizing.learn.profiles import active
+from sizing.perf.amplification import amplifications, slower_steps
 from sizing.perf.calibration import interval_for, prefill_share, profile_for, stated_interval, summary
 from sizing.perf.config import HardwareConfig
 from sizing.perf.engines import engine_image
@@ -173,10 +174,18 @@ def roofline_prefill_ms(sm: StepModel, prefill_tokens: int, catalog: Catalog | N
     return roof.iteration_time(max(1, prefill_tokens), 0, 0) * 1e3
 
 
-def _calibration(out: dict[str, Any], sm: StepModel, engine: str, prefill_ms: float | None = None) -> None:
+def _calibration(
+    out: dict[str, Any],
+    sm: StepModel,
+    engine: str,
+    prefill_ms: float | None = None,
+    amplification: dict[str, float] | None = None,
+) -> None:
     """The profile's summary and factors, and each metric's interval from the cross-validated error; TTFT's by
     the share of the predicted TTFT that is the prompt's own prefill (`prefill_ms` at the roofline:
-    `sizing.perf.calibration.prefill_share`)."""
+    `sizing.perf.calibration.prefill_share`), and each latency's by how much the prediction amplifies a step-time
+    error (`amplification`, by metric: `sizing.perf.amplification`)."""
+    amp = amplification or {}
     p = sm.profile
     out["calibration"] = {**summary(p), "factors": {k: round(v, 5) for k, v in p.params().items()}}
     bands = interval_for(p.family, engine, moe=sm.mixture_of_experts)
@@ -185,7 +194,7 @@ def _calibration(out: dict[str, Any], sm: StepModel, engine: str, prefill_ms: fl
     out["intervals"] = {
         "basis": bands.get("basis", ""),
         **{
-            key: stated_interval(out[key], metric, bands, prefill_share=share)
+            key: stated_interval(out[key], metric, bands, prefill_share=share, amplification=amp.get(metric))
             for key, metric in (
                 ("ttft_ms", "ttft"),
                 ("tpot_ms", "tpot"),
@@ -298,7 +307,22 @@ def predict(
         )
     out.update(_figures(res, saturated, sat_c))
     prefilled = input_tokens - cached_share(sm, shared_prefix_tokens, input_tokens)
-    _calibration(out, sm, cfg.engine, roofline_prefill_ms(sm, prefilled, catalog))
+    # the same requests with every step slower: how much this load amplifies a step-time error
+    slower = simulate(
+        StepModel(cfg, fit, slower_steps(sm.profile), catalog),
+        load,
+        fixed(input_tokens),
+        fixed(output_tokens),
+        n_requests=n,
+        seed=seed,
+        itl=False,
+        prefix_tokens=shared_prefix_tokens,
+    )
+    amp = amplifications(
+        {"ttft": res.ttft_ms.mean, "tpot": res.tpot_ms.mean},
+        {"ttft": slower.ttft_ms.mean, "tpot": slower.tpot_ms.mean},
+    )
+    _calibration(out, sm, cfg.engine, roofline_prefill_ms(sm, prefilled, catalog), amp)
     out["notes"] = notes
     if shared_prefix_tokens:
         out["shared_prefix_tokens"] = shared_prefix_tokens
