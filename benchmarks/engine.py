@@ -20,7 +20,8 @@ saturation). Each level becomes one row in the reference CSV format (`sizing.per
 step records go beside it (`engine-grid-steps.jsonl`). The short run the holdout fits on (one shape, at most 4
 streams, under 2 minutes) is measured first.
 
-`holdout` fits the CPU profile (sizing.perf.fit.fit_group, the literature prior) on the short run only, predicts
+`holdout` fits the CPU profile (sizing.perf.fit.fit_group, the literature prior) on the short run only (`--train
+warm-steps`: then its step factors on the engine steps the short run's levels took), predicts
 every other row, and prints per metric the median absolute percentage error, the share predicted faster than
 measured and the coverage of the product's stated 80% interval for the family, with TTFT above 50% utilisation
 apart (Poisson levels at >= 0.5 of the saturated rate). A Poisson row is predicted as its window read it
@@ -406,7 +407,7 @@ def trained_profile(args: argparse.Namespace, rows: list[Any]) -> tuple[Any, lis
     if args.train == "steps":
         prof, ids = step_trained(args)
         return prof, [r for r in rows if not r.row_id.endswith("-short") and r.row_id not in ids]
-    short, train = training_rows(rows, args.train)
+    short, train = training_rows(rows, "warm" if args.train == "warm-steps" else args.train)
     test = [r for r in rows if r not in train and r not in short]
     if not train or not test:
         print(f"holdout: {args.csv} has {len(train)} short-run rows and {len(test)} others; measure first")
@@ -414,7 +415,43 @@ def trained_profile(args: argparse.Namespace, rows: list[Any]) -> tuple[Any, lis
     family = family_of(train[0].accelerator)  # the grid's processor, whose bands the holdout states
     theta = fit_group(train, _theta(PRIOR), FAMILY_SIGMA, family, "vllm")
     print(f"fitted on {len(train)} short-run rows ({', '.join(r.row_id for r in train)}):")
-    return _profile(theta, family, "vllm", "fit on the short run"), test
+    levels = _profile(theta, family, "vllm", "fit on the short run")
+    if args.train == "warm-steps":
+        return short_run_steps(args, train, levels), test
+    return levels, test
+
+
+def short_run_steps(args: argparse.Namespace, train: list[Any], levels: Any) -> Any:
+    """(`holdout --train warm-steps`) The short run's profile with its four step factors fitted to the engine steps
+    its own levels took (the step samples the grid keeps beside its CSV, `-steps.jsonl`: rebuilt from the client's
+    records, `sizing.loadtest.steps`), from the level fit's factors (`sizing.perf.stepfit.fit_steps`); the
+    per-request cost stays the level fit's. A level's mean TPOT mixes every step its requests shared; its steps
+    set the cost of each running sequence apart from the step's own (docs/engine.md, "Queueing on the engine's own
+    arrivals")."""
+    from sizing.loadtest.stepsample import StepsSample
+    from sizing.perf.fit import _row_model
+    from sizing.perf.stepfit import fit_steps
+
+    path = Path(args.csv).with_name(Path(args.csv).stem + "-steps.jsonl")
+    shape, point, streams = SHORT
+    steps: list[EngineStep] = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        lv = json.loads(line)
+        conc = lv["target"].get("concurrency")
+        if lv["shape"] == shape and tuple(lv["point"]) == point and conc and conc <= max(streams):
+            sample = lv.get("engine_steps")
+            steps += [s for s in StepsSample(**sample).engine_steps() if s.duration_s] if sample else []
+    if not steps:
+        print(f"  no engine steps of the short run in {path.name}: the level fit alone")
+        return levels
+    fit = fit_steps(steps, lambda p: _row_model(train[0], p, 0), levels)
+    print(f"  then its step factors fitted to the {fit.steps:,} steps its levels took ({path.name}): modelled within"
+          f" {fit.mdape_before:.1%} -> {fit.mdape_after:.1%} (median); the per-request cost is the levels'")  # fmt: skip
+    return dataclasses.replace(
+        fit.profile,
+        request_overhead_s=levels.request_overhead_s,
+        basis="fit on the short run's levels and steps",
+    )
 
 
 def holdout_profiles(args: argparse.Namespace) -> dict[str, Any]:
@@ -773,12 +810,13 @@ def print_windows(steps: list[dict[str, Any]], reqs: list[dict[str, Any]]) -> No
 
 
 #: `arrivals`: the profiles a measured level's own arrivals are replayed under, in the order printed.
-ARRIVAL_PROFILES = ("short run", "shipped", "its own steps")
+ARRIVAL_PROFILES = ("short run", "short run+steps", "shipped", "its own steps")
 
 
 def arrival_profiles(lv: dict[str, Any], csv: Path) -> dict[str, Any]:
     """The profiles `arrivals` simulates a level under: fitted on the grid's warm short run (the holdout's
-    `--train warm`), the shipped calibration's for the grid's processor, and the shipped one with its step factors
+    `--train warm`), the same with its step factors fitted to the short run's own steps (`--train warm-steps`), the
+    shipped calibration's for the grid's processor, and the shipped one with its step factors
     fitted to the level's own engine steps (`sizing.perf.stepfit.fit_steps`): the step time as this run measured
     it, so that only the scheduler's dynamics are left to differ."""
     from sizing.perf.calibration import profile_for
@@ -790,13 +828,19 @@ def arrival_profiles(lv: dict[str, Any], csv: Path) -> dict[str, Any]:
     model = f"sizing-engine/{lv['shape']}"
     row = next(r for r in rows if r.model == model)
     short = trained_profile(argparse.Namespace(train="warm", csv=str(csv), profile=None), rows)
+    short_steps = trained_profile(argparse.Namespace(train="warm-steps", csv=str(csv), profile=None), rows)
     shipped = profile_for(row.accelerator, "vllm")
     timed = [s for s in rebuild([RequestRecord.from_row(r) for r in lv["records"] if r.get("error") is None])
              if s.duration_s]  # fmt: skip
     own = fit_steps(timed, lambda p: _row_model(row, p, 0), shipped)
     print(f"  its own {own.steps:,} timed steps: modelled/measured MdAPE {own.mdape_before:.1%} with the shipped"
           f" profile, {own.mdape_after:.1%} fitted to them")  # fmt: skip
-    profiles = {"short run": short[0] if short else None, "shipped": shipped, "its own steps": own.profile}
+    profiles = {
+        "short run": short[0] if short else None,
+        "short run+steps": short_steps[0] if short_steps else None,
+        "shipped": shipped,
+        "its own steps": own.profile,
+    }
     return {"row": row, **{k: v for k, v in profiles.items() if v is not None}}
 
 
@@ -1317,9 +1361,11 @@ def holdout_parser(sub: Any) -> argparse.ArgumentParser:
     h.add_argument(
         "--records", help="`--train steps`: the step records (default: engine-steps-small-llama.jsonl)"
     )
-    h.add_argument("--train", choices=("short", "warm", "lengths", "small", "steps", "none"), default="short",
+    h.add_argument("--train", choices=("short", "warm", "warm-steps", "lengths", "small", "steps", "none"),
+                   default="short",
                    help="fit on the short run as measured first after the engine started, on the grid's warm"
-                   " levels of the same shape, length and streams, or on three of its levels of that shape that"
+                   " levels of the same shape, length and streams (warm-steps: then the step factors on the steps"
+                   " those levels took, kept beside the CSV), or on three of its levels of that shape that"
                    " set a request's fixed cost apart from prefill's (SHORT_LENGTHS), or on the engine's own steps"
                    " at <= 4 streams rebuilt from --records (sizing.perf.stepfit); or fit nothing (none): every"
                    " level predicted by a calibration's profile of the grid's processor (--profile), as levels"
