@@ -290,15 +290,20 @@ def predict(
         )
     load, n = _load(concurrency, rate, notes)
     fixed = TokenDistribution.fixed
-    res: SimResult = simulate(
-        sm,
-        load,
-        fixed(input_tokens),
-        fixed(output_tokens),
-        n_requests=n,
-        seed=seed,
-        prefix_tokens=shared_prefix_tokens,
-    )
+
+    def run(step: StepModel, itl: bool = True) -> SimResult:
+        return simulate(
+            step,
+            load,
+            fixed(input_tokens),
+            fixed(output_tokens),
+            n_requests=n,
+            seed=seed,
+            itl=itl,
+            prefix_tokens=shared_prefix_tokens,
+        )
+
+    res = run(sm)
     sat_c = saturating_concurrency(sm, input_tokens, output_tokens, shared_prefix_tokens)
     saturated = concurrency is not None and concurrency >= sat_c
     if saturated:
@@ -308,16 +313,7 @@ def predict(
     out.update(_figures(res, saturated, sat_c))
     prefilled = input_tokens - cached_share(sm, shared_prefix_tokens, input_tokens)
     # the same requests with every step slower: how much this load amplifies a step-time error
-    slower = simulate(
-        StepModel(cfg, fit, slower_steps(sm.profile), catalog),
-        load,
-        fixed(input_tokens),
-        fixed(output_tokens),
-        n_requests=n,
-        seed=seed,
-        itl=False,
-        prefix_tokens=shared_prefix_tokens,
-    )
+    slower = run(StepModel(cfg, fit, slower_steps(sm.profile), catalog), itl=False)
     amp = amplifications(
         {"ttft": res.ttft_ms.mean, "tpot": res.tpot_ms.mean},
         {"ttft": slower.ttft_ms.mean, "tpot": slower.tpot_ms.mean},
