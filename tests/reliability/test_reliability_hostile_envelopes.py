@@ -5,7 +5,9 @@ pydantic's own wording."""
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +59,26 @@ def _broken(sample: dict[str, Any]) -> st.SearchStrategy[Any]:
     return st.one_of(JSON, st.lists(st.tuples(keys, JSON, st.booleans()), min_size=1, max_size=3).map(apply))
 
 
+#: The end of a problem that quotes what was sent ("must be text (got 'Endpoint')").
+QUOTED_INPUT = re.compile(r" \(got (.*)\)$", re.DOTALL)
+
+
+def _own_words(message: str) -> str:
+    """A problem's message without the value it quotes, where that value is a literal (the sender's own words,
+    which may be anything, a class's name among them); a quoted object's repr stays, and is checked."""
+    m = QUOTED_INPUT.search(message)
+    if m:
+        try:
+            ast.literal_eval(m.group(1))
+        except (ValueError, SyntaxError):
+            return message
+        return message[: m.start()]
+    return message
+
+
 def _plain(err: InvalidInput) -> None:
     assert err.message and all(p.field is not None for p in err.problems)
-    shown = " ".join(p.message for p in err.problems)
+    shown = " ".join(_own_words(p.message) for p in err.problems)
     assert not any(leak in shown for leak in LEAKS), shown
 
 
