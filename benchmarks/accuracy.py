@@ -183,8 +183,9 @@ def _harness_by_row() -> dict[str, str]:
 
 
 #: `_held`'s reading of the latencies' amplification (`sizing.perf.amplification`): each held-out row's ratio per unit
-#: of it, as the calibration's cross-validation stored it, and the amplification itself, by (row id, metric).
-Amplified = tuple[list, dict[tuple[str, str], float]]
+#: of it, the amplification as the calibration's cross-validation stored it, by (row id, metric), and how each
+#: kind's error grows with it, by (kind, metric) (`calibration.amplification_exponents`).
+Amplified = tuple[list, dict[tuple[str, str], float], dict[tuple[str, str], float]]
 
 
 def _amplified(data: dict) -> Amplified:
@@ -192,7 +193,7 @@ def _amplified(data: dict) -> Amplified:
 
     rows = cal.interval_cv(data)[1].get("rows", [])
     amps = {(r["row_id"], r["metric"]): float(r.get("amplification") or 1.0) for r in rows}
-    return cal.cv_ratios(data, per_unit=True), amps
+    return cal.cv_ratios(data, per_unit=True), amps, cal.amplification_exponents(data)
 
 
 def _held(
@@ -211,7 +212,7 @@ def _held(
     from sizing.perf import calibration as cal
     from sizing.perf.amplification import AMPLIFIED_METRICS
 
-    unit, amps = amplified if amplified and metric in AMPLIFIED_METRICS else (None, {})
+    unit, amps, exponents = amplified if amplified and metric in AMPLIFIED_METRICS else (None, {}, {})
     hits, widths = 0, []
     for fam, eng, m, ratio, rid, moe, reg in ratios:
         if m != metric or (kind and cal.kind_of(fam) != kind) or (regime and reg != regime):
@@ -223,7 +224,7 @@ def _held(
             continue
         lo, hi = band["ratio"]
         if unit is not None:
-            a = amps.get((rid, m), 1.0)
+            a = amps.get((rid, m), 1.0) ** exponents.get((cal.kind_of(fam), m), 1.0)
             lo, hi = lo**a, hi**a
         lo, hi = min(lo, 1.0), max(hi, 1.0)
         hits += lo <= ratio <= hi

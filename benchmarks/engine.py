@@ -59,6 +59,7 @@ import contextlib
 import dataclasses
 import functools
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -462,6 +463,31 @@ def holdout_profiles(args: argparse.Namespace) -> dict[str, Any]:
     return load_profiles(args.profile) if getattr(args, "profile", None) else load_profiles()
 
 
+@dataclasses.dataclass
+class Cover:
+    """`holdout`'s tally of the stated 80% intervals per metric: whether each holds its measurement and how wide it
+    is (high / low), as stated (a latency's with its amplification, `sizing.perf.amplification`) and, for the
+    latencies, as it would be stated without it (`flat`)."""
+
+    inside: dict[str, list[bool]] = dataclasses.field(default_factory=dict)
+    width: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    flat: dict[str, list[bool]] = dataclasses.field(default_factory=dict)
+    flat_width: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+
+    def add(self, key: str, value: float, stated: dict[str, Any] | None, flat: dict[str, Any] | None) -> None:
+        for iv, held, wide in ((stated, self.inside, self.width), (flat, self.flat, self.flat_width)):
+            if iv:
+                held.setdefault(key, []).append(iv["low"] <= value <= iv["high"])
+                wide.setdefault(key, []).append(iv["high"] / iv["low"] if iv["low"] > 0 else math.inf)
+
+    def print_widths(self) -> None:
+        def median(values: list[float] | None) -> str:
+            return f"{statistics.median(values):.1f}x" if values else "-"
+
+        print("median width of the stated interval (high/low), amplified / unamplified: " + ", ".join(
+            f"{k} {median(w)} / {median(self.flat_width.get(k))}" for k, w in self.width.items()))  # fmt: skip
+
+
 def holdout(args: argparse.Namespace) -> int:
     from sizing.perf.amplification import amplifications, slower_steps
     from sizing.perf.calibration import interval_for, stated_interval
@@ -477,9 +503,7 @@ def holdout(args: argparse.Namespace) -> int:
     bands = interval_for(prof.family, "vllm", holdout_profiles(args))
     errs: dict[str, list[float]] = {}
     faster: dict[str, list[bool]] = {}
-    inside: dict[str, list[bool]] = {}
-    # the same intervals without the latencies' amplification (`sizing.perf.amplification`): as stated before it
-    flat: dict[str, list[bool]] = {}
+    cover = Cover()
     lines = []
     by_shape: dict[tuple[str, str], list[float]] = {}
     in_band: dict[str, list[bool]] = {}
@@ -499,11 +523,12 @@ def holdout(args: argparse.Namespace) -> int:
                 errs.setdefault(k, []).append(abs(p - value) / value)
                 # faster: a latency predicted lower, a throughput predicted higher, than measured
                 faster.setdefault(k, []).append(p < value if metric != "throughput" else p > value)
-                stated = stated_interval(p, metric, bands, amplification=amp.get(metric))
-                if stated:
-                    inside.setdefault(k, []).append(stated["low"] <= value <= stated["high"])
-                if (unamplified := stated_interval(p, metric, bands)) and metric in amp:
-                    flat.setdefault(k, []).append(unamplified["low"] <= value <= unamplified["high"])
+                cover.add(
+                    k,
+                    value,
+                    stated_interval(p, metric, bands, amplification=amp.get(metric)),
+                    stated_interval(p, metric, bands) if metric in amp else None,
+                )
             band = windows.band(WINDOW_FIGURE[metric]) if windows is not None else None
             drawn = f"  one window {band[0]:9.2f}-{band[1]:9.2f}" if band else ""
             amplified = f"  amplified x{amp[metric]:.2f}" if amp.get(metric, 1.0) > 1.0 else ""
@@ -516,7 +541,8 @@ def holdout(args: argparse.Namespace) -> int:
     print(
         f"\nheld out: {len(test)} rows; the stated 80% interval is the product's for the family ({bands['tpot'].get('basis', '-')})"
     )
-    print_scores(errs, faster, inside, flat)
+    print_scores(errs, faster, cover.inside, cover.flat)
+    cover.print_widths()
     if in_band:
         print_window_draws(in_band, scatter)
     print("\nmedian predicted/measured per shape, and the median error:")

@@ -13,6 +13,9 @@ import psutil
 
 #: Seconds allowed for the child to notice (it polls every second) and stop.
 GRACE_S = 10
+#: Seconds allowed for the child to import the product and start its own child: about a second on a quiet box, more
+#: beside a busy test run on two cores.
+START_S = 30
 #: The middle process: starts a grandchild with a lifeline (as LocalTwinProvisioner does), prints its pid, waits.
 PARENT = r"""
 import subprocess, sys, time
@@ -39,8 +42,11 @@ def test_a_child_ends_with_its_sigkilled_parent_and_takes_its_group_along():
     try:
         assert parent.stdout is not None
         child = int(parent.stdout.readline())
-        time.sleep(1.0)
-        group = [child, *(p.pid for p in psutil.Process(child).children(recursive=True))]
+        deadline = time.monotonic() + START_S
+        group = [child]
+        while len(group) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            group = [child, *(p.pid for p in psutil.Process(child).children(recursive=True))]
         assert len(group) == 2
         # when the parent is SIGKILLed
         os.kill(parent.pid, signal.SIGKILL)

@@ -10,17 +10,32 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sizing.perf.amplification import MAX_AMPLIFICATION, STEP_SCALE, amplification, slower_steps
-from sizing.perf.calibration import cv_ratios, interval_for, profile_for, stated_interval
+from sizing.perf.amplification import (
+    MAX_AMPLIFICATION,
+    MIN_EXPONENT_ROWS,
+    STEP_SCALE,
+    amplification,
+    error_exponent,
+    slower_steps,
+)
+from sizing.perf.calibration import (
+    amplification_exponents,
+    cv_ratios,
+    interval_for,
+    profile_for,
+    stated_interval,
+)
 from sizing.perf.config import HardwareConfig
 from sizing.perf.predict import predict
 from sizing.perf.step import StepModel
 
 
-def _row(i: int, ratio: float, amp: float | None, metric: str = "tpot") -> dict[str, Any]:
+def _row(
+    i: int, ratio: float, amp: float | None, metric: str = "tpot", family: str = "hopper"
+) -> dict[str, Any]:
     row = {
         "row_id": f"R{i}",
-        "family": "hopper",
+        "family": family,
         "engine": "vllm",
         "metric": metric,
         "measured": 50.0 / ratio,
@@ -82,6 +97,7 @@ def test_a_queued_tpot_states_a_wider_interval_than_an_unloaded_one_from_the_sam
     assert _width(unloaded) < 1.35 < _width(every) < _width(queued)
     assert queued["ratio_p10_p90"] == pytest.approx([x**4 for x in unloaded["ratio_p10_p90"]], rel=0.01)
     assert (unloaded["amplification"], queued["amplification"]) == (1.0, 4.0)
+    assert queued["amplification_exponent"] == 1.0
     assert "amplification" not in every
 
 
@@ -143,3 +159,42 @@ def test_sizing_predict_widens_the_tpot_interval_of_a_loaded_replica() -> None:
     # then the light one passes a step error through, the loaded one multiplies it, and its interval is the wider
     assert light["amplification"] < 1.3 < loaded["amplification"]
     assert _width(loaded) > _width(light)
+
+
+def test_an_error_that_does_not_grow_with_the_queue_is_not_multiplied_by_it() -> None:
+    # given held-out TTFTs whose queued rows (amplification 4) erred no more than the unloaded ones: a fixed cost's
+    # error, not the step's
+    rows = [_row(i, r, 1.0, "ttft") for i, r in enumerate(_spread(20, 0.8, 1.25))]
+    rows += [_row(100 + i, r, 4.0, "ttft") for i, r in enumerate(_spread(20, 0.8, 1.25))]
+    bands = interval_for("hopper", "vllm", _data(rows))
+    # when a TTFT amplified 4x is stated
+    queued = stated_interval(500.0, "ttft", bands, amplification=4.0)
+    # then its error is read as not growing with the queue (exponent 0), and its interval is the rows' own band
+    assert queued is not None and queued["amplification_exponent"] == 0.0
+    assert queued["ratio_p10_p90"] == pytest.approx(bands["ttft"]["ratio"], rel=0.01)
+
+
+def test_the_exponent_is_how_the_median_error_grows_with_the_amplification() -> None:
+    # given unloaded rows off by 10% and rows amplified 4x off by 10% x 4, x 2, x 1
+    lo = [(1.0, r) for r in _spread(MIN_EXPONENT_ROWS, 1 / 1.1, 1.1)]
+
+    def hi(times: float) -> list[tuple[float, float]]:
+        return [(4.0, r) for r in _spread(MIN_EXPONENT_ROWS, 1.1**-times, 1.1**times)]
+
+    # then the error grows as amplification^1, ^0.5 and ^0; with too few amplified rows nothing is said
+    assert error_exponent(lo + hi(4)) == pytest.approx(1.0)
+    assert error_exponent(lo + hi(2)) == pytest.approx(0.5)
+    assert error_exponent(lo + hi(1)) == pytest.approx(0.0)
+    assert error_exponent(lo + hi(4)[: MIN_EXPONENT_ROWS - 1]) is None
+
+
+def test_a_kind_without_amplified_rows_reads_how_the_other_kinds_errors_grow() -> None:
+    # given CPU TPOTs whose error grows with amplification (as ^1) and GPU TPOTs all unloaded
+    rows = [_row(i, r, 1.0, family="xeon-spr") for i, r in enumerate(_spread(10, 1 / 1.1, 1.1))]
+    rows += [_row(100 + i, r, 4.0, family="xeon-spr") for i, r in enumerate(_spread(10, 1.1**-4, 1.1**4))]
+    rows += [_row(200 + i, r, 1.0) for i, r in enumerate(_spread(20, 0.9, 1.1))]
+    # when each kind's exponent is read
+    exponents = amplification_exponents(_data(rows))
+    # then the GPU's TPOT, never seen amplified, takes the CPU's (its error as the step's, multiplied)
+    assert exponents[("cpu", "tpot")] == pytest.approx(1.0)
+    assert exponents[("gpu", "tpot")] == pytest.approx(1.0)

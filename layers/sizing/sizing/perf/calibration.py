@@ -13,11 +13,12 @@ from __future__ import annotations
 import functools
 import json
 import os
+import statistics
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sizing.perf.amplification import AMPLIFIED_METRICS
+from sizing.perf.amplification import AMPLIFIED_METRICS, error_exponent
 from sizing.perf.profile import Profile
 
 #: The reference profile every estimate starts from: the shipped one, or the file `SIZING_REFERENCE_PROFILE` names
@@ -391,17 +392,50 @@ def interval_cv(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return INTERVAL_CV[-1], {}
 
 
+def amplification_exponents(data: dict[str, Any]) -> dict[tuple[str, str], float]:
+    """Per (kind of accelerator, latency metric) how its held-out error grows with the amplification of its
+    predictions (`sizing.perf.amplification.error_exponent`): the kind's own rows' where they are enough, else the
+    median of the other kinds' own exponents for the metric, else 1 (all of it the step's)."""
+    rows = [
+        r
+        for r in interval_cv(data)[1].get("rows", [])
+        if r.get("measured") and r.get("predicted") and r["metric"] in AMPLIFIED_METRICS
+    ]
+
+    def pairs(metric: str, kind: str) -> list[tuple[float, float]]:
+        return [
+            (float(r.get("amplification") or 1.0), float(r["predicted"]) / float(r["measured"]))
+            for r in rows
+            if r["metric"] == metric and kind_of(r["family"]) == kind
+        ]
+
+    kinds = sorted({kind_of(r["family"]) for r in rows} | {"gpu", "neuron", "cpu"})
+    out: dict[tuple[str, str], float] = {}
+    for metric in AMPLIFIED_METRICS:
+        own = {kind: error_exponent(pairs(metric, kind)) for kind in kinds}
+        stated = [e for e in own.values() if e is not None]
+        others = statistics.median(stated) if stated else 1.0
+        for kind, e in own.items():
+            out[(kind, metric)] = e if e is not None else others
+    return out
+
+
 def cv_ratios(data: dict[str, Any], per_unit: bool = False) -> list[Ratio]:
     """Every held-out prediction of the interval metrics (`Ratio`) of the intervals' cross-validation
     (`INTERVAL_CV`). `per_unit`: a latency's predicted/measured ratio per unit of the amplification its prediction
-    had (the ratio to the power 1 / amplification, `sizing.perf.amplification`): its error as the step's, with the
-    queue's multiplication taken out. A row stored without one reads 1."""
+    had (`sizing.perf.amplification`): the ratio to the power 1 / amplification^g, g the share of the error that
+    grows with it for the row's kind and metric (`amplification_exponents`): its error as the step's, with the
+    queue's multiplication taken out. A row stored without an amplification reads 1."""
     rows = interval_cv(data)[1].get("rows", [])
+    exponents = amplification_exponents(data) if per_unit else {}
 
     def ratio(r: dict[str, Any]) -> float:
         value = float(r["predicted"]) / float(r["measured"])
         amp = float(r.get("amplification") or 1.0) if per_unit else 1.0
-        return value ** (1.0 / amp) if amp > 1.0 else value
+        if amp <= 1.0:
+            return value
+        exponent = exponents.get((kind_of(r["family"]), r["metric"]), 1.0)
+        return float(value ** (1.0 / amp**exponent))
 
     eff: dict[tuple[str, str], float | None] = {}
 
@@ -558,17 +592,21 @@ def interval_for(
     src = data if data is not None else load_profiles()
     ratios = cv_ratios(src)
     unit = cv_ratios(src, per_unit=True)
+    exponents = amplification_exponents(src)
+    kind = kind_of(family)
     bands: dict[str, Any] = {m: band_for(ratios, family, engine, m, moe) for m in INTERVAL_METRICS}
     bands = {m: b for m, b in bands.items() if b}
     for m in AMPLIFIED_METRICS:
         if m in bands:
             bands[m]["per_unit"] = band_for(unit, family, engine, m, moe)["ratio"]
+            bands[m]["exponent"] = exponents.get((kind, m), 1.0)
     if "ttft" in bands:
         # a TTFT's band by its regime (`TTFT_REGIMES`); `stated_interval` picks one by the prediction's prefill share
         bands[REGIME_BANDS] = {
             name: {
                 **band_for(ratios, family, engine, "ttft", moe, name),
                 "per_unit": band_for(unit, family, engine, "ttft", moe, name)["ratio"],
+                "exponent": exponents.get((kind, "ttft"), 1.0),
             }
             for name, _least in TTFT_REGIMES
         }
@@ -595,9 +633,10 @@ def stated_interval(
     prediction divided by the band's ratios, widened to contain the prediction itself. A TTFT given the share of it
     that is the prompt's own prefill (the function `prefill_share`) takes its regime's band (`TTFT_REGIMES`), and
     says which; without a share, or without bands by regime, the band of every regime. A latency given its
-    `amplification` (`sizing.perf.amplification`) takes the band per unit of amplification raised to its own: the
-    held-out error as the step's, multiplied as this prediction's queue multiplies it; without one, the band of
-    every held-out prediction as it was."""
+    `amplification` a (`sizing.perf.amplification`) takes the band per unit of amplification raised to a^g, g the
+    share of its kind's held-out error that grows with amplification (`amplification_exponents`): the held-out error
+    as the step's, multiplied as this prediction's queue multiplies it; without one, the band of every held-out
+    prediction as it was."""
     regime = ttft_regime(prefill_share) if metric == "ttft" else None
     band = (bands.get(REGIME_BANDS) or {}).get(regime) if regime else None
     band = band or bands.get(metric)
@@ -606,9 +645,9 @@ def stated_interval(
     pred = float(value[of] if isinstance(value, dict) else value)
     lo_r, hi_r = band["ratio"]
     amplified = amplification is not None and "per_unit" in band
-    if amplified:
-        assert amplification is not None
-        lo_r, hi_r = (x**amplification for x in band["per_unit"])
+    exponent = float(band.get("exponent", 1.0))
+    if amplification is not None and amplified:
+        lo_r, hi_r = (x ** (amplification**exponent) for x in band["per_unit"])
     low, high = min(pred / hi_r, pred), max(pred / lo_r, pred)
     digits = 4 if pred < 10 else 1
     return {
@@ -619,7 +658,14 @@ def stated_interval(
         "rows": band["rows"],
         "basis": band["basis"],
         **({"regime": regime, "prefill_share": round(prefill_share, 3)} if regime and prefill_share else {}),
-        **({"amplification": round(float(amplification or 1.0), 2)} if amplified else {}),
+        **(
+            {
+                "amplification": round(float(amplification or 1.0), 2),
+                "amplification_exponent": round(exponent, 2),
+            }
+            if amplified
+            else {}
+        ),
     }
 
 
