@@ -4,6 +4,7 @@ amplification their predictions had, and a new prediction's band is that raised 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -198,3 +199,22 @@ def test_a_kind_without_amplified_rows_reads_how_the_other_kinds_errors_grow() -
     # then the GPU's TPOT, never seen amplified, takes the CPU's (its error as the step's, multiplied)
     assert exponents[("cpu", "tpot")] == pytest.approx(1.0)
     assert exponents[("gpu", "tpot")] == pytest.approx(1.0)
+
+
+def test_sizing_predicts_text_says_when_the_queue_multiplies_a_step_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from sizing.cli import main
+
+    # given one L40S serving an 8B model under Poisson arrivals, light and at about half its capacity
+    def tpot_line(rate: str) -> str:
+        argv = ["predict", "--model", "llama-3.1-8b", "--instance", "g6e.xlarge", "--input-tokens", "1000",
+                "--output-tokens", "200", "--rate", rate]  # fmt: skip
+        assert main(argv) == 0
+        return next(ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("tpot:"))
+
+    # when each is predicted in text, then the loaded one's TPOT interval says the queue multiplies a step error,
+    # and by how much; the light one's says nothing of it
+    said = re.search(r"a step error multiplied x([0-9.]+) by the queue", tpot_line("4"))
+    assert said is not None and float(said.group(1)) >= 1.5
+    assert "by the queue" not in tpot_line("0.5")

@@ -8,6 +8,10 @@ from typing import Any
 from sizing.base.vocabulary import ENGINES, QUANTIZATIONS
 from sizing.commands.output import EXIT_NO_ARCHITECTURE, print_json
 
+#: The amplification (`sizing.perf.amplification`) from which the text says the queue multiplies a step error: below
+#: it the interval is about the unloaded one's, and saying so on every light prediction would be noise.
+QUEUED_AMPLIFICATION = 1.5
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
@@ -108,7 +112,12 @@ def run(args: argparse.Namespace) -> int:
         band = bands.get(key)
         # a TTFT's interval is its regime's (docs/estimator.md, "TTFT by regime")
         regime = f", {band['regime']} TTFT" if band and band.get("regime") else ""
-        within = f" (80% interval of the mean {band['low']}-{band['high']} {unit}{regime})" if band else ""
+        # and widens with the queue's amplification of a step error (docs/estimator.md, "Intervals that widen")
+        amp = band.get("amplification", 1.0) if band else 1.0
+        queued = f", a step error multiplied x{amp:.1f} by the queue" if amp >= QUEUED_AMPLIFICATION else ""
+        within = (
+            f" (80% interval of the mean {band['low']}-{band['high']} {unit}{regime}{queued})" if band else ""
+        )
         print(
             f"  {key[:-3] if unit == 'ms' else 'e2e'}: mean {s['mean']} p50 {s['p50']} p95 {s['p95']} p99 {s['p99']}"
             f" {unit}{within}"
