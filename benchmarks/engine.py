@@ -33,8 +33,9 @@ row states. No timed assertion: figures to read.
 each window's TTFT, TPOT, the next request's TPOT correlation and throughput, and the spread across windows.
 
 `arrivals` simulates a level `windows` measured with the arrival times and lengths its requests were sent with,
-under the short run's profile, the shipped one and one fitted to the level's own steps: the draw taken out, what the
-step time and the scheduler's dynamics each leave (docs/engine.md, "Queueing on the engine's own arrivals").
+under the short run's profile (alone and with its steps), the shipped one and one fitted to the level's own steps:
+the draw taken out, what the step time and the scheduler's dynamics each leave (docs/engine.md, "Queueing on the
+engine's own arrivals").
 
 `frontend` reads the API server's own CPU time (its `process_cpu_seconds_total`) at one stream and answers of 1,
 32 and 128 tokens and under Poisson arrivals, and fits its share of a core as an idle share plus a cost per request
