@@ -853,7 +853,9 @@ def arrival_profiles(lv: dict[str, Any], csv: Path) -> dict[str, Any]:
 
     rows = read_rows(csv)
     model = f"sizing-engine/{lv['shape']}"
-    row = next(r for r in rows if r.model == model)
+    row = next((r for r in rows if r.model == model), None)
+    if row is None:
+        raise SystemExit(f"arrivals: {csv.name} has no level of {model} to take its deployment from (--csv)")
     short = trained_profile(argparse.Namespace(train="warm", csv=str(csv), profile=None), rows)
     short_steps = trained_profile(argparse.Namespace(train="warm-steps", csv=str(csv), profile=None), rows)
     shipped = profile_for(row.accelerator, "vllm")
@@ -901,7 +903,12 @@ def arrivals(args: argparse.Namespace) -> int:
     the engine's own arrivals"). Each window's mean against the simulated mean of the same requests."""
     from sizing.perf.fit import _row_model
 
-    lines = [ln for ln in Path(args.file).read_text().splitlines() if ln]
+    path = Path(args.file)
+    lines = [ln for ln in path.read_text().splitlines() if ln] if path.exists() else []
+    if not -len(lines) <= args.line < len(lines):
+        print(f"arrivals: {path} has {len(lines)} measured levels, no line {args.line} (`windows` measures one)",
+              file=sys.stderr)  # fmt: skip
+        return 2
     lv = json.loads(lines[args.line])
     print(f"{lv['shape']} {lv['point'][0]}/{lv['point'][1]} at {lv['rate']:g}/s, {lv.get('date', '')}"
           f" ({len(lv['records'])} requests in {len(lv['steps'])} windows), grid {Path(args.csv).name}")  # fmt: skip
