@@ -7,7 +7,7 @@
     taskset -c 1 .venv/bin/python benchmarks/engine.py frontend   # the API server's CPU a request and a token
     taskset -c 1 .venv/bin/python benchmarks/engine.py repeat     # the short run in rounds minutes apart
     setsid taskset -c 1 .venv/bin/python benchmarks/engine.py windows [--rate 0.5 --windows 6]  # one Poisson level
-    .venv/bin/python benchmarks/engine.py arrivals [--line N]  # a windows level on its own arrivals, three profiles
+    .venv/bin/python benchmarks/engine.py arrivals [--line N]  # a windows level on its own arrivals, four profiles
     setsid taskset -c 1 .venv/bin/python benchmarks/engine.py learning [--fresh]  # sizing run --endpoint, scored
     setsid taskset -c 1 .venv/bin/python benchmarks/engine.py steps --measure [--shape tiny-llama]  # ~6 minutes
     .venv/bin/python benchmarks/engine.py holdout --train steps [--records FILE]
@@ -856,20 +856,19 @@ def arrival_profiles(lv: dict[str, Any], csv: Path) -> dict[str, Any]:
     row = next((r for r in rows if r.model == model), None)
     if row is None:
         raise SystemExit(f"arrivals: {csv.name} has no level of {model} to take its deployment from (--csv)")
-    short = trained_profile(argparse.Namespace(train="warm", csv=str(csv), profile=None), rows)
-    short_steps = trained_profile(argparse.Namespace(train="warm-steps", csv=str(csv), profile=None), rows)
+    ns = argparse.Namespace(train="warm", csv=str(csv), profile=None)
+    short = trained_profile(ns, rows)
+    # the short run's steps refine the same level fit (`--train warm-steps`), not a second one
+    short_steps = short_run_steps(ns, training_rows(rows, "warm")[1], short[0]) if short else None
     shipped = profile_for(row.accelerator, "vllm")
     timed = [s for s in rebuild([RequestRecord.from_row(r) for r in lv["records"] if r.get("error") is None])
              if s.duration_s]  # fmt: skip
     own = fit_steps(timed, lambda p: _row_model(row, p, 0), shipped)
     print(f"  its own {own.steps:,} timed steps: modelled/measured MdAPE {own.mdape_before:.1%} with the shipped"
           f" profile, {own.mdape_after:.1%} fitted to them")  # fmt: skip
-    profiles = {
-        "short run": short[0] if short else None,
-        "short run+steps": short_steps[0] if short_steps else None,
-        "shipped": shipped,
-        "its own steps": own.profile,
-    }
+    profiles = dict(
+        zip(ARRIVAL_PROFILES, (short[0] if short else None, short_steps, shipped, own.profile), strict=True)
+    )
     return {"row": row, **{k: v for k, v in profiles.items() if v is not None}}
 
 

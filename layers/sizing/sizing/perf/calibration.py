@@ -644,9 +644,9 @@ def stated_interval(
         return None
     pred = float(value[of] if isinstance(value, dict) else value)
     lo_r, hi_r = band["ratio"]
-    amplified = amplification is not None and "per_unit" in band
     exponent = float(band.get("exponent", 1.0))
-    if amplification is not None and amplified:
+    amplified = amplification is not None and "per_unit" in band
+    if amplification is not None and "per_unit" in band:
         lo_r, hi_r = (x ** (amplification**exponent) for x in band["per_unit"])
     low, high = min(pred / hi_r, pred), max(pred / lo_r, pred)
     digits = 4 if pred < 10 else 1

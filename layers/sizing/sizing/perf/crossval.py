@@ -60,6 +60,9 @@ class Prediction:
 #: `harness` holds out every row measured the same way -- one client harness, or one engine generation's
 #: measurements (`harness_of`) -- across every lab that used it: what a source of a kind the fit never saw brings.
 CV_GROUPINGS = ("source", "study", "harness")
+#: The grouping whose held-out predictions the stated intervals read (`calibration.INTERVAL_CV`'s first table, which
+#: `procedure` writes from it).
+INTERVAL_GROUPING = "harness"
 
 
 #: Harnesses whose rows any engine build can produce, by the way a closed loop's clients start (`CalRow.start`):
@@ -114,7 +117,8 @@ def _fold(
     profiles = fit_profiles(train, only_families=fams, base=full)
     data = {"version": "cv", "profiles": profiles, "global": dict(PRIOR)}
     note = f"  held out {held_key[:90]} ({len(held)} rows; refit {', '.join(sorted(fams))})"
-    return note, predictions(held, data)
+    # only the cross-validation the stated intervals read stores each latency's amplification
+    return note, predictions(held, data, amplify=grouping == INTERVAL_GROUPING)
 
 
 def predictions(
@@ -123,9 +127,11 @@ def predictions(
     roofline: bool = True,
     request_overhead_s: float | None = None,
     metrics: Iterable[str] = METRICS,
+    amplify: bool = False,
 ) -> list[Prediction]:
     """Each row's measured `metrics` predicted with the profiles of `data` (optionally with another per-request
-    overhead), beside the plain roofline's when `roofline`. Rows the model cannot simulate are left out."""
+    overhead), beside the plain roofline's when `roofline`, and with each latency's amplification when `amplify`
+    (one more simulation a row). Rows the model cannot simulate are left out."""
     wanted = set(metrics)
     preds: list[Prediction] = []
     for r in rows:
@@ -135,8 +141,7 @@ def predictions(
         try:
             got = predict_row(r, prof)
             roof = roofline_row(r) if roofline else {}
-            # the intervals' cross-validation (the one that states the roofline) reads each latency's amplification
-            amp = amplifications(got, predict_row(r, slower_steps(prof))) if roofline else {}
+            amp = amplifications(got, predict_row(r, slower_steps(prof))) if amplify else {}
         except ValueError:
             continue
         for k, v in measured(r).items():
