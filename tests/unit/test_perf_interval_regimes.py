@@ -23,7 +23,7 @@ from sizing.perf.calibration import (
 from sizing.perf.config import HardwareConfig
 from sizing.perf.predict import predict
 from sizing.perf.step import StepModel
-from sizing.plan.capacity import margin
+from sizing.plan.margin import margin
 from sizing.plan.regime import ttft_factor_at
 from sizing.workload.derived import resolve
 from sizing.workload.parse import parse_spec
@@ -247,10 +247,10 @@ def test_slo_confidence_scales_a_generous_ttft_limit_by_the_error_of_ttfts_mostl
     # when its margin is taken with the workload, and without it
     with_regime = margin(step, wm.slo, 0.2, wm)
     pooled = margin(step, wm.slo, 0.2)
-    # then TTFT is scaled by the wait-bound TTFTs' error at the quantile, the reasoning says so, and without the
-    # workload by every TTFT's error as before
-    wait = conservative_ratio(prof.family, prof.engine, "ttft", 0.8, regime="wait-bound")
-    every = conservative_ratio(prof.family, prof.engine, "ttft", 0.8)
+    # then TTFT is scaled by the wait-bound TTFTs' error per unit of amplification at the quantile, the reasoning
+    # says so, and without the workload by every TTFT's error
+    wait = conservative_ratio(prof.family, prof.engine, "ttft", 0.8, regime="wait-bound", per_unit=True)
+    every = conservative_ratio(prof.family, prof.engine, "ttft", 0.8, per_unit=True)
     assert wait and every
     assert with_regime.factor("ttft_ms") == pytest.approx(max(1.0, 1 / wait), rel=1e-3)
     assert pooled.factor("ttft_ms") == pytest.approx(max(1.0, 1 / every), rel=1e-3)

@@ -32,9 +32,9 @@ from sizing.plan.capacity import (
     grid_rate,
     max_rate_under_slo,
     predict_at,
-    violations,
 )
 from sizing.plan.edge import EDGE_MAX_RUNS, EDGE_RUNS, EDGE_TOLERANCE, edge_crossing
+from sizing.plan.margin import violations
 from sizing.plan.memo import fingerprint
 from sizing.workload.derived import WorkloadModel, resolve
 from sizing.workload.parse import parse_spec

@@ -4,6 +4,8 @@ cross-validated error, and the answer says which allowance for error it used."""
 from __future__ import annotations
 
 import copy
+import re
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -11,9 +13,10 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from sizing.base.errors import InvalidInput
-from sizing.perf.calibration import conservative_ratio
+from sizing.perf.calibration import amplification_exponent, conservative_ratio
 from sizing.plan import estimate
-from sizing.plan.capacity import clear_caches, margin
+from sizing.plan.capacity import clear_caches
+from sizing.plan.margin import margin
 from sizing.results import rank_cost
 from sizing.workload.parse import parse_spec
 
@@ -101,30 +104,100 @@ def test_without_confidence_the_fixed_headroom_is_stated() -> None:
         assert a["per_replica"]["rps"] == pytest.approx(0.8 * a["per_replica"]["rps_slo_limit"], rel=1e-3)
 
 
-def test_the_margin_scales_latencies_by_the_cross_validated_error_at_the_quantile() -> None:
-    # given the replica the planner ranks first at confidence 0.8
+def _l40s_8b() -> Any:
     from sizing.catalog import load_catalog
     from sizing.perf.config import HardwareConfig
     from sizing.perf.step import StepModel
 
-    spec = parse_spec(_spec(0.8))
-    cat = load_catalog()
-    step = StepModel.for_config(
-        HardwareConfig(model_id="llama-3.1-8b", instance_type="g6e.xlarge", tensor_parallel=1), catalog=cat
+    return StepModel.for_config(
+        HardwareConfig(model_id="llama-3.1-8b", instance_type="g6e.xlarge", tensor_parallel=1),
+        catalog=load_catalog(),
     )
+
+
+def _run(ttft_ms: float, e2e_s: float) -> SimpleNamespace:
+    """A simulated run's means, as `Margin.at` reads them."""
+    return SimpleNamespace(ttft_ms=SimpleNamespace(mean=ttft_ms), e2e_s=SimpleNamespace(mean=e2e_s))
+
+
+def test_the_margin_scales_latencies_by_the_cross_validated_error_per_unit_of_amplification() -> None:
+    # given the replica the planner ranks first at confidence 0.8
+    spec = parse_spec(_spec(0.8))
+    step = _l40s_8b()
     prof = step.profile
     # when its margin is taken
     m = margin(step, spec.slo, 0.2)
-    # then TTFT is scaled by measured/predicted at the 20th percentile of predicted/measured (never below 1), the
-    # capacity by the 80th percentile of the throughput ratio (never above 1), and e2e by the larger of the two
-    ttft = conservative_ratio(prof.family, prof.engine, "ttft", 0.8)
-    tpot = conservative_ratio(prof.family, prof.engine, "tpot", 0.8)
+    # then at one user (amplification 1) TTFT and TPOT are scaled by measured/predicted at the 20th percentile of the
+    # held-out predicted/measured ratios per unit of amplification (never below 1), and e2e by the larger of them
+    ttft = conservative_ratio(prof.family, prof.engine, "ttft", 0.8, per_unit=True)
+    tpot = conservative_ratio(prof.family, prof.engine, "tpot", 0.8, per_unit=True)
     thr = conservative_ratio(prof.family, prof.engine, "throughput", 0.8)
     assert ttft and tpot and thr
     assert m.factor("ttft_ms") == pytest.approx(max(1.0, 1 / ttft), rel=1e-3)
     assert m.factor("tpot_ms") == pytest.approx(max(1.0, 1 / tpot), rel=1e-3)
     assert m.factor("e2e_s") == pytest.approx(max(m.factor("ttft_ms"), m.factor("tpot_ms")))
+    # and the capacity by the 80th percentile of the throughput ratio (never above 1)
     assert m.usable == pytest.approx(min(1.0, 1 / thr), rel=1e-3)
+    # and where a run's queue multiplies a step error 3x, each latency's factor is raised to 3^g, g its kind's
+    g = {m: amplification_exponent(prof.family, m) for m in ("ttft", "tpot")}
+    loaded = m.at(_run(200.0, 4.0), {"ttft": 3.0, "tpot": 3.0})
+    assert loaded.factor("ttft_ms") == pytest.approx(max(1.0, 1 / ttft) ** (3.0 ** g["ttft"]), rel=1e-3)
+    assert loaded.factor("tpot_ms") == pytest.approx(max(1.0, 1 / tpot) ** (3.0 ** g["tpot"]), rel=1e-3)
+    assert loaded.factor("tpot_ms") > m.factor("tpot_ms")
+    assert "at this load" in loaded.reasoning and "the queue multiplying a step error" in loaded.reasoning
+
+
+def test_a_long_answers_e2e_is_scaled_by_its_parts_as_they_make_it_up() -> None:
+    # given the margin of a replica at confidence 0.9, whose TTFT allowance is wider than its TPOT's
+    step = _l40s_8b()
+    m = margin(step, parse_spec(_spec(0.9)).slo, 0.2)
+    f_ttft, f_tpot = m.factor("ttft_ms"), m.factor("tpot_ms")
+    assert f_ttft > f_tpot
+    # when two runs are read: a long answer whose first token is a tenth of its e2e, and one that is mostly waiting
+    long_answer = m.at(_run(ttft_ms=400.0, e2e_s=4.0))
+    waiting = m.at(_run(ttft_ms=3600.0, e2e_s=4.0))
+    # then each run's e2e factor weighs TTFT's and TPOT's by their shares of its e2e
+    assert long_answer.factor("e2e_s") == pytest.approx(0.1 * f_ttft + 0.9 * f_tpot, rel=1e-3)
+    assert waiting.factor("e2e_s") == pytest.approx(0.9 * f_ttft + 0.1 * f_tpot, rel=1e-3)
+    # and neither exceeds the larger factor, which bounded e2e before a run was read
+    assert f_tpot <= long_answer.factor("e2e_s") < waiting.factor("e2e_s") <= m.factor("e2e_s")
+
+
+@pytest.mark.parametrize("amplification", [1.0, 2.5, 8.0])
+def test_at_confidence_0_9_the_planner_sizes_against_the_stated_intervals_slow_end(
+    amplification: float,
+) -> None:
+    # given a replica whose predictions state an 80% interval, and a workload sized at confidence 0.9
+    from sizing.perf.calibration import interval_for, stated_interval
+
+    step = _l40s_8b()
+    prof = step.profile
+    m = margin(step, parse_spec(_spec(0.9)).slo, 0.2)
+    bands = interval_for(prof.family, prof.engine)
+    # when a run amplifies a step error `amplification` times
+    loaded = m.at(_run(300.0, 5.0), {"ttft": amplification, "tpot": amplification})
+    # then TPOT is checked at the slow end of the interval `sizing predict` states for that prediction
+    band = stated_interval(100.0, "tpot", bands, amplification=amplification)
+    assert band is not None
+    assert loaded.factor("tpot_ms") == pytest.approx(band["high"] / 100.0, rel=2e-3)
+
+
+def test_the_answer_states_the_allowance_it_read_at_the_busiest_hour() -> None:
+    # given a workload sized at confidence 0.8
+    result = estimate(parse_spec(_spec(0.8, users=20000))).document()
+    assert result["architectures"]
+    # then every architecture's reasoning states the factors at its busiest hour's load, e2e's between TTFT's and
+    # TPOT's
+    for arch in result["architectures"]:
+        reasoning = arch["headroom"]["reasoning"]
+        assert "at this load" in reasoning, reasoning
+        read = dict(
+            re.findall(
+                r"(TTFT|TPOT|e2e) x([0-9.]+)", reasoning.split("at this load")[1].split("(the queue")[0]
+            )
+        )
+        low, high = sorted([float(read["TTFT"]), float(read["TPOT"])])
+        assert low - 0.01 <= float(read["e2e"]) <= high + 0.01
 
 
 @pytest.mark.parametrize("value", [0.3, 1.0, 1.5])

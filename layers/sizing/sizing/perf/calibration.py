@@ -678,13 +678,15 @@ def conservative_ratio(
     *,
     moe: bool = False,
     regime: str | None = None,
+    per_unit: bool = False,
 ) -> float | None:
     """The predicted/measured ratio the estimator's own error reaches at `confidence` on the pessimistic side of
     `metric` for a dense (or, `moe`, a mixture-of-experts) model: for throughput its `confidence` quantile
     (capacity over-predicted), for latencies its 1-`confidence` quantile (latency under-predicted); for a TTFT of
-    one `regime` (`TTFT_REGIMES`), that regime's rows, as its stated interval reads them. None without
-    cross-validated rows."""
-    ratios = cv_ratios(data if data is not None else load_profiles())
+    one `regime` (`TTFT_REGIMES`), that regime's rows, as its stated interval reads them. `per_unit`: a latency's
+    ratio per unit of amplification (`cv_ratios`), which a prediction amplified a times reads to the power a^g
+    (`amplification_exponent`), as its stated interval does. None without cross-validated rows."""
+    ratios = cv_ratios(data if data is not None else load_profiles(), per_unit=per_unit)
     rows, widen, _basis = _group(ratios, family, engine, metric, moe, regime)
     if not rows:
         return None
@@ -695,6 +697,13 @@ def conservative_ratio(
         every, every_widen, _basis = _group(ratios, family, engine, metric, moe)
         at = min(at, ratio_band(every, every_widen * INTERVAL_WIDENING, (q, q))[0])
     return at
+
+
+def amplification_exponent(family: str, metric: str, data: dict[str, Any] | None = None) -> float:
+    """g of `family`'s kind for a latency `metric` (`amplification_exponents`): its error at amplification a is its
+    error per unit to the power a^g; 1 for a metric without one."""
+    src = data if data is not None else load_profiles()
+    return amplification_exponents(src).get((kind_of(family), metric), 1.0)
 
 
 def error_rows(

@@ -3,15 +3,17 @@ measured figures), verified by a full simulation at their operating point."""
 
 from __future__ import annotations
 
+import functools
 import math
 from types import SimpleNamespace
 from typing import Any
 
 from sizing.catalog import Catalog
 from sizing.learn.matching import at_throughput, describe
+from sizing.perf.amplification import STEP_SCALE
 from sizing.perf.calibration import summary
 from sizing.plan.candidates import HardwareOption
-from sizing.plan.capacity import margin, predict_at, stat, violations
+from sizing.plan.capacity import predict_at
 from sizing.plan.cost import (
     EKS_CONTROL_PLANE_USD_PER_HOUR,
     SCALE_UP_LEAD_S_GPU,
@@ -20,6 +22,7 @@ from sizing.plan.cost import (
     project,
     spread_zones,
 )
+from sizing.plan.margin import margin, margin_at, stat, violations
 from sizing.plan.state import Option, SearchState, capacity_type_of, peak_rps_per_replica
 from sizing.results import (
     Architecture,
@@ -94,7 +97,7 @@ def predicted_of(sim: Any) -> Predicted:
 
 def headroom_at(sim: Any, slo: SLO, load_pct: float, reasoning: str) -> Headroom:
     """Load headroom and each SLO target's latency margin at the operating point, and how the sizing allowed for
-    the estimator's error (`capacity.margin`)."""
+    the estimator's error (`sizing.plan.margin.margin`)."""
     latency: dict[str, float] = {}
     for metric, pct, limit in slo.targets():
         latency[f"{metric}.{pct}"] = round(100 * (1 - stat(sim, metric, pct) / limit), 1)
@@ -190,8 +193,12 @@ def _architecture(s: SearchState, opt: Option, deployment: str) -> Architecture:
     if answered:
         # Poisson arrivals on the replica rescaled to its measurement (the measured figures are reported)
         sim = predict_at(plan.step, wm, per_replica_peak, seed)
+        faster = functools.partial(predict_at, plan.step, wm, per_replica_peak * STEP_SCALE, seed)
     else:
         sim = opt.predict(wm, per_replica_peak, seed)
+        faster = functools.partial(opt.predict, wm, per_replica_peak * STEP_SCALE, seed)
+    # the allowance for the estimator's error as this load amplifies it
+    allowance = margin_at(allowance, sim, faster)
     # in flight at the SLO capacity, from the capacity search's own probe there (a simulation at it otherwise)
     e2e_at_capacity = opt.capacity.e2e_mean_s
     if e2e_at_capacity is None and not answered:

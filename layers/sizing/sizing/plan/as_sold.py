@@ -3,12 +3,13 @@ components, a batch workload's day as one job -- and a batch workload's day on a
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from sizing.catalog import Catalog
 from sizing.catalog.modes import Modes
+from sizing.perf.amplification import STEP_SCALE
 from sizing.plan.answer import headroom_at, predicted_figures
-from sizing.plan.capacity import margin
 from sizing.plan.cost import (
     ASYNC_SCALE_IN_S,
     BATCH_JOB_WINDOW_H,
@@ -20,6 +21,7 @@ from sizing.plan.cost import (
     nodes_for,
     spread_zones,
 )
+from sizing.plan.margin import margin, margin_at
 from sizing.plan.state import Option, Replica, SearchState
 from sizing.plan.tuning import async_tuning
 from sizing.results import (
@@ -152,7 +154,7 @@ def _day_job(wm: WorkloadModel, a: Architecture) -> BatchJob:
 def _sagemaker_async(s: SearchState, a: Architecture, modes: Modes, opt: Option) -> Architecture | None:
     """A batch workload's day as one job on a SageMaker asynchronous endpoint: instances start from zero, drain the
     queue at the replicas' usable capacity (the SLO capacity less the allowance for the estimator's error that
-    sizes the real-time answers: `capacity.margin`) and scale back to zero, billed per instance-hour. `opt`: the
+    sizes the real-time answers: `sizing.plan.margin.margin`) and scale back to zero, billed per instance-hour. `opt`: the
     hardware option `a` was placed from (its replica is simulated at the drain rate for the job's per-request
     figures and headroom)."""
     wm, cat = s.wm, s.cat
@@ -244,7 +246,11 @@ def _at_drain_rate(s: SearchState, opt: Option, a: Architecture, rate: float) ->
     if rep.capacity is None or rep.capacity.measured is not None or a.per_replica is None:
         return {}
     sim = opt.predict(s.wm, rate, s.seed)
-    allowance = margin(rep.step, s.wm.slo, s.headroom, s.wm)
+    allowance = margin_at(
+        margin(rep.step, s.wm.slo, s.headroom, s.wm),
+        sim,
+        functools.partial(opt.predict, s.wm, rate * STEP_SCALE, s.seed),
+    )
     load_pct = round(100 * (1 - rate / rep.capacity.rate_rps), 1)
     return {
         "predicted": Predicted.model_validate(predicted_figures(sim)),

@@ -11,7 +11,6 @@ from sizing.catalog import load_catalog
 from sizing.catalog.modes import Modes, ServiceTiers, load_modes
 from sizing.catalog.offerings import BedrockChoice
 from sizing.perf.managed import REFERENCE_PROMPT_TOKENS, PromptPrefill, assumed_prefill, bedrock_ttft_ms
-from sizing.plan.capacity import describe_violation
 from sizing.plan.cost import (
     BATCH_E2E_S,
     BEDROCK_BATCH_WINDOW_H,
@@ -25,6 +24,7 @@ from sizing.plan.cost import (
     provisioned_units,
     reserved_tier_bill,
 )
+from sizing.plan.margin import describe_violation
 from sizing.plan.state import SearchState
 from sizing.results import Architecture, Cost, QuotaFlag, Rejected, RejectedKind
 from sizing.workload.derived import WorkloadModel

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sizing.perf.calibration import conservative_ratio, error_rows
+from sizing.perf.amplification import STEP_SCALE
 from sizing.perf.simulator import ClosedLoop, OpenLoop, Replay, SimResult, forget_draws, simulate
 from sizing.plan.edge import (
     EDGE_AIM,
@@ -38,8 +38,8 @@ from sizing.plan.edge import (
     edge_crossing,
     line_crossing,
 )
+from sizing.plan.margin import Margin, describe_violation, margin, margin_at, stat, violations
 from sizing.plan.memo import LRU, fingerprint
-from sizing.plan.regime import ttft_scale
 from sizing.workload.derived import WorkloadModel
 from sizing.workload.spec import SLO
 
@@ -94,112 +94,6 @@ SCORE_CLAMP = (1e-9, 1e9)
 #: replica's TTFT curve crossed its 300 ms SLO 22% above the capacity 2,000-request probes found). p99 rests on 72
 #: requests.
 REPORT_REQUESTS = EDGE_REQUESTS
-#: Percentile used when the simulator does not report the one an SLO names (p90 -> p95, the stricter one).
-FALLBACK_PERCENTILE = "p95"
-
-UNITS = {"ttft_ms": ("TTFT", "ms", 1.0), "tpot_ms": ("TPOT", "ms", 1.0), "e2e_s": ("e2e", "s", 1.0)}
-
-
-def stat(sim: Any, metric: str, pct: str) -> float:
-    stats = getattr(sim, metric)
-    value = getattr(stats, pct, None)
-    if value is None:
-        value = getattr(stats, FALLBACK_PERCENTILE)
-    return float(value)
-
-
-#: SLO metric -> the cross-validated metric whose error scales it (`Margin`). e2e has no held-out rows of its own;
-#: it is TTFT plus TPOT per further token, so its error lies between theirs and the larger factor bounds it.
-MARGIN_METRICS = {"ttft_ms": ("ttft",), "tpot_ms": ("tpot",), "e2e_s": ("ttft", "tpot")}
-
-
-@dataclass(frozen=True)
-class Margin:
-    """How the planner allows for the estimator's own error on one replica: the factors predicted latencies are
-    multiplied by before the SLO check (`violations`), the share of the SLO capacity used at peak, and why.
-
-    Without `slo.confidence`, latencies are checked as predicted and a fixed share of the capacity is kept free
-    (`headroom`). With it, each latency is scaled up by measured/predicted at the requested quantile of the
-    estimator's leave-one-harness-out error for the replica's kind and model class (the rows its stated intervals
-    rest on: `sizing.perf.calibration.band_for`), and the capacity down by predicted/measured saturated
-    throughput at that quantile (`sizing.perf.calibration.conservative_ratio`). No factor goes the optimistic way:
-    where the estimator is pessimistic at that quantile the prediction stands as it is."""
-
-    latency: tuple[tuple[str, float], ...] = ()
-    usable: float = 1.0
-    reasoning: str = ""
-
-    def factor(self, metric: str) -> float:
-        return dict(self.latency).get(metric, 1.0)
-
-
-@functools.cache
-def _error_ratios(family: str, engine: str, confidence: float, moe: bool) -> dict[str, float | None]:
-    return {
-        m: conservative_ratio(family, engine, m, confidence, moe=moe) for m in ("ttft", "tpot", "throughput")
-    }
-
-
-@functools.cache
-def _error_basis(family: str, engine: str, moe: bool) -> str:
-    return error_rows(family, engine, "tpot", moe=moe)
-
-
-def margin(step: Any, slo: SLO, headroom: float, wm: WorkloadModel | None = None) -> Margin:
-    """The allowance for estimator error on a replica of `step` (see `Margin`); with the workload `wm`, TTFT's is
-    its regime's at the SLO's TTFT limit (`ttft_factor_at`), as the stated intervals read the error."""
-    if slo.confidence is None:
-        return Margin(usable=1 - headroom, reasoning=f"fixed {headroom:.0%} load headroom")
-    prof = step.profile
-    moe = step.mixture_of_experts
-    whose = f"{prof.family} x {prof.engine}" + (" on MoE models" if moe else "")
-    ratios = _error_ratios(prof.family, prof.engine, float(slo.confidence), moe)
-    rows = _error_basis(prof.family, prof.engine, moe)
-    if rows:
-        whose += f" ({rows})"
-    scale = {m: 1 / r for m, r in ratios.items() if m != "throughput" and r}
-    by_regime = ttft_scale(step, slo, wm)
-    if by_regime:
-        scale["ttft"] = by_regime[0]
-    latency = tuple(
-        (metric, round(max([1.0, *(scale.get(m, 1.0) for m in of)]), 4))
-        for metric, of in MARGIN_METRICS.items()
-    )
-    thr = ratios.get("throughput") or 1.0
-    usable = round(min(1.0, 1 / thr), 4)
-    pct = f"{100 * slo.confidence:g}"
-    names = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "e2e"}
-    factors = ", ".join(f"{names[m]} x{f:.2f}" for m, f in latency)
-    if by_regime:
-        factors += f"; TTFT's from {by_regime[1]} TTFTs' error, the regime of a TTFT at its limit"
-    return Margin(
-        latency=latency,
-        usable=usable,
-        reasoning=f"confidence {slo.confidence:g}: SLO holds at the {pct}th percentile of the estimator's"
-        f" held-out error (leave one harness out) for {whose} (predicted latencies {factors}; capacity"
-        f" x{usable:.2f} for saturated throughput over-predicted), instead of a fixed load headroom",
-    )
-
-
-def violations(sim: Any, slo: SLO, scale: Margin | None = None) -> list[tuple[str, str, float, float]]:
-    """(metric, percentile, achieved, limit) for every SLO target the simulation misses, the achieved figure
-    multiplied by `scale`'s factor for its metric (`margin`)."""
-    out = []
-    for metric, pct, limit in slo.targets():
-        v = stat(sim, metric, pct) * (scale.factor(metric) if scale else 1.0)
-        if v > limit:
-            out.append((metric, pct, v, limit))
-    return out
-
-
-def describe_violation(metric: str, pct: str, value: float, limit: float) -> str:
-    name, unit, _ = UNITS[metric]
-    fmt: Callable[[float], str] = (
-        (lambda x: f"{x:.2f} s")
-        if unit == "s"
-        else (lambda x: f"{x / 1000:.2f} s" if x >= 1000 else f"{x:.0f} ms")
-    )
-    return f"{name} {pct} {fmt(value)} > {fmt(limit)}"
 
 
 @dataclass
@@ -343,7 +237,7 @@ def max_rate_under_slo(
         start,
         *workload_key(step, wm),
         tuple(wm.slo.targets()),
-        margin(step, wm.slo, 0.0, wm).latency,
+        margin(step, wm.slo, 0.0, wm).key,
         float(saturated_rps),
         seed,
         PROBE_REQUESTS,
@@ -379,7 +273,7 @@ def probe(step: Any, wm: WorkloadModel, saturated_rps: float, k: int, seed: int 
     key = (
         *workload_key(step, wm),
         tuple(wm.slo.targets()),
-        scale.latency,
+        scale.key,
         float(saturated_rps),
         k,
         seed,
@@ -388,8 +282,10 @@ def probe(step: Any, wm: WorkloadModel, saturated_rps: float, k: int, seed: int 
     )
     known = _probes.get(key)
     if known is None:
-        sim = _probe_run(step, wm, OpenLoop(grid_rate(k, max(saturated_rps, 1e-6), BISECTION_STEPS)), seed)
-        known = (not violations(sim, wm.slo, scale), 1.0 / score(sim, wm.slo, scale))
+        rate = grid_rate(k, max(saturated_rps, 1e-6), BISECTION_STEPS)
+        sim = _probe_run(step, wm, OpenLoop(rate), seed)
+        at = margin_at(scale, sim, lambda: _probe_run(step, wm, OpenLoop(rate * STEP_SCALE), seed), wm.slo)
+        known = (not violations(sim, wm.slo, at), 1.0 / score(sim, wm.slo, at))
         _probes.put(key, known)
     return known
 
@@ -448,9 +344,11 @@ def _search(
     probed_y: dict[int, float] = {}
 
     def probed(k: int) -> tuple[bool, float]:
-        sim = _probe_run(step, wm, OpenLoop(grid_rate(k, top, BISECTION_STEPS)), seed)
-        probed_y[k] = 1.0 / score(sim, slo, scale)
-        return not violations(sim, slo, scale), probed_y[k]
+        rate = grid_rate(k, top, BISECTION_STEPS)
+        sim = _probe_run(step, wm, OpenLoop(rate), seed)
+        at = margin_at(scale, sim, lambda: _probe_run(step, wm, OpenLoop(rate * STEP_SCALE), seed), slo)
+        probed_y[k] = 1.0 / score(sim, slo, at)
+        return not violations(sim, slo, at), probed_y[k]
 
     if start is not None:
         # a grid point known to pass: no one-user check, the edge lies above it
@@ -459,7 +357,8 @@ def _search(
         rate, runs = _edge_rate(step, wm, edge, top, scale, seed, probed_y)
         return Capacity(rate, True, "", probes + runs, e2e_mean_s=_e2e_at(step, wm, rate, seed))
     single = _probe_run(step, wm, ClosedLoop(1), seed)
-    bad = violations(single, slo, scale)
+    alone = scale.at(single)  # one user: no queue to multiply a step error
+    bad = violations(single, slo, alone)
     if bad:
         reasons = "; ".join(describe_violation(*v) for v in bad)
         if scale.latency:
@@ -468,7 +367,7 @@ def _search(
             )
         closest = {f"{m}.{p}": v for m, p, v, _ in bad}
         return Capacity(0.0, False, f"{reasons} even at 1 user", 1, closest)
-    probed_y[0] = 1.0 / score(single, slo, scale)
+    probed_y[0] = 1.0 / score(single, slo, alone)
     edge, probes = find_edge(probed, grid, probed_y[0], budget)
     lo, runs = _edge_rate(step, wm, edge, top, scale, seed, probed_y)
     probes += runs
@@ -524,7 +423,8 @@ def _edge_rate(
 
     def run(rate: float) -> tuple[bool, float]:
         sim = predict_at(step, wm, rate, seed)
-        return not violations(sim, wm.slo, scale), 1.0 / score(sim, wm.slo, scale)
+        at = margin_at(scale, sim, lambda: predict_at(step, wm, rate * STEP_SCALE, seed), wm.slo)
+        return not violations(sim, wm.slo, at), 1.0 / score(sim, wm.slo, at)
 
     rate, runs = edge_crossing(run, guess, slope, top)
     if rate is not None:
@@ -545,13 +445,19 @@ def _reported_edge(
 ) -> tuple[int, int]:
     """(the highest grid point at or below `edge`, within REPORT_CHECK_STEPS, whose reported prediction meets the
     SLO, the simulations it took): the capacity a reader sees is one the reported figures meet."""
-    checked = 0
-    while edge > 1 and checked < REPORT_CHECK_STEPS:
-        checked += 1
-        if not violations(predict_at(step, wm, grid_rate(edge, top, BISECTION_STEPS), seed), wm.slo, scale):
+    runs = 0
+    while edge > 1 and runs < REPORT_CHECK_STEPS:
+        runs += 1
+        rate = grid_rate(edge, top, BISECTION_STEPS)
+        sim = predict_at(step, wm, rate, seed)
+        if not violations(
+            sim,
+            wm.slo,
+            margin_at(scale, sim, functools.partial(predict_at, step, wm, rate * STEP_SCALE, seed), wm.slo),
+        ):
             break
         edge -= 1
-    return edge, checked
+    return edge, runs
 
 
 def predict_at(step: Any, wm: WorkloadModel, rate_rps: float, seed: int = 0) -> SimResult:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from sizing.plan.capacity import describe_violation
+from sizing.plan.margin import describe_violation
 from sizing.plan.state import Option
 from sizing.results import AlsoFits, Architecture, Rejected, RejectedKind
 from sizing.workload.derived import WorkloadModel

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sizing.perf.calibration import TTFT_REGIMES, conservative_ratio, prefill_share, ttft_regime
@@ -23,10 +24,12 @@ _prefills: LRU[float] = LRU(PREFILL_CACHE_SIZE)
 
 
 @functools.cache
-def _ttft_ratios(family: str, engine: str, confidence: float, moe: bool) -> tuple[float | None, ...]:
-    """`conservative_ratio` of TTFT per regime, in `TTFT_REGIMES`' order."""
+def _ttft_ratios(
+    family: str, engine: str, confidence: float, moe: bool, per_unit: bool = False
+) -> tuple[float | None, ...]:
+    """`conservative_ratio` of TTFT per regime, in `TTFT_REGIMES`' order (`per_unit`: per unit of amplification)."""
     return tuple(
-        conservative_ratio(family, engine, "ttft", confidence, moe=moe, regime=name)
+        conservative_ratio(family, engine, "ttft", confidence, moe=moe, regime=name, per_unit=per_unit)
         for name, _least in TTFT_REGIMES
     )
 
@@ -61,16 +64,38 @@ def ttft_factor_at(
     return factors[-1], regime
 
 
-def ttft_scale(step: Any, slo: SLO, wm: WorkloadModel | None) -> tuple[float, str] | None:
-    """TTFT's factor by the regime at the SLO's strictest TTFT limit for `wm`'s prompts on `step`
-    (`ttft_factor_at`), and that regime; None without a workload, a TTFT target or a band per regime."""
+@dataclass(frozen=True)
+class RegimeReading:
+    """Where a TTFT checked against an SLO limit is read: the strictest TTFT limit, the workload's mean prompt's
+    roofline prefill on the replica and the replica's compute efficiency (`ttft_factor_at`), with the factors per
+    regime (`TTFT_REGIMES`' order) a TTFT is scaled by at one step error's size."""
+
+    limit_ms: float
+    prefill_ms: float
+    compute_eff: float
+    factors: tuple[float, ...]
+
+    def factor(self, power: float = 1.0) -> tuple[float, str]:
+        """TTFT's factor and its regime, every regime's factor raised to `power` first (a queue's amplification
+        of the error, `sizing.plan.margin.Margin.at`): limit / factor still never falls as the limit grows."""
+        return ttft_factor_at(
+            self.limit_ms, self.prefill_ms, self.compute_eff, [f**power for f in self.factors]
+        )
+
+
+def ttft_reading(
+    step: Any, slo: SLO, wm: WorkloadModel | None, per_unit: bool = False
+) -> RegimeReading | None:
+    """TTFT's factors by regime at the SLO's strictest TTFT limit for `wm`'s prompts on `step` (`RegimeReading`;
+    `per_unit`: the factors per unit of amplification); None without a workload, a TTFT target or a band per
+    regime."""
     limits = [limit for metric, _pct, limit in slo.targets() if metric == "ttft_ms"]
     if wm is None or slo.confidence is None or not limits:
         return None
     prof = step.profile
-    ratios = _ttft_ratios(prof.family, prof.engine, float(slo.confidence), step.mixture_of_experts)
+    ratios = _ttft_ratios(prof.family, prof.engine, float(slo.confidence), step.mixture_of_experts, per_unit)
     if not all(ratios) or not prof.compute_eff:
         return None
-    factors = [max(1.0, 1 / r) for r in ratios if r]
+    factors = tuple(max(1.0, 1 / r) for r in ratios if r)
     prefill = _prefill_ms(step, float(wm.input_tokens.mean), wm.shared_prefix_tokens)
-    return ttft_factor_at(min(limits), prefill, prof.compute_eff, factors)
+    return RegimeReading(min(limits), prefill, prof.compute_eff, factors)

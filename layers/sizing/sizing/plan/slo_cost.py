@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from sizing.base.distributions import PERCENTILES
 from sizing.perf.simulator import bounds
-from sizing.plan.capacity import UNITS
+from sizing.plan.margin import UNITS
 from sizing.plan.state import SearchState
 from sizing.results import Architecture, EstimateResult, SloCost
 from sizing.workload.spec import WorkloadSpec

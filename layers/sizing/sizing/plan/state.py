@@ -16,7 +16,8 @@ from sizing.perf.profile import Profile
 from sizing.perf.simulator import Bounds, SimResult, bounds
 from sizing.perf.step import StepModel
 from sizing.plan.candidates import Enumeration, HardwareOption
-from sizing.plan.capacity import Capacity, describe_violation, predict_at
+from sizing.plan.capacity import Capacity, predict_at
+from sizing.plan.margin import describe_violation
 from sizing.plan.serving import Context, with_effective_batch
 from sizing.results import Architecture, Rejected
 from sizing.workload.derived import WorkloadModel

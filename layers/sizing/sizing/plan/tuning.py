@@ -11,8 +11,9 @@ from typing import Any
 from sizing.base.serving_config import ServingConfig
 from sizing.catalog.records import Accelerator
 from sizing.plan.answer import pricing_of, verified_architectures
-from sizing.plan.capacity import UNITS, grid_point_above, margin, max_rate_under_slo, probe, stat
+from sizing.plan.capacity import grid_point_above, max_rate_under_slo, probe
 from sizing.plan.cost import is_batch_workload, monthly_usd
+from sizing.plan.margin import UNITS, margin, stat
 from sizing.plan.measured import measured_capacity
 from sizing.plan.serving import changes as serving_changes
 from sizing.plan.serving import tuning_variants
@@ -52,8 +53,17 @@ def tune_heads(s: SearchState) -> None:
     for o, archs in s.placed:
         cost = min(a.ranked_usd_per_month for a in archs)
         heads[o.perf_key] = min(heads.get(o.perf_key, math.inf), cost)
+
+    # heads count by instance type and price: two layouts of one instance at one price (an 8-GPU node as one TP8
+    # replica or two TP4 ones) are one choice the buyer sees twice; counted as two they left the next hardware,
+    # which tuning may make the cheapest, untuned (the batch example at confidence 0.8 ranked p4d TP4 and TP8 at one
+    # price above a g6e whose tuning nearly doubles its capacity)
+    def head(k: tuple[str, ServingConfig]) -> tuple[str, float]:
+        return s.by_performance[k].hw.instance_type, round(heads.get(k, math.inf), 2)
+
     for key, _cost in sorted(heads.items(), key=lambda t: t[1]):
-        if len(s.tuned_keys) >= TUNED_REPLICAS:
+        counted = {head(k) for k in s.tuned_keys}
+        if len(counted) >= TUNED_REPLICAS and head(key) not in counted:
             break
         if key in s.tuned_keys:
             continue

@@ -266,8 +266,10 @@ class SLO(Spec):
         le=MAX_CONFIDENCE,
         description="size so that every SLO target holds at this quantile of the estimator's own cross-validated"
         " error (leave one harness out, the rows its stated intervals rest on) for the hardware's kind and the"
-        " model's class: predicted latencies are scaled up, and the capacity down,"
-        " by the predicted/measured ratio at that quantile (sizing.perf.calibration.conservative_ratio)."
+        " model's class: predicted latencies are scaled up by the predicted/measured ratio at that quantile, per"
+        " unit of the queue's amplification of a step error and raised to the amplification of each simulated"
+        " load, as the stated intervals are, and the capacity down by the throughput's ratio at that quantile"
+        " (sizing.perf.calibration.conservative_ratio; docs/estimator.md, 'Sizing at a confidence')."
         " Without it a fixed share of each replica's SLO capacity is kept free at peak (20% by default)",
         examples=[0.8],
     )
