@@ -153,6 +153,11 @@ def _error_ratios(
 
 
 @functools.cache
+def _exponent(family: str, metric: str) -> float:
+    return amplification_exponent(family, metric)
+
+
+@functools.cache
 def _error_basis(family: str, engine: str, moe: bool) -> str:
     return error_rows(family, engine, "tpot", moe=moe)
 
@@ -175,7 +180,7 @@ def margin(step: Any, slo: SLO, headroom: float, wm: WorkloadModel | None = None
         PerUnit(
             m,
             round(max(1.0, 1 / r), 4),
-            round(amplification_exponent(prof.family, m), 4),
+            round(_exponent(prof.family, m), 4),
             reading if m == "ttft" else None,
         )
         for m in AMPLIFIED_METRICS
