@@ -87,6 +87,30 @@ def test_sizing_predict_runs_llama_8b_at_tp24_on_inf2(capsys: pytest.CaptureFixt
     assert out["ttft_ms"]["mean"] > 0
 
 
+@pytest.mark.parametrize(("instance", "engine"), [("trn2.48xlarge", "neuron"), ("g6e.xlarge", "vllm")])
+def test_sizing_predict_without_an_engine_runs_the_instances_own(
+    instance: str, engine: str, capsys: pytest.CaptureFixture[str]
+):
+    # given a deployment named by its instance alone, no --engine
+    args = ["predict", "--model", "meta-llama/Llama-3.1-8B", "--instance", instance, "--input-tokens", "1000"]
+    # when it is predicted
+    rc = main([*args, "--output-tokens", "200", "--concurrency", "4", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    # then it runs the engine that instance serves (the Neuron SDK's on Trainium, not a refusal naming vLLM)
+    assert rc == 0 and out["engine"] == engine
+    assert out["tpot_ms"]["mean"] > 0
+
+
+def test_a_named_engine_the_instance_does_not_run_is_refused_naming_the_field():
+    # given vLLM's GPU build named for a Trainium instance
+    # when the deployment is built
+    with pytest.raises(InvalidInput) as err:
+        HardwareConfig.create("meta-llama/Llama-3.1-8B", "trn2.48xlarge", 4, "bf16", "vllm")
+    # then the engine is named, with the one that runs there
+    assert "use neuron" in str(err.value)
+    assert [p.field for p in err.value.problems] == ["engine"]
+
+
 def test_gpu_engines_still_refuse_a_tp_that_does_not_divide_the_heads():
     # when / then
     with pytest.raises(InvalidInput, match="does not divide the 32 attention heads"):

@@ -25,7 +25,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--tp", type=int, default=None, help="tensor parallel devices (GPUs, or NeuronCores on inf2/trn)"
     )
     p.add_argument("--quant", choices=QUANTIZATIONS, default="bf16")
-    p.add_argument("--engine", choices=ENGINES, default="vllm")
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=None,
+        help="serving engine (default: the instance's own: vllm on GPUs and CPUs, neuron on inf2/trn)",
+    )
     p.add_argument("--input-tokens", type=int, required=True)
     p.add_argument("--output-tokens", type=int, required=True)
     p.add_argument(

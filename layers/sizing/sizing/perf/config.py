@@ -74,7 +74,7 @@ class HardwareConfig:
         instance: str,
         tp: int | None = None,
         quant: str = "bf16",
-        engine: str = "vllm",
+        engine: str | None = "vllm",
         catalog: Catalog | None = None,
         *,
         max_model_len: int | None = None,
@@ -86,7 +86,8 @@ class HardwareConfig:
     ) -> HardwareConfig:
         """Validate and build. Unknown model/instance -> NotFound with suggestions; a TP that does not divide the
         attention heads or exceeds the instance's devices -> InvalidInput naming both numbers; `tp=None` picks
-        the smallest TP that fits in memory (the largest valid one if none fits, so `memory_fit` says why)."""
+        the smallest TP that fits in memory (the largest valid one if none fits, so `memory_fit` says why);
+        `engine=None` the instance's own engine (`default_engine`)."""
         from sizing.catalog import load_catalog
 
         cat = catalog or load_catalog()
@@ -97,6 +98,7 @@ class HardwareConfig:
             acc = _at_lnc(acc, lnc, inst.instance_type)
         devices = inst.accelerator_count * acc.cores_per_chip
         _check_format(spec, acc, quant, kv_cache_dtype, inst.instance_type)
+        engine = engine or default_engine(acc)
         _check_engine(acc, engine, inst.instance_type)
         _check_limits(max_model_len, max_num_seqs, max_num_batched_tokens, gpu_memory_utilization)
         base = cls(
@@ -232,13 +234,23 @@ def _check_format(
         )
 
 
+def default_engine(acc: Accelerator) -> str:
+    """The engine a deployment on `acc` runs when none is named: the first its kind serves (vLLM on GPUs and CPUs,
+    the Neuron SDK's on inf2/trn)."""
+    return _engines_of(acc)[0]
+
+
+def _engines_of(acc: Accelerator) -> tuple[str, ...]:
+    return {"neuron": NEURON_ENGINES, "cpu": CPU_ENGINES}.get(acc.kind, GPU_ENGINES)
+
+
 def _check_engine(acc: Accelerator, engine: str, instance_type: str) -> None:
     if engine not in ENGINES:
         raise InvalidInput(
             f"unknown engine '{engine}' (use one of {', '.join(ENGINES)})",
             [Problem("engine", f"'{engine}' is not one of {', '.join(ENGINES)}")],
         )
-    allowed = {"neuron": NEURON_ENGINES, "cpu": CPU_ENGINES}.get(acc.kind, GPU_ENGINES)
+    allowed = _engines_of(acc)
     if engine not in allowed:
         needs = "inf2/trn" if engine == "neuron" else "a GPU"
         raise InvalidInput(

@@ -222,7 +222,7 @@ def predict(
     instance: str,
     tp: int | None = None,
     quant: str = "bf16",
-    engine: str = "vllm",
+    engine: str | None = None,
     input_tokens: int = 1000,
     output_tokens: int = 200,
     concurrency: int | None = None,
