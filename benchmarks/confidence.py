@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -25,21 +24,14 @@ def _cheapest(result: dict[str, Any]) -> dict[str, Any] | None:
     return archs[0] if archs else None
 
 
-def _read_at_load(reasoning: str) -> str:
-    """The factors an answer's reasoning states at its busiest hour ("" without a confidence)."""
-    if "at this load" not in reasoning:
+def _read_at_load(headroom: dict[str, Any]) -> str:
+    """The factors an answer was sized with at its busiest hour (`headroom.allowance`; "" without a confidence)."""
+    a = headroom.get("allowance")
+    if not a:
         return ""
-    read = reasoning.split("at this load", 1)[1]
-    factors = dict(re.findall(r"(TTFT|TPOT|e2e) x([0-9.]+)", read.split("(the queue")[0]))
-    queue = (
-        dict(re.findall(r"(TTFT|TPOT) x([0-9.]+)", read.split("(the queue", 1)[1]))
-        if "(the queue" in read
-        else {}
-    )
-    out = " ".join(f"{m} x{v}" for m, v in factors.items())
-    if queue:
-        out += " (queue " + " ".join(f"{m} x{v}" for m, v in queue.items()) + ")"
-    return out
+    names = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "e2e"}
+    out = " ".join(f"{names[m]} x{f:.2f}" for m, f in a["latency"].items())
+    return out + " (queue " + " ".join(f"{m.upper()} x{x:.2f}" for m, x in a["amplification"].items()) + ")"
 
 
 def main() -> int:
@@ -76,7 +68,7 @@ def main() -> int:
                 continue
             print(
                 f"{path.stem:<21}{label:>5}  {a['id']:<42}{a['replicas']['peak']:>5}{rank_cost(a):>11,.0f}"
-                f"{a['per_replica']['rps_slo_limit']:>9.3g}{took:>6.2f}  {_read_at_load(a['headroom']['reasoning'])}"
+                f"{a['per_replica']['rps_slo_limit']:>9.3g}{took:>6.2f}  {_read_at_load(a['headroom'])}"
             )
     return 0
 

@@ -4,15 +4,17 @@ cross-validated error, and the answer says which allowance for error it used."""
 from __future__ import annotations
 
 import copy
-import re
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from sizing.base.errors import InvalidInput
+from sizing.cli import main
 from sizing.perf.calibration import amplification_exponent, conservative_ratio
 from sizing.plan import estimate
 from sizing.plan.capacity import clear_caches
@@ -60,6 +62,10 @@ def _replicas(result: dict[str, Any]) -> dict[str, int]:
 # every probe fails at the stricter margin: the capacity below the first probe was once half one user's worth,
 # which exceeded the first probe's rate the looser margin had passed (9 replicas at 0.7, 8 at 0.75)
 @example(low=0.7, step=0.05, users=2000, ttft_ms=400.0)
+# a TTFT p95 nearly flat in the rate near its limit (318-327 ms over 0.38-0.50 req/s on g6e.12xlarge TP4): a search
+# guided by scores read at the amplification's bounds, not the run's own, went another way at 0.55 and found more
+# capacity there (104 replicas) than at 0.5 (119)
+@example(low=0.5, step=0.05, users=60000, ttft_ms=400.0)
 def test_a_higher_confidence_never_needs_fewer_replicas(
     low: float, step: float, users: int, ttft_ms: float
 ) -> None:
@@ -182,22 +188,34 @@ def test_at_confidence_0_9_the_planner_sizes_against_the_stated_intervals_slow_e
     assert loaded.factor("tpot_ms") == pytest.approx(band["high"] / 100.0, rel=2e-3)
 
 
-def test_the_answer_states_the_allowance_it_read_at_the_busiest_hour() -> None:
-    # given a workload sized at confidence 0.8
+def test_the_answer_states_the_allowance_it_read_at_the_busiest_hour(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # given a workload sized at confidence 0.8, and the same without a confidence
     result = estimate(parse_spec(_spec(0.8, users=20000))).document()
-    assert result["architectures"]
-    # then every architecture's reasoning states the factors at its busiest hour's load, e2e's between TTFT's and
-    # TPOT's
+    plain = estimate(parse_spec(_spec(users=20000))).document()
+    assert result["architectures"] and plain["architectures"]
+    # then every architecture states, typed, the factors it was sized with at its busiest hour: e2e's between
+    # TTFT's and TPOT's, each at least 1, the queue's multiplication at least 1, the capacity share at most 1
     for arch in result["architectures"]:
-        reasoning = arch["headroom"]["reasoning"]
-        assert "at this load" in reasoning, reasoning
-        read = dict(
-            re.findall(
-                r"(TTFT|TPOT|e2e) x([0-9.]+)", reasoning.split("at this load")[1].split("(the queue")[0]
-            )
-        )
-        low, high = sorted([float(read["TTFT"]), float(read["TPOT"])])
-        assert low - 0.01 <= float(read["e2e"]) <= high + 0.01
+        allowance = arch["headroom"]["allowance"]
+        assert allowance["confidence"] == 0.8
+        f = allowance["latency"]
+        low, high = sorted([f["ttft_ms"], f["tpot_ms"]])
+        assert low >= 1.0 and low - 1e-3 <= f["e2e_s"] <= high + 1e-3
+        assert min(allowance["amplification"].values()) >= 1.0
+        assert 0 < allowance["capacity"] <= 1.0
+        # and its reasoning says the same in words
+        assert f"TTFT x{f['ttft_ms']:.2f}" in arch["headroom"]["reasoning"].split("at this load")[1]
+    # and without a confidence there is no allowance to state
+    assert all("allowance" not in a["headroom"] for a in plain["architectures"])
+    # and the text's answer says it beside the best architecture
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(_spec(0.8, users=20000)))
+    assert main(["estimate", str(spec)]) == 0
+    text = capsys.readouterr().out
+    best = result["architectures"][0]["headroom"]["allowance"]["latency"]
+    assert f"sized at confidence 0.8: predicted TTFT x{best['ttft_ms']:.2f}" in text
 
 
 @pytest.mark.parametrize("value", [0.3, 1.0, 1.5])

@@ -12,7 +12,7 @@ from sizing.base.text import table
 from sizing.commands.output import EXIT_NO_ARCHITECTURE, print_json
 from sizing.outcome import impossible_constraints
 from sizing.plan.traceeffect import with_effect
-from sizing.results import Architecture, EstimateResult
+from sizing.results import Allowance, Architecture, EstimateResult
 from sizing.results.blocks import SearchStats
 from sizing.workload.derived import resolve
 from sizing.workload.parse import load_spec
@@ -273,6 +273,9 @@ def _print_best(best: Architecture) -> None:
     if best.cost.usd_per_month_spot:
         print(f", {_fmt_money(best.cost.usd_per_month_spot)}/month with spot above the base", end="")
     print()
+    allowance = best.headroom.allowance if best.headroom is not None else None
+    if allowance is not None:
+        print(f"  {allowance_line(allowance)}")
     calibration = best.calibration
     err = calibration.expected_error if calibration is not None else {}
     if calibration is not None and err:
@@ -281,6 +284,24 @@ def _print_best(best: Architecture) -> None:
             f"  its predictions are typically within {typical} of a measurement (cross-validated median"
             f" error; calibration: {calibration.basis})"
         )
+
+
+def allowance_line(a: Allowance) -> str:
+    """What a sizing at a confidence allowed for the estimator's error at the busiest hour, in one line."""
+    names = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "e2e"}
+    factors = ", ".join(f"{names.get(m, m)} x{f:.2f}" for m, f in a.latency.items())
+    queued = {m: x for m, x in a.amplification.items() if x > 1.0}
+    queue = (
+        " (the queue multiplying a step error "
+        + ", ".join(f"{m.upper()} x{x:.2f}" for m, x in queued.items())
+        + ")"
+        if queued
+        else ""
+    )
+    return (
+        f"sized at confidence {a.confidence:g}: predicted {factors} at its busiest hour{queue}, capacity"
+        f" x{a.capacity:.2f} (the estimator's held-out error at that quantile)"
+    )
 
 
 def _print_ranking(result: EstimateResult, top: int) -> None:

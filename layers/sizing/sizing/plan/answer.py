@@ -22,7 +22,7 @@ from sizing.plan.cost import (
     project,
     spread_zones,
 )
-from sizing.plan.margin import margin, margin_at, stat, violations
+from sizing.plan.margin import Margin, margin, margin_at, stat, violations
 from sizing.plan.state import Option, SearchState, capacity_type_of, peak_rps_per_replica
 from sizing.results import (
     Architecture,
@@ -95,9 +95,9 @@ def predicted_of(sim: Any) -> Predicted:
     return Predicted.model_validate(predicted_figures(sim))
 
 
-def headroom_at(sim: Any, slo: SLO, load_pct: float, reasoning: str) -> Headroom:
+def headroom_at(sim: Any, slo: SLO, load_pct: float, allowance: Margin) -> Headroom:
     """Load headroom and each SLO target's latency margin at the operating point, and how the sizing allowed for
-    the estimator's error (`sizing.plan.margin.margin`)."""
+    the estimator's error (`sizing.plan.margin.margin`, resolved for the run at that point: `margin_at`)."""
     latency: dict[str, float] = {}
     for metric, pct, limit in slo.targets():
         latency[f"{metric}.{pct}"] = round(100 * (1 - stat(sim, metric, pct) / limit), 1)
@@ -107,7 +107,8 @@ def headroom_at(sim: Any, slo: SLO, load_pct: float, reasoning: str) -> Headroom
         latency=latency,
         tightest=tightest,
         tightest_pct=latency[tightest] if tightest else None,
-        reasoning=reasoning,
+        reasoning=allowance.reasoning,
+        **({"allowance": read} if (read := allowance.allowance()) is not None else {}),
     )
 
 
@@ -288,7 +289,7 @@ def _architecture(s: SearchState, opt: Option, deployment: str) -> Architecture:
         measured=None,
         meets_slo=slo_ok,
         headroom_pct=load_pct,
-        headroom=headroom_at(shown, wm.slo, load_pct, allowance.reasoning),
+        headroom=headroom_at(shown, wm.slo, load_pct, allowance),
         cost=Cost.model_validate(cost),
         serving=rep.serving,
         context=ContextInfo.model_validate(ctx.describe()),

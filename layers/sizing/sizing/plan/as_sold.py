@@ -254,7 +254,7 @@ def _at_drain_rate(s: SearchState, opt: Option, a: Architecture, rate: float) ->
     load_pct = round(100 * (1 - rate / rep.capacity.rate_rps), 1)
     return {
         "predicted": Predicted.model_validate(predicted_figures(sim)),
-        "headroom": headroom_at(sim, s.wm.slo, load_pct, allowance.reasoning),
+        "headroom": headroom_at(sim, s.wm.slo, load_pct, allowance),
         "per_replica": a.per_replica.model_copy(
             update={"rps_at_peak": round(rate, 4), "in_flight": round(rate * sim.e2e_s.mean, 1)}
         ),

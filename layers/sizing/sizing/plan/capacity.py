@@ -284,7 +284,7 @@ def probe(step: Any, wm: WorkloadModel, saturated_rps: float, k: int, seed: int 
     if known is None:
         rate = grid_rate(k, max(saturated_rps, 1e-6), BISECTION_STEPS)
         sim = _probe_run(step, wm, OpenLoop(rate), seed)
-        at = margin_at(scale, sim, lambda: _probe_run(step, wm, OpenLoop(rate * STEP_SCALE), seed), wm.slo)
+        at = margin_at(scale, sim, lambda: _probe_run(step, wm, OpenLoop(rate * STEP_SCALE), seed))
         known = (not violations(sim, wm.slo, at), 1.0 / score(sim, wm.slo, at))
         _probes.put(key, known)
     return known
@@ -346,7 +346,7 @@ def _search(
     def probed(k: int) -> tuple[bool, float]:
         rate = grid_rate(k, top, BISECTION_STEPS)
         sim = _probe_run(step, wm, OpenLoop(rate), seed)
-        at = margin_at(scale, sim, lambda: _probe_run(step, wm, OpenLoop(rate * STEP_SCALE), seed), slo)
+        at = margin_at(scale, sim, lambda: _probe_run(step, wm, OpenLoop(rate * STEP_SCALE), seed))
         probed_y[k] = 1.0 / score(sim, slo, at)
         return not violations(sim, slo, at), probed_y[k]
 
@@ -423,7 +423,7 @@ def _edge_rate(
 
     def run(rate: float) -> tuple[bool, float]:
         sim = predict_at(step, wm, rate, seed)
-        at = margin_at(scale, sim, lambda: predict_at(step, wm, rate * STEP_SCALE, seed), wm.slo)
+        at = margin_at(scale, sim, lambda: predict_at(step, wm, rate * STEP_SCALE, seed))
         return not violations(sim, wm.slo, at), 1.0 / score(sim, wm.slo, at)
 
     rate, runs = edge_crossing(run, guess, slope, top)
@@ -453,7 +453,7 @@ def _reported_edge(
         if not violations(
             sim,
             wm.slo,
-            margin_at(scale, sim, functools.partial(predict_at, step, wm, rate * STEP_SCALE, seed), wm.slo),
+            margin_at(scale, sim, functools.partial(predict_at, step, wm, rate * STEP_SCALE, seed)),
         ):
             break
         edge -= 1

@@ -12,9 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sizing.perf.amplification import AMPLIFIED_METRICS, MAX_AMPLIFICATION, STEP_SCALE, amplifications
+from sizing.perf.amplification import AMPLIFIED_METRICS, STEP_SCALE, amplifications
 from sizing.perf.calibration import amplification_exponent, conservative_ratio, error_rows
 from sizing.plan.regime import RegimeReading, ttft_reading
+from sizing.results import Allowance
 from sizing.workload.derived import WorkloadModel
 from sizing.workload.spec import SLO
 
@@ -79,6 +80,10 @@ class Margin:
     usable: float = 1.0
     reasoning: str = ""
     per_unit: tuple[PerUnit, ...] = ()
+    #: the quantile asked (`slo.confidence`; None: the fixed load headroom)
+    confidence: float | None = None
+    #: the amplification by latency a run resolved it at (`at`; empty before)
+    amplification: tuple[tuple[str, float], ...] = ()
 
     def factor(self, metric: str) -> float:
         return dict(self.latency).get(metric, 1.0)
@@ -108,7 +113,24 @@ class Margin:
         )
         queue = f" (the queue multiplying a step error {amps})" if amps else ""
         return dataclasses.replace(
-            self, latency=resolved, reasoning=f"{self.reasoning}; at this load {read}{queue}"
+            self,
+            latency=resolved,
+            amplification=tuple(
+                (u.metric, round(max(1.0, amp.get(u.metric, 1.0)), 3)) for u in self.per_unit
+            ),
+            reasoning=f"{self.reasoning}; at this load {read}{queue}",
+        )
+
+    def allowance(self) -> Allowance | None:
+        """The typed record of what a sizing at a confidence read, once resolved for a run (`at`); None with the
+        fixed headroom or before a run was read."""
+        if self.confidence is None or not self.amplification:
+            return None
+        return Allowance(
+            confidence=self.confidence,
+            latency=dict(self.latency),
+            amplification=dict(self.amplification),
+            capacity=self.usable,
         )
 
 
@@ -199,6 +221,7 @@ def margin(step: Any, slo: SLO, headroom: float, wm: WorkloadModel | None = None
         latency=latency,
         usable=usable,
         per_unit=per_unit,
+        confidence=confidence,
         reasoning=f"confidence {confidence:g}: SLO holds at the {pct}th percentile of the estimator's"
         f" held-out error (leave one harness out) for {whose}, instead of a fixed load headroom: predicted"
         f" latencies {factors} where a step error passes through as it is, raised to the power amplification^g"
@@ -207,21 +230,15 @@ def margin(step: Any, slo: SLO, headroom: float, wm: WorkloadModel | None = None
     )
 
 
-def margin_at(scale: Margin, sim: Any, faster: Callable[[], Any], decide: SLO | None = None) -> Margin:
+def margin_at(scale: Margin, sim: Any, faster: Callable[[], Any]) -> Margin:
     """`scale` resolved for the open-loop run `sim` (`Margin.at`), the queue's amplification read against
     `faster()`, the same requests at `STEP_SCALE` times the rate (`queue_amplification`), run only where the
-    margin reads an amplification (`slo.confidence`). `decide`: only whether `sim` meets these SLO targets is asked
-    (a search's probe), so a run that misses them at amplification 1, or meets them at `MAX_AMPLIFICATION`, is
-    settled without `faster()` (every factor grows with the amplification) and its factors read at that bound."""
+    margin reads an amplification (`slo.confidence`). Every run the capacity search reads is resolved so, the runs
+    its SLO check would settle without it too: the score that guides the search then moves smoothly with the
+    confidence, and a higher confidence does not send the search down another path (settled at the amplification's
+    bounds instead, the 8B chat example's capacity at 0.55 came out above its capacity at 0.5)."""
     if not scale.per_unit:
         return scale
-    if decide is not None:
-        least = scale.at(sim)
-        if violations(sim, decide, least):
-            return least
-        most = scale.at(sim, dict.fromkeys(AMPLIFIED_METRICS, MAX_AMPLIFICATION))
-        if not violations(sim, decide, most):
-            return most
     return scale.at(sim, queue_amplification(sim, faster()))
 
 

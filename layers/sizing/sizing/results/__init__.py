@@ -32,6 +32,7 @@ from sizing.results.blocks import (
     RegionInfo,
     SearchedCapacity,
     SearchStats,
+    Stated,
     WorkloadFigures,
 )
 from sizing.results.blocks import (
@@ -92,7 +93,22 @@ class Cost(Frozen):
         return float(value) if isinstance(value, int | float) else None
 
 
-class Headroom(Frozen):
+class Allowance(Frozen):
+    """What a sizing at `slo.confidence` allowed for the estimator's own error at the busiest hour's load
+    (docs/estimator.md, "Sizing at a confidence")."""
+
+    #: the quantile of the estimator's held-out error every SLO target holds at
+    confidence: float
+    #: per SLO metric ("ttft_ms", "tpot_ms", "e2e_s"): the factor its predicted figure was multiplied by before the
+    #: SLO check at this load
+    latency: dict[str, float]
+    #: per latency ("ttft", "tpot"): how many times the queue multiplied a step-time error at this load (1: as it is)
+    amplification: dict[str, float]
+    #: the share of the replica's SLO capacity sized to (saturated throughput over-predicted at the quantile)
+    capacity: float
+
+
+class Headroom(Stated):
     """How far the operating point is from trouble: spare load, and each SLO target's margin."""
 
     #: share of the replica's SLO capacity left free in the busiest hour
@@ -104,6 +120,8 @@ class Headroom(Frozen):
     #: how the sizing allowed for the estimator's error: "fixed 20% load headroom", or with `slo.confidence` the
     #: quantile and the factors applied to predicted latencies and capacity
     reasoning: str | None = None
+    #: with `slo.confidence`: the factors the sizing read at this load (absent without one)
+    allowance: Allowance | None = None
 
 
 class Tuning(Frozen):
