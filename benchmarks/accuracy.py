@@ -20,7 +20,9 @@ The stated intervals are built from it (`sizing.perf.calibration.INTERVAL_CV`); 
 each row's band built without its own harness's rows (a harness the band never saw), and their width printed as
 the median high/low ratio (target: 70-90% per metric, the median TTFT interval at most 3x wide). TTFT's is printed by
 regime (`sizing.perf.calibration.TTFT_REGIMES`: the share of the predicted TTFT that is the prompt's own prefill),
-as stated now, beside the one band of every regime stated before, and per regime with its rows.
+as stated now, beside the one band of every regime stated before, and per regime with its rows. Then what
+`slo.confidence` promises on such a harness: the share of held-out TTFTs and TPOTs measured at or under the
+prediction x the planner's factor at 0.8 and 0.9 (`sizing.plan.margin`; target: the confidence).
 """
 
 from __future__ import annotations
@@ -309,6 +311,83 @@ def harness_coverage(data: dict) -> None:
             " left to build a band from, and accelerators' rows do not stand in (`calibration._pool`), so they are"
             " not counted above; `benchmarks/engine.py holdout` checks the CPU intervals by model and by run"
         )
+    confidence_check(data)
+
+
+#: The confidences `confidence_check` sizes at.
+CHECKED_CONFIDENCES = (0.8, 0.9)
+
+
+def _factor_held(
+    pool: list, fam: str, eng: str, metric: str, moe: bool, regime: str | None, confidence: float
+) -> float | None:
+    """The planner's latency factor at `confidence` from the held-out ratios `pool`, as
+    `calibration.conservative_ratio` reads its own (the row's regime's, a waiting regime's reaching as far as
+    every TTFT's): measured/predicted at the 1 - `confidence` quantile, at least 1."""
+    from sizing.perf import calibration as cal
+
+    q = 1 - confidence
+    rows, widen, _basis = cal._group(pool, fam, eng, metric, moe, regime)
+    if not rows:
+        return None
+    at = cal.ratio_band(rows, widen * cal.INTERVAL_WIDENING, (q, q))[0]
+    if regime in cal.WAITING_REGIMES:
+        every, every_widen, _b = cal._group(pool, fam, eng, metric, moe)
+        at = min(at, cal.ratio_band(every, every_widen * cal.INTERVAL_WIDENING, (q, q))[0])
+    return max(1.0, 1 / at)
+
+
+def _under_factor(
+    ratios: list, harness: dict[str, str], amplified: Amplified, metric: str, kind: str, c: float
+):
+    """(held now, held before, rows): `kind`'s held-out `metric` rows measured at or under the prediction x the
+    planner's factor at confidence `c`, read from the other harnesses' rows per unit of amplification and raised to
+    the row's own (now), and from their rows as they were (before)."""
+    from sizing.perf import calibration as cal
+
+    unit, amps, exponents = amplified
+    now_held = before_held = n = 0
+    for fam, eng, m, ratio, rid, moe, reg in ratios:
+        if m != metric or cal.kind_of(fam) != kind:
+            continue
+        keep = [i for i, r in enumerate(ratios) if harness.get(r[4]) != harness.get(rid)]
+        now = _factor_held([unit[i] for i in keep], fam, eng, m, moe, reg, c)
+        before = _factor_held([ratios[i] for i in keep], fam, eng, m, moe, reg, c)
+        if now is None or before is None:
+            continue
+        g = amps.get((rid, m), 1.0) ** exponents.get((kind, m), 1.0)
+        now_held += ratio * now**g >= 1.0
+        before_held += ratio * before >= 1.0
+        n += 1
+    return now_held, before_held, n
+
+
+def confidence_check(data: dict) -> None:
+    """What `slo.confidence` promises, on a harness it never saw: for every held-out TTFT and TPOT, whether the
+    measurement stays at or under the prediction scaled by the planner's factor at the confidence, the factor read
+    from the other harnesses' rows -- per unit of amplification and raised to the row's own, as the planner reads
+    it now (`sizing.plan.margin`), and from their rows as they were, as it read them before. A factor that holds
+    what it promises holds the share it is asked for."""
+    from sizing.perf import calibration as cal
+
+    ratios = cal.cv_ratios(data)
+    if not ratios:
+        return
+    harness, amplified = _harness_by_row(), _amplified(data)
+    print()
+    print(
+        "`slo.confidence` on an unseen harness: the share of held-out latencies measured at or under the prediction"
+        " x the planner's factor (from the other harnesses' rows), amplified (now) / unamplified (before):"
+    )
+    for metric in ("ttft", "tpot"):
+        for kind in ("gpu", "neuron"):
+            cells, rows = [], 0
+            for c in CHECKED_CONFIDENCES:
+                now, before, rows = _under_factor(ratios, harness, amplified, metric, kind, c)
+                if rows:
+                    cells.append(f"at {c:g}: {now / rows:.0%} / {before / rows:.0%}")
+            if cells:
+                print(f"  {metric} on {kind} ({rows} rows): " + "; ".join(cells))
 
 
 def coverage(loso: dict) -> None:
