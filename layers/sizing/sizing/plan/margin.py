@@ -38,7 +38,7 @@ def stat(sim: Any, metric: str, pct: str) -> float:
 #: TTFT share of e2e; before a run is read, the larger factor bounds it).
 MARGIN_METRICS = {"ttft_ms": ("ttft",), "tpot_ms": ("tpot",), "e2e_s": ("ttft", "tpot")}
 #: The SLO metrics' names as the reasoning writes them.
-MARGIN_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "e2e"}
+MARGIN_NAMES = {metric: name for metric, (name, _unit, _scale) in UNITS.items()}
 
 
 @dataclass(frozen=True)
