@@ -321,20 +321,13 @@ CHECKED_CONFIDENCES = (0.8, 0.9)
 def _factor_held(
     pool: list, fam: str, eng: str, metric: str, moe: bool, regime: str | None, confidence: float
 ) -> float | None:
-    """The planner's latency factor at `confidence` from the held-out ratios `pool`, as
-    `calibration.conservative_ratio` reads its own (the row's regime's, a waiting regime's reaching as far as
-    every TTFT's): measured/predicted at the 1 - `confidence` quantile, at least 1."""
+    """The planner's latency factor at `confidence` read from the held-out ratios `pool`
+    (`calibration.ratio_at`, as `conservative_ratio` reads its own): measured/predicted at the 1 - `confidence`
+    quantile, at least 1."""
     from sizing.perf import calibration as cal
 
-    q = 1 - confidence
-    rows, widen, _basis = cal._group(pool, fam, eng, metric, moe, regime)
-    if not rows:
-        return None
-    at = cal.ratio_band(rows, widen * cal.INTERVAL_WIDENING, (q, q))[0]
-    if regime in cal.WAITING_REGIMES:
-        every, every_widen, _b = cal._group(pool, fam, eng, metric, moe)
-        at = min(at, cal.ratio_band(every, every_widen * cal.INTERVAL_WIDENING, (q, q))[0])
-    return max(1.0, 1 / at)
+    at = cal.ratio_at(pool, fam, eng, metric, confidence, moe=moe, regime=regime)
+    return max(1.0, 1 / at) if at else None
 
 
 def _under_factor(

@@ -1485,7 +1485,7 @@ def main() -> int:
             " machine's, never the reference's",
         )
     ar = sub.add_parser(
-        "arrivals", help="a `windows` level simulated with its own arrivals, under three profiles"
+        "arrivals", help="a `windows` level simulated with its own arrivals, under four profiles"
     )
     ar.add_argument("--file", default=str(WINDOWS_PATH), help="the windows file (default: this machine's)")
     ar.add_argument("--line", type=int, default=-1, help="which of its levels (default: the last measured)")

@@ -12,7 +12,7 @@ from sizing.base.text import table
 from sizing.commands.output import EXIT_NO_ARCHITECTURE, print_json
 from sizing.outcome import impossible_constraints
 from sizing.plan.traceeffect import with_effect
-from sizing.results import Allowance, Architecture, EstimateResult
+from sizing.results import Allowance, Architecture, EstimateResult, factors_read
 from sizing.results.blocks import SearchStats
 from sizing.workload.derived import resolve
 from sizing.workload.parse import load_spec
@@ -288,19 +288,9 @@ def _print_best(best: Architecture) -> None:
 
 def allowance_line(a: Allowance) -> str:
     """What a sizing at a confidence allowed for the estimator's error at the busiest hour, in one line."""
-    names = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "e2e"}
-    factors = ", ".join(f"{names.get(m, m)} x{f:.2f}" for m, f in a.latency.items())
-    queued = {m: x for m, x in a.amplification.items() if x > 1.0}
-    queue = (
-        " (the queue multiplying a step error "
-        + ", ".join(f"{m.upper()} x{x:.2f}" for m, x in queued.items())
-        + ")"
-        if queued
-        else ""
-    )
     return (
-        f"sized at confidence {a.confidence:g}: predicted {factors} at its busiest hour{queue}, capacity"
-        f" x{a.capacity:.2f} (the estimator's held-out error at that quantile)"
+        f"sized at confidence {a.confidence:g}: predicted {factors_read(a.latency, a.amplification)} at its busiest"
+        f" hour, capacity x{a.capacity:.2f} (the estimator's held-out error at that quantile)"
     )
 
 

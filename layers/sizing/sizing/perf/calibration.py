@@ -420,14 +420,19 @@ def amplification_exponents(data: dict[str, Any]) -> dict[tuple[str, str], float
     return out
 
 
-def cv_ratios(data: dict[str, Any], per_unit: bool = False) -> list[Ratio]:
+def cv_ratios(
+    data: dict[str, Any], per_unit: bool = False, exponents: dict[tuple[str, str], float] | None = None
+) -> list[Ratio]:
     """Every held-out prediction of the interval metrics (`Ratio`) of the intervals' cross-validation
     (`INTERVAL_CV`). `per_unit`: a latency's predicted/measured ratio per unit of the amplification its prediction
     had (`sizing.perf.amplification`): the ratio to the power 1 / amplification^g, g the share of the error that
     grows with it for the row's kind and metric (`amplification_exponents`): its error as the step's, with the
-    queue's multiplication taken out. A row stored without an amplification reads 1."""
+    queue's multiplication taken out. A row stored without an amplification reads 1. `exponents`: those of `data`
+    where the caller has them already."""
     rows = interval_cv(data)[1].get("rows", [])
-    exponents = amplification_exponents(data) if per_unit else {}
+    if per_unit and exponents is None:
+        exponents = amplification_exponents(data)
+    exponents = exponents or {}
 
     def ratio(r: dict[str, Any]) -> float:
         value = float(r["predicted"]) / float(r["measured"])
@@ -590,9 +595,9 @@ def interval_for(
     if key in cache:
         return cache[key]
     src = data if data is not None else load_profiles()
+    exponents = _shipped_exponents(str(PROFILE_PATH)) if data is None else amplification_exponents(src)
     ratios = cv_ratios(src)
-    unit = cv_ratios(src, per_unit=True)
-    exponents = amplification_exponents(src)
+    unit = cv_ratios(src, per_unit=True, exponents=exponents)
     kind = kind_of(family)
     bands: dict[str, Any] = {m: band_for(ratios, family, engine, m, moe) for m in INTERVAL_METRICS}
     bands = {m: b for m, b in bands.items() if b}
@@ -646,8 +651,8 @@ def stated_interval(
     lo_r, hi_r = band["ratio"]
     exponent = float(band.get("exponent", 1.0))
     amplified = amplification is not None and "per_unit" in band
-    if amplification is not None and "per_unit" in band:
-        lo_r, hi_r = (x ** (amplification**exponent) for x in band["per_unit"])
+    if amplified:
+        lo_r, hi_r = (x ** (float(amplification or 1.0) ** exponent) for x in band["per_unit"])
     low, high = min(pred / hi_r, pred), max(pred / lo_r, pred)
     digits = 4 if pred < 10 else 1
     return {
@@ -686,7 +691,27 @@ def conservative_ratio(
     one `regime` (`TTFT_REGIMES`), that regime's rows, as its stated interval reads them. `per_unit`: a latency's
     ratio per unit of amplification (`cv_ratios`), which a prediction amplified a times reads to the power a^g
     (`amplification_exponent`), as its stated interval does. None without cross-validated rows."""
-    ratios = cv_ratios(data if data is not None else load_profiles(), per_unit=per_unit)
+    if data is None:
+        ratios = cv_ratios(
+            load_profiles(), per_unit, _shipped_exponents(str(PROFILE_PATH)) if per_unit else None
+        )
+    else:
+        ratios = cv_ratios(data, per_unit)
+    return ratio_at(ratios, family, engine, metric, confidence, moe=moe, regime=regime)
+
+
+def ratio_at(
+    ratios: list[Ratio],
+    family: str,
+    engine: str,
+    metric: str,
+    confidence: float,
+    *,
+    moe: bool = False,
+    regime: str | None = None,
+) -> float | None:
+    """`conservative_ratio` read from the held-out `ratios` given (`cv_ratios`; a cross-validation's own, or some
+    of them: benchmarks/accuracy.py reads the planner's factor from every harness but a row's)."""
     rows, widen, _basis = _group(ratios, family, engine, metric, moe, regime)
     if not rows:
         return None
@@ -702,8 +727,15 @@ def conservative_ratio(
 def amplification_exponent(family: str, metric: str, data: dict[str, Any] | None = None) -> float:
     """g of `family`'s kind for a latency `metric` (`amplification_exponents`): its error at amplification a is its
     error per unit to the power a^g; 1 for a metric without one."""
-    src = data if data is not None else load_profiles()
-    return amplification_exponents(src).get((kind_of(family), metric), 1.0)
+    exponents = _shipped_exponents(str(PROFILE_PATH)) if data is None else amplification_exponents(data)
+    return exponents.get((kind_of(family), metric), 1.0)
+
+
+@functools.cache
+# `path` keys the cache, as `_intervals`': another profile file, other exponents
+def _shipped_exponents(path: str) -> dict[tuple[str, str], float]:  # noqa: ARG001
+    """`amplification_exponents` of the shipped profile, read from its held-out rows once."""
+    return amplification_exponents(load_profiles())
 
 
 def error_rows(

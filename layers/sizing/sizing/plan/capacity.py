@@ -21,7 +21,6 @@ load offered). The replica's prefix caching is part of its step model's fingerpr
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -282,12 +281,21 @@ def probe(step: Any, wm: WorkloadModel, saturated_rps: float, k: int, seed: int 
     )
     known = _probes.get(key)
     if known is None:
-        rate = grid_rate(k, max(saturated_rps, 1e-6), BISECTION_STEPS)
-        sim = _probe_run(step, wm, OpenLoop(rate), seed)
-        at = margin_at(scale, sim, lambda: _probe_run(step, wm, OpenLoop(rate * STEP_SCALE), seed))
+        sim, at = _checked(
+            scale,
+            lambda r: _probe_run(step, wm, OpenLoop(r), seed),
+            grid_rate(k, max(saturated_rps, 1e-6), BISECTION_STEPS),
+        )
         known = (not violations(sim, wm.slo, at), 1.0 / score(sim, wm.slo, at))
         _probes.put(key, known)
     return known
+
+
+def _checked(scale: Margin, run: Callable[[float], SimResult], rate: float) -> tuple[SimResult, Margin]:
+    """`run` at `rate`, and `scale` resolved for it (`margin_at`: the same requests at `STEP_SCALE` times the rate,
+    where the margin reads an amplification)."""
+    sim = run(rate)
+    return sim, margin_at(scale, sim, lambda: run(rate * STEP_SCALE))
 
 
 def _probe_run(step: Any, wm: WorkloadModel, arrivals: OpenLoop | ClosedLoop, seed: int) -> SimResult:
@@ -344,9 +352,9 @@ def _search(
     probed_y: dict[int, float] = {}
 
     def probed(k: int) -> tuple[bool, float]:
-        rate = grid_rate(k, top, BISECTION_STEPS)
-        sim = _probe_run(step, wm, OpenLoop(rate), seed)
-        at = margin_at(scale, sim, lambda: _probe_run(step, wm, OpenLoop(rate * STEP_SCALE), seed))
+        sim, at = _checked(
+            scale, lambda r: _probe_run(step, wm, OpenLoop(r), seed), grid_rate(k, top, BISECTION_STEPS)
+        )
         probed_y[k] = 1.0 / score(sim, slo, at)
         return not violations(sim, slo, at), probed_y[k]
 
@@ -422,8 +430,7 @@ def _edge_rate(
     guess, slope = edge_guess(probed_y, edge, top)
 
     def run(rate: float) -> tuple[bool, float]:
-        sim = predict_at(step, wm, rate, seed)
-        at = margin_at(scale, sim, lambda: predict_at(step, wm, rate * STEP_SCALE, seed))
+        sim, at = _checked(scale, lambda r: predict_at(step, wm, r, seed), rate)
         return not violations(sim, wm.slo, at), 1.0 / score(sim, wm.slo, at)
 
     rate, runs = edge_crossing(run, guess, slope, top)
@@ -448,13 +455,10 @@ def _reported_edge(
     runs = 0
     while edge > 1 and runs < REPORT_CHECK_STEPS:
         runs += 1
-        rate = grid_rate(edge, top, BISECTION_STEPS)
-        sim = predict_at(step, wm, rate, seed)
-        if not violations(
-            sim,
-            wm.slo,
-            margin_at(scale, sim, functools.partial(predict_at, step, wm, rate * STEP_SCALE, seed)),
-        ):
+        sim, at = _checked(
+            scale, lambda r: predict_at(step, wm, r, seed), grid_rate(edge, top, BISECTION_STEPS)
+        )
+        if not violations(sim, wm.slo, at):
             break
         edge -= 1
     return edge, runs

@@ -15,7 +15,7 @@ from typing import Any
 from sizing.perf.amplification import AMPLIFIED_METRICS, STEP_SCALE, amplifications
 from sizing.perf.calibration import amplification_exponent, conservative_ratio, error_rows
 from sizing.plan.regime import RegimeReading, ttft_reading
-from sizing.results import Allowance
+from sizing.results import Allowance, factors_read
 from sizing.workload.derived import WorkloadModel
 from sizing.workload.spec import SLO
 
@@ -107,18 +107,12 @@ class Margin:
         if share is not None and "ttft" in base and "tpot" in base:
             latency["e2e_s"] = round(share * base["ttft"] + (1 - share) * base["tpot"], 4)
         resolved = tuple(latency.items())
-        read = ", ".join(f"{MARGIN_NAMES[m]} x{f:.2f}" for m, f in resolved)
-        amps = ", ".join(
-            f"{MARGIN_NAMES[m + '_ms']} x{amp[m]:.2f}" for m in ("ttft", "tpot") if amp.get(m, 1.0) > 1.0
-        )
-        queue = f" (the queue multiplying a step error {amps})" if amps else ""
+        amplified = tuple((u.metric, round(max(1.0, amp.get(u.metric, 1.0)), 3)) for u in self.per_unit)
         return dataclasses.replace(
             self,
             latency=resolved,
-            amplification=tuple(
-                (u.metric, round(max(1.0, amp.get(u.metric, 1.0)), 3)) for u in self.per_unit
-            ),
-            reasoning=f"{self.reasoning}; at this load {read}{queue}",
+            amplification=amplified,
+            reasoning=f"{self.reasoning}; at this load {factors_read(latency, dict(amplified))}",
         )
 
     def allowance(self) -> Allowance | None:
@@ -175,11 +169,6 @@ def _error_ratios(
 
 
 @functools.cache
-def _exponent(family: str, metric: str) -> float:
-    return amplification_exponent(family, metric)
-
-
-@functools.cache
 def _error_basis(family: str, engine: str, moe: bool) -> str:
     return error_rows(family, engine, "tpot", moe=moe)
 
@@ -202,7 +191,7 @@ def margin(step: Any, slo: SLO, headroom: float, wm: WorkloadModel | None = None
         PerUnit(
             m,
             round(max(1.0, 1 / r), 4),
-            round(_exponent(prof.family, m), 4),
+            round(amplification_exponent(prof.family, m), 4),
             reading if m == "ttft" else None,
         )
         for m in AMPLIFIED_METRICS

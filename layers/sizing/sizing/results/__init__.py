@@ -93,6 +93,18 @@ class Cost(Frozen):
         return float(value) if isinstance(value, int | float) else None
 
 
+#: SLO metrics and latencies as an allowance's text names them.
+ALLOWANCE_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_s": "e2e", "ttft": "TTFT", "tpot": "TPOT"}
+
+
+def factors_read(latency: dict[str, float], amplification: dict[str, float]) -> str:
+    """ "TTFT x1.76, TPOT x1.18, e2e x1.23 (the queue multiplying a step error TTFT x1.09, TPOT x1.10)": the factors
+    by SLO metric a sizing at a confidence read at one load, and the queue's multiplication there where above 1."""
+    read = ", ".join(f"{ALLOWANCE_NAMES.get(m, m)} x{f:.2f}" for m, f in latency.items())
+    queued = ", ".join(f"{ALLOWANCE_NAMES.get(m, m)} x{x:.2f}" for m, x in amplification.items() if x > 1.0)
+    return f"{read} (the queue multiplying a step error {queued})" if queued else read
+
+
 class Allowance(Frozen):
     """What a sizing at `slo.confidence` allowed for the estimator's own error at the busiest hour's load
     (docs/estimator.md, "Sizing at a confidence")."""
