@@ -299,9 +299,29 @@ def grid_point(args: argparse.Namespace, shape: str, point: tuple[int, int], mod
     e2e = prev["e2e_s"]["mean"]
     for f in OPEN_FRACTIONS:
         rate = round(best_rps * f, 3)
+        reqs: list[dict[str, Any]] = []
         steps = sweep(args.endpoint, model, point, "rate", [rate], max(window, WINDOW_ANSWERS * e2e, 20 / rate),
-                      warmup=min(20.0, max(WARMUP_S, e2e)))  # fmt: skip
-        record([row_of(shape, point, s, facts, f"-u{f:g}") for s in steps], steps, shape, point)
+                      warmup=min(20.0, max(WARMUP_S, e2e)), requests=reqs)  # fmt: skip
+        rows = [row_of(shape, point, s, facts, f"-u{f:g}") for s in steps]
+        record(rows, [{**s, "arrivals": drawn_arrivals(reqs, s)} for s in steps], shape, point)
+
+
+def window_requests(reqs: list[dict[str, Any]], step: dict[str, Any]) -> list[dict[str, Any]]:
+    """The requests a level's figures count: those sent in its window (`requests.jsonl` keeps its warm-up's too,
+    marked)."""
+    return [r for r in reqs if r["step"] == step["step"] and not r.get("warmup")]
+
+
+def drawn_arrivals(reqs: list[dict[str, Any]], step: dict[str, Any]) -> list[list[float]]:
+    """A Poisson level's arrivals as its window drew them, small enough to keep with its step record: each answered
+    request's send time from the window's opening (s; the warm-up's negative), prompt and answer tokens, in the
+    order sent. `holdout` predicts the level from them (`predict_drawn`)."""
+    opens = step["started_at"] + step["warmup_s"]
+    mine = sorted(
+        (r for r in reqs if r["step"] == step["step"] and r.get("error") is None and r.get("output_tokens")),
+        key=lambda r: r["start"],
+    )
+    return [[round(r["start"] - opens, 4), r["input_tokens"] or 1, r["output_tokens"]] for r in mine]
 
 
 #: Seconds each length of a shape is served (2 streams) after the engine starts, before anything is recorded.
@@ -489,11 +509,65 @@ class Cover:
             f"{k} {median(w)} / {median(self.flat_width.get(k))}" for k, w in self.width.items()))  # fmt: skip
 
 
-def holdout(args: argparse.Namespace) -> int:
+def drawn_levels(csv: Path) -> dict[str, dict[str, Any]]:
+    """The grid's Poisson levels whose step records keep the arrivals their windows drew (`drawn_arrivals`), by
+    their row id less its utilisation tag (`row_of`)."""
+    path = csv.with_name(csv.stem + "-steps.jsonl")
+    out = {}
+    for line in path.read_text().splitlines() if path.exists() else []:
+        lv = json.loads(line)
+        if (rate := lv["target"].get("rate_rps")) and lv.get("arrivals"):
+            out[f"E-{lv['shape']}-{lv['point'][0]}x{lv['point'][1]}-r{rate:g}"] = lv
+    return out
+
+
+def predict_drawn(row: Any, prof: Any, lv: dict[str, Any], metrics: Any) -> dict[str, float]:
+    """A Poisson level predicted from the arrivals its window drew, not from its rate: every request replayed as it
+    was sent, the warm-up's included (`replayed`), and read as the load test reads a window: the means over the
+    requests sent in it, and the tokens delivered in it, each answer's spread evenly from its first token to its
+    last (`sizing.loadtest.metrics.delivered_tokens`). One window of 13-200 requests is one draw of arrivals
+    (docs/engine.md, "A Poisson window is one draw"); predicted from its rate, a level errs by that draw too."""
+    from sizing.perf.fit import _row_model
+
+    a = np.array(lv["arrivals"], dtype=float)
+    sent, inp, out = a[:, 0], a[:, 1].astype(np.int64), a[:, 2].astype(np.int64)
+    per = replayed(sent, inp, out, _row_model(row, prof, 0))
+    window = lv["duration_s"]
+    inside = (sent >= 0) & (sent < window)
+    first = sent + per["ttft_ms"] / 1e3
+    last = sent + per["e2e_s"]
+    delivered = 0
+    for f, e, n in zip(first, last, out, strict=True):
+        times = f + (e - f) * np.arange(n) / max(n - 1, 1)
+        delivered += int(np.count_nonzero((times >= 0) & (times < window)))
+    got = {
+        "ttft": float(np.mean(per["ttft_ms"][inside])),
+        "tpot": float(np.nanmean(per["tpot_ms"][inside])),
+        "e2e": float(np.mean(per["e2e_s"][inside])),
+        "throughput": delivered / window,
+    }
+    return {k: v for k, v in got.items() if k in metrics}
+
+
+def predicted(
+    row: Any, prof: Any, lv: dict[str, Any] | None, groups: bool
+) -> tuple[dict[str, float], dict[str, float]]:
+    """A held-out level's prediction (from the arrivals its window drew where `lv` keeps them, `predict_drawn`) and
+    each latency's amplification there (`sizing.perf.amplification`)."""
     from sizing.perf.amplification import amplifications, slower_steps
+    from sizing.perf.fit import measured, predict_row
+
+    def predict(p: Any) -> dict[str, float]:
+        return predict_drawn(row, p, lv, measured(row)) if lv else predict_row(row, p, in_groups=groups)
+
+    got = predict(prof)
+    return got, amplifications(got, predict(slower_steps(prof)))
+
+
+def holdout(args: argparse.Namespace) -> int:
     from sizing.perf.calibration import interval_for, stated_interval
     from sizing.perf.calrows import read_rows
-    from sizing.perf.fit import measured, predict_row
+    from sizing.perf.fit import measured
 
     rows = read_rows(Path(args.csv))
     trained = trained_profile(args, rows)
@@ -509,10 +583,13 @@ def holdout(args: argparse.Namespace) -> int:
     by_shape: dict[tuple[str, str], list[float]] = {}
     in_band: dict[str, list[bool]] = {}
     scatter: dict[str, list[float]] = {}
+    drawn = {} if args.asked else drawn_levels(Path(args.csv))
+    replays = 0
     for r in test:
-        got = predict_row(r, prof, in_groups=args.groups)
-        amp = amplifications(got, predict_row(r, slower_steps(prof), in_groups=args.groups))
         want = measured(r)
+        lv = drawn.get(r.row_id.rsplit("-u", 1)[0]) if r.load == "open" else None
+        replays += lv is not None
+        got, amp = predicted(r, prof, lv, args.groups)
         windows = window_draws(r, prof, want, in_band, scatter)
         busy = (_utilisation(r) or 0.0) >= BUSY
         for metric, value in want.items():
@@ -531,10 +608,10 @@ def holdout(args: argparse.Namespace) -> int:
                     stated_interval(p, metric, bands) if metric in amp else None,
                 )
             band = windows.band(WINDOW_FIGURE[metric]) if windows is not None else None
-            drawn = f"  one window {band[0]:9.2f}-{band[1]:9.2f}" if band else ""
+            one = f"  one window {band[0]:9.2f}-{band[1]:9.2f}" if band else ""
             amplified = f"  amplified x{amp[metric]:.2f}" if amp.get(metric, 1.0) > 1.0 else ""
             lines.append(
-                f"  {r.row_id:<34} {metric:<10} measured {value:9.2f}  predicted {p:9.2f}{drawn}{amplified}"
+                f"  {r.row_id:<34} {metric:<10} measured {value:9.2f}  predicted {p:9.2f}{one}{amplified}"
             )
             by_shape.setdefault((r.model.split("/")[-1], metric), []).append(p / value)
     if args.verbose:
@@ -542,6 +619,10 @@ def holdout(args: argparse.Namespace) -> int:
     print(
         f"\nheld out: {len(test)} rows; the stated 80% interval is the product's for the family ({bands['tpot'].get('basis', '-')})"
     )
+    if replays:
+        print(
+            f"{replays} Poisson levels predicted from the arrivals their windows drew (--asked: from their rates)"
+        )
     print_scores(errs, faster, cover.inside, cover.flat)
     cover.print_widths()
     if in_band:
@@ -756,11 +837,7 @@ def repeat(args: argparse.Namespace) -> int:
         values: dict[str, list[float]] = {m: [] for m in limits}
         for steps, reqs in rounds:
             step = steps[k]
-            mine = [
-                RequestRecord.from_row(r)
-                for r in reqs
-                if r["step"] == step["step"] and r.get("error") is None
-            ]
+            mine = [RequestRecord.from_row(r) for r in window_requests(reqs, step) if r.get("error") is None]
             ttft = [r.ttft_s * 1e3 for r in mine if r.ttft_s is not None]
             tpot = [s * 1e3 for r in mine if (s := r.tpot_s) is not None]
             for name, vals in (("ttft", ttft), ("tpot", tpot)):
@@ -818,9 +895,7 @@ def windows(args: argparse.Namespace) -> int:
 def print_windows(steps: list[dict[str, Any]], reqs: list[dict[str, Any]]) -> None:
     figures: dict[str, list[float]] = {"ttft": [], "tpot": [], "tok/s": []}
     for step in steps:
-        mine = [
-            RequestRecord.from_row(r) for r in reqs if r["step"] == step["step"] and r.get("error") is None
-        ]
+        mine = [RequestRecord.from_row(r) for r in window_requests(reqs, step) if r.get("error") is None]
         mine.sort(key=lambda r: r.start)
         tpot = [t * 1e3 for r in mine if (t := r.tpot_s) is not None]
         m, h = _mean_ci(tpot) if len(tpot) > 1 else (float("nan"), float("nan"))
@@ -875,18 +950,27 @@ def arrival_profiles(lv: dict[str, Any], csv: Path) -> dict[str, Any]:
 def replayed_level(records: list[RequestRecord], sm: Any) -> dict[str, np.ndarray]:
     """Each request's TTFT (ms), TPOT (ms) and e2e (s), simulated with the arrival times and lengths it was sent
     with (`sizing.perf.simulator.Replay` at the records' own rate), in the order sent."""
+    return replayed(
+        np.array([r.start for r in records]),
+        np.array([r.input_tokens or 1 for r in records]),
+        np.array([r.output_tokens or 1 for r in records]),
+        sm,
+    )
+
+
+def replayed(sent: np.ndarray, inp: np.ndarray, out: np.ndarray, sm: Any) -> dict[str, np.ndarray]:
+    """`replayed_level` from the send times (s, ascending) and lengths of its requests."""
     from sizing.base.distributions import TokenDistribution
     from sizing.perf.simulator import Replay, simulate
     from sizing.traces.replay import TraceReplay
 
-    t = np.array([r.start for r in records])
-    t -= t[0]
-    n = len(records)
+    t = sent - sent[0]
+    n = t.size
     trace = TraceReplay(
-        key=f"measured-{n}-{t[-1]:.3f}",
+        key=f"measured-{n}-{t[-1]:.3f}-{int(inp.sum())}",
         t=t,
-        inp=np.array([r.input_tokens or 1 for r in records]),
-        out=np.array([r.output_tokens or 1 for r in records]),
+        inp=inp,
+        out=out,
         hit=np.zeros(n, dtype=np.int64),
         reuse_distance=np.zeros(n),
     )
@@ -915,7 +999,8 @@ def arrivals(args: argparse.Namespace) -> int:
     row = got.pop("row")
     kept = sorted((r for r in lv["records"] if r.get("error") is None), key=lambda r: r["start"])
     records = [RequestRecord.from_row(r) for r in kept]
-    window = np.array([r["step"] for r in kept])
+    # the warm-up's requests are replayed (the engine was running them when the window opened), not counted
+    window = np.array([-1 if r.get("warmup") else r["step"] for r in kept])
     measured = {
         "ttft": np.array([r.ttft_s or 0.0 for r in records]) * 1e3,
         "tpot": np.array([r.tpot_s or np.nan for r in records]) * 1e3,
@@ -928,8 +1013,8 @@ def arrivals(args: argparse.Namespace) -> int:
         print(f"  {name}: " + ", ".join(f"{k} {v:.4g}" for k, v in prof.params().items() if k in
               ("compute_eff", "bandwidth_eff", "step_overhead_s", "seq_overhead_s", "request_overhead_s")))  # fmt: skip
     print(f"  {'window':<8} {'metric':<6} {'measured':>9} " + " ".join(f"{n:>14}" for n in got))
-    for w in [*sorted(set(window.tolist())), None]:
-        mask = window == w if w is not None else np.ones(window.size, dtype=bool)
+    for w in [*sorted(set(window.tolist()) - {-1}), None]:
+        mask = window == w if w is not None else window >= 0
         label = f"{w + 1} ({mask.sum()})" if w is not None else f"all ({mask.sum()})"
         for metric in ("ttft", "tpot", "e2e"):
             m = float(np.nanmean(measured[metric][mask]))
@@ -1404,6 +1489,12 @@ def holdout_parser(sub: Any) -> argparse.ArgumentParser:
                    " level predicted by a calibration's profile of the grid's processor (--profile), as levels"
                    " measured after that calibration are a fresh check of it")  # fmt: skip
     h.add_argument("--profile", help="`--train none`: the calibration file (default: the shipped profile)")
+    h.add_argument(
+        "--asked",
+        action="store_true",
+        help="predict every Poisson level from the rate its window got, not from the arrivals it drew (where the"
+        " step records keep them: grids measured since the load test keeps a level's warm-up requests)",
+    )
     return h
 
 

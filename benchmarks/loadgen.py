@@ -213,7 +213,9 @@ def _run_level(
     )
     wall = time.time() - t0
     cpu = (_child_cpu_s() - cpu0) / wall
-    rows = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    rows = [
+        r for x in (out / "requests.jsonl").read_text().splitlines() if not (r := json.loads(x)).get("warmup")
+    ]
     return rows, cpu, steps[0].model_dump()
 
 

@@ -121,6 +121,8 @@ def _records(path: Path) -> list[RequestRecord]:
     out = []
     for line in path.read_text().splitlines():
         d = json.loads(line)
+        if d.pop("warmup", False):
+            continue  # the warm-up's requests: kept beside the window's, counted in no figure
         d.pop("step", None)
         out.append(RequestRecord(**d))
     return out

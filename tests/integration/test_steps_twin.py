@@ -41,7 +41,17 @@ def test_the_steps_rebuilt_from_a_load_test_of_a_twin_are_its_model_steps(
     # WHEN `sizing steps` reads the folder for that deployment
     assert main(["steps", str(tmp_path), "--model", MODEL, "--instance", INSTANCE, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    # THEN nearly every rebuilt step is timed, and each kind's time is the step model's own
+    # THEN the folder keeps each level's warm-up requests beside its window's, marked, and only the window's count
+    steps = [json.loads(x) for x in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    saved = [json.loads(x) for x in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    for step in steps:
+        opens = step["started_at"] + step["warmup_s"]
+        mine = [r for r in saved if r["step"] == step["step"]]
+        warm = [r for r in mine if r.get("warmup")]
+        assert warm and all(step["started_at"] <= r["start"] < opens for r in warm)
+        assert all(r["start"] >= opens for r in mine if not r.get("warmup"))
+        assert len(mine) - len(warm) == step["requests"] - step["unfinished"]
+    # and nearly every rebuilt step is timed, and each kind's time is the step model's own
     assert out["levels"] == 2 and out["timed"] >= 0.9 * out["rebuilt"] > 100
     assert out["median_ratio"] == pytest.approx(1.0, abs=STEP_SHARE)
     decode = [k for k in out["kinds"] if k["kind"].startswith("decode only")]

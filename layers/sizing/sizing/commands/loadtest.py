@@ -124,7 +124,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--save-requests",
         action="store_true",
-        help="also write every measured request (times, tokens, errors) to requests.jsonl in --out",
+        help="also write every request (times, tokens, errors) to requests.jsonl in --out; those sent in a"
+        " level's warm-up are marked warmup",
     )
     p.set_defaults(func=run)
 

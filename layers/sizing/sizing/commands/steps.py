@@ -71,7 +71,8 @@ def summarise(args: argparse.Namespace) -> dict[str, Any]:
     records = read_records(Path(args.results))
     cfg = HardwareConfig.create(args.model, args.instance, args.tp, args.quant, args.engine)
     sm = StepModel.for_config(cfg)
-    # the steps of each load level apart: a level's requests never share a step with another's
+    # the steps of each load level apart: a level's requests never share a step with another's (its warm-up's
+    # requests among them: the window's first steps are rebuilt with what was already running)
     levels: dict[Any, list[Any]] = {}
     for level, rec in records:
         levels.setdefault(level, []).append(rec)

@@ -158,7 +158,9 @@ class LoadTestConfig(Strict):
     max_total_s: float | None = Field(default=None, gt=0, description="stop after this long in all")
     max_inflight: int = Field(default=DEFAULT_MAX_INFLIGHT, gt=0)
     save_requests: bool = Field(
-        default=False, description="also write every measured request to requests.jsonl"
+        default=False,
+        description="also write every request of each level to requests.jsonl (those sent in its warm-up marked"
+        " `warmup`)",
     )
     serving: dict[str, Any] | None = Field(
         default=None,

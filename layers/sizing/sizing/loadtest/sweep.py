@@ -261,10 +261,13 @@ class SweepShape(LoadTestShape):
         result = result.model_copy(update={"engine_steps": _steps_of(COLLECTOR.records, (lo, hi))})
         self.history.append(result)
         if self.cfg.save_requests:
+            # the warm-up's requests too, marked: they are what the engine was already running when the window
+            # opened (a replay of the window's arrivals starts from them; `sizing steps` rebuilds its first steps)
             with open(f"{self.cfg.out_dir}/requests.jsonl", "a") as f:
                 for r in COLLECTOR.records:
-                    if lo <= r.start < hi:
-                        f.write(json.dumps({"step": result.step, **dataclasses.asdict(r)}) + "\n")
+                    if self.step_start <= r.start < hi:
+                        warmup = {"warmup": True} if r.start < lo else {}
+                        f.write(json.dumps({"step": result.step, **dataclasses.asdict(r), **warmup}) + "\n")
         COLLECTOR.records.clear()  # whatever finished so far belongs to this step or to none
         gc.collect()  # between steps, where a pause measures nothing (process.py turns automatic GC off)
         if self.on_step is not None:
