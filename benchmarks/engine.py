@@ -85,17 +85,18 @@ MODELS = ROOT / ".engine" / "models"
 # the engine tier's models are catalog models through the overlay build_models.py writes
 os.environ.setdefault("SIZING_CATALOG_DIR", str(MODELS / "catalog"))
 
-from sizing.catalog.hostcpu import ENGINE_VCPUS, host_cpu, this_machine  # noqa: E402
+from sizing.catalog.hostcpu import ENGINE_CORES, host_cpu, this_machine  # noqa: E402
+from sizing.catalog.loading import reset_cache  # noqa: E402
 from sizing.loadtest import run_sweep  # noqa: E402
 from sizing.loadtest.metrics import RequestRecord, StepResult, lockstep_users  # noqa: E402
 from sizing.loadtest.server import probe  # noqa: E402
 from sizing.loadtest.steps import EngineStep, rebuild  # noqa: E402
 from sizing.perf.calibration import REFERENCE_PROFILE_ENV  # noqa: E402
 
-#: This machine as the catalog names it (docs/engine.md, "Which instance this is"): a 2-vCPU Sapphire Rapids slice is
-#: a c7i.large, a 2-vCPU EPYC Milan one a c6a.large (`sizing.catalog.hostcpu`); None on a CPU the catalog does not
-#: know, where nothing is measured unless told `--any-cpu`.
-BOX = this_machine(ENGINE_VCPUS)
+#: This machine as the catalog names it (docs/engine.md, "Which instance this is"): one core of a Sapphire Rapids is
+#: a c7i.large, of an EPYC Milan a c6a.large, of an EPYC Genoa a c7a.medium (`sizing.catalog.hostcpu`); None on a
+#: CPU the catalog does not know, where nothing is measured unless told `--any-cpu`.
+BOX = this_machine(ENGINE_CORES)
 #: The reference grid's machine (engine-grid.csv and the step records beside it were measured there).
 REFERENCE_PROCESSOR, REFERENCE_INSTANCE = "xeon-spr", "c7i.large"
 REFERENCE = f"{REFERENCE_PROCESSOR}-{REFERENCE_INSTANCE}"
@@ -368,6 +369,7 @@ def measure(args: argparse.Namespace) -> int:
     for shape in order:
         engine("stop")
         engine("start", shape)
+        reset_cache()  # the start may have built the shape's model just now: the catalog read before lacks it
         facts = probe(args.endpoint)
         model = facts.served_models[0]
         print(f"{shape}: vLLM {facts.version}, KV {facts.kv_cache_tokens} tokens, {cpu_model()}", flush=True)

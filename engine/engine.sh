@@ -102,7 +102,7 @@ start() {
   # which catalog instance the engine's figures are (sizing.catalog.hostcpu), where the product's venv is here to say
   cpu="$(grep -m1 '^model name' /proc/cpuinfo 2> /dev/null | cut -d: -f2 | sed 's/^ *//')"
   if [[ -x .venv/bin/python ]]; then
-    here="$(.venv/bin/python -c 'from sizing.catalog.hostcpu import ENGINE_VCPUS as n, this_machine as m; h = m(n); print(h.instance_type if h else "")' 2> /dev/null || true)"
+    here="$(.venv/bin/python -c 'from sizing.catalog.hostcpu import ENGINE_CORES as n, this_machine as m; h = m(n); print(h.instance_type if h else "")' 2> /dev/null || true)"
     if [[ -n "$here" ]]; then
       echo "engine: this machine (${cpu:-unknown CPU}) counts as a $here (docs/engine.md, 'Which instance this is')" >&2
     else

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from sizing.catalog.hostcpu import ENGINE_VCPUS, LocalInstance, host_cpu, this_machine
+from sizing.catalog.hostcpu import ENGINE_CORES, LocalInstance, host_cpu, this_machine
 
 
 def box_cpu() -> tuple[str, bool]:
@@ -25,11 +25,11 @@ def skip_without_amx(why: str) -> None:
 
 
 def box_instance() -> LocalInstance:
-    """The catalog instance the engine on this machine counts as (one core: a 2-vCPU slice of its processor); skips
+    """The catalog instance the engine on this machine counts as (one physical core of its processor: `ENGINE_CORES`); skips
     the calling test on a CPU the catalog does not know, whose figures would be filed under another's hardware."""
     import pytest
 
-    here = this_machine(ENGINE_VCPUS)
+    here = this_machine(ENGINE_CORES)
     if here is None:
         pytest.skip(
             f"this machine's CPU ({host_cpu().describe()}) is no catalog CPU instance (docs/engine.md)"

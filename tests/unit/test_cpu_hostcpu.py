@@ -1,5 +1,6 @@
 """Which catalog CPU instance a machine counts as (`sizing.catalog.hostcpu`), read from its /proc/cpuinfo, and the EPYC
-Milan families that make an AMD machine one: the engine on such a box measures a c6a.large, not a c7i.large."""
+families that make an AMD machine one: the engine on such a box measures a c6a.large (Milan) or a c7a.medium (Genoa),
+not a c7i.large."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from sizing.catalog import load_catalog
 from sizing.catalog.hostcpu import (
     CPUINFO,
-    ENGINE_VCPUS,
+    ENGINE_CORES,
     local_instance,
     parse_cpuinfo,
     shipped_cpus,
@@ -51,6 +52,7 @@ def cpus() -> dict:
         (SAPPHIRE_RAPIDS, None, ("xeon-spr", "c7i.large")),
         (MILAN, None, ("epyc-milan", "c6a.large")),
         (MILAN, 8, ("epyc-milan", "c6a.2xlarge")),
+        (GENOA, None, ("epyc-genoa", "c7a.large")),
     ],
 )
 def test_a_machine_counts_as_the_catalog_instance_of_its_processor_and_vcpus(cpus, text, vcpus, expected):
@@ -63,9 +65,12 @@ def test_a_machine_counts_as_the_catalog_instance_of_its_processor_and_vcpus(cpu
     assert here.accelerator == f"{expected[0]}-{expected[1]}"
 
 
-@pytest.mark.parametrize("text", [ICE_LAKE, GENOA, ""], ids=["xeon-without-amx", "epyc-genoa", "unreadable"])
+TURIN = MILAN.replace("cpu family\t: 25", "cpu family\t: 26").replace("avx2", "avx2 avx512f avx512_bf16")
+
+
+@pytest.mark.parametrize("text", [ICE_LAKE, TURIN, ""], ids=["xeon-without-amx", "epyc-turin", "unreadable"])
 def test_a_processor_the_catalog_does_not_know_counts_as_no_instance(cpus, text):
-    # given a Xeon without AMX (not a Sapphire Rapids), an EPYC of the next generation, or no cpuinfo at all
+    # given a Xeon without AMX (not a Sapphire Rapids), an EPYC of a generation the catalog lacks, or no cpuinfo
     # when / then no catalog instance is named: its figures would be filed under another machine's hardware
     assert local_instance(cpus, parse_cpuinfo(text, 2)) is None
 
@@ -101,9 +106,25 @@ def test_a_milan_instance_is_estimated_from_its_own_fp32_rows_within_physics():
     assert all(0 < milan.expected_error[m] < 1 for m in ("ttft", "tpot", "throughput"))
 
 
-def test_the_local_engine_counts_as_the_two_vcpu_slice_whatever_the_machine_has():
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [(SAPPHIRE_RAPIDS, "c7i.large"), (MILAN, "c6a.large"), (GENOA, "c7a.medium")],
+)
+def test_the_local_engine_counts_as_the_slice_of_one_physical_core(cpus, text, expected):
+    # given a machine of any vCPUs whose engine runs pinned to one core
+    cpu = parse_cpuinfo(text, 16)
+    # when the instance the engine counts as is read
+    here = local_instance(cpus, cpu, cores=ENGINE_CORES)
+    # then it is the size of one physical core: 2 vCPUs where a core runs two threads, 1 on an EPYC Genoa (whose
+    # instances give each vCPU a whole core)
+    assert here is not None and here.instance_type == expected
+
+
+def test_this_machine_counts_as_its_processors_one_core_slice():
     # given this machine, whatever its vCPUs (the engine runs pinned to one core)
-    here = this_machine(ENGINE_VCPUS)
-    # then it is no instance (a CPU the catalog does not know) or the 2-vCPU size of its processor's first family
-    assert here is None or here.instance_type.endswith(".large")
-    assert here is None or local_instance(shipped_cpus(), parse_cpuinfo(CPUINFO.read_text(), 2)) == here
+    here = this_machine(ENGINE_CORES)
+    # then it is no instance (a CPU the catalog does not know) or the one-core size of its processor's first family
+    assert (
+        here is None
+        or local_instance(shipped_cpus(), parse_cpuinfo(CPUINFO.read_text()), ENGINE_CORES) == here
+    )

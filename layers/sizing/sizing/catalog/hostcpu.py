@@ -1,13 +1,13 @@
 """Which catalog CPU instance this machine is a slice of, read from `/proc/cpuinfo`: the processor of
 `data/cpus.yaml` whose `cpuinfo` match the machine's vendor, family, model and flags meet, and the size of that
 processor's first family with this machine's vCPUs (2 vCPUs of a Sapphire Rapids Xeon: c7i.large; of an EPYC
-Milan: c6a.large). For the engine on this machine (its tier, `benchmarks/engine.py`): a server elsewhere does not
+Milan: c6a.large; of an EPYC Genoa, whose vCPUs are whole cores: c7a.large). For the engine on this machine (its tier, `benchmarks/engine.py`): a server elsewhere does not
 state its CPU over HTTP, so a run against it names its hardware (`sizing run --hardware`)."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -90,14 +90,18 @@ def _matches(cpu: HostCpu, match: dict[str, Any]) -> bool:
     return all(flag in cpu.flags for flag in match.get("flags", []))
 
 
-def local_instance(cpus: dict[str, Any], cpu: HostCpu | None = None) -> LocalInstance | None:
+def local_instance(
+    cpus: dict[str, Any], cpu: HostCpu | None = None, cores: int | None = None
+) -> LocalInstance | None:
     """The processor of `cpus` (`data/cpus.yaml` as read) whose `cpuinfo` match `cpu` (this machine's by default)
-    meets, and its first family's size of `cpu`'s vCPUs; None when no processor or no size matches."""
+    meets, and its first family's size of `cpu`'s vCPUs, or with `cores`, of that many physical cores (vCPUs: the
+    cores times the processor's threads per core); None when no processor or no size matches."""
     cpu = cpu or host_cpu()
     for proc_id, proc in (cpus.get("processors") or {}).items():
         if not proc.get("cpuinfo") or not _matches(cpu, proc["cpuinfo"]):
             continue
-        sizes = [size for size, shape in (cpus.get("sizes") or {}).items() if int(shape["vcpu"]) == cpu.vcpus]
+        vcpus = cores * int(proc.get("threads_per_core", 1)) if cores else cpu.vcpus
+        sizes = [size for size, shape in (cpus.get("sizes") or {}).items() if int(shape["vcpu"]) == vcpus]
         for family, fam in (cpus.get("families") or {}).items():
             if fam["processor"] == proc_id:
                 priced = [size for size in sizes if (fam.get("prices") or {}).get(size) is not None]
@@ -113,14 +117,13 @@ def shipped_cpus() -> dict[str, Any]:
     return data
 
 
-#: vCPUs of the slice the local engine is: engine/engine.sh pins it to one core (its client on another), as a
-#: 2-vCPU instance computes on one physical core, whatever else the machine has (docs/engine.md, "Which instance
-#: this is").
-ENGINE_VCPUS = 2
+#: Physical cores of the slice the local engine is: engine/engine.sh pins it to one core (its client on another),
+#: whatever else the machine has -- 2 vCPUs where a core runs two threads (c7i.large, c6a.large), one where it runs
+#: one (c7a.medium: an EPYC Genoa instance's vCPU is a whole core) (docs/engine.md, "Which instance this is").
+ENGINE_CORES = 1
 
 
-def this_machine(vcpus: int | None = None) -> LocalInstance | None:
+def this_machine(cores: int | None = None) -> LocalInstance | None:
     """The catalog instance this machine counts as (`local_instance` over the shipped `data/cpus.yaml`), or with
-    `vcpus`, the slice of that many vCPUs of its processor (`ENGINE_VCPUS`: the one the local engine is)."""
-    cpu = host_cpu()
-    return local_instance(shipped_cpus(), cpu if vcpus is None else replace(cpu, vcpus=vcpus))
+    `cores`, the slice of that many physical cores of its processor (`ENGINE_CORES`: the one the local engine is)."""
+    return local_instance(shipped_cpus(), host_cpu(), cores)

@@ -62,6 +62,9 @@ RELATIVE: dict[str, str] = {
     # the other CPU vLLM's CPU backend serves here: fitted on its own fp32 rows; the Xeon's efficiencies on its own
     # (AVX2) peaks, error widened, only for an engine without them (docs/engine.md, "An EPYC Milan box")
     "epyc-milan": "xeon-spr",
+    # the next EPYC: fitted on its own bf16 rows; Milan's efficiencies on its own (AVX-512) peaks, error widened, only
+    # for an engine without them (docs/engine.md, "An EPYC Genoa box")
+    "epyc-genoa": "epyc-milan",
 }
 #: An engine with no rows on a family borrows the family's pooled profile; its stated error widens by this
 #: factor (assumed: engines on one chip differ by up to ~1.5x in published comparisons).
@@ -71,7 +74,7 @@ FALLBACK_ERROR_WIDENING = 1.5
 #: CPU processors (data/cpus.yaml): a CPU instance's accelerator is `<processor>-<instance type>`, and every size of
 #: every family on one processor shares its efficiencies (the sizes differ in cores and bandwidth share, which the
 #: step model reads from the catalog).
-CPU_PROCESSORS = ("xeon-spr", "epyc-milan")
+CPU_PROCESSORS = ("xeon-spr", "epyc-milan", "epyc-genoa")
 
 
 def family_of(accelerator_id: str) -> str:
