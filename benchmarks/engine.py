@@ -88,13 +88,13 @@ os.environ.setdefault("SIZING_CATALOG_DIR", str(MODELS / "catalog"))
 from sizing.catalog.hostcpu import ENGINE_CORES, host_cpu, this_machine  # noqa: E402
 from sizing.catalog.loading import reset_cache  # noqa: E402
 from sizing.loadtest import run_sweep  # noqa: E402
-from sizing.loadtest.metrics import RequestRecord, StepResult, lockstep_users  # noqa: E402
+from sizing.loadtest.metrics import RequestRecord, StepResult, delivered_tokens, lockstep_users  # noqa: E402
 from sizing.loadtest.server import probe  # noqa: E402
 from sizing.loadtest.steps import EngineStep, rebuild  # noqa: E402
 from sizing.perf.calibration import REFERENCE_PROFILE_ENV  # noqa: E402
 
 #: This machine as the catalog names it (docs/engine.md, "Which instance this is"): one core of a Sapphire Rapids is
-#: a c7i.large, of an EPYC Milan a c6a.large, of an EPYC Genoa a c7a.medium (`sizing.catalog.hostcpu`); None on a
+#: a c7i.large, of an EPYC Milan a c6a.large, of an EPYC Genoa an m7a.medium (`sizing.catalog.hostcpu`); None on a
 #: CPU the catalog does not know, where nothing is measured unless told `--any-cpu`.
 BOX = this_machine(ENGINE_CORES)
 #: The reference grid's machine (engine-grid.csv and the step records beside it were measured there).
@@ -526,8 +526,8 @@ def drawn_levels(csv: Path) -> dict[str, dict[str, Any]]:
 def predict_drawn(row: Any, prof: Any, lv: dict[str, Any], metrics: Any) -> dict[str, float]:
     """A Poisson level predicted from the arrivals its window drew, not from its rate: every request replayed as it
     was sent, the warm-up's included (`replayed`), and read as the load test reads a window: the means over the
-    requests sent in it, and the tokens delivered in it, each answer's spread evenly from its first token to its
-    last (`sizing.loadtest.metrics.delivered_tokens`). One window of 13-200 requests is one draw of arrivals
+    requests sent in it, and the tokens delivered in it (`sizing.loadtest.metrics.delivered_tokens`, each answer's
+    tokens evenly spaced after its first). One window of 13-200 requests is one draw of arrivals
     (docs/engine.md, "A Poisson window is one draw"); predicted from its rate, a level errs by that draw too."""
     from sizing.perf.fit import _row_model
 
@@ -536,17 +536,24 @@ def predict_drawn(row: Any, prof: Any, lv: dict[str, Any], metrics: Any) -> dict
     per = replayed(sent, inp, out, _row_model(row, prof, 0))
     window = lv["duration_s"]
     inside = (sent >= 0) & (sent < window)
-    first = sent + per["ttft_ms"] / 1e3
-    last = sent + per["e2e_s"]
-    delivered = 0
-    for f, e, n in zip(first, last, out, strict=True):
-        times = f + (e - f) * np.arange(n) / max(n - 1, 1)
-        delivered += int(np.count_nonzero((times >= 0) & (times < window)))
+    # each simulated answer as the client would have recorded it, its tokens evenly spaced after the first
+    answers = [
+        RequestRecord(
+            start=t0,
+            end=t0 + e2e,
+            ttft_s=ttft / 1e3,
+            itl_s=[(e2e - ttft / 1e3) / max(n - 1, 1)] * (n - 1),
+            output_tokens=n,
+        )
+        for t0, ttft, e2e, n in zip(
+            sent.tolist(), per["ttft_ms"].tolist(), per["e2e_s"].tolist(), out.tolist(), strict=True
+        )
+    ]
     got = {
         "ttft": float(np.mean(per["ttft_ms"][inside])),
         "tpot": float(np.nanmean(per["tpot_ms"][inside])),
         "e2e": float(np.mean(per["e2e_s"][inside])),
-        "throughput": delivered / window,
+        "throughput": delivered_tokens(answers, 0.0, window) / window,
     }
     return {k: v for k, v in got.items() if k in metrics}
 

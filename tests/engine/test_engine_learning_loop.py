@@ -1,5 +1,5 @@
 """The learning loop on the real engine: `sizing run --endpoint URL --hardware H` measures the server, H the catalog
-instance this machine counts as (c7i.large on a Sapphire Rapids Xeon, c6a.large on an EPYC Milan, c7a.medium on an EPYC Genoa:
+instance this machine counts as (c7i.large on a Sapphire Rapids Xeon, c6a.large on an EPYC Milan, m7a.medium on an EPYC Genoa:
 `sizing.catalog.hostcpu`), stores its levels under that hardware, refits, and the next `sizing estimate` for the hardware reads what it learned (a
 profile folder keeps it between the two commands: SIZING_CALIBRATION_DIR).
 

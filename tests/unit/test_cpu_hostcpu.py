@@ -1,5 +1,5 @@
 """Which catalog CPU instance a machine counts as (`sizing.catalog.hostcpu`), read from its /proc/cpuinfo, and the EPYC
-families that make an AMD machine one: the engine on such a box measures a c6a.large (Milan) or a c7a.medium (Genoa),
+families that make an AMD machine one: the engine on such a box measures a c6a.large (Milan) or an m7a.medium (Genoa),
 not a c7i.large."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def cpus() -> dict:
         (SAPPHIRE_RAPIDS, None, ("xeon-spr", "c7i.large")),
         (MILAN, None, ("epyc-milan", "c6a.large")),
         (MILAN, 8, ("epyc-milan", "c6a.2xlarge")),
-        (GENOA, None, ("epyc-genoa", "c7a.large")),
+        (GENOA, None, ("epyc-genoa", "m7a.large")),
     ],
 )
 def test_a_machine_counts_as_the_catalog_instance_of_its_processor_and_vcpus(cpus, text, vcpus, expected):
@@ -108,7 +108,7 @@ def test_a_milan_instance_is_estimated_from_its_own_fp32_rows_within_physics():
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [(SAPPHIRE_RAPIDS, "c7i.large"), (MILAN, "c6a.large"), (GENOA, "c7a.medium")],
+    [(SAPPHIRE_RAPIDS, "c7i.large"), (MILAN, "c6a.large"), (GENOA, "m7a.medium")],
 )
 def test_the_local_engine_counts_as_the_slice_of_one_physical_core(cpus, text, expected):
     # given a machine of any vCPUs whose engine runs pinned to one core

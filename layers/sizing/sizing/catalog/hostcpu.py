@@ -1,7 +1,8 @@
 """Which catalog CPU instance this machine is a slice of, read from `/proc/cpuinfo`: the processor of
 `data/cpus.yaml` whose `cpuinfo` match the machine's vendor, family, model and flags meet, and the size of that
 processor's first family with this machine's vCPUs (2 vCPUs of a Sapphire Rapids Xeon: c7i.large; of an EPYC
-Milan: c6a.large; of an EPYC Genoa, whose vCPUs are whole cores: c7a.large). For the engine on this machine (its tier, `benchmarks/engine.py`): a server elsewhere does not
+Milan: c6a.large; of an EPYC Genoa, whose vCPUs are whole cores: m7a.large). For the engine on this machine (its
+tier, `benchmarks/engine.py`): a server elsewhere does not
 state its CPU over HTTP, so a run against it names its hardware (`sizing run --hardware`)."""
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ def shipped_cpus() -> dict[str, Any]:
 
 #: Physical cores of the slice the local engine is: engine/engine.sh pins it to one core (its client on another),
 #: whatever else the machine has -- 2 vCPUs where a core runs two threads (c7i.large, c6a.large), one where it runs
-#: one (c7a.medium: an EPYC Genoa instance's vCPU is a whole core) (docs/engine.md, "Which instance this is").
+#: one (m7a.medium: an EPYC Genoa instance's vCPU is a whole core) (docs/engine.md, "Which instance this is").
 ENGINE_CORES = 1
 
 
