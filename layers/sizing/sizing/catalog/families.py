@@ -13,7 +13,7 @@ def expand_cpu_families(cpus: dict[str, Any]) -> tuple[list[dict[str, Any]], lis
     """The accelerators and instance types of `data/cpus.yaml`: one of each per (family, size). A CPU instance is
     one device: its memory less the node's reserve, the memory bandwidth its physical cores (vCPUs / threads per
     core) can draw (each core's, at most the socket's), and the matrix peak of those cores (`matrix_unit`: AMX on a
-    Xeon, the AVX2 FMA pipes on an EPYC Milan). A slice of one physical core serves its requests on the core that
+    Xeon, the AVX2 FMA pipes on an EPYC Milan, AVX-512's bf16 dot products on an EPYC Genoa). A slice of one physical core serves its requests on the core that
     computes the model (`frontend_shares_cores`): vLLM keeps a CPU for its API server and engine core, which on such
     a slice is the other thread of the same core."""
     accelerators: list[dict[str, Any]] = []

@@ -1,9 +1,10 @@
 """Which catalog CPU instance this machine is a slice of, read from `/proc/cpuinfo`: the processor of
 `data/cpus.yaml` whose `cpuinfo` match the machine's vendor, family, model and flags meet, and the size of that
 processor's first family with this machine's vCPUs (2 vCPUs of a Sapphire Rapids Xeon: c7i.large; of an EPYC
-Milan: c6a.large; of an EPYC Genoa, whose vCPUs are whole cores: m7a.large). For the engine on this machine (its
-tier, `benchmarks/engine.py`): a server elsewhere does not
-state its CPU over HTTP, so a run against it names its hardware (`sizing run --hardware`)."""
+Milan: c6a.large; of an EPYC Genoa, whose vCPUs are whole cores: m7a.large), or with its number of physical cores
+(the local engine's one core: c7i.large, c6a.large, m7a.medium). For the engine on this machine (its tier,
+`benchmarks/engine.py`): a server elsewhere does not state its CPU over HTTP, so a run against it names its
+hardware (`sizing run --hardware`)."""
 
 from __future__ import annotations
 
