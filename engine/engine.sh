@@ -104,7 +104,7 @@ start() {
   if [[ -x .venv/bin/python ]]; then
     here="$(.venv/bin/python -c 'from sizing.catalog.hostcpu import ENGINE_CORES as n, this_machine as m; h = m(n); print(h.instance_type if h else "")' 2> /dev/null || true)"
     if [[ -n "$here" ]]; then
-      echo "engine: this machine (${cpu:-unknown CPU}) counts as a $here (docs/engine.md, 'Which instance this is')" >&2
+      echo "engine: this machine (${cpu:-unknown CPU}) counts as the catalog instance $here (docs/engine.md, 'Which instance this is')" >&2
     else
       echo "engine: this CPU (${cpu:-unknown}) is no catalog CPU instance: the engine serves, and its figures are" \
         "this machine's alone (docs/engine.md, 'Which instance this is')" >&2
