@@ -180,13 +180,20 @@ def served_format(shape: str, facts: Any) -> str:
     return fmt if fmt in ("bf16", "fp32") else "bf16"
 
 
+def level_id(shape: str, point: Sequence[int], target: dict[str, float]) -> str:
+    """A grid level's row id before its tag (`row_of`): shape, lengths, and streams (c) or the rate asked (r)."""
+    closed = "concurrency" in target
+    level = target.get("concurrency") or target.get("rate_rps")
+    return f"E-{shape}-{point[0]}x{point[1]}-{'c' if closed else 'r'}{level:g}"
+
+
 def row_of(shape: str, point: tuple[int, int], step: dict[str, Any], facts: Any, tag: str) -> dict[str, Any]:
     target = step["target"]
     closed = "concurrency" in target
     group = lockstep_users(step.get("lockstep_group"))
     level = target.get("concurrency") or target.get("rate_rps")
     return {
-        "row_id": f"E-{shape}-{point[0]}x{point[1]}-{'c' if closed else 'r'}{level:g}{tag}",
+        "row_id": level_id(shape, point, target) + tag,
         "source": f"first-party: benchmarks/engine.py, vLLM {facts.version} (CPU) on {cpu_model()}, {date.today()}"
         + LAYOUT_NOTE,
         "study": "sizing-engine",
@@ -307,10 +314,14 @@ def grid_point(args: argparse.Namespace, shape: str, point: tuple[int, int], mod
         record(rows, [{**s, "arrivals": drawn_arrivals(reqs, s)} for s in steps], shape, point)
 
 
+def level_requests(reqs: list[dict[str, Any]], step: dict[str, Any]) -> list[dict[str, Any]]:
+    """A level's requests as `requests.jsonl` keeps them: its window's and its warm-up's (marked)."""
+    return [r for r in reqs if r["step"] == step["step"]]
+
+
 def window_requests(reqs: list[dict[str, Any]], step: dict[str, Any]) -> list[dict[str, Any]]:
-    """The requests a level's figures count: those sent in its window (`requests.jsonl` keeps its warm-up's too,
-    marked)."""
-    return [r for r in reqs if r["step"] == step["step"] and not r.get("warmup")]
+    """The requests a level's figures count: those sent in its window."""
+    return [r for r in level_requests(reqs, step) if not r.get("warmup")]
 
 
 def drawn_arrivals(reqs: list[dict[str, Any]], step: dict[str, Any]) -> list[list[float]]:
@@ -319,7 +330,7 @@ def drawn_arrivals(reqs: list[dict[str, Any]], step: dict[str, Any]) -> list[lis
     order sent. `holdout` predicts the level from them (`predict_drawn`)."""
     opens = step["started_at"] + step["warmup_s"]
     mine = sorted(
-        (r for r in reqs if r["step"] == step["step"] and r.get("error") is None and r.get("output_tokens")),
+        (r for r in level_requests(reqs, step) if r.get("error") is None and r.get("output_tokens")),
         key=lambda r: r["start"],
     )
     return [[round(r["start"] - opens, 4), r["input_tokens"] or 1, r["output_tokens"]] for r in mine]
@@ -518,8 +529,8 @@ def drawn_levels(csv: Path) -> dict[str, dict[str, Any]]:
     out = {}
     for line in path.read_text().splitlines() if path.exists() else []:
         lv = json.loads(line)
-        if (rate := lv["target"].get("rate_rps")) and lv.get("arrivals"):
-            out[f"E-{lv['shape']}-{lv['point'][0]}x{lv['point'][1]}-r{rate:g}"] = lv
+        if "rate_rps" in lv["target"] and lv.get("arrivals"):
+            out[level_id(lv["shape"], lv["point"], lv["target"])] = lv
     return out
 
 
@@ -559,15 +570,15 @@ def predict_drawn(row: Any, prof: Any, lv: dict[str, Any], metrics: Any) -> dict
 
 
 def predicted(
-    row: Any, prof: Any, lv: dict[str, Any] | None, groups: bool
+    row: Any, prof: Any, lv: dict[str, Any] | None, groups: bool, want: dict[str, float]
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """A held-out level's prediction (from the arrivals its window drew where `lv` keeps them, `predict_drawn`) and
-    each latency's amplification there (`sizing.perf.amplification`)."""
+    """A held-out level's prediction of the metrics it measured (`want`; from the arrivals its window drew where
+    `lv` keeps them, `predict_drawn`) and each latency's amplification there (`sizing.perf.amplification`)."""
     from sizing.perf.amplification import amplifications, slower_steps
-    from sizing.perf.fit import measured, predict_row
+    from sizing.perf.fit import predict_row
 
     def predict(p: Any) -> dict[str, float]:
-        return predict_drawn(row, p, lv, measured(row)) if lv else predict_row(row, p, in_groups=groups)
+        return predict_drawn(row, p, lv, want) if lv else predict_row(row, p, in_groups=groups)
 
     got = predict(prof)
     return got, amplifications(got, predict(slower_steps(prof)))
@@ -598,7 +609,7 @@ def holdout(args: argparse.Namespace) -> int:
         want = measured(r)
         lv = drawn.get(r.row_id.rsplit("-u", 1)[0]) if r.load == "open" else None
         replays += lv is not None
-        got, amp = predicted(r, prof, lv, args.groups)
+        got, amp = predicted(r, prof, lv, args.groups, want)
         windows = window_draws(r, prof, want, in_band, scatter)
         busy = (_utilisation(r) or 0.0) >= BUSY
         for metric, value in want.items():
